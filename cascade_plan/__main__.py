@@ -1,0 +1,3 @@
+from cascade_plan.cli import main
+
+main()
