@@ -1,0 +1,63 @@
+"""Unit conversion and formatting. KV and memory sizes print binary (KiB/MiB/GiB) as the seed does;
+bandwidth, FLOP/s and weight totals print decimal (TB/s, TFLOP/s, GB)."""
+
+from __future__ import annotations
+
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
+
+
+def fmt_bytes_binary(n: float) -> str:
+    n = float(n)
+    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if abs(n) >= size:
+            return f"{n / size:,.3g} {unit}" if n / size < 1000 else f"{n / size:,.0f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def fmt_bytes_decimal(n: float) -> str:
+    n = float(n)
+    for unit, size in (("TB", TB), ("GB", GB), ("MB", MB), ("KB", KB)):
+        if abs(n) >= size:
+            return f"{n / size:,.3g} {unit}"
+    return f"{n:,.0f} B"
+
+
+def fmt_bytes(n: float) -> str:
+    """Both forms, for places where people may think in either: '17 GiB (18.3 GB)'."""
+    if abs(n) < KiB:
+        return f"{n:,.0f} B"
+    return f"{fmt_bytes_binary(n)} ({fmt_bytes_decimal(n)})"
+
+
+def fmt_seconds(s: float) -> str:
+    s = float(s)
+    if s >= 100:
+        return f"{s:,.0f} s"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.3g} µs"
+    return f"{s * 1e9:.3g} ns"
+
+
+def fmt_bandwidth(bytes_per_s: float) -> str:
+    return f"{bytes_per_s / TB:.3g} TB/s"
+
+
+def fmt_flops(flop_per_s: float) -> str:
+    return f"{flop_per_s / 1e12:,.0f} TFLOP/s"
+
+
+def fmt_count(n: float) -> str:
+    n = float(n)
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n:,.0f}"
+
+
+def fmt_speedup(x: float) -> str:
+    return f"{x:.2f}x"
