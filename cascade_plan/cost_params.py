@@ -1,0 +1,66 @@
+"""Kernel efficiencies, fixed overheads and L2 reuse: the numbers the cost model does not derive.
+
+Three sources: `ideal` (peaks, no overheads: the seed's arithmetic), `default` (documented guesses,
+"uncalibrated"), and `calibrated` (fitted from a probe file; see calibration.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    """One kernel kind: achieved fraction of peak bandwidth and FLOP/s, and a fixed cost per launch
+    per layer (launch, tail, partial-wave waste)."""
+
+    bw_eff: float = 1.0
+    flop_eff: float = 1.0
+    overhead_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class CostParams:
+    mode: str                    # "ideal" | "default" | "calibrated"
+    decode: KernelParams         # per-sequence paged decode attention
+    prefix: KernelParams         # cascade prefix pass (one launch per level)
+    suffix: KernelParams         # cascade suffix pass (per-sequence decode over private pages)
+    merge: KernelParams          # LSE merge (one launch per level)
+    gemm: KernelParams           # weight GEMMs
+    # Fraction of a per-sequence kernel's redundant prefix re-reads served from L2 when one layer's
+    # shared prefix fits in L2; it falls as 1/x once the working set exceeds L2.
+    l2_hit_max: float = 0.0
+    source: str | None = None    # calibration file
+    backend: str | None = None   # kernel family the numbers describe
+
+    @property
+    def label(self) -> str:
+        if self.mode == "calibrated":
+            return f"calibrated ({self.backend} kernels, from {self.source})"
+        if self.mode == "default":
+            return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"
+        return "ideal (peak bandwidth and FLOP/s, zero overheads: the seed's arithmetic)"
+
+
+IDEAL = CostParams(mode="ideal", decode=KernelParams(), prefix=KernelParams(), suffix=KernelParams(),
+                   merge=KernelParams(), gemm=KernelParams())
+
+# Uncalibrated defaults: round figures of the kind well-tuned Hopper kernels reach (decode kernels
+# 80% of peak bandwidth, a prefix pass that sees ~45% of dense peak when compute-bound, a few
+# microseconds per launch inside a CUDA graph). They are guesses until a probe measures them.
+DEFAULT = CostParams(
+    mode="default",
+    decode=KernelParams(bw_eff=0.80, flop_eff=0.40, overhead_s=4e-6),
+    prefix=KernelParams(bw_eff=0.75, flop_eff=0.45, overhead_s=5e-6),
+    suffix=KernelParams(bw_eff=0.75, flop_eff=0.40, overhead_s=4e-6),
+    merge=KernelParams(bw_eff=0.50, flop_eff=1.0, overhead_s=3e-6),
+    gemm=KernelParams(bw_eff=0.85, flop_eff=0.70, overhead_s=0.0),
+    l2_hit_max=0.0,
+)
+
+
+def with_overheads_scaled(params: CostParams, factor: float) -> CostParams:
+    """Scale every fixed overhead (used by sensitivity sweeps and tests)."""
+    def s(k: KernelParams) -> KernelParams:
+        return replace(k, overhead_s=k.overhead_s * factor)
+    return replace(params, decode=s(params.decode), prefix=s(params.prefix), suffix=s(params.suffix),
+                   merge=s(params.merge), gemm=s(params.gemm))
