@@ -1,0 +1,146 @@
+"""The `cascade-plan` command line: each command loads, calls the library, renders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cascade_plan import __version__
+from cascade_plan.cli_common import (GroupsOpt, HardwareOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption,
+                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, SamplesOpt, TpOpt,
+                                     WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
+                                     scenario_from_options)
+
+app = typer.Typer(
+    name="cascade-plan",
+    help="Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
+         "is the breakeven? Start with `cascade-plan estimate workloads/rl-rollouts-64.yaml`.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cascade-plan {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    pass
+
+
+@app.command()
+@handles_input_errors
+def estimate(
+    workload: WorkloadArg = None,
+    model: ModelOpt = None,
+    hardware: HardwareOpt = None,
+    prefix: PrefixOpt = None,
+    groups: GroupsOpt = 1,
+    samples: SamplesOpt = None,
+    output_tokens: OutputOpt = None,
+    private_tokens: PrivateOpt = 0,
+    kv_dtype: KvDtypeOption = None,
+    weight_dtype: WeightDtypeOption = None,
+    tp: TpOpt = None,
+    ideal: IdealOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
+
+    Shows KV bytes per token, prefix and weight bytes, the step at the first, middle and final decode
+    step, the whole run's time and average speedup, and the seed's go/no-go check.
+
+    Examples:
+
+      cascade-plan estimate workloads/rl-rollouts-64.yaml --ideal
+
+      cascade-plan estimate --model llama-3-8b --hardware h100-sxm --prefix 4096 --groups 2 --samples 64 --output-tokens 1024
+    """
+    from cascade_plan.estimate import estimate as run_estimate, to_json
+    from cascade_plan.params_select import select_params
+
+    scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
+                                samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
+                                kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+    est = run_estimate(scn, select_params(ideal))
+    if json_out:
+        print_json(to_json(est, __version__))
+        return
+    from rich.console import Console
+
+    from cascade_plan.render_estimate import render_estimate
+
+    render_estimate(est, Console())
+
+
+@app.command()
+@handles_input_errors
+def models(
+    kv_dtype: Annotated[KvDtypeOpt, typer.Option("--kv-dtype", help="KV dtype for the bytes-per-token column.")] = KvDtypeOpt.bf16,
+    weight_dtype: Annotated[KvDtypeOpt, typer.Option("--weight-dtype", help="Weight dtype for the weight-bytes column.")] = KvDtypeOpt.bf16,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree (bytes are per GPU).")] = 1,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the built-in models with KV bytes per token and weight bytes (per GPU at --tp)."""
+    from cascade_plan.model_catalog import model_rows, render_models
+
+    rows = model_rows(kv_dtype.value, weight_dtype.value, tp)
+    if json_out:
+        print_json({"schema_version": 1, "kv_dtype": kv_dtype.value, "weight_dtype": weight_dtype.value, "tp": tp,
+                    "models": rows})
+    else:
+        render_models(rows, kv_dtype.value, weight_dtype.value, tp)
+
+
+@app.command()
+@handles_input_errors
+def hardware(
+    profile: Annotated[Optional[str], typer.Argument(help="Show one profile in full (id or YAML path).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the built-in hardware profiles (datasheet peaks with sources), or show one."""
+    from cascade_plan.model_catalog import hardware_rows, render_hardware
+
+    rows = hardware_rows(profile)
+    if json_out:
+        print_json({"schema_version": 1, "hardware": rows})
+    else:
+        render_hardware(rows, full=profile is not None)
+
+
+@app.command()
+@handles_input_errors
+def probe(
+    out: Annotated[Path, typer.Option("--out", help="Calibration JSON to write (atomically).")],
+    quick: Annotated[bool, typer.Option("--quick", help="A small grid that finishes in under a minute.")] = False,
+    backend: Annotated[Optional[list[str]], typer.Option(
+        "--backend", help="Backends to time: triton (ours), torch, flashinfer. Repeat the option; default all available.")] = None,
+    page_size: Annotated[int, typer.Option("--page-size", min=1, help="KV page size in tokens.")] = 16,
+) -> None:
+    """Run real per-sequence and cascade attention kernels on this machine's CUDA GPU and write a
+    calibration file (needs the `probe` extra: pip install 'cascade-plan[probe]')."""
+    from cascade_plan.errors import InputError
+
+    try:
+        from kernels_probe.environment import missing_requirements
+    except ImportError:
+        raise InputError("the GPU probe package (kernels_probe) is not installed with this copy of cascade-plan") from None
+    missing = missing_requirements()
+    if missing:
+        raise InputError("cannot run the probe: " + "; ".join(missing))
+    from rich.console import Console
+
+    from kernels_probe.runner import run_probe
+
+    console = Console()
+    run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console)
+    console.print(f"wrote {out}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,94 @@
+"""Rich rendering of an Estimate (the `estimate` command's human output)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from cascade_plan.estimate import Estimate
+from cascade_plan.units import (fmt_bandwidth, fmt_bytes, fmt_bytes_binary, fmt_bytes_decimal, fmt_count,
+                                fmt_seconds, fmt_speedup)
+
+
+def inputs_line(est: Estimate) -> str:
+    s, f = est.scenario, est.flat
+    return (f"{s.model.id} on {s.hardware.name} ({fmt_bandwidth(s.hardware.hbm_bytes_per_s)}), "
+            f"KV {s.kv_dtype}, weights {s.weight_dtype}, TP {s.tp}; {f.total_seqs} sequences, "
+            f"{est.costs.steps.size} decode steps")
+
+
+def arithmetic_table(est: Estimate) -> Table:
+    s, f = est.scenario, est.flat
+    t = Table(title="The arithmetic (per GPU)", show_header=False, title_justify="left", box=None, padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    kvb = est.kv_bytes_per_token
+    t.add_row("KV bytes per token", f"{kvb:,.0f} B = {fmt_bytes_binary(kvb)}")
+    for tok, inst, lvl in zip(f.node_tokens, f.node_instances, f.node_level):
+        t.add_row(f"shared prefix, level {lvl}", f"{inst} x {tok:,} tokens, {fmt_bytes(tok * kvb)} each")
+    t.add_row("unique prefix KV", fmt_bytes(f.unique_prefix_tokens * kvb))
+    first = est.steps[0]
+    t.add_row("weights read per step", f"{fmt_bytes_decimal(first.weight_bytes)} "
+              f"({fmt_count(first.weight_bytes / (2 if s.weight_dtype in ('bf16', 'fp16') else 1))} params in "
+              f"{s.weight_dtype}), {fmt_seconds(first.weight_s)}")
+    v = est.verdict
+    t.add_row("redundant prefix reads", f"{fmt_bytes(v.redundant_prefix_bytes)} per step at step 1 "
+              f"= {v.ratio:.2f}x the weight bytes")
+    return t
+
+
+def steps_table(est: Estimate) -> Table:
+    t = Table(title="Decode steps: per-sequence vs cascade", title_justify="left")
+    t.add_column("per GPU, one decode step")
+    for s in est.steps:
+        t.add_column(f"{s.label} (k={s.step})", justify="right")
+    col = est.steps
+
+    def row(label: str, fn, style: str | None = None) -> None:
+        t.add_row(label, *[fn(s) for s in col], style=style)
+
+    row("sequences decoding", lambda s: str(s.active_seqs))
+    row("weights read", lambda s: f"{fmt_bytes_decimal(s.weight_bytes)}, {fmt_seconds(s.weight_s)}")
+    row("per-sequence: KV read", lambda s: fmt_bytes_binary(s.per_sequence.attention_bytes))
+    if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in col):
+        row("  of which from HBM (rest L2)", lambda s: fmt_bytes_binary(s.per_sequence.hbm_bytes))
+    row("per-sequence: attention", lambda s: fmt_seconds(s.per_sequence.attention_s))
+    row("cascade: shared prefix read", lambda s: fmt_bytes_binary(s.cascade.prefix_bytes))
+    row("cascade: private suffix read", lambda s: fmt_bytes_binary(s.cascade.suffix_bytes))
+    row("cascade: merge traffic", lambda s: fmt_bytes_binary(s.cascade.merge_bytes))
+    row("cascade: attention", lambda s: fmt_seconds(s.cascade.attention_s))
+    row("step, per-sequence", lambda s: fmt_seconds(s.per_sequence.step_s), style="bold")
+    row("step, cascade", lambda s: fmt_seconds(s.cascade.step_s), style="bold")
+    row("speedup", lambda s: fmt_speedup(s.speedup), style="bold")
+    return t
+
+
+def run_table(est: Estimate) -> Table:
+    t = Table(title="Whole run (all decode steps)", title_justify="left")
+    for col in ("mode", "decode time", "tokens/s", "mean step"):
+        t.add_column(col, justify="right" if col != "mode" else "left")
+    n = est.costs.steps.size
+    for name, total in (("per-sequence", est.run_per_sequence_s), ("cascade", est.run_cascade_s)):
+        t.add_row(name, fmt_seconds(total), f"{est.output_tokens / total:,.0f}", fmt_seconds(total / n))
+    return t
+
+
+def render_estimate(est: Estimate, console: Console) -> None:
+    console.print(Text(f"cascade-plan estimate: {est.scenario.name}", style="bold"))
+    console.print(inputs_line(est))
+    console.print(Text(f"Numbers: {est.params.label}", style="dim"))
+    console.print()
+    console.print(arithmetic_table(est))
+    console.print()
+    console.print(steps_table(est))
+    console.print()
+    console.print(run_table(est))
+    style = {"go": "green", "marginal": "yellow", "no-go": "red"}[est.verdict.level]
+    body = [Text(f"Average speedup over the run: {fmt_speedup(est.run_speedup)} "
+                 f"({fmt_seconds(est.run_per_sequence_s)} -> {fmt_seconds(est.run_cascade_s)})", style="bold"),
+            Text(est.verdict.text)]
+    console.print(Panel(Group(*body), title="Verdict", border_style=style, expand=False))
+    for w in est.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
