@@ -1,0 +1,133 @@
+"""Invariants of the cost model, over random trees and shapes (hypothesis)."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from cascade_plan.cost_model import gpu_shape, tree_step_costs
+from cascade_plan.cost_params import DEFAULT, IDEAL, with_overheads_scaled
+from cascade_plan.estimate import estimate
+from cascade_plan.flat_tree import flatten
+from cascade_plan.hardware import load_hardware
+from cascade_plan.model_spec import load_preset
+from cascade_plan.workload import Scenario, TreeNode, simple_tree
+
+MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mixtral-8x7b", "deepseek-v3", "codellama-13b"]
+HW = ["h100-sxm", "h200", "a100-80gb", "l40s"]
+
+
+def scenario(model, hw, tree, tp=1, kv="bf16"):
+    return Scenario(name="t", model=load_preset(model), hardware=load_hardware(hw), kv_dtype=kv, weight_dtype="bf16",
+                    tp=tp, prefix_caching=True, block_size=16, tree=tree)
+
+
+def costs(scn, params):
+    g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
+    return tree_step_costs(flatten(scn.tree), g, scn.model, scn.weight_dtype, scn.tp, params), g
+
+
+leaves = st.builds(lambda t, c, s, o, p: TreeNode(tokens=t, copies=c, samples=s, output_tokens=o, private_tokens=p),
+                   st.integers(0, 5000), st.integers(1, 4), st.integers(1, 64), st.integers(1, 300), st.integers(0, 200))
+trees = st.recursive(leaves, lambda kids: st.builds(
+    lambda t, c, ch: TreeNode(tokens=t, copies=c, children=ch), st.integers(0, 20000), st.integers(1, 3),
+    st.lists(kids, min_size=1, max_size=3)), max_leaves=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree=trees, model=st.sampled_from(MODELS), hw=st.sampled_from(HW), kv=st.sampled_from(["bf16", "fp8", "int4"]))
+def test_cascade_reads_no_more_kv_than_per_sequence(tree, model, hw, kv):
+    c, _ = costs(scenario(model, hw, tree, kv=kv), DEFAULT)
+    kv_cascade = c.cas_prefix_bytes + c.cas_suffix_bytes
+    assert np.all(kv_cascade <= c.ps_attention_bytes + 1e-6)
+
+
+def test_merge_traffic_can_make_cascade_read_more_for_a_tiny_prefix():
+    # 4 tokens shared by 2 sequences save 4 x 128 KiB but the merge moves 2 x 3 x 32 x 129 x 4 x 32 B = 3.2 MB:
+    # the bytes reason cascade loses on short prefixes.
+    c, _ = costs(scenario("llama-3-8b", "h100-sxm", simple_tree(4, 1, 2, 10)), IDEAL)
+    assert np.all(c.cas_attention_bytes > c.ps_attention_bytes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree=trees, model=st.sampled_from(MODELS), hw=st.sampled_from(HW), overhead=st.floats(0, 5),
+       ideal=st.booleans())
+def test_step_time_is_at_least_each_roofline_term(tree, model, hw, overhead, ideal):
+    params = IDEAL if ideal else with_overheads_scaled(DEFAULT, overhead)
+    c, g = costs(scenario(model, hw, tree), params)
+    bw, peak = g.hbm_bytes_per_s, g.attn_flop_per_s
+    tol = 1 + 1e-12
+    for step, terms in (
+        (c.ps_step_s, [c.weight_s, c.ps_hbm_bytes / (bw * params.decode.bw_eff), c.ps_flops / (peak * params.decode.flop_eff)]),
+        (c.cas_step_s, [c.weight_s, c.cas_prefix_bytes / (bw * params.prefix.bw_eff),
+                        c.cas_prefix_flops / (peak * params.prefix.flop_eff),
+                        c.cas_suffix_bytes / (bw * params.suffix.bw_eff), c.cas_merge_s]),
+    ):
+        for term in terms:
+            assert np.all(step * tol >= term)
+    assert np.all(c.weight_s * tol >= c.weight_bytes / (bw * params.gemm.bw_eff))
+    assert np.all(c.weight_s * tol >= c.weight_flops / (g.gemm_flop_per_s * params.gemm.flop_eff))
+
+
+@settings(max_examples=80, deadline=None)
+@given(model=st.sampled_from(MODELS), hw=st.sampled_from(HW), prefix=st.integers(1, 32768), groups=st.integers(1, 4),
+       samples=st.integers(1, 200), output=st.integers(1, 400), private=st.integers(0, 500))
+def test_more_sequences_sharing_never_lower_the_ideal_gain(model, hw, prefix, groups, samples, output, private):
+    """In ideal mode the gain grows with the group, as long as adding a sequence to the group saves
+    time: its prefix read (bytes at peak bandwidth) costs more than what it adds to the prefix pass
+    (its FLOPs at peak, once compute-bound) plus its merge traffic. Below that, cascade is a loss anyway
+    (MLA's 128 query heads per latent come close: its prefix pass is compute-bound from 2 sequences)."""
+    base = scenario(model, hw, simple_tree(prefix, groups, samples, output, private))
+    g = gpu_shape(base.model, base.hardware, "bf16", "bf16", 1)
+    bw, peak = g.hbm_bytes_per_s, g.attn_flop_per_s
+    saving = prefix * (g.kv_bytes_per_token / bw - g.attn_flop_per_query_token / peak)
+    assume(saving >= g.merge_bytes_per_seq_level / bw)
+    more = dataclasses.replace(base, tree=simple_tree(prefix, groups, samples + 1, output, private))
+    a, b = estimate(base, IDEAL), estimate(more, IDEAL)
+    assert b.run_speedup >= a.run_speedup * (1 - 1e-9)
+    assert b.steps[0].speedup >= a.steps[0].speedup * (1 - 1e-9)
+
+
+def test_ideal_cascade_wins_for_any_shared_prefix_and_group():
+    for prefix in (64, 256, 4096):
+        for samples in (2, 8, 64):
+            est = estimate(scenario("llama-3-8b", "h100-sxm", simple_tree(prefix, 1, samples, 128)), IDEAL)
+            assert est.run_speedup > 1.0
+
+
+def test_fixed_overheads_make_cascade_lose_on_a_short_prefix():
+    scn = scenario("llama-3-8b", "h100-sxm", simple_tree(64, 1, 4, 64))
+    assert estimate(scn, with_overheads_scaled(DEFAULT, 1.0)).run_speedup < 1.0
+
+
+def test_sequences_finish_at_their_output_length():
+    tree = TreeNode(tokens=1000, children=[TreeNode(samples=4, output_tokens=10), TreeNode(samples=2, output_tokens=30)])
+    c, _ = costs(scenario("llama-3-8b", "h100-sxm", tree), IDEAL)
+    assert c.steps.size == 30
+    assert list(c.active_seqs[[0, 9, 10, 29]]) == [6, 6, 2, 2]
+    kvb = 131072
+    assert c.ps_attention_bytes[0] == 6 * (1000 + 1) * kvb
+    assert c.cas_suffix_bytes[10] == 2 * 11 * kvb
+
+
+def test_two_level_tree_reads_each_node_once():
+    tree = TreeNode(tokens=2000, children=[TreeNode(tokens=12000, copies=8, children=[
+        TreeNode(tokens=60, copies=4, samples=16, output_tokens=512)])])
+    c, _ = costs(scenario("llama-3-8b", "h200", tree), IDEAL)
+    kvb = 131072
+    assert c.cas_prefix_bytes[0] == (2000 + 8 * 12000 + 32 * 60) * kvb
+    assert c.ps_prefix_bytes[0] == 512 * (2000 + 12000 + 60) * kvb
+    assert c.cas_levels[0] == 3
+    assert c.cas_merge_bytes[0] == pytest.approx(3 * 512 * 3 * 32 * 129 * 4 * 32)
+
+
+def test_l2_hits_only_lower_per_sequence_hbm_bytes():
+    params = dataclasses.replace(IDEAL, l2_hit_max=0.5)
+    small = scenario("llama-3-8b", "h200", simple_tree(256, 1, 32, 16))       # one layer's prefix: 1 MiB, fits L2
+    c, _ = costs(small, params)
+    redundant = 31 * 256 * 131072
+    assert c.ps_hbm_bytes[0] == pytest.approx(c.ps_attention_bytes[0] - 0.5 * redundant)
+    c0, _ = costs(small, IDEAL)
+    assert np.all(c0.ps_hbm_bytes == c0.ps_attention_bytes)
