@@ -146,57 +146,98 @@ class StepCosts:
         return self.ps_step_s / self.cas_step_s
 
 
-def tree_step_costs(flat: FlatTree, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
-                    params: CostParams, prefix_caching: bool = True) -> StepCosts:
-    """Cost of every decode step of a run over the sharing tree (step k reads k generated tokens)."""
+@dataclass(frozen=True)
+class StepLoad:
+    """What one decode step asks of the attention kernels, in tokens. Arrays broadcast over any
+    trailing shape S (decode steps of a run, or a sweep grid); node arrays are (J,) + S."""
+
+    active_seqs: np.ndarray
+    ps_prefix_tokens: np.ndarray      # shared tokens the per-sequence kernel reads, summed over sequences
+    suffix_tokens: np.ndarray         # private tokens (own prompt + generated), summed over sequences
+    node_tokens: np.ndarray           # (J,)+S: tokens of every shared node read once (0 when nobody reads it)
+    node_query_tokens: np.ndarray     # (J,)+S: node tokens x sequences reading them (prefix-pass FLOPs)
+    node_redundant_tokens: np.ndarray  # (J,)+S: re-reads a per-sequence kernel makes of shared tokens
+    levels_on: np.ndarray             # cascade levels launched
+
+
+def tree_load(flat: FlatTree) -> tuple[np.ndarray, StepLoad]:
+    """The load of every decode step of a run over the sharing tree (step k reads k generated tokens)."""
     steps = np.arange(1, flat.max_output + 1)
     act = flat.active(steps)                                          # (I, K)
-    seqs = (flat.leaf_seqs[:, None] * act)                            # (I, K) sequences decoding
-    active_seqs = seqs.sum(0)
-    suffix_tokens = (seqs * (flat.leaf_private[:, None] + steps[None, :])).sum(0)
-    prefix_tokens_ps = (seqs * flat.leaf_shared[:, None]).sum(0)
-
-    # Shared nodes: readers per instance, and whether the node is read at all.
+    seqs = flat.leaf_seqs[:, None] * act                              # (I, K) sequences decoding
     readers = flat.node_seqs @ act.astype(np.int64) if flat.node_tokens.size else np.zeros((0, steps.size))  # (J, K)
     node_on = readers > 0
-    node_bytes = (flat.node_instances * flat.node_tokens * g.kv_bytes_per_token)[:, None] * node_on
-    node_flops = (flat.node_instances * flat.node_tokens)[:, None] * readers * g.attn_flop_per_query_token
-    redundant = (flat.node_instances * flat.node_tokens * g.kv_bytes_per_token)[:, None] * np.maximum(readers - 1, 0)
-
-    kvb, L, bw = g.kv_bytes_per_token, g.layers, g.hbm_bytes_per_s
-    # Weights: the same in both modes.
-    w_bytes = weight_bytes_per_gpu(model, weight_dtype, tp, active_seqs)
-    w_flops = gemm_flops_per_gpu(model, tp, active_seqs)
-    w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
-
-    # Per-sequence: one decode kernel per layer over each sequence's whole context.
-    ps_bytes = (prefix_tokens_ps + suffix_tokens) * kvb
-    hit = 0.0
-    if prefix_caching and node_bytes.size:
-        hit = l2_hit_fraction(params, node_bytes.sum(0) / L, g.l2_bytes)
-    ps_hbm = ps_bytes - hit * redundant.sum(0)
-    ps_flops = (prefix_tokens_ps + suffix_tokens) * g.attn_flop_per_query_token
-    ps_attn = roofline_s(ps_hbm, ps_flops, bw, g.attn_flop_per_s, params.decode) + L * params.decode.overhead_s
-
-    # Cascade: one prefix launch per level (each node read once), a suffix pass, a merge per level.
-    node_s = roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix)
+    per_node = (flat.node_instances * flat.node_tokens)[:, None]
     levels_on = np.zeros(steps.size)
     for lvl in range(flat.n_levels):
         levels_on += node_on[flat.node_level == lvl].any(0)
-    pre_s = node_s.sum(0) + levels_on * L * params.prefix.overhead_s
-    suf_bytes = suffix_tokens * kvb
-    suf_flops = suffix_tokens * g.attn_flop_per_query_token
+    return steps, StepLoad(
+        active_seqs=seqs.sum(0),
+        ps_prefix_tokens=(seqs * flat.leaf_shared[:, None]).sum(0),
+        suffix_tokens=(seqs * (flat.leaf_private[:, None] + steps[None, :])).sum(0),
+        node_tokens=per_node * node_on, node_query_tokens=per_node * readers,
+        node_redundant_tokens=per_node * np.maximum(readers - 1, 0), levels_on=levels_on,
+    )
+
+
+def single_level_load(prefix_tokens, group_size, n_groups, suffix_tokens) -> StepLoad:
+    """`n_groups` prompts of `prefix_tokens`, each shared by `group_size` sequences that read
+    `suffix_tokens` private tokens this step. Any argument may be an array (a sweep grid)."""
+    p, n, gr, sfx = (np.asarray(x, dtype=float) for x in (prefix_tokens, group_size, n_groups, suffix_tokens))
+    seqs = n * gr
+    on = (p > 0) & (n > 0)
+    return StepLoad(
+        active_seqs=seqs, ps_prefix_tokens=seqs * p, suffix_tokens=seqs * sfx,
+        node_tokens=(gr * p * on)[None], node_query_tokens=(gr * p * n)[None],
+        node_redundant_tokens=(gr * p * np.maximum(n - 1, 0))[None], levels_on=on.astype(float),
+    )
+
+
+def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
+               params: CostParams, prefix_caching: bool = True, steps: np.ndarray | None = None) -> StepCosts:
+    """Weights, per-sequence and cascade terms of the steps described by `load`."""
+    kvb, L, bw = g.kv_bytes_per_token, g.layers, g.hbm_bytes_per_s
+    seqs = load.active_seqs
+    # Weights: the same in both modes.
+    w_bytes = weight_bytes_per_gpu(model, weight_dtype, tp, seqs)
+    w_flops = gemm_flops_per_gpu(model, tp, seqs)
+    w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
+
+    # Per-sequence: one decode kernel per layer over each sequence's whole context.
+    ps_tokens = load.ps_prefix_tokens + load.suffix_tokens
+    node_bytes = load.node_tokens * kvb
+    hit = 0.0
+    if prefix_caching and node_bytes.size:
+        hit = l2_hit_fraction(params, node_bytes.sum(0) / L, g.l2_bytes)
+    ps_bytes = ps_tokens * kvb
+    ps_hbm = ps_bytes - hit * load.node_redundant_tokens.sum(0) * kvb
+    ps_flops = ps_tokens * g.attn_flop_per_query_token
+    ps_attn = roofline_s(ps_hbm, ps_flops, bw, g.attn_flop_per_s, params.decode) + L * params.decode.overhead_s
+
+    # Cascade: one prefix launch per level (each node read once), a suffix pass, a merge per level.
+    node_flops = load.node_query_tokens * g.attn_flop_per_query_token
+    pre_s = (roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix).sum(0)
+             + load.levels_on * L * params.prefix.overhead_s)
+    suf_bytes = load.suffix_tokens * kvb
+    suf_flops = load.suffix_tokens * g.attn_flop_per_query_token
     suf_s = roofline_s(suf_bytes, suf_flops, bw, g.attn_flop_per_s, params.suffix) + L * params.suffix.overhead_s
-    merge_bytes = levels_on * active_seqs * g.merge_bytes_per_seq_level
-    merge_s = merge_bytes / (bw * params.merge.bw_eff) + levels_on * L * params.merge.overhead_s
+    merge_bytes = load.levels_on * seqs * g.merge_bytes_per_seq_level * params.merge_traffic
+    merge_s = merge_bytes / (bw * params.merge.bw_eff) + load.levels_on * L * params.merge.overhead_s
     cas_attn = pre_s + suf_s + merge_s
 
     return StepCosts(
-        steps=steps, active_seqs=active_seqs, weight_bytes=w_bytes, weight_flops=w_flops, weight_s=w_s,
-        ps_attention_bytes=ps_bytes, ps_hbm_bytes=ps_hbm, ps_prefix_bytes=prefix_tokens_ps * kvb,
-        ps_flops=ps_flops, ps_attention_s=ps_attn, ps_step_s=w_s + ps_attn,
-        cas_prefix_bytes=node_bytes.sum(0), cas_suffix_bytes=suf_bytes, cas_merge_bytes=merge_bytes,
-        cas_prefix_flops=node_flops.sum(0), cas_suffix_flops=suf_flops, cas_prefix_s=pre_s,
-        cas_suffix_s=suf_s, cas_merge_s=merge_s, cas_levels=levels_on, cas_attention_s=cas_attn,
-        cas_step_s=w_s + cas_attn,
+        steps=steps if steps is not None else np.zeros(0), active_seqs=seqs, weight_bytes=w_bytes,
+        weight_flops=w_flops, weight_s=w_s, ps_attention_bytes=ps_bytes, ps_hbm_bytes=ps_hbm,
+        ps_prefix_bytes=load.ps_prefix_tokens * kvb, ps_flops=ps_flops, ps_attention_s=ps_attn,
+        ps_step_s=w_s + ps_attn, cas_prefix_bytes=node_bytes.sum(0), cas_suffix_bytes=suf_bytes,
+        cas_merge_bytes=merge_bytes, cas_prefix_flops=node_flops.sum(0), cas_suffix_flops=suf_flops,
+        cas_prefix_s=pre_s, cas_suffix_s=suf_s, cas_merge_s=merge_s, cas_levels=load.levels_on,
+        cas_attention_s=cas_attn, cas_step_s=w_s + cas_attn,
     )
+
+
+def tree_step_costs(flat: FlatTree, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
+                    params: CostParams, prefix_caching: bool = True) -> StepCosts:
+    """Cost of every decode step of a run over the sharing tree."""
+    steps, load = tree_load(flat)
+    return step_costs(load, g, model, weight_dtype, tp, params, prefix_caching, steps)

@@ -29,6 +29,9 @@ class CostParams:
     # Fraction of a per-sequence kernel's redundant prefix re-reads served from L2 when one layer's
     # shared prefix fits in L2; it falls as 1/x once the working set exceeds L2.
     l2_hit_max: float = 0.0
+    # Count the merge's (output, LSE) state traffic. The seed's arithmetic (ideal mode) leaves it out,
+    # as it leaves out every other fixed cost of the cascade.
+    merge_traffic: bool = True
     source: str | None = None    # calibration file
     backend: str | None = None   # kernel family the numbers describe
 
@@ -38,11 +41,11 @@ class CostParams:
             return f"calibrated ({self.backend} kernels, from {self.source})"
         if self.mode == "default":
             return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"
-        return "ideal (peak bandwidth and FLOP/s, zero overheads: the seed's arithmetic)"
+        return "ideal (peak bandwidth and FLOP/s, no fixed costs or merge traffic: the seed's arithmetic)"
 
 
 IDEAL = CostParams(mode="ideal", decode=KernelParams(), prefix=KernelParams(), suffix=KernelParams(),
-                   merge=KernelParams(), gemm=KernelParams())
+                   merge=KernelParams(), gemm=KernelParams(), merge_traffic=False)
 
 # Uncalibrated defaults: round figures of the kind well-tuned Hopper kernels reach (decode kernels
 # 80% of peak bandwidth, a prefix pass that sees ~45% of dense peak when compute-bound, a few
