@@ -17,6 +17,7 @@ class FlatTree:
     leaf_output[i]    output tokens each of them decodes
     leaf_private[i]   prompt tokens of their own (not shared)
     leaf_shared[i]    tokens of all shared nodes above them (their own leaf node's tokens included)
+    leaf_instances[i] instances of leaf node i (sibling groups of `samples` sequences each)
     node_tokens[j]    tokens of one instance of node j
     node_instances[j] distinct instances of node j in the batch (product of copies down its path)
     node_level[j]     cascade level of node j (0 = outermost level that carries tokens)
@@ -27,6 +28,7 @@ class FlatTree:
     leaf_output: np.ndarray
     leaf_private: np.ndarray
     leaf_shared: np.ndarray
+    leaf_instances: np.ndarray
     node_tokens: np.ndarray
     node_instances: np.ndarray
     node_level: np.ndarray
@@ -80,6 +82,7 @@ def flatten(tree: TreeNode) -> FlatTree:
             node_seqs[j, i] = leaf[i, 0] // inst  # class-i sequences per instance of node j
     return FlatTree(
         leaf_seqs=leaf[:, 0], leaf_output=leaf[:, 1], leaf_private=leaf[:, 2], leaf_shared=leaf[:, 3],
+        leaf_instances=leaf[:, 4],
         node_tokens=np.array([n[0] for n in nodes], dtype=np.int64),
         node_instances=np.array([n[1] for n in nodes], dtype=np.int64),
         node_level=np.array([depths.index(n[2]) for n in nodes], dtype=np.int64),
