@@ -144,3 +144,14 @@ def probe(
 
 def main() -> None:
     app()
+
+
+def _register() -> None:
+    """Commands that live in their own modules (kept small), registered on the one app."""
+    from cascade_plan import cli_plan
+
+    for fn in (cli_plan.breakeven, cli_plan.compare, cli_plan.check):
+        app.command()(handles_input_errors(fn))
+
+
+_register()

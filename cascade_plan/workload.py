@@ -44,6 +44,17 @@ class TreeNode(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
             raise ValueError("`output_tokens` and `private_tokens` belong on leaf nodes (those with samples)")
 
 
+class Checks(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    """Capacity gates for `cascade-plan check` (each optional; command-line flags override)."""
+
+    min_run_speedup: Annotated[float, msgspec.Meta(gt=0)] | None = None   # per-sequence / cascade run time
+    max_step_s: Annotated[float, msgspec.Meta(gt=0)] | None = None        # slowest decode step, in the mode picked
+    max_run_s: Annotated[float, msgspec.Meta(gt=0)] | None = None         # whole decode, in the mode picked
+    min_sequences_fit: PosInt | None = None                               # KV capacity, this workload's shape
+    cascade_chosen: bool | None = None                                    # the model picks cascade
+    vllm_uses_cascade: bool | None = None                                 # vLLM's gate, opted in
+
+
 class Workload(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     schema_version: Literal[1]
     model: str
@@ -56,6 +67,7 @@ class Workload(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     tp: Annotated[int, msgspec.Meta(ge=1, le=64)] = 1
     prefix_caching: bool = True   # shared prefix stored once (shared physical KV blocks)
     block_size: PosInt = 16       # KV page size in tokens
+    checks: Checks | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ class Scenario:
     block_size: int
     tree: TreeNode
     source: str | None = None
+    checks: Checks | None = None
 
 
 def parse_workload(path: Path) -> tuple[Workload, object]:
@@ -112,7 +125,7 @@ def load_scenario(path: Path, hardware_override: str | None = None) -> Scenario:
         raise doc.error(("tp",), exc.message) from None
     return Scenario(name=wl.name or Path(path).stem, model=model, hardware=hw, kv_dtype=wl.kv_dtype,
                     weight_dtype=wl.weight_dtype, tp=wl.tp, prefix_caching=wl.prefix_caching,
-                    block_size=wl.block_size, tree=wl.tree, source=str(path))
+                    block_size=wl.block_size, tree=wl.tree, source=str(path), checks=wl.checks)
 
 
 def simple_tree(prefix_tokens: int, groups: int, samples: int, output_tokens: int, private_tokens: int = 0) -> TreeNode:
