@@ -148,9 +148,9 @@ def main() -> None:
 
 def _register() -> None:
     """Commands that live in their own modules (kept small), registered on the one app."""
-    from cascade_plan import cli_plan
+    from cascade_plan import cli_plan, cli_report
 
-    for fn in (cli_plan.breakeven, cli_plan.compare, cli_plan.check):
+    for fn in (cli_plan.breakeven, cli_plan.compare, cli_plan.check, cli_report.plot, cli_report.report):
         app.command()(handles_input_errors(fn))
 
 
