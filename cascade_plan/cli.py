@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli_common import (GroupsOpt, HardwareOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption,
-                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, SamplesOpt, TpOpt,
-                                     WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
-                                     scenario_from_options)
+from cascade_plan.cli_common import (BackendOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt, IdealOpt,
+                                     JsonOpt, KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt,
+                                     SamplesOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
+                                     handles_input_errors, print_json, scenario_from_options)
 
 app = typer.Typer(
     name="cascade-plan",
@@ -48,6 +48,10 @@ def estimate(
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
     ideal: IdealOpt = False,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
@@ -67,7 +71,7 @@ def estimate(
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
                                 samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
-    est = run_estimate(scn, select_params(ideal))
+    est = run_estimate(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated))
     if json_out:
         print_json(to_json(est, __version__))
         return
@@ -148,9 +152,10 @@ def main() -> None:
 
 def _register() -> None:
     """Commands that live in their own modules (kept small), registered on the one app."""
-    from cascade_plan import cli_plan, cli_report
+    from cascade_plan import cli_calibrate, cli_plan, cli_report
 
-    for fn in (cli_plan.breakeven, cli_plan.compare, cli_plan.check, cli_report.plot, cli_report.report):
+    for fn in (cli_plan.breakeven, cli_plan.compare, cli_plan.check, cli_report.plot, cli_report.report,
+               cli_calibrate.calibrate, cli_calibrate.validate):
         app.command()(handles_input_errors(fn))
 
 

@@ -51,6 +51,17 @@ WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype
 TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel degree (overrides the workload's).")]
 IdealOpt = Annotated[bool, typer.Option(
     "--ideal", help="Peak bandwidth and FLOP/s, zero overheads: the seed's back-of-envelope arithmetic.")]
+CalibrationOpt = Annotated[Optional[Path], typer.Option(
+    "--calibration", help="Calibration JSON from `cascade-plan probe` + `calibrate`. Default: the one shipped for the "
+                          "chosen GPU, if any (the output says which).", rich_help_panel="Calibration")]
+BackendOpt = Annotated[Optional[str], typer.Option(
+    "--backend", help="Kernels the calibrated numbers describe: flashinfer (what engines ship; the default), "
+                      "flashinfer-fa2, torch, or triton (the probe's own: what is attainable).",
+    rich_help_panel="Calibration")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration measured on another GPU.",
+                                        rich_help_panel="Calibration")]
+UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore shipped calibrations; use the "
+                                               "default efficiencies.", rich_help_panel="Calibration")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
 
 

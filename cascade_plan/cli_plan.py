@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli_common import (HardwareOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, ModelOpt, TpOpt,
-                                     WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
-                                     scenario_from_options)
+from cascade_plan.cli_common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
+                                     KvDtypeOpt, KvDtypeOption, ModelOpt, TpOpt, UncalibratedOpt, WeightDtypeOption,
+                                     WorkloadArg, print_json, scenario_from_options)
 from cascade_plan.errors import InputError
 
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (one row per point) instead of tables.")]
@@ -42,6 +42,10 @@ def breakeven(
     groups: Annotated[Optional[int], typer.Option("--groups", min=1, help="Prompt groups in the batch (default: the "
                                                   "workload's sibling groups, or 1).")] = None,
     ideal: IdealOpt = False,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
@@ -66,7 +70,8 @@ def breakeven(
     p_axis = parse_axis(prefix, "--prefix")
     n_axis = parse_axis(batch, "--batch", minimum=1)
     s_axis = parse_axis(suffix, "--suffix") if suffix else parse_axis(str(wl_suffix), "--suffix")
-    res = br.run_breakeven(scn, select_params(ideal), p_axis, n_axis, s_axis, groups or wl_groups)
+    params = select_params(ideal, scn, calibration, backend, force, uncalibrated)
+    res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups)
     if json_out:
         print_json(br.to_json(res, __version__))
     elif csv_out:
@@ -90,6 +95,8 @@ def compare(
     output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, help="Without a file: output tokens.")] = None,
     tp: TpOpt = None,
     ideal: IdealOpt = False,
+    backend: BackendOpt = None,
+    uncalibrated: UncalibratedOpt = False,
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
@@ -111,7 +118,8 @@ def compare(
         if k not in {e.value for e in KvDtypeOpt}:
             raise InputError(f"--kv-dtype: unknown dtype {k!r}: use bf16, fp16, fp8, int8 or int4")
     scns = [dataclasses.replace(base, hardware=h, kv_dtype=k) for h in hws for k in kvs]
-    rows = compare_rows(scns, select_params(ideal))
+    params = [select_params(ideal, s, None, backend, False, uncalibrated) for s in scns]   # shipped calibration per GPU
+    rows = compare_rows(scns, params)
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows})
     elif csv_out:
@@ -119,7 +127,7 @@ def compare(
     else:
         from rich.console import Console
 
-        render_compare(base.name, rows, select_params(ideal).label, Console())
+        render_compare(base.name, rows, Console())
 
 
 def check(
@@ -138,6 +146,10 @@ def check(
     vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=
                                                               "Require vLLM's gate (opted in) to use cascade (or not).")] = None,
     reserve: Annotated[float, typer.Option(help="Fraction of GPU memory kept free of KV.", min=0, max=0.9)] = 0.10,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here.")] = None,
     markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Write a markdown summary here "
                                                      "(e.g. $GITHUB_STEP_SUMMARY).")] = None,
@@ -156,10 +168,11 @@ def check(
     from cascade_plan.params_select import select_params
     from cascade_plan.workload import load_scenario
 
-    params = select_params(ideal)
     loaded = [load_scenario(w, hardware) for w in workloads]       # all input checked before anything is written
+    chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in loaded]
     results = {}
-    for path, scn in zip(workloads, loaded):
+    labels = []
+    for path, scn, params in zip(workloads, loaded, chosen):
         checks = merge_checks(scn.checks, min_run_speedup=min_run_speedup, max_step_s=max_step_s,
                               max_run_s=max_run_s, min_sequences_fit=min_sequences_fit,
                               cascade_chosen=cascade_chosen, vllm_uses_cascade=vllm_uses_cascade)
@@ -168,13 +181,17 @@ def check(
                              "(see cascade-plan check --help)")
         est = estimate(scn, params)
         results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
+        labels.append(params.label)
+    label = "; ".join(dict.fromkeys(labels))
+    mode = ",".join(dict.fromkeys(p.mode for p in chosen))
     failed = sum(not c.passed for r in results.values() for c in r)
     if junit:
         write_text_atomic(junit, junit_xml(results))
     if markdown:
-        write_text_atomic(markdown, markdown_summary(results, params.label))
+        write_text_atomic(markdown, markdown_summary(results, label))
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "mode": params.mode, "passed": not failed,
+        print_json({"schema_version": 1, "tool_version": __version__, "mode": mode, "numbers": label,
+                    "passed": not failed,
                     "workloads": {name: [{"name": c.name, "passed": c.passed, "measured": c.measured,
                                           "threshold": c.threshold, "text": c.text} for c in r]
                                   for name, r in results.items()}})
@@ -182,6 +199,6 @@ def check(
         for name, checks_ in results.items():
             for c in checks_:
                 typer.echo(f"{'PASS' if c.passed else 'FAIL'}  {name}  {c.text}")
-        typer.echo(f"{sum(len(r) for r in results.values()) - failed} passed, {failed} failed ({params.mode} numbers)")
+        typer.echo(f"{sum(len(r) for r in results.values()) - failed} passed, {failed} failed (numbers: {label})")
     if failed:
         raise typer.Exit(1)

@@ -7,17 +7,18 @@ from cascade_plan.cost_params import CostParams
 from cascade_plan.estimate import estimate
 from cascade_plan.workload import Scenario
 
-COLUMNS = ("hardware", "kv_dtype", "kv_bytes_per_token", "weight_s", "final_per_sequence_step_s",
+COLUMNS = ("hardware", "kv_dtype", "numbers", "kv_bytes_per_token", "weight_s", "final_per_sequence_step_s",
            "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "verdict")
 
 
-def compare_rows(scns: list[Scenario], params: CostParams) -> list[dict]:
+def compare_rows(scns: list[Scenario], params: list[CostParams]) -> list[dict]:
     rows = []
-    for scn in scns:
-        est = estimate(scn, params)
+    for scn, p in zip(scns, params):
+        est = estimate(scn, p)
         cap = capacity(scn, flat=est.flat)
         rows.append({
-            "hardware": scn.hardware.id, "kv_dtype": scn.kv_dtype, "kv_bytes_per_token": est.kv_bytes_per_token,
+            "hardware": scn.hardware.id, "kv_dtype": scn.kv_dtype,
+            "numbers": p.mode if p.mode != "calibrated" else f"calibrated/{p.backend}", "kv_bytes_per_token": est.kv_bytes_per_token,
             "weight_s": est.steps[0].weight_s, "final_per_sequence_step_s": est.final_step.per_sequence.step_s,
             "final_cascade_step_s": est.final_step.cascade.step_s, "run_per_sequence_s": est.run_per_sequence_s,
             "run_cascade_s": est.run_cascade_s, "run_speedup": est.run_speedup,
@@ -33,21 +34,23 @@ def rows_csv(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_compare(name: str, rows: list[dict], label: str, console) -> None:
+def render_compare(name: str, rows: list[dict], console) -> None:
     from rich.table import Table
 
     from rich import box
 
     t = Table(title=f"{name}: side by side (ps = per-sequence, cas = cascade)", title_justify="left",
-              caption=f"Numbers: {label}", caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+              caption="numbers: ideal, default (uncalibrated) or calibrated/<backend> per row; "
+                      "`estimate --help` explains each", caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
               collapse_padding=True, pad_edge=False)
     t.add_column("GPU", no_wrap=True)
     t.add_column("KV", no_wrap=True)
-    for col in ("weights\nms", "final ps\nms", "final cas\nms", "run ps\ns", "run cas\ns", "run\nspeedup",
+    t.add_column("numbers", no_wrap=True)
+    for col in ("final ps\nms", "final cas\nms", "run ps\ns", "run cas\ns", "run\nspeedup",
                 "seqs\nfit"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
-        t.add_row(r["hardware"], r["kv_dtype"], f"{r['weight_s'] * 1e3:.2f}", f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
+        t.add_row(r["hardware"], r["kv_dtype"], r["numbers"], f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
                   f"{r['final_cascade_step_s'] * 1e3:.1f}", f"{r['run_per_sequence_s']:.3g}", f"{r['run_cascade_s']:.3g}",
                   f"{r['run_speedup']:.2f}x", f"{r['max_sequences_fit']:,}")
     console.print(t)

@@ -71,6 +71,7 @@ class GpuShape:
 
     layers: int
     q_heads: int
+    kv_heads: int                        # per GPU; 1 for MLA (rows of work per sequence per layer)
     kv_bytes_per_token: float
     attn_flop_per_query_token: float     # FLOP for one query sequence against one cached token, all layers
     merge_bytes_per_seq_level: float     # read two (output, LSE) states and write one, all layers
@@ -86,6 +87,7 @@ def gpu_shape(model: ModelSpec, hw: HardwareProfile, kv_dtype: str, weight_dtype
     return GpuShape(
         layers=model.num_layers,
         q_heads=hq,
+        kv_heads=kv_heads_per_gpu(model, tp),
         kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype, tp),
         # QK^T and PV: 2 FLOP per multiply-add, every query head on this rank.
         attn_flop_per_query_token=2.0 * (model.attn_qk_dim + model.attn_v_dim) * hq * model.num_layers,
@@ -101,11 +103,30 @@ def roofline_s(bytes_, flops, bw: float, peak: float, k: KernelParams) -> np.nda
     return np.maximum(np.asarray(bytes_, float) / (bw * k.bw_eff), np.asarray(flops, float) / (peak * k.flop_eff))
 
 
+def corrected_roofline_s(bytes_, flops, bw: float, peak: float, k: KernelParams, layers: int, rows,
+                         size=None, longest_tokens=0.0) -> np.ndarray:
+    """Roofline of a kernel kind over all layers (bandwidth, FLOP rate, and the latency of streaming
+    the longest row where the kernel does not split it), times its calibrated efficiency correction
+    at one layer's size (bytes, or `size`) and rows."""
+    t = roofline_s(bytes_, flops, bw, peak, k)
+    if k.token_latency_s:
+        t = np.maximum(t, layers * np.asarray(longest_tokens, float) * k.token_latency_s)
+    if k.surface is not None:
+        per_layer = np.asarray(bytes_ if size is None else size, float) / layers
+        t = t * np.exp(k.surface(per_layer, rows))
+    return t
+
+
+def fixed_s(k: KernelParams, launches, rows, layers: int) -> np.ndarray:
+    """Fixed costs of a kernel kind over all layers: per launch, plus per (sequence, KV head) row."""
+    return layers * (np.asarray(launches, float) * k.overhead_s + np.asarray(rows, float) * k.row_s)
+
+
 def l2_hit_fraction(params: CostParams, layer_working_set_bytes, l2_bytes: float) -> np.ndarray:
     """Share of redundant prefix re-reads a per-sequence kernel gets from L2: l2_hit_max while one
     layer's shared prefix fits, falling as L2/working-set beyond."""
     ws = np.maximum(np.asarray(layer_working_set_bytes, float), 1.0)
-    return params.l2_hit_max * np.minimum(1.0, l2_bytes / ws)
+    return params.l2_hit_max * np.minimum(1.0, (params.l2_window_bytes or l2_bytes) / ws)
 
 
 @dataclass(frozen=True)
@@ -158,6 +179,9 @@ class StepLoad:
     node_query_tokens: np.ndarray     # (J,)+S: node tokens x sequences reading them (prefix-pass FLOPs)
     node_redundant_tokens: np.ndarray  # (J,)+S: re-reads a per-sequence kernel makes of shared tokens
     levels_on: np.ndarray             # cascade levels launched
+    node_instance_tokens: np.ndarray  # (J,)+S: tokens of one instance of each node
+    longest_context: np.ndarray       # tokens of the longest sequence decoding (per-sequence kernel's longest row)
+    longest_suffix: np.ndarray        # private tokens of the longest suffix (suffix pass's longest row)
 
 
 def tree_load(flat: FlatTree) -> tuple[np.ndarray, StepLoad]:
@@ -171,12 +195,15 @@ def tree_load(flat: FlatTree) -> tuple[np.ndarray, StepLoad]:
     levels_on = np.zeros(steps.size)
     for lvl in range(flat.n_levels):
         levels_on += node_on[flat.node_level == lvl].any(0)
+    own = np.where(act, flat.leaf_private[:, None] + steps[None, :], 0)
     return steps, StepLoad(
         active_seqs=seqs.sum(0),
         ps_prefix_tokens=(seqs * flat.leaf_shared[:, None]).sum(0),
         suffix_tokens=(seqs * (flat.leaf_private[:, None] + steps[None, :])).sum(0),
         node_tokens=per_node * node_on, node_query_tokens=per_node * readers,
         node_redundant_tokens=per_node * np.maximum(readers - 1, 0), levels_on=levels_on,
+        node_instance_tokens=flat.node_tokens[:, None] * node_on,
+        longest_context=np.where(act, flat.leaf_shared[:, None] + own, 0).max(0), longest_suffix=own.max(0),
     )
 
 
@@ -190,6 +217,7 @@ def single_level_load(prefix_tokens, group_size, n_groups, suffix_tokens) -> Ste
         active_seqs=seqs, ps_prefix_tokens=seqs * p, suffix_tokens=seqs * sfx,
         node_tokens=(gr * p * on)[None], node_query_tokens=(gr * p * n)[None],
         node_redundant_tokens=(gr * p * np.maximum(n - 1, 0))[None], levels_on=on.astype(float),
+        node_instance_tokens=(p * on)[None], longest_context=p + sfx, longest_suffix=sfx,
     )
 
 
@@ -212,17 +240,31 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     ps_bytes = ps_tokens * kvb
     ps_hbm = ps_bytes - hit * load.node_redundant_tokens.sum(0) * kvb
     ps_flops = ps_tokens * g.attn_flop_per_query_token
-    ps_attn = roofline_s(ps_hbm, ps_flops, bw, g.attn_flop_per_s, params.decode) + L * params.decode.overhead_s
+    rows = seqs * g.kv_heads
+    dec = params.decode if prefix_caching or params.decode_dup is None else params.decode_dup
+    ps_roof = corrected_roofline_s(ps_hbm, ps_flops, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
+                                   longest_tokens=load.longest_context)
+    if prefix_caching and params.l2_bytes_per_s:
+        # every logical byte still streams through L2 (same correction surface as the HBM term)
+        l2_bound = corrected_roofline_s(ps_bytes, 0.0, params.l2_bytes_per_s, g.attn_flop_per_s,
+                                        KernelParams(surface=dec.surface), L, rows, size=ps_bytes)
+        ps_roof = np.maximum(ps_roof, l2_bound)
+    ps_attn = ps_roof + fixed_s(dec, 1, rows, L)
 
     # Cascade: one prefix launch per level (each node read once), a suffix pass, a merge per level.
     node_flops = load.node_query_tokens * g.attn_flop_per_query_token
-    pre_s = (roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix).sum(0)
-             + load.levels_on * L * params.prefix.overhead_s)
+    pre_s = (corrected_roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix, L, rows,
+                                  longest_tokens=load.node_instance_tokens).sum(0)
+             + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L))
     suf_bytes = load.suffix_tokens * kvb
     suf_flops = load.suffix_tokens * g.attn_flop_per_query_token
-    suf_s = roofline_s(suf_bytes, suf_flops, bw, g.attn_flop_per_s, params.suffix) + L * params.suffix.overhead_s
+    suf_s = (corrected_roofline_s(suf_bytes, suf_flops, bw, g.attn_flop_per_s, params.suffix, L, rows,
+                                  longest_tokens=load.longest_suffix)
+             + fixed_s(params.suffix, 1, rows, L))
     merge_bytes = load.levels_on * seqs * g.merge_bytes_per_seq_level * params.merge_traffic
-    merge_s = merge_bytes / (bw * params.merge.bw_eff) + load.levels_on * L * params.merge.overhead_s
+    merge_s = (corrected_roofline_s(merge_bytes, 0.0, bw, g.attn_flop_per_s, params.merge, L, rows,
+                                    size=node_bytes.sum(0) + suf_bytes, longest_tokens=load.longest_context)
+               + fixed_s(params.merge, load.levels_on, rows * load.levels_on, L))
     cas_attn = pre_s + suf_s + merge_s
 
     return StepCosts(

@@ -7,38 +7,52 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from cascade_plan.surface import Surface
+
 
 @dataclass(frozen=True)
 class KernelParams:
-    """One kernel kind: achieved fraction of peak bandwidth and FLOP/s, and a fixed cost per launch
-    per layer (launch, tail, partial-wave waste)."""
+    """One kernel kind: achieved fraction of peak bandwidth and FLOP/s, a fixed cost per launch per
+    layer (launch, tail), and a cost per (sequence, KV head) row per layer (per-row setup, partial
+    waves at small batch) that calibration can fit."""
 
     bw_eff: float = 1.0
     flop_eff: float = 1.0
     overhead_s: float = 0.0
+    row_s: float = 0.0
+    token_latency_s: float = 0.0       # per KV token of the longest row, per layer (kernels that do not split it)
+    surface: Surface | None = None     # calibrated efficiency correction over (bytes per layer, rows)
 
 
 @dataclass(frozen=True)
 class CostParams:
     mode: str                    # "ideal" | "default" | "calibrated"
-    decode: KernelParams         # per-sequence paged decode attention
+    decode: KernelParams         # per-sequence paged decode attention over shared prefix pages
     prefix: KernelParams         # cascade prefix pass (one launch per level)
     suffix: KernelParams         # cascade suffix pass (per-sequence decode over private pages)
     merge: KernelParams          # LSE merge (one launch per level)
     gemm: KernelParams           # weight GEMMs
-    # Fraction of a per-sequence kernel's redundant prefix re-reads served from L2 when one layer's
-    # shared prefix fits in L2; it falls as 1/x once the working set exceeds L2.
+    # Fraction of a per-sequence kernel's redundant prefix re-reads served from L2 (siblings reading the
+    # same pages close together); it falls as window / x once one layer's shared prefix exceeds the
+    # window (the GPU's L2 unless calibrated). Bytes served from L2 still stream at l2_bytes_per_s.
     l2_hit_max: float = 0.0
+    l2_window_bytes: float | None = None
+    l2_bytes_per_s: float | None = None
     # Count the merge's (output, LSE) state traffic. The seed's arithmetic (ideal mode) leaves it out,
     # as it leaves out every other fixed cost of the cascade.
     merge_traffic: bool = True
     source: str | None = None    # calibration file
     backend: str | None = None   # kernel family the numbers describe
+    decode_dup: KernelParams | None = None   # per-sequence decode with private copies (no prefix caching)
+    notes: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         if self.mode == "calibrated":
-            return f"calibrated ({self.backend} kernels, from {self.source})"
+            from pathlib import Path
+
+            note = "".join(f"; {n}" for n in self.notes)
+            return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source).name}){note}"
         if self.mode == "default":
             return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"
         return "ideal (peak bandwidth and FLOP/s, no fixed costs or merge traffic: the seed's arithmetic)"

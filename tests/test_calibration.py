@@ -1,0 +1,144 @@
+"""Fitting recovers known parameters; the planner applies fitted numbers exactly as the fit
+predicts them; calibrations are refused for other GPUs; the committed H200 calibration validates."""
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cascade_plan.calibration import find_committed, load_probe, params_from_probe
+from cascade_plan.cli import app
+from cascade_plan.cost_model import gpu_shape, single_level_load, step_costs
+from cascade_plan.errors import InputError
+from cascade_plan.fitting import KernelFit, features, fit_kernel, fit_l2, predict
+from cascade_plan.hardware import load_hardware
+from cascade_plan.model_spec import ModelSpec
+from cascade_plan.params_select import select_params
+from cascade_plan.resources import data_dir
+from cascade_plan.workload import Scenario, simple_tree
+
+runner = CliRunner()
+rng = np.random.default_rng(7)
+
+
+def configs(n=120):
+    out = []
+    for _ in range(n):
+        out.append({"prefix_tokens": int(rng.choice([256, 1024, 4096, 16384, 32768])),
+                    "group_size": int(rng.choice([1, 4, 16, 64, 256])), "n_groups": int(rng.choice([1, 1, 1, 4])),
+                    "suffix_tokens": int(rng.choice([0, 128, 1024, 4096])), "q_per_kv": int(rng.choice([1, 4, 8])),
+                    "num_kv_heads": int(rng.choice([1, 8])), "head_dim": 128, "kv_dtype": "bf16", "page_size": 16})
+    return out
+
+
+TRUE = KernelFit(bw_bytes_per_s=3.9e12, flop_per_s=420e12, overhead_s=9e-6, row_s=2e-9, token_latency_s=4e-10)
+
+
+@pytest.mark.parametrize("kernel", ["decode_dup", "cascade_prefix", "cascade_suffix"])
+def test_fit_recovers_known_parameters_from_noisy_synthetic_measurements(kernel):
+    cfgs = configs()
+    f = features(kernel, cfgs)
+    keep = f.bytes > 0
+    f = dataclasses.replace(f, **{k: getattr(f, k)[keep] for k in f.__dataclass_fields__})
+    t = predict(TRUE, f) * np.exp(rng.normal(0, 0.02, keep.sum()))        # 2% noise
+    got = fit_kernel(f, t, 4.5e12, 790e12)
+    assert got.bw_bytes_per_s == pytest.approx(TRUE.bw_bytes_per_s, rel=0.05)
+    assert got.overhead_s == pytest.approx(TRUE.overhead_s, rel=0.15)
+    pred = predict(got, f)
+    assert np.median(np.abs(pred / t - 1)) < 0.03
+    if kernel == "cascade_prefix":          # many compute-bound points: the FLOP rate is identifiable
+        assert got.flop_per_s == pytest.approx(TRUE.flop_per_s, rel=0.1)
+
+
+def test_fit_recovers_l2_hit_fraction():
+    cfgs = configs(150)
+    true = dataclasses.replace(TRUE, l2_hit_max=0.6, l2_window_bytes=5e8, l2_bytes_per_s=9e12)
+    f = features("decode_shared", cfgs)
+    t = predict(true, f, 62914560) * np.exp(rng.normal(0, 0.01, len(cfgs)))
+    got = fit_l2(TRUE, f, t, 62914560)
+    assert got.l2_hit_max == pytest.approx(0.6, abs=0.05)
+    assert np.median(np.abs(predict(got, f, 62914560) / t - 1)) < 0.02
+
+
+def one_layer_model(kv_heads=8, g=4) -> ModelSpec:
+    return ModelSpec(id="one-layer", source="test", num_layers=1, hidden_size=4096, num_q_heads=kv_heads * g,
+                     num_kv_heads=kv_heads, head_dim=128, attention="gqa", kv_lora_rank=0, qk_rope_head_dim=0,
+                     total_params=1, embedding_params=0, expert_params_per_layer=0, num_moe_layers=0, num_experts=0,
+                     experts_per_token=0, sliding_window=None, alibi=False)
+
+
+@pytest.fixture(scope="module")
+def h200_params():
+    path = find_committed(load_hardware("h200"))
+    assert path is not None, "a calibrated H200 file is shipped"
+    probe = load_probe(path)
+    return probe, {b: params_from_probe(probe, b, "bf16", load_hardware("h200"))
+                   for b in probe.fitted["kv_dtypes"]["bf16"]}
+
+
+@pytest.mark.parametrize("cfg", [(4096, 64, 1, 128, 8, 4), (1024, 16, 4, 1024, 8, 8), (32768, 4, 1, 0, 1, 8),
+                                 (256, 256, 1, 4096, 8, 1)])
+def test_planner_applies_the_fit_exactly(h200_params, cfg):
+    """One layer of the planner's cost = the fit's prediction for the same configuration."""
+    probe, per_backend = h200_params
+    P, n, gr, S, hkv, g = cfg
+    model = one_layer_model(hkv, g)
+    hw = load_hardware("h200")
+    sh = gpu_shape(model, hw, "bf16", "bf16", 1)
+    c = {"prefix_tokens": P, "group_size": n, "n_groups": gr, "suffix_tokens": S, "q_per_kv": g,
+         "num_kv_heads": hkv, "head_dim": 128, "kv_dtype": "bf16", "page_size": 16}
+    for backend, params in per_backend.items():
+        fits = probe.fitted["kv_dtypes"]["bf16"][backend]
+        costs = step_costs(single_level_load(P, n, gr, S), sh, model, "bf16", 1, params, prefix_caching=True)
+        l2 = probe.l2_bytes
+        want_ps = predict(KernelFit.from_dict(fits["decode_shared"]), features("decode_shared", [c]), l2)[0]
+        assert float(costs.ps_attention_s) == pytest.approx(want_ps, rel=1e-6)
+        want_pre = predict(KernelFit.from_dict(fits["prefix"]), features("cascade_prefix", [c]), l2)[0]
+        assert float(costs.cas_prefix_s) == pytest.approx(want_pre, rel=1e-6)
+        if S:
+            want_suf = predict(KernelFit.from_dict(fits["suffix"]), features("cascade_suffix", [c]), l2)[0]
+            assert float(costs.cas_suffix_s) == pytest.approx(want_suf, rel=1e-6)
+
+
+def test_calibration_for_another_gpu_is_refused(tmp_path):
+    path = find_committed(load_hardware("h200"))
+    scn = Scenario(name="t", model=one_layer_model(), hardware=load_hardware("h100-sxm"), kv_dtype="bf16",
+                   weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))
+    with pytest.raises(InputError, match="cannot describe h100-sxm"):
+        select_params(False, scn, path)
+    assert select_params(False, scn, path, force=True).mode == "calibrated"
+    res = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h100-sxm", "--prefix", "4096",
+                              "--samples", "64", "--output-tokens", "128", "--calibration", str(path)])
+    assert res.exit_code == 2 and "--force" in res.stderr
+
+
+def test_committed_calibration_is_used_for_h200_and_says_so():
+    res = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h200", "--prefix", "4096",
+                              "--samples", "64", "--output-tokens", "128", "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["mode"] == "calibrated" and doc["calibration"]["backend"] == "flashinfer"
+    assert doc["calibration"]["source"].endswith(".json")
+    res = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h200", "--prefix", "4096",
+                              "--samples", "64", "--output-tokens", "128", "--backend", "triton"])
+    assert "calibrated: triton kernels" in " ".join(res.stdout.split())
+    res = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h200", "--prefix", "4096",
+                              "--samples", "64", "--output-tokens", "128", "--uncalibrated", "--json"])
+    assert json.loads(res.stdout)["mode"] == "default"
+
+
+def test_calibrate_writes_fitted_section_atomically(tmp_path):
+    src = find_committed(load_hardware("h200"))
+    doc = json.loads(src.read_text())
+    doc["fitted"] = {}
+    raw = tmp_path / "raw.json"
+    raw.write_text(json.dumps(doc))
+    res = runner.invoke(app, ["calibrate", str(raw), "--out", str(tmp_path / "fitted.json")])
+    assert res.exit_code == 0, res.output
+    fitted = json.loads((tmp_path / "fitted.json").read_text())["fitted"]
+    assert set(fitted["kv_dtypes"]["bf16"]) >= {"triton", "torch", "flashinfer"}
+    assert json.loads(raw.read_text())["fitted"] == {}          # --out leaves the input alone
+    bad = runner.invoke(app, ["validate", str(raw)])
+    assert bad.exit_code == 2 and "calibrate" in bad.stderr
