@@ -1,0 +1,131 @@
+"""Plots: every shipped workload yields non-empty PNG + SVG from every plot function, written
+atomically (no temp files left), and the heatmap survives sweeps where cascade never / always wins."""
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cascade_plan import plots
+from cascade_plan.breakeven import Sweep, sweep
+from cascade_plan.cost_params import DEFAULT, IDEAL
+from cascade_plan.estimate import estimate
+from cascade_plan.hardware import load_hardware
+from cascade_plan.workload import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = sorted((ROOT / "workloads").glob("*.yaml"))
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_plot_files(paths, stem: Path):
+    assert [p.suffix for p in paths] == [".png", ".svg"]
+    png, svg = paths
+    assert png == stem.with_suffix(".png") and svg == stem.with_suffix(".svg")
+    data = png.read_bytes()
+    assert data.startswith(PNG_SIGNATURE)
+    assert len(data) > 10_000
+    text = svg.read_text(encoding="utf-8")
+    assert "<svg" in text
+    assert len(text) > 2_000
+
+
+def no_temp_files(folder: Path):
+    return sorted(p.name for p in folder.rglob("*") if p.is_file() and p.suffix not in (".png", ".svg"))
+
+
+def small_sweep(scn, params):
+    return sweep(scn, params, prefix_tokens=2 ** np.arange(6, 17), group_size=2 ** np.arange(0, 10),
+                 suffix_tokens=[512, 4096], n_groups=2)
+
+
+def _render_workload(path: str, out: str) -> dict[str, list[Path]]:
+    """Every plot function on one shipped workload."""
+    scn = load_scenario(Path(path))
+    est = estimate(scn, DEFAULT)
+    out_dir = Path(out) / "nested" / "dir"        # parent directories are created
+    title = f"{scn.model.id} on {scn.hardware.name} ({DEFAULT.mode} mode)"
+    ests = [estimate(dataclasses.replace(scn, hardware=load_hardware(h)), DEFAULT) for h in ("a100-80gb", "b200")]
+    return {
+        "heatmap": plots.plot_speedup_heatmap(small_sweep(scn, DEFAULT), title, out_dir / "heatmap"),
+        "steps": plots.plot_step_times(est, out_dir / "steps"),
+        "bytes": plots.plot_bytes_per_step(est, out_dir / "bytes"),
+        "gpus": plots.plot_hardware_comparison(ests, out_dir / "gpus"),
+    }
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """All shipped workloads x all plots, rendered once for the module."""
+    out = tmp_path_factory.mktemp("plots")
+    return out, {p.stem: _render_workload(str(p), str(out / p.stem)) for p in WORKLOADS}
+
+
+@pytest.mark.parametrize("name", [p.stem for p in WORKLOADS])
+def test_every_plot_for_every_shipped_workload(rendered, name):
+    out, results = rendered
+    out_dir = out / name / "nested" / "dir"
+    for stem, paths in results[name].items():
+        assert_plot_files(paths, out_dir / stem)
+    assert len(list(out_dir.iterdir())) == 8
+    assert no_temp_files(out / name) == []
+
+
+def test_heatmap_where_cascade_never_wins_always_wins_or_breaks_exactly_even(tmp_path, recwarn):
+    scn = load_scenario(ROOT / "workloads/rl-rollouts-64.yaml")
+    # Groups of one or two, long suffixes: cascade only adds launches, it never wins.
+    never = sweep(scn, DEFAULT, prefix_tokens=[64, 128, 256], group_size=[1, 2], suffix_tokens=[4096])
+    assert (never.speedup < 1).all()
+    # Ideal mode (no fixed costs), groups > 1, on a grid that is not in powers of two, second suffix.
+    always = sweep(scn, IDEAL, prefix_tokens=[100, 300, 3000, 30000], group_size=[3, 5, 12, 40],
+                   suffix_tokens=[16, 2000])
+    assert (always.speedup[:, :, 1] > 1).all()
+    # Every point exactly at the breakeven: no contour level lies strictly inside the data.
+    even = Sweep(prefix_tokens=np.array([256, 512]), group_size=np.array([1, 2]), suffix_tokens=np.array([256]),
+                 n_groups=1, per_sequence_step_s=np.full((2, 2, 1), 0.01), cascade_step_s=np.full((2, 2, 1), 0.01))
+    for name, sw, idx in (("never", never, 0), ("always", always, 1), ("even", even, 0)):
+        assert_plot_files(plots.plot_speedup_heatmap(sw, name, tmp_path / name, suffix_index=idx), tmp_path / name)
+    assert no_temp_files(tmp_path) == []
+    assert not [w for w in recwarn if "contour" in str(w.message).lower()]
+
+
+def test_overwrites_in_place_and_leaves_no_temp_files(tmp_path):
+    est = estimate(load_scenario(ROOT / "workloads/parallel-sampling-n8.yaml"), IDEAL)
+    first = plots.plot_hardware_comparison([est], tmp_path / "b")
+    again = plots.plot_hardware_comparison([est], tmp_path / "b")
+    assert first == again
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.png", "b.svg"]
+
+
+def test_failed_save_leaves_no_temp_file(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    def boom(self, *a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(Figure, "savefig", boom)
+    est = estimate(load_scenario(ROOT / "workloads/beam-search.yaml"), DEFAULT)
+    with pytest.raises(RuntimeError, match="disk full"):
+        plots.plot_step_times(est, tmp_path / "s")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_hardware_comparison_needs_an_estimate(tmp_path):
+    with pytest.raises(ValueError):
+        plots.plot_hardware_comparison([], tmp_path / "x")
+
+
+@pytest.mark.parametrize("n, text", [(64, "64"), (256, "256"), (1024, "1K"), (4096, "4K"), (32768, "32K"),
+                                     (1 << 20, "1M"), (6000, "6,000"), (1, "1")])
+def test_token_labels(n, text):
+    assert plots.fmt_tokens(n) == text
+
+
+def test_module_imports_no_matplotlib():
+    import subprocess
+
+    code = "import sys, cascade_plan.plots; print('matplotlib' in sys.modules)"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert res.stdout.strip() == "False"
