@@ -125,6 +125,8 @@ def probe(
     backend: Annotated[Optional[list[str]], typer.Option(
         "--backend", help="Backends to time: triton (ours), torch, flashinfer. Repeat the option; default all available.")] = None,
     page_size: Annotated[int, typer.Option("--page-size", min=1, help="KV page size in tokens.")] = 16,
+    time_budget: Annotated[Optional[float], typer.Option(
+        "--time-budget", min=1, help="Stop timing new grid points after this many seconds (what was measured is kept).")] = None,
 ) -> None:
     """Run real per-sequence and cascade attention kernels on this machine's CUDA GPU and write a
     calibration file (needs the `probe` extra: pip install 'cascade-plan[probe]')."""
@@ -142,8 +144,8 @@ def probe(
     from kernels_probe.runner import run_probe
 
     console = Console()
-    run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console)
-    console.print(f"wrote {out}")
+    run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console, time_budget_s=time_budget)
+    console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
 
 
 def main() -> None:

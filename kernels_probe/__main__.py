@@ -1,0 +1,41 @@
+"""python -m kernels_probe --out FILE [--quick] [--backend NAME ...] [--page-size N]"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m kernels_probe", description=__doc__)
+    ap.add_argument("--out", required=True, type=pathlib.Path, help="calibration JSON to write")
+    ap.add_argument("--quick", action="store_true", help="a handful of points (under a minute)")
+    ap.add_argument("--backend", action="append", dest="backends", default=None,
+                    help="triton, torch, flashinfer (repeatable; default: all available)")
+    ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--time-budget", type=float, default=None, help="seconds; later points are skipped past it")
+    args = ap.parse_args(argv)
+
+    from kernels_probe.environment import missing_requirements
+
+    missing = missing_requirements()
+    if missing:
+        for m in missing:
+            print(f"error: {m}", file=sys.stderr)
+        return 2
+    from rich.console import Console
+
+    from kernels_probe.report import summary_table
+    from kernels_probe.runner import run_probe
+
+    console = Console()
+    doc = run_probe(args.out, quick=args.quick, backends=args.backends, page_size=args.page_size, console=console,
+                    time_budget_s=args.time_budget)
+    console.print(summary_table(doc))
+    console.print(f"wrote {args.out} ({len(doc['measurements'])} measurements, {len(doc['skipped'])} skipped)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""The calibration file: a versioned JSON document, written atomically. Pure Python (no torch).
+
+Top level: schema_version, kind, probe_version, created_utc, hardware_id, device, ceilings, grid,
+measurements, skipped, fitted (left empty here; the planner's calibrate step fills it), plus notes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import pathlib
+import tempfile
+
+from kernels_probe import PROBE_VERSION
+from kernels_probe.grid import BACKENDS, KERNELS
+
+SCHEMA_VERSION = 1
+KIND = "cascade-plan-calibration"
+DEVICE_KEYS = ("name", "sm_count", "l2_bytes", "memory_bytes", "compute_capability", "driver", "cuda", "torch",
+               "triton", "flashinfer")
+CEILING_KEYS = ("hbm_read_bytes_per_s", "hbm_copy_bytes_per_s", "bf16_matmul_flop_per_s", "graph_kernel_launch_s")
+CONFIG_KEYS = ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim",
+               "kv_dtype", "page_size")
+MEASUREMENT_KEYS = ("backend", "kernel", "config", "bytes", "flops", "median_s", "p10_s", "p90_s", "n_reps",
+                    "max_rel_err")
+
+
+def hardware_id_for(device_name: str | None) -> str | None:
+    """The hardware profile id for a CUDA device name (None when we have no profile for it)."""
+    if not device_name:
+        return None
+    n = device_name.upper().replace("-", " ")
+    if "H200" in n:
+        return "h200"
+    if "H100" in n:
+        if "PCIE" in n:
+            return "h100-pcie"
+        if "NVL" in n:
+            return "h100-nvl"
+        return "h100-sxm"
+    if "A100" in n:
+        return "a100-sxm" if "PCIE" not in n else "a100-pcie"
+    return None
+
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def new_document(*, device: dict, ceilings: dict, grid: dict, measurements: list[dict], skipped: list[dict],
+                 notes: dict | None = None, created_utc: str | None = None) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": KIND,
+        "probe_version": PROBE_VERSION,
+        "created_utc": created_utc or utc_now(),
+        "hardware_id": hardware_id_for(device.get("name")),
+        "device": device,
+        "ceilings": ceilings,
+        "grid": grid,
+        "measurements": measurements,
+        "skipped": skipped,
+        "fitted": {},
+        "notes": notes or {},
+    }
+
+
+def validate_document(doc: dict) -> list[str]:
+    """Problems with a calibration document (empty list = valid)."""
+    errs: list[str] = []
+    if not isinstance(doc, dict):
+        return ["document is not a JSON object"]
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        errs.append(f"schema_version must be {SCHEMA_VERSION}, got {doc.get('schema_version')!r}")
+    if doc.get("kind") != KIND:
+        errs.append(f"kind must be {KIND!r}")
+    for key in ("probe_version", "created_utc", "device", "ceilings", "grid", "measurements", "skipped", "fitted"):
+        if key not in doc:
+            errs.append(f"missing top-level key {key!r}")
+    for k in DEVICE_KEYS:
+        if k not in doc.get("device", {}):
+            errs.append(f"device.{k} missing")
+    for k in CEILING_KEYS:
+        v = doc.get("ceilings", {}).get(k)
+        if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+            errs.append(f"ceilings.{k} must be a positive number, got {v!r}")
+    for i, m in enumerate(doc.get("measurements", [])):
+        where = f"measurements[{i}]"
+        for k in MEASUREMENT_KEYS:
+            if k not in m:
+                errs.append(f"{where}.{k} missing")
+        if m.get("backend") not in BACKENDS:
+            errs.append(f"{where}.backend {m.get('backend')!r} not in {BACKENDS}")
+        if m.get("kernel") not in KERNELS:
+            errs.append(f"{where}.kernel {m.get('kernel')!r} not in {KERNELS}")
+        for k in CONFIG_KEYS:
+            if k not in m.get("config", {}):
+                errs.append(f"{where}.config.{k} missing")
+        med = m.get("median_s")
+        if not (isinstance(med, (int, float)) and med > 0):
+            errs.append(f"{where}.median_s must be > 0")
+        elif not (m.get("p10_s", 0) <= med <= m.get("p90_s", math.inf)):
+            errs.append(f"{where}: p10_s <= median_s <= p90_s does not hold")
+        err = m.get("max_rel_err")
+        if err is not None and not (isinstance(err, (int, float)) and math.isfinite(err)):
+            errs.append(f"{where}.max_rel_err must be finite or null")
+    for i, s in enumerate(doc.get("skipped", [])):
+        for k in ("config", "backend", "kernel", "reason"):
+            if k not in s:
+                errs.append(f"skipped[{i}].{k} missing")
+    return errs
+
+
+def write_atomic(path: pathlib.Path | str, doc: dict) -> pathlib.Path:
+    """Write doc as JSON to path: a temporary file in the same folder, fsync, then os.replace.
+    Readers see the old file or the whole new one, never a part (also on Ctrl-C or a crash)."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def load(path: pathlib.Path | str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,155 @@
+"""FlashInfer, where importable: what production engines run.
+
+* ``BatchDecodeWithPagedKVCacheWrapper`` with ``use_tensor_cores`` False and True (variants
+  ``cuda_cores`` / ``tensor_cores``), over shared or duplicated prefix pages;
+* ``MultiLevelCascadeAttentionWrapper`` (2 levels, backend as shipped: ``auto``) -> backend
+  ``flashinfer``; the same two levels built from ``BatchPrefillWithPagedKVCacheWrapper(backend="fa2")``
+  plus ``merge_state_in_place`` -> backend ``flashinfer-fa2``.
+
+All wrappers are built with ``use_cuda_graph=True`` and planned before capture, so their ``run()`` is
+replayed from a CUDA graph and its host cost (tens to hundreds of microseconds) is not timed.
+Every call is best effort: the runner records a failure as a skipped row and moves on.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels_probe.data import ProbeData
+
+WORKSPACE_BYTES = 256 << 20
+
+
+def available() -> tuple[bool, str]:
+    try:
+        import flashinfer  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install
+        return False, f"flashinfer not importable: {type(exc).__name__}: {exc}"[:300]
+    return True, ""
+
+
+def version() -> str | None:
+    try:
+        import flashinfer
+
+        return str(getattr(flashinfer, "__version__", "unknown"))
+    except Exception:
+        return None
+
+
+class _Common:
+    def __init__(self, data: ProbeData):
+        import flashinfer
+
+        self.fi = flashinfer
+        c = data.cfg
+        self.c, self.data = c, data
+        dev = data.q.device
+        self.ws = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
+        self.kv = (data.k_cache, data.v_cache)
+        self.kv_dtype = data.k_cache.dtype
+        self.i32 = lambda t: t.to(torch.int32).contiguous()  # noqa: E731
+
+    def paged(self, table: torch.Tensor, length: int):
+        """indptr, indices, last_page_len for sequences of equal length whose pages are the table's rows."""
+        c = self.c
+        rows = table.shape[0]
+        n_pages = -(-length // c.page_size)
+        indices = self.i32(table[:, :n_pages].reshape(-1))
+        indptr = self.i32(torch.arange(rows + 1, device=table.device) * n_pages)
+        last = length - (n_pages - 1) * c.page_size
+        lpl = torch.full((rows,), last, dtype=torch.int32, device=table.device)
+        return indptr, indices, lpl
+
+
+class FlashInferDecode(_Common):
+    def __init__(self, data: ProbeData, *, shared: bool, tensor_cores: bool):
+        super().__init__(data)
+        c = self.c
+        table = data.shared_table if shared else data.dup_table
+        if table is None:
+            raise MemoryError("duplicated prefix exceeds the probe's memory cap")
+        indptr, indices, lpl = self.paged(table, c.prefix_tokens + c.suffix_tokens)
+        self.w = self.fi.BatchDecodeWithPagedKVCacheWrapper(
+            self.ws, "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores, paged_kv_indptr_buffer=indptr,
+            paged_kv_indices_buffer=indices, paged_kv_last_page_len_buffer=lpl)
+        self.w.plan(indptr, indices, lpl, c.num_q_heads, c.num_kv_heads, c.head_dim, c.page_size,
+                    q_data_type=data.q.dtype, kv_data_type=self.kv_dtype)
+        self.out = torch.empty_like(data.q)
+
+    def __call__(self):
+        return self.w.run(self.data.q, self.kv, out=self.out)
+
+
+class FlashInferCascade(_Common):
+    """Two levels: the group prefix (qo rows = the group's sequences), then each sequence's suffix."""
+
+    def __init__(self, data: ProbeData, *, fa2: bool):
+        super().__init__(data)
+        c = self.c
+        if c.suffix_tokens == 0:
+            raise NotImplementedError("FlashInfer's cascade levels need at least one token per level")
+        dev = data.q.device
+        ip0, ix0, lp0 = self.paged(data.prefix_table, c.prefix_tokens)
+        qo0 = self.i32(torch.arange(c.n_groups + 1, device=dev) * c.group_size)
+        ip1, ix1, lp1 = self.paged(data.suffix_table, c.suffix_tokens)
+        qo1 = self.i32(torch.arange(c.batch + 1, device=dev))
+        levels = [(qo0, ip0, ix0, lp0), (qo1, ip1, ix1, lp1)]
+        if fa2:
+            self.levels = [
+                self.fi.BatchPrefillWithPagedKVCacheWrapper(
+                    self.ws, "NHD", use_cuda_graph=True, qo_indptr_buf=qo, paged_kv_indptr_buf=ip,
+                    paged_kv_indices_buf=ix, paged_kv_last_page_len_buf=lp, backend="fa2")
+                for (qo, ip, ix, lp) in levels
+            ]
+            for w, (qo, ip, ix, lp) in zip(self.levels, levels):
+                w.plan(qo, ip, ix, lp, c.num_q_heads, c.num_kv_heads, c.head_dim, c.page_size, causal=False,
+                       q_data_type=data.q.dtype, kv_data_type=self.kv_dtype)
+            self.wrapper = None
+        else:
+            self.wrapper = self.fi.MultiLevelCascadeAttentionWrapper(
+                2, self.ws, "NHD", use_cuda_graph=True, qo_indptr_buf_arr=[lv[0] for lv in levels],
+                paged_kv_indptr_buf_arr=[lv[1] for lv in levels], paged_kv_indices_buf_arr=[lv[2] for lv in levels],
+                paged_kv_last_page_len_buf_arr=[lv[3] for lv in levels])
+            self.wrapper.plan([lv[0] for lv in levels], [lv[1] for lv in levels], [lv[2] for lv in levels],
+                              [lv[3] for lv in levels], c.num_q_heads, c.num_kv_heads, c.head_dim, c.page_size,
+                              q_data_type=data.q.dtype, kv_data_type=self.kv_dtype)
+            self.levels = self.wrapper._batch_prefill_wrappers
+
+    def prefix(self):
+        return self.levels[0].run(self.data.q, self.kv, return_lse=True)
+
+    def __call__(self):
+        if self.wrapper is not None:
+            return self.wrapper.run(self.data.q, self.kv)
+        out, lse = self.levels[-1].run(self.data.q, self.kv, return_lse=True)
+        o0, l0 = self.levels[0].run(self.data.q, self.kv, return_lse=True)
+        self.fi.merge_state_in_place(out, lse, o0, l0)
+        return out
+
+
+def warm_build(device="cuda") -> dict:
+    """JIT-build the FlashInfer modules the probe uses, on a tiny problem. Returns {'ok', 'seconds', 'error'}."""
+    import time
+
+    from kernels_probe.data import build_data
+    from kernels_probe.grid import ProbeConfig
+
+    t0 = time.perf_counter()
+    errors = []
+    try:
+        d = build_data(ProbeConfig(prefix_tokens=64, group_size=2, suffix_tokens=32), device)
+        for tc in (False, True):
+            try:
+                FlashInferDecode(d, shared=True, tensor_cores=tc)()
+            except Exception as exc:
+                errors.append(f"decode tc={tc}: {type(exc).__name__}: {exc}"[:300])
+        for fa2 in (False, True):
+            try:
+                FlashInferCascade(d, fa2=fa2)()
+            except Exception as exc:
+                errors.append(f"cascade fa2={fa2}: {type(exc).__name__}: {exc}"[:300])
+        torch.cuda.synchronize()
+    except Exception as exc:
+        errors.append(f"{type(exc).__name__}: {exc}"[:300])
+    return {"ok": not errors, "seconds": time.perf_counter() - t0, "errors": errors}

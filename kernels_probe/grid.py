@@ -1,0 +1,117 @@
+"""The probe's measurement grid: configurations and what each timed row is. Pure Python (no torch)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+BACKENDS = ("triton", "torch", "flashinfer", "flashinfer-fa2")
+KERNELS = ("decode_shared", "decode_dup", "cascade_prefix", "cascade_suffix", "cascade_merge", "cascade_total")
+KV_DTYPES = {"bf16": 2, "fp16": 2, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """One attention layer's decode step: n_groups groups of group_size sequences; each group shares a
+    prefix of prefix_tokens; each sequence has suffix_tokens private tokens. num_kv_heads KV heads of
+    head_dim, q_per_kv (G) query heads per KV head."""
+
+    prefix_tokens: int
+    group_size: int
+    n_groups: int = 1
+    suffix_tokens: int = 128
+    q_per_kv: int = 4
+    num_kv_heads: int = 8
+    head_dim: int = 128
+    kv_dtype: str = "bf16"
+    page_size: int = 16
+
+    def __post_init__(self):
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {sorted(KV_DTYPES)}, got {self.kv_dtype!r}")
+        for name in ("prefix_tokens", "group_size", "n_groups", "q_per_kv", "num_kv_heads", "head_dim", "page_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.suffix_tokens < 0:
+            raise ValueError("suffix_tokens must be >= 0")
+        if self.prefix_tokens % self.page_size or self.suffix_tokens % self.page_size:
+            raise ValueError("prefix_tokens and suffix_tokens must be multiples of page_size")
+
+    @property
+    def batch(self) -> int:
+        return self.group_size * self.n_groups
+
+    @property
+    def num_q_heads(self) -> int:
+        return self.q_per_kv * self.num_kv_heads
+
+    @property
+    def kv_elem_bytes(self) -> int:
+        return KV_DTYPES[self.kv_dtype]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def label(self) -> str:
+        s = (f"P={self.prefix_tokens} n={self.group_size}x{self.n_groups} S={self.suffix_tokens} "
+             f"G={self.q_per_kv} Hkv={self.num_kv_heads} {self.kv_dtype}")
+        return s
+
+
+PREFIX_AXIS = (256, 1024, 4096, 16384, 32768)
+GROUP_AXIS = (1, 4, 16, 64, 256)
+SUFFIX_AXIS = (0, 128, 1024, 4096)
+G_AXIS = (1, 4, 8)
+
+
+def build_grid(*, quick: bool = False, page_size: int = 16) -> tuple[list[ProbeConfig], dict]:
+    """(configurations, description). The full grid crosses prefix x group size for the Llama-3-8B
+    layer shape (8 KV heads, G=4, suffix 128) and spans suffix, G, KV heads (1, as Llama-3-70B at TP8),
+    fp8 KV and several groups around it; --quick keeps a handful of points across the breakeven."""
+    ps = page_size
+    cfgs: list[ProbeConfig] = []
+
+    def add(**kw):
+        kw.setdefault("page_size", ps)
+        c = ProbeConfig(**kw)
+        if c not in cfgs:
+            cfgs.append(c)
+
+    if quick:
+        for p, n in ((256, 4), (1024, 16), (4096, 64), (4096, 256), (16384, 1), (16384, 256)):
+            add(prefix_tokens=p, group_size=n)
+        add(prefix_tokens=4096, group_size=64, suffix_tokens=0)
+        add(prefix_tokens=4096, group_size=64, q_per_kv=8, num_kv_heads=1)
+        add(prefix_tokens=4096, group_size=64, kv_dtype="fp8")
+        add(prefix_tokens=1024, group_size=32, n_groups=4)
+        axes = {"prefix_tokens": [256, 1024, 4096, 16384], "group_size": [1, 4, 16, 64, 256],
+                "suffix_tokens": [0, 128], "q_per_kv": [4, 8], "num_kv_heads": [1, 8], "kv_dtype": ["bf16", "fp8"]}
+    else:
+        for p in PREFIX_AXIS:  # core: Llama-3-8B layer, suffix 128
+            for n in GROUP_AXIS:
+                add(prefix_tokens=p, group_size=n)
+        for p in (1024, 4096, 16384):  # suffix span
+            for n in (16, 64, 256):
+                for s in (0, 1024, 4096):
+                    if p == 16384 and s == 4096 and n == 256:
+                        continue
+                    add(prefix_tokens=p, group_size=n, suffix_tokens=s)
+        for g in (1, 8):  # G span
+            for p in (1024, 4096, 16384):
+                for n in (4, 64, 256):
+                    add(prefix_tokens=p, group_size=n, q_per_kv=g)
+        for p in (1024, 4096, 32768):  # Llama-3-70B at TP8: 1 KV head, G=8
+            for n in (1, 16, 64, 256):
+                add(prefix_tokens=p, group_size=n, q_per_kv=8, num_kv_heads=1)
+        for p in (1024, 4096, 16384):  # fp8 KV
+            for n in (4, 64, 256):
+                add(prefix_tokens=p, group_size=n, kv_dtype="fp8")
+        add(prefix_tokens=1024, group_size=32, n_groups=8)  # several groups
+        add(prefix_tokens=4096, group_size=64, n_groups=4)
+        add(prefix_tokens=16384, group_size=16, n_groups=4)
+        add(prefix_tokens=4096, group_size=8, n_groups=16, suffix_tokens=1024)
+        axes = {"prefix_tokens": list(PREFIX_AXIS), "group_size": list(GROUP_AXIS), "suffix_tokens": list(SUFFIX_AXIS),
+                "q_per_kv": list(G_AXIS), "num_kv_heads": [1, 8], "kv_dtype": ["bf16", "fp8"],
+                "n_groups": [1, 4, 8, 16]}
+    desc = {"mode": "quick" if quick else "full", "page_size": ps, "head_dim": 128, "axes": axes,
+            "n_configs": len(cfgs)}
+    return cfgs, desc

@@ -1,0 +1,373 @@
+"""run_probe: ceilings, correctness and the timing grid on one CUDA GPU, into a calibration file."""
+
+from __future__ import annotations
+
+import gc
+import os
+import pathlib
+import platform
+import subprocess
+import threading
+import time
+
+from kernels_probe import PROBE_VERSION
+from kernels_probe.accounting import kernel_cost
+from kernels_probe.calibration_file import new_document, write_atomic
+from kernels_probe.grid import BACKENDS, ProbeConfig, build_grid
+
+TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
+NOTES = {
+    "units": "seconds, bytes, FLOP; one attention layer (all KV heads of one layer on one GPU)",
+    "bytes": "decode_*: every sequence reads its whole context (per-sequence floor, no cache reuse); "
+             "unique_bytes: each distinct byte once. cascade_prefix/suffix: their KV + q + one fp32 state per row; "
+             "cascade_merge: 2 states per row + bf16 output; cascade_total: prefix once per group + suffixes + q + "
+             "output (the fused floor). See docs/probe.md.",
+    "timing": "CUDA graph replays between CUDA events; L2 flushed by a read of >= 4x L2 before each repetition, "
+              "outside the events; warm-up; median of 10-100 repetitions (p10/p90 given).",
+    "max_rel_err": "max over (sequence, query head) rows of ||out - ref||2 / ||ref||2 against a float32 reference "
+                   "computed directly (no LSE merge) on fresh random data; outputs owned by the probe are "
+                   "poisoned with NaN first; null on rows that time a piece whose output is not final.",
+    "layout": "paged KV [pages, page_size, kv_heads, head_dim] (NHD); pages of one sequence contiguous",
+}
+
+
+def _device_info(torch, flashinfer_version) -> dict:
+    import triton
+
+    props = torch.cuda.get_device_properties(0)
+    driver = None
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+        if r.returncode == 0:
+            driver = r.stdout.strip().splitlines()[0].strip() or None
+    except Exception:
+        pass
+    return {
+        "name": props.name,
+        "sm_count": props.multi_processor_count,
+        "l2_bytes": int(getattr(props, "L2_cache_size", 0)) or None,
+        "memory_bytes": int(props.total_memory),
+        "compute_capability": f"{props.major}.{props.minor}",
+        "driver": driver,
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "flashinfer": flashinfer_version,
+        "python": platform.python_version(),
+    }
+
+
+class _Ctx:
+    def __init__(self, torch, device, sm_count, flusher, tune, progress=None, task=None):
+        self.torch, self.device, self.sm_count, self.flusher, self.tune = torch, device, sm_count, flusher, tune
+        self.measurements: list[dict] = []
+        self.skipped: list[dict] = []
+
+    def skip(self, cfg: ProbeConfig, backend: str, kernel: str, reason: str, variant=None):
+        row = {"config": cfg.as_dict(), "backend": backend, "kernel": kernel, "reason": reason[:400]}
+        if variant:
+            row["variant"] = variant
+        self.skipped.append(row)
+
+
+def _err(torch, out, ref) -> float:
+    from kernels_probe.reference import max_rel_err
+
+    c = ref.shape
+    return max_rel_err(out.reshape(c), ref)
+
+
+def _finite_or_none(x):
+    import math
+
+    return x if (x is not None and math.isfinite(x)) else None
+
+
+def _measure_config(ctx: _Ctx, cfg: ProbeConfig, backends: list[str], seed: int) -> None:
+    torch = ctx.torch
+    from kernels_probe.data import build_data, reference_output
+
+    kernels_all = ["decode_shared", "decode_dup", "cascade_prefix", "cascade_suffix", "cascade_merge", "cascade_total"]
+    try:
+        data = build_data(cfg, ctx.device, seed=seed)
+        ref = reference_output(data)
+    except torch.cuda.OutOfMemoryError as exc:
+        for b in backends:
+            for k in kernels_all:
+                ctx.skip(cfg, b, k, f"out of memory building inputs: {exc}")
+        gc.collect()
+        torch.cuda.empty_cache()
+        return
+    B, HQ, D = data.q.shape
+    items = []  # (backend, kernel, variant, fn, check) check: () -> output tensor, or None
+
+    def poisoned(t):
+        t.fill_(float("nan"))
+        return t
+
+    if "triton" in backends:
+        from kernels_probe.triton_kernels import CascadePlan, DecodePlan
+
+        T = cfg.prefix_tokens + cfg.suffix_tokens
+        out_ds = torch.empty_like(data.q)
+        dec_s = DecodePlan(data.q, data.k_cache, data.v_cache, data.shared_table, data.seq_lens, T, out_ds,
+                           sm_count=ctx.sm_count, tune=ctx.tune)
+        items.append(("triton", "decode_shared", None, dec_s, lambda: (poisoned(out_ds), dec_s())[1]))
+        if data.has_dup:
+            out_dd = torch.empty_like(data.q)
+            dec_d = DecodePlan(data.q, data.k_cache, data.v_cache, data.dup_table, data.seq_lens, T, out_dd,
+                               sm_count=ctx.sm_count, tune=ctx.tune)
+            items.append(("triton", "decode_dup", None, dec_d, lambda: (poisoned(out_dd), dec_d())[1]))
+        else:
+            ctx.skip(cfg, "triton", "decode_dup", "duplicated prefix exceeds the probe's memory cap")
+        out_c = torch.empty_like(data.q)
+        casc = CascadePlan(data.q, data.k_cache, data.v_cache,
+                           [(data.prefix_table, cfg.prefix_tokens, cfg.group_size, cfg.n_groups)],
+                           data.suffix_table, data.suffix_lens, cfg.suffix_tokens, out_c, sm_count=ctx.sm_count,
+                           tune=ctx.tune)
+        items.append(("triton", "cascade_total", None, casc, lambda: (poisoned(out_c), casc())[1]))
+        items.append(("triton", "cascade_prefix", None, casc.run_prefix, None))
+        if cfg.suffix_tokens:
+            items.append(("triton", "cascade_suffix", None, casc.run_suffix, None))
+        items.append(("triton", "cascade_merge", None, casc.run_merge, None))
+
+    if "torch" in backends:
+        if cfg.kv_dtype == "fp8":
+            for k in kernels_all:
+                ctx.skip(cfg, "torch", k, "torch's flash attention takes no fp8 KV")
+        else:
+            from kernels_probe.torch_backend import TorchCascade, TorchDecode
+
+            for shared in (True, False):
+                kname = "decode_shared" if shared else "decode_dup"
+                try:
+                    td = TorchDecode(data, shared=shared)
+                    items.append(("torch", kname, None, td, td))
+                except (NotImplementedError, MemoryError) as exc:
+                    ctx.skip(cfg, "torch", kname, str(exc))
+            out_t = torch.empty_like(data.q)
+            tc = TorchCascade(data, out_t)
+            items.append(("torch", "cascade_total", None, tc.total, lambda: (poisoned(out_t), tc.total())[1]))
+            items.append(("torch", "cascade_prefix", None, tc.prefix, None))
+            if cfg.suffix_tokens:
+                items.append(("torch", "cascade_suffix", None, tc.suffix, None))
+            items.append(("torch", "cascade_merge", None, ("torch-merge", tc), None))
+
+    if "flashinfer" in backends:
+        from kernels_probe.flashinfer_backend import FlashInferCascade, FlashInferDecode
+
+        if cfg.kv_dtype == "fp8":
+            for k in kernels_all:
+                ctx.skip(cfg, "flashinfer", k, "fp8 KV not attempted with FlashInfer")
+        else:
+            for shared in (True, False):
+                kname = "decode_shared" if shared else "decode_dup"
+                for tcores in (False, True):
+                    variant = "tensor_cores" if tcores else "cuda_cores"
+                    try:
+                        fd = FlashInferDecode(data, shared=shared, tensor_cores=tcores)
+                        items.append(("flashinfer", kname, variant, fd, lambda fd=fd: (poisoned(fd.out), fd())[1]))
+                    except Exception as exc:
+                        ctx.skip(cfg, "flashinfer", kname, f"{type(exc).__name__}: {exc}", variant)
+            for fa2 in (False, True):
+                bname = "flashinfer-fa2" if fa2 else "flashinfer"
+                try:
+                    fc = FlashInferCascade(data, fa2=fa2)
+                    items.append((bname, "cascade_total", "fa2" if fa2 else "auto", fc, fc))
+                    items.append((bname, "cascade_prefix", "fa2" if fa2 else "auto", fc.prefix, None))
+                except Exception as exc:
+                    for k in ("cascade_total", "cascade_prefix"):
+                        ctx.skip(cfg, bname, k, f"{type(exc).__name__}: {exc}")
+
+    # correctness first, then timing
+    errs: dict = {}
+    failed: set = set()
+    outs = {}
+    for backend, kernel, variant, fn, check in items:
+        if check is None:
+            continue
+        key = (backend, kernel, variant)
+        try:
+            o = check()
+            torch.cuda.synchronize()
+            e = _err(torch, o, ref)
+            errs[key] = e
+            outs[key] = o.detach().reshape(B, HQ, D).clone() if backend == "triton" else None
+            if not (e <= TOLERANCE):
+                failed.add(backend if kernel == "cascade_total" else key)
+                ctx.skip(cfg, backend, kernel, f"correctness: max_rel_err={e:.3g} > {TOLERANCE}", variant)
+        except Exception as exc:
+            failed.add(key)
+            ctx.skip(cfg, backend, kernel, f"{type(exc).__name__}: {exc}", variant)
+    vs_decode = None
+    if ("triton", "cascade_total", None) in outs and ("triton", "decode_shared", None) in outs:
+        from kernels_probe.reference import max_rel_err
+
+        vs_decode = max_rel_err(outs[("triton", "cascade_total", None)], outs[("triton", "decode_shared", None)].float())
+    del outs
+
+    casc_err = {b: errs.get((b, "cascade_total", v)) for (b, k, v, _, _) in items if k == "cascade_total"}
+    for backend, kernel, variant, fn, check in items:
+        key = (backend, kernel, variant)
+        if key in failed or (kernel.startswith("cascade") and backend in failed):
+            if check is None:
+                ctx.skip(cfg, backend, kernel, "not timed: the composite failed its correctness check", variant)
+            continue
+        try:
+            if isinstance(fn, tuple) and fn[0] == "torch-merge":
+                tc_ = fn[1]
+                inputs = tc_.merge_inputs()
+                fn = (lambda tc_=tc_, inputs=inputs: tc_.merge(*inputs))
+            res = _time(ctx, fn)
+        except Exception as exc:
+            ctx.skip(cfg, backend, kernel, f"timing failed: {type(exc).__name__}: {exc}", variant)
+            torch.cuda.synchronize()
+            continue
+        row = {"backend": backend, "kernel": kernel, "variant": variant, "config": cfg.as_dict(),
+               **kernel_cost(cfg, kernel), **res,
+               "max_rel_err": _finite_or_none(errs.get(key)) if check is not None else None}
+        if kernel == "cascade_total" and backend == "triton":
+            row["max_rel_err_vs_decode"] = _finite_or_none(vs_decode)
+        if kernel in ("cascade_prefix", "cascade_suffix", "cascade_merge"):
+            row["composite_max_rel_err"] = _finite_or_none(casc_err.get(backend))
+        if backend == "triton" and kernel.startswith("cascade"):
+            row["launch"] = _triton_launch_info(items, kernel)
+        ctx.measurements.append(row)
+    del items, data, ref
+    gc.collect()
+    if torch.cuda.memory_reserved() > (16 << 30):
+        torch.cuda.empty_cache()
+
+
+def _triton_launch_info(items, kernel):
+    for backend, k, _, fn, _ in items:
+        if backend == "triton" and k == "cascade_total":
+            casc = fn
+            info = {"slots": casc.num_slots, "prefix_splits": [p.splits for p in casc.prefix_plans],
+                    "prefix_block_m": [p.block_m for p in casc.prefix_plans],
+                    "suffix_splits": casc.suffix_plan.splits if casc.suffix_plan is not None else 0,
+                    "kernels": len(casc.prefix_plans) + (1 if casc.suffix_plan is not None else 0) + 1}
+            return info
+    return None
+
+
+def _time(ctx: _Ctx, fn) -> dict:
+    from kernels_probe.timing import time_fn
+
+    return time_fn(fn, ctx.flusher, budget_s=ctx.budget_per_item)
+
+
+def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
+              console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
+              skip_ceilings: bool = False) -> dict:
+    """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
+    import torch
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kernels_probe import flashinfer_backend
+    from kernels_probe.environment import missing_requirements
+    from kernels_probe.timing import L2Flusher, measure_ceilings
+    from kernels_probe.triton_kernels import DEFAULT_TUNE
+
+    t_start = time.perf_counter()
+    console = console or Console()
+    missing = missing_requirements()
+    if missing:
+        raise RuntimeError("; ".join(missing))
+    out_path = pathlib.Path(out_path)
+    wanted = list(backends) if backends else ["triton", "torch", "flashinfer"]
+    for b in wanted:
+        if b not in BACKENDS:
+            raise ValueError(f"unknown backend {b!r}; choose from {', '.join(BACKENDS)}")
+    if "flashinfer-fa2" in wanted and "flashinfer" not in wanted:
+        wanted.append("flashinfer")
+    wanted = [b for b in wanted if b != "flashinfer-fa2"]
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    device = torch.device("cuda")
+    tune = tune or DEFAULT_TUNE
+
+    fi_ok, fi_reason = (False, "not requested")
+    if "flashinfer" in wanted:
+        fi_ok, fi_reason = flashinfer_backend.available()
+    device_info = _device_info(torch, flashinfer_backend.version() if fi_ok else None)
+    cfgs, grid_desc = build_grid(quick=quick, page_size=page_size)
+    if configs is not None:
+        cfgs = list(configs)
+        grid_desc = {**grid_desc, "mode": "custom", "n_configs": len(cfgs)}
+    grid_desc["backends"] = wanted
+
+    # FlashInfer JIT-compiles its kernels (minutes on a fresh machine): build them in a thread while
+    # the Triton and torch rows are measured, then measure FlashInfer's rows in a second pass.
+    fi_build: dict = {}
+    fi_thread = None
+    if fi_ok:
+        def _build():
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                fi_build.update(flashinfer_backend.warm_build(device))
+
+        fi_thread = threading.Thread(target=_build, daemon=True)
+        fi_thread.start()
+
+    flusher = L2Flusher(device_info["l2_bytes"] or (50 << 20), device)
+    ctx = _Ctx(torch, device, device_info["sm_count"], flusher, tune)
+    ctx.budget_per_item = 0.012 if quick else 0.02
+    main_backends = [b for b in wanted if b != "flashinfer"]
+    passes = [(main_backends, cfgs)]
+    if fi_ok:
+        passes.append((["flashinfer"], cfgs))
+    elif "flashinfer" in wanted:
+        for c in cfgs:
+            ctx.skip(c, "flashinfer", "*", fi_reason)
+    total_steps = sum(len(p[1]) for p in passes) + 1
+    deadline = (t_start + time_budget_s) if time_budget_s else None
+    ceil_details: dict = {}
+    timings: dict = {}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("ceilings", total=total_steps)
+        t0 = time.perf_counter()
+        if skip_ceilings:
+            ceilings = {"hbm_read_bytes_per_s": 1.0, "hbm_copy_bytes_per_s": 1.0, "bf16_matmul_flop_per_s": 1.0,
+                        "graph_kernel_launch_s": 1.0}
+        else:
+            ceilings, ceil_details = measure_ceilings(flusher, quick=quick)
+        timings["ceilings_s"] = time.perf_counter() - t0
+        progress.advance(task)
+        for pass_backends, pass_cfgs in passes:
+            t0 = time.perf_counter()
+            if pass_backends == ["flashinfer"] and fi_thread is not None:
+                progress.update(task, description="building FlashInfer kernels (JIT)")
+                fi_thread.join()
+                timings["flashinfer_build_wait_s"] = time.perf_counter() - t0
+                if not fi_build.get("ok"):
+                    for c in pass_cfgs:
+                        ctx.skip(c, "flashinfer", "*", "FlashInfer build failed: " + "; ".join(fi_build.get("errors", [])))
+                    progress.advance(task, len(pass_cfgs))
+                    continue
+            for i, cfg in enumerate(pass_cfgs):
+                progress.update(task, description=f"{'/'.join(pass_backends)} {cfg.label()}")
+                if deadline is not None and time.perf_counter() > deadline:
+                    for b in pass_backends:
+                        ctx.skip(cfg, b, "*", "time budget of the run exhausted")
+                else:
+                    _measure_config(ctx, cfg, pass_backends, seed=1000 + i)
+                progress.advance(task)
+            timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
+    timings["total_s"] = time.perf_counter() - t_start
+    notes = dict(NOTES)
+    notes["ceiling_details"] = ceil_details
+    notes["run_timings_s"] = timings
+    notes["flashinfer"] = {"importable": fi_ok, "reason": fi_reason or None, "build": fi_build or None}
+    notes["tune"] = {k: getattr(tune, k) for k in tune.__dataclass_fields__}
+    notes["tolerance"] = TOLERANCE
+    notes["env"] = {k: os.environ.get(k) for k in ("FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")}
+    ceilings = {k: float(v) for k, v in ceilings.items()}
+    doc = new_document(device=device_info, ceilings=ceilings, grid=grid_desc, measurements=ctx.measurements,
+                       skipped=ctx.skipped, notes=notes)
+    doc["probe_version"] = PROBE_VERSION
+    write_atomic(out_path, doc)
+    return doc

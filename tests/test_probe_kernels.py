@@ -1,0 +1,160 @@
+"""The probe's Triton kernels on the CPU, through Triton's interpreter, against a float32 reference."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels_probe.interpret import enable_interpreter
+
+if not enable_interpreter():  # triton was imported earlier in this process without the interpreter
+    pytest.skip("triton already imported without TRITON_INTERPRET=1", allow_module_level=True)
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernels_probe.data import build_data, reference_output  # noqa: E402
+from kernels_probe.grid import ProbeConfig  # noqa: E402
+from kernels_probe.reference import max_rel_err, reference_paged  # noqa: E402
+from kernels_probe.triton_kernels import (  # noqa: E402
+    CascadePlan,
+    DecodePlan,
+    MergePlan,
+    PrefixPlan,
+    StateBuffer,
+    TuneParams,
+    choose_splits,
+    choose_splits_waves,
+)
+
+TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16)
+TOL = 1e-2
+
+
+def _cfg(**kw):
+    base = dict(prefix_tokens=32, group_size=3, n_groups=1, suffix_tokens=16, q_per_kv=4, num_kv_heads=2,
+                head_dim=16, page_size=8, kv_dtype="bf16")
+    base.update(kw)
+    return ProbeConfig(**base)
+
+
+def _nan_like(q):
+    return torch.full_like(q, float("nan"))
+
+
+@pytest.mark.parametrize("table", ["shared_table", "dup_table"])
+@pytest.mark.parametrize("force_splits,head_major", [(3, False), (1, False), (3, True)])
+def test_paged_decode_matches_reference(table, force_splits, head_major):
+    import dataclasses
+
+    d = build_data(_cfg(n_groups=2, group_size=2), "cpu", seed=1)
+    ref = reference_output(d)
+    out = _nan_like(d.q)
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, getattr(d, table), d.seq_lens, 48, out, sm_count=2,
+                      tune=dataclasses.replace(TINY, decode_head_major=head_major), force_splits=force_splits)
+    plan()
+    assert plan.splits == force_splits  # 3: split-K partial states and their merge; 1: one launch, bf16 out
+    assert (plan.merge is None) == (force_splits == 1)
+    assert torch.isfinite(out.float()).all()
+    assert max_rel_err(out, ref) < TOL
+
+
+def test_decode_variable_lengths_and_scattered_pages():
+    torch.manual_seed(0)
+    B, HKV, G, D, PS = 3, 2, 2, 16, 4
+    npages = 20
+    k = torch.randn(npages, PS, HKV, D, dtype=torch.float16)
+    v = torch.randn(npages, PS, HKV, D, dtype=torch.float16)
+    q = torch.randn(B, HKV * G, D, dtype=torch.float16)
+    bt = torch.randperm(npages)[: B * 6].view(B, 6).int().contiguous()
+    lens = torch.tensor([24, 5, 17], dtype=torch.int32)
+    ref = reference_paged(q, k, v, bt, lens)
+    out = _nan_like(q)
+    DecodePlan(q, k, v, bt, lens, 24, out, sm_count=2, tune=TINY)()
+    assert max_rel_err(out, ref) < 2e-3
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(n_groups=2, q_per_kv=1, suffix_tokens=0),
+                                dict(kv_dtype="fp8", num_kv_heads=1, q_per_kv=8),
+                                dict(group_size=1, prefix_tokens=64, page_size=16)])
+def test_cascade_matches_reference_and_decode(kw):
+    cfg = _cfg(**kw)
+    d = build_data(cfg, "cpu", seed=2)
+    ref = reference_output(d)
+    out = _nan_like(d.q)
+    casc = CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens, cfg.group_size, cfg.n_groups)],
+                       d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=2, tune=TINY)
+    casc()
+    assert torch.isfinite(out.float()).all()
+    assert max_rel_err(out, ref) < TOL
+    dec = _nan_like(d.q)
+    DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, cfg.prefix_tokens + cfg.suffix_tokens, dec,
+               sm_count=2, tune=TINY)()
+    assert max_rel_err(out, dec.float()) < TOL
+
+
+def test_two_level_cascade_merges_in_one_pass():
+    """Level 1: a prefix shared by all 4 sequences; level 2: a prefix per pair; then suffixes; one merge."""
+    torch.manual_seed(3)
+    HKV, G, D, PS = 2, 2, 16, 8
+    P1, P2, S, B = 16, 16, 8, 4
+    npages = 40
+    k = torch.randn(npages, PS, HKV, D, dtype=torch.float16)
+    v = torch.randn(npages, PS, HKV, D, dtype=torch.float16)
+    q = torch.randn(B, HKV * G, D, dtype=torch.float16)
+    t1 = torch.tensor([[0, 1]], dtype=torch.int32)
+    t2 = torch.tensor([[2, 3], [4, 5]], dtype=torch.int32)
+    suf = torch.tensor([[6], [7], [8], [9]], dtype=torch.int32)
+    full = torch.cat([t1.expand(B, 2), t2.repeat_interleave(2, 0), suf], 1).contiguous()
+    lens = torch.full((B,), P1 + P2 + S, dtype=torch.int32)
+    ref = reference_paged(q, k, v, full, lens)
+    out = _nan_like(q)
+    casc = CascadePlan(q, k, v, [(t1, P1, 4, 1), (t2, P2, 2, 2)], suf, torch.full((B,), S, dtype=torch.int32), S, out,
+                       sm_count=2, tune=TINY)
+    casc()
+    assert len(casc.prefix_plans) == 2
+    assert max_rel_err(out, ref) < 2e-3
+
+
+def test_merge_of_states_and_lse_output():
+    torch.manual_seed(4)
+    rows, D, NS = 5, 16, 3
+    st = StateBuffer(NS, rows, D, "cpu")
+    st.o.copy_(torch.randn(NS, rows, D))
+    st.lse.copy_(torch.randn(NS, rows))
+    st.lse[1, 2] = float("-inf")  # an empty split contributes nothing
+    out = torch.empty(rows, D, dtype=torch.float16)
+    lse_out = torch.empty(rows)
+    MergePlan(st, out, lse_out=lse_out)()
+    w = torch.softmax(st.lse, dim=0)
+    ref = (w[..., None] * st.o).sum(0)
+    assert torch.allclose(out.float(), ref, atol=2e-3, rtol=2e-3)
+    assert torch.allclose(lse_out, torch.logsumexp(st.lse, 0), atol=1e-5)
+
+
+def test_prefix_pass_state_and_splits():
+    cfg = _cfg(group_size=4, suffix_tokens=0, prefix_tokens=64)
+    d = build_data(cfg, "cpu", seed=5)
+    ref = reference_output(d)
+    st = StateBuffer(8, cfg.batch * cfg.num_q_heads, cfg.head_dim, "cpu")
+    p = PrefixPlan(d.q, d.k_cache, d.v_cache, d.prefix_table, 64, 4, 1, st, sm_count=4, tune=TINY)
+    assert p.splits > 1 and p.block_m == 16
+    p()
+    out = torch.empty_like(d.q)
+    MergePlan(st, out.view(-1, cfg.head_dim), num_slots=p.splits)()
+    assert max_rel_err(out, ref) < TOL
+
+
+def test_choose_splits_fills_the_gpu_and_respects_minimum():
+    splits, tps = choose_splits(8, 32768, 132, 64, min_tokens=256, target_per_sm=4)
+    assert splits * 8 >= 0.9 * 4 * 132 and tps % 64 == 0 and splits * tps >= 32768
+    splits, tps = choose_splits(2048, 4096, 132, 64, min_tokens=256, target_per_sm=4)
+    assert splits == 1 and tps >= 4096
+    splits, tps = choose_splits(1, 300, 132, 64, min_tokens=256, target_per_sm=4)
+    assert splits == 1
+
+
+def test_choose_splits_waves_avoids_a_partial_last_wave():
+    # 64 programs x 5 splits = 320 = 2.4 waves of 132; 4 splits = 256 fills 1.94 waves
+    assert choose_splits(64, 4096, 132, 64, min_tokens=256, target_per_sm=2)[0] == 5
+    s, tps = choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2)
+    assert s == 4 and s * tps >= 4096 and tps % 64 == 0
+    assert choose_splits_waves(8, 256, 132, 64, min_tokens=256, target_per_sm=2)[0] == 1
