@@ -207,13 +207,31 @@ def default_backend(probe: ProbeData) -> str:
                      file=probe.path)
 
 
-def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: HardwareProfile) -> CostParams:
+def coverage_notes(probe: ProbeData, model) -> list[str]:
+    """Where a model's attention shape lies outside what the probe measured."""
+    axes = (probe.doc.get("grid") or {}).get("axes", {})
+    head_dim = (probe.doc.get("grid") or {}).get("head_dim")
+    notes = []
+    if model.attention == "mla":
+        notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
+                     "heads) is outside them, so these numbers extrapolate")
+    else:
+        g = model.num_q_heads // max(model.num_kv_heads, 1)
+        if axes.get("q_per_kv") and g > max(axes["q_per_kv"]):
+            notes.append(f"{g} query heads per KV head is beyond the measured {max(axes['q_per_kv'])}")
+        if head_dim and model.head_dim != head_dim:
+            notes.append(f"head dim {model.head_dim} differs from the measured {head_dim}")
+    return notes
+
+
+def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: HardwareProfile,
+                      model=None) -> CostParams:
     fitted = probe.fitted
     if not fitted.get("kv_dtypes"):
         raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
                          file=probe.path)
     backend = backend or default_backend(probe)
-    notes = []
+    notes = coverage_notes(probe, model) if model is not None else []
     per_dtype = fitted["kv_dtypes"]
     key = kv_dtype if kv_dtype in per_dtype and backend in per_dtype[kv_dtype] else "bf16"
     if key != kv_dtype:

@@ -8,7 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli_common import HardwareOpt, IdealOpt
+from cascade_plan.cli_common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt,
+                                     UncalibratedOpt)
 from cascade_plan.errors import InputError
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
@@ -39,9 +40,28 @@ def _analyse(scn, params, compare_hw):
     prefix_axis = parse_axis(br.DEFAULT_PREFIX_AXIS, "--prefix")
     batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
     be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups)
-    hw_ests = [estimate(dataclasses.replace(scn, hardware=h), params) for h in compare_hw]
+    from cascade_plan.params_select import select_params
+
+    # Other GPUs: each with its own shipped calibration when there is one (same backend), else defaults.
+    hw_ests = []
+    for h in compare_hw:
+        other = dataclasses.replace(scn, hardware=h)
+        p = params if params.mode == "ideal" else select_params(False, other, None, None, False,
+                                                                 params.mode == "default")
+        hw_ests.append(estimate(other, p))
+    backend_ests = []
+    if params.mode == "calibrated":
+        from pathlib import Path as _P
+
+        from cascade_plan.calibration import load_probe, params_from_probe
+
+        probe = load_probe(_P(params.source))
+        backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]
+        backend_ests = [estimate(scn, params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model))
+                        for b in backends]
+        backend_ests.append(estimate(scn, select_params(True)))
     return WorkloadReport(est=est, cap=capacity(scn, flat=est.flat), engine=engine_view(est), breakeven=be,
-                          hardware_estimates=hw_ests)
+                          hardware_estimates=hw_ests, backend_estimates=backend_ests)
 
 
 def _plots(r, folder: Path, base: Path, kinds) -> dict[str, str]:
@@ -72,6 +92,10 @@ def plot(
     hardware: HardwareOpt = None,
     compare_hardware: CompareOpt = DEFAULT_COMPARE,
     ideal: IdealOpt = False,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
 ) -> None:
     """Plots for one workload, PNG and SVG: speedup heatmap with the breakeven contour, step time over
     the run, bytes per step, and the workload across GPUs.
@@ -87,7 +111,8 @@ def plot(
     if bad:
         raise InputError(f"--kind: unknown plot {bad[0]!r}: use {', '.join(KINDS)}")
     scn = load_scenario(workload, hardware)
-    r = _analyse(scn, select_params(ideal), _hardware_list(compare_hardware))
+    r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
+                 _hardware_list(compare_hardware))
     folder = out / slug(scn.name)
     written = _plots(r, folder, out, kinds)
     for caption, path in written.items():
@@ -100,6 +125,10 @@ def report(
     hardware: HardwareOpt = None,
     compare_hardware: CompareOpt = DEFAULT_COMPARE,
     ideal: IdealOpt = False,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the images (faster).")] = False,
 ) -> None:
     """A self-contained markdown report (report.md, images beside it) for one or more workloads:
@@ -114,8 +143,8 @@ def report(
     from cascade_plan.report import build_report, slug
     from cascade_plan.workload import load_scenario
 
-    params = select_params(ideal)
     scns = [load_scenario(w, hardware) for w in workloads]        # every input checked before anything is written
+    chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in scns]
     compare_hw = _hardware_list(compare_hardware)
     names = [slug(s.name) for s in scns]
     if len(set(names)) != len(names):
@@ -123,12 +152,12 @@ def report(
     reports = []
     with Progress(transient=True) as progress:
         task = progress.add_task("analysing and plotting", total=len(scns))
-        for scn, name in zip(scns, names):
+        for scn, name, params in zip(scns, names, chosen):
             r = _analyse(scn, params, compare_hw)
             if not no_plots:
                 r.plots = _plots(r, out / name, out, KINDS)
             reports.append(r)
             progress.advance(task)
-    path = write_text_atomic(out / "report.md", build_report(reports, params.label, params.mode))
+    path = write_text_atomic(out / "report.md", build_report(reports))
     typer.echo(f"wrote {path} ({len(reports)} workload{'s' if len(reports) > 1 else ''}"
                f"{'' if no_plots else ', plots beside it'})")

@@ -31,4 +31,4 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
         return DEFAULT
     probe = load_probe(Path(path))
     check_device(probe, scn.hardware, force)
-    return params_from_probe(probe, backend, scn.kv_dtype, scn.hardware)
+    return params_from_probe(probe, backend, scn.kv_dtype, scn.hardware, scn.model)

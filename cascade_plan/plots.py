@@ -299,9 +299,9 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         if sp.shape[0] >= 2 and sp.shape[1] >= 2:
             zmin, zmax = float(np.nanmin(z)), float(np.nanmax(z))
             inside = lambda lv: zmin < math.log(lv) < zmax  # noqa: E731
-            other = [lv for lv in _LOSS_LEVELS + _GAIN_LEVELS if inside(lv)]
+            other = sorted(lv for lv in _LOSS_LEVELS + _GAIN_LEVELS if inside(lv))   # contour wants increasing levels
             if len(other) > 6:   # keep the picture readable: the breakeven side first
-                other = [lv for lv in other if lv < 1] + [lv for lv in other if lv > 1][:5]
+                other = sorted([lv for lv in other if lv < 1] + [lv for lv in other if lv > 1][:5])
             fmt = lambda v: "breakeven" if abs(v) < 1e-9 else f"{math.exp(v):g}x"  # noqa: E731
             if other:
                 cs = ax.contour(x, y, z, levels=np.log(other), colors="#222222", linewidths=0.9,
