@@ -194,7 +194,7 @@ def _kernel_params(d: dict | None, hw: HardwareProfile) -> KernelParams:
         return KernelParams(bw_eff=1e9, flop_eff=1e9)
     k = KernelFit.from_dict(d)
     return KernelParams(bw_eff=k.bw_bytes_per_s / hw.hbm_bytes_per_s, flop_eff=k.flop_per_s / hw.dense_bf16_flop_per_s,
-                        overhead_s=k.overhead_s, row_s=k.row_s, token_latency_s=k.token_latency_s, surface=k.surface)
+                        overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s, surface=k.surface)
 
 
 def default_backend(probe: ProbeData) -> str:

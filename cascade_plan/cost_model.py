@@ -117,9 +117,11 @@ def corrected_roofline_s(bytes_, flops, bw: float, peak: float, k: KernelParams,
     return t
 
 
-def fixed_s(k: KernelParams, launches, rows, layers: int) -> np.ndarray:
-    """Fixed costs of a kernel kind over all layers: per launch, plus per (sequence, KV head) row."""
-    return layers * (np.asarray(launches, float) * k.overhead_s + np.asarray(rows, float) * k.row_s)
+def fixed_s(k: KernelParams, launches, rows, layers: int, q_per_kv: int = 1) -> np.ndarray:
+    """Fixed costs of a kernel kind over all layers: per launch, plus per (sequence, KV head) row and
+    per (sequence, query head) row."""
+    rows = np.asarray(rows, float)
+    return layers * (np.asarray(launches, float) * k.overhead_s + rows * (k.row_s + q_per_kv * k.q_row_s))
 
 
 def l2_hit_fraction(params: CostParams, layer_working_set_bytes, l2_bytes: float) -> np.ndarray:
@@ -241,6 +243,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     ps_hbm = ps_bytes - hit * load.node_redundant_tokens.sum(0) * kvb
     ps_flops = ps_tokens * g.attn_flop_per_query_token
     rows = seqs * g.kv_heads
+    G = g.q_heads // g.kv_heads
     dec = params.decode if prefix_caching or params.decode_dup is None else params.decode_dup
     ps_roof = corrected_roofline_s(ps_hbm, ps_flops, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
                                    longest_tokens=load.longest_context)
@@ -249,22 +252,22 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         l2_bound = corrected_roofline_s(ps_bytes, 0.0, params.l2_bytes_per_s, g.attn_flop_per_s,
                                         KernelParams(surface=dec.surface), L, rows, size=ps_bytes)
         ps_roof = np.maximum(ps_roof, l2_bound)
-    ps_attn = ps_roof + fixed_s(dec, 1, rows, L)
+    ps_attn = ps_roof + fixed_s(dec, 1, rows, L, G)
 
     # Cascade: one prefix launch per level (each node read once), a suffix pass, a merge per level.
     node_flops = load.node_query_tokens * g.attn_flop_per_query_token
     pre_s = (corrected_roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix, L, rows,
                                   longest_tokens=load.node_instance_tokens).sum(0)
-             + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L))
+             + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L, G))
     suf_bytes = load.suffix_tokens * kvb
     suf_flops = load.suffix_tokens * g.attn_flop_per_query_token
     suf_s = (corrected_roofline_s(suf_bytes, suf_flops, bw, g.attn_flop_per_s, params.suffix, L, rows,
                                   longest_tokens=load.longest_suffix)
-             + fixed_s(params.suffix, 1, rows, L))
+             + fixed_s(params.suffix, 1, rows, L, G))
     merge_bytes = load.levels_on * seqs * g.merge_bytes_per_seq_level * params.merge_traffic
     merge_s = (corrected_roofline_s(merge_bytes, 0.0, bw, g.attn_flop_per_s, params.merge, L, rows,
                                     size=node_bytes.sum(0) + suf_bytes, longest_tokens=load.longest_context)
-               + fixed_s(params.merge, load.levels_on, rows * load.levels_on, L))
+               + fixed_s(params.merge, load.levels_on, rows * load.levels_on, L, G))
     cas_attn = pre_s + suf_s + merge_s
 
     return StepCosts(

@@ -20,6 +20,7 @@ class KernelParams:
     flop_eff: float = 1.0
     overhead_s: float = 0.0
     row_s: float = 0.0
+    q_row_s: float = 0.0               # per (sequence, query head) row, per layer
     token_latency_s: float = 0.0       # per KV token of the longest row, per layer (kernels that do not split it)
     surface: Surface | None = None     # calibrated efficiency correction over (bytes per layer, rows)
 

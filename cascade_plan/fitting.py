@@ -37,6 +37,7 @@ class Features:
                                       # bytes whose partial states it combines
     longest_tokens: np.ndarray        # the most KV tokens one (sequence, head) row streams: a kernel that
                                       # does not split them along the sequence is latency-bound by it
+    q_rows: np.ndarray                # sequences x query heads (kernels that give each query head its own tile)
 
 
 def features(kernel: str, configs: list[dict]) -> Features:
@@ -54,15 +55,15 @@ def features(kernel: str, configs: list[dict]) -> Features:
     if kernel in ("decode_shared", "decode_dup"):
         red = c["n_groups"] * (c["group_size"] - 1) * P * kvb if kernel == "decode_shared" else zero
         b = seqs * (P + S) * kvb
-        return Features(b, seqs * (P + S) * f_tok, rows, red, shared, b, P + S)
+        return Features(b, seqs * (P + S) * f_tok, rows, red, shared, b, P + S, seqs * hq)
     if kernel == "cascade_prefix":
-        return Features(shared, seqs * P * f_tok, rows, zero, shared, shared, P)
+        return Features(shared, seqs * P * f_tok, rows, zero, shared, shared, P, seqs * hq)
     if kernel == "cascade_suffix":
         b = seqs * S * kvb
-        return Features(b, seqs * S * f_tok, rows, zero, shared, b, S)
+        return Features(b, seqs * S * f_tok, rows, zero, shared, b, S, seqs * hq)
     if kernel == "cascade_merge":
         return Features(3 * seqs * hq * (c["head_dim"] + 1) * STATE_BYTES, zero, rows, zero, shared,
-                        shared + seqs * S * kvb, P + S)
+                        shared + seqs * S * kvb, P + S, seqs * hq)
     raise ValueError(f"no features for kernel {kernel!r}")
 
 
@@ -72,6 +73,7 @@ class KernelFit:
     flop_per_s: float
     overhead_s: float
     row_s: float
+    q_row_s: float = 0.0              # per (sequence, query head) row
     token_latency_s: float = 0.0      # per KV token of the longest row (latency bound of unsplit kernels)
     l2_hit_max: float = 0.0           # share of re-reads of shared pages served by L2 (siblings reading together)
     l2_window_bytes: float = 0.0      # one layer's shared prefix beyond which hits fall as window / size
@@ -105,14 +107,14 @@ def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndar
 
 def predict(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndarray:
     corr = np.exp(fit.surface(f.size, f.rows)) if fit.surface else 1.0
-    return fit.overhead_s + fit.row_s * f.rows + roofline_part(fit, f, l2_bytes) * corr
+    return fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows + roofline_part(fit, f, l2_bytes) * corr
 
 
 def fit_surface(fit: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float = 0.0,
                 bandwidth_decades: float = 0.3, nodes: int = 9) -> Surface:
     """Kernel-regression of the log residual of the roofline part onto a regular grid spanning the
     training points (Gaussian weights in log10 space, shrunk towards 0 where data are thin)."""
-    base = fit.overhead_s + fit.row_s * f.rows
+    base = fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows
     roof = roofline_part(fit, f, l2_bytes)
     r = np.log(np.maximum(np.asarray(measured_s, float) - base, 0.05 * roof) / roof)
     lb, lr = np.log10(np.maximum(f.size, 1.0)), np.log10(np.maximum(f.rows, 1.0))
@@ -161,24 +163,25 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
         return tuple(np.exp(np.clip(th, -80, 80)))
 
     def resid(th):
-        o, c, bw, fl, tau = unpack(th)
+        o, c, cq, bw, fl, tau = unpack(th)
         roof = np.maximum(np.maximum(f.bytes / bw, f.flops / fl), f.longest_tokens * tau)
-        return np.log(np.maximum(o + c * f.rows + roof, tiny)) - np.log(t)
+        return np.log(np.maximum(o + c * f.rows + cq * f.q_rows + roof, tiny)) - np.log(t)
 
     best = None
-    for o0 in (0.5 * t.min(), 0.1 * t.min()):
-        for c0 in (1e-10, 1e-8):
-            for b0 in (0.5, 0.9):
-                for f0 in (0.3, 0.7):
-                    for tau0 in (1e-12, 1e-8):
-                        th0 = np.log([max(o0, 1e-9), c0, b0 * bw_ceiling, f0 * flop_ceiling, tau0])
-                        th, cost = _lm(resid, th0)
-                        if best is None or cost < best[1]:
-                            best = (th, cost)
-    o, c, bw, fl, tau = unpack(best[0])
+    # Starts span compute-starved kernels (a FLOP rate far below peak: tiles mostly empty) too.
+    for c0, cq0 in ((1e-10, 1e-12), (1e-8, 1e-12), (1e-12, 1e-8)):
+        for b0 in (0.5, 0.9):
+            for f0 in (0.003, 0.3):
+                for tau0 in (1e-12, 1e-8):
+                    th0 = np.log([max(0.5 * t.min(), 1e-9), c0, cq0, b0 * bw_ceiling, f0 * flop_ceiling, tau0])
+                    th, cost = _lm(resid, th0)
+                    if best is None or cost < best[1]:
+                        best = (th, cost)
+    o, c, cq, bw, fl, tau = unpack(best[0])
     ape = np.abs(np.exp(resid(best[0])) - 1)
     return KernelFit(bw_bytes_per_s=float(bw), flop_per_s=float(fl), overhead_s=float(o), row_s=float(c),
-                     token_latency_s=float(tau), n_train=int(t.size), train_median_ape=float(np.median(ape)))
+                     q_row_s=float(cq), token_latency_s=float(tau), n_train=int(t.size),
+                     train_median_ape=float(np.median(ape)))
 
 
 def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float) -> KernelFit:
@@ -188,7 +191,7 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
     t = np.asarray(measured_s, float)
 
     def unpack(th):
-        return 1.0 / (1.0 + np.exp(-th[0])), l2_bytes * np.exp(np.clip(th[1], -20, 20)), \
+        return 1.0 / (1.0 + np.exp(-np.clip(th[0], -40, 40))), l2_bytes * np.exp(np.clip(th[1], -20, 20)), \
             base.bw_bytes_per_s * (1.0 + np.exp(np.clip(th[2], -20, 20)))
 
     def resid(th):

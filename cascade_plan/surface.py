@@ -26,8 +26,13 @@ class Surface:
         j = np.clip(np.searchsorted(xr, lr) - 1, 0, len(xr) - 2)
         tb = (lb - xb[i]) / (xb[i + 1] - xb[i])
         tr = (lr - xr[j]) / (xr[j + 1] - xr[j])
-        return ((1 - tb) * (1 - tr) * v[i, j] + tb * (1 - tr) * v[i + 1, j]
-                + (1 - tb) * tr * v[i, j + 1] + tb * tr * v[i + 1, j + 1])
+        val = ((1 - tb) * (1 - tr) * v[i, j] + tb * (1 - tr) * v[i + 1, j]
+               + (1 - tb) * tr * v[i, j + 1] + tb * tr * v[i + 1, j + 1])
+        # Outside the measured rows the correction fades out over half a decade: beyond the data only
+        # the physical terms (bandwidth, FLOPs, latency, fixed costs) extrapolate.
+        raw = np.log10(np.maximum(np.asarray(rows, float), 1.0))
+        dist = np.maximum(xr[0] - raw, 0) + np.maximum(raw - xr[-1], 0)
+        return val * np.clip(1 - dist / 0.5, 0, 1)
 
     def to_dict(self) -> dict:
         return {"log_bytes": list(self.log_bytes), "log_rows": list(self.log_rows),

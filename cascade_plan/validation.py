@@ -12,6 +12,21 @@ from cascade_plan.vllm_gate import VllmGateInputs, vllm_uses_cascade
 
 KERNELS = ("decode_shared", "decode_dup", "prefix", "suffix", "cascade_total")
 
+# The accuracy the planner aims for on held-out points (issue: beat published simulators' 3-9%).
+TARGETS = {"kernel_median_ape": 0.05, "kernel_p90_ape": 0.12, "speedup_median_ape": 0.05, "picks": 0.97}
+
+
+def targets(r: dict) -> dict[str, bool]:
+    """Which accuracy targets one backend's validation meets."""
+    k = [s for s in r["kernels"].values() if s["n"] >= 5]
+    out = {"kernel_median_ape": all(s["median_ape"] <= TARGETS["kernel_median_ape"] for s in k),
+           "kernel_p90_ape": all(s["p90_ape"] <= TARGETS["kernel_p90_ape"] for s in k)}
+    if "speedup" in r:
+        out["speedup_median_ape"] = r["speedup"]["median_ape"] <= TARGETS["speedup_median_ape"]
+        out["picks"] = (r["picks"]["model_correct"] >= TARGETS["picks"]
+                        and r["picks"]["model_correct"] > r["picks"]["vllm_correct"])
+    return out
+
 
 def _key(cfg: dict) -> str:
     return json.dumps(cfg, sort_keys=True)
@@ -93,6 +108,7 @@ def validate(probe: ProbeData) -> dict:
                     idx = np.array([_slice(c) == name for c in cfgs])
                     res["by_slice"][name] = {"speedup": _stats(np.abs(ps[idx] / ms[idx] - 1)),
                                              "model_correct": float(np.mean(model_pick[idx] == truth[idx]))}
+            res["targets_met"] = targets(res)
             out["backends"][f"{backend}/{kv}" if kv != "bf16" else backend] = res
     return out
 
@@ -134,5 +150,14 @@ def render(res: dict, device: str, console) -> None:
             p.add_row(backend, str(k["n"]), _pct(k["cascade_faster_share"]), _pct(k["model_correct"]),
                       _pct(k["vllm_correct"]))
     console.print(p)
+    g = Table(title="Targets: kernels median <= 5% and p90 <= 12%, speedup median <= 5%, picks >= 97% and better "
+                    "than vLLM", title_justify="left")
+    for col in ("backend", "kernel median", "kernel p90", "speedup median", "picks"):
+        g.add_column(col, justify="left" if col == "backend" else "center")
+    for backend, r in res["backends"].items():
+        m = r.get("targets_met", {})
+        g.add_row(backend, *[("[green]met[/green]" if m[k] else "[red]missed[/red]") if k in m else "—"
+                             for k in ("kernel_median_ape", "kernel_p90_ape", "speedup_median_ape", "picks")])
+    console.print(g)
     console.print("[dim]vLLM heuristic: the V1 FlashAttention gate, opted in; it cascades only a prefix shared by every "
                   "request, so batches of several prompts never qualify.[/dim]")

@@ -38,7 +38,7 @@ def plot_scatter(res: dict, out_stem: Path) -> list[Path]:
 
 
 def plot_error_heatmap(res: dict, out_stem: Path) -> list[Path]:
-    """Median absolute error of the cascade-vs-per-sequence speedup... per (prefix, group) cell, all backends."""
+    """Median absolute error of held-out kernel times per (prefix, group) cell, all backends."""
     _mpl()
     from matplotlib.figure import Figure
 

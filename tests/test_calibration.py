@@ -142,3 +142,33 @@ def test_calibrate_writes_fitted_section_atomically(tmp_path):
     assert json.loads(raw.read_text())["fitted"] == {}          # --out leaves the input alone
     bad = runner.invoke(app, ["validate", str(raw)])
     assert bad.exit_code == 2 and "calibrate" in bad.stderr
+
+
+def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels():
+    """validate on the committed file: the default backend (FlashInfer, what engines ship) meets every
+    accuracy target on held-out slices; every backend picks the faster mode more often than vLLM."""
+    from cascade_plan.validation import validate
+
+    res = validate(load_probe(find_committed(load_hardware("h200"))))
+    fi = res["backends"]["flashinfer"]
+    for kind, s in fi["kernels"].items():
+        assert s["median_ape"] <= 0.05, kind
+        assert s["p90_ape"] <= 0.12, kind
+    assert fi["speedup"]["median_ape"] <= 0.05
+    assert fi["picks"]["model_correct"] >= 0.97
+    assert fi["targets_met"] == {"kernel_median_ape": True, "kernel_p90_ape": True, "speedup_median_ape": True,
+                                 "picks": True}
+    for backend, r in res["backends"].items():
+        assert r["picks"]["model_correct"] > r["picks"]["vllm_correct"], backend
+    slices = {p["slice"] for p in res["points"]}
+    assert slices == {"1 KV head/GPU (70B at TP 8)", "16K-token prefix", "random one in six"}
+
+
+def test_validate_command_json_and_plots(tmp_path):
+    path = find_committed(load_hardware("h200"))
+    res = runner.invoke(app, ["validate", str(path), "--json", "--plots", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert {"flashinfer", "triton", "torch"} <= set(doc["backends"])
+    for name in ("predicted-vs-measured", "error-by-region"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000

@@ -26,7 +26,7 @@ def test_estimate_table_has_every_section(root):
 
 
 def test_estimate_json_has_documented_keys(root):
-    res = run("estimate", root / "workloads/system-prompt-document-samples.yaml", "--json")
+    res = run("estimate", root / "workloads/system-prompt-document-samples.yaml", "--json", "--uncalibrated")
     doc = json.loads(res.stdout)
     for key in ("kv_bytes_per_token", "weight_bytes"):
         assert key in doc
@@ -38,9 +38,13 @@ def test_estimate_json_has_documented_keys(root):
 
 def test_hardware_override(root):
     a = json.loads(run("estimate", root / "workloads/rl-rollouts-64.yaml", "--json").stdout)
-    b = json.loads(run("estimate", root / "workloads/rl-rollouts-64.yaml", "--json", "--hardware", "h200").stdout)
+    b = json.loads(run("estimate", root / "workloads/rl-rollouts-64.yaml", "--json", "--hardware", "h200",
+                       "--uncalibrated").stdout)
     assert (a["hardware"], b["hardware"]) == ("h100-sxm", "h200")
-    assert b["run"]["cascade_s"] < a["run"]["cascade_s"]
+    assert (a["mode"], b["mode"]) == ("default", "default")
+    assert b["run"]["cascade_s"] < a["run"]["cascade_s"]          # same efficiencies, more bandwidth
+    c = json.loads(run("estimate", root / "workloads/rl-rollouts-64.yaml", "--json", "--hardware", "h200").stdout)
+    assert c["mode"] == "calibrated"                                # the shipped H200 calibration is picked up
 
 
 def test_tp_and_kv_dtype_options():
