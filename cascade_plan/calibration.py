@@ -253,17 +253,21 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     )
 
 
-def find_committed(hw: HardwareProfile) -> Path | None:
-    """The newest shipped calibration whose hardware_id is this profile's and that has fitted numbers."""
+def find_committed(hw: HardwareProfile) -> ProbeData | None:
+    """The newest shipped calibration whose hardware_id is this profile's and that has fitted numbers.
+    Shipped files are named <hardware id>-....json, so only those are opened."""
     found = []
-    for p in sorted(data_dir("calibrations").glob("*.json")):
+    for p in sorted(data_dir("calibrations").glob(f"{hw.id}-*.json")):
         try:
             d = json.loads(p.read_text())
         except (OSError, ValueError):
             continue
         if d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes"):
-            found.append((d.get("created_utc", ""), p))
-    return max(found)[1] if found else None
+            found.append((d.get("created_utc", ""), str(p), d))
+    if not found:
+        return None
+    _, path, doc = max(found, key=lambda x: x[:2])
+    return ProbeData(path, doc)
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:

@@ -23,12 +23,11 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
 
     if backend is not None and backend not in BACKENDS:
         raise InputError(f"--backend: unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
-    path = calibration or find_committed(scn.hardware)
-    if path is None:
+    probe = load_probe(Path(calibration)) if calibration else find_committed(scn.hardware)
+    if probe is None:
         if backend:
             raise InputError(f"--backend needs a calibration: none is shipped for {scn.hardware.id}; measure one with "
                              "`cascade-plan probe` and `cascade-plan calibrate`, then pass --calibration FILE")
         return DEFAULT
-    probe = load_probe(Path(path))
     check_device(probe, scn.hardware, force)
     return params_from_probe(probe, backend, scn.kv_dtype, scn.hardware, scn.model)

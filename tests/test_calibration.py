@@ -72,9 +72,8 @@ def one_layer_model(kv_heads=8, g=4) -> ModelSpec:
 
 @pytest.fixture(scope="module")
 def h200_params():
-    path = find_committed(load_hardware("h200"))
-    assert path is not None, "a calibrated H200 file is shipped"
-    probe = load_probe(path)
+    probe = find_committed(load_hardware("h200"))
+    assert probe is not None, "a calibrated H200 file is shipped"
     return probe, {b: params_from_probe(probe, b, "bf16", load_hardware("h200"))
                    for b in probe.fitted["kv_dtypes"]["bf16"]}
 
@@ -104,7 +103,7 @@ def test_planner_applies_the_fit_exactly(h200_params, cfg):
 
 
 def test_calibration_for_another_gpu_is_refused(tmp_path):
-    path = find_committed(load_hardware("h200"))
+    path = find_committed(load_hardware("h200")).path
     scn = Scenario(name="t", model=one_layer_model(), hardware=load_hardware("h100-sxm"), kv_dtype="bf16",
                    weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))
     with pytest.raises(InputError, match="cannot describe h100-sxm"):
@@ -130,8 +129,7 @@ def test_committed_calibration_is_used_for_h200_and_says_so():
 
 
 def test_calibrate_writes_fitted_section_atomically(tmp_path):
-    src = find_committed(load_hardware("h200"))
-    doc = json.loads(src.read_text())
+    doc = json.loads(json.dumps(find_committed(load_hardware("h200")).doc))
     doc["fitted"] = {}
     raw = tmp_path / "raw.json"
     raw.write_text(json.dumps(doc))
@@ -149,7 +147,7 @@ def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels():
     accuracy target on held-out slices; every backend picks the faster mode more often than vLLM."""
     from cascade_plan.validation import validate
 
-    res = validate(load_probe(find_committed(load_hardware("h200"))))
+    res = validate(find_committed(load_hardware("h200")))
     fi = res["backends"]["flashinfer"]
     for kind, s in fi["kernels"].items():
         assert s["median_ape"] <= 0.05, kind
@@ -165,7 +163,7 @@ def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels():
 
 
 def test_validate_command_json_and_plots(tmp_path):
-    path = find_committed(load_hardware("h200"))
+    path = find_committed(load_hardware("h200")).path
     res = runner.invoke(app, ["validate", str(path), "--json", "--plots", str(tmp_path)])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
