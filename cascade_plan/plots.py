@@ -518,6 +518,8 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
     first = estimates[0]
     models = sorted({e.scenario.model.id for e in estimates})
     modes = sorted({e.params.mode for e in estimates})
+    if len(modes) > 1:   # say under each GPU which numbers it has (a calibrated one next to defaults)
+        names = [f"{n}\n({e.params.mode})" for n, e in zip(names, estimates)]
     workloads = sorted({e.scenario.name for e in estimates})
 
     with rc_context(_RC):
@@ -551,5 +553,11 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
                 else f"{', '.join(workloads)}: {', '.join(models)}")
         _title(ax, f"{head} across GPUs ({'/'.join(modes)} mode)\n{_batch_line(first)}\n"
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)", pad=22)
-        _finish(fig, first.params)
+        if len(modes) > 1:
+            from types import SimpleNamespace
+
+            _finish(fig, SimpleNamespace(label="per GPU, as labelled under each: calibrated where a calibration for "
+                                               "that GPU ships, default efficiencies elsewhere"))
+        else:
+            _finish(fig, first.params)
         return _save(fig, out_stem)
