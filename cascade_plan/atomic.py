@@ -1,11 +1,17 @@
-"""Write files atomically: a temporary file in the same folder, then a rename. A crash or Ctrl-C
-leaves the old file (or none), never half a file."""
+"""Write files atomically: a temporary file in the same folder, flushed to disk, then a rename.
+A crash or Ctrl-C leaves the old file (or none), never half a file."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> Path:
@@ -15,6 +21,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())   # mkstemp creates 0600; give the file ordinary permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

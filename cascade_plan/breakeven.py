@@ -60,33 +60,32 @@ def _first_true(pred, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.where(ok_hi, hi, hi + 1)
 
 
+def _breakeven(scn: Scenario, params: CostParams, axis: str, fixed, suffix_tokens, n_groups: int, lo: int,
+               hi: int) -> np.ndarray:
+    """[fixed, suffix]: the smallest value of `axis` ("prefix" or "group") in (lo, hi] at which cascade
+    beats per-sequence attention, the other axis held at each of `fixed`; -1 where none up to hi."""
+    other = np.asarray(fixed, dtype=float)[:, None]
+    s = np.asarray(suffix_tokens, dtype=float)[None, :]
+    other, s = np.broadcast_arrays(other, s)
+
+    def wins(x):
+        p, n = (x, other) if axis == "prefix" else (other, x)
+        c = _costs(scn, params, p, n, n_groups, s)
+        return c.cas_step_s < c.ps_step_s
+
+    found = _first_true(wins, np.full(other.shape, lo), np.full(other.shape, hi))
+    return np.where(found > hi, -1, found)
+
+
 def breakeven_prefix_tokens(scn: Scenario, params: CostParams, group_size, suffix_tokens, n_groups: int = 1,
                             max_prefix: int = 1 << 20) -> np.ndarray:
     """[n, s]: the shortest shared prefix at which cascade is faster than per-sequence attention;
     -1 where it never is up to max_prefix (a group of one, or overheads that the savings never repay)."""
-    n = np.asarray(group_size, dtype=float)[:, None]
-    s = np.asarray(suffix_tokens, dtype=float)[None, :]
-    n, s = np.broadcast_arrays(n, s)
-
-    def wins(p):
-        c = _costs(scn, params, p, n, n_groups, s)
-        return c.cas_step_s < c.ps_step_s
-
-    found = _first_true(wins, np.zeros(n.shape), np.full(n.shape, max_prefix))
-    return np.where(found > max_prefix, -1, found)
+    return _breakeven(scn, params, "prefix", group_size, suffix_tokens, n_groups, 0, max_prefix)
 
 
 def breakeven_group_size(scn: Scenario, params: CostParams, prefix_tokens, suffix_tokens, n_groups: int = 1,
                          max_group: int = 1 << 14) -> np.ndarray:
     """[p, s]: the smallest group (sequences sharing one prefix) at which cascade is faster; -1 if none
     up to max_group."""
-    p = np.asarray(prefix_tokens, dtype=float)[:, None]
-    s = np.asarray(suffix_tokens, dtype=float)[None, :]
-    p, s = np.broadcast_arrays(p, s)
-
-    def wins(n):
-        c = _costs(scn, params, p, n, n_groups, s)
-        return c.cas_step_s < c.ps_step_s
-
-    found = _first_true(wins, np.ones(p.shape), np.full(p.shape, max_group))
-    return np.where(found > max_group, -1, found)
+    return _breakeven(scn, params, "group", prefix_tokens, suffix_tokens, n_groups, 1, max_group)

@@ -12,7 +12,7 @@ from cascade_plan.cost_params import IDEAL
 from cascade_plan.estimate import Estimate
 from cascade_plan.flat_tree import FlatTree
 from cascade_plan.vllm_gate import FLASHINFER_NEVER_USES_CASCADE, VllmGateDecision, VllmGateInputs, vllm_uses_cascade
-from cascade_plan.workload import Scenario, TreeNode
+from cascade_plan.workload import TreeNode
 
 # The model "picks" cascade when it is at least this much faster over the run; below it the two
 # are a wash within the model's own error.

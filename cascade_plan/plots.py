@@ -9,8 +9,6 @@ Functions return the paths they wrote and never print.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,37 +74,21 @@ def _new_figure(figsize):
 
 
 def _save(fig, out_stem: Path) -> list[Path]:
-    """Write <stem>.png and <stem>.svg next to each other, each through a temp file + os.replace."""
+    """Write <stem>.png and <stem>.svg next to each other, each atomically."""
+    import io
+
+    from cascade_plan.atomic import write_bytes_atomic
+
     out_stem = Path(out_stem)
-    out_stem.parent.mkdir(parents=True, exist_ok=True)
     written = []
     try:
         for ext in ("png", "svg"):
-            final = out_stem.with_suffix(f".{ext}")
-            fd, tmp = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fig.savefig(fh, format=ext, dpi=DPI,
-                                metadata={"Software": None} if ext == "png" else {"Date": None})
-                os.chmod(tmp, 0o666 & ~_umask())    # mkstemp makes 0600; give the file ordinary permissions
-                os.replace(tmp, final)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-                raise
-            written.append(final)
+            buf = io.BytesIO()
+            fig.savefig(buf, format=ext, dpi=DPI, metadata={"Software": None} if ext == "png" else {"Date": None})
+            written.append(write_bytes_atomic(out_stem.with_suffix(f".{ext}"), buf.getvalue()))
     finally:
         fig.clear()
     return written
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
 
 def fmt_tokens(n: float) -> str:
     """Human token / count labels: 256, 1K, 4K, 32K, 1M (binary K/M for whole multiples of 1024, as

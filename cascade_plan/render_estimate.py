@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from cascade_plan.estimate import Estimate
+from cascade_plan.estimate import Estimate, step_rows
 from cascade_plan.units import (fmt_bandwidth, fmt_bytes, fmt_bytes_binary, fmt_bytes_decimal, fmt_count,
                                 fmt_seconds, fmt_speedup)
 
@@ -44,24 +44,8 @@ def steps_table(est: Estimate) -> Table:
     t.add_column("per GPU, one decode step")
     for s in est.steps:
         t.add_column(f"{s.label} (k={s.step})", justify="right")
-    col = est.steps
-
-    def row(label: str, fn, style: str | None = None) -> None:
-        t.add_row(label, *[fn(s) for s in col], style=style)
-
-    row("sequences decoding", lambda s: str(s.active_seqs))
-    row("weights read", lambda s: f"{fmt_bytes_decimal(s.weight_bytes)}, {fmt_seconds(s.weight_s)}")
-    row("per-sequence: KV read", lambda s: fmt_bytes_binary(s.per_sequence.attention_bytes))
-    if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in col):
-        row("  of which from HBM (rest L2)", lambda s: fmt_bytes_binary(s.per_sequence.hbm_bytes))
-    row("per-sequence: attention", lambda s: fmt_seconds(s.per_sequence.attention_s))
-    row("cascade: shared prefix read", lambda s: fmt_bytes_binary(s.cascade.prefix_bytes))
-    row("cascade: private suffix read", lambda s: fmt_bytes_binary(s.cascade.suffix_bytes))
-    row("cascade: merge traffic", lambda s: fmt_bytes_binary(s.cascade.merge_bytes))
-    row("cascade: attention", lambda s: fmt_seconds(s.cascade.attention_s))
-    row("step, per-sequence", lambda s: fmt_seconds(s.per_sequence.step_s), style="bold")
-    row("step, cascade", lambda s: fmt_seconds(s.cascade.step_s), style="bold")
-    row("speedup", lambda s: fmt_speedup(s.speedup), style="bold")
+    for label, cells, bold in step_rows(est):
+        t.add_row(label, *cells, style="bold" if bold else None)
     return t
 
 

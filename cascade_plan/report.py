@@ -12,7 +12,7 @@ from cascade_plan.breakeven_report import BreakevenResult, fmt_tokens
 from cascade_plan.capacity import Capacity, preemption_warnings
 from cascade_plan.dtypes import ELEMENT_BYTES
 from cascade_plan.engine_gate import EngineView
-from cascade_plan.estimate import Estimate
+from cascade_plan.estimate import Estimate, step_rows
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 from cascade_plan.vllm_gate import CASCADE_DISABLED_BY_DEFAULT, VLLM_VERSION_MODELLED
 from cascade_plan.workload import TreeNode
@@ -98,25 +98,11 @@ def _arithmetic(r: WorkloadReport) -> list[str]:
 
 def _steps_table(est: Estimate) -> list[str]:
     cols = est.steps
-    head = "| per GPU, one decode step | " + " | ".join(f"{s.label} (k={s.step:,})" for s in cols) + " |"
-    rows = [head, "| --- |" + " ---: |" * len(cols)]
-
-    def row(label, fn):
-        rows.append(f"| {label} | " + " | ".join(fn(s) for s in cols) + " |")
-
-    row("sequences decoding", lambda s: str(s.active_seqs))
-    row("weights read", lambda s: f"{fmt_bytes_decimal(s.weight_bytes)}, {fmt_seconds(s.weight_s)}")
-    row("per-sequence: KV read", lambda s: fmt_bytes_binary(s.per_sequence.attention_bytes))
-    if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in cols):
-        row("per-sequence: KV from HBM (rest from L2)", lambda s: fmt_bytes_binary(s.per_sequence.hbm_bytes))
-    row("per-sequence: attention time", lambda s: fmt_seconds(s.per_sequence.attention_s))
-    row("cascade: shared prefix read", lambda s: fmt_bytes_binary(s.cascade.prefix_bytes))
-    row("cascade: private suffix read", lambda s: fmt_bytes_binary(s.cascade.suffix_bytes))
-    row("cascade: merge traffic", lambda s: fmt_bytes_binary(s.cascade.merge_bytes))
-    row("cascade: attention time", lambda s: fmt_seconds(s.cascade.attention_s))
-    row("**step, per-sequence**", lambda s: f"**{fmt_seconds(s.per_sequence.step_s)}**")
-    row("**step, cascade**", lambda s: f"**{fmt_seconds(s.cascade.step_s)}**")
-    row("**speedup**", lambda s: f"**{s.speedup:.2f}x**")
+    rows = ["| per GPU, one decode step | " + " | ".join(f"{s.label} (k={s.step:,})" for s in cols) + " |",
+            "| --- |" + " ---: |" * len(cols)]
+    for label, cells, bold in step_rows(est):
+        mark = "**" if bold else ""
+        rows.append(f"| {mark}{label}{mark} | " + " | ".join(f"{mark}{c}{mark}" for c in cells) + " |")
     return ["### Decode steps", "", *rows, ""]
 
 

@@ -12,7 +12,7 @@ MARKERS = {"decode_shared": "o", "decode_dup": "s", "prefix": "^", "suffix": "v"
 
 
 def plot_scatter(res: dict, out_stem: Path) -> list[Path]:
-    mpl = _mpl()
+    _mpl()
     from matplotlib.figure import Figure
 
     backends = list(res["backends"])

@@ -9,9 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 import pathlib
-import tempfile
 
 from kernels_probe import PROBE_VERSION
 from kernels_probe.grid import BACKENDS, KERNELS
@@ -114,25 +112,11 @@ def validate_document(doc: dict) -> list[str]:
 
 
 def write_atomic(path: pathlib.Path | str, doc: dict) -> pathlib.Path:
-    """Write doc as JSON to path: a temporary file in the same folder, fsync, then os.replace.
-    Readers see the old file or the whole new one, never a part (also on Ctrl-C or a crash)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
+    """Write doc as JSON to path atomically (cascade_plan.atomic: temp file, fsync, os.replace):
+    readers see the old file or the whole new one, never a part (also on Ctrl-C or a crash)."""
+    from cascade_plan.atomic import write_text_atomic
+
+    return write_text_atomic(pathlib.Path(path), json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n")
 
 
 def load(path: pathlib.Path | str) -> dict:

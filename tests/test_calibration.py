@@ -3,13 +3,12 @@ predicts them; calibrations are refused for other GPUs; the committed H200 calib
 
 import dataclasses
 import json
-import shutil
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration import find_committed, load_probe, params_from_probe
+from cascade_plan.calibration import find_committed, params_from_probe
 from cascade_plan.cli import app
 from cascade_plan.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.errors import InputError
@@ -17,7 +16,6 @@ from cascade_plan.fitting import KernelFit, features, fit_kernel, fit_l2, predic
 from cascade_plan.hardware import load_hardware
 from cascade_plan.model_spec import ModelSpec
 from cascade_plan.params_select import select_params
-from cascade_plan.resources import data_dir
 from cascade_plan.workload import Scenario, simple_tree
 
 runner = CliRunner()

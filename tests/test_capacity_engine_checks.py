@@ -1,6 +1,5 @@
 """KV capacity by hand, vLLM's gate on workloads, and the check command's exit codes and files."""
 
-import dataclasses
 import json
 import textwrap
 import xml.etree.ElementTree as ET

@@ -144,7 +144,9 @@ def test_write_atomic_leaves_old_file_and_no_temp_on_interrupt(tmp_path, monkeyp
     def boom(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(calibration_file.os, "replace", boom)
+    import cascade_plan.atomic
+
+    monkeypatch.setattr(cascade_plan.atomic.os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
         calibration_file.write_atomic(p, _doc())
     assert json.loads(p.read_text()) == {"old": True}
