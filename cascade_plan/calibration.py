@@ -103,10 +103,6 @@ def _xy(rows: list[dict], kernel: str):
     return f, np.array([r["median_s"] for r in rows], dtype=float)
 
 
-def _subset(f, idx):
-    return dataclasses.replace(f, **{k: getattr(f, k)[idx] for k in f.__dataclass_fields__})
-
-
 def _fit_one(f, t, bw, fl, l2=0.0) -> KernelFit:
     fit = fit_kernel(f, t, bw, fl)
     return dataclasses.replace(fit, surface=fit_surface(fit, f, t, l2))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from cascade_plan.cost_model import StepCosts, gpu_shape, kv_bytes_per_token, tree_step_costs
 from cascade_plan.cost_params import CostParams
@@ -195,10 +194,6 @@ def to_json(est: Estimate, version: str) -> dict:
                      "redundant_prefix_bytes": est.verdict.redundant_prefix_bytes, "text": est.verdict.text},
         "warnings": est.warnings,
     }
-
-
-def per_step_speedup(est: Estimate) -> np.ndarray:
-    return est.costs.speedup
 
 
 def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:

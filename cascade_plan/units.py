@@ -47,10 +47,6 @@ def fmt_bandwidth(bytes_per_s: float) -> str:
     return f"{bytes_per_s / TB:.3g} TB/s"
 
 
-def fmt_flops(flop_per_s: float) -> str:
-    return f"{flop_per_s / 1e12:,.0f} TFLOP/s"
-
-
 def fmt_count(n: float) -> str:
     n = float(n)
     for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
