@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-
 from cascade_plan.cost_model import StepCosts, gpu_shape, kv_bytes_per_token, tree_step_costs
 from cascade_plan.cost_params import CostParams
 from cascade_plan.flat_tree import FlatTree, flatten
