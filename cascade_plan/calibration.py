@@ -15,7 +15,8 @@ import numpy as np
 from cascade_plan import __version__
 from cascade_plan.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
-from cascade_plan.fitting import KernelFit, features, fit_kernel, fit_l2, fit_surface
+from cascade_plan.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
+                                   predict)
 from cascade_plan.hardware import HardwareProfile
 from cascade_plan.resources import data_dir
 from cascade_plan.yaml_source import load_json
@@ -163,10 +164,33 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
         out["merge"] = None                       # folded into the suffix fit
     else:
         suf = rows(pb, "cascade_suffix", pv)
-        out["suffix"] = _fit_one(*_xy(suf, "cascade_suffix"), bw, fl).to_dict()
-        rest = _residual_rows(rows(pb, "cascade_total", pv), [pre, suf])
-        out["merge"] = _fit_one(*_xy(rest, "cascade_merge"), bw, fl).to_dict() if len(rest) >= 6 else None
+        suf_fit = _fit_one(*_xy(suf, "cascade_suffix"), bw, fl)
+        out["suffix"] = suf_fit.to_dict()
+        merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, KernelFit.from_dict(out["prefix"]),
+                                    suf_fit, bw, fl)
+        out["merge"] = merge.to_dict() if merge else None
+        out["prefix_suffix_overlap"] = overlap
     return out
+
+
+def _fit_merge(total: list[dict], pre: list[dict], suf: list[dict], pre_fit: KernelFit, suf_fit: KernelFit,
+               bw: float, fl: float) -> tuple[KernelFit | None, float]:
+    """Merge costs and prefix/suffix overlap from whole cascades whose passes were also timed alone
+    (a cascade without suffix tokens has no suffix pass)."""
+    pmap, smap = _by_config(pre), _by_config(suf)
+    keep = [r for r in total if json.dumps(r["config"], sort_keys=True) in pmap
+            and (r["config"]["suffix_tokens"] == 0 or json.dumps(r["config"], sort_keys=True) in smap)]
+    if len(keep) < 6:
+        return None, 0.0
+    cfgs = [r["config"] for r in keep]
+    keys = [json.dumps(c, sort_keys=True) for c in cfgs]
+    t_pre = np.array([pmap[k]["median_s"] for k in keys])
+    t_suf = np.array([smap[k]["median_s"] if k in smap else 0.0 for k in keys])
+    fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+    roof_pre = predict(pre_fit, fp) - fixed_part(pre_fit, fp)
+    roof_suf = np.where(t_suf > 0, predict(suf_fit, fs) - fixed_part(suf_fit, fs), 0.0)
+    return fit_merge_overlap(features("cascade_merge", cfgs), np.array([r["median_s"] for r in keep]), t_pre, t_suf,
+                             roof_pre, roof_suf, bw, fl)
 
 
 def calibrate(probe: ProbeData) -> dict:
@@ -246,6 +270,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         l2_hit_max=shared.l2_hit_max, l2_window_bytes=shared.l2_window_bytes or None,
         l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
         decode_dup=_kernel_params(k["decode_dup"], hw), notes=tuple(notes),
+        prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)),
     )
 
 

@@ -39,12 +39,17 @@ def calibrate(
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
             for kind, k in kernels.items():
-                if not k:
+                if not isinstance(k, dict):
                     continue
                 t.add_row(kv, backend, kind, str(k["n_train"]), f"{k['bw_bytes_per_s'] / 1e9:,.0f}",
                           f"{k['flop_per_s'] / 1e12:,.0f}", f"{k['overhead_s'] * 1e6:.1f}", f"{k['row_s'] * 1e9:.2f}",
                           f"{k['token_latency_s'] * 1e9:.3f}", f"{k['l2_hit_max']:.2f}", f"{k['train_median_ape']:.1%}")
     Console().print(t)
+    for kv, per in fitted["kv_dtypes"].items():
+        for backend, kernels in per.items():
+            if kernels.get("prefix_suffix_overlap"):
+                typer.echo(f"{kv} {backend}: prefix and suffix passes overlap {kernels['prefix_suffix_overlap']:.0%} "
+                           "(0% = one after the other, 100% = fully concurrent)")
     typer.echo(f"wrote {target}")
 
 

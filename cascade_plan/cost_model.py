@@ -256,19 +256,23 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
 
     # Cascade: one prefix launch per level (each node read once), a suffix pass, a merge per level.
     node_flops = load.node_query_tokens * g.attn_flop_per_query_token
-    pre_s = (corrected_roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix, L, rows,
-                                  longest_tokens=load.node_instance_tokens).sum(0)
-             + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L, G))
+    pre_roof = corrected_roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix, L, rows,
+                                    longest_tokens=load.node_instance_tokens).sum(0)
+    pre_s = pre_roof + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L, G)
     suf_bytes = load.suffix_tokens * kvb
     suf_flops = load.suffix_tokens * g.attn_flop_per_query_token
-    suf_s = (corrected_roofline_s(suf_bytes, suf_flops, bw, g.attn_flop_per_s, params.suffix, L, rows,
-                                  longest_tokens=load.longest_suffix)
-             + fixed_s(params.suffix, 1, rows, L, G))
+    suf_roof = corrected_roofline_s(suf_bytes, suf_flops, bw, g.attn_flop_per_s, params.suffix, L, rows,
+                                    longest_tokens=load.longest_suffix)
+    suf_s = suf_roof + fixed_s(params.suffix, 1, rows, L, G)
     merge_bytes = load.levels_on * seqs * g.merge_bytes_per_seq_level * params.merge_traffic
     merge_s = (corrected_roofline_s(merge_bytes, 0.0, bw, g.attn_flop_per_s, params.merge, L, rows,
                                     size=node_bytes.sum(0) + suf_bytes, longest_tokens=load.longest_context)
                + fixed_s(params.merge, load.levels_on, rows * load.levels_on, L, G))
     cas_attn = pre_s + suf_s + merge_s
+    if params.prefix_suffix_overlap:
+        from cascade_plan.fitting import overlapped_total
+
+        cas_attn = overlapped_total(pre_s, suf_s, pre_roof, suf_roof, params.prefix_suffix_overlap) + merge_s
 
     return StepCosts(
         steps=steps if steps is not None else np.zeros(0), active_seqs=seqs, weight_bytes=w_bytes,

@@ -45,6 +45,9 @@ class CostParams:
     source: str | None = None    # calibration file
     backend: str | None = None   # kernel family the numbers describe
     decode_dup: KernelParams | None = None   # per-sequence decode with private copies (no prefix caching)
+    # 0: prefix and suffix passes run one after the other; 1: concurrently (their fixed costs overlap,
+    # their bytes share the bus). Calibrated per backend.
+    prefix_suffix_overlap: float = 0.0
     notes: tuple[str, ...] = ()
 
     @property

@@ -205,3 +205,44 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
     ape = np.abs(np.exp(resid(best[0])) - 1)
     return dataclasses.replace(base, l2_hit_max=float(h), l2_window_bytes=float(w), l2_bytes_per_s=float(bl2),
                                n_train=int(t.size), train_median_ape=float(np.median(ape)))
+
+
+def fixed_part(fit: KernelFit, f: Features) -> np.ndarray:
+    return fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows
+
+
+def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.ndarray:
+    """Prefix and suffix passes of one cascade. Run one after the other they add up; run concurrently
+    (two streams) their fixed costs overlap but their bytes still share the bus: the larger of the two
+    and of the two bandwidth parts together. `overlap` in [0, 1] mixes the two cases."""
+    both = t_pre + t_suf
+    concurrent = np.maximum(np.maximum(t_pre, t_suf), roof_pre + roof_suf)
+    return (1.0 - overlap) * both + overlap * concurrent
+
+
+def fit_merge_overlap(f: Features, t_total, t_pre, t_suf, roof_pre, roof_suf, bw: float,
+                      flop_rate: float) -> tuple[KernelFit, float]:
+    """The merge's fixed costs and how much the prefix and suffix passes overlap, from whole-cascade
+    times and the two passes timed alone."""
+    t_total, t_pre, t_suf = (np.asarray(x, float) for x in (t_total, t_pre, t_suf))
+
+    def unpack(th):
+        o, c, cq, tau = np.exp(np.clip(th[:4], -80, 80))
+        return o, c, cq, tau, 1.0 / (1.0 + np.exp(-np.clip(th[4], -40, 40)))
+
+    def resid(th):
+        o, c, cq, tau, k = unpack(th)
+        # the merge's own time: fixed costs, and the partial states it combines, which grow with the
+        # tokens split across programs (the latency term); its bytes are small
+        merge = o + c * f.rows + cq * f.q_rows + np.maximum(f.bytes / bw, tau * f.longest_tokens)
+        pred = overlapped_total(t_pre, t_suf, roof_pre, roof_suf, k) + merge
+        return np.log(np.maximum(pred, 1e-15)) - np.log(t_total)
+
+    starts = [np.log([max(0.2 * t_total.min(), 1e-9), c0, 1e-12, tau0]).tolist() + [k0]
+              for c0 in (1e-11, 1e-8) for tau0 in (1e-13, 1e-10) for k0 in (-3.0, 0.0, 3.0)]
+    th, _ = min((_lm(resid, np.array(s0)) for s0 in starts), key=lambda p: p[1])
+    o, c, cq, tau, k = unpack(th)
+    ape = np.abs(np.exp(resid(th)) - 1)
+    fit = KernelFit(bw_bytes_per_s=bw, flop_per_s=flop_rate, overhead_s=float(o), row_s=float(c), q_row_s=float(cq),
+                    token_latency_s=float(tau), n_train=int(t_total.size), train_median_ape=float(np.median(ape)))
+    return fit, float(k)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 
 from cascade_plan.calibration import BACKENDS, ProbeData, is_held_out
-from cascade_plan.fitting import KernelFit, features, predict
+from cascade_plan.fitting import KernelFit, features, fixed_part, overlapped_total, predict
 from cascade_plan.vllm_gate import VllmGateInputs, vllm_uses_cascade
 
 KERNELS = ("decode_shared", "decode_dup", "prefix", "suffix", "cascade_total")
@@ -49,7 +49,13 @@ def _stats(ape: np.ndarray) -> dict:
 
 def _predict_kernel(fits: dict, kind: str, cfgs: list[dict], l2: float) -> np.ndarray:
     if kind == "cascade_total":
-        total = _predict_kernel(fits, "prefix", cfgs, l2) + _predict_kernel(fits, "suffix", cfgs, l2)
+        pre_fit, suf_fit = KernelFit.from_dict(fits["prefix"]), KernelFit.from_dict(fits["suffix"])
+        fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+        has_suffix = np.array([c["suffix_tokens"] > 0 for c in cfgs])
+        t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
+        total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
+                                 np.where(has_suffix, t_suf - fixed_part(suf_fit, fs), 0.0),
+                                 fits.get("prefix_suffix_overlap", 0.0))
         if fits.get("merge"):
             total = total + _predict_kernel(fits, "merge", cfgs, l2)
         return total

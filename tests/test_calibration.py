@@ -16,6 +16,7 @@ from cascade_plan.fitting import KernelFit, features, fit_kernel, fit_l2, predic
 from cascade_plan.hardware import load_hardware
 from cascade_plan.model_spec import ModelSpec
 from cascade_plan.params_select import select_params
+from cascade_plan.validation import _predict_kernel
 from cascade_plan.workload import Scenario, simple_tree
 
 runner = CliRunner()
@@ -98,6 +99,9 @@ def test_planner_applies_the_fit_exactly(h200_params, cfg):
         if S:
             want_suf = predict(KernelFit.from_dict(fits["suffix"]), features("cascade_suffix", [c]), l2)[0]
             assert float(costs.cas_suffix_s) == pytest.approx(want_suf, rel=1e-6)
+            # the whole cascade (overlap of the passes, merge) as validate predicts it
+            want_total = _predict_kernel(fits, "cascade_total", [c], l2)[0]
+            assert float(costs.cas_attention_s) == pytest.approx(want_total, rel=1e-6)
 
 
 def test_calibration_for_another_gpu_is_refused(tmp_path):
