@@ -30,6 +30,11 @@ def calibrate(
     probe = load_probe(probe_file)
     with Console(stderr=True).status("fitting kernels..."):
         fitted = fit_all(probe)
+    if not fitted["kv_dtypes"]:
+        from cascade_plan.errors import InputError
+
+        raise InputError("too few measurements to fit any backend (each kernel kind needs 6 training points): "
+                         "run the full probe grid, not --quick", file=str(probe_file))
     doc = {**probe.doc, "fitted": fitted}
     target = out or probe_file
     write_text_atomic(target, json.dumps(doc, indent=1) + "\n")
