@@ -278,10 +278,12 @@ def find_committed(hw: HardwareProfile) -> ProbeData | None:
     """The newest shipped calibration whose hardware_id is this profile's and that has fitted numbers.
     Shipped files are named <hardware id>-....json, so only those are opened."""
     found = []
+    import msgspec
+
     for p in sorted(data_dir("calibrations").glob(f"{hw.id}-*.json")):
         try:
-            d = json.loads(p.read_text())
-        except (OSError, ValueError):
+            d = msgspec.json.decode(p.read_bytes())
+        except (OSError, msgspec.DecodeError):
             continue
         if d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes"):
             found.append((d.get("created_utc", ""), str(p), d))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -13,12 +14,17 @@ from cascade_plan.cli_common import (BackendOpt, CalibrationOpt, ForceOpt, Group
                                      SamplesOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
                                      handles_input_errors, print_json, scenario_from_options)
 
-app = typer.Typer(
-    name="cascade-plan",
-    help="Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
-         "is the breakeven? Start with `cascade-plan estimate workloads/rl-rollouts-64.yaml`.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-)
+APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
+            "is the breakeven? Start with `cascade-plan estimate workloads/rl-rollouts-64.yaml`.")
+
+
+def _new_app() -> typer.Typer:
+    return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=False,
+                       rich_markup_mode="markdown",
+                       pretty_exceptions_enable=False)
+
+
+app = _new_app()
 
 
 def _version(value: bool) -> None:
@@ -27,13 +33,11 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                                 help="Print the version and exit.")] = False) -> None:
     pass
 
 
-@app.command()
 @handles_input_errors
 def estimate(
     workload: WorkloadArg = None,
@@ -82,7 +86,6 @@ def estimate(
     render_estimate(est, Console())
 
 
-@app.command()
 @handles_input_errors
 def models(
     kv_dtype: Annotated[KvDtypeOpt, typer.Option("--kv-dtype", help="KV dtype for the bytes-per-token column.")] = KvDtypeOpt.bf16,
@@ -101,7 +104,6 @@ def models(
         render_models(rows, kv_dtype.value, weight_dtype.value, tp)
 
 
-@app.command()
 @handles_input_errors
 def hardware(
     profile: Annotated[Optional[str], typer.Argument(help="Show one profile in full (id or YAML path).")] = None,
@@ -117,7 +119,6 @@ def hardware(
         render_hardware(rows, full=profile is not None)
 
 
-@app.command()
 @handles_input_errors
 def probe(
     out: Annotated[Path, typer.Option("--out", help="Calibration JSON to write (atomically).")],
@@ -148,17 +149,41 @@ def probe(
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
 
 
+# name -> (module, function), in help order. Commands that live in their own modules keep cli.py small.
+COMMANDS = [("estimate", "cascade_plan.cli"), ("breakeven", "cascade_plan.cli_plan"),
+            ("compare", "cascade_plan.cli_plan"), ("plot", "cascade_plan.cli_report"),
+            ("report", "cascade_plan.cli_report"), ("check", "cascade_plan.cli_plan"), ("models", "cascade_plan.cli"),
+            ("hardware", "cascade_plan.cli"), ("probe", "cascade_plan.cli"), ("calibrate", "cascade_plan.cli_calibrate"),
+            ("validate", "cascade_plan.cli_calibrate")]
+
+
+def _commands(only: str | None = None) -> list:
+    import importlib
+
+    out = []
+    for name, module in COMMANDS:
+        if only is None or name == only:
+            fn = getattr(importlib.import_module(module), name)
+            out.append(fn if getattr(fn, "__wrapped__", None) else handles_input_errors(fn))
+    return out
+
+
+def _populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
+    target.callback()(_root)
+    for fn in _commands(only):
+        target.command()(fn)
+    return target
+
+
+_populate(app)
+
+
 def main() -> None:
+    # Typer converts every registered command into click objects on each run (~40 ms for all of them
+    # here). A run of one known command builds only that one; --help and unknown names get the full app.
+    argv = sys.argv[1:]
+    name = argv[0] if argv and not argv[0].startswith("-") else None
+    if name and name in {n for n, _ in COMMANDS}:
+        _populate(_new_app(), only=name)()
+        return
     app()
-
-
-def _register() -> None:
-    """Commands that live in their own modules (kept small), registered on the one app."""
-    from cascade_plan import cli_calibrate, cli_plan, cli_report
-
-    for fn in (cli_plan.breakeven, cli_plan.compare, cli_plan.check, cli_report.plot, cli_report.report,
-               cli_calibrate.calibrate, cli_calibrate.validate):
-        app.command()(handles_input_errors(fn))
-
-
-_register()

@@ -9,6 +9,12 @@ from cascade_plan.cost_params import DEFAULT, IDEAL, CostParams
 from cascade_plan.errors import InputError
 
 
+def _shipped_for(hardware_id: str) -> bool:
+    from cascade_plan.resources import data_dir
+
+    return any(data_dir("calibrations").glob(f"{hardware_id}-*.json"))
+
+
 def select_params(ideal: bool, scn=None, calibration: Path | None = None, backend: str | None = None,
                   force: bool = False, uncalibrated: bool = False) -> CostParams:
     if ideal:
@@ -19,6 +25,8 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
         if calibration or backend:
             raise InputError("--uncalibrated uses the default efficiencies: leave out --calibration and --backend")
         return DEFAULT
+    if calibration is None and backend is None and not _shipped_for(scn.hardware.id):
+        return DEFAULT        # nothing shipped for this GPU: skip loading the calibration machinery
     from cascade_plan.calibration import BACKENDS, check_device, find_committed, load_probe, params_from_probe
 
     if backend is not None and backend not in BACKENDS:

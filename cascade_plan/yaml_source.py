@@ -84,9 +84,16 @@ def load_yaml(path: Path, what: str = "YAML") -> SourceDoc:
 
 
 def load_json(path: Path, what: str = "JSON") -> SourceDoc:
+    import msgspec
+
     text = read_text(path, what)
     try:
-        data = json.loads(text)
+        data = msgspec.json.decode(text)          # ~3x faster than json on megabyte calibration files
+    except msgspec.DecodeError:
+        data = None
+    try:
+        if data is None:
+            data = json.loads(text)                # for the error message with a line number
     except json.JSONDecodeError as exc:
         raise InputError(f"JSON syntax error: {exc.msg}", file=str(path), line=exc.lineno) from None
     if not isinstance(data, dict):

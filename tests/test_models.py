@@ -103,3 +103,11 @@ def test_config_missing_field_names_file_and_field(data):
 def test_unknown_preset():
     with pytest.raises(InputError, match="unknown model 'llama-9'"):
         load_model("llama-9")
+
+
+def test_config_json_syntax_error_names_file_and_line(tmp_path):
+    bad = tmp_path / "config.json"
+    bad.write_text('{\n  "num_hidden_layers": 4,\n  "hidden_size": 256,,\n}\n')
+    with pytest.raises(InputError) as err:
+        load_model(str(bad))
+    assert f"{bad}:3: JSON syntax error" in str(err.value)
