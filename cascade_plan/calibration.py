@@ -46,11 +46,15 @@ HOLDOUT_RULE = ("held out: every configuration with a 16,384-token prefix (a who
                 "the rest by a stable hash of the configuration")
 
 
+def config_key(cfg: dict) -> str:
+    """One probe configuration as a stable string: the key that pairs kernels timed on the same config."""
+    return json.dumps(cfg, sort_keys=True)
+
+
 def is_held_out(cfg: dict) -> bool:
     if cfg["prefix_tokens"] == 16384 or cfg["num_kv_heads"] == 1:
         return True
-    key = json.dumps(cfg, sort_keys=True).encode()
-    return int(hashlib.sha256(key).hexdigest(), 16) % 6 == 0
+    return int(hashlib.sha256(config_key(cfg).encode()).hexdigest(), 16) % 6 == 0
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ def _fit_one(f, t, bw, fl, l2=0.0) -> KernelFit:
 
 
 def _by_config(rows: list[dict]) -> dict[str, dict]:
-    return {json.dumps(r["config"], sort_keys=True): r for r in rows}
+    return {config_key(r["config"]): r for r in rows}
 
 
 def _residual_rows(total: list[dict], parts: list[list[dict]]) -> list[dict]:
@@ -119,7 +123,7 @@ def _residual_rows(total: list[dict], parts: list[list[dict]]) -> list[dict]:
     maps = [_by_config(p) for p in parts]
     out = []
     for r in total:
-        key = json.dumps(r["config"], sort_keys=True)
+        key = config_key(r["config"])
         if all(key in m for m in maps):
             rest = r["median_s"] - sum(m[key]["median_s"] for m in maps)
             out.append({**r, "median_s": max(rest, 0.02 * r["median_s"])})
@@ -178,12 +182,12 @@ def _fit_merge(total: list[dict], pre: list[dict], suf: list[dict], pre_fit: Ker
     """Merge costs and prefix/suffix overlap from whole cascades whose passes were also timed alone
     (a cascade without suffix tokens has no suffix pass)."""
     pmap, smap = _by_config(pre), _by_config(suf)
-    keep = [r for r in total if json.dumps(r["config"], sort_keys=True) in pmap
-            and (r["config"]["suffix_tokens"] == 0 or json.dumps(r["config"], sort_keys=True) in smap)]
+    keep = [r for r in total if config_key(r["config"]) in pmap
+            and (r["config"]["suffix_tokens"] == 0 or config_key(r["config"]) in smap)]
     if len(keep) < 6:
         return None, 0.0
     cfgs = [r["config"] for r in keep]
-    keys = [json.dumps(c, sort_keys=True) for c in cfgs]
+    keys = [config_key(c) for c in cfgs]
     t_pre = np.array([pmap[k]["median_s"] for k in keys])
     t_suf = np.array([smap[k]["median_s"] if k in smap else 0.0 for k in keys])
     fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)

@@ -33,6 +33,7 @@ def _analyse(scn, params, compare_hw):
     from cascade_plan.engine_gate import engine_view
     from cascade_plan.estimate import estimate
     from cascade_plan.grid_spec import parse_axis
+    from cascade_plan.params_select import select_params
     from cascade_plan.report import WorkloadReport
 
     est = estimate(scn, params)
@@ -40,7 +41,6 @@ def _analyse(scn, params, compare_hw):
     prefix_axis = parse_axis(br.DEFAULT_PREFIX_AXIS, "--prefix")
     batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
     be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups)
-    from cascade_plan.params_select import select_params
 
     # Other GPUs: each with its own shipped calibration when there is one (same backend), else defaults.
     hw_ests = []
@@ -51,11 +51,9 @@ def _analyse(scn, params, compare_hw):
         hw_ests.append(estimate(other, p))
     backend_ests = []
     if params.mode == "calibrated":
-        from pathlib import Path as _P
-
         from cascade_plan.calibration import load_probe, params_from_probe
 
-        probe = load_probe(_P(params.source))
+        probe = load_probe(Path(params.source))
         backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]
         backend_ests = [estimate(scn, params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model))
                         for b in backends]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 
-from cascade_plan.calibration import BACKENDS, ProbeData, is_held_out
+from cascade_plan.calibration import BACKENDS, ProbeData, config_key, is_held_out
 from cascade_plan.fitting import KernelFit, features, fixed_part, overlapped_total, predict
 from cascade_plan.vllm_gate import VllmGateInputs, vllm_uses_cascade
 
@@ -26,10 +25,6 @@ def targets(r: dict) -> dict[str, bool]:
         out["picks"] = (r["picks"]["model_correct"] >= TARGETS["picks"]
                         and r["picks"]["model_correct"] > r["picks"]["vllm_correct"])
     return out
-
-
-def _key(cfg: dict) -> str:
-    return json.dumps(cfg, sort_keys=True)
 
 
 def _slice(cfg: dict) -> str:
@@ -94,9 +89,9 @@ def validate(probe: ProbeData) -> dict:
                                           "measured_s": float(tm), "predicted_s": float(tp), "slice": _slice(c)})
             # cascade vs per-sequence: the baseline engines store (shared pages) where the backend can express it
             base_kind = "decode_shared" if measured["decode_shared"] and backend != "torch" else "decode_dup"
-            base = {_key(r["config"]): r for r in measured[base_kind] if is_held_out(r["config"])}
-            pairs = [(base[_key(r["config"])], r) for r in measured["cascade_total"]
-                     if is_held_out(r["config"]) and _key(r["config"]) in base]
+            base = {config_key(r["config"]): r for r in measured[base_kind] if is_held_out(r["config"])}
+            pairs = [(base[config_key(r["config"])], r) for r in measured["cascade_total"]
+                     if is_held_out(r["config"]) and config_key(r["config"]) in base]
             if pairs:
                 cfgs = [c["config"] for _, c in pairs]
                 ms = np.array([b["median_s"] / c["median_s"] for b, c in pairs])
