@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.breakeven import breakeven_group_size, breakeven_prefix_tokens, sweep
-from cascade_plan.cli import app
-from cascade_plan.cost_params import DEFAULT, IDEAL, KernelParams
+from cascade_plan.cost.breakeven import breakeven_group_size, breakeven_prefix_tokens, sweep
+from cascade_plan.cli.app import app
+from cascade_plan.cost.cost_params import DEFAULT, IDEAL, KernelParams
 from cascade_plan.errors import InputError
-from cascade_plan.grid_spec import parse_axis
-from cascade_plan.hardware import load_hardware
-from cascade_plan.model_spec import load_preset
-from cascade_plan.workload import Scenario, simple_tree
+from cascade_plan.inputs.grid_spec import parse_axis
+from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.inputs.model_spec import load_preset
+from cascade_plan.inputs.workload import Scenario, simple_tree
 
 SCN = Scenario(name="t", model=load_preset("llama-3-8b"), hardware=load_hardware("h100-sxm"), kv_dtype="bf16",
                weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))
@@ -51,7 +51,7 @@ def test_with_overheads_the_breakeven_prefix_falls_as_the_group_grows():
 
 def test_sweep_matches_the_workload_estimate_at_one_step():
     """A one-level sweep point equals the tree model's step with the same load."""
-    from cascade_plan.estimate import estimate
+    from cascade_plan.cost.estimate import estimate
 
     scn = dataclasses.replace(SCN, tree=simple_tree(4096, 2, 64, 1024))
     est = estimate(scn, DEFAULT)

@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration import find_committed, params_from_probe
-from cascade_plan.cli import app
-from cascade_plan.cost_model import gpu_shape, single_level_load, step_costs
+from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
+from cascade_plan.cli.app import app
+from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.errors import InputError
-from cascade_plan.fitting import KernelFit, features, fit_kernel, fit_l2, predict
-from cascade_plan.hardware import load_hardware
-from cascade_plan.model_spec import ModelSpec
-from cascade_plan.params_select import select_params
-from cascade_plan.validation import _predict_kernel
-from cascade_plan.workload import Scenario, simple_tree
+from cascade_plan.calibration.fitting import KernelFit, features, fit_kernel, fit_l2, predict
+from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.inputs.model_spec import ModelSpec
+from cascade_plan.calibration.params_select import select_params
+from cascade_plan.calibration.validation import _predict_kernel
+from cascade_plan.inputs.workload import Scenario, simple_tree
 
 runner = CliRunner()
 rng = np.random.default_rng(7)
@@ -147,7 +147,7 @@ def test_calibrate_writes_fitted_section_atomically(tmp_path):
 def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels():
     """validate on the committed file: the default backend (FlashInfer, what engines ship) meets every
     accuracy target on held-out slices; every backend picks the faster mode more often than vLLM."""
-    from cascade_plan.validation import validate
+    from cascade_plan.calibration.validation import validate
 
     res = validate(find_committed(load_hardware("h200")))
     fi = res["backends"]["flashinfer"]

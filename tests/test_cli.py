@@ -8,7 +8,7 @@ import textwrap
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.cli import app
+from cascade_plan.cli.app import app
 
 runner = CliRunner()
 
@@ -74,7 +74,7 @@ def test_module_entry_point(root):
 
 
 def test_estimate_imports_no_heavy_modules(root):
-    code = ("import sys; from cascade_plan.cli import main; sys.argv=['cascade-plan','estimate',"
+    code = ("import sys; from cascade_plan.cli.app import main; sys.argv=['cascade-plan','estimate',"
             f"{str(root / 'workloads/rl-rollouts-64.yaml')!r}]\ntry: main()\nexcept SystemExit: pass\n"
             "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pydantic') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)

@@ -7,13 +7,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cascade_plan.cost_model import gpu_shape, tree_step_costs
-from cascade_plan.cost_params import DEFAULT, IDEAL, with_overheads_scaled
-from cascade_plan.estimate import estimate
-from cascade_plan.flat_tree import flatten
-from cascade_plan.hardware import load_hardware
-from cascade_plan.model_spec import load_preset
-from cascade_plan.workload import Scenario, TreeNode, simple_tree
+from cascade_plan.cost.cost_model import gpu_shape, tree_step_costs
+from cascade_plan.cost.cost_params import DEFAULT, IDEAL, with_overheads_scaled
+from cascade_plan.cost.estimate import estimate
+from cascade_plan.cost.flat_tree import flatten
+from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.inputs.model_spec import load_preset
+from cascade_plan.inputs.workload import Scenario, TreeNode, simple_tree
 
 MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mixtral-8x7b", "deepseek-v3", "codellama-13b"]
 HW = ["h100-sxm", "h200", "a100-80gb", "l40s"]
@@ -98,7 +98,7 @@ def test_more_sequences_sharing_never_lower_the_ideal_gain(model, hw, prefix, gr
 def test_ideal_cascade_never_loses_with_any_shared_prefix_and_group(model, hw, prefix, group, suffix):
     """With zero overheads cascade wins for every prefix > 0 and every group > 1 (ties only where
     even per-sequence decode is compute-bound, as MLA's can be: both then do the same FLOPs)."""
-    from cascade_plan.breakeven import sweep
+    from cascade_plan.cost.breakeven import sweep
 
     sp = sweep(scenario(model, hw, simple_tree(1, 1, 1, 1)), IDEAL, [prefix], [group], [suffix]).speedup
     assert sp.min() >= 1 - 1e-12

@@ -2,10 +2,10 @@
 
 import pytest
 
-from cascade_plan.cost_model import expected_experts_touched, kv_bytes_per_token, kv_heads_per_gpu, weight_bytes_per_gpu
+from cascade_plan.cost.cost_model import expected_experts_touched, kv_bytes_per_token, kv_heads_per_gpu, weight_bytes_per_gpu
 from cascade_plan.errors import InputError
-from cascade_plan.model_presets import PRESETS
-from cascade_plan.model_spec import load_model, load_preset, preset_ids
+from cascade_plan.inputs.model_presets import PRESETS
+from cascade_plan.inputs.model_spec import load_model, load_preset, preset_ids
 
 # 2 (K,V) x layers x KV heads per GPU x head dim x 2 bytes (bf16); MLA: layers x (512 + 64) x 2.
 KV_BF16 = {

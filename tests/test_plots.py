@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cascade_plan import plots
-from cascade_plan.breakeven import Sweep, sweep
-from cascade_plan.cost_params import DEFAULT, IDEAL
-from cascade_plan.estimate import estimate
-from cascade_plan.hardware import load_hardware
-from cascade_plan.workload import load_scenario
+from cascade_plan.render import plots
+from cascade_plan.cost.breakeven import Sweep, sweep
+from cascade_plan.cost.cost_params import DEFAULT, IDEAL
+from cascade_plan.cost.estimate import estimate
+from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.inputs.workload import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = sorted((ROOT / "workloads").glob("*.yaml"))
@@ -126,6 +126,6 @@ def test_token_labels(n, text):
 def test_module_imports_no_matplotlib():
     import subprocess
 
-    code = "import sys, cascade_plan.plots; print('matplotlib' in sys.modules)"
+    code = "import sys, cascade_plan.render.plots; print('matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert res.stdout.strip() == "False"

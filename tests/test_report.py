@@ -4,7 +4,7 @@ import re
 
 from typer.testing import CliRunner
 
-from cascade_plan.cli import app
+from cascade_plan.cli.app import app
 
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.cli import app
+from cascade_plan.cli.app import app
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cascade_plan.vllm_gate import (
+from cascade_plan.engine.vllm_gate import (
     CASCADE_DISABLED_BY_DEFAULT,
     FLASHINFER_NEVER_USES_CASCADE,
     MIN_COMMON_PREFIX_TOKENS,

@@ -1,0 +1,1 @@
+"""From probe measurements to fitted cost parameters, and their validation."""

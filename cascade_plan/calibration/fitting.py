@@ -1,0 +1,248 @@
+"""Fit the cost model's kernel parameters to probe measurements (pure numpy).
+
+Every measured kernel is one attention layer. Its time is modelled as the planner computes it:
+
+    t = overhead + row_s x rows + max(hbm_bytes / bandwidth, FLOP / FLOP_rate)
+
+with rows = sequences x KV heads and the planner's own byte and FLOP counts (not the probe's), so
+that fitted numbers mean the same thing when the planner applies them. Per-sequence decode over
+*shared* prefix pages adds an L2 term: hbm_bytes = bytes - hit x redundant re-reads, where hit =
+l2_hit_max x min(1, L2 / one layer's shared prefix bytes). Fitting minimises squared log error
+(relative error) with Levenberg-Marquardt from several starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from cascade_plan.cost.surface import Surface
+
+KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+STATE_BYTES = 4.0
+
+
+@dataclass(frozen=True)
+class Features:
+    """Per-layer work of one measurement, in the planner's terms."""
+
+    bytes: np.ndarray
+    flops: np.ndarray
+    rows: np.ndarray
+    redundant_bytes: np.ndarray       # re-reads of shared prefix a per-sequence kernel makes
+    layer_prefix_bytes: np.ndarray    # one layer's shared prefix (L2 working set)
+    size: np.ndarray                  # the efficiency surface's size axis: bytes, or for the merge the KV
+                                      # bytes whose partial states it combines
+    longest_tokens: np.ndarray        # the most KV tokens one (sequence, head) row streams: a kernel that
+                                      # does not split them along the sequence is latency-bound by it
+    q_rows: np.ndarray                # sequences x query heads (kernels that give each query head its own tile)
+
+
+def features(kernel: str, configs: list[dict]) -> Features:
+    c = {k: np.array([cfg[k] for cfg in configs], dtype=float)
+         for k in ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")}
+    kv_el = np.array([KV_ELEMENT_BYTES[cfg["kv_dtype"]] for cfg in configs], dtype=float)
+    kvb = 2 * c["num_kv_heads"] * c["head_dim"] * kv_el
+    hq = c["num_kv_heads"] * c["q_per_kv"]
+    f_tok = 4 * c["head_dim"] * hq                       # QK^T and PV, one query sequence x one token
+    seqs = c["group_size"] * c["n_groups"]
+    P, S = c["prefix_tokens"], c["suffix_tokens"]
+    rows = seqs * c["num_kv_heads"]
+    zero = np.zeros_like(P)
+    shared = c["n_groups"] * P * kvb
+    if kernel in ("decode_shared", "decode_dup"):
+        red = c["n_groups"] * (c["group_size"] - 1) * P * kvb if kernel == "decode_shared" else zero
+        b = seqs * (P + S) * kvb
+        return Features(b, seqs * (P + S) * f_tok, rows, red, shared, b, P + S, seqs * hq)
+    if kernel == "cascade_prefix":
+        return Features(shared, seqs * P * f_tok, rows, zero, shared, shared, P, seqs * hq)
+    if kernel == "cascade_suffix":
+        b = seqs * S * kvb
+        return Features(b, seqs * S * f_tok, rows, zero, shared, b, S, seqs * hq)
+    if kernel == "cascade_merge":
+        return Features(3 * seqs * hq * (c["head_dim"] + 1) * STATE_BYTES, zero, rows, zero, shared,
+                        shared + seqs * S * kvb, P + S, seqs * hq)
+    raise ValueError(f"no features for kernel {kernel!r}")
+
+
+@dataclass(frozen=True)
+class KernelFit:
+    bw_bytes_per_s: float
+    flop_per_s: float
+    overhead_s: float
+    row_s: float
+    q_row_s: float = 0.0              # per (sequence, query head) row
+    token_latency_s: float = 0.0      # per KV token of the longest row (latency bound of unsplit kernels)
+    l2_hit_max: float = 0.0           # share of re-reads of shared pages served by L2 (siblings reading together)
+    l2_window_bytes: float = 0.0      # one layer's shared prefix beyond which hits fall as window / size
+    l2_bytes_per_s: float = 0.0       # the rate at which re-read bytes still have to stream from L2
+    surface: Surface | None = None
+    n_train: int = 0
+    train_median_ape: float = 0.0
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "surface"}
+        d["surface"] = self.surface.to_dict() if self.surface else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "KernelFit":
+        d = dict(d)
+        d["surface"] = Surface.from_dict(d["surface"]) if d.get("surface") else None
+        return cls(**d)
+
+
+def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndarray:
+    t = np.maximum(f.flops / fit.flop_per_s, f.longest_tokens * fit.token_latency_s)
+    hbm = f.bytes
+    if fit.l2_hit_max:
+        window = fit.l2_window_bytes or l2_bytes
+        hit = fit.l2_hit_max * np.minimum(1.0, window / np.maximum(f.layer_prefix_bytes, 1.0))
+        hbm = f.bytes - hit * f.redundant_bytes
+        t = np.maximum(t, f.bytes / fit.l2_bytes_per_s)
+    return np.maximum(t, hbm / fit.bw_bytes_per_s)
+
+
+def predict(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndarray:
+    corr = np.exp(fit.surface(f.size, f.rows)) if fit.surface else 1.0
+    return fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows + roofline_part(fit, f, l2_bytes) * corr
+
+
+def fit_surface(fit: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float = 0.0,
+                bandwidth_decades: float = 0.3, nodes: int = 9) -> Surface:
+    """Kernel-regression of the log residual of the roofline part onto a regular grid spanning the
+    training points (Gaussian weights in log10 space, shrunk towards 0 where data are thin)."""
+    base = fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows
+    roof = roofline_part(fit, f, l2_bytes)
+    r = np.log(np.maximum(np.asarray(measured_s, float) - base, 0.05 * roof) / roof)
+    lb, lr = np.log10(np.maximum(f.size, 1.0)), np.log10(np.maximum(f.rows, 1.0))
+    gb = np.linspace(lb.min(), lb.max(), nodes) if lb.max() > lb.min() else np.array([lb.min(), lb.min() + 1])
+    gr = np.linspace(lr.min(), lr.max(), nodes) if lr.max() > lr.min() else np.array([lr.min(), lr.min() + 1])
+    vals = np.zeros((gb.size, gr.size))
+    for a, xb in enumerate(gb):
+        for b, xr in enumerate(gr):
+            w = np.exp(-0.5 * (((lb - xb) ** 2 + (lr - xr) ** 2) / bandwidth_decades**2))
+            vals[a, b] = (w @ r) / (w.sum() + 0.5)     # +0.5: a prior weight on "no correction"
+    return Surface(tuple(gb.tolist()), tuple(gr.tolist()), tuple(tuple(v) for v in vals.tolist()))
+
+
+def _lm(resid, theta: np.ndarray, iters: int = 300) -> tuple[np.ndarray, float]:
+    """Levenberg-Marquardt with a forward-difference Jacobian; returns (theta, sum of squares)."""
+    r = resid(theta)
+    cost = float(r @ r)
+    lam = 1e-3
+    for _ in range(iters):
+        eps = 1e-6 * np.maximum(1.0, np.abs(theta))
+        jac = np.stack([(resid(theta + e) - r) / h for e, h in zip(np.diag(eps), eps)], axis=1)
+        a = jac.T @ jac
+        g = jac.T @ r
+        improved = False
+        while lam < 1e12:
+            step = np.linalg.solve(a + lam * (np.diag(np.diag(a)) + 1e-12 * np.eye(len(theta))), -g)
+            new = theta + step
+            rn = resid(new)
+            cn = float(rn @ rn)
+            if np.isfinite(cn) and cn < cost:
+                rel = (cost - cn) / max(cost, 1e-300)
+                theta, r, cost, lam, improved = new, rn, cn, max(lam * 0.3, 1e-9), True
+                break
+            lam *= 10
+        if not improved or rel < 1e-12:
+            break
+    return theta, cost
+
+
+def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceiling: float) -> KernelFit:
+    """Fit overhead, per-row cost, bandwidth and FLOP rate to one kernel kind's measurements."""
+    t = np.asarray(measured_s, float)
+    tiny = 1e-15
+
+    def unpack(th):
+        return tuple(np.exp(np.clip(th, -80, 80)))
+
+    def resid(th):
+        o, c, cq, bw, fl, tau = unpack(th)
+        roof = np.maximum(np.maximum(f.bytes / bw, f.flops / fl), f.longest_tokens * tau)
+        return np.log(np.maximum(o + c * f.rows + cq * f.q_rows + roof, tiny)) - np.log(t)
+
+    best = None
+    # Starts span compute-starved kernels (a FLOP rate far below peak: tiles mostly empty) too.
+    for c0, cq0 in ((1e-10, 1e-12), (1e-8, 1e-12), (1e-12, 1e-8)):
+        for b0 in (0.5, 0.9):
+            for f0 in (0.003, 0.3):
+                for tau0 in (1e-12, 1e-8):
+                    th0 = np.log([max(0.5 * t.min(), 1e-9), c0, cq0, b0 * bw_ceiling, f0 * flop_ceiling, tau0])
+                    th, cost = _lm(resid, th0)
+                    if best is None or cost < best[1]:
+                        best = (th, cost)
+    o, c, cq, bw, fl, tau = unpack(best[0])
+    ape = np.abs(np.exp(resid(best[0])) - 1)
+    return KernelFit(bw_bytes_per_s=float(bw), flop_per_s=float(fl), overhead_s=float(o), row_s=float(c),
+                     q_row_s=float(cq), token_latency_s=float(tau), n_train=int(t.size),
+                     train_median_ape=float(np.median(ape)))
+
+
+def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float) -> KernelFit:
+    """With the kernel's own parameters fixed (from duplicated pages), fit how it re-reads shared
+    prefix pages: the share served by L2, the per-layer prefix size where that share starts to
+    fall, and the rate at which all the bytes a sequence reads still stream through L2."""
+    t = np.asarray(measured_s, float)
+
+    def unpack(th):
+        return 1.0 / (1.0 + np.exp(-np.clip(th[0], -40, 40))), l2_bytes * np.exp(np.clip(th[1], -20, 20)), \
+            base.bw_bytes_per_s * (1.0 + np.exp(np.clip(th[2], -20, 20)))
+
+    def resid(th):
+        h, w, bl2 = unpack(th)
+        pred = predict(dataclasses.replace(base, l2_hit_max=h, l2_window_bytes=w, l2_bytes_per_s=bl2), f, l2_bytes)
+        return np.log(pred) - np.log(t)
+
+    best = min((_lm(resid, np.array([a, b, c])) for a in (-2.0, 1.0, 3.0) for b in (0.0, 3.0) for c in (0.0, 1.5)),
+               key=lambda p: p[1])
+    h, w, bl2 = unpack(best[0])
+    ape = np.abs(np.exp(resid(best[0])) - 1)
+    return dataclasses.replace(base, l2_hit_max=float(h), l2_window_bytes=float(w), l2_bytes_per_s=float(bl2),
+                               n_train=int(t.size), train_median_ape=float(np.median(ape)))
+
+
+def fixed_part(fit: KernelFit, f: Features) -> np.ndarray:
+    return fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows
+
+
+def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.ndarray:
+    """Prefix and suffix passes of one cascade. Run one after the other they add up; run concurrently
+    (two streams) their fixed costs overlap but their bytes still share the bus: the larger of the two
+    and of the two bandwidth parts together. `overlap` in [0, 1] mixes the two cases."""
+    both = t_pre + t_suf
+    concurrent = np.maximum(np.maximum(t_pre, t_suf), roof_pre + roof_suf)
+    return (1.0 - overlap) * both + overlap * concurrent
+
+
+def fit_merge_overlap(f: Features, t_total, t_pre, t_suf, roof_pre, roof_suf, bw: float,
+                      flop_rate: float) -> tuple[KernelFit, float]:
+    """The merge's fixed costs and how much the prefix and suffix passes overlap, from whole-cascade
+    times and the two passes timed alone."""
+    t_total, t_pre, t_suf = (np.asarray(x, float) for x in (t_total, t_pre, t_suf))
+
+    def unpack(th):
+        o, c, cq, tau = np.exp(np.clip(th[:4], -80, 80))
+        return o, c, cq, tau, 1.0 / (1.0 + np.exp(-np.clip(th[4], -40, 40)))
+
+    def resid(th):
+        o, c, cq, tau, k = unpack(th)
+        # the merge's own time: fixed costs, and the partial states it combines, which grow with the
+        # tokens split across programs (the latency term); its bytes are small
+        merge = o + c * f.rows + cq * f.q_rows + np.maximum(f.bytes / bw, tau * f.longest_tokens)
+        pred = overlapped_total(t_pre, t_suf, roof_pre, roof_suf, k) + merge
+        return np.log(np.maximum(pred, 1e-15)) - np.log(t_total)
+
+    starts = [np.log([max(0.2 * t_total.min(), 1e-9), c0, 1e-12, tau0]).tolist() + [k0]
+              for c0 in (1e-11, 1e-8) for tau0 in (1e-13, 1e-10) for k0 in (-3.0, 0.0, 3.0)]
+    th, _ = min((_lm(resid, np.array(s0)) for s0 in starts), key=lambda p: p[1])
+    o, c, cq, tau, k = unpack(th)
+    ape = np.abs(np.exp(resid(th)) - 1)
+    fit = KernelFit(bw_bytes_per_s=bw, flop_per_s=flop_rate, overhead_s=float(o), row_s=float(c), q_row_s=float(cq),
+                    token_latency_s=float(tau), n_train=int(t_total.size), train_median_ape=float(np.median(ape)))
+    return fit, float(k)

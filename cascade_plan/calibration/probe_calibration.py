@@ -1,0 +1,304 @@
+"""Calibration files: read the probe's measurements, fit the cost model per backend, and turn the
+fitted numbers back into CostParams for the planner."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cascade_plan import __version__
+from cascade_plan.cost.cost_params import CostParams, KernelParams
+from cascade_plan.errors import InputError
+from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
+                                   predict)
+from cascade_plan.inputs.hardware import HardwareProfile
+from cascade_plan.resources import data_dir
+from cascade_plan.inputs.yaml_source import load_json
+
+KIND = "cascade-plan-calibration"
+FIT_VERSION = 1
+
+# Where each backend's kernels come from in the probe file: (backend, variant) per planner kernel kind.
+# FlashInfer's cascade is timed as prefix level and whole cascade; its suffix level and merge are
+# fitted together from (whole - prefix).
+BACKENDS: dict[str, dict[str, tuple[str, str | None]]] = {
+    "triton": {"decode": ("triton", None), "prefix": ("triton", None), "suffix": ("triton", None), "merge": ("triton", None)},
+    "torch": {"decode": ("torch", None), "prefix": ("torch", None), "suffix": ("torch", None), "merge": ("torch", None)},
+    "flashinfer": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer", "auto"),
+                   "total": ("flashinfer", "auto")},
+    "flashinfer-fa2": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer-fa2", "fa2"),
+                       "total": ("flashinfer-fa2", "fa2")},
+}
+BACKEND_HELP = {
+    "flashinfer": "FlashInfer as shipped: tensor-core decode, MultiLevelCascadeAttentionWrapper (auto backend)",
+    "flashinfer-fa2": "FlashInfer, cascade levels on the FA2 prefill backend",
+    "torch": "torch's flash attention (no block table: per-sequence decode over duplicated prefix)",
+    "triton": "the probe's own Triton kernels: what is attainable",
+}
+HOLDOUT_RULE = ("held out: every configuration with a 16,384-token prefix (a whole prefix slice), every one with "
+                "1 KV head per GPU (the Llama-3-70B-at-TP-8 shape: a whole model-shape slice), and one in six of "
+                "the rest by a stable hash of the configuration")
+
+
+def config_key(cfg: dict) -> str:
+    """One probe configuration as a stable string: the key that pairs kernels timed on the same config."""
+    return json.dumps(cfg, sort_keys=True)
+
+
+def is_held_out(cfg: dict) -> bool:
+    if cfg["prefix_tokens"] == 16384 or cfg["num_kv_heads"] == 1:
+        return True
+    return int(hashlib.sha256(config_key(cfg).encode()).hexdigest(), 16) % 6 == 0
+
+
+@dataclass(frozen=True)
+class ProbeData:
+    path: str
+    doc: dict
+
+    @property
+    def hardware_id(self) -> str | None:
+        return self.doc.get("hardware_id")
+
+    @property
+    def device_name(self) -> str:
+        return self.doc.get("device", {}).get("name", "unknown GPU")
+
+    @property
+    def l2_bytes(self) -> float:
+        return float(self.doc["device"]["l2_bytes"])
+
+    @property
+    def fitted(self) -> dict:
+        return self.doc.get("fitted") or {}
+
+    def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
+        return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel
+                and (variant is None or m.get("variant") == variant) and m["config"]["kv_dtype"] == kv_dtype
+                and m.get("median_s")]
+
+
+def load_probe(path: Path) -> ProbeData:
+    doc = load_json(Path(path), "calibration")
+    d = doc.data
+    if d.get("kind") != KIND:
+        raise doc.error(("kind",), f"not a cascade-plan calibration file (kind is {d.get('kind')!r})")
+    if d.get("schema_version") != 1:
+        raise doc.error(("schema_version",), f"unsupported schema_version {d.get('schema_version')!r}")
+    for key in ("device", "ceilings", "measurements"):
+        if key not in d:
+            raise doc.error((key,), "required field is missing")
+    for i, m in enumerate(d["measurements"][:5]):
+        for key in ("backend", "kernel", "config", "median_s"):
+            if key not in m:
+                raise doc.error(("measurements", i, key), "required field is missing")
+    return ProbeData(str(path), d)
+
+
+# ---- fitting ------------------------------------------------------------------------------------
+
+def _xy(rows: list[dict], kernel: str):
+    f = features(kernel, [r["config"] for r in rows])
+    return f, np.array([r["median_s"] for r in rows], dtype=float)
+
+
+def _fit_one(f, t, bw, fl, l2=0.0) -> KernelFit:
+    fit = fit_kernel(f, t, bw, fl)
+    return dataclasses.replace(fit, surface=fit_surface(fit, f, t, l2))
+
+
+def _by_config(rows: list[dict]) -> dict[str, dict]:
+    return {config_key(r["config"]): r for r in rows}
+
+
+def _residual_rows(total: list[dict], parts: list[list[dict]]) -> list[dict]:
+    """Whole-cascade time minus the parts timed alone, per configuration: what the merge (or, for
+    FlashInfer, suffix level + merge) costs inside the cascade."""
+    maps = [_by_config(p) for p in parts]
+    out = []
+    for r in total:
+        key = config_key(r["config"])
+        if all(key in m for m in maps):
+            rest = r["median_s"] - sum(m[key]["median_s"] for m in maps)
+            out.append({**r, "median_s": max(rest, 0.02 * r["median_s"])})
+    return out
+
+
+def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool = True) -> dict | None:
+    """KernelFits for one backend and KV dtype, from the training subset of the grid."""
+    src = BACKENDS[backend]
+    ceil = probe.doc["ceilings"]
+    bw, fl, l2 = ceil["hbm_read_bytes_per_s"], ceil["bf16_matmul_flop_per_s"], probe.l2_bytes
+
+    def rows(b, k, v):
+        sel = probe.select(b, k, v, kv_dtype)
+        return [r for r in sel if not (train_only and is_held_out(r["config"]))]
+
+    out: dict[str, dict] = {}
+    db, dv = src["decode"]
+    dup = rows(db, "decode_dup", dv)
+    if len(dup) < 6:
+        return None
+    f, t = _xy(dup, "decode_dup")
+    dup_fit = _fit_one(f, t, bw, fl)
+    out["decode_dup"] = dup_fit.to_dict()
+    shared = rows(db, "decode_shared", dv)
+    if len(shared) >= 6:
+        f2, t2 = _xy(shared, "decode_shared")
+        sh = fit_l2(dataclasses.replace(dup_fit, surface=None), f2, t2, l2)
+        out["decode_shared"] = dataclasses.replace(sh, surface=fit_surface(sh, f2, t2, l2)).to_dict()
+    else:
+        out["decode_shared"] = dup_fit.to_dict()   # no block table: shared pages are not expressible
+    pb, pv = src["prefix"]
+    pre = rows(pb, "cascade_prefix", pv)
+    if len(pre) < 6:
+        return None
+    out["prefix"] = _fit_one(*_xy(pre, "cascade_prefix"), bw, fl).to_dict()
+    if "total" in src:
+        tb, tv = src["total"]
+        rest = _residual_rows(rows(tb, "cascade_total", tv), [pre])
+        rest = [r for r in rest if r["config"]["suffix_tokens"] > 0]
+        out["suffix"] = _fit_one(*_xy(rest, "cascade_suffix"), bw, fl).to_dict()
+        out["merge"] = None                       # folded into the suffix fit
+    else:
+        suf = rows(pb, "cascade_suffix", pv)
+        suf_fit = _fit_one(*_xy(suf, "cascade_suffix"), bw, fl)
+        out["suffix"] = suf_fit.to_dict()
+        merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, KernelFit.from_dict(out["prefix"]),
+                                    suf_fit, bw, fl)
+        out["merge"] = merge.to_dict() if merge else None
+        out["prefix_suffix_overlap"] = overlap
+    return out
+
+
+def _fit_merge(total: list[dict], pre: list[dict], suf: list[dict], pre_fit: KernelFit, suf_fit: KernelFit,
+               bw: float, fl: float) -> tuple[KernelFit | None, float]:
+    """Merge costs and prefix/suffix overlap from whole cascades whose passes were also timed alone
+    (a cascade without suffix tokens has no suffix pass)."""
+    pmap, smap = _by_config(pre), _by_config(suf)
+    keep = [r for r in total if config_key(r["config"]) in pmap
+            and (r["config"]["suffix_tokens"] == 0 or config_key(r["config"]) in smap)]
+    if len(keep) < 6:
+        return None, 0.0
+    cfgs = [r["config"] for r in keep]
+    keys = [config_key(c) for c in cfgs]
+    t_pre = np.array([pmap[k]["median_s"] for k in keys])
+    t_suf = np.array([smap[k]["median_s"] if k in smap else 0.0 for k in keys])
+    fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+    roof_pre = predict(pre_fit, fp) - fixed_part(pre_fit, fp)
+    roof_suf = np.where(t_suf > 0, predict(suf_fit, fs) - fixed_part(suf_fit, fs), 0.0)
+    return fit_merge_overlap(features("cascade_merge", cfgs), np.array([r["median_s"] for r in keep]), t_pre, t_suf,
+                             roof_pre, roof_suf, bw, fl)
+
+
+def calibrate(probe: ProbeData) -> dict:
+    """The `fitted` section: per KV dtype and backend, every kernel kind's parameters."""
+    kv_dtypes = sorted({m["config"]["kv_dtype"] for m in probe.doc["measurements"]})
+    fitted = {"fit_version": FIT_VERSION, "tool_version": __version__,
+              "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "holdout_rule": HOLDOUT_RULE, "ceilings": probe.doc["ceilings"], "kv_dtypes": {}}
+    for kv in kv_dtypes:
+        per = {b: fit_backend(probe, b, kv) for b in BACKENDS}
+        per = {b: v for b, v in per.items() if v is not None}
+        if per:
+            fitted["kv_dtypes"][kv] = per
+    return fitted
+
+
+# ---- using a calibration ------------------------------------------------------------------------
+
+def _kernel_params(d: dict | None, hw: HardwareProfile) -> KernelParams:
+    if d is None:   # folded into another kind: costs nothing of its own
+        return KernelParams(bw_eff=1e9, flop_eff=1e9)
+    k = KernelFit.from_dict(d)
+    return KernelParams(bw_eff=k.bw_bytes_per_s / hw.hbm_bytes_per_s, flop_eff=k.flop_per_s / hw.dense_bf16_flop_per_s,
+                        overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s, surface=k.surface)
+
+
+def default_backend(probe: ProbeData) -> str:
+    kvs = probe.fitted.get("kv_dtypes", {})
+    available = set().union(*[set(v) for v in kvs.values()]) if kvs else set()
+    for b in ("flashinfer", "triton", "torch", "flashinfer-fa2"):
+        if b in available:
+            return b
+    raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
+                     file=probe.path)
+
+
+def coverage_notes(probe: ProbeData, model) -> list[str]:
+    """Where a model's attention shape lies outside what the probe measured."""
+    axes = (probe.doc.get("grid") or {}).get("axes", {})
+    head_dim = (probe.doc.get("grid") or {}).get("head_dim")
+    notes = []
+    if model.attention == "mla":
+        notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
+                     "heads) is outside them, so these numbers extrapolate")
+    else:
+        g = model.num_q_heads // max(model.num_kv_heads, 1)
+        if axes.get("q_per_kv") and g > max(axes["q_per_kv"]):
+            notes.append(f"{g} query heads per KV head is beyond the measured {max(axes['q_per_kv'])}")
+        if head_dim and model.head_dim != head_dim:
+            notes.append(f"head dim {model.head_dim} differs from the measured {head_dim}")
+    return notes
+
+
+def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: HardwareProfile,
+                      model=None) -> CostParams:
+    fitted = probe.fitted
+    if not fitted.get("kv_dtypes"):
+        raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
+                         file=probe.path)
+    backend = backend or default_backend(probe)
+    notes = coverage_notes(probe, model) if model is not None else []
+    per_dtype = fitted["kv_dtypes"]
+    key = kv_dtype if kv_dtype in per_dtype and backend in per_dtype[kv_dtype] else "bf16"
+    if key != kv_dtype:
+        notes.append(f"no {kv_dtype} KV measurements for {backend}: using its bf16 fit")
+    if backend not in per_dtype.get(key, {}):
+        have = sorted(per_dtype.get(key, {}))
+        raise InputError(f"backend {backend!r} is not in this calibration; it has: {', '.join(have)}", file=probe.path)
+    k = per_dtype[key][backend]
+    ceil = fitted["ceilings"]
+    gemm = KernelParams(bw_eff=min(1.0, ceil["hbm_read_bytes_per_s"] / hw.hbm_bytes_per_s),
+                        flop_eff=min(1.0, ceil["bf16_matmul_flop_per_s"] / hw.dense_bf16_flop_per_s))
+    shared = KernelFit.from_dict(k["decode_shared"])
+    return CostParams(
+        mode="calibrated", decode=_kernel_params(k["decode_shared"], hw), prefix=_kernel_params(k["prefix"], hw),
+        suffix=_kernel_params(k["suffix"], hw), merge=_kernel_params(k["merge"], hw), gemm=gemm,
+        l2_hit_max=shared.l2_hit_max, l2_window_bytes=shared.l2_window_bytes or None,
+        l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
+        decode_dup=_kernel_params(k["decode_dup"], hw), notes=tuple(notes),
+        prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)),
+    )
+
+
+def find_committed(hw: HardwareProfile) -> ProbeData | None:
+    """The newest shipped calibration whose hardware_id is this profile's and that has fitted numbers.
+    Shipped files are named <hardware id>-....json, so only those are opened."""
+    found = []
+    import msgspec
+
+    for p in sorted(data_dir("calibrations").glob(f"{hw.id}-*.json")):
+        try:
+            d = msgspec.json.decode(p.read_bytes())
+        except (OSError, msgspec.DecodeError):
+            continue
+        if d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes"):
+            found.append((d.get("created_utc", ""), str(p), d))
+    if not found:
+        return None
+    _, path, doc = max(found, key=lambda x: x[:2])
+    return ProbeData(path, doc)
+
+
+def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:
+    if probe.hardware_id != hw.id and not force:
+        raise InputError(f"calibration measured on {probe.device_name} (hardware_id {probe.hardware_id!r}) cannot "
+                         f"describe {hw.id}; use a calibration from that GPU, or --force to apply it anyway",
+                         file=probe.path)

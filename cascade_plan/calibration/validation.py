@@ -1,0 +1,164 @@
+"""How far off is the calibrated model? Predicted vs measured on the held-out configurations."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from cascade_plan.calibration.probe_calibration import BACKENDS, ProbeData, config_key, is_held_out
+from cascade_plan.calibration.fitting import KernelFit, features, fixed_part, overlapped_total, predict
+from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
+
+KERNELS = ("decode_shared", "decode_dup", "prefix", "suffix", "cascade_total")
+
+# The accuracy the planner aims for on held-out points (issue: beat published simulators' 3-9%).
+TARGETS = {"kernel_median_ape": 0.05, "kernel_p90_ape": 0.12, "speedup_median_ape": 0.05, "picks": 0.97}
+
+
+def targets(r: dict) -> dict[str, bool]:
+    """Which accuracy targets one backend's validation meets."""
+    k = [s for s in r["kernels"].values() if s["n"] >= 5]
+    out = {"kernel_median_ape": all(s["median_ape"] <= TARGETS["kernel_median_ape"] for s in k),
+           "kernel_p90_ape": all(s["p90_ape"] <= TARGETS["kernel_p90_ape"] for s in k)}
+    if "speedup" in r:
+        out["speedup_median_ape"] = r["speedup"]["median_ape"] <= TARGETS["speedup_median_ape"]
+        out["picks"] = (r["picks"]["model_correct"] >= TARGETS["picks"]
+                        and r["picks"]["model_correct"] > r["picks"]["vllm_correct"])
+    return out
+
+
+def _slice(cfg: dict) -> str:
+    if cfg["num_kv_heads"] == 1:
+        return "1 KV head/GPU (70B at TP 8)"
+    if cfg["prefix_tokens"] == 16384:
+        return "16K-token prefix"
+    return "random one in six"
+
+
+def _stats(ape: np.ndarray) -> dict:
+    if ape.size == 0:
+        return {"n": 0, "median_ape": None, "p90_ape": None, "max_ape": None}
+    return {"n": int(ape.size), "median_ape": float(np.median(ape)), "p90_ape": float(np.percentile(ape, 90)),
+            "max_ape": float(ape.max())}
+
+
+def _predict_kernel(fits: dict, kind: str, cfgs: list[dict], l2: float) -> np.ndarray:
+    if kind == "cascade_total":
+        pre_fit, suf_fit = KernelFit.from_dict(fits["prefix"]), KernelFit.from_dict(fits["suffix"])
+        fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+        has_suffix = np.array([c["suffix_tokens"] > 0 for c in cfgs])
+        t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
+        total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
+                                 np.where(has_suffix, t_suf - fixed_part(suf_fit, fs), 0.0),
+                                 fits.get("prefix_suffix_overlap", 0.0))
+        if fits.get("merge"):
+            total = total + _predict_kernel(fits, "merge", cfgs, l2)
+        return total
+    feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
+    return predict(KernelFit.from_dict(fits[kind]), features(feature_kind, cfgs), l2)
+
+
+def validate(probe: ProbeData) -> dict:
+    """Per backend: per-kernel error, speedup error and mode picks on held-out points, and vLLM's picks."""
+    fitted = probe.fitted["kv_dtypes"]
+    l2, sms = probe.l2_bytes, int(probe.doc["device"]["sm_count"])
+    out: dict = {"holdout_rule": probe.fitted.get("holdout_rule"), "backends": {}, "points": []}
+    for kv, per_backend in fitted.items():
+        for backend, fits in per_backend.items():
+            src = BACKENDS[backend]
+            db, dv = src["decode"]
+            pb, pv = src.get("total", src["prefix"])
+            measured = {
+                "decode_shared": probe.select(db, "decode_shared", dv, kv),
+                "decode_dup": probe.select(db, "decode_dup", dv, kv),
+                "prefix": probe.select(src["prefix"][0], "cascade_prefix", src["prefix"][1], kv),
+                "suffix": [] if "total" in src else probe.select(pb, "cascade_suffix", pv, kv),
+                "cascade_total": probe.select(pb, "cascade_total", pv, kv),
+            }
+            res: dict = {"kv_dtype": kv, "kernels": {}}
+            for kind, rows in measured.items():
+                held = [r for r in rows if is_held_out(r["config"])]
+                if not held:
+                    continue
+                cfgs = [r["config"] for r in held]
+                t = np.array([r["median_s"] for r in held])
+                p = _predict_kernel(fits, kind, cfgs, l2)
+                res["kernels"][kind] = _stats(np.abs(p / t - 1))
+                for c, tm, tp in zip(cfgs, t, p):
+                    out["points"].append({"backend": backend, "kv_dtype": kv, "kernel": kind, "config": c,
+                                          "measured_s": float(tm), "predicted_s": float(tp), "slice": _slice(c)})
+            # cascade vs per-sequence: the baseline engines store (shared pages) where the backend can express it
+            base_kind = "decode_shared" if measured["decode_shared"] and backend != "torch" else "decode_dup"
+            base = {config_key(r["config"]): r for r in measured[base_kind] if is_held_out(r["config"])}
+            pairs = [(base[config_key(r["config"])], r) for r in measured["cascade_total"]
+                     if is_held_out(r["config"]) and config_key(r["config"]) in base]
+            if pairs:
+                cfgs = [c["config"] for _, c in pairs]
+                ms = np.array([b["median_s"] / c["median_s"] for b, c in pairs])
+                ps = _predict_kernel(fits, base_kind, cfgs, l2) / _predict_kernel(fits, "cascade_total", cfgs, l2)
+                truth = ms > 1
+                model_pick = ps > 1
+                vllm_pick = np.array([_vllm(c, sms) for c in cfgs])
+                res["speedup"] = _stats(np.abs(ps / ms - 1))
+                res["baseline"] = base_kind
+                res["picks"] = {"n": len(pairs), "model_correct": float(np.mean(model_pick == truth)),
+                                "vllm_correct": float(np.mean(vllm_pick == truth)),
+                                "cascade_faster_share": float(np.mean(truth))}
+                res["by_slice"] = {}
+                for name in sorted({_slice(c) for c in cfgs}):
+                    idx = np.array([_slice(c) == name for c in cfgs])
+                    res["by_slice"][name] = {"speedup": _stats(np.abs(ps[idx] / ms[idx] - 1)),
+                                             "model_correct": float(np.mean(model_pick[idx] == truth[idx]))}
+            res["targets_met"] = targets(res)
+            out["backends"][f"{backend}/{kv}" if kv != "bf16" else backend] = res
+    return out
+
+
+def _vllm(cfg: dict, sms: int) -> bool:
+    """Would vLLM (opted in) run cascade on this probe configuration? Only a prefix shared by all requests counts."""
+    hkv = cfg["num_kv_heads"]
+    inputs = VllmGateInputs(common_prefix_tokens=cfg["prefix_tokens"] if cfg["n_groups"] == 1 else 0,
+                            num_requests=cfg["group_size"] * cfg["n_groups"], num_query_heads=hkv * cfg["q_per_kv"],
+                            num_kv_heads=hkv, num_sms=sms, block_size=cfg["page_size"], disable_cascade_attn=False)
+    return vllm_uses_cascade(inputs).used
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x:.1%}"
+
+
+def render(res: dict, device: str, console) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]Held-out accuracy[/bold] on {device}: {res['holdout_rule']}")
+    t = Table(title="Absolute percentage error, predicted vs measured (held-out points only)", title_justify="left")
+    for col in ("backend", "what", "n", "median", "p90", "max"):
+        t.add_column(col, justify="left" if col in ("backend", "what") else "right")
+    for backend, r in res["backends"].items():
+        for kind, s in r["kernels"].items():
+            t.add_row(backend, kind, str(s["n"]), _pct(s["median_ape"]), _pct(s["p90_ape"]), _pct(s["max_ape"]))
+        if "speedup" in r:
+            s = r["speedup"]
+            t.add_row(backend, f"[bold]speedup vs {r['baseline']}[/bold]", str(s["n"]), _pct(s["median_ape"]),
+                      _pct(s["p90_ape"]), _pct(s["max_ape"]), end_section=True)
+    console.print(t)
+    p = Table(title="Which mode is faster? Right picks on held-out points", title_justify="left")
+    for col in ("backend", "points", "cascade faster", "model right", "vLLM heuristic right"):
+        p.add_column(col, justify="left" if col == "backend" else "right")
+    for backend, r in res["backends"].items():
+        if "picks" in r:
+            k = r["picks"]
+            p.add_row(backend, str(k["n"]), _pct(k["cascade_faster_share"]), _pct(k["model_correct"]),
+                      _pct(k["vllm_correct"]))
+    console.print(p)
+    g = Table(title="Targets: kernels median <= 5% and p90 <= 12%, speedup median <= 5%, picks >= 97% and better "
+                    "than vLLM", title_justify="left")
+    for col in ("backend", "kernel median", "kernel p90", "speedup median", "picks"):
+        g.add_column(col, justify="left" if col == "backend" else "center")
+    for backend, r in res["backends"].items():
+        m = r.get("targets_met", {})
+        g.add_row(backend, *[("[green]met[/green]" if m[k] else "[red]missed[/red]") if k in m else "—"
+                             for k in ("kernel_median_ape", "kernel_p90_ape", "speedup_median_ape", "picks")])
+    console.print(g)
+    console.print("[dim]vLLM heuristic: the V1 FlashAttention gate, opted in; it cascades only a prefix shared by every "
+                  "request, so batches of several prompts never qualify.[/dim]")

@@ -1,0 +1,1 @@
+"""The command line: each command loads, calls the library, renders."""

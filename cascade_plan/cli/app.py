@@ -1,0 +1,189 @@
+"""The `cascade-plan` command line: each command loads, calls the library, renders."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cascade_plan import __version__
+from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt, IdealOpt,
+                                     JsonOpt, KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt,
+                                     SamplesOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
+                                     handles_input_errors, print_json, scenario_from_options)
+
+APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
+            "is the breakeven? Start with `cascade-plan estimate workloads/rl-rollouts-64.yaml`.")
+
+
+def _new_app() -> typer.Typer:
+    return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=False,
+                       rich_markup_mode="markdown",
+                       pretty_exceptions_enable=False)
+
+
+app = _new_app()
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cascade-plan {__version__}")
+        raise typer.Exit()
+
+
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    pass
+
+
+@handles_input_errors
+def estimate(
+    workload: WorkloadArg = None,
+    model: ModelOpt = None,
+    hardware: HardwareOpt = None,
+    prefix: PrefixOpt = None,
+    groups: GroupsOpt = 1,
+    samples: SamplesOpt = None,
+    output_tokens: OutputOpt = None,
+    private_tokens: PrivateOpt = 0,
+    kv_dtype: KvDtypeOption = None,
+    weight_dtype: WeightDtypeOption = None,
+    tp: TpOpt = None,
+    ideal: IdealOpt = False,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
+
+    Shows KV bytes per token, prefix and weight bytes, the step at the first, middle and final decode
+    step, the whole run's time and average speedup, and the seed's go/no-go check.
+
+    Examples:
+
+      cascade-plan estimate workloads/rl-rollouts-64.yaml --ideal
+
+      cascade-plan estimate --model llama-3-8b --hardware h100-sxm --prefix 4096 --groups 2 --samples 64 --output-tokens 1024
+    """
+    from cascade_plan.cost.estimate import estimate as run_estimate, to_json
+    from cascade_plan.calibration.params_select import select_params
+
+    scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
+                                samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
+                                kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+    est = run_estimate(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated))
+    if json_out:
+        print_json(to_json(est, __version__))
+        return
+    from rich.console import Console
+
+    from cascade_plan.render.render_estimate import render_estimate
+
+    render_estimate(est, Console())
+
+
+@handles_input_errors
+def models(
+    kv_dtype: Annotated[KvDtypeOpt, typer.Option("--kv-dtype", help="KV dtype for the bytes-per-token column.")] = KvDtypeOpt.bf16,
+    weight_dtype: Annotated[KvDtypeOpt, typer.Option("--weight-dtype", help="Weight dtype for the weight-bytes column.")] = KvDtypeOpt.bf16,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree (bytes are per GPU).")] = 1,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the built-in models with KV bytes per token and weight bytes (per GPU at --tp)."""
+    from cascade_plan.render.model_catalog import model_rows, render_models
+
+    rows = model_rows(kv_dtype.value, weight_dtype.value, tp)
+    if json_out:
+        print_json({"schema_version": 1, "kv_dtype": kv_dtype.value, "weight_dtype": weight_dtype.value, "tp": tp,
+                    "models": rows})
+    else:
+        render_models(rows, kv_dtype.value, weight_dtype.value, tp)
+
+
+@handles_input_errors
+def hardware(
+    profile: Annotated[Optional[str], typer.Argument(help="Show one profile in full (id or YAML path).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the built-in hardware profiles (datasheet peaks with sources), or show one."""
+    from cascade_plan.render.model_catalog import hardware_rows, render_hardware
+
+    rows = hardware_rows(profile)
+    if json_out:
+        print_json({"schema_version": 1, "hardware": rows})
+    else:
+        render_hardware(rows, full=profile is not None)
+
+
+@handles_input_errors
+def probe(
+    out: Annotated[Path, typer.Option("--out", help="Calibration JSON to write (atomically).")],
+    quick: Annotated[bool, typer.Option("--quick", help="A small grid that finishes in under a minute.")] = False,
+    backend: Annotated[Optional[list[str]], typer.Option(
+        "--backend", help="Backends to time: triton (ours), torch, flashinfer. Repeat the option; default all available.")] = None,
+    page_size: Annotated[int, typer.Option("--page-size", min=1, help="KV page size in tokens.")] = 16,
+    time_budget: Annotated[Optional[float], typer.Option(
+        "--time-budget", min=1, help="Stop timing new grid points after this many seconds (what was measured is kept).")] = None,
+) -> None:
+    """Run real per-sequence and cascade attention kernels on this machine's CUDA GPU and write a
+    calibration file (needs the `probe` extra: pip install 'cascade-plan[probe]')."""
+    from cascade_plan.errors import InputError
+
+    try:
+        from kernels_probe.environment import missing_requirements
+    except ImportError:
+        raise InputError("the GPU probe package (kernels_probe) is not installed with this copy of cascade-plan") from None
+    missing = missing_requirements()
+    if missing:
+        raise InputError("cannot run the probe: " + "; ".join(missing))
+    from rich.console import Console
+
+    from kernels_probe.runner import run_probe
+
+    console = Console()
+    run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console, time_budget_s=time_budget)
+    console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
+
+
+# name -> (module, function), in help order. Commands that live in their own modules keep cli.py small.
+COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.plan"),
+            ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
+            ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
+            ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
+            ("validate", "cascade_plan.cli.calibrate")]
+
+
+def _commands(only: str | None = None) -> list:
+    import importlib
+
+    out = []
+    for name, module in COMMANDS:
+        if only is None or name == only:
+            fn = getattr(importlib.import_module(module), name)
+            out.append(fn if getattr(fn, "__wrapped__", None) else handles_input_errors(fn))
+    return out
+
+
+def _populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
+    target.callback()(_root)
+    for fn in _commands(only):
+        target.command()(fn)
+    return target
+
+
+_populate(app)
+
+
+def main() -> None:
+    # Typer converts every registered command into click objects on each run (~40 ms for all of them
+    # here). A run of one known command builds only that one; --help and unknown names get the full app.
+    argv = sys.argv[1:]
+    name = argv[0] if argv and not argv[0].startswith("-") else None
+    if name and name in {n for n, _ in COMMANDS}:
+        _populate(_new_app(), only=name)()
+        return
+    app()

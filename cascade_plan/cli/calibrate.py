@@ -1,0 +1,94 @@
+"""Commands over calibration files: calibrate (fit) and validate (accuracy on held-out points)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cascade_plan import __version__
+from cascade_plan.cli.common import JsonOpt, print_json
+
+
+def calibrate(
+    probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.", show_default=False)],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Write here instead of updating PROBE_FILE in place.")] = None,
+) -> None:
+    """Fit the cost model's kernel parameters per backend (bandwidth and FLOP efficiencies, fixed
+    costs, latency of unsplit rows, L2 reuse of shared pages, an efficiency surface over size and
+    rows) on the training part of the probe grid, and write them into the calibration file's
+    `fitted` section. The held-out part is what `validate` scores."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from cascade_plan.atomic import write_text_atomic
+    from cascade_plan.calibration.probe_calibration import calibrate as fit_all, load_probe
+
+    probe = load_probe(probe_file)
+    with Console(stderr=True).status("fitting kernels..."):
+        fitted = fit_all(probe)
+    if not fitted["kv_dtypes"]:
+        from cascade_plan.errors import InputError
+
+        raise InputError("too few measurements to fit any backend (each kernel kind needs 6 training points): "
+                         "run the full probe grid, not --quick", file=str(probe_file))
+    doc = {**probe.doc, "fitted": fitted}
+    target = out or probe_file
+    write_text_atomic(target, json.dumps(doc, indent=1) + "\n")
+    t = Table(title=f"Fitted on {probe.device_name} (training subset; {fitted['holdout_rule']})", title_justify="left")
+    for col in ("KV", "backend", "kernel", "n", "GB/s", "TFLOP/s", "fixed µs", "ns/row", "ns/token", "L2 hit", "train med err"):
+        t.add_column(col, justify="left" if col in ("KV", "backend", "kernel") else "right")
+    for kv, per in fitted["kv_dtypes"].items():
+        for backend, kernels in per.items():
+            for kind, k in kernels.items():
+                if not isinstance(k, dict):
+                    continue
+                t.add_row(kv, backend, kind, str(k["n_train"]), f"{k['bw_bytes_per_s'] / 1e9:,.0f}",
+                          f"{k['flop_per_s'] / 1e12:,.0f}", f"{k['overhead_s'] * 1e6:.1f}", f"{k['row_s'] * 1e9:.2f}",
+                          f"{k['token_latency_s'] * 1e9:.3f}", f"{k['l2_hit_max']:.2f}", f"{k['train_median_ape']:.1%}")
+    Console().print(t)
+    for kv, per in fitted["kv_dtypes"].items():
+        for backend, kernels in per.items():
+            if kernels.get("prefix_suffix_overlap"):
+                typer.echo(f"{kv} {backend}: prefix and suffix passes overlap {kernels['prefix_suffix_overlap']:.0%} "
+                           "(0% = one after the other, 100% = fully concurrent)")
+    typer.echo(f"wrote {target}")
+
+
+def validate(
+    calibration: Annotated[Path, typer.Argument(help="A calibrated file (after `cascade-plan calibrate`).", show_default=False)],
+    plots: Annotated[Optional[Path], typer.Option("--plots", help="Write the predicted-vs-measured scatter and the "
+                                                  "error-by-region heatmap into this folder.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Predicted vs measured on the held-out points: median, 90th-percentile and max absolute
+    percentage error per kernel and for the cascade-vs-per-sequence speedup; how often the model
+    picks the faster mode, and how often vLLM's heuristic would have."""
+    from cascade_plan.calibration.probe_calibration import load_probe
+    from cascade_plan.errors import InputError
+    from cascade_plan.calibration.validation import validate as run_validate
+
+    probe = load_probe(calibration)
+    if not probe.fitted.get("kv_dtypes"):
+        raise InputError("no fitted parameters: run `cascade-plan calibrate` on this file first", file=str(calibration))
+    res = run_validate(probe)
+    written = []
+    if plots:
+        from cascade_plan.render.validation_plots import plot_error_heatmap, plot_scatter
+
+        written = plot_scatter(res, plots / "predicted-vs-measured") + plot_error_heatmap(res, plots / "error-by-region")
+    if json_out:
+        print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
+                    "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
+                    "points": res["points"]})
+        return
+    from rich.console import Console
+
+    from cascade_plan.calibration.validation import render
+
+    render(res, probe.device_name, Console())
+    for p in written:
+        typer.echo(f"wrote {p}")

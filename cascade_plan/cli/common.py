@@ -1,0 +1,117 @@
+"""Pieces every command shares: option types, error handling, JSON output, scenario from options."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Callable, Optional
+
+import typer
+
+from cascade_plan.errors import InputError
+
+
+class KvDtypeOpt(str, enum.Enum):
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    int8 = "int8"
+    int4 = "int4"
+
+
+WeightDtypeOpt = KvDtypeOpt
+
+WorkloadArg = Annotated[Optional[Path], typer.Argument(
+    help="Workload YAML (see workloads/ for examples). Leave out to describe the workload with "
+         "--model/--prefix/--groups/--samples/--output-tokens instead.", show_default=False)]
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", help="Model preset id (see `cascade-plan models`) or path to a Hugging Face config.json.",
+    rich_help_panel="Workload without a file")]
+HardwareOpt = Annotated[Optional[str], typer.Option(
+    "--hardware", help="Hardware profile id (see `cascade-plan hardware`) or a profile YAML; overrides the "
+                       "workload's. Default without a workload: h100-sxm.")]
+PrefixOpt = Annotated[Optional[int], typer.Option(
+    "--prefix", min=0, help="Shared prompt tokens per group.", rich_help_panel="Workload without a file")]
+GroupsOpt = Annotated[int, typer.Option(
+    "--groups", min=1, help="Distinct prompts (groups of siblings) in the batch.", rich_help_panel="Workload without a file")]
+SamplesOpt = Annotated[Optional[int], typer.Option(
+    "--samples", min=1, help="Sequences decoding under each prompt (n, beams, rollouts per prompt).",
+    rich_help_panel="Workload without a file")]
+OutputOpt = Annotated[Optional[int], typer.Option(
+    "--output-tokens", min=1, help="Tokens each sequence decodes.", rich_help_panel="Workload without a file")]
+PrivateOpt = Annotated[int, typer.Option(
+    "--private-tokens", min=0, help="Prompt tokens private to each sequence (not shared).",
+    rich_help_panel="Workload without a file")]
+KvDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--kv-dtype", help="KV cache dtype (overrides the workload's).")]
+WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype", help="Weight dtype (overrides the workload's).")]
+TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel degree (overrides the workload's).")]
+IdealOpt = Annotated[bool, typer.Option(
+    "--ideal", help="Peak bandwidth and FLOP/s, zero overheads: the seed's back-of-envelope arithmetic.")]
+CalibrationOpt = Annotated[Optional[Path], typer.Option(
+    "--calibration", help="Calibration JSON from `cascade-plan probe` + `calibrate`. Default: the one shipped for the "
+                          "chosen GPU, if any (the output says which).", rich_help_panel="Calibration")]
+BackendOpt = Annotated[Optional[str], typer.Option(
+    "--backend", help="Kernels the calibrated numbers describe: flashinfer (what engines ship; the default), "
+                      "flashinfer-fa2, torch, or triton (the probe's own: what is attainable).",
+    rich_help_panel="Calibration")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration measured on another GPU.",
+                                        rich_help_panel="Calibration")]
+UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore shipped calibrations; use the "
+                                               "default efficiencies.", rich_help_panel="Calibration")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
+
+
+def handles_input_errors(fn: Callable) -> Callable:
+    """Bad input: one line on stderr, exit 2, no traceback."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except InputError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+    return wrapper
+
+
+def print_json(doc: dict) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+
+
+def scenario_from_options(workload: Path | None, *, model: str | None, hardware: str | None, prefix: int | None,
+                          groups: int = 1, samples: int | None, output_tokens: int | None, private_tokens: int = 0,
+                          kv_dtype: KvDtypeOpt | None = None, weight_dtype: KvDtypeOpt | None = None,
+                          tp: int | None = None):
+    """A Scenario from a workload file (with overrides) or from the quick command-line description."""
+    from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.inputs.model_spec import load_model
+    from cascade_plan.inputs.workload import Scenario, check_tp, load_scenario, simple_tree
+
+    quick = {"--model": model, "--prefix": prefix, "--samples": samples, "--output-tokens": output_tokens}
+    if workload is not None:
+        given = [k for k, v in quick.items() if v is not None]
+        if given:
+            raise InputError(f"give either a workload file or {', '.join(given)}, not both")
+        scn = load_scenario(workload, hardware)
+    else:
+        missing = [k for k, v in quick.items() if v is None]
+        if missing:
+            raise InputError("no workload file given; describe one with " + ", ".join(missing) +
+                             " (e.g. --model llama-3-8b --prefix 4096 --groups 2 --samples 64 --output-tokens 1024)")
+        m = load_model(model)
+        tree = simple_tree(prefix, groups, samples, output_tokens, private_tokens)
+        scn = Scenario(name=f"{model}, {groups}x{samples} seqs, prefix {prefix}, output {output_tokens}",
+                       model=m, hardware=load_hardware(hardware or "h100-sxm"), kv_dtype="bf16",
+                       weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=tree)
+    changes = {}
+    if kv_dtype is not None:
+        changes["kv_dtype"] = kv_dtype.value
+    if weight_dtype is not None:
+        changes["weight_dtype"] = weight_dtype.value
+    if tp is not None:
+        check_tp(scn.model, tp)
+        changes["tp"] = tp
+    return dataclasses.replace(scn, **changes) if changes else scn

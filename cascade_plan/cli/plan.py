@@ -1,0 +1,204 @@
+"""Commands over sweeps and several workloads: breakeven, compare, check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cascade_plan import __version__
+from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
+                                     KvDtypeOpt, KvDtypeOption, ModelOpt, TpOpt, UncalibratedOpt, WeightDtypeOption,
+                                     WorkloadArg, print_json, scenario_from_options)
+from cascade_plan.errors import InputError
+
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (one row per point) instead of tables.")]
+
+
+def _scenario(workload, model, hardware, kv_dtype, weight_dtype, tp):
+    if workload is None and model is None:
+        raise InputError("give a workload file or --model (e.g. --model llama-3-8b --hardware h100-sxm)")
+    if workload is not None:
+        return scenario_from_options(workload, model=None, hardware=hardware, prefix=None, samples=None,
+                                     output_tokens=None, kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+    return scenario_from_options(None, model=model, hardware=hardware, prefix=1, samples=1, output_tokens=1,
+                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+
+
+def breakeven(
+    workload: WorkloadArg = None,
+    model: ModelOpt = None,
+    hardware: HardwareOpt = None,
+    kv_dtype: KvDtypeOption = None,
+    weight_dtype: WeightDtypeOption = None,
+    tp: TpOpt = None,
+    prefix: Annotated[str, typer.Option("--prefix", help="Shared-prefix axis in tokens: START:STOP:log[:N], "
+                                        "START:STOP:lin[:N], START:STOP:STEP, or a list 512,4096.")] = "64:65536:log",
+    batch: Annotated[str, typer.Option("--batch", help="Sequences-per-group axis (same forms as --prefix).")] = "1:512:log",
+    suffix: Annotated[Optional[str], typer.Option(
+        "--suffix", help="Private tokens each sequence reads this step (own prompt + generated so far). Default: the "
+                         "workload's middle decode step, or 128.")] = None,
+    groups: Annotated[Optional[int], typer.Option("--groups", min=1, help="Prompt groups in the batch (default: the "
+                                                  "workload's sibling groups, or 1).")] = None,
+    ideal: IdealOpt = False,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
+    json_out: JsonOpt = False,
+    csv_out: CsvOpt = False,
+) -> None:
+    """Where cascade starts to pay: sweep shared-prefix length x sequences per group (x suffix length).
+
+    Prints, for each group size, the shortest shared prefix at which cascade beats per-sequence
+    attention; for each prefix length, the smallest group at which it does; and the speedup at
+    representative points. Breakevens are exact (bisection), not rounded to the grid.
+
+    Examples:
+
+      cascade-plan breakeven workloads/rl-rollouts-64.yaml
+
+      cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
+    """
+    from cascade_plan.render import breakeven_report as br
+    from cascade_plan.inputs.grid_spec import parse_axis
+    from cascade_plan.calibration.params_select import select_params
+
+    scn = _scenario(workload, model, hardware, kv_dtype, weight_dtype, tp)
+    wl_groups, wl_suffix = br.workload_axes(scn) if workload is not None else (1, 128)
+    p_axis = parse_axis(prefix, "--prefix")
+    n_axis = parse_axis(batch, "--batch", minimum=1)
+    s_axis = parse_axis(suffix, "--suffix") if suffix else parse_axis(str(wl_suffix), "--suffix")
+    params = select_params(ideal, scn, calibration, backend, force, uncalibrated)
+    res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups)
+    if json_out:
+        print_json(br.to_json(res, __version__))
+    elif csv_out:
+        typer.echo(br.to_csv(res), nl=False)
+    else:
+        from rich.console import Console
+
+        br.render(res, Console())
+
+
+def compare(
+    workload: WorkloadArg = None,
+    hardware: Annotated[Optional[str], typer.Option(
+        "--hardware", help="Comma-separated hardware profiles to compare (default: the workload's).")] = None,
+    kv_dtype: Annotated[Optional[str], typer.Option(
+        "--kv-dtype", help="Comma-separated KV dtypes to compare (bf16,fp8,...).")] = None,
+    model: ModelOpt = None,
+    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, help="Without a file: shared prompt tokens.")] = None,
+    groups: Annotated[int, typer.Option("--groups", min=1, help="Without a file: prompt groups.")] = 1,
+    samples: Annotated[Optional[int], typer.Option("--samples", min=1, help="Without a file: sequences per prompt.")] = None,
+    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, help="Without a file: output tokens.")] = None,
+    tp: TpOpt = None,
+    ideal: IdealOpt = False,
+    backend: BackendOpt = None,
+    uncalibrated: UncalibratedOpt = False,
+    json_out: JsonOpt = False,
+    csv_out: CsvOpt = False,
+) -> None:
+    """The same workload across several hardware profiles and/or KV dtypes, side by side.
+
+    Example: cascade-plan compare workloads/rl-rollouts-64.yaml --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8
+    """
+    import dataclasses
+
+    from cascade_plan.cost.compare import compare_rows, render_compare, rows_csv
+    from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.calibration.params_select import select_params
+
+    base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
+                                 output_tokens=output_tokens, tp=tp)
+    hws = [load_hardware(h.strip()) for h in hardware.split(",")] if hardware else [base.hardware]
+    kvs = [k.strip() for k in kv_dtype.split(",")] if kv_dtype else [base.kv_dtype]
+    for k in kvs:
+        if k not in {e.value for e in KvDtypeOpt}:
+            raise InputError(f"--kv-dtype: unknown dtype {k!r}: use bf16, fp16, fp8, int8 or int4")
+    scns = [dataclasses.replace(base, hardware=h, kv_dtype=k) for h in hws for k in kvs]
+    params = [select_params(ideal, s, None, backend, False, uncalibrated) for s in scns]   # shipped calibration per GPU
+    rows = compare_rows(scns, params)
+    if json_out:
+        print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows})
+    elif csv_out:
+        typer.echo(rows_csv(rows), nl=False)
+    else:
+        from rich.console import Console
+
+        render_compare(base.name, rows, Console())
+
+
+def check(
+    workloads: Annotated[list[Path], typer.Argument(help="Workload YAMLs; thresholds from their `checks:` section "
+                                                    "and/or the options below (options win).", show_default=False)],
+    hardware: HardwareOpt = None,
+    min_run_speedup: Annotated[Optional[float], typer.Option(help="Fail below this run speedup (x).", min=0)] = None,
+    max_step_s: Annotated[Optional[float], typer.Option(help="Fail if the slowest decode step, in the mode the "
+                                                        "planner picks, exceeds this many seconds.", min=0)] = None,
+    max_run_s: Annotated[Optional[float], typer.Option(help="Fail if the whole decode, in the picked mode, exceeds "
+                                                       "this many seconds.", min=0)] = None,
+    min_sequences_fit: Annotated[Optional[int], typer.Option(help="Fail if fewer sequences of this shape fit in "
+                                                             "GPU memory.", min=1)] = None,
+    cascade_chosen: Annotated[Optional[bool], typer.Option("--cascade-chosen/--no-cascade-chosen", help="Require "
+                                                           "that the planner picks cascade (or not).")] = None,
+    vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=
+                                                              "Require vLLM's gate (opted in) to use cascade (or not).")] = None,
+    reserve: Annotated[float, typer.Option(help="Fraction of GPU memory kept free of KV.", min=0, max=0.9)] = 0.10,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
+    junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here.")] = None,
+    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Write a markdown summary here "
+                                                     "(e.g. $GITHUB_STEP_SUMMARY).")] = None,
+    ideal: IdealOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Capacity gates for CI: exit 0 when every check holds, 1 when one fails, 2 for bad input.
+
+    Example: cascade-plan check workloads/rl-rollouts-64.yaml --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml
+    """
+    from cascade_plan.atomic import write_text_atomic
+    from cascade_plan.cost.capacity import capacity
+    from cascade_plan.cost.checks import junit_xml, markdown_summary, merge_checks, run_checks
+    from cascade_plan.engine.engine_gate import engine_view
+    from cascade_plan.cost.estimate import estimate
+    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.inputs.workload import load_scenario
+
+    loaded = [load_scenario(w, hardware) for w in workloads]       # all input checked before anything is written
+    chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in loaded]
+    results = {}
+    labels = []
+    for path, scn, params in zip(workloads, loaded, chosen):
+        checks = merge_checks(scn.checks, min_run_speedup=min_run_speedup, max_step_s=max_step_s,
+                              max_run_s=max_run_s, min_sequences_fit=min_sequences_fit,
+                              cascade_chosen=cascade_chosen, vllm_uses_cascade=vllm_uses_cascade)
+        if all(getattr(checks, f) is None for f in checks.__struct_fields__):
+            raise InputError(f"no checks for {path}: add a `checks:` section or threshold options "
+                             "(see cascade-plan check --help)")
+        est = estimate(scn, params)
+        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
+        labels.append(params.label)
+    label = "; ".join(dict.fromkeys(labels))
+    mode = ",".join(dict.fromkeys(p.mode for p in chosen))
+    failed = sum(not c.passed for r in results.values() for c in r)
+    if junit:
+        write_text_atomic(junit, junit_xml(results))
+    if markdown:
+        write_text_atomic(markdown, markdown_summary(results, label))
+    if json_out:
+        print_json({"schema_version": 1, "tool_version": __version__, "mode": mode, "numbers": label,
+                    "passed": not failed,
+                    "workloads": {name: [{"name": c.name, "passed": c.passed, "measured": c.measured,
+                                          "threshold": c.threshold, "text": c.text} for c in r]
+                                  for name, r in results.items()}})
+    else:
+        for name, checks_ in results.items():
+            for c in checks_:
+                typer.echo(f"{'PASS' if c.passed else 'FAIL'}  {name}  {c.text}")
+        typer.echo(f"{sum(len(r) for r in results.values()) - failed} passed, {failed} failed (numbers: {label})")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,100 @@
+"""`cascade-plan check`: capacity gates for CI, with JUnit XML and a markdown summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from xml.sax.saxutils import escape, quoteattr
+
+from cascade_plan.cost.capacity import Capacity
+from cascade_plan.engine.engine_gate import PAYS_THRESHOLD, EngineView
+from cascade_plan.cost.estimate import Estimate
+from cascade_plan.units import fmt_seconds
+from cascade_plan.inputs.workload import Checks
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    passed: bool
+    measured: float | bool | int
+    threshold: float | bool | int
+    text: str              # "min_run_speedup: 3.40x >= 2.00x"
+
+
+def merge_checks(base: Checks | None, **overrides) -> Checks:
+    values = {f: getattr(base, f) for f in Checks.__struct_fields__} if base else {}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Checks(**values)
+
+
+def picked_mode(est: Estimate) -> str:
+    return "cascade" if est.run_speedup >= PAYS_THRESHOLD else "per-sequence"
+
+
+def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks) -> list[CheckResult]:
+    out: list[CheckResult] = []
+    mode = picked_mode(est)
+    steps = est.costs.cas_step_s if mode == "cascade" else est.costs.ps_step_s
+    run_s = est.run_cascade_s if mode == "cascade" else est.run_per_sequence_s
+    fit = cap.max_sequences_shared if est.scenario.prefix_caching else cap.max_sequences_unshared
+
+    def add(name, measured, threshold, ok, shown_m, op, shown_t):
+        out.append(CheckResult(name, bool(ok), measured, threshold, f"{name}: {shown_m} {op} {shown_t}"))
+
+    c = checks
+    if c.min_run_speedup is not None:
+        add("min_run_speedup", est.run_speedup, c.min_run_speedup, est.run_speedup >= c.min_run_speedup,
+            f"{est.run_speedup:.2f}x", ">=", f"{c.min_run_speedup:.2f}x")
+    if c.max_step_s is not None:
+        worst = float(steps.max())
+        add("max_step_s", worst, c.max_step_s, worst <= c.max_step_s, f"{fmt_seconds(worst)} (slowest {mode} step)",
+            "<=", fmt_seconds(c.max_step_s))
+    if c.max_run_s is not None:
+        add("max_run_s", run_s, c.max_run_s, run_s <= c.max_run_s, f"{fmt_seconds(run_s)} ({mode} decode)", "<=",
+            fmt_seconds(c.max_run_s))
+    if c.min_sequences_fit is not None:
+        add("min_sequences_fit", fit, c.min_sequences_fit, fit >= c.min_sequences_fit, f"{fit} sequences", ">=",
+            str(c.min_sequences_fit))
+    if c.cascade_chosen is not None:
+        chosen = mode == "cascade"
+        add("cascade_chosen", chosen, c.cascade_chosen, chosen == c.cascade_chosen,
+            f"{chosen} ({est.run_speedup:.2f}x over the run)", "==", str(c.cascade_chosen))
+    if c.vllm_uses_cascade is not None:
+        used = engine.opted_in.used
+        add("vllm_uses_cascade", used, c.vllm_uses_cascade, used == c.vllm_uses_cascade,
+            f"{used} (opted in; {engine.opted_in.stage})", "==", str(c.vllm_uses_cascade))
+    return out
+
+
+def junit_xml(results: dict[str, list[CheckResult]]) -> str:
+    """One testsuite per workload, one testcase per check."""
+    lines = ['<?xml version="1.0" encoding="UTF-8"?>']
+    total = sum(len(r) for r in results.values())
+    failed = sum(not c.passed for r in results.values() for c in r)
+    lines.append(f'<testsuites name="cascade-plan check" tests="{total}" failures="{failed}">')
+    for suite, checks in results.items():
+        fails = sum(not c.passed for c in checks)
+        lines.append(f'  <testsuite name={quoteattr(suite)} tests="{len(checks)}" failures="{fails}">')
+        for c in checks:
+            lines.append(f'    <testcase classname={quoteattr(suite)} name={quoteattr(c.name)}>')
+            if not c.passed:
+                lines.append(f'      <failure message={quoteattr(c.text)}>{escape(c.text)}</failure>')
+            else:
+                lines.append(f'      <system-out>{escape(c.text)}</system-out>')
+            lines.append('    </testcase>')
+        lines.append('  </testsuite>')
+    lines.append('</testsuites>')
+    return "\n".join(lines) + "\n"
+
+
+def markdown_summary(results: dict[str, list[CheckResult]], label: str) -> str:
+    """A table GitHub's step summary renders as is."""
+    failed = sum(not c.passed for r in results.values() for c in r)
+    head = "all checks pass" if not failed else f"{failed} check{'s' if failed > 1 else ''} failed"
+    lines = [f"### cascade-plan check: {head}", "", f"Numbers: {label}", "",
+             "| workload | check | result | measured vs threshold |", "| --- | --- | --- | --- |"]
+    for suite, checks in results.items():
+        for c in checks:
+            mark = "✅ pass" if c.passed else "❌ fail"
+            lines.append(f"| {suite} | `{c.name}` | {mark} | {c.text.split(': ', 1)[1]} |")
+    return "\n".join(lines) + "\n"

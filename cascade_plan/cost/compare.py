@@ -1,0 +1,56 @@
+"""The same workload on several GPUs / KV dtypes: rows for the compare table."""
+
+from __future__ import annotations
+
+from cascade_plan.cost.capacity import capacity
+from cascade_plan.cost.cost_params import CostParams
+from cascade_plan.cost.estimate import estimate
+from cascade_plan.inputs.workload import Scenario
+
+COLUMNS = ("hardware", "kv_dtype", "numbers", "kv_bytes_per_token", "weight_s", "final_per_sequence_step_s",
+           "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "verdict")
+
+
+def compare_rows(scns: list[Scenario], params: list[CostParams]) -> list[dict]:
+    rows = []
+    for scn, p in zip(scns, params):
+        est = estimate(scn, p)
+        cap = capacity(scn, flat=est.flat)
+        rows.append({
+            "hardware": scn.hardware.id, "kv_dtype": scn.kv_dtype,
+            "numbers": p.mode if p.mode != "calibrated" else f"calibrated/{p.backend}", "kv_bytes_per_token": est.kv_bytes_per_token,
+            "weight_s": est.steps[0].weight_s, "final_per_sequence_step_s": est.final_step.per_sequence.step_s,
+            "final_cascade_step_s": est.final_step.cascade.step_s, "run_per_sequence_s": est.run_per_sequence_s,
+            "run_cascade_s": est.run_cascade_s, "run_speedup": est.run_speedup,
+            "max_sequences_fit": cap.max_sequences_shared if scn.prefix_caching else cap.max_sequences_unshared,
+            "verdict": est.verdict.level,
+        })
+    return rows
+
+
+def rows_csv(rows: list[dict]) -> str:
+    lines = [",".join(COLUMNS)]
+    lines += [",".join(str(r[c]) for c in COLUMNS) for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_compare(name: str, rows: list[dict], console) -> None:
+    from rich.table import Table
+
+    from rich import box
+
+    t = Table(title=f"{name}: side by side (ps = per-sequence, cas = cascade)", title_justify="left",
+              caption="numbers: ideal, default (uncalibrated) or calibrated/<backend> per row; "
+                      "`estimate --help` explains each", caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
+              collapse_padding=True, pad_edge=False)
+    t.add_column("GPU", no_wrap=True)
+    t.add_column("KV", no_wrap=True)
+    t.add_column("numbers", no_wrap=True)
+    for col in ("final ps\nms", "final cas\nms", "run ps\ns", "run cas\ns", "run\nspeedup",
+                "seqs\nfit"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        t.add_row(r["hardware"], r["kv_dtype"], r["numbers"], f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
+                  f"{r['final_cascade_step_s'] * 1e3:.1f}", f"{r['run_per_sequence_s']:.3g}", f"{r['run_cascade_s']:.3g}",
+                  f"{r['run_speedup']:.2f}x", f"{r['max_sequences_fit']:,}")
+    console.print(t)

@@ -1,0 +1,87 @@
+"""Kernel efficiencies, fixed overheads and L2 reuse: the numbers the cost model does not derive.
+
+Three sources: `ideal` (peaks, no overheads: the seed's arithmetic), `default` (documented guesses,
+"uncalibrated"), and `calibrated` (fitted from a probe file; see calibration.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from cascade_plan.cost.surface import Surface
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    """One kernel kind: achieved fraction of peak bandwidth and FLOP/s, a fixed cost per launch per
+    layer (launch, tail), and a cost per (sequence, KV head) row per layer (per-row setup, partial
+    waves at small batch) that calibration can fit."""
+
+    bw_eff: float = 1.0
+    flop_eff: float = 1.0
+    overhead_s: float = 0.0
+    row_s: float = 0.0
+    q_row_s: float = 0.0               # per (sequence, query head) row, per layer
+    token_latency_s: float = 0.0       # per KV token of the longest row, per layer (kernels that do not split it)
+    surface: Surface | None = None     # calibrated efficiency correction over (bytes per layer, rows)
+
+
+@dataclass(frozen=True)
+class CostParams:
+    mode: str                    # "ideal" | "default" | "calibrated"
+    decode: KernelParams         # per-sequence paged decode attention over shared prefix pages
+    prefix: KernelParams         # cascade prefix pass (one launch per level)
+    suffix: KernelParams         # cascade suffix pass (per-sequence decode over private pages)
+    merge: KernelParams          # LSE merge (one launch per level)
+    gemm: KernelParams           # weight GEMMs
+    # Fraction of a per-sequence kernel's redundant prefix re-reads served from L2 (siblings reading the
+    # same pages close together); it falls as window / x once one layer's shared prefix exceeds the
+    # window (the GPU's L2 unless calibrated). Bytes served from L2 still stream at l2_bytes_per_s.
+    l2_hit_max: float = 0.0
+    l2_window_bytes: float | None = None
+    l2_bytes_per_s: float | None = None
+    # Count the merge's (output, LSE) state traffic. The seed's arithmetic (ideal mode) leaves it out,
+    # as it leaves out every other fixed cost of the cascade.
+    merge_traffic: bool = True
+    source: str | None = None    # calibration file
+    backend: str | None = None   # kernel family the numbers describe
+    decode_dup: KernelParams | None = None   # per-sequence decode with private copies (no prefix caching)
+    # 0: prefix and suffix passes run one after the other; 1: concurrently (their fixed costs overlap,
+    # their bytes share the bus). Calibrated per backend.
+    prefix_suffix_overlap: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        if self.mode == "calibrated":
+            from pathlib import Path
+
+            note = "".join(f"; {n}" for n in self.notes)
+            return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source).name}){note}"
+        if self.mode == "default":
+            return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"
+        return "ideal (peak bandwidth and FLOP/s, no fixed costs or merge traffic: the seed's arithmetic)"
+
+
+IDEAL = CostParams(mode="ideal", decode=KernelParams(), prefix=KernelParams(), suffix=KernelParams(),
+                   merge=KernelParams(), gemm=KernelParams(), merge_traffic=False)
+
+# Uncalibrated defaults: round figures of the kind well-tuned Hopper kernels reach (decode kernels
+# 80% of peak bandwidth, a prefix pass that sees ~45% of dense peak when compute-bound, a few
+# microseconds per launch inside a CUDA graph). They are guesses until a probe measures them.
+DEFAULT = CostParams(
+    mode="default",
+    decode=KernelParams(bw_eff=0.80, flop_eff=0.40, overhead_s=4e-6),
+    prefix=KernelParams(bw_eff=0.75, flop_eff=0.45, overhead_s=5e-6),
+    suffix=KernelParams(bw_eff=0.75, flop_eff=0.40, overhead_s=4e-6),
+    merge=KernelParams(bw_eff=0.50, flop_eff=1.0, overhead_s=3e-6),
+    gemm=KernelParams(bw_eff=0.85, flop_eff=0.70, overhead_s=0.0),
+    l2_hit_max=0.0,
+)
+
+
+def with_overheads_scaled(params: CostParams, factor: float) -> CostParams:
+    """Scale every fixed overhead (used by sensitivity sweeps and tests)."""
+    def s(k: KernelParams) -> KernelParams:
+        return replace(k, overhead_s=k.overhead_s * factor)
+    return replace(params, decode=s(params.decode), prefix=s(params.prefix), suffix=s(params.suffix),
+                   merge=s(params.merge), gemm=s(params.gemm))

@@ -1,0 +1,222 @@
+"""One workload's answer: bytes, step times at chosen steps, run totals, and the seed's go/no-go."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token, tree_step_costs
+from cascade_plan.cost.cost_params import CostParams
+from cascade_plan.cost.flat_tree import FlatTree, flatten
+from cascade_plan.inputs.workload import Scenario
+
+# Go/no-go thresholds on (redundant prefix bytes per step) / (weight bytes per step). The seed: "if
+# the prefix term is not comparable to the weights, stop here". Comparable = at least half.
+GO_RATIO = 0.5
+MARGINAL_RATIO = 0.1
+
+
+@dataclass(frozen=True)
+class ModeStep:
+    attention_bytes: float   # logical KV (+ merge) bytes the attention kernels read
+    hbm_bytes: float         # after L2 hits (per-sequence over shared pages); equals attention_bytes for cascade
+    prefix_bytes: float
+    suffix_bytes: float
+    merge_bytes: float
+    attention_flops: float
+    attention_s: float
+    step_s: float
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    label: str
+    step: int                # 1-based decode step
+    active_seqs: int
+    weight_bytes: float
+    weight_s: float
+    per_sequence: ModeStep
+    cascade: ModeStep
+
+    @property
+    def speedup(self) -> float:
+        return self.per_sequence.step_s / self.cascade.step_s
+
+
+@dataclass(frozen=True)
+class Verdict:
+    redundant_prefix_bytes: float
+    weight_bytes: float
+    ratio: float
+    level: str               # "go" | "marginal" | "no-go"
+    text: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    scenario: Scenario
+    params: CostParams
+    flat: FlatTree
+    costs: StepCosts
+    kv_bytes_per_token: float
+    steps: list[StepSummary]
+    run_per_sequence_s: float
+    run_cascade_s: float
+    output_tokens: int
+    verdict: Verdict
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def run_speedup(self) -> float:
+        return self.run_per_sequence_s / self.run_cascade_s
+
+    @property
+    def final_step(self) -> StepSummary:
+        return self.steps[-1]
+
+
+def _summary(c: StepCosts, idx: int, label: str) -> StepSummary:
+    ps = ModeStep(attention_bytes=float(c.ps_attention_bytes[idx]), hbm_bytes=float(c.ps_hbm_bytes[idx]),
+                  prefix_bytes=float(c.ps_prefix_bytes[idx]),
+                  suffix_bytes=float(c.ps_attention_bytes[idx] - c.ps_prefix_bytes[idx]), merge_bytes=0.0,
+                  attention_flops=float(c.ps_flops[idx]), attention_s=float(c.ps_attention_s[idx]),
+                  step_s=float(c.ps_step_s[idx]))
+    cas_bytes = float(c.cas_attention_bytes[idx])
+    cas = ModeStep(attention_bytes=cas_bytes, hbm_bytes=cas_bytes, prefix_bytes=float(c.cas_prefix_bytes[idx]),
+                   suffix_bytes=float(c.cas_suffix_bytes[idx]), merge_bytes=float(c.cas_merge_bytes[idx]),
+                   attention_flops=float(c.cas_prefix_flops[idx] + c.cas_suffix_flops[idx]),
+                   attention_s=float(c.cas_attention_s[idx]), step_s=float(c.cas_step_s[idx]))
+    return StepSummary(label=label, step=int(c.steps[idx]), active_seqs=int(c.active_seqs[idx]),
+                       weight_bytes=float(c.weight_bytes[idx]), weight_s=float(c.weight_s[idx]),
+                       per_sequence=ps, cascade=cas)
+
+
+def go_no_go(redundant: float, weights: float, run_speedup: float | None = None) -> Verdict:
+    """The seed's step 2: is the redundant prefix traffic comparable to the weight traffic? A model
+    run that says cascade is slower overrides a favourable byte ratio."""
+    ratio = redundant / weights
+    pct = f"{ratio:.2f}x the weight bytes"
+    if run_speedup is not None and run_speedup < 1.0:
+        level = "no-go"
+        text = (f"No-go: the redundant prefix traffic per step is {pct}, and with the kernels' fixed costs "
+                f"cascade is slower over the whole run ({run_speedup:.2f}x). Keep per-sequence attention.")
+    elif ratio >= GO_RATIO:
+        level = "go"
+        text = (f"Go: the redundant prefix traffic per step is {pct}, comparable to or above the weights, "
+                "so reading the prefix once per batch can cut the step substantially. Measure it next.")
+    elif ratio >= MARGINAL_RATIO:
+        level = "marginal"
+        text = (f"Marginal: the redundant prefix traffic per step is {pct}. Cascade can shave a little off "
+                "the step; it is unlikely to be worth a new code path on its own.")
+    else:
+        level = "no-go"
+        text = (f"No-go: the redundant prefix traffic per step is only {pct}, not comparable to the weights. "
+                "Stop here: cascade attention cannot move this workload's step time much.")
+    return Verdict(redundant_prefix_bytes=redundant, weight_bytes=weights, ratio=ratio, level=level, text=text)
+
+
+def estimate(scn: Scenario, params: CostParams) -> Estimate:
+    flat = flatten(scn.tree)
+    g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
+    costs = tree_step_costs(flat, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)
+    k = costs.steps.size
+    picks = [(0, "first"), ((k - 1) // 2, "middle"), (k - 1, "final")]
+    steps = [_summary(costs, i, label) for i, label in picks]
+
+    first = steps[0]
+    run_ps, run_cas = float(costs.ps_step_s.sum()), float(costs.cas_step_s.sum())
+    verdict = go_no_go(first.per_sequence.prefix_bytes - first.cascade.prefix_bytes, first.weight_bytes,
+                       run_ps / run_cas)
+
+    warnings = []
+    m = scn.model
+    longest = int((flat.leaf_shared + flat.leaf_private + flat.leaf_output).max())
+    if m.sliding_window and longest > m.sliding_window:
+        warnings.append(f"{m.id} uses a {m.sliding_window}-token sliding window, shorter than the longest context "
+                        f"({longest}); the model here assumes full attention, and engines do not cascade such layers.")
+    if m.alibi:
+        warnings.append(f"{m.id} uses ALiBi; vLLM does not use cascade attention with ALiBi.")
+    if not scn.prefix_caching:
+        warnings.append("prefix_caching is off: each sequence holds its own copy of the prefix, so there are no "
+                        "shared physical blocks and engines cannot cascade over them.")
+
+    return Estimate(
+        scenario=scn, params=params, flat=flat, costs=costs,
+        kv_bytes_per_token=kv_bytes_per_token(m, scn.kv_dtype, scn.tp), steps=steps,
+        run_per_sequence_s=run_ps, run_cascade_s=run_cas,
+        output_tokens=int((flat.leaf_seqs * flat.leaf_output).sum()), verdict=verdict, warnings=warnings,
+    )
+
+
+def _mode_json(m: ModeStep) -> dict:
+    return {"attention_bytes": m.attention_bytes, "hbm_bytes": m.hbm_bytes, "prefix_bytes": m.prefix_bytes,
+            "suffix_bytes": m.suffix_bytes, "merge_bytes": m.merge_bytes, "attention_flops": m.attention_flops,
+            "attention_s": m.attention_s, "step_s": m.step_s}
+
+
+def _step_json(s: StepSummary) -> dict:
+    return {"step": s.step, "active_sequences": s.active_seqs, "weight_bytes": s.weight_bytes,
+            "weight_s": s.weight_s, "per_sequence": _mode_json(s.per_sequence), "cascade": _mode_json(s.cascade),
+            "speedup": s.speedup}
+
+
+def to_json(est: Estimate, version: str) -> dict:
+    """Stable keys (documented in README.md); SI units throughout."""
+    scn, flat = est.scenario, est.flat
+    first = est.steps[0]
+    return {
+        "schema_version": 1,
+        "tool_version": version,
+        "workload": scn.name,
+        "model": scn.model.id,
+        "hardware": scn.hardware.id,
+        "kv_dtype": scn.kv_dtype,
+        "weight_dtype": scn.weight_dtype,
+        "tp": scn.tp,
+        "mode": est.params.mode,
+        "calibration": {"mode": est.params.mode, "source": est.params.source, "backend": est.params.backend},
+        "sequences": flat.total_seqs,
+        "decode_steps": int(est.costs.steps.size),
+        "output_tokens": est.output_tokens,
+        "kv_bytes_per_token": est.kv_bytes_per_token,
+        "prefix_nodes": [{"tokens": int(t), "instances": int(n), "level": int(lv),
+                          "kv_bytes": float(t * est.kv_bytes_per_token)}
+                         for t, n, lv in zip(flat.node_tokens, flat.node_instances, flat.node_level)],
+        "unique_prefix_kv_bytes": float(flat.unique_prefix_tokens * est.kv_bytes_per_token),
+        "weight_bytes": first.weight_bytes,
+        "weight_s": first.weight_s,
+        **{f"{s.label}_step": _step_json(s) for s in est.steps},
+        "run": {"per_sequence_s": est.run_per_sequence_s, "cascade_s": est.run_cascade_s,
+                "speedup": est.run_speedup,
+                "per_sequence_tokens_per_s": est.output_tokens / est.run_per_sequence_s,
+                "cascade_tokens_per_s": est.output_tokens / est.run_cascade_s},
+        "go_no_go": {"level": est.verdict.level, "ratio": est.verdict.ratio,
+                     "redundant_prefix_bytes": est.verdict.redundant_prefix_bytes, "text": est.verdict.text},
+        "warnings": est.warnings,
+    }
+
+
+def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
+    """The per-step breakdown as (label, one cell per summarised step, emphasised) rows, shared by the
+    terminal table and the markdown report."""
+    from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_seconds, fmt_speedup
+
+    cols = est.steps
+    rows = [
+        ("sequences decoding", [str(s.active_seqs) for s in cols], False),
+        ("weights read", [f"{fmt_bytes_decimal(s.weight_bytes)}, {fmt_seconds(s.weight_s)}" for s in cols], False),
+        ("per-sequence: KV read", [fmt_bytes_binary(s.per_sequence.attention_bytes) for s in cols], False),
+    ]
+    if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in cols):
+        rows.append(("per-sequence: KV from HBM (rest from L2)", [fmt_bytes_binary(s.per_sequence.hbm_bytes) for s in cols],
+                     False))
+    rows += [
+        ("per-sequence: attention time", [fmt_seconds(s.per_sequence.attention_s) for s in cols], False),
+        ("cascade: shared prefix read", [fmt_bytes_binary(s.cascade.prefix_bytes) for s in cols], False),
+        ("cascade: private suffix read", [fmt_bytes_binary(s.cascade.suffix_bytes) for s in cols], False),
+        ("cascade: merge traffic", [fmt_bytes_binary(s.cascade.merge_bytes) for s in cols], False),
+        ("cascade: attention time", [fmt_seconds(s.cascade.attention_s) for s in cols], False),
+        ("step, per-sequence", [fmt_seconds(s.per_sequence.step_s) for s in cols], True),
+        ("step, cascade", [fmt_seconds(s.cascade.step_s) for s in cols], True),
+        ("speedup", [fmt_speedup(s.speedup) for s in cols], True),
+    ]
+    return rows

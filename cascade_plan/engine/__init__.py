@@ -1,0 +1,1 @@
+"""What serving engines would do with a workload (vLLM's cascade gate)."""

@@ -1,0 +1,73 @@
+"""Hardware profiles: datasheet peaks per GPU, one YAML each, with a source for every number."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+
+from cascade_plan.errors import InputError
+from cascade_plan.resources import data_dir
+from cascade_plan.inputs.yaml_source import load_yaml, validation_error
+
+NUMBER_FIELDS = ("hbm_bytes_per_s", "memory_bytes", "dense_bf16_flop_per_s", "dense_fp8_flop_per_s",
+                 "l2_bytes", "sm_count")
+
+
+Positive = Annotated[float, msgspec.Meta(gt=0)]
+
+
+class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
+    schema_version: Literal[1]
+    id: Annotated[str, msgspec.Meta(min_length=1)]
+    name: str
+    vendor: Literal["nvidia", "amd", "intel", "other"]
+    hbm_bytes_per_s: Positive
+    memory_bytes: Positive
+    dense_bf16_flop_per_s: Positive
+    l2_bytes: Annotated[float, msgspec.Meta(ge=0)]
+    sm_count: Annotated[int, msgspec.Meta(gt=0)]
+    sources: dict[str, str]
+    memory_kind: str | None = None
+    dense_fp8_flop_per_s: Positive | None = None
+    notes: str | None = None
+
+    def to_dict(self) -> dict:
+        return msgspec.structs.asdict(self)
+
+    def flop_per_s(self, dtype: str) -> float:
+        """Dense tensor rate for a GEMM in `dtype`. fp8 weights on a part without fp8 tensor cores
+        are dequantised and run at the bf16 rate; int8/int4 weight-only formats likewise."""
+        if dtype == "fp8" and self.dense_fp8_flop_per_s:
+            return self.dense_fp8_flop_per_s
+        return self.dense_bf16_flop_per_s
+
+
+def builtin_hardware_ids() -> list[str]:
+    return sorted(p.stem for p in data_dir("hardware_profiles").glob("*.yaml"))
+
+
+def load_hardware_file(path: Path) -> HardwareProfile:
+    doc = load_yaml(path, "hardware profile")
+    try:
+        hw = msgspec.convert(doc.data, HardwareProfile, strict=False)
+    except msgspec.ValidationError as exc:
+        raise validation_error(doc, exc) from None
+    missing = [f for f in NUMBER_FIELDS if getattr(hw, f) is not None and f not in hw.sources]
+    if missing:
+        raise doc.error(("sources",), f"no source given for {', '.join(missing)}")
+    return hw
+
+
+def load_hardware(ref: str, base_dir: Path | None = None) -> HardwareProfile:
+    """A built-in id (`h100-sxm`) or a path to a profile YAML (relative to base_dir when given)."""
+    builtin = data_dir("hardware_profiles") / f"{ref}.yaml"
+    if "/" not in ref and not ref.endswith((".yaml", ".yml")):
+        if builtin.is_file():
+            return load_hardware_file(builtin)
+        raise InputError(f"unknown hardware {ref!r}: use one of {', '.join(builtin_hardware_ids())} or a path to a profile YAML")
+    path = Path(ref)
+    if base_dir is not None and not path.is_absolute() and not path.exists():
+        path = base_dir / path
+    return load_hardware_file(path)

@@ -1,0 +1,179 @@
+"""Model shapes: built-in presets and Hugging Face config.json files, parsed into one typed object.
+
+Parameter counts are computed from the shapes (gated MLP with three matrices, RMSNorm weights,
+untied embeddings unless the config ties them), so a user's config.json gets the same treatment as
+a preset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cascade_plan.errors import InputError
+from cascade_plan.inputs.model_presets import PRESETS
+from cascade_plan.inputs.yaml_source import SourceDoc, load_json
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    source: str
+    num_layers: int
+    hidden_size: int
+    num_q_heads: int
+    num_kv_heads: int          # GQA KV heads; 1 for MLA (one latent serves every query head)
+    head_dim: int              # QK and V head dim for GQA
+    attention: str             # "gqa" or "mla"
+    kv_lora_rank: int          # MLA latent width (0 for GQA)
+    qk_rope_head_dim: int      # MLA decoupled RoPE key width (0 for GQA)
+    total_params: int
+    embedding_params: int      # input embedding table
+    expert_params_per_layer: int   # routed expert weights of one expert in one MoE layer (0 if dense)
+    num_moe_layers: int
+    num_experts: int
+    experts_per_token: int
+    sliding_window: int | None
+    alibi: bool
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def routed_expert_params(self) -> int:
+        return self.expert_params_per_layer * self.num_experts * self.num_moe_layers
+
+    @property
+    def always_read_params(self) -> int:
+        """Everything but the routed experts: attention, dense MLPs, shared experts, norms, embeddings."""
+        return self.total_params - self.routed_expert_params
+
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses: the shared parts plus experts_per_token experts per MoE layer."""
+        return self.always_read_params + self.expert_params_per_layer * self.experts_per_token * self.num_moe_layers
+
+    @property
+    def attn_qk_dim(self) -> int:
+        """Width of the query-key dot product per query head, as the decode kernel sees it
+        (MLA in its absorbed form attends in latent space)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.attention == "mla" else self.head_dim
+
+    @property
+    def attn_v_dim(self) -> int:
+        return self.kv_lora_rank if self.attention == "mla" else self.head_dim
+
+
+def _get(cfg: dict, key: str, where: str, kind: type = int, default: Any = ..., minimum: int = 1) -> Any:
+    value = cfg.get(key, default)
+    if value is ...:
+        raise InputError(f"required field is missing in {where}", field=key)
+    if value is None and default is None:
+        return None
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"must be an integer, got {value!r}", field=key)
+        if value < minimum:
+            raise InputError(f"must be at least {minimum}, got {value}", field=key)
+    return value
+
+
+def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
+    """Parse the fields of a Hugging Face config.json (GQA, MLA and MoE variants)."""
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LM in text_config
+        cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
+    where = "the model config"
+    layers = _get(cfg, "num_hidden_layers", where)
+    hidden = _get(cfg, "hidden_size", where)
+    heads = _get(cfg, "num_attention_heads", where)
+    kv_heads = _get(cfg, "num_key_value_heads", where, default=heads)
+    vocab = _get(cfg, "vocab_size", where)
+    inter = _get(cfg, "intermediate_size", where)
+    head_dim = cfg.get("head_dim") or hidden // heads
+    if heads % kv_heads:
+        raise InputError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})",
+                         field="num_key_value_heads")
+    model_type = str(cfg.get("model_type", ""))
+    tied = bool(cfg.get("tie_word_embeddings", False))
+
+    # Attention parameters per layer.
+    kv_lora = cfg.get("kv_lora_rank")
+    if kv_lora:
+        attention = "mla"
+        rope = _get(cfg, "qk_rope_head_dim", where)
+        nope = _get(cfg, "qk_nope_head_dim", where)
+        v_dim = _get(cfg, "v_head_dim", where)
+        q_lora = cfg.get("q_lora_rank")
+        q_params = (hidden * q_lora + q_lora + q_lora * heads * (nope + rope)) if q_lora else hidden * heads * (nope + rope)
+        kv_params = hidden * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v_dim)
+        attn_params = q_params + kv_params + heads * v_dim * hidden
+        kv_heads_eff, rope_dim = 1, rope
+    else:
+        attention, kv_lora, rope_dim, kv_heads_eff = "gqa", 0, 0, kv_heads
+        attn_params = hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
+        if cfg.get("attention_bias") or model_type in ("qwen2", "qwen2_moe"):
+            attn_params += (heads + 2 * kv_heads) * head_dim
+
+    # MLP / MoE parameters.
+    n_experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
+    top_k = int(cfg.get("num_experts_per_tok") or 0)
+    moe_inter = int(cfg.get("moe_intermediate_size") or inter)
+    if n_experts:
+        if not 1 <= top_k <= n_experts:
+            raise InputError(f"must be between 1 and the number of experts ({n_experts})", field="num_experts_per_tok")
+        first_dense = int(cfg.get("first_k_dense_replace") or 0)
+        step = int(cfg.get("moe_layer_freq") or cfg.get("decoder_sparse_step") or 1)
+        only_dense = set(cfg.get("mlp_only_layers") or [])
+        moe_layer_ids = [i for i in range(layers) if i >= first_dense and (i - first_dense) % step == 0 and i not in only_dense]
+        n_moe = len(moe_layer_ids)
+        expert = 3 * hidden * moe_inter
+        shared_inter = int(cfg.get("shared_expert_intermediate_size") or (cfg.get("n_shared_experts") or 0) * moe_inter)
+        moe_layer = n_experts * expert + 3 * hidden * shared_inter + hidden * n_experts
+        if cfg.get("topk_method") == "noaux_tc" or model_type == "deepseek_v3":
+            moe_layer += n_experts  # router score-correction bias
+        mlp_total = n_moe * moe_layer + (layers - n_moe) * 3 * hidden * inter
+    else:
+        n_moe, expert, mlp_total = 0, 0, layers * 3 * hidden * inter
+
+    norms = layers * 2 * hidden + hidden
+    embed = vocab * hidden
+    total = embed * (1 if tied else 2) + layers * attn_params + mlp_total + norms
+
+    window = cfg.get("sliding_window")
+    if cfg.get("use_sliding_window") is False:
+        window = None
+    return ModelSpec(
+        id=model_id, source=source, num_layers=layers, hidden_size=hidden, num_q_heads=heads,
+        num_kv_heads=kv_heads_eff, head_dim=head_dim, attention=attention, kv_lora_rank=int(kv_lora or 0),
+        qk_rope_head_dim=int(rope_dim), total_params=int(total), embedding_params=int(embed),
+        expert_params_per_layer=int(expert), num_moe_layers=int(n_moe), num_experts=n_experts,
+        experts_per_token=top_k, sliding_window=int(window) if window else None,
+        alibi=bool(cfg.get("alibi") or cfg.get("use_alibi") or model_type in ("bloom",)),
+    )
+
+
+def preset_ids() -> list[str]:
+    return list(PRESETS)
+
+
+def load_preset(model_id: str) -> ModelSpec:
+    source, cfg, _, _ = PRESETS[model_id]
+    return spec_from_hf_config(cfg, model_id, source)
+
+
+def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
+    """A preset id, or a path to a Hugging Face config.json (relative to base_dir when given)."""
+    if ref in PRESETS:
+        return load_preset(ref)
+    path = Path(ref)
+    if base_dir is not None and not path.is_absolute():
+        path = base_dir / path
+    if not (ref.endswith(".json") or path.exists()):
+        raise InputError(f"unknown model {ref!r}: use one of {', '.join(PRESETS)} or a path to a config.json")
+    doc: SourceDoc = load_json(path, "model config")
+    try:
+        return spec_from_hf_config(doc.data, path.stem if path.name != "config.json" else path.parent.name or "custom", str(path))
+    except InputError as exc:
+        raise InputError(exc.message, file=str(path), field=exc.field, line=exc.line) from None

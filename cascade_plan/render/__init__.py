@@ -1,0 +1,1 @@
+"""The other edge: tables, plots, markdown reports."""

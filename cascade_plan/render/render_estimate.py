@@ -1,0 +1,78 @@
+"""Rich rendering of an Estimate (the `estimate` command's human output)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from cascade_plan.cost.estimate import Estimate, step_rows
+from cascade_plan.units import (fmt_bandwidth, fmt_bytes, fmt_bytes_binary, fmt_bytes_decimal, fmt_count,
+                                fmt_seconds, fmt_speedup)
+
+
+def inputs_line(est: Estimate) -> str:
+    s, f = est.scenario, est.flat
+    return (f"{s.model.id} on {s.hardware.name} ({fmt_bandwidth(s.hardware.hbm_bytes_per_s)}), "
+            f"KV {s.kv_dtype}, weights {s.weight_dtype}, TP {s.tp}; {f.total_seqs} sequences, "
+            f"{est.costs.steps.size} decode steps")
+
+
+def arithmetic_table(est: Estimate) -> Table:
+    s, f = est.scenario, est.flat
+    t = Table(title="The arithmetic (per GPU)", show_header=False, title_justify="left", box=None, padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    kvb = est.kv_bytes_per_token
+    t.add_row("KV bytes per token", f"{kvb:,.0f} B = {fmt_bytes_binary(kvb)}")
+    for tok, inst, lvl in zip(f.node_tokens, f.node_instances, f.node_level):
+        t.add_row(f"shared prefix, level {lvl}", f"{inst} x {tok:,} tokens, {fmt_bytes(tok * kvb)} each")
+    t.add_row("unique prefix KV", fmt_bytes(f.unique_prefix_tokens * kvb))
+    first = est.steps[0]
+    t.add_row("weights read per step", f"{fmt_bytes_decimal(first.weight_bytes)} "
+              f"({fmt_count(first.weight_bytes / (2 if s.weight_dtype in ('bf16', 'fp16') else 1))} params in "
+              f"{s.weight_dtype}), {fmt_seconds(first.weight_s)}")
+    v = est.verdict
+    t.add_row("redundant prefix reads", f"{fmt_bytes(v.redundant_prefix_bytes)} per step at step 1 "
+              f"= {v.ratio:.2f}x the weight bytes")
+    return t
+
+
+def steps_table(est: Estimate) -> Table:
+    t = Table(title="Decode steps: per-sequence vs cascade", title_justify="left")
+    t.add_column("per GPU, one decode step")
+    for s in est.steps:
+        t.add_column(f"{s.label} (k={s.step})", justify="right")
+    for label, cells, bold in step_rows(est):
+        t.add_row(label, *cells, style="bold" if bold else None)
+    return t
+
+
+def run_table(est: Estimate) -> Table:
+    t = Table(title="Whole run (all decode steps)", title_justify="left")
+    for col in ("mode", "decode time", "tokens/s", "mean step"):
+        t.add_column(col, justify="right" if col != "mode" else "left")
+    n = est.costs.steps.size
+    for name, total in (("per-sequence", est.run_per_sequence_s), ("cascade", est.run_cascade_s)):
+        t.add_row(name, fmt_seconds(total), f"{est.output_tokens / total:,.0f}", fmt_seconds(total / n))
+    return t
+
+
+def render_estimate(est: Estimate, console: Console) -> None:
+    console.print(Text(f"cascade-plan estimate: {est.scenario.name}", style="bold"))
+    console.print(inputs_line(est))
+    console.print(Text(f"Numbers: {est.params.label}", style="dim"))
+    console.print()
+    console.print(arithmetic_table(est))
+    console.print()
+    console.print(steps_table(est))
+    console.print()
+    console.print(run_table(est))
+    style = {"go": "green", "marginal": "yellow", "no-go": "red"}[est.verdict.level]
+    body = [Text(f"Average speedup over the run: {fmt_speedup(est.run_speedup)} "
+                 f"({fmt_seconds(est.run_per_sequence_s)} -> {fmt_seconds(est.run_cascade_s)})", style="bold"),
+            Text(est.verdict.text)]
+    console.print(Panel(Group(*body), title="Verdict", border_style=style, expand=False))
+    for w in est.warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
