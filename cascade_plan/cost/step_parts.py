@@ -1,0 +1,163 @@
+"""The parts of a decode step that cascade does not touch: weight GEMMs, engine glue, tensor-parallel
+all-reduce. Their parameters, how they price a step, and their JSON form in calibration files.
+
+Pure numpy, SI units. Filled by three sources (see DESIGN.md): the project's probe
+(`kernels_probe`, fitted in calibration/), AIConfigurator's measured tables (calibration/aic_import),
+or documented defaults (DEFAULT_STEP_PARTS, "uncalibrated"). Every parameter set says where it came
+from in `source`, and each all-reduce GPU count says whether it was measured or extrapolated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+STEP_PARTS_VERSION = 1
+
+# The GEMMs of one dense transformer layer, per GPU after TP (column-parallel qkv and gate_up,
+# row-parallel o and down), and the lm_head once per step. MoE expert GEMMs use "expert".
+GEMM_NAMES = ("qkv", "o", "gate_up", "down", "lm_head", "expert")
+
+
+@dataclass(frozen=True)
+class GemmEfficiency:
+    """Achieved GEMM time relative to its roofline, max(weight bytes / HBM bandwidth, FLOP / peak), over
+    tokens per step M and the weight matrix size N x K x element bytes, for one weight dtype.
+
+    A ratio table rather than two efficiencies: near the ridge point (M ~ 100-300 on Hopper) measured
+    GEMMs reach neither roof, which a pair of constant efficiencies cannot express. Bilinear in
+    (log2 M, log2 weight bytes), clamped at the table's edges (no extrapolated trend)."""
+
+    dtype: str
+    log2_m: tuple[float, ...]                  # ascending grid of log2(tokens per step)
+    log2_weight_bytes: tuple[float, ...]       # ascending grid of log2(N * K * element bytes)
+    ratio: tuple[tuple[float, ...], ...]       # [i_m][j_w]: measured time / roofline time, >= ~1
+    overhead_s: float = 0.0                    # fixed cost per GEMM launch (inside a CUDA graph)
+
+    def ratio_at(self, m, weight_bytes) -> np.ndarray:
+        x = np.log2(np.maximum(np.asarray(m, float), 1.0))
+        y = np.log2(np.maximum(np.asarray(weight_bytes, float), 1.0))
+        x, y = np.broadcast_arrays(x, y)
+        gx, gy, r = np.asarray(self.log2_m), np.asarray(self.log2_weight_bytes), np.asarray(self.ratio, float)
+        # interpolate along M for every weight-size column, then along weight size
+        cols = np.stack([np.interp(x, gx, r[:, j]) for j in range(gy.size)], axis=-1)
+        if gy.size == 1:
+            return cols[..., 0]
+        j = np.clip(np.searchsorted(gy, y) - 1, 0, gy.size - 2)
+        t = np.clip((y - gy[j]) / (gy[j + 1] - gy[j]), 0.0, 1.0)
+        lo = np.take_along_axis(cols, j[..., None], -1)[..., 0]
+        hi = np.take_along_axis(cols, (j + 1)[..., None], -1)[..., 0]
+        return lo + t * (hi - lo)
+
+
+def gemm_time_s(eff: GemmEfficiency, m, n: float, k: float, element_bytes: float, hbm_bytes_per_s: float,
+                flop_per_s: float) -> np.ndarray:
+    """One GEMM of M tokens against an N x K weight: roofline times the measured ratio, plus its launch.
+    Activation bytes (M x (N + K)) count towards the bytes term; they matter only at large M."""
+    m = np.asarray(m, float)
+    w_bytes = n * k * element_bytes
+    bytes_ = w_bytes + m * (n + k) * 2.0
+    roof = np.maximum(bytes_ / hbm_bytes_per_s, 2.0 * m * n * k / flop_per_s)
+    return np.where(m > 0, roof * eff.ratio_at(m, w_bytes) + eff.overhead_s, 0.0)
+
+
+@dataclass(frozen=True)
+class GlueParams:
+    """Everything between the GEMMs and attention, as the engine runs it (`variant`: "fused" as vLLM
+    and SGLang fuse it with FlashInfer's kernels, or "torch" unfused): add-RMSNorm twice, RoPE, the new
+    token's K/V append into the paged cache, SiLU-and-mul; once per step: embedding gather, final norm,
+    argmax sampling. Linear in tokens per step, per layer and per step."""
+
+    variant: str = "fused"
+    per_layer_s: float = 0.0
+    per_token_layer_s: float = 0.0
+    per_step_s: float = 0.0
+    per_token_step_s: float = 0.0
+
+    def time_s(self, tokens, layers: int) -> np.ndarray:
+        t = np.asarray(tokens, float)
+        return np.where(t > 0, layers * (self.per_layer_s + t * self.per_token_layer_s)
+                        + self.per_step_s + t * self.per_token_step_s, 0.0)
+
+
+@dataclass(frozen=True)
+class AllReduceFit:
+    """One all-reduce over `gpus` GPUs: latency + message bytes / bus rate (the rate that already folds in
+    the ring's 2(n-1)/n traffic). `origin`: "measured" (our probe), "aic" (AIConfigurator's NCCL table)
+    or "extrapolated" (a model; `basis` names its inputs)."""
+
+    gpus: int
+    latency_s: float
+    bytes_per_s: float
+    origin: str = "measured"
+    basis: str = ""
+
+    def time_s(self, message_bytes) -> np.ndarray:
+        b = np.asarray(message_bytes, float)
+        return np.where(b > 0, self.latency_s + b / self.bytes_per_s, 0.0)
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """Parameters of the non-attention part of a decode step on one GPU kind."""
+
+    gemm: dict[str, GemmEfficiency]            # by weight dtype ("bf16", "fp8")
+    glue: GlueParams
+    allreduce: dict[int, AllReduceFit] = field(default_factory=dict)   # by GPU count
+    source: str = "default"                    # "probe:<file>", "aic:<package version, framework>", "default"
+    notes: tuple[str, ...] = ()
+
+    def allreduce_for(self, gpus: int) -> AllReduceFit | None:
+        if gpus <= 1:
+            return None
+        if gpus in self.allreduce:
+            return self.allreduce[gpus]
+        known = sorted(self.allreduce)
+        return self.allreduce[min(known, key=lambda n: abs(n - gpus))] if known else None
+
+
+def step_parts_to_json(p: StepParts) -> dict:
+    return {
+        "version": STEP_PARTS_VERSION, "source": p.source, "notes": list(p.notes),
+        "gemm": {d: {"log2_m": list(e.log2_m), "log2_weight_bytes": list(e.log2_weight_bytes),
+                     "ratio": [list(r) for r in e.ratio], "overhead_s": e.overhead_s} for d, e in p.gemm.items()},
+        "glue": {"variant": p.glue.variant, "per_layer_s": p.glue.per_layer_s,
+                 "per_token_layer_s": p.glue.per_token_layer_s, "per_step_s": p.glue.per_step_s,
+                 "per_token_step_s": p.glue.per_token_step_s},
+        "allreduce": {str(n): {"latency_s": a.latency_s, "bytes_per_s": a.bytes_per_s, "origin": a.origin,
+                               "basis": a.basis} for n, a in sorted(p.allreduce.items())},
+    }
+
+
+def step_parts_from_json(doc: dict) -> StepParts:
+    """The inverse of step_parts_to_json. Structure and range errors raise ValueError with the field
+    path; callers turn it into an InputError naming the file."""
+    try:
+        gemm = {d: GemmEfficiency(dtype=d, log2_m=tuple(map(float, e["log2_m"])),
+                                  log2_weight_bytes=tuple(map(float, e["log2_weight_bytes"])),
+                                  ratio=tuple(tuple(map(float, r)) for r in e["ratio"]),
+                                  overhead_s=float(e.get("overhead_s", 0.0)))
+                for d, e in doc["gemm"].items()}
+        g = doc["glue"]
+        glue = GlueParams(variant=str(g.get("variant", "fused")), per_layer_s=float(g["per_layer_s"]),
+                          per_token_layer_s=float(g["per_token_layer_s"]), per_step_s=float(g["per_step_s"]),
+                          per_token_step_s=float(g["per_token_step_s"]))
+        ar = {int(n): AllReduceFit(gpus=int(n), latency_s=float(a["latency_s"]), bytes_per_s=float(a["bytes_per_s"]),
+                                   origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")))
+              for n, a in doc.get("allreduce", {}).items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"step parts: missing or malformed field ({exc!r})") from None
+    for d, e in gemm.items():
+        r = np.asarray(e.ratio, float)
+        if r.shape != (len(e.log2_m), len(e.log2_weight_bytes)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
+            raise ValueError(f"step parts: gemm.{d}.ratio must be a finite positive {len(e.log2_m)}x"
+                             f"{len(e.log2_weight_bytes)} table")
+        if np.any(np.diff(e.log2_m) <= 0) or np.any(np.diff(e.log2_weight_bytes) <= 0):
+            raise ValueError(f"step parts: gemm.{d} grids must be strictly ascending")
+    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s]
+    vals += [a.latency_s for a in ar.values()] + [a.bytes_per_s for a in ar.values()]
+    if not all(np.isfinite(v) and v >= 0 for v in vals) or any(a.bytes_per_s <= 0 for a in ar.values()):
+        raise ValueError("step parts: glue and all-reduce parameters must be finite and non-negative")
+    return StepParts(gemm=gemm, glue=glue, allreduce=ar, source=str(doc.get("source", "unknown")),
+                     notes=tuple(doc.get("notes", ())))
