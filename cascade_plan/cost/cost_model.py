@@ -273,6 +273,10 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         from cascade_plan.calibration.fitting import overlapped_total
 
         cas_attn = overlapped_total(pre_s, suf_s, pre_roof, suf_roof, params.prefix_suffix_overlap) + merge_s
+    # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
+    # split in pieces, never cheaper than the per-sequence kernel itself (fitted parameters of different
+    # kernels must not turn into a "win" without sharing).
+    cas_attn = np.where(load.node_redundant_tokens.sum(0) > 0, cas_attn, np.maximum(cas_attn, ps_attn))
 
     return StepCosts(
         steps=steps if steps is not None else np.zeros(0), active_seqs=seqs, weight_bytes=w_bytes,

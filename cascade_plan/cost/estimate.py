@@ -91,25 +91,31 @@ def _summary(c: StepCosts, idx: int, label: str) -> StepSummary:
 
 
 def go_no_go(redundant: float, weights: float, run_speedup: float | None = None) -> Verdict:
-    """The seed's step 2: is the redundant prefix traffic comparable to the weight traffic? A model
-    run that says cascade is slower overrides a favourable byte ratio."""
+    """The seed's step 2: is the redundant prefix traffic comparable to the weight traffic? The model's
+    run speedup is quoted in every verdict and overrides the byte ratio where they point different
+    ways, so the verdict never contradicts the speedup line printed beside it."""
     ratio = redundant / weights
     pct = f"{ratio:.2f}x the weight bytes"
-    if run_speedup is not None and run_speedup < 1.0:
+    run = "" if run_speedup is None else f" The model puts the whole run at {run_speedup:.2f}x."
+    if run_speedup is not None and run_speedup < 1.0 - 1e-9:
         level = "no-go"
         text = (f"No-go: the redundant prefix traffic per step is {pct}, and with the kernels' fixed costs "
                 f"cascade is slower over the whole run ({run_speedup:.2f}x). Keep per-sequence attention.")
+    elif run_speedup is not None and run_speedup <= 1.0 + 1e-9:
+        level = "no-go"
+        text = (f"No-go: the redundant prefix traffic per step is {pct}, and cascade gains nothing over the "
+                f"whole run ({run_speedup:.2f}x). Keep per-sequence attention.")
     elif ratio >= GO_RATIO:
         level = "go"
         text = (f"Go: the redundant prefix traffic per step is {pct}, comparable to or above the weights, "
-                "so reading the prefix once per batch can cut the step substantially. Measure it next.")
-    elif ratio >= MARGINAL_RATIO:
+                f"so reading the prefix once per batch can cut the step substantially.{run} Measure it next.")
+    elif ratio >= MARGINAL_RATIO or (run_speedup is not None and run_speedup >= 1.05):
         level = "marginal"
-        text = (f"Marginal: the redundant prefix traffic per step is {pct}. Cascade can shave a little off "
+        text = (f"Marginal: the redundant prefix traffic per step is {pct}.{run} Cascade can shave a little off "
                 "the step; it is unlikely to be worth a new code path on its own.")
     else:
         level = "no-go"
-        text = (f"No-go: the redundant prefix traffic per step is only {pct}, not comparable to the weights. "
+        text = (f"No-go: the redundant prefix traffic per step is only {pct}, not comparable to the weights.{run} "
                 "Stop here: cascade attention cannot move this workload's step time much.")
     return Verdict(redundant_prefix_bytes=redundant, weight_bytes=weights, ratio=ratio, level=level, text=text)
 

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from cascade_plan.inputs import limits
 from cascade_plan.inputs.dtypes import KvDtype, WeightDtype
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
@@ -17,6 +18,11 @@ from cascade_plan.inputs.yaml_source import load_yaml, validation_error
 
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 PosInt = Annotated[int, msgspec.Meta(ge=1)]
+# Every count is bounded (see limits.py): no product of them can overflow, and none is beyond a GPU.
+Tokens = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_TOKENS)]
+OutputTokens = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_OUTPUT_TOKENS)]
+Copies = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_COPIES)]
+Samples = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SAMPLES)]
 
 
 class TreeNode(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -25,12 +31,12 @@ class TreeNode(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     `output_tokens` tokens after `private_tokens` prompt tokens of its own."""
 
     name: str | None = None
-    tokens: NonNegInt = 0
-    copies: PosInt = 1
+    tokens: Tokens = 0
+    copies: Copies = 1
     children: list["TreeNode"] = msgspec.field(default_factory=list)
-    samples: PosInt | None = None
-    output_tokens: PosInt | None = None
-    private_tokens: NonNegInt = 0
+    samples: Samples | None = None
+    output_tokens: OutputTokens | None = None
+    private_tokens: Tokens = 0
 
     def __post_init__(self) -> None:
         if self.children and self.samples is not None:
@@ -50,7 +56,7 @@ class Checks(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     min_run_speedup: Annotated[float, msgspec.Meta(gt=0)] | None = None   # per-sequence / cascade run time
     max_step_s: Annotated[float, msgspec.Meta(gt=0)] | None = None        # slowest decode step, in the mode picked
     max_run_s: Annotated[float, msgspec.Meta(gt=0)] | None = None         # whole decode, in the mode picked
-    min_sequences_fit: PosInt | None = None                               # KV capacity, this workload's shape
+    min_sequences_fit: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)] | None = None  # KV capacity, this workload's shape
     cascade_chosen: bool | None = None                                    # the model picks cascade
     vllm_uses_cascade: bool | None = None                                 # vLLM's gate, opted in
 
@@ -66,7 +72,7 @@ class Workload(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     weight_dtype: WeightDtype = "bf16"
     tp: Annotated[int, msgspec.Meta(ge=1, le=64)] = 1
     prefix_caching: bool = True   # shared prefix stored once (shared physical KV blocks)
-    block_size: PosInt = 16       # KV page size in tokens
+    block_size: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_BLOCK_SIZE)] = 16   # KV page size in tokens
     checks: Checks | None = None
 
 
@@ -87,15 +93,73 @@ class Scenario:
     checks: Checks | None = None
 
 
+def _check_tree_size(doc) -> None:
+    """Depth and node count of the raw tree, before typed conversion builds anything (no recursion)."""
+    stack, nodes = [(doc.data.get("tree"), ("tree",))], 0
+    while stack:
+        node, path = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        nodes += 1
+        if nodes > limits.MAX_NODES:
+            raise doc.error(path, f"the tree has more than {limits.MAX_NODES:,} nodes; cascade-plan plans trees up to "
+                                  "that size (merge sibling nodes of the same shape with `copies:`)")
+        depth = sum(1 for part in path if part == "children")
+        if depth >= limits.MAX_DEPTH:
+            raise doc.error(path, f"the tree is more than {limits.MAX_DEPTH} levels deep; cascade-plan plans trees up "
+                                  "to that depth")
+        children = node.get("children")
+        if isinstance(children, list):
+            stack.extend((child, path + ("children", i)) for i, child in enumerate(children))
+
+
+def _check_tree_totals(tree: TreeNode, doc) -> None:
+    """Sequences in the batch and the longest context, in exact integers, against their bounds."""
+    stack = [(tree, ("tree",), 1, 0)]
+    while stack:
+        node, path, instances, shared = stack.pop()
+        instances *= node.copies
+        shared += node.tokens
+        if node.children:
+            stack.extend((c, path + ("children", i), instances, shared) for i, c in enumerate(node.children))
+            continue
+        if instances * node.samples > limits.MAX_SEQUENCES:
+            raise doc.error(path + ("samples",), f"{instances * node.samples:,} sequences in the batch under this leaf; "
+                                                 f"cascade-plan plans batches up to {limits.MAX_SEQUENCES:,}")
+        context = shared + node.private_tokens + node.output_tokens
+        if context > limits.MAX_CONTEXT_TOKENS:
+            raise doc.error(path + ("output_tokens",), f"a sequence here reaches {context:,} tokens of context; "
+                                                       f"cascade-plan plans contexts up to {limits.MAX_CONTEXT_TOKENS:,}")
+    total = _total_sequences(tree)
+    if total > limits.MAX_SEQUENCES:
+        raise doc.error(("tree",), f"{total:,} sequences in the batch; cascade-plan plans batches up to "
+                                   f"{limits.MAX_SEQUENCES:,}")
+
+
+def _total_sequences(tree: TreeNode) -> int:
+    total, stack = 0, [(tree, 1)]
+    while stack:
+        node, instances = stack.pop()
+        instances *= node.copies
+        if node.children:
+            stack.extend((c, instances) for c in node.children)
+        else:
+            total += instances * node.samples
+    return total
+
+
 def parse_workload(path: Path) -> tuple[Workload, object]:
     doc = load_yaml(path, "workload")
     version = doc.data.get("schema_version")
     if version is not None and version != 1:
         raise doc.error(("schema_version",), f"unsupported schema_version {version!r}: this cascade-plan reads version 1")
+    _check_tree_size(doc)
     try:
-        return msgspec.convert(doc.data, Workload), doc
+        wl = msgspec.convert(doc.data, Workload)
     except msgspec.ValidationError as exc:
         raise validation_error(doc, exc) from None
+    _check_tree_totals(wl.tree, doc)
+    return wl, doc
 
 
 def check_tp(model: ModelSpec, tp: int) -> None:
@@ -129,6 +193,26 @@ def load_scenario(path: Path, hardware_override: str | None = None) -> Scenario:
 
 
 def simple_tree(prefix_tokens: int, groups: int, samples: int, output_tokens: int, private_tokens: int = 0) -> TreeNode:
-    """The seed's shape: `groups` prompts of `prefix_tokens`, `samples` sequences decoding under each."""
-    return TreeNode(tokens=prefix_tokens, copies=groups, samples=samples, output_tokens=output_tokens,
-                    private_tokens=private_tokens)
+    """The seed's shape: `groups` prompts of `prefix_tokens`, `samples` sequences decoding under each.
+    The command-line numbers go through the same bounds as a workload file's."""
+    raw = {"tokens": prefix_tokens, "copies": groups, "samples": samples, "output_tokens": output_tokens,
+           "private_tokens": private_tokens}
+    flags = {"tokens": "--prefix", "copies": "--groups", "samples": "--samples", "output_tokens": "--output-tokens",
+             "private_tokens": "--private-tokens"}
+    try:
+        tree = msgspec.convert(raw, TreeNode)
+    except msgspec.ValidationError as exc:
+        field = str(exc).rsplit("$.", 1)[-1].rstrip("`")
+        raise InputError(str(exc).split(" - at ")[0].replace("`", ""), field=flags.get(field, field)) from None
+    try:
+        _check_tree_totals(tree, _FlagDoc())
+    except InputError as exc:
+        raise InputError(exc.message) from None
+    return tree
+
+
+class _FlagDoc:
+    """Stands in for a source file when the tree comes from command-line flags."""
+
+    def error(self, path: tuple, message: str) -> InputError:
+        return InputError(message)

@@ -31,18 +31,42 @@ class SourceDoc:
         return InputError(message, file=self.file, field=format_path(path) or None, line=self.line_of(path))
 
 
-def _line_map(node: Any, path: tuple, out: dict[tuple, int]) -> None:
+def _line_map(root: Any, file: str) -> dict[tuple, int]:
+    """Field path -> line, walking the composed node graph without recursion (a tree's depth is the
+    user's to choose). Refuses YAML aliases before anything expands them (a composed alias is the
+    same node object reached twice: "billion laughs" would expand it exponentially) and duplicate
+    keys (YAML keeps the last silently), naming both lines."""
     import yaml
 
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            out[path + (key,)] = key_node.start_mark.line + 1
-            _line_map(value_node, path + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_map(item, path + (i,), out)
+    out: dict[tuple, int] = {}
+    seen: set[int] = set()
+    stack = [(root, (), root.start_mark.line + 1)]
+    while stack:
+        node, path, line = stack.pop()
+        if id(node) in seen:
+            raise InputError("YAML aliases (*name) are not supported: write the value out", file=file,
+                             field=format_path(path) or None, line=line)
+        seen.add(id(node))
+        out.setdefault(path, node.start_mark.line + 1)
+        below = []
+        if isinstance(node, yaml.MappingNode):
+            first: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                key_line = key_node.start_mark.line + 1
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    raise InputError("YAML merge keys (<<) are not supported: write the fields out", file=file,
+                                     field=format_path(path) or None, line=key_line)
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else f"<{key_node.id} key>"
+                if key in first:
+                    raise InputError(f"duplicate key {key!r} (first on line {first[key]}, again on line {key_line})",
+                                     file=file, field=format_path(path + (key,)), line=key_line)
+                first[key] = key_line
+                out[path + (key,)] = key_line
+                below.append((value_node, path + (key,), key_line))
+        elif isinstance(node, yaml.SequenceNode):
+            below = [(item, path + (i,), item.start_mark.line + 1) for i, item in enumerate(node.value)]
+        stack.extend(reversed(below))      # document order, so an alias is reported where it is used
+    return out
 
 
 def read_text(path: Path, what: str) -> str:
@@ -65,9 +89,15 @@ def load_yaml(path: Path, what: str = "YAML") -> SourceDoc:
         loader = loader_cls(text)
         try:
             root = loader.get_single_node()
+            lines = _line_map(root, str(path)) if root is not None else {}   # before construction expands anything
             data = loader.construct_document(root) if root is not None else None
         finally:
             loader.dispose()
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        raise InputError(f"YAML syntax error: control character U+{char:04X} is not allowed in YAML text",
+                         file=str(path), line=line) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
@@ -75,9 +105,8 @@ def load_yaml(path: Path, what: str = "YAML") -> SourceDoc:
         raise InputError(f"YAML syntax error: {problem}", file=str(path), line=line) from None
     except yaml.YAMLError as exc:
         raise InputError(f"YAML syntax error: {exc}", file=str(path)) from None
-    lines: dict[tuple, int] = {}
-    if root is not None:
-        _line_map(root, (), lines)
+    except RecursionError:
+        raise InputError("YAML nesting is too deep to read", file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError(f"{what} file must contain a mapping at the top level", file=str(path), line=1)
     return SourceDoc(data, lines, str(path))
@@ -89,16 +118,24 @@ def load_json(path: Path, what: str = "JSON") -> SourceDoc:
     text = read_text(path, what)
     try:
         data = msgspec.json.decode(text)          # ~3x faster than json on megabyte calibration files
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         data = None
     try:
         if data is None:
-            data = json.loads(text)                # for the error message with a line number
+            data = json.loads(text, parse_constant=_no_constant)   # for the error message with a line number
     except json.JSONDecodeError as exc:
         raise InputError(f"JSON syntax error: {exc.msg}", file=str(path), line=exc.lineno) from None
+    except RecursionError:
+        raise InputError("JSON nesting is too deep to read", file=str(path)) from None
+    except ValueError as exc:
+        raise InputError(str(exc), file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError(f"{what} file must contain a JSON object", file=str(path), line=1)
     return SourceDoc(data, {}, str(path))
+
+
+def _no_constant(name: str):
+    raise ValueError(f"JSON syntax error: {name} is not a number (JSON has no NaN or Infinity)")
 
 
 def _parse_at(text: str) -> tuple:
@@ -109,12 +146,29 @@ def _parse_at(text: str) -> tuple:
     return tuple(path)
 
 
+def _value_at(data: Any, path: tuple) -> Any:
+    for part in path:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
 def validation_error(doc: SourceDoc, exc: Exception, prefix: tuple = ()) -> InputError:
     """Turn a msgspec ValidationError ('Expected `int` >= 1, got `0` - at `$.tree.copies`') into one
     InputError line with the field path and its line in the file."""
     msg = str(exc)
     path: tuple = ()
+    key = re.search(r" - at `key` in `(\$[^`]*)`$", msg)
     match = re.search(r" - at `(\$[^`]*)`$", msg)
+    if key:
+        path = _parse_at(key.group(1))
+        container = _value_at(doc.data, path)
+        bad = next((k for k in container if not isinstance(k, str)), None) if isinstance(container, dict) else None
+        if bad is not None:
+            path += (str(bad),)
+        return doc.error(prefix + path, f"field names must be text, got the key {bad!r}")
     if match:
         msg, path = msg[: match.start()], _parse_at(match.group(1))
     unknown = re.match(r"Object contains unknown field `([^`]*)`", msg)

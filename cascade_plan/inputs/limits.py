@@ -1,0 +1,49 @@
+"""Upper bounds on every count a user can write, and plausible ranges for every physical quantity.
+
+The bounds are far above anything a GPU can hold (a 10-million-token node is ~1.3 TB of Llama-3-8B KV;
+a million samples of one prompt is several orders beyond any engine's batch), and low enough that
+no product of them overflows a float64 or an int64, or makes a run's arrays grow past a bounded size.
+Every number here is checked where it enters (workload schema, HF config, hardware profile,
+calibration file, command-line axes), so the cost model downstream can trust what it is given.
+"""
+
+from __future__ import annotations
+
+import math
+
+# Workload tree (per node / per leaf).
+MAX_TOKENS = 10_000_000            # tokens of one node, or private prompt tokens of one sequence
+MAX_OUTPUT_TOKENS = 10_000_000     # tokens one sequence decodes
+MAX_COPIES = 1_000_000             # distinct instances of one node under its parent
+MAX_SAMPLES = 1_000_000            # sequences decoding under one leaf instance
+# Whole tree.
+MAX_DEPTH = 64                     # levels of nesting (a cascade of more levels is not a real workload)
+MAX_NODES = 10_000                 # nodes in the tree, leaves included
+MAX_SEQUENCES = 1_000_000_000      # sequences in the whole batch (product of copies and samples)
+MAX_CONTEXT_TOKENS = 100_000_000   # one sequence's shared + private + output tokens
+MAX_BLOCK_SIZE = 1_048_576         # KV page size in tokens
+
+# Command-line sweep axes.
+MAX_AXIS_VALUES = 4_096            # values on one axis
+MAX_GRID_POINTS = 2_000_000        # prefix x batch x suffix points of one breakeven sweep
+
+# Model shapes (Hugging Face config.json).
+MAX_LAYERS = 4_096
+MAX_HIDDEN = 1_048_576
+MAX_HEADS = 65_536
+MAX_HEAD_DIM = 65_536
+MAX_VOCAB = 100_000_000
+MAX_INTERMEDIATE = 10_000_000
+MAX_EXPERTS = 1_000_000
+
+# Hardware profiles: (low, high), SI units. A profile outside these is a typo or a unit slip
+# (GB/s written as bytes/s, a TFLOP figure without its exponent), not a GPU.
+HBM_BYTES_PER_S = (1e9, 1e15)          # 1 GB/s .. 1 PB/s
+MEMORY_BYTES = (1e8, 1e14)             # 100 MB .. 100 TB
+FLOP_PER_S = (1e11, 1e19)              # 0.1 TFLOP/s .. 10 EFLOP/s
+L2_BYTES = (0.0, 1e11)                 # 0 .. 100 GB
+SM_COUNT = (1, 100_000)
+
+
+def finite_positive(value: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
