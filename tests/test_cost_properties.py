@@ -7,7 +7,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from cascade_plan.cost.cost_model import gpu_shape, tree_step_costs
+from cascade_plan.cost.cost_model import gpu_shape
+from cascade_plan.cost.run_load import tree_step_costs
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, with_overheads_scaled
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.cost.flat_tree import flatten

@@ -13,7 +13,6 @@ import numpy as np
 
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES, kv_row_bytes
-from cascade_plan.cost.flat_tree import FlatTree
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.model_spec import ModelSpec
 
@@ -186,29 +185,6 @@ class StepLoad:
     longest_suffix: np.ndarray        # private tokens of the longest suffix (suffix pass's longest row)
 
 
-def tree_load(flat: FlatTree) -> tuple[np.ndarray, StepLoad]:
-    """The load of every decode step of a run over the sharing tree (step k reads k generated tokens)."""
-    steps = np.arange(1, flat.max_output + 1)
-    act = flat.active(steps)                                          # (I, K)
-    seqs = flat.leaf_seqs[:, None] * act                              # (I, K) sequences decoding
-    readers = flat.node_seqs @ act.astype(np.int64) if flat.node_tokens.size else np.zeros((0, steps.size))  # (J, K)
-    node_on = readers > 0
-    per_node = (flat.node_instances * flat.node_tokens)[:, None]
-    levels_on = np.zeros(steps.size)
-    for lvl in range(flat.n_levels):
-        levels_on += node_on[flat.node_level == lvl].any(0)
-    own = np.where(act, flat.leaf_private[:, None] + steps[None, :], 0)
-    return steps, StepLoad(
-        active_seqs=seqs.sum(0),
-        ps_prefix_tokens=(seqs * flat.leaf_shared[:, None]).sum(0),
-        suffix_tokens=(seqs * (flat.leaf_private[:, None] + steps[None, :])).sum(0),
-        node_tokens=per_node * node_on, node_query_tokens=per_node * readers,
-        node_redundant_tokens=per_node * np.maximum(readers - 1, 0), levels_on=levels_on,
-        node_instance_tokens=flat.node_tokens[:, None] * node_on,
-        longest_context=np.where(act, flat.leaf_shared[:, None] + own, 0).max(0), longest_suffix=own.max(0),
-    )
-
-
 def single_level_load(prefix_tokens, group_size, n_groups, suffix_tokens) -> StepLoad:
     """`n_groups` prompts of `prefix_tokens`, each shared by `group_size` sequences that read
     `suffix_tokens` private tokens this step. Any argument may be an array (a sweep grid)."""
@@ -287,10 +263,3 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         cas_prefix_s=pre_s, cas_suffix_s=suf_s, cas_merge_s=merge_s, cas_levels=load.levels_on,
         cas_attention_s=cas_attn, cas_step_s=w_s + cas_attn,
     )
-
-
-def tree_step_costs(flat: FlatTree, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
-                    params: CostParams, prefix_caching: bool = True) -> StepCosts:
-    """Cost of every decode step of a run over the sharing tree."""
-    steps, load = tree_load(flat)
-    return step_costs(load, g, model, weight_dtype, tp, params, prefix_caching, steps)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token, tree_step_costs
+import numpy as np
+
+from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import FlatTree, flatten
+from cascade_plan.cost.run_load import tree_costs_at, tree_run_costs
 from cascade_plan.inputs.workload import Scenario
 
 # Go/no-go thresholds on (redundant prefix bytes per step) / (weight bytes per step). The seed: "if
@@ -56,7 +59,9 @@ class Estimate:
     scenario: Scenario
     params: CostParams
     flat: FlatTree
-    costs: StepCosts
+    costs: StepCosts             # at the steps the run is summed over (every step of all but very long runs)
+    step_weights: np.ndarray     # run total of a per-step array x: (x * step_weights).sum()
+    decode_steps: int
     kv_bytes_per_token: float
     steps: list[StepSummary]
     run_per_sequence_s: float
@@ -123,13 +128,16 @@ def go_no_go(redundant: float, weights: float, run_speedup: float | None = None)
 def estimate(scn: Scenario, params: CostParams) -> Estimate:
     flat = flatten(scn.tree)
     g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
-    costs = tree_step_costs(flat, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)
-    k = costs.steps.size
-    picks = [(0, "first"), ((k - 1) // 2, "middle"), (k - 1, "final")]
-    steps = [_summary(costs, i, label) for i, label in picks]
+    run = tree_run_costs(flat, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)
+    k = run.decode_steps
+    picks = [1, (k - 1) // 2 + 1, k]
+    at = tree_costs_at(flat, np.array(sorted(set(picks)), float), g, scn.model, scn.weight_dtype, scn.tp, params,
+                       scn.prefix_caching)
+    index = {int(step): i for i, step in enumerate(at.steps)}
+    steps = [_summary(at, index[p], label) for p, label in zip(picks, ("first", "middle", "final"))]
 
     first = steps[0]
-    run_ps, run_cas = float(costs.ps_step_s.sum()), float(costs.cas_step_s.sum())
+    run_ps, run_cas = run.run_total(run.costs.ps_step_s), run.run_total(run.costs.cas_step_s)
     verdict = go_no_go(first.per_sequence.prefix_bytes - first.cascade.prefix_bytes, first.weight_bytes,
                        run_ps / run_cas)
 
@@ -146,7 +154,7 @@ def estimate(scn: Scenario, params: CostParams) -> Estimate:
                         "shared physical blocks and engines cannot cascade over them.")
 
     return Estimate(
-        scenario=scn, params=params, flat=flat, costs=costs,
+        scenario=scn, params=params, flat=flat, costs=run.costs, step_weights=run.weights, decode_steps=k,
         kv_bytes_per_token=kv_bytes_per_token(m, scn.kv_dtype, scn.tp), steps=steps,
         run_per_sequence_s=run_ps, run_cascade_s=run_cas,
         output_tokens=int((flat.leaf_seqs * flat.leaf_output).sum()), verdict=verdict, warnings=warnings,
@@ -181,7 +189,7 @@ def to_json(est: Estimate, version: str) -> dict:
         "mode": est.params.mode,
         "calibration": {"mode": est.params.mode, "source": est.params.source, "backend": est.params.backend},
         "sequences": flat.total_seqs,
-        "decode_steps": int(est.costs.steps.size),
+        "decode_steps": est.decode_steps,
         "output_tokens": est.output_tokens,
         "kv_bytes_per_token": est.kv_bytes_per_token,
         "prefix_nodes": [{"tokens": int(t), "instances": int(n), "level": int(lv),

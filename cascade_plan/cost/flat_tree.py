@@ -21,7 +21,12 @@ class FlatTree:
     node_tokens[j]    tokens of one instance of node j
     node_instances[j] distinct instances of node j in the batch (product of copies down its path)
     node_level[j]     cascade level of node j (0 = outermost level that carries tokens)
-    node_seqs[j, i]   sequences of class i under ONE instance of node j
+    pair_node[p], pair_leaf[p], pair_seqs[p]
+                      sparse (node j, leaf class i) incidence: pair_seqs sequences of class i under ONE
+                      instance of node j (a tree has depth x leaves pairs, never a dense node x leaf matrix)
+
+    Counts are float64: products of bounded counts stay exact well past 2**53 of any real batch, and
+    never wrap around as int64 products would.
     """
 
     leaf_seqs: np.ndarray
@@ -32,7 +37,9 @@ class FlatTree:
     node_tokens: np.ndarray
     node_instances: np.ndarray
     node_level: np.ndarray
-    node_seqs: np.ndarray
+    pair_node: np.ndarray
+    pair_leaf: np.ndarray
+    pair_seqs: np.ndarray
 
     @property
     def total_seqs(self) -> int:
@@ -47,13 +54,9 @@ class FlatTree:
         return int(self.node_level.max()) + 1 if self.node_level.size else 0
 
     @property
-    def unique_prefix_tokens(self) -> int:
+    def unique_prefix_tokens(self) -> float:
         """Shared-node tokens stored once each: what storage sharing keeps."""
-        return int((self.node_tokens * self.node_instances).sum())
-
-    def active(self, steps: np.ndarray) -> np.ndarray:
-        """(I, K) boolean: class i still decoding at 1-based step k."""
-        return steps[None, :] <= self.leaf_output[:, None]
+        return float((self.node_tokens * self.node_instances).sum())
 
 
 def flatten(tree: TreeNode) -> FlatTree:
@@ -72,19 +75,17 @@ def flatten(tree: TreeNode) -> FlatTree:
             nodes.append((node.tokens, instances, depth, below))
         return below
 
-    walk(tree, 1, 0, 0)
+    walk(tree, 1, 0, 0)          # depth is bounded by the workload schema (limits.MAX_DEPTH)
     n_leaf = len(leaves)
-    leaf = np.array(leaves, dtype=np.int64).reshape(n_leaf, 5)
+    leaf = np.array(leaves, dtype=float).reshape(n_leaf, 5)
     depths = sorted({d for _, _, d, _ in nodes})
-    node_seqs = np.zeros((len(nodes), n_leaf), dtype=np.int64)
-    for j, (_, inst, _, below) in enumerate(nodes):
-        for i in below:
-            node_seqs[j, i] = leaf[i, 0] // inst  # class-i sequences per instance of node j
+    pairs = [(j, i, leaves[i][0] // inst) for j, (_, inst, _, below) in enumerate(nodes) for i in below]
+    pair = np.array(pairs, dtype=float).reshape(len(pairs), 3)
     return FlatTree(
         leaf_seqs=leaf[:, 0], leaf_output=leaf[:, 1], leaf_private=leaf[:, 2], leaf_shared=leaf[:, 3],
         leaf_instances=leaf[:, 4],
-        node_tokens=np.array([n[0] for n in nodes], dtype=np.int64),
-        node_instances=np.array([n[1] for n in nodes], dtype=np.int64),
+        node_tokens=np.array([n[0] for n in nodes], dtype=float),
+        node_instances=np.array([n[1] for n in nodes], dtype=float),
         node_level=np.array([depths.index(n[2]) for n in nodes], dtype=np.int64),
-        node_seqs=node_seqs,
+        pair_node=pair[:, 0].astype(np.int64), pair_leaf=pair[:, 1].astype(np.int64), pair_seqs=pair[:, 2],
     )

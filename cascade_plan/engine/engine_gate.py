@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cascade_plan.cost.cost_model import gpu_shape, kv_heads_per_gpu, q_heads_per_gpu, tree_step_costs
+from cascade_plan.cost.cost_model import gpu_shape, kv_heads_per_gpu, q_heads_per_gpu
 from cascade_plan.cost.cost_params import IDEAL
 from cascade_plan.cost.estimate import Estimate
 from cascade_plan.cost.flat_tree import FlatTree
+from cascade_plan.cost.run_load import tree_run_costs
 from cascade_plan.engine.vllm_gate import FLASHINFER_NEVER_USES_CASCADE, VllmGateDecision, VllmGateInputs, vllm_uses_cascade
 from cascade_plan.inputs.workload import TreeNode
 
@@ -74,13 +75,14 @@ def common_only(flat: FlatTree, common_tokens: int) -> FlatTree:
     """The same batch with only the all-shared prefix cascaded (one level); every other shared
     token becomes private to each sequence, as in vLLM's single-level cascade."""
     seqs = flat.leaf_seqs
-    nodes = common_tokens > 0
+    nodes = int(common_tokens > 0)
     return replace(
         flat, leaf_private=flat.leaf_private + flat.leaf_shared - common_tokens,
         leaf_shared=np.full_like(flat.leaf_shared, common_tokens),
-        node_tokens=np.array([common_tokens] if nodes else [], dtype=np.int64),
-        node_instances=np.ones(int(nodes), dtype=np.int64), node_level=np.zeros(int(nodes), dtype=np.int64),
-        node_seqs=seqs[None, :].copy() if nodes else np.zeros((0, seqs.size), dtype=np.int64),
+        node_tokens=np.full(nodes, float(common_tokens)), node_instances=np.ones(nodes),
+        node_level=np.zeros(nodes, dtype=np.int64),
+        pair_node=np.zeros(seqs.size * nodes, dtype=np.int64), pair_leaf=np.arange(seqs.size * nodes),
+        pair_seqs=seqs.copy() if nodes else np.zeros(0),
     )
 
 
@@ -101,12 +103,12 @@ def engine_view(est: Estimate) -> EngineView:
     opted_in = vllm_uses_cascade(replace(inputs, disable_cascade_attn=False))
     g = gpu_shape(m, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
 
-    def ideal(f: FlatTree):
-        return tree_step_costs(f, g, m, scn.weight_dtype, scn.tp, IDEAL, scn.prefix_caching)
+    def ideal(f: FlatTree, which: str) -> float:
+        run = tree_run_costs(f, g, m, scn.weight_dtype, scn.tp, IDEAL, scn.prefix_caching)
+        return run.run_total(getattr(run.costs, which))
 
-    full = ideal(flat)
-    per_seq = float(full.ps_step_s.sum())
-    engine_speedup = per_seq / float(ideal(common_only(flat, prefix)).cas_step_s.sum()) if opted_in.used else 1.0
+    per_seq = ideal(flat, "ps_step_s")
+    engine_speedup = per_seq / ideal(common_only(flat, prefix), "cas_step_s") if opted_in.used else 1.0
     return EngineView(common_prefix_tokens=prefix, requests=flat.total_seqs, shipped=vllm_uses_cascade(inputs),
                       opted_in=opted_in, model_speedup=est.run_speedup, engine_speedup=engine_speedup,
-                      multi_level_speedup=per_seq / float(full.cas_step_s.sum()), note=note)
+                      multi_level_speedup=per_seq / ideal(flat, "cas_step_s"), note=note)

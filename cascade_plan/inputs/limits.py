@@ -18,7 +18,7 @@ MAX_COPIES = 1_000_000             # distinct instances of one node under its pa
 MAX_SAMPLES = 1_000_000            # sequences decoding under one leaf instance
 # Whole tree.
 MAX_DEPTH = 64                     # levels of nesting (a cascade of more levels is not a real workload)
-MAX_NODES = 10_000                 # nodes in the tree, leaves included
+MAX_NODES = 4_096                  # nodes in the tree, leaves included
 MAX_SEQUENCES = 1_000_000_000      # sequences in the whole batch (product of copies and samples)
 MAX_CONTEXT_TOKENS = 100_000_000   # one sequence's shared + private + output tokens
 MAX_BLOCK_SIZE = 1_048_576         # KV page size in tokens

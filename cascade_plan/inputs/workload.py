@@ -102,7 +102,7 @@ def _check_tree_size(doc) -> None:
             continue
         nodes += 1
         if nodes > limits.MAX_NODES:
-            raise doc.error(path, f"the tree has more than {limits.MAX_NODES:,} nodes; cascade-plan plans trees up to "
+            raise doc.error(("tree",), f"the tree has more than {limits.MAX_NODES:,} nodes; cascade-plan plans trees up to "
                                   "that size (merge sibling nodes of the same shape with `copies:`)")
         depth = sum(1 for part in path if part == "children")
         if depth >= limits.MAX_DEPTH:

@@ -140,7 +140,7 @@ def _scenario_line(est: "Estimate") -> str:
 def _batch_line(est: "Estimate") -> str:
     flat = est.flat
     return (f"{flat.total_seqs:,} sequences, {fmt_tokens(flat.unique_prefix_tokens)} unique shared prefix tokens, "
-            f"{est.costs.steps.size:,} decode steps")
+            f"{est.decode_steps:,} decode steps")
 
 
 def _finish(fig, est_params=None) -> None:

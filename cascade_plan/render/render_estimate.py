@@ -16,7 +16,7 @@ def inputs_line(est: Estimate) -> str:
     s, f = est.scenario, est.flat
     return (f"{s.model.id} on {s.hardware.name} ({fmt_bandwidth(s.hardware.hbm_bytes_per_s)}), "
             f"KV {s.kv_dtype}, weights {s.weight_dtype}, TP {s.tp}; {f.total_seqs} sequences, "
-            f"{est.costs.steps.size} decode steps")
+            f"{est.decode_steps} decode steps")
 
 
 def arithmetic_table(est: Estimate) -> Table:
@@ -53,7 +53,7 @@ def run_table(est: Estimate) -> Table:
     t = Table(title="Whole run (all decode steps)", title_justify="left")
     for col in ("mode", "decode time", "tokens/s", "mean step"):
         t.add_column(col, justify="right" if col != "mode" else "left")
-    n = est.costs.steps.size
+    n = est.decode_steps
     for name, total in (("per-sequence", est.run_per_sequence_s), ("cascade", est.run_cascade_s)):
         t.add_row(name, fmt_seconds(total), f"{est.output_tokens / total:,.0f}", fmt_seconds(total / n))
     return t

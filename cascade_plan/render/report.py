@@ -57,7 +57,7 @@ def _inputs(r: WorkloadReport) -> list[str]:
         f"{hw.sm_count} SMs",
         f"- **KV** {s.kv_dtype}, **weights** {s.weight_dtype}, **TP** {s.tp}, prefix caching "
         f"{'on' if s.prefix_caching else 'off'}, {s.block_size}-token KV blocks",
-        f"- **Batch**: {r.est.flat.total_seqs} sequences, {r.est.costs.steps.size:,} decode steps; the sharing tree:",
+        f"- **Batch**: {r.est.flat.total_seqs} sequences, {r.est.decode_steps:,} decode steps; the sharing tree:",
         "", *["  " + line for line in _tree_lines(s.tree)], "",
     ]
 
@@ -107,7 +107,7 @@ def _steps_table(est: Estimate) -> list[str]:
 
 
 def _run(est: Estimate) -> list[str]:
-    n = est.costs.steps.size
+    n = est.decode_steps
     return ["### The whole run", "",
             "| mode | decode time | tokens/s | mean step |", "| --- | ---: | ---: | ---: |",
             f"| per-sequence | {fmt_seconds(est.run_per_sequence_s)} | {est.output_tokens / est.run_per_sequence_s:,.0f} | "
