@@ -156,7 +156,7 @@ def test_bad_hardware_profile_file(tmp_path):
     p = write(tmp_path, "schema_version: 1\nid: x\nname: X\nvendor: nvidia\nhbm_bytes_per_s: 0\n", "hw.yaml")
     res = run("estimate", "--model", "llama-3-8b", "--prefix", "100", "--samples", "2", "--output-tokens", "5",
               "--hardware", p)
-    assert res.exit_code == 2 and "hw.yaml:5: hbm_bytes_per_s: Expected `float` > 0" in res.stderr
+    assert res.exit_code == 2 and "hw.yaml:5: hbm_bytes_per_s: Expected `float` >= 1000000000.0" in res.stderr
 
 
 def test_probe_without_torch_or_gpu_says_what_is_missing(tmp_path):

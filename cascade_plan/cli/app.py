@@ -90,7 +90,7 @@ def estimate(
 def models(
     kv_dtype: Annotated[KvDtypeOpt, typer.Option("--kv-dtype", help="KV dtype for the bytes-per-token column.")] = KvDtypeOpt.bf16,
     weight_dtype: Annotated[KvDtypeOpt, typer.Option("--weight-dtype", help="Weight dtype for the weight-bytes column.")] = KvDtypeOpt.bf16,
-    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree (bytes are per GPU).")] = 1,
+    tp: Annotated[int, typer.Option("--tp", min=1, max=64, help="Tensor-parallel degree (bytes are per GPU).")] = 1,
     json_out: JsonOpt = False,
 ) -> None:
     """List the built-in models with KV bytes per token and weight bytes (per GPU at --tp)."""

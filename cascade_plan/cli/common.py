@@ -13,6 +13,7 @@ from typing import Annotated, Callable, Optional
 import typer
 
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.limits import MAX_COPIES
 
 
 class KvDtypeOpt(str, enum.Enum):
@@ -37,7 +38,7 @@ HardwareOpt = Annotated[Optional[str], typer.Option(
 PrefixOpt = Annotated[Optional[int], typer.Option(
     "--prefix", min=0, help="Shared prompt tokens per group.", rich_help_panel="Workload without a file")]
 GroupsOpt = Annotated[int, typer.Option(
-    "--groups", min=1, help="Distinct prompts (groups of siblings) in the batch.", rich_help_panel="Workload without a file")]
+    "--groups", min=1, max=MAX_COPIES, help="Distinct prompts (groups of siblings) in the batch.", rich_help_panel="Workload without a file")]
 SamplesOpt = Annotated[Optional[int], typer.Option(
     "--samples", min=1, help="Sequences decoding under each prompt (n, beams, rollouts per prompt).",
     rich_help_panel="Workload without a file")]
@@ -48,7 +49,7 @@ PrivateOpt = Annotated[int, typer.Option(
     rich_help_panel="Workload without a file")]
 KvDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--kv-dtype", help="KV cache dtype (overrides the workload's).")]
 WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype", help="Weight dtype (overrides the workload's).")]
-TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, help="Tensor-parallel degree (overrides the workload's).")]
+TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, max=64, help="Tensor-parallel degree (overrides the workload's).")]
 IdealOpt = Annotated[bool, typer.Option(
     "--ideal", help="Peak bandwidth and FLOP/s, zero overheads: the seed's back-of-envelope arithmetic.")]
 CalibrationOpt = Annotated[Optional[Path], typer.Option(
@@ -77,8 +78,18 @@ def handles_input_errors(fn: Callable) -> Callable:
     return wrapper
 
 
+def dumps_json(doc: dict, indent: int = 2) -> str:
+    """Strict JSON (no NaN or Infinity, which JSON does not have). Inputs are range-checked where they
+    enter, so a non-finite number here is refused rather than written as invalid JSON."""
+    try:
+        return json.dumps(doc, indent=indent, sort_keys=False, allow_nan=False)
+    except ValueError:
+        raise InputError("the result contains a non-finite number (an input far outside any real GPU or model?); "
+                         "nothing written") from None
+
+
 def print_json(doc: dict) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    sys.stdout.write(dumps_json(doc) + "\n")
 
 
 def scenario_from_options(workload: Path | None, *, model: str | None, hardware: str | None, prefix: int | None,

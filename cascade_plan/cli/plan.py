@@ -12,6 +12,7 @@ from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, Hardw
                                      KvDtypeOpt, KvDtypeOption, ModelOpt, TpOpt, UncalibratedOpt, WeightDtypeOption,
                                      WorkloadArg, print_json, scenario_from_options)
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS, MAX_SEQUENCES, MAX_THRESHOLD
 
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (one row per point) instead of tables.")]
 
@@ -39,7 +40,7 @@ def breakeven(
     suffix: Annotated[Optional[str], typer.Option(
         "--suffix", help="Private tokens each sequence reads this step (own prompt + generated so far). Default: the "
                          "workload's middle decode step, or 128.")] = None,
-    groups: Annotated[Optional[int], typer.Option("--groups", min=1, help="Prompt groups in the batch (default: the "
+    groups: Annotated[Optional[int], typer.Option("--groups", min=1, max=MAX_COPIES, help="Prompt groups in the batch (default: the "
                                                   "workload's sibling groups, or 1).")] = None,
     ideal: IdealOpt = False,
     calibration: CalibrationOpt = None,
@@ -70,6 +71,10 @@ def breakeven(
     p_axis = parse_axis(prefix, "--prefix")
     n_axis = parse_axis(batch, "--batch", minimum=1)
     s_axis = parse_axis(suffix, "--suffix") if suffix else parse_axis(str(wl_suffix), "--suffix")
+    points = p_axis.size * n_axis.size * s_axis.size
+    if points > MAX_GRID_POINTS:
+        raise InputError(f"the sweep has {points:,} points (--prefix x --batch x --suffix); cascade-plan sweeps at most "
+                         f"{MAX_GRID_POINTS:,}: use fewer values per axis")
     params = select_params(ideal, scn, calibration, backend, force, uncalibrated)
     res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups)
     if json_out:
@@ -90,7 +95,7 @@ def compare(
         "--kv-dtype", help="Comma-separated KV dtypes to compare (bf16,fp8,...).")] = None,
     model: ModelOpt = None,
     prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, help="Without a file: shared prompt tokens.")] = None,
-    groups: Annotated[int, typer.Option("--groups", min=1, help="Without a file: prompt groups.")] = 1,
+    groups: Annotated[int, typer.Option("--groups", min=1, max=MAX_COPIES, help="Without a file: prompt groups.")] = 1,
     samples: Annotated[Optional[int], typer.Option("--samples", min=1, help="Without a file: sequences per prompt.")] = None,
     output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, help="Without a file: output tokens.")] = None,
     tp: TpOpt = None,
@@ -134,13 +139,13 @@ def check(
     workloads: Annotated[list[Path], typer.Argument(help="Workload YAMLs; thresholds from their `checks:` section "
                                                     "and/or the options below (options win).", show_default=False)],
     hardware: HardwareOpt = None,
-    min_run_speedup: Annotated[Optional[float], typer.Option(help="Fail below this run speedup (x).", min=0)] = None,
+    min_run_speedup: Annotated[Optional[float], typer.Option(help="Fail below this run speedup (x).", min=0, max=MAX_THRESHOLD)] = None,
     max_step_s: Annotated[Optional[float], typer.Option(help="Fail if the slowest decode step, in the mode the "
-                                                        "planner picks, exceeds this many seconds.", min=0)] = None,
+                                                        "planner picks, exceeds this many seconds.", min=0, max=MAX_THRESHOLD)] = None,
     max_run_s: Annotated[Optional[float], typer.Option(help="Fail if the whole decode, in the picked mode, exceeds "
-                                                       "this many seconds.", min=0)] = None,
+                                                       "this many seconds.", min=0, max=MAX_THRESHOLD)] = None,
     min_sequences_fit: Annotated[Optional[int], typer.Option(help="Fail if fewer sequences of this shape fit in "
-                                                             "GPU memory.", min=1)] = None,
+                                                             "GPU memory.", min=1, max=MAX_SEQUENCES)] = None,
     cascade_chosen: Annotated[Optional[bool], typer.Option("--cascade-chosen/--no-cascade-chosen", help="Require "
                                                            "that the planner picks cascade (or not).")] = None,
     vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=

@@ -8,14 +8,23 @@ from typing import Annotated, Literal
 import msgspec
 
 from cascade_plan.errors import InputError
+from cascade_plan.inputs import limits
 from cascade_plan.resources import data_dir
-from cascade_plan.inputs.yaml_source import load_yaml, validation_error
+from cascade_plan.inputs.yaml_source import check_reference, load_yaml, validation_error
 
 NUMBER_FIELDS = ("hbm_bytes_per_s", "memory_bytes", "dense_bf16_flop_per_s", "dense_fp8_flop_per_s",
                  "l2_bytes", "sm_count")
 
 
-Positive = Annotated[float, msgspec.Meta(gt=0)]
+def _between(bounds: tuple, what: str):
+    """A finite number in a plausible range (msgspec rejects NaN; the upper bound rejects infinity)."""
+    lo, hi = bounds
+    return Annotated[float, msgspec.Meta(ge=lo, le=hi, description=what)]
+
+
+HbmBytesPerS = _between(limits.HBM_BYTES_PER_S, "HBM bandwidth, bytes/s")
+MemoryBytes = _between(limits.MEMORY_BYTES, "GPU memory, bytes")
+FlopPerS = _between(limits.FLOP_PER_S, "dense tensor rate, FLOP/s")
 
 
 class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -23,14 +32,14 @@ class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     id: Annotated[str, msgspec.Meta(min_length=1)]
     name: str
     vendor: Literal["nvidia", "amd", "intel", "other"]
-    hbm_bytes_per_s: Positive
-    memory_bytes: Positive
-    dense_bf16_flop_per_s: Positive
-    l2_bytes: Annotated[float, msgspec.Meta(ge=0)]
-    sm_count: Annotated[int, msgspec.Meta(gt=0)]
+    hbm_bytes_per_s: HbmBytesPerS
+    memory_bytes: MemoryBytes
+    dense_bf16_flop_per_s: FlopPerS
+    l2_bytes: _between(limits.L2_BYTES, "L2 cache, bytes")
+    sm_count: Annotated[int, msgspec.Meta(ge=limits.SM_COUNT[0], le=limits.SM_COUNT[1])]
     sources: dict[str, str]
     memory_kind: str | None = None
-    dense_fp8_flop_per_s: Positive | None = None
+    dense_fp8_flop_per_s: FlopPerS | None = None
     notes: str | None = None
 
     def to_dict(self) -> dict:
@@ -62,6 +71,7 @@ def load_hardware_file(path: Path) -> HardwareProfile:
 
 def load_hardware(ref: str, base_dir: Path | None = None) -> HardwareProfile:
     """A built-in id (`h100-sxm`) or a path to a profile YAML (relative to base_dir when given)."""
+    check_reference(ref, "hardware")
     builtin = data_dir("hardware_profiles") / f"{ref}.yaml"
     if "/" not in ref and not ref.endswith((".yaml", ".yml")):
         if builtin.is_file():

@@ -23,9 +23,12 @@ MAX_SEQUENCES = 1_000_000_000      # sequences in the whole batch (product of co
 MAX_CONTEXT_TOKENS = 100_000_000   # one sequence's shared + private + output tokens
 MAX_BLOCK_SIZE = 1_048_576         # KV page size in tokens
 
+# `check` thresholds (speedup, seconds): finite.
+MAX_THRESHOLD = 1e12
+
 # Command-line sweep axes.
 MAX_AXIS_VALUES = 4_096            # values on one axis
-MAX_GRID_POINTS = 2_000_000        # prefix x batch x suffix points of one breakeven sweep
+MAX_GRID_POINTS = 1_000_000        # prefix x batch x suffix points of one breakeven sweep
 
 # Model shapes (Hugging Face config.json).
 MAX_LAYERS = 4_096

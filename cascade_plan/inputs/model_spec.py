@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.hf_config import parse_hf_config
 from cascade_plan.inputs.model_presets import PRESETS
-from cascade_plan.inputs.yaml_source import SourceDoc, load_json
+from cascade_plan.inputs.yaml_source import SourceDoc, check_reference, load_json
 
 
 @dataclass(frozen=True)
@@ -66,46 +66,23 @@ class ModelSpec:
         return self.kv_lora_rank if self.attention == "mla" else self.head_dim
 
 
-def _get(cfg: dict, key: str, where: str, kind: type = int, default: Any = ..., minimum: int = 1) -> Any:
-    value = cfg.get(key, default)
-    if value is ...:
-        raise InputError(f"required field is missing in {where}", field=key)
-    if value is None and default is None:
-        return None
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InputError(f"must be an integer, got {value!r}", field=key)
-        if value < minimum:
-            raise InputError(f"must be at least {minimum}, got {value}", field=key)
-    return value
-
-
 def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
-    """Parse the fields of a Hugging Face config.json (GQA, MLA and MoE variants)."""
-    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LM in text_config
-        cfg = {**cfg["text_config"], "model_type": cfg["text_config"].get("model_type", cfg.get("model_type"))}
-    where = "the model config"
-    layers = _get(cfg, "num_hidden_layers", where)
-    hidden = _get(cfg, "hidden_size", where)
-    heads = _get(cfg, "num_attention_heads", where)
-    kv_heads = _get(cfg, "num_key_value_heads", where, default=heads)
-    vocab = _get(cfg, "vocab_size", where)
-    inter = _get(cfg, "intermediate_size", where)
-    head_dim = cfg.get("head_dim") or hidden // heads
-    if heads % kv_heads:
-        raise InputError(f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv_heads})",
-                         field="num_key_value_heads")
-    model_type = str(cfg.get("model_type", ""))
-    tied = bool(cfg.get("tie_word_embeddings", False))
+    """Parse the fields of a Hugging Face config.json (GQA, MLA and MoE variants); hf_config.py types
+    and range-checks every field read."""
+    hf = parse_hf_config(cfg)
+    layers, hidden, heads = hf.num_hidden_layers, hf.hidden_size, hf.num_attention_heads
+    kv_heads = hf.num_key_value_heads or heads
+    vocab, inter = hf.vocab_size, hf.intermediate_size
+    head_dim = hf.head_dim or hidden // heads
+    model_type = hf.model_type
+    tied = hf.tie_word_embeddings
 
     # Attention parameters per layer.
-    kv_lora = cfg.get("kv_lora_rank")
+    kv_lora = hf.kv_lora_rank
     if kv_lora:
         attention = "mla"
-        rope = _get(cfg, "qk_rope_head_dim", where)
-        nope = _get(cfg, "qk_nope_head_dim", where)
-        v_dim = _get(cfg, "v_head_dim", where)
-        q_lora = cfg.get("q_lora_rank")
+        rope, nope, v_dim = hf.qk_rope_head_dim, hf.qk_nope_head_dim, hf.v_head_dim
+        q_lora = hf.q_lora_rank
         q_params = (hidden * q_lora + q_lora + q_lora * heads * (nope + rope)) if q_lora else hidden * heads * (nope + rope)
         kv_params = hidden * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v_dim)
         attn_params = q_params + kv_params + heads * v_dim * hidden
@@ -113,25 +90,25 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
     else:
         attention, kv_lora, rope_dim, kv_heads_eff = "gqa", 0, 0, kv_heads
         attn_params = hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
-        if cfg.get("attention_bias") or model_type in ("qwen2", "qwen2_moe"):
+        if hf.attention_bias or model_type in ("qwen2", "qwen2_moe"):
             attn_params += (heads + 2 * kv_heads) * head_dim
 
     # MLP / MoE parameters.
-    n_experts = int(cfg.get("num_local_experts") or cfg.get("n_routed_experts") or cfg.get("num_experts") or 0)
-    top_k = int(cfg.get("num_experts_per_tok") or 0)
-    moe_inter = int(cfg.get("moe_intermediate_size") or inter)
+    n_experts = hf.n_experts
+    top_k = hf.num_experts_per_tok or 0
+    moe_inter = hf.moe_intermediate_size or inter
     if n_experts:
         if not 1 <= top_k <= n_experts:
             raise InputError(f"must be between 1 and the number of experts ({n_experts})", field="num_experts_per_tok")
-        first_dense = int(cfg.get("first_k_dense_replace") or 0)
-        step = int(cfg.get("moe_layer_freq") or cfg.get("decoder_sparse_step") or 1)
-        only_dense = set(cfg.get("mlp_only_layers") or [])
+        first_dense = hf.first_k_dense_replace or 0
+        step = hf.moe_layer_freq or hf.decoder_sparse_step or 1
+        only_dense = set(hf.mlp_only_layers or [])
         moe_layer_ids = [i for i in range(layers) if i >= first_dense and (i - first_dense) % step == 0 and i not in only_dense]
         n_moe = len(moe_layer_ids)
         expert = 3 * hidden * moe_inter
-        shared_inter = int(cfg.get("shared_expert_intermediate_size") or (cfg.get("n_shared_experts") or 0) * moe_inter)
+        shared_inter = hf.shared_expert_intermediate_size or (hf.n_shared_experts or 0) * moe_inter
         moe_layer = n_experts * expert + 3 * hidden * shared_inter + hidden * n_experts
-        if cfg.get("topk_method") == "noaux_tc" or model_type == "deepseek_v3":
+        if hf.topk_method == "noaux_tc" or model_type == "deepseek_v3":
             moe_layer += n_experts  # router score-correction bias
         mlp_total = n_moe * moe_layer + (layers - n_moe) * 3 * hidden * inter
     else:
@@ -141,8 +118,8 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
     embed = vocab * hidden
     total = embed * (1 if tied else 2) + layers * attn_params + mlp_total + norms
 
-    window = cfg.get("sliding_window")
-    if cfg.get("use_sliding_window") is False:
+    window = hf.sliding_window
+    if hf.use_sliding_window is False:
         window = None
     return ModelSpec(
         id=model_id, source=source, num_layers=layers, hidden_size=hidden, num_q_heads=heads,
@@ -150,7 +127,7 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
         qk_rope_head_dim=int(rope_dim), total_params=int(total), embedding_params=int(embed),
         expert_params_per_layer=int(expert), num_moe_layers=int(n_moe), num_experts=n_experts,
         experts_per_token=top_k, sliding_window=int(window) if window else None,
-        alibi=bool(cfg.get("alibi") or cfg.get("use_alibi") or model_type in ("bloom",)),
+        alibi=bool(hf.alibi or hf.use_alibi or model_type in ("bloom",)),
     )
 
 
@@ -165,6 +142,7 @@ def load_preset(model_id: str) -> ModelSpec:
 
 def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
     """A preset id, or a path to a Hugging Face config.json (relative to base_dir when given)."""
+    check_reference(ref, "model")
     if ref in PRESETS:
         return load_preset(ref)
     path = Path(ref)

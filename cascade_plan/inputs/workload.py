@@ -23,6 +23,7 @@ Tokens = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_TOKENS)]
 OutputTokens = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_OUTPUT_TOKENS)]
 Copies = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_COPIES)]
 Samples = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SAMPLES)]
+Threshold = Annotated[float, msgspec.Meta(gt=0, le=limits.MAX_THRESHOLD)]   # finite: NaN and infinity refused
 
 
 class TreeNode(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
@@ -53,9 +54,9 @@ class TreeNode(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
 class Checks(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     """Capacity gates for `cascade-plan check` (each optional; command-line flags override)."""
 
-    min_run_speedup: Annotated[float, msgspec.Meta(gt=0)] | None = None   # per-sequence / cascade run time
-    max_step_s: Annotated[float, msgspec.Meta(gt=0)] | None = None        # slowest decode step, in the mode picked
-    max_run_s: Annotated[float, msgspec.Meta(gt=0)] | None = None         # whole decode, in the mode picked
+    min_run_speedup: Threshold | None = None     # per-sequence / cascade run time
+    max_step_s: Threshold | None = None          # slowest decode step, in the mode picked
+    max_run_s: Threshold | None = None           # whole decode, in the mode picked
     min_sequences_fit: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)] | None = None  # KV capacity, this workload's shape
     cascade_chosen: bool | None = None                                    # the model picks cascade
     vllm_uses_cascade: bool | None = None                                 # vLLM's gate, opted in

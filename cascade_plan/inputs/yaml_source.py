@@ -69,6 +69,14 @@ def _line_map(root: Any, file: str) -> dict[tuple, int]:
     return out
 
 
+def check_reference(ref: str, what: str) -> None:
+    """A built-in id or a file path, as written in a workload or on the command line."""
+    if not ref.strip():
+        raise InputError(f"{what} is empty: give a built-in {what} id or a path to a file")
+    if "\0" in ref or len(ref) > 4096:
+        raise InputError(f"{what} {ref[:60]!r} is not a valid id or file path")
+
+
 def read_text(path: Path, what: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
