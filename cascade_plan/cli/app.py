@@ -19,8 +19,10 @@ APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and ba
 
 
 def _new_app() -> typer.Typer:
+    from cascade_plan.cli.one_line_errors import OneLineErrorGroup
+
     return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=False,
-                       rich_markup_mode="markdown",
+                       rich_markup_mode="markdown", cls=OneLineErrorGroup,
                        pretty_exceptions_enable=False)
 
 

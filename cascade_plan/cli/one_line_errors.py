@@ -1,0 +1,45 @@
+"""Command-line usage errors (a bad option value, a missing argument, an unknown command) as one line
+on stderr and exit 2, like every other bad input, instead of click's multi-line usage box."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+
+def _click_exceptions():
+    try:
+        from typer import _click as click          # typer >= 0.27 vendors click
+        from typer.core import Abort
+    except ImportError:                             # pragma: no cover - older typer on real click
+        import click
+        from click.exceptions import Abort
+    return click.ClickException, Abort
+
+
+class OneLineErrorGroup(TyperGroup):
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        click_exception, abort = _click_exceptions()
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
+                              **extra)
+        except click_exception as exc:
+            if not standalone_mode:
+                raise
+            if type(exc).__name__ == "NoArgsIsHelpError":     # `cascade-plan` alone: the help, as asked
+                exc.show()
+                sys.exit(exc.exit_code)
+            command = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "cascade-plan"
+            message = " ".join(exc.format_message().split())
+            typer.echo(f"error: {message} (see `{command} --help`)", err=True)
+            sys.exit(exc.exit_code)
+        except abort:
+            if not standalone_mode:
+                raise
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
