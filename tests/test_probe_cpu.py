@@ -144,9 +144,9 @@ def test_write_atomic_leaves_old_file_and_no_temp_on_interrupt(tmp_path, monkeyp
     def boom(src, dst):
         raise KeyboardInterrupt
 
-    import cascade_plan.atomic
+    import cascade_plan.outputs
 
-    monkeypatch.setattr(cascade_plan.atomic.os, "replace", boom)
+    monkeypatch.setattr(cascade_plan.outputs.os, "replace", boom)
     with pytest.raises(KeyboardInterrupt):
         calibration_file.write_atomic(p, _doc())
     assert json.loads(p.read_text()) == {"old": True}

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import JsonOpt, print_json
+from cascade_plan.cli.common import JsonOpt, dumps_json, print_json
 
 
 def calibrate(
@@ -19,14 +19,15 @@ def calibrate(
     costs, latency of unsplit rows, L2 reuse of shared pages, an efficiency surface over size and
     rows) on the training part of the probe grid, and write them into the calibration file's
     `fitted` section. The held-out part is what `validate` scores."""
-    import json
-
     from rich.console import Console
     from rich.table import Table
 
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.probe_calibration import calibrate as fit_all, load_probe
 
+    from cascade_plan.outputs import check_output_file
+
+    target = check_output_file(out, "--out") if out else probe_file
     probe = load_probe(probe_file)
     with Console(stderr=True).status("fitting kernels..."):
         fitted = fit_all(probe)
@@ -36,8 +37,7 @@ def calibrate(
         raise InputError("too few measurements to fit any backend (each kernel kind needs 6 training points): "
                          "run the full probe grid, not --quick", file=str(probe_file))
     doc = {**probe.doc, "fitted": fitted}
-    target = out or probe_file
-    write_text_atomic(target, json.dumps(doc, indent=1) + "\n")
+    write_text_atomic(target, dumps_json(doc, indent=1) + "\n")
     t = Table(title=f"Fitted on {probe.device_name} (training subset; {fitted['holdout_rule']})", title_justify="left")
     for col in ("KV", "backend", "kernel", "n", "GB/s", "TFLOP/s", "fixed µs", "ns/row", "ns/token", "L2 hit", "train med err"):
         t.add_column(col, justify="left" if col in ("KV", "backend", "kernel") else "right")
@@ -71,6 +71,10 @@ def validate(
     from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
 
+    if plots:
+        from cascade_plan.outputs import check_output_dir
+
+        check_output_dir(plots, "--plots")
     probe = load_probe(calibration)
     if not probe.fitted.get("kv_dtypes"):
         raise InputError("no fitted parameters: run `cascade-plan calibrate` on this file first", file=str(calibration))

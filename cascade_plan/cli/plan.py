@@ -165,14 +165,18 @@ def check(
 
     Example: cascade-plan check workloads/rl-rollouts-64.yaml --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml
     """
-    from cascade_plan.atomic import write_text_atomic
     from cascade_plan.cost.capacity import capacity
+    from cascade_plan.outputs import check_output_file, write_files_together
     from cascade_plan.cost.checks import junit_xml, markdown_summary, merge_checks, run_checks
     from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.workload import load_scenario
 
+    if junit:
+        check_output_file(junit, "--junit")
+    if markdown:
+        check_output_file(markdown, "--markdown")
     loaded = [load_scenario(w, hardware) for w in workloads]       # all input checked before anything is written
     chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in loaded]
     results = {}
@@ -190,10 +194,9 @@ def check(
     label = "; ".join(dict.fromkeys(labels))
     mode = ",".join(dict.fromkeys(p.mode for p in chosen))
     failed = sum(not c.passed for r in results.values() for c in r)
-    if junit:
-        write_text_atomic(junit, junit_xml(results))
-    if markdown:
-        write_text_atomic(markdown, markdown_summary(results, label))
+    outputs = ([(junit, junit_xml(results).encode())] if junit else []) + \
+              ([(markdown, markdown_summary(results, label).encode())] if markdown else [])
+    write_files_together(outputs)                                  # both or neither
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "mode": mode, "numbers": label,
                     "passed": not failed,

@@ -108,6 +108,9 @@ def plot(
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise InputError(f"--kind: unknown plot {bad[0]!r}: use {', '.join(KINDS)}")
+    from cascade_plan.outputs import check_output_dir
+
+    check_output_dir(out, "--out")
     scn = load_scenario(workload, hardware)
     r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
                  _hardware_list(compare_hardware))
@@ -138,6 +141,7 @@ def report(
 
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.outputs import ReportFolder
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
 
@@ -147,15 +151,19 @@ def report(
     names = [slug(s.name) for s in scns]
     if len(set(names)) != len(names):
         raise InputError("two workloads have the same name; give each a distinct `name:`")
+    target = ReportFolder(out)                                     # checks --out before any work
     reports = []
-    with Progress(transient=True) as progress:
+    # Everything is written into a temporary folder beside --out and swapped in whole at the end:
+    # a failure or an interrupt leaves the previous report as it was, never a mix of two runs.
+    with Progress(transient=True) as progress, target as folder:
         task = progress.add_task("analysing and plotting", total=len(scns))
         for scn, name, params in zip(scns, names, chosen):
             r = _analyse(scn, params, compare_hw)
             if not no_plots:
-                r.plots = _plots(r, out / name, out, KINDS)
+                r.plots = _plots(r, folder / name, folder, KINDS)
             reports.append(r)
             progress.advance(task)
-    path = write_text_atomic(out / "report.md", build_report(reports))
+        write_text_atomic(folder / "report.md", build_report(reports))
+    path = out / "report.md"
     typer.echo(f"wrote {path} ({len(reports)} workload{'s' if len(reports) > 1 else ''}"
                f"{'' if no_plots else ', plots beside it'})")
