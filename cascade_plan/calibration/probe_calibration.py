@@ -15,6 +15,7 @@ import numpy as np
 from cascade_plan import __version__
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
+from cascade_plan.calibration.calibration_schema import check_calibration
 from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
                                    predict)
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -91,13 +92,7 @@ def load_probe(path: Path) -> ProbeData:
         raise doc.error(("kind",), f"not a cascade-plan calibration file (kind is {d.get('kind')!r})")
     if d.get("schema_version") != 1:
         raise doc.error(("schema_version",), f"unsupported schema_version {d.get('schema_version')!r}")
-    for key in ("device", "ceilings", "measurements"):
-        if key not in d:
-            raise doc.error((key,), "required field is missing")
-    for i, m in enumerate(d["measurements"][:5]):
-        for key in ("backend", "kernel", "config", "median_s"):
-            if key not in m:
-                raise doc.error(("measurements", i, key), "required field is missing")
+    check_calibration(d, doc)          # typed: every measurement, every fitted number finite and in range
     return ProbeData(str(path), d)
 
 

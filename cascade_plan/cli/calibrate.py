@@ -19,6 +19,7 @@ def calibrate(
     costs, latency of unsplit rows, L2 reuse of shared pages, an efficiency surface over size and
     rows) on the training part of the probe grid, and write them into the calibration file's
     `fitted` section. The held-out part is what `validate` scores."""
+    import numpy as np
     from rich.console import Console
     from rich.table import Table
 
@@ -29,11 +30,16 @@ def calibrate(
 
     target = check_output_file(out, "--out") if out else probe_file
     probe = load_probe(probe_file)
-    with Console(stderr=True).status("fitting kernels..."):
-        fitted = fit_all(probe)
-    if not fitted["kv_dtypes"]:
-        from cascade_plan.errors import InputError
+    from cascade_plan.calibration.calibration_schema import check_fitted
+    from cascade_plan.errors import InputError
 
+    with Console(stderr=True).status("fitting kernels..."), np.errstate(all="ignore"):
+        try:
+            fitted = fit_all(probe)
+        except (np.linalg.LinAlgError, ValueError, ZeroDivisionError) as exc:
+            raise InputError(f"cannot fit the measurements ({exc}); nothing written", file=str(probe_file)) from None
+    check_fitted(fitted, str(probe_file))
+    if not fitted["kv_dtypes"]:
         raise InputError("too few measurements to fit any backend (each kernel kind needs 6 training points): "
                          "run the full probe grid, not --quick", file=str(probe_file))
     doc = {**probe.doc, "fitted": fitted}

@@ -146,7 +146,7 @@ def _no_constant(name: str):
     raise ValueError(f"JSON syntax error: {name} is not a number (JSON has no NaN or Infinity)")
 
 
-def _parse_at(text: str) -> tuple:
+def parse_at(text: str) -> tuple:
     """'$.tree.children[0].tokens' -> ('tree', 'children', 0, 'tokens')."""
     path: list = []
     for name, index in re.findall(r"\.([^.\[]+)|\[(\d+)\]", text[1:]):
@@ -171,14 +171,14 @@ def validation_error(doc: SourceDoc, exc: Exception, prefix: tuple = ()) -> Inpu
     key = re.search(r" - at `key` in `(\$[^`]*)`$", msg)
     match = re.search(r" - at `(\$[^`]*)`$", msg)
     if key:
-        path = _parse_at(key.group(1))
+        path = parse_at(key.group(1))
         container = _value_at(doc.data, path)
         bad = next((k for k in container if not isinstance(k, str)), None) if isinstance(container, dict) else None
         if bad is not None:
             path += (str(bad),)
         return doc.error(prefix + path, f"field names must be text, got the key {bad!r}")
     if match:
-        msg, path = msg[: match.start()], _parse_at(match.group(1))
+        msg, path = msg[: match.start()], parse_at(match.group(1))
     unknown = re.match(r"Object contains unknown field `([^`]*)`", msg)
     if unknown:
         path += (unknown.group(1),)
