@@ -107,7 +107,7 @@ def _check_tree_size(doc) -> None:
                                   "that size (merge sibling nodes of the same shape with `copies:`)")
         depth = sum(1 for part in path if part == "children")
         if depth >= limits.MAX_DEPTH:
-            raise doc.error(path, f"the tree is more than {limits.MAX_DEPTH} levels deep; cascade-plan plans trees up "
+            raise doc.error(("tree",), f"the tree is more than {limits.MAX_DEPTH} levels deep; cascade-plan plans trees up "
                                   "to that depth")
         children = node.get("children")
         if isinstance(children, list):

@@ -64,7 +64,9 @@ def _line_map(root: Any, file: str) -> dict[tuple, int]:
                 out[path + (key,)] = key_line
                 below.append((value_node, path + (key,), key_line))
         elif isinstance(node, yaml.SequenceNode):
-            below = [(item, path + (i,), item.start_mark.line + 1) for i, item in enumerate(node.value)]
+            # an aliased item's own mark is its anchor's; report an alias at the list that uses it
+            below = [(item, path + (i,), node.start_mark.line + 1 if id(item) in seen else item.start_mark.line + 1)
+                     for i, item in enumerate(node.value)]
         stack.extend(reversed(below))      # document order, so an alias is reported where it is used
     return out
 

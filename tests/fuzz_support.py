@@ -1,0 +1,209 @@
+"""Generated and mutated inputs for the robustness fuzz (tests/test_fuzz.py runs a bounded profile in
+CI; benchmarks/fuzz_campaign.py runs a long one and prints the figures).
+
+Every input goes through the calls the CLI makes (load the workload, pick the cost parameters,
+estimate, capacity, engine gate, JSON) and is classified by `run_workload`:
+
+- "refused":   InputError (the CLI prints one line and exits 2), the contract for bad input;
+- "answered":  a result whose every number is finite and non-negative, and that keeps the
+               invariants (no sharing -> cascade never faster; verdict agrees with the run speedup;
+               cascade reads no more KV than per-sequence);
+- anything else is a defect: "traceback" (another exception), "non-finite" / "negative" (a number in
+  the JSON), "invariant" (an invariant broken).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tracemalloc
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mixtral-8x7b", "deepseek-v3", "mistral-7b"]
+HARDWARE = ["h100-sxm", "h200", "a100-80gb", "l40s", "b200", "mi300x"]
+MODES = ["ideal", "default", "calibrated", "calibrated:triton", "calibrated:torch", "calibrated:flashinfer-fa2"]
+
+EXTREME_INTS = [0, 1, -1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**7, 10**8, 10**9, 10**12, 10**30]
+odd_values = st.one_of(
+    st.sampled_from(EXTREME_INTS), st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8), st.none(), st.booleans(),
+    st.lists(st.integers(0, 3), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(0, 3), max_size=2),
+)
+tokens = st.one_of(st.integers(0, 8192), st.integers(0, 8192), st.sampled_from([0, 1, 16, 4096, 32768, 10**6]))
+small_count = st.one_of(st.integers(1, 8), st.integers(1, 256), st.sampled_from([1, 64, 1000]))
+outputs = st.one_of(st.integers(1, 600), st.integers(1, 20000), st.sampled_from([1, 2, 8192, 8193, 10**5, 10**7]))
+
+
+def _maybe(strategy, odd_rate: int):
+    """`strategy`, or (one time in odd_rate) a value of the wrong type or far out of range."""
+    return st.integers(0, odd_rate - 1).flatmap(lambda i: odd_values if i == 0 else strategy)
+
+
+def leaf(odd: int):
+    optional = {"copies": _maybe(small_count, odd), "private_tokens": _maybe(tokens, odd), "name": st.text(max_size=6)}
+    if odd < 6:
+        optional["bogus"] = odd_values           # an unknown field, in the aggressive profile only
+    return st.fixed_dictionaries(
+        {"tokens": _maybe(tokens, odd), "samples": _maybe(small_count, odd), "output_tokens": _maybe(outputs, odd)},
+        optional=optional)
+
+
+def trees(odd: int):
+    return st.recursive(leaf(odd), lambda kids: st.fixed_dictionaries(
+        {"tokens": _maybe(tokens, odd), "children": st.lists(kids, min_size=1, max_size=4)},
+        optional={"copies": _maybe(small_count, odd)}), max_leaves=8)
+
+
+def workloads(odd: int = 60):
+    """Workload documents: mostly valid, one field in `odd` of the wrong type or out of range."""
+    return st.fixed_dictionaries(
+        {"schema_version": _maybe(st.just(1), odd * 3), "model": _maybe(st.sampled_from(MODELS + [
+            str(DATA / "tiny-gqa-config.json"), str(DATA / "tiny-mla-moe-config.json")]), odd * 2),
+         "tree": trees(odd)},
+        optional={"hardware": _maybe(st.sampled_from(HARDWARE), odd * 2),
+                  "kv_dtype": _maybe(st.sampled_from(["bf16", "fp8", "int4"]), odd * 2),
+                  "weight_dtype": _maybe(st.sampled_from(["bf16", "fp8"]), odd * 2),
+                  "tp": _maybe(st.sampled_from([1, 2, 4, 8]), odd * 2),
+                  "prefix_caching": _maybe(st.booleans(), odd * 2),
+                  "block_size": _maybe(st.sampled_from([1, 16, 256]), odd * 2)})
+
+
+def no_sharing_workloads():
+    """Trees in which no node is shared by two sequences: every leaf instance has one sequence and
+    every node above the leaves carries no tokens."""
+    lone = st.fixed_dictionaries({"tokens": tokens, "samples": st.just(1), "output_tokens": outputs},
+                                 optional={"copies": small_count, "private_tokens": tokens})
+    tree = st.one_of(lone, st.fixed_dictionaries({"tokens": st.just(0), "children": st.lists(lone, min_size=1,
+                                                                                             max_size=5)},
+                                                 optional={"copies": small_count}))
+    return st.fixed_dictionaries({"schema_version": st.just(1), "model": st.sampled_from(MODELS), "tree": tree,
+                                  "hardware": st.sampled_from(HARDWARE), "prefix_caching": st.booleans(),
+                                  "kv_dtype": st.sampled_from(["bf16", "fp8"])})
+
+
+# Text-level mutations the YAML parser and the line map must survive.
+TEXT_MUTATIONS = [
+    lambda t: t,
+    lambda t: t,
+    lambda t: t,
+    lambda t: t,
+    lambda t: t + t.splitlines()[-1] + "\n",                                     # duplicate the last key
+    lambda t: "x: &a [1, 2]\n" + t.replace("tokens: 0", "tokens: *a", 1),       # an alias
+    lambda t: t[: len(t) // 2],                                                 # truncated
+    lambda t: t.replace("\n", "\n\x00", 1),                                     # a NUL byte
+    lambda t: t.replace("tokens:", "1:", 1),                                    # an integer key
+    lambda t: t + "extra: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+    lambda t: "\ufeff" + t,                                                     # a BOM
+]
+
+
+@dataclass
+class Tally:
+    tried: int = 0
+    outcomes: dict = field(default_factory=dict)
+    peak_bytes: int = 0
+    examples: dict = field(default_factory=dict)       # outcome -> first input text that produced it
+
+    def add(self, outcome: str, text: str, peak: int) -> None:
+        self.tried += 1
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        self.peak_bytes = max(self.peak_bytes, peak)
+        self.examples.setdefault(outcome, text)
+
+
+def _numbers(doc, path=""):
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _numbers(v, f"{path}.{k}")
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _numbers(v, f"{path}[{i}]")
+    elif isinstance(doc, (int, float)) and not isinstance(doc, bool):
+        yield path, doc
+
+
+def _params(mode: str, scn):
+    from cascade_plan.calibration.params_select import select_params
+
+    if mode == "ideal":
+        return select_params(True, scn)
+    if mode == "default":
+        return select_params(False, scn, uncalibrated=True)
+    backend = mode.partition(":")[2] or None
+    cal = next((ROOT / "calibrations").glob("h200-*.json"))
+    return select_params(False, scn, cal, backend, force=True)
+
+
+def check_answer(est, to_json) -> str:
+    """"answered" or the defect class of a finished estimate."""
+    import numpy as np
+
+    from cascade_plan.cost.estimate import GO_RATIO  # noqa: F401  (the verdict's own thresholds)
+
+    doc = to_json(est, "fuzz")
+    for where, value in _numbers(doc):
+        if not math.isfinite(value):
+            return "non-finite"
+        if value < 0:
+            return "negative"
+    json.dumps(doc, allow_nan=False)
+    c, flat = est.costs, est.flat
+    if np.any(c.cas_prefix_bytes + c.cas_suffix_bytes > c.ps_attention_bytes * (1 + 1e-9) + 1e-6):
+        return "invariant"
+    per_instance = np.zeros(flat.node_tokens.size)
+    np.add.at(per_instance, flat.pair_node, flat.pair_seqs)
+    if not np.any(per_instance > 1):                 # nothing shared: cascade is never faster
+        if est.run_speedup > 1 + 1e-12 or np.any(c.cas_step_s < c.ps_step_s * (1 - 1e-12)):
+            return "invariant"
+    level = est.verdict.level
+    if (level == "go" and est.run_speedup <= 1.0) or (est.run_speedup < 1.0 and level != "no-go"):
+        return "invariant"
+    if f"{est.run_speedup:.2f}x" not in est.verdict.text:
+        return "invariant"
+    return "answered"
+
+
+def run_workload(text: str, mode: str, tmp: Path) -> tuple[str, int]:
+    """Classify one workload text through the library calls the CLI makes; (outcome, peak bytes)."""
+    from cascade_plan.cost.capacity import capacity
+    from cascade_plan.cost.estimate import estimate, to_json
+    from cascade_plan.engine.engine_gate import engine_view
+    from cascade_plan.errors import InputError
+    from cascade_plan.inputs.workload import load_scenario
+
+    path = tmp / "w.yaml"
+    path.write_bytes(text.encode("utf-8", "surrogatepass"))
+    tracemalloc.start()
+    try:
+        try:
+            scn = load_scenario(path)
+            est = estimate(scn, _params(mode, scn))
+            capacity(scn, flat=est.flat)
+            engine_view(est)
+            outcome = check_answer(est, to_json)
+        except InputError as exc:
+            outcome = "refused" if "\n" not in str(exc) else "multi-line error"
+        except Exception as exc:                     # noqa: BLE001 - the defect being counted
+            outcome = f"traceback: {type(exc).__name__}: {str(exc)[:120]}"
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return outcome, peak
+
+
+def dump(doc: dict) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+
+
+DEFECTS = ("traceback", "non-finite", "negative", "invariant", "multi-line error")
+
+
+def is_defect(outcome: str) -> bool:
+    return outcome.startswith(DEFECTS)

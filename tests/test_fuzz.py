@@ -1,0 +1,54 @@
+"""Robustness fuzz, bounded profile for CI (well under a minute): generated and mutated workloads
+through the library calls the CLI makes and through the CLI. Any input must give a correct answer
+(finite, non-negative numbers; invariants kept) or one error line and exit 2. The long profile is
+benchmarks/fuzz_campaign.py; both use tests/fuzz_support.py."""
+
+import sys
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import fuzz_support as fz  # noqa: E402
+
+from cascade_plan.cli.app import app  # noqa: E402
+
+def ci(examples: int) -> settings:
+    return settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+                    suppress_health_check=list(HealthCheck))
+
+
+@ci(150)
+@given(doc=st.one_of(fz.workloads(), fz.workloads(odd=3)), mutation=st.sampled_from(range(len(fz.TEXT_MUTATIONS))),
+       mode=st.sampled_from(fz.MODES))
+def test_any_workload_is_answered_correctly_or_refused_in_one_line(tmp_path_factory, doc, mutation, mode):
+    text = fz.TEXT_MUTATIONS[mutation](fz.dump(doc))
+    outcome, peak = fz.run_workload(text, mode, tmp_path_factory.mktemp("w"))
+    assert not fz.is_defect(outcome), (outcome, text)
+    assert peak < 200 * 2**20, (peak, text)
+
+
+@ci(80)
+@given(doc=fz.no_sharing_workloads(), mode=st.sampled_from(fz.MODES))
+def test_without_sharing_cascade_never_wins(tmp_path_factory, doc, mode):
+    outcome, _ = fz.run_workload(fz.dump(doc), mode, tmp_path_factory.mktemp("w"))
+    assert outcome in ("answered", "refused"), outcome
+
+
+@ci(30)
+@given(doc=st.one_of(fz.workloads(), fz.workloads(odd=3)), mutation=st.sampled_from(range(len(fz.TEXT_MUTATIONS))),
+       command=st.sampled_from(["estimate", "check", "breakeven"]))
+def test_cli_exit_codes_and_one_line_errors(tmp_path_factory, doc, mutation, command):
+    path = tmp_path_factory.mktemp("c") / "w.yaml"
+    path.write_bytes(fz.TEXT_MUTATIONS[mutation](fz.dump(doc)).encode("utf-8", "surrogatepass"))
+    args = {"estimate": ["estimate", str(path), "--json"],
+            "check": ["check", str(path), "--min-run-speedup", "1.1"],
+            "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log", "--json"]}[command]
+    res = CliRunner().invoke(app, args)
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert res.exit_code in ({0, 1, 2} if command == "check" else {0, 2}), res.output
+    if res.exit_code == 2:
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
