@@ -1,7 +1,7 @@
 """Robustness fuzz, long profile: generated and mutated workloads through the library calls the CLI
 makes, and a share of them through the CLI itself; prints the figures.
 
-    python benchmarks/fuzz_campaign.py                 # 3,000 library inputs, 150 through the CLI
+    python benchmarks/fuzz_campaign.py                 # 3,000 + 600 library inputs, 150 through the CLI
     python benchmarks/fuzz_campaign.py --library 30000 --cli 300
 
 Figures: inputs tried, outcomes (answered / refused / each defect class), tracebacks, wrong exit
@@ -28,6 +28,8 @@ import fuzz_support as fz  # noqa: E402
 
 
 def library_campaign(n: int, tmp: Path) -> fz.Tally:
+    """n workloads (generated, mutated, or sharing nothing), then n/5 with a generated model config.json
+    and hardware profile."""
     tally = fz.Tally()
 
     @settings(max_examples=n, deadline=None, database=None, derandomize=True,
@@ -39,7 +41,16 @@ def library_campaign(n: int, tmp: Path) -> fz.Tally:
         outcome, peak = fz.run_workload(text, mode, tmp)
         tally.add(outcome.split(":")[0] if not fz.is_defect(outcome) else outcome, text, peak)
 
+    @settings(max_examples=max(n // 5, 1), deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(case=fz.workloads_with_files(), mode=st.sampled_from(fz.MODES))
+    def with_files(case, mode):
+        doc, files = case
+        outcome, peak = fz.run_workload(fz.dump(doc), mode, tmp, files)
+        tally.add(outcome.split(":")[0] if not fz.is_defect(outcome) else outcome, repr(files), peak)
+
     one()
+    with_files()
     return tally
 
 

@@ -88,6 +88,51 @@ def no_sharing_workloads():
                                   "kv_dtype": st.sampled_from(["bf16", "fp8"])})
 
 
+HF_FIELDS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
+             "intermediate_size", "head_dim", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "num_local_experts",
+             "num_experts_per_tok", "moe_intermediate_size", "sliding_window", "mlp_only_layers", "tie_word_embeddings",
+             "first_k_dense_replace", "n_shared_experts", "text_config"]
+HW_FIELDS = ["hbm_bytes_per_s", "memory_bytes", "dense_bf16_flop_per_s", "dense_fp8_flop_per_s", "l2_bytes", "sm_count",
+             "sources", "id", "vendor"]
+TINY = [1e-300, 0, -1, float("inf"), float("nan"), "4.8e12", 1e300, 2**64, None]
+
+
+def _mutated(base: dict, fields: list[str]):
+    """`base` with up to two fields replaced by a wrong or extreme value, or removed."""
+    edit = st.tuples(st.sampled_from(fields), st.one_of(odd_values, st.sampled_from(TINY), st.just("<remove>")))
+    return st.lists(edit, max_size=2).map(lambda edits: _apply(base, edits))
+
+
+def _apply(base: dict, edits) -> dict:
+    out = dict(base)
+    for key, value in edits:
+        if value == "<remove>":
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def model_configs():
+    from cascade_plan.inputs.model_presets import PRESETS
+
+    bases = [cfg for _, cfg, _, _ in PRESETS.values()] + [json.loads((DATA / n).read_text()) for n in
+                                                         ("tiny-gqa-config.json", "tiny-mla-moe-config.json")]
+    return st.sampled_from(bases).flatmap(lambda b: _mutated(b, HF_FIELDS))
+
+
+def hardware_profiles():
+    base = yaml.safe_load((ROOT / "hardware_profiles" / "h200.yaml").read_text())
+    return _mutated(base, HW_FIELDS)
+
+
+def workloads_with_files():
+    """A workload whose model is a generated config.json and hardware a generated profile."""
+    return st.tuples(workloads(), model_configs(), hardware_profiles()).map(
+        lambda t: ({**t[0], "model": "model/config.json", "hardware": "gpu.yaml"},
+                   {"model/config.json": json.dumps(t[1], allow_nan=True), "gpu.yaml": dump(t[2])}))
+
+
 # Text-level mutations the YAML parser and the line map must survive.
 TEXT_MUTATIONS = [
     lambda t: t,
@@ -170,14 +215,18 @@ def check_answer(est, to_json) -> str:
     return "answered"
 
 
-def run_workload(text: str, mode: str, tmp: Path) -> tuple[str, int]:
-    """Classify one workload text through the library calls the CLI makes; (outcome, peak bytes)."""
+def run_workload(text: str, mode: str, tmp: Path, files: dict | None = None) -> tuple[str, int]:
+    """Classify one workload text (and the files it refers to) through the library calls the CLI
+    makes; (outcome, peak bytes)."""
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.cost.estimate import estimate, to_json
     from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.errors import InputError
     from cascade_plan.inputs.workload import load_scenario
 
+    for name, content in (files or {}).items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_text(content)
     path = tmp / "w.yaml"
     path.write_bytes(text.encode("utf-8", "surrogatepass"))
     tracemalloc.start()

@@ -31,7 +31,15 @@ def test_any_workload_is_answered_correctly_or_refused_in_one_line(tmp_path_fact
     assert peak < 200 * 2**20, (peak, text)
 
 
-@ci(80)
+@ci(60)
+@given(case=fz.workloads_with_files(), mode=st.sampled_from(["ideal", "default", "calibrated"]))
+def test_generated_model_configs_and_hardware_profiles(tmp_path_factory, case, mode):
+    doc, files = case
+    outcome, _ = fz.run_workload(fz.dump(doc), mode, tmp_path_factory.mktemp("f"), files)
+    assert not fz.is_defect(outcome), (outcome, files)
+
+
+@ci(50)
 @given(doc=fz.no_sharing_workloads(), mode=st.sampled_from(fz.MODES))
 def test_without_sharing_cascade_never_wins(tmp_path_factory, doc, mode):
     outcome, _ = fz.run_workload(fz.dump(doc), mode, tmp_path_factory.mktemp("w"))

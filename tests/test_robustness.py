@@ -279,8 +279,8 @@ def test_run_sum_over_sampled_steps_matches_the_step_by_step_sum():
         assert b == pytest.approx(a, rel=1e-4)
 
 
-def test_ten_thousand_children_are_refused_before_any_large_allocation(tmp_path):
-    kids = ", ".join("{tokens: %d, samples: 1, output_tokens: 5}" % i for i in range(10**4))
+def test_five_thousand_children_are_refused_before_any_large_allocation(tmp_path):
+    kids = ", ".join("{tokens: %d, samples: 1, output_tokens: 5}" % i for i in range(5000))
     p = workload(tmp_path, "{tokens: 100, children: [" + kids + "]}")
     peak = _peak_mib(lambda: refused(run("estimate", p), "nodes"))
     assert peak < 200

@@ -103,12 +103,12 @@ def engine_view(est: Estimate) -> EngineView:
     opted_in = vllm_uses_cascade(replace(inputs, disable_cascade_attn=False))
     g = gpu_shape(m, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
 
-    def ideal(f: FlatTree, which: str) -> float:
+    def ideal(f: FlatTree) -> tuple[float, float]:
         run = tree_run_costs(f, g, m, scn.weight_dtype, scn.tp, IDEAL, scn.prefix_caching)
-        return run.run_total(getattr(run.costs, which))
+        return run.run_total(run.costs.ps_step_s), run.run_total(run.costs.cas_step_s)
 
-    per_seq = ideal(flat, "ps_step_s")
-    engine_speedup = per_seq / ideal(common_only(flat, prefix), "cas_step_s") if opted_in.used else 1.0
+    per_seq, multi_level = ideal(flat)
+    engine_speedup = per_seq / ideal(common_only(flat, prefix))[1] if opted_in.used else 1.0
     return EngineView(common_prefix_tokens=prefix, requests=flat.total_seqs, shipped=vllm_uses_cascade(inputs),
                       opted_in=opted_in, model_speedup=est.run_speedup, engine_speedup=engine_speedup,
-                      multi_level_speedup=per_seq / ideal(flat, "cas_step_s"), note=note)
+                      multi_level_speedup=per_seq / multi_level, note=note)

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import math
 
+# Input files: a workload or hardware profile is a few kilobytes; a 2,048-node tree written out in
+# full is ~130 KB. Larger files are refused before parsing (parsing is the slow part).
+MAX_YAML_BYTES = 1 << 20
+
 # Workload tree (per node / per leaf).
 MAX_TOKENS = 10_000_000            # tokens of one node, or private prompt tokens of one sequence
 MAX_OUTPUT_TOKENS = 10_000_000     # tokens one sequence decodes
@@ -18,7 +22,7 @@ MAX_COPIES = 1_000_000             # distinct instances of one node under its pa
 MAX_SAMPLES = 1_000_000            # sequences decoding under one leaf instance
 # Whole tree.
 MAX_DEPTH = 64                     # levels of nesting (a cascade of more levels is not a real workload)
-MAX_NODES = 4_096                  # nodes in the tree, leaves included
+MAX_NODES = 2_048                  # nodes in the tree, leaves included
 MAX_SEQUENCES = 1_000_000_000      # sequences in the whole batch (product of copies and samples)
 MAX_CONTEXT_TOKENS = 100_000_000   # one sequence's shared + private + output tokens
 MAX_BLOCK_SIZE = 1_048_576         # KV page size in tokens

@@ -150,7 +150,7 @@ def _total_sequences(tree: TreeNode) -> int:
 
 
 def parse_workload(path: Path) -> tuple[Workload, object]:
-    doc = load_yaml(path, "workload")
+    doc = load_yaml(path, "workload", max_mappings=limits.MAX_NODES + 2)   # + the document and `checks:`
     version = doc.data.get("schema_version")
     if version is not None and version != 1:
         raise doc.error(("schema_version",), f"unsupported schema_version {version!r}: this cascade-plan reads version 1")

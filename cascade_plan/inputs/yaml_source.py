@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cascade_plan.errors import InputError, format_path
+from cascade_plan.inputs.limits import MAX_YAML_BYTES
 
 
 class SourceDoc:
@@ -90,12 +91,32 @@ def read_text(path: Path, what: str) -> str:
         raise InputError(f"cannot read {what} file: {exc}", file=str(path)) from None
 
 
-def load_yaml(path: Path, what: str = "YAML") -> SourceDoc:
+def _count_mappings(text: str, loader_cls, path: Path, limit: int, what: str) -> None:
+    """Refuse a file with more than `limit` mappings from the parser's event stream, before composing
+    or constructing anything (the slow steps for a huge tree)."""
+    import yaml
+
+    n = 0
+    for event in yaml.parse(text, Loader=loader_cls):
+        if isinstance(event, yaml.MappingStartEvent):
+            n += 1
+            if n > limit:
+                raise InputError(f"{what} has more than {limit:,} mappings (tree nodes); cascade-plan plans trees up "
+                                 "to that size (merge sibling nodes of the same shape with `copies:`)", file=str(path),
+                                 line=event.start_mark.line + 1)
+
+
+def load_yaml(path: Path, what: str = "YAML", max_mappings: int | None = None) -> SourceDoc:
     import yaml
 
     text = read_text(path, what)
+    if len(text) > MAX_YAML_BYTES:
+        raise InputError(f"{what} file is {len(text.encode()):,} bytes; cascade-plan reads YAML files up to "
+                         f"{MAX_YAML_BYTES:,} bytes", file=str(path))
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        if max_mappings is not None:
+            _count_mappings(text, loader_cls, path, max_mappings, what)
         loader = loader_cls(text)
         try:
             root = loader.get_single_node()
