@@ -179,7 +179,7 @@ def check(
         if all(getattr(checks, f) is None for f in checks.__struct_fields__):
             raise InputError(f"no checks for {path}: add a `checks:` section or threshold options "
                              "(see cascade-plan check --help)")
-        est = estimate(scn, params)
+        est = estimate(scn, params, reserve)
         results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
         labels.append(params.label)
     label = "; ".join(dict.fromkeys(labels))

@@ -9,6 +9,7 @@ import numpy as np
 
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.cost_params import CostParams
+from cascade_plan.cost.memory_fit import single_level_fits
 from cascade_plan.inputs.workload import Scenario
 
 
@@ -22,6 +23,7 @@ class Sweep:
     n_groups: int
     per_sequence_step_s: np.ndarray
     cascade_step_s: np.ndarray
+    fits: np.ndarray | None = None     # [p, n, s]: weights and this step's KV fit in GPU memory
 
     @property
     def speedup(self) -> np.ndarray:
@@ -42,7 +44,8 @@ def sweep(scn: Scenario, params: CostParams, prefix_tokens, group_size, suffix_t
     c = _costs(scn, params, p, n, n_groups, s)
     shape = (p.shape[0], n.shape[1], s.shape[2])
     return Sweep(np.asarray(prefix_tokens), np.asarray(group_size), np.asarray(suffix_tokens), n_groups,
-                 np.broadcast_to(c.ps_step_s, shape), np.broadcast_to(c.cas_step_s, shape))
+                 np.broadcast_to(c.ps_step_s, shape), np.broadcast_to(c.cas_step_s, shape),
+                 np.broadcast_to(single_level_fits(scn, p, n, s, n_groups), shape))
 
 
 def _first_true(pred, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -69,7 +69,7 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(steps_table(est))
     console.print()
     console.print(run_table(est))
-    style = {"go": "green", "marginal": "yellow", "no-go": "red"}[est.verdict.level]
+    style = {"go": "green", "marginal": "yellow", "no-go": "red"}.get(est.verdict.level, "magenta")
     body = [Text(f"Average speedup over the run: {fmt_speedup(est.run_speedup)} "
                  f"({fmt_seconds(est.run_per_sequence_s)} -> {fmt_seconds(est.run_cascade_s)})", style="bold"),
             Text(est.verdict.text)]

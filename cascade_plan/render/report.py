@@ -201,7 +201,8 @@ def workload_section(r: WorkloadReport) -> list[str]:
             numbers = e.params.mode + (f"/{e.params.backend}" if e.params.backend else "")
             lines.append(f"| {e.scenario.hardware.id} | {numbers} | {fmt_seconds(e.final_step.per_sequence.step_s)} | "
                          f"{fmt_seconds(e.final_step.cascade.step_s)} | {fmt_seconds(e.run_per_sequence_s)} | "
-                         f"{fmt_seconds(e.run_cascade_s)} | {e.run_speedup:.2f}x |")
+                         f"{fmt_seconds(e.run_cascade_s)} | "
+                         f"{f'{e.run_speedup:.2f}x' if e.memory is None or e.memory.fits else 'does not fit'} |")
         lines.append("")
     if r.plots:
         lines += ["### Plots", ""]
