@@ -69,13 +69,14 @@ def estimate(
 
       cascade-plan estimate --model llama-3-8b --hardware h100-sxm --prefix 4096 --groups 2 --samples 64 --output-tokens 1024
     """
-    from cascade_plan.cost.estimate import estimate as run_estimate, to_json
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.verdict_evidence import assess
+    from cascade_plan.cost.estimate import to_json
 
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
                                 samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
-    est = run_estimate(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated))
+    est = assess(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated))
     if json_out:
         print_json(to_json(est, __version__))
         return

@@ -119,7 +119,9 @@ def compare(
             raise InputError(f"--kv-dtype: unknown dtype {k!r}: use bf16, fp16, fp8, int8 or int4")
     scns = [dataclasses.replace(base, hardware=h, kv_dtype=k) for h in hws for k in kvs]
     params = [select_params(ideal, s, None, backend, False, uncalibrated) for s in scns]   # shipped calibration per GPU
-    rows = compare_rows(scns, params)
+    from cascade_plan.calibration.verdict_evidence import assess
+
+    rows = compare_rows(scns, params, assess)
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows})
     elif csv_out:
@@ -164,8 +166,8 @@ def check(
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.cost.checks import junit_xml, markdown_summary, merge_checks, run_checks
     from cascade_plan.engine.engine_gate import engine_view
-    from cascade_plan.cost.estimate import estimate
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.inputs.workload import load_scenario
 
     loaded = [load_scenario(w, hardware) for w in workloads]       # all input checked before anything is written
@@ -179,7 +181,7 @@ def check(
         if all(getattr(checks, f) is None for f in checks.__struct_fields__):
             raise InputError(f"no checks for {path}: add a `checks:` section or threshold options "
                              "(see cascade-plan check --help)")
-        est = estimate(scn, params, reserve)
+        est = assess(scn, params, reserve)
         results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
         labels.append(params.label)
     label = "; ".join(dict.fromkeys(labels))

@@ -34,9 +34,10 @@ def _analyse(scn, params, compare_hw):
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.render.report import WorkloadReport
 
-    est = estimate(scn, params)
+    est = assess(scn, params)
     groups, suffix = br.workload_axes(scn)
     prefix_axis = parse_axis(br.DEFAULT_PREFIX_AXIS, "--prefix")
     batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
@@ -70,7 +71,14 @@ def _plots(r, folder: Path, base: Path, kinds) -> dict[str, str]:
     out: dict[str, str] = {}
     name = f"{est.scenario.model.id} on {est.scenario.hardware.id}"
     if "heatmap" in kinds:
-        paths = plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", folder / "speedup-heatmap")
+        from cascade_plan.render.breakeven_report import workload_point
+
+        group, prefix = workload_point(est.scenario)
+        rng = est.verdict.speedup_range
+        run = f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n(extrapolated)" if rng else f"run {est.run_speedup:.2f}x"
+        point = (group, prefix, f"{est.scenario.name}\n{run}")
+        paths = plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", folder / "speedup-heatmap",
+                                           params=r.breakeven.params, point=point)
         out["Speedup over shared-prefix length x group size, breakeven contour"] = rel(paths[0], base)
     if "steps" in kinds:
         out["Step time over the run"] = rel(plots.plot_step_times(est, folder / "step-times")[0], base)

@@ -10,10 +10,12 @@ COLUMNS = ("hardware", "kv_dtype", "numbers", "kv_bytes_per_token", "weight_s", 
            "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "fits", "verdict")
 
 
-def compare_rows(scns: list[Scenario], params: list[CostParams]) -> list[dict]:
+def compare_rows(scns: list[Scenario], params: list[CostParams], estimator=estimate) -> list[dict]:
+    """One row per scenario; `estimator` is `estimate` or anything with its signature that returns an
+    Estimate (the CLI passes one that attaches the verdict's evidence)."""
     rows = []
     for scn, p in zip(scns, params):
-        est = estimate(scn, p)
+        est = estimator(scn, p)
         rows.append({
             "hardware": scn.hardware.id, "kv_dtype": scn.kv_dtype,
             "numbers": p.mode if p.mode != "calibrated" else f"calibrated/{p.backend}", "kv_bytes_per_token": est.kv_bytes_per_token,

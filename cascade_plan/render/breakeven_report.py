@@ -38,6 +38,14 @@ def workload_axes(scn: Scenario) -> tuple[int, int]:
     return groups, int(np.average(mid, weights=flat.leaf_seqs))
 
 
+def workload_point(scn: Scenario) -> tuple[int, int]:
+    """(group size, shared prefix tokens) of the workload's largest sibling group: where it sits on a
+    prefix x group sweep."""
+    flat = flatten(scn.tree)
+    i = int(np.argmax(flat.leaf_seqs))
+    return int(flat.leaf_seqs[i] // flat.leaf_instances[i]), int(flat.leaf_shared[i])
+
+
 def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_groups: int) -> BreakevenResult:
     sw = sweep(scn, params, prefix, group, suffix, n_groups)
     at_group = breakeven_prefix_tokens(scn, params, group, suffix, n_groups)
