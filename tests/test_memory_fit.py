@@ -158,3 +158,18 @@ def test_sweep_and_breakeven_carry_fit(root):
     text = runner.invoke(app, ["breakeven", str(root / "workloads/deepseek-v3-grpo-tp8.yaml"), "--hardware",
                                "a100-40gb", "--uncalibrated"], env={"COLUMNS": "200"}).stdout
     assert "No point of this sweep runs: the weights alone do not fit" in text
+
+
+def test_report_and_gpu_plot_mark_what_does_not_fit(root, tmp_path):
+    res = runner.invoke(app, ["report", str(root / "workloads/deepseek-v3-grpo-tp8.yaml"), "--out", str(tmp_path),
+                              "--hardware", "a100-40gb", "--compare-hardware", "a100-40gb,h200"])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "report.md").read_text()
+    summary = next(ln for ln in md.splitlines() if ln.startswith("| [deepseek-v3-grpo-tp8]"))
+    assert "| does not fit | does-not-fit |" in summary
+    assert "**Verdict:** Does not fit: the weights alone do not fit" in md
+    assert "| a100-40gb | default |" in md and md.count("does not fit |") >= 2
+    gpus = (tmp_path / "deepseek-v3-grpo-tp8" / "hardware.svg").read_text()
+    assert "does not fit" in gpus
+    steps = (tmp_path / "deepseek-v3-grpo-tp8" / "step-times.svg").read_text()
+    assert "does not fit in GPU memory: hypothetical times, no verdict" in steps

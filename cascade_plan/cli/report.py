@@ -49,7 +49,7 @@ def _analyse(scn, params, compare_hw):
         other = dataclasses.replace(scn, hardware=h)
         p = params if params.mode == "ideal" else select_params(False, other, None, None, False,
                                                                  params.mode == "default")
-        hw_ests.append(estimate(other, p))
+        hw_ests.append(assess(other, p))
     backend_ests = []
     if params.mode == "calibrated":
         from cascade_plan.calibration.probe_calibration import load_probe, params_from_probe

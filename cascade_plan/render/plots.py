@@ -143,6 +143,13 @@ def _batch_line(est: "Estimate") -> str:
             f"{est.costs.steps.size:,} decode steps")
 
 
+def _fit_note(est: "Estimate") -> str:
+    """A title line for a configuration that cannot run (its times are what it would take if it could)."""
+    if est.memory is None or est.memory.fits:
+        return ""
+    return "\ndoes not fit in GPU memory: hypothetical times, no verdict"
+
+
 def _finish(fig, est_params=None) -> None:
     """tight_layout, keeping a strip at the bottom for the cost-parameter sentence (ideal / default /
     calibrated), 9 pt, so nothing needs bbox_inches="tight" (an extra draw per file)."""
@@ -440,7 +447,7 @@ def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
         ax.legend(loc="best", frameon=True, framealpha=0.9, edgecolor="none")
         ax.grid(True, axis="y", alpha=0.3)
         _title(ax, f"{est.scenario.name}: step time over the run ({est.params.mode} mode)\n"
-                   f"{_scenario_line(est)}\n{_batch_line(est)}")
+                   f"{_scenario_line(est)}\n{_batch_line(est)}{_fit_note(est)}")
 
         ax2.axhline(1.0, color="black", linewidth=1.0)
         ax2.fill_between(k, 1.0, speed, where=speed >= 1.0, color=C_CASCADE, alpha=0.15, linewidth=0,
@@ -527,7 +534,8 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path) -> list[Path]:
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=len(handles),
                   frameon=False)
         _title(ax, f"{est.scenario.name}: HBM bytes per decode step ({est.params.mode} mode)\n"
-                   f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read")
+                   f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read"
+                   f"{_fit_note(est)}")
         _finish(fig, est.params)
         return _save(fig, out_stem)
 
@@ -572,6 +580,17 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
         tr = blended_transform_factory(ax.transData, ax.transAxes)
         for xi, e in zip(x, estimates):
             sp = e.run_speedup
+            if e.memory is not None and not e.memory.fits:   # its times are hypothetical: no speedup
+                ax.text(xi, 1.01, "does not fit", transform=tr, ha="center", va="bottom", fontsize=10.5,
+                        color="#555555")
+                ax.bar([xi - width / 2, xi + width / 2], [ps[int(xi)], cas[int(xi)]], width, fill=False,
+                       hatch="///", edgecolor="white", linewidth=0)
+                continue
+            rng = e.verdict.speedup_range
+            if rng:   # measured numbers extrapolated to this shape: the range over the sources, not one figure
+                ax.text(xi, 1.01, f"{_fmt_x(rng[0])} to {_fmt_x(rng[1])}?", transform=tr, ha="center", va="bottom",
+                        fontsize=10.5, color="#555555")
+                continue
             ax.text(xi, 1.01, f"{_fmt_x(sp)}", transform=tr, ha="center", va="bottom", fontsize=11.5,
                     color=C_CASCADE if sp >= 1 else C_PER_SEQ)
         if log:
@@ -586,8 +605,11 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
         head = (f"{workloads[0]}: {models[0]}" if len(workloads) == 1 and len(models) == 1
                 else f"{', '.join(workloads)}: {', '.join(models)}")
+        ranged = any(e.verdict.speedup_range for e in estimates)
         _title(ax, f"{head} across GPUs ({'/'.join(modes)} mode)\n{_batch_line(first)}\n"
-                   "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)", pad=22)
+                   "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
+                   + ("\n'a to b?': measurements extrapolated to this shape, range over every source" if ranged else ""),
+               pad=22)
         if len(modes) > 1:
             from types import SimpleNamespace
 
