@@ -173,3 +173,17 @@ def test_report_and_gpu_plot_mark_what_does_not_fit(root, tmp_path):
     assert "does not fit" in gpus
     steps = (tmp_path / "deepseek-v3-grpo-tp8" / "step-times.svg").read_text()
     assert "does not fit in GPU memory: hypothetical times, no verdict" in steps
+
+
+def test_reserve_option_reaches_every_judging_command(root):
+    path = str(root / "workloads/rl-rollouts-64.yaml")
+    base = ["--hardware", "a100-40gb", "--uncalibrated", "--json"]
+    fits = json.loads(runner.invoke(app, ["estimate", path, *base]).stdout)
+    assert fits["memory"]["fits"] and fits["memory"]["reserve_fraction"] == 0.1
+    tight = json.loads(runner.invoke(app, ["estimate", path, *base, "--reserve", "0.5"]).stdout)
+    assert tight["go_no_go"]["level"] == "does-not-fit" and tight["memory"]["reserve_fraction"] == 0.5
+    rows = json.loads(runner.invoke(app, ["compare", path, *base, "--reserve", "0.5"]).stdout)["rows"]
+    assert rows[0]["fits"] is False
+    be = json.loads(runner.invoke(app, ["breakeven", path, *base, "--reserve", "0.5"]).stdout)
+    assert be["memory"]["reserve_fraction"] == 0.5
+    assert runner.invoke(app, ["estimate", path, "--reserve", "0.95"]).exit_code == 2

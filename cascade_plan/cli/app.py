@@ -11,7 +11,7 @@ import typer
 from cascade_plan import __version__
 from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt, IdealOpt,
                                      JsonOpt, KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt,
-                                     SamplesOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
+                                     ReserveOpt, SamplesOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
                                      handles_input_errors, print_json, scenario_from_options)
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
@@ -56,6 +56,7 @@ def estimate(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
     json_out: JsonOpt = False,
 ) -> None:
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
@@ -76,7 +77,7 @@ def estimate(
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
                                 samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
-    est = assess(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated))
+    est = assess(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated), reserve)
     if json_out:
         print_json(to_json(est, __version__))
         return

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.breakeven import Sweep, breakeven_group_size, breakeven_prefix_tokens, sweep
+from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit, single_level_fits
@@ -46,17 +47,18 @@ def workload_point(scn: Scenario) -> tuple[int, int]:
     return int(flat.leaf_seqs[i] // flat.leaf_instances[i]), int(flat.leaf_shared[i])
 
 
-def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_groups: int) -> BreakevenResult:
-    sw = sweep(scn, params, prefix, group, suffix, n_groups)
+def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_groups: int,
+                  reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> BreakevenResult:
+    sw = sweep(scn, params, prefix, group, suffix, n_groups, reserve_fraction)
     at_group = breakeven_prefix_tokens(scn, params, group, suffix, n_groups)
     at_prefix = breakeven_group_size(scn, params, prefix, suffix, n_groups)
     g, s = np.asarray(group, float)[:, None], np.asarray(suffix, float)[None, :]
     p = np.asarray(prefix, float)[:, None]
     return BreakevenResult(
         scn, params, sw, at_group, at_prefix,
-        single_level_fits(scn, np.maximum(at_group, 0), g, s, n_groups),
-        single_level_fits(scn, p, np.maximum(at_prefix, 1), s, n_groups),
-        memory_fit(scn),
+        single_level_fits(scn, np.maximum(at_group, 0), g, s, n_groups, reserve_fraction),
+        single_level_fits(scn, p, np.maximum(at_prefix, 1), s, n_groups, reserve_fraction),
+        memory_fit(scn, reserve_fraction),
     )
 
 
