@@ -162,7 +162,11 @@ def test_sweep_and_breakeven_carry_fit(root):
 
 def test_report_and_gpu_plot_mark_what_does_not_fit(root, tmp_path):
     res = runner.invoke(app, ["report", str(root / "workloads/deepseek-v3-grpo-tp8.yaml"), "--out", str(tmp_path),
-                              "--hardware", "a100-40gb", "--compare-hardware", "a100-40gb,h200"])
+                              "--hardware", "a100-40gb", "--compare-hardware", "a100-40gb,h200", "--no-plots"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["plot", str(root / "workloads/deepseek-v3-grpo-tp8.yaml"), "--out", str(tmp_path),
+                              "--hardware", "a100-40gb", "--compare-hardware", "a100-40gb,h200", "--kind", "hardware",
+                              "--kind", "steps"])
     assert res.exit_code == 0, res.output
     md = (tmp_path / "report.md").read_text()
     summary = next(ln for ln in md.splitlines() if ln.startswith("| [deepseek-v3-grpo-tp8]"))

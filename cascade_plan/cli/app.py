@@ -62,7 +62,10 @@ def estimate(
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
 
     Shows KV bytes per token, prefix and weight bytes, the step at the first, middle and final decode
-    step, the whole run's time and average speedup, and the seed's go/no-go check.
+    step, the whole run's time and average speedup, and the seed's go/no-go check. The verdict says
+    what it rests on: none when the weights or batch do not fit in memory (with what would fit), the
+    defaults' measured error when no calibration covers this GPU, a range when the measurements do
+    not cover the model's attention shape.
 
     Examples:
 
