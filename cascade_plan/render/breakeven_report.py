@@ -146,6 +146,11 @@ def _cell_fits(fits: np.ndarray | None, i: int, j: int) -> bool:
     return True if fits is None else bool(fits[i, j])
 
 
+def breakeven_cell(values: np.ndarray, fits: np.ndarray | None, i: int, j: int) -> str:
+    """One breakeven for a table: tokens or 'never', marked '(no fit)' where it does not fit in memory."""
+    return fmt_tokens(values[i, j], _cell_fits(fits, i, j))
+
+
 def memory_line(res: BreakevenResult) -> str | None:
     """One sentence on memory for the breakeven output, or None when every point shown fits."""
     from cascade_plan.units import fmt_bytes_binary
@@ -164,7 +169,7 @@ def memory_line(res: BreakevenResult) -> str | None:
     return (f"{bad:,} of {res.sweep.speedup.size:,} sweep points and {bad_be} breakevens need more KV (each prompt's "
             f"prefix once, every sequence's suffix) than the {fmt_bytes_binary(m.kv_budget_bytes)} left per GPU after "
             f"the weights and a {m.reserve_fraction:.0%} reserve: the engine could not run them as one batch "
-            "(marked '(no fit)', speedups in parentheses).")
+            "(marked '(no fit)').")
 
 
 def render(res: BreakevenResult, console) -> None:
@@ -181,7 +186,7 @@ def render(res: BreakevenResult, console) -> None:
     for c in sfx:
         a.add_column(c, justify="right")
     for i, n in enumerate(sw.group_size):
-        a.add_row(str(n), *[fmt_tokens(res.prefix_at_group[i, j], _cell_fits(res.prefix_at_group_fits, i, j))
+        a.add_row(str(n), *[breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, j)
                             for j in range(len(sfx))])
     console.print(a)
 
@@ -190,7 +195,7 @@ def render(res: BreakevenResult, console) -> None:
     for c in sfx:
         b.add_column(c, justify="right")
     for i, p in enumerate(sw.prefix_tokens):
-        b.add_row(f"{p:,}", *[fmt_tokens(res.group_at_prefix[i, j], _cell_fits(res.group_at_prefix_fits, i, j))
+        b.add_row(f"{p:,}", *[breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, j)
                               for j in range(len(sfx))])
     console.print(b)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cascade_plan import __version__
-from cascade_plan.render.breakeven_report import BreakevenResult, fmt_tokens
+from cascade_plan.render.breakeven_report import BreakevenResult, breakeven_cell, memory_line
 from cascade_plan.cost.capacity import Capacity, preemption_warnings
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.engine.engine_gate import EngineView
@@ -124,10 +124,13 @@ def _breakeven(res: BreakevenResult) -> list[str]:
              f"One decode step of {sw.n_groups} prompt group(s), each sequence reading {s:,} private tokens (this "
              "workload's middle step). Exact breakevens (bisection), not grid points.", "",
              "| sequences per group | shortest winning prefix (tokens) |", "| ---: | ---: |"]
-    lines += [f"| {n} | {fmt_tokens(res.prefix_at_group[i, 0])} |" for i, n in enumerate(sw.group_size)]
+    lines += [f"| {n} | {breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, 0)} |"
+              for i, n in enumerate(sw.group_size)]
     lines += ["", "| shared prefix (tokens) | smallest winning group |", "| ---: | ---: |"]
-    lines += [f"| {p:,} | {fmt_tokens(res.group_at_prefix[i, 0])} |" for i, p in enumerate(sw.prefix_tokens)]
-    return lines + [""]
+    lines += [f"| {p:,} | {breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, 0)} |"
+              for i, p in enumerate(sw.prefix_tokens)]
+    note = memory_line(res)
+    return lines + ([""] + [f"Memory: {note}"] if note else []) + [""]
 
 
 def _capacity(r: WorkloadReport) -> list[str]:
