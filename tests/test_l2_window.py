@@ -68,4 +68,8 @@ def test_shipped_probe_shows_no_fall_up_to_4x_the_l2(probe, backend, variant):
 
 def test_planner_applies_no_fall(probe):
     p = params_from_probe(probe, "flashinfer", "bf16", load_hardware("h200"))
-    assert p.l2_window_bytes == float("inf")
+    assert p.l2_window_bytes is None and p.l2_hit_max > 0.5
+    # hits do not fall with the shared prefix per layer: the same share at 16 MiB and at 16 GiB
+    from cascade_plan.cost.cost_model import l2_hit_fraction
+
+    assert l2_hit_fraction(p, [2**24, 2**34], L2).tolist() == [p.l2_hit_max] * 2

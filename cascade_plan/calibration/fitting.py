@@ -78,7 +78,7 @@ class KernelFit:
     token_latency_s: float = 0.0      # per KV token of the longest row (latency bound of unsplit kernels)
     l2_hit_max: float = 0.0           # share of re-reads of shared pages served by L2 (siblings reading together)
     l2_window_bytes: float | None = 0.0   # one layer's shared prefix beyond which hits fall as window / size;
-                                          # None: no fall measured (0.0: the GPU's L2, for hand-made fits)
+                                          # None (or 0): no fall measured
     l2_bytes_per_s: float = 0.0       # the rate at which re-read bytes still have to stream from L2
     l2_measured_up_to_bytes: float = 0.0  # the largest per-layer shared prefix with re-reads in the fit's data
     surface: Surface | None = None
@@ -101,7 +101,7 @@ def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndar
     t = np.maximum(f.flops / fit.flop_per_s, f.longest_tokens * fit.token_latency_s)
     hbm = f.bytes
     if fit.l2_hit_max:
-        window = np.inf if fit.l2_window_bytes is None else (fit.l2_window_bytes or l2_bytes)
+        window = fit.l2_window_bytes or np.inf     # None (or 0): no fall, as the planner applies it
         hit = fit.l2_hit_max * np.minimum(1.0, window / np.maximum(f.layer_prefix_bytes, 1.0))
         hbm = f.bytes - hit * f.redundant_bytes
         t = np.maximum(t, f.bytes / fit.l2_bytes_per_s)

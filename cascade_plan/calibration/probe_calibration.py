@@ -7,7 +7,6 @@ import dataclasses
 import datetime as _dt
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -272,8 +271,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     return CostParams(
         mode="calibrated", decode=_kernel_params(k["decode_shared"], hw), prefix=_kernel_params(k["prefix"], hw),
         suffix=_kernel_params(k["suffix"], hw), merge=_kernel_params(k["merge"], hw), gemm=gemm,
-        l2_hit_max=shared.l2_hit_max,
-        l2_window_bytes=math.inf if shared.l2_window_bytes is None else (shared.l2_window_bytes or None),
+        l2_hit_max=shared.l2_hit_max, l2_window_bytes=shared.l2_window_bytes or None,
         l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
         decode_dup=_kernel_params(k["decode_dup"], hw), notes=tuple(notes),
         prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)),

@@ -45,10 +45,11 @@ def attach_evidence(est: Estimate) -> Estimate:
 
 def _measured_gpus(first: str) -> list[str]:
     """Built-in GPUs with a measured source shipped for them, the workload's own first."""
-    from cascade_plan.calibration.params_select import shipped_for
     from cascade_plan.inputs.hardware import builtin_hardware_ids
+    from cascade_plan.resources import data_dir
 
-    ids = [h for h in builtin_hardware_ids() if shipped_for(h)]
+    shipped = {p.name for p in data_dir("calibrations").glob("*.json")}
+    ids = [h for h in builtin_hardware_ids() if any(n.startswith(f"{h}-") for n in shipped)]
     return sorted(ids, key=lambda h: h != first)
 
 
