@@ -23,6 +23,7 @@ from cascade_plan.cost.verdict import extrapolated, with_evidence
 from cascade_plan.inputs.workload import Scenario
 
 UNMEASURED = ("default", "ideal")
+MAX_EVIDENCE_GPUS = 2      # the workload's own GPU and the most directly measured others; a line, not a table
 
 
 def assess(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:
@@ -54,19 +55,23 @@ def _measured_gpus(first: str) -> list[str]:
 
 
 def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
-    """(GPU, defaults, measured) for the workload on every GPU with measured numbers."""
+    """(GPU, defaults, measured) for the workload on the GPUs with measured numbers: its own first, then
+    those whose cascade kernels were measured on the GPU itself (our probe) before imported tables."""
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.hardware import load_hardware
 
     scn = est.scenario
-    out = []
+    found = []
     for hw_id in _measured_gpus(scn.hardware.id):
         other = scn if hw_id == scn.hardware.id else dataclasses.replace(scn, hardware=load_hardware(hw_id))
         measured = select_params(False, other)
-        if measured.mode in UNMEASURED:
-            continue
+        if measured.mode not in UNMEASURED:
+            found.append((other, measured))
+    found.sort(key=lambda om: (om[0] is not scn, getattr(om[1], "origin", None) not in (None, "probe")))
+    out = []
+    for other, measured in found[:MAX_EVIDENCE_GPUS]:
         defaults = est if other is scn else estimate(other, est.params)
-        out.append((hw_id, defaults, estimate(other, measured)))
+        out.append((other.hardware.id, defaults, estimate(other, measured)))
     return out
 
 
