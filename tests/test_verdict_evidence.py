@@ -102,6 +102,9 @@ def test_compare_and_check_carry_the_same_verdict(root):
     path = str(root / "workloads/deepseek-v3-grpo-tp8.yaml")
     rows = json.loads(runner.invoke(app, ["compare", path, "--json"]).stdout)["rows"]
     assert rows[0]["verdict"] == "undecided" and rows[0]["verdict_text"].startswith("Cannot judge")
+    lo, hi = rows[0]["speedup_range"]
+    table = runner.invoke(app, ["compare", path], env={"COLUMNS": "200"}).stdout
+    assert f"{lo:.2f}-{hi:.2f}x" in table and "Cannot judge" in table
 
 
 def test_workload_point_is_its_largest_group(root):

@@ -24,6 +24,7 @@ def compare_rows(scns: list[Scenario], params: list[CostParams], estimator=estim
             "run_cascade_s": est.run_cascade_s, "run_speedup": est.run_speedup,
             "max_sequences_fit": est.memory.max_sequences, "fits": est.memory.fits,
             "verdict": est.verdict.level, "verdict_text": est.verdict.text,
+            "speedup_range": list(est.verdict.speedup_range) if est.verdict.speedup_range else None,
         })
     return rows
 
@@ -52,11 +53,12 @@ def render_compare(name: str, rows: list[dict], console) -> None:
     t.add_column("verdict", no_wrap=True)
     for r in rows:
         # A configuration that cannot run gets no speedup: its times are hypothetical.
-        speedup = f"{r['run_speedup']:.2f}x" if r["fits"] else "-"
+        rng = r["speedup_range"]
+        speedup = ("-" if not r["fits"] else f"{rng[0]:.2f}-{rng[1]:.2f}x" if rng else f"{r['run_speedup']:.2f}x")
         t.add_row(r["hardware"], r["kv_dtype"], r["numbers"], f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
                   f"{r['final_cascade_step_s'] * 1e3:.1f}", f"{r['run_per_sequence_s']:.3g}", f"{r['run_cascade_s']:.3g}",
                   speedup, f"{r['max_sequences_fit']:,}", r["verdict"])
     console.print(t)
-    for r in rows:
-        if not r["fits"]:
+    for r in rows:   # the rows without a verdict say why
+        if r["verdict"] in ("does-not-fit", "undecided"):
             console.print(f"{r['hardware']} {r['kv_dtype']}: {r['verdict_text']}", soft_wrap=True)
