@@ -190,8 +190,6 @@ def check_answer(est, to_json) -> str:
     """"answered" or the defect class of a finished estimate."""
     import numpy as np
 
-    from cascade_plan.cost.estimate import GO_RATIO  # noqa: F401  (the verdict's own thresholds)
-
     doc = to_json(est, "fuzz")
     for where, value in _numbers(doc):
         if not math.isfinite(value):
@@ -207,11 +205,12 @@ def check_answer(est, to_json) -> str:
     if not np.any(per_instance > 1):                 # nothing shared: cascade is never faster
         if est.run_speedup > 1 + 1e-12 or np.any(c.cas_step_s < c.ps_step_s * (1 - 1e-12)):
             return "invariant"
-    level = est.verdict.level
-    if (level == "go" and est.run_speedup <= 1.0) or (est.run_speedup < 1.0 and level != "no-go"):
-        return "invariant"
-    if f"{est.run_speedup:.2f}x" not in est.verdict.text:
-        return "invariant"
+    v = est.verdict
+    if v.level in ("go", "marginal", "no-go"):      # judged (not "does-not-fit" or "undecided")
+        if (v.level == "go" and est.run_speedup <= 1.0) or (est.run_speedup < 1.0 and v.level != "no-go"):
+            return "invariant"
+        if v.speedup_range is None and f"{est.run_speedup:.2f}x" not in v.text:
+            return "invariant"                      # the verdict quotes the speedup line's number
     return "answered"
 
 

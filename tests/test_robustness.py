@@ -68,7 +68,7 @@ def test_no_shared_node_means_cascade_is_never_faster_in_any_mode(tmp_path, mode
     doc = json.loads(run(*args).stdout)
     for key in ("first_step", "middle_step", "final_step"):
         assert doc[key]["cascade"]["step_s"] >= doc[key]["per_sequence"]["step_s"]
-    assert doc["run"]["speedup"] <= 1.0 and doc["go_no_go"]["level"] == "no-go"
+    assert doc["run"]["speedup"] <= 1.0 and doc["go_no_go"]["level"] in ("no-go", "does-not-fit")
 
 
 def test_products_that_wrapped_int64_are_refused_and_the_largest_valid_sizes_stay_positive(tmp_path):
@@ -287,10 +287,12 @@ def test_five_thousand_children_are_refused_before_any_large_allocation(tmp_path
 
 
 def test_a_billion_sequences_through_check_stay_bounded(tmp_path):
-    p = workload(tmp_path, "{tokens: 4096, copies: 1000, samples: 1000000, output_tokens: 100}")
+    # a prefix every request shares takes vLLM's gate past its request count (it once built one array
+    # element per request there: 8 GB)
+    p = workload(tmp_path, "{tokens: 4096, children: [{tokens: 1, copies: 1000, samples: 1000000, output_tokens: 100}]}")
     res = {}
     peak = _peak_mib(lambda: res.setdefault("r", run("check", p, "--min-run-speedup", "1", "--json")))
-    assert res["r"].exit_code == 0 and peak < 100
+    assert res["r"].exit_code in (0, 1) and peak < 100       # 1: a billion sequences do not fit in memory
 
 
 def test_yaml_aliases_are_refused_before_expansion(tmp_path):

@@ -68,8 +68,9 @@ class KernelFitDoc(msgspec.Struct, frozen=True, kw_only=True):
     q_row_s: Seconds = 0.0
     token_latency_s: Seconds = 0.0
     l2_hit_max: Fraction = 0.0
-    l2_window_bytes: FiniteNonNeg = 0.0
+    l2_window_bytes: FiniteNonNeg | None = 0.0      # None: no fall measured
     l2_bytes_per_s: FiniteNonNeg = 0.0
+    l2_measured_up_to_bytes: FiniteNonNeg = 0.0
     surface: SurfaceDoc | None = None
     n_train: Annotated[int, msgspec.Meta(ge=0)] = 0
     train_median_ape: FiniteNonNeg = 0.0

@@ -44,7 +44,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 
 # --------------------------------------------------------------------------------------------------
 # Provenance and notes
@@ -241,12 +240,6 @@ class VllmGateInputs:
             if any(q < 1 for q in self.query_lens):
                 raise ValueError("every entry of query_lens must be >= 1 token")
 
-    def query_lens_array(self) -> np.ndarray:
-        """New tokens per request this step, as vLLM passes them (decode: all ones)."""
-        if self.query_lens is None:
-            return np.ones(self.num_requests, dtype=np.int64)
-        return np.asarray(self.query_lens, dtype=np.int64)
-
 
 @dataclass(frozen=True)
 class TileWaveComparison:
@@ -423,7 +416,8 @@ def _flash_attention_gate(
     # Ordinary attention uses flash-decoding only for GQA decode; without it, a separate pass over
     # the prefix saves bandwidth and vLLM takes it without further modelling.
     num_queries_per_kv = inputs.num_query_heads // inputs.num_kv_heads
-    all_single_token = bool(np.all(inputs.query_lens_array() == 1))
+    # Decode (query_lens None) is one token per request: no array of one element per request.
+    all_single_token = inputs.query_lens is None or all(q == 1 for q in inputs.query_lens)
     if num_queries_per_kv <= 1 or not all_single_token:
         why = (
             "the model has no grouped-query heads (Hq/Hkv = 1)"
