@@ -65,6 +65,7 @@ class LogTables:
     request_steps: np.ndarray      # (R,) decode steps each request appears in
     request_private: np.ndarray    # private tokens at its first logged step, less the one being decoded
     files: list[tuple[str, int, int]] = field(default_factory=list)   # (file, records, malformed)
+    forms: dict[str, str] = field(default_factory=dict)               # file -> "seq" | "compact"
 
     @property
     def steps(self) -> int:
@@ -229,8 +230,10 @@ def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int |
 
     con = _connect(memory_limit, threads)
     groups: dict[tuple[str, str, tuple], list[LogFile]] = {}
+    forms = {}
     for f in files:
         form, cols = form_of(con, f)
+        forms[f.path] = form
         key_cols = tuple(sorted(cols.items())) if f.fmt != "json" else ()
         groups.setdefault((f.fmt, form, key_cols), []).append(f)
     con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
@@ -262,7 +265,9 @@ def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int |
                             "WHERE prefix > 0 AND g > 0")
         except duckdb.Error as exc:
             raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=fs[0].path) from None
-    return _fetch(con)
+    tables = _fetch(con)
+    tables.forms = forms
+    return tables
 
 
 def _fetch(con) -> LogTables:

@@ -29,7 +29,7 @@ Time = Annotated[float, msgspec.Meta(description="seconds (any epoch); every rec
 Replica = Annotated[str | int, msgspec.Meta(description="engine replica (data-parallel rank, host:port, ...)")]
 
 
-class Seq(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class Seq(msgspec.Struct, frozen=True):
     """One running sequence in one decode step."""
 
     request: Annotated[str, msgspec.Meta(description="request / sequence id, stable across steps")]
@@ -40,7 +40,7 @@ class Seq(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
         description="cumulative token end of each level of a chain group (last == shared)")] | None = None
 
 
-class StepRecord(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class StepRecord(msgspec.Struct, frozen=True):
     """Per-sequence form: one decode step of one replica."""
 
     ts: Time
@@ -49,7 +49,7 @@ class StepRecord(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     step: NonNeg | None = None
 
 
-class CompactRecord(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class CompactRecord(msgspec.Struct, frozen=True):
     """Compact form: one decode step of one replica, as the seed asks to log it."""
 
     ts: Time
@@ -62,7 +62,7 @@ class CompactRecord(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     step: NonNeg | None = None
 
 
-class SeqRow(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+class SeqRow(msgspec.Struct, frozen=True):
     """Per-sequence form, flat (CSV/Parquet): one row per (step, sequence)."""
 
     ts: float
@@ -79,24 +79,37 @@ PER_SEQUENCE_FIELDS = ("ts", "replica", "request", "group", "shared", "private")
 COMPACT_FIELDS = ("ts", "replica", "batch", "prefix", "siblings", "private")
 
 
-def check_record(record: dict) -> str | None:
-    """The first rule a decoded record breaks, as 'field: reason', or None. Cross-field rules that a
-    struct cannot say are checked here too (the SQL reader applies the same ones)."""
-    kind = StepRecord if "seqs" in record else CompactRecord
+def check_record(record, form: str, flat: bool = False) -> str | None:
+    """The first rule a decoded record of `form` ('seq' | 'compact') breaks, as 'field: reason', or
+    None. Cross-field rules a struct cannot say are checked here too (the SQL reader applies the same
+    ones). `flat`: a CSV/Parquet row (strings are converted to numbers; per-sequence rows are SeqRow)."""
+    if not isinstance(record, dict):
+        return "a record is a JSON object"
+    kind = CompactRecord if form == "compact" else (SeqRow if flat else StepRecord)
+    if flat:
+        record = {k: v for k, v in record.items() if v not in (None, "")}
     try:
-        rec = msgspec.convert(record, kind, strict=False)
+        rec = msgspec.convert(record, kind, strict=not flat)
     except msgspec.ValidationError as exc:
         msg = str(exc)
         if " - at `$." in msg:
             text, path = msg.rsplit(" - at `$.", 1)
             return f"{path.rstrip('`')}: {text}"
         return msg
+    if isinstance(rec, SeqRow):
+        if rec.levels is None:
+            return None
+        try:
+            ends = [int(v) for v in rec.levels.split("/")]
+        except ValueError:
+            return "levels: '/'-separated whole numbers"
+        rec = StepRecord(ts=rec.ts, replica=rec.replica, seqs=[Seq(rec.request, rec.group, rec.shared, rec.private, ends)])
     if isinstance(rec, StepRecord):
         for i, s in enumerate(rec.seqs):
             if s.levels is not None:
                 if len(s.levels) != len(s.group.split("/")) or not s.levels or s.levels[-1] != s.shared:
                     return f"seqs[{i}].levels: one cumulative end per group of the chain, the last equal to shared"
-                if any(b < a for a, b in zip(s.levels, s.levels[1:])):
+                if any(b < a for a, b in zip(s.levels, s.levels[1:])) or min(s.levels) < 0:
                     return f"seqs[{i}].levels: ends must not decrease"
     else:
         groups = rec.groups if rec.groups is not None else rec.batch // rec.siblings
