@@ -40,7 +40,7 @@ HEAD_BAD = "(ts IS NULL OR replica IS NULL)"
 JSON_STEP_BAD = (f"({HEAD_BAD} OR seqs IS NULL OR "
                  f"coalesce(list_bool_or(list_transform(seqs, lambda x: x IS NULL OR {seq_bad('x')})), false))")
 COMPACT_BAD = (f"({HEAD_BAD} OR batch IS NULL OR batch < 1 OR prefix IS NULL OR prefix < 0 OR siblings IS NULL "
-               "OR siblings < 1 OR private IS NULL OR private < 0 OR groups < 0 "
+               "OR siblings < 1 OR private IS NULL OR private < 0 OR coalesce(groups, 0) < 0 "
                "OR coalesce(groups, batch // siblings) * siblings > batch)")
 
 
@@ -114,7 +114,8 @@ def _flat_source(files: list[LogFile], cols: dict[str, str]) -> str:
 
 
 def _col(cols: dict[str, str], name: str, cast: str) -> str:
-    return f'try_cast("{name}" AS {cast})' if name in cols else f"NULL::{cast}"
+    # trim(): DuckDB would otherwise push a bare cast into the CSV reader, which then fails on the row
+    return f'try_cast(trim("{name}"::VARCHAR) AS {cast})' if name in cols else f"NULL::{cast}"
 
 
 def seq_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
