@@ -60,7 +60,8 @@ def batch_for_rate(base: Scenario, params: CostParams, mix: Mix, rate_per_s: flo
 
     lo, hi = 1, 1 << 16
     if excess(hi) > 0:
-        raise InputError(f"--rate: {rate_per_s:g} requests/s is more than {replicas} replicas can decode", field="rate")
+        raise InputError(f"--rate: {rate_per_s:g} requests/s is more than {replicas} replicas can decode with "
+                         "per-sequence attention (the batch grows without bound)")
     if excess(lo) <= 0:
         return lo
     while hi - lo > 1:
