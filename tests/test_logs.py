@@ -33,8 +33,8 @@ def write_jsonl(path, records):
     return path
 
 
-@pytest.mark.parametrize("name", ["rl-rollouts-64", "system-prompt-document-samples"])
-@pytest.mark.parametrize("mode", ["--ideal", "--uncalibrated", None])
+@pytest.mark.parametrize("name, mode", [("rl-rollouts-64", "--ideal"), ("rl-rollouts-64", "--uncalibrated"),
+                                        ("rl-rollouts-64", None), ("system-prompt-document-samples", None)])
 def test_simulated_log_reproduces_estimate(root, tmp_path, name, mode):
     wl = root / f"workloads/{name}.yaml"
     log = tmp_path / "sim.jsonl.gz"
@@ -143,10 +143,27 @@ def flat_copies(tmp_path, src):
     return out
 
 
-def test_every_format_and_compression_agrees(root, tmp_path):
+SMALL_TREE = """schema_version: 1
+model: llama-3-8b
+tree:
+  tokens: 500
+  children:
+    - tokens: 3000
+      copies: 3
+      children:
+        - {tokens: 40, copies: 2, samples: 4, output_tokens: 64, private_tokens: 7}
+    - {tokens: 100, samples: 5, output_tokens: 48}
+"""
+
+
+def test_every_format_and_compression_agrees(tmp_path):
+    wl = tmp_path / "small.yaml"
+    wl.write_text(SMALL_TREE)
     src = tmp_path / "sim.jsonl"
-    run("simulate-log", root / "workloads/system-prompt-document-samples.yaml", "--out", src)
+    assert run("simulate-log", wl, "--out", src).exit_code == 0
+    est = json.loads(run("estimate", wl, "--json").stdout)
     base = analyze_json(src, "--model", "llama-3-8b")
+    assert base["decode_time"]["overall"]["speedup"] == pytest.approx(est["run"]["speedup"], rel=1e-9)
     for name, path in flat_copies(tmp_path, src).items():
         doc = analyze_json(path, "--model", "llama-3-8b")
         assert doc["steps"] == base["steps"] and doc["malformed"] == 0, name

@@ -32,10 +32,14 @@ def file_format(path: str) -> tuple[str, str]:
 
 
 def expand(patterns: list[str]) -> list[LogFile]:
-    """Paths and globs (`logs/*.jsonl.zst`, `day/**/*.parquet`) to files, each named once, sorted."""
+    """Paths and globs (`logs/*.jsonl.zst`, `day/**/*.parquet`) to files, each named once, sorted.
+    URLs pass through unchecked (Spark reads them)."""
     seen: dict[str, None] = {}
     for pat in patterns:
         pat = str(pat)
+        if "://" in pat:                  # hdfs://, s3a://: the engine lists and reads them
+            seen.setdefault(pat)
+            continue
         hits = sorted(glob.glob(pat, recursive=True)) if glob.has_magic(pat) else [pat]
         if not hits:
             raise InputError("no file matches this pattern", file=pat)
