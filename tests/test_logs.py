@@ -5,14 +5,11 @@ import gzip
 import json
 
 import duckdb
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.params_select import select_params
 from cascade_plan.cli.app import app
-from cascade_plan.cost.estimate import estimate
-from cascade_plan.inputs.workload import load_scenario, parse_workload
+from cascade_plan.inputs.workload import parse_workload
 from cascade_plan.logs.log_format import check_record, json_schema
 
 runner = CliRunner()

@@ -10,18 +10,17 @@ import typer
 from cascade_plan import __version__
 from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
                                      KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
-                                     print_json, scenario_from_options)
+                                     print_json)
+from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
 from cascade_plan.errors import InputError
 
 
 def analyze(
     logs: Annotated[list[str], typer.Argument(help="Log files or globs (quote them): .jsonl/.csv/.parquet, optionally "
                                               ".gz/.zst. Format: docs/logs.md.", show_default=False)],
-    model: Annotated[Optional[str], typer.Option("--model", help="Model preset id or Hugging Face config.json "
-                                                 "(or take it from --workload).")] = None,
+    model: ModelArg = None,
     hardware: HardwareOpt = None,
-    workload: Annotated[Optional[Path], typer.Option("--workload", help="Take model, hardware, dtypes and TP from "
-                                                     "this workload YAML (its tree is ignored).")] = None,
+    workload: WorkloadOpt = None,
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
@@ -57,21 +56,13 @@ def analyze(
 
       cascade-plan simulate-log workloads/rl-rollouts-64.yaml --out sim.jsonl && cascade-plan analyze sim.jsonl --model llama-3-8b
     """
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.logs.pipeline import ENGINES, run_analysis
     from cascade_plan.logs.sources import expand
 
     if engine not in ENGINES:
         raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
-    if workload is None and model is None:
-        raise InputError("give --model (e.g. --model llama-3-8b --hardware h200) or --workload FILE")
-    if workload is not None and model is not None:
-        raise InputError("give either --workload or --model, not both")
-    scn = scenario_from_options(workload, model=model, hardware=hardware,
-                                prefix=None if workload else 1, samples=None if workload else 1,
-                                output_tokens=None if workload else 1,
-                                kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
-    params = select_params(ideal, scn, calibration, backend, force, uncalibrated)
+    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration,
+                                      backend, force, uncalibrated)
     files = expand(logs)
     a = run_analysis(files, scn, params, engine=engine, strict=strict, show_bad=show_bad,
                      progress=None if json_out else _progress(), memory_limit=memory_limit, threads=threads)

@@ -9,26 +9,9 @@ import typer
 
 from cascade_plan import __version__
 from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
-                                     KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, print_json,
-                                     scenario_from_options)
+                                     KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, print_json)
+from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
 from cascade_plan.errors import InputError
-
-ModelArg = Annotated[Optional[str], typer.Option("--model", help="Model preset id or Hugging Face config.json "
-                                                 "(or take it from --workload).")]
-WorkloadOpt = Annotated[Optional[Path], typer.Option("--workload", help="Take model, hardware, dtypes and TP from this "
-                                                     "workload YAML (its tree is ignored).")]
-
-
-def _base(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force, uncalibrated):
-    from cascade_plan.calibration.params_select import select_params
-
-    if (workload is None) == (model is None):
-        raise InputError("give --model (e.g. --model llama-3-8b --hardware h200) or --workload FILE, one of them")
-    scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=None if workload else 1,
-                                samples=None if workload else 1, output_tokens=None if workload else 1,
-                                kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
-    return scn, select_params(ideal, scn, calibration, backend, force, uncalibrated)
-
 
 def route(
     model: ModelArg = None,
@@ -73,7 +56,7 @@ def route(
     """
     from cascade_plan.serving.route_costs import Mix, batch_for_rate, simulate, sweep_replicas
 
-    scn, params = _base(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
+    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
                         uncalibrated)
     if batch is not None and rate is not None:
         raise InputError("give --batch or --rate, not both")
@@ -156,7 +139,7 @@ def rl(
     """
     from cascade_plan.serving.rl import TAIL_FINISHED, RlSchedule, rl_generation
 
-    scn, params = _base(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
+    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
                         uncalibrated)
     s = RlSchedule(prompts=prompts, samples=samples, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                    max_completion=max_completion, replicas=replicas, prompt_cv=prompt_cv, completion_cv=completion_cv,
