@@ -116,3 +116,16 @@ def test_rl_long_tail_costs_and_cli():
     text = run("rl", "--model", "llama-3-8b", "--ideal", "--prompts", 4, "--samples", 4, "--replicas", 2,
                "--sampled-steps", 1)
     assert "per 1,000 RL steps" in text.stdout
+
+
+def test_route_takes_the_mix_from_a_log(root, tmp_path):
+    log = tmp_path / "sim.jsonl"
+    run("simulate-log", root / "workloads/rl-rollouts-64.yaml", "--out", log)
+    res = run("route", "--model", "llama-3-8b", "--log", log, "--requests", 64 * 300, "--replicas", 4, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["samples"] == 64 and doc["prefix_tokens"] == 4096 and doc["output_tokens"] == 1024
+    pa = {p["policy"]: p for p in doc["policies"]}["prefix-aware"]
+    assert pa["siblings_mean"] == 64
+    res = run("route", "--model", "llama-3-8b", "--log", log, "--samples", 8)
+    assert res.exit_code == 2 and "--samples" in res.stderr

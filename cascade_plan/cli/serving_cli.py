@@ -18,10 +18,17 @@ def route(
     hardware: HardwareOpt = None,
     workload: WorkloadOpt = None,
     replicas: Annotated[int, typer.Option("--replicas", min=1, max=4096, help="Engine replicas (data-parallel).")] = 8,
-    samples: Annotated[int, typer.Option("--samples", min=1, help="Requests per prompt (siblings).")] = 16,
-    prefix: Annotated[int, typer.Option("--prefix", min=0, help="Shared prompt tokens per group.")] = 4096,
-    output_tokens: Annotated[int, typer.Option("--output-tokens", min=1, help="Tokens each request decodes (mean).")] = 1024,
-    private_tokens: Annotated[int, typer.Option("--private-tokens", min=0, help="Prompt tokens of each request's own.")] = 0,
+    samples: Annotated[Optional[int], typer.Option("--samples", min=1, help="Requests per prompt (siblings); "
+                                                   "default 16.")] = None,
+    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, help="Shared prompt tokens per group; "
+                                                  "default 4096.")] = None,
+    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, help="Tokens each request decodes "
+                                                         "(mean); default 1024.")] = None,
+    private_tokens: Annotated[Optional[int], typer.Option("--private-tokens", min=0, help="Prompt tokens of each "
+                                                          "request's own; default 0.")] = None,
+    log: Annotated[Optional[list[str]], typer.Option("--log", help="Take the request mix (prefix, siblings, output, "
+                                                     "private tokens) from batch logs: the workload that best "
+                                                     "summarises them (see analyze). Repeat for several files.")] = None,
     output_cv: Annotated[float, typer.Option("--output-cv", min=0, help="Spread of decode lengths (coefficient of "
                                              "variation, lognormal); 0 = all equal.")] = 0.5,
     batch: Annotated[Optional[int], typer.Option("--batch", min=1, help="Running sequences per replica (default 64).")] = None,
@@ -60,8 +67,20 @@ def route(
                         uncalibrated)
     if batch is not None and rate is not None:
         raise InputError("give --batch or --rate, not both")
-    mix = Mix(prefix_tokens=prefix, samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
-              output_cv=output_cv, sibling_spread=sibling_spread)
+    given = {"--samples": samples, "--prefix": prefix, "--output-tokens": output_tokens,
+             "--private-tokens": private_tokens}
+    if log:
+        from cascade_plan.serving.route_costs import mix_from_log
+
+        clash = [k for k, v in given.items() if v is not None]
+        if clash:
+            raise InputError(f"--log sets the request mix: leave out {', '.join(clash)}")
+        mix = mix_from_log(log, output_cv, sibling_spread)
+    else:
+        mix = Mix(prefix_tokens=4096 if prefix is None else prefix, samples=samples or 16,
+                  output_tokens=output_tokens or 1024, private_tokens=private_tokens or 0, output_cv=output_cv,
+                  sibling_spread=sibling_spread)
+    samples, prefix = mix.samples, mix.prefix_tokens
     b = batch_for_rate(scn, params, mix, rate, replicas) if rate is not None else (batch or 64)
     _, outs = simulate(scn, params, mix, replicas, b, requests, forks_together=forks_together, seed=seed)
     written = []
@@ -81,7 +100,7 @@ def route(
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id,
                     "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
-                    "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": output_tokens,
+                    "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": mix.output_tokens,
                     "forks_together": forks_together, "policies": rows, "written": written})
         return
     from rich.console import Console

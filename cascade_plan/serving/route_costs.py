@@ -35,6 +35,24 @@ class PolicyOutcome:
     max_sequences: int              # KV capacity per replica at this sharing (prefix stored once per group)
 
 
+def mix_from_log(patterns: list[str], output_cv: float = 0.0, sibling_spread: float = 0.0) -> Mix:
+    """The request mix of the workload that best summarises the logs: the shared chain's tokens, the
+    siblings per innermost group, the median output and private tokens."""
+    from cascade_plan.logs.duck_reader import read_logs
+    from cascade_plan.logs.sources import expand
+    from cascade_plan.logs.summary_tree import summary_tree
+
+    files = expand(patterns)
+    tree, _ = summary_tree(read_logs(files))
+    shared = 0
+    node = tree
+    while node.get("children"):
+        shared += node.get("tokens", 0)
+        node = node["children"][0]          # the shared subtree comes first (unshared sequences last)
+    return Mix(prefix_tokens=shared + node.get("tokens", 0), samples=node["samples"], output_tokens=node["output_tokens"],
+               private_tokens=node.get("private_tokens", 0), output_cv=output_cv, sibling_spread=sibling_spread)
+
+
 def batch_scenario(base: Scenario, mix: Mix, groups: int, siblings: int) -> Scenario:
     return dataclasses.replace(base, tree=simple_tree(mix.prefix_tokens, groups, siblings, mix.output_tokens,
                                                       mix.private_tokens))
