@@ -251,3 +251,48 @@ def test_record_rules_python_and_sql_agree(tmp_path, rec, field):
         {"ts": 9, "replica": "a", "batch": 4, "prefix": 10, "siblings": 2, "private": 1}
     doc = analyze_json(write_jsonl(tmp_path / "r.jsonl", [ok, rec]), "--model", "llama-3-8b")
     assert doc["malformed"] == 1 and doc["malformed_examples"][0]["line"] == 2
+
+
+def test_json_schema_validates_examples_and_simulated_logs(root, tmp_path):
+    import jsonschema
+
+    schema = json.loads((root / "docs/log-schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    v = jsonschema.Draft202012Validator(schema)
+    log = tmp_path / "sim.jsonl"
+    run("simulate-log", root / "workloads/system-prompt-document-samples.yaml", "--out", log)
+    lines = log.read_text().splitlines()[:3] + (root / "docs/log-example.jsonl").read_text().splitlines() + \
+        (root / "docs/log-example-compact.jsonl").read_text().splitlines()
+    for line in lines:
+        v.validate(json.loads(line))
+    for bad in ({"ts": 1, "replica": "a", "seqs": [seq("x", "g", -1, 1)]}, {"ts": 1, "replica": "a"},
+                {"ts": 1, "replica": "a", "batch": 0, "prefix": 1, "siblings": 1, "private": 0}):
+        assert not v.is_valid(bad)
+
+
+def test_compact_csv_and_parquet(tmp_path):
+    csv_log = tmp_path / "c.csv"
+    csv_log.write_text("ts,replica,batch,prefix,siblings,private\n1,a,64,2048,16,10\n2,a,64,2048,16,x\n3,b,8,0,1,7\n")
+    doc = analyze_json(csv_log, "--model", "llama-3-8b", "--ideal")
+    assert doc["steps"] == 2 and doc["malformed"] == 1 and doc["malformed_examples"][0]["line"] == 3
+    assert doc["distributions"]["per_replica"]["a"]["groups"]["max"] == 4
+    pq = tmp_path / "c.parquet"
+    duckdb.connect().execute(f"COPY (SELECT * FROM read_csv('{csv_log}') WHERE ts != 2) TO '{pq}' (FORMAT parquet)")
+    doc2 = analyze_json(pq, "--model", "llama-3-8b", "--ideal")
+    assert doc2["steps"] == 2 and doc2["decode_time"] == doc["decode_time"]
+
+
+@pytest.mark.parametrize("args, text", [
+    (["simulate-log", "{wl}", "--out", "{tmp}/x.csv"], "--out"),
+    (["simulate-log", "{tmp}/missing.yaml", "--out", "{tmp}/x.jsonl"], "missing.yaml"),
+    (["analyze", "{tmp}/ok.jsonl", "--model", "llama-3-8b", "--engine", "hadoop"], "--engine"),
+    (["analyze", "{tmp}/empty.jsonl", "--model", "llama-3-8b"], "no records"),
+    (["analyze", "{tmp}/ok.jsonl", "--model", "llama-3-8b", "--workload", "{wl}"], "one of them"),
+])
+def test_more_bad_input(root, tmp_path, args, text):
+    write_jsonl(tmp_path / "ok.jsonl", [{"ts": 1, "replica": "a", "batch": 4, "prefix": 10, "siblings": 2, "private": 1}])
+    (tmp_path / "empty.jsonl").write_text("")
+    res = run(*[a.format(tmp=tmp_path, wl=root / "workloads/rl-rollouts-64.yaml") for a in args])
+    assert res.exit_code == 2, res.output
+    assert len(res.stderr.strip().splitlines()) == 1 and text in res.stderr
+    assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "x.csv").exists()
