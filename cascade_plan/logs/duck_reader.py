@@ -79,6 +79,8 @@ def _connect(memory_limit: str, threads: int | None):
                                  "temp_directory": tempfile.gettempdir() + "/cascade-plan-duckdb"})
     if threads:
         con.execute(f"SET threads = {int(threads)}")
+    # progress is tracked (query_progress) but never printed by DuckDB: the CLI draws its own bar on stderr
+    con.execute("SET enable_progress_bar = true; SET enable_progress_bar_print = false; SET progress_bar_time = 0")
     return con
 
 
@@ -244,7 +246,8 @@ def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int |
     con.execute("CREATE TEMP TABLE files (file VARCHAR, records BIGINT, malformed BIGINT)")
     for n, ((fmt, form, key_cols), fs) in enumerate(groups.items()):
         cols = dict(key_cols)
-        report = (lambda p, n=n: progress(f"{n + 1}/{len(groups)}", p)) if progress else None
+        label = f"{len(fs)} file(s)" + (f", part {n + 1} of {len(groups)}" if len(groups) > 1 else "")
+        report = (lambda p, label=label: progress(label, p)) if progress else None
         try:
             if form == "seq":
                 _run_with_progress(con, "CREATE OR REPLACE TEMP TABLE agg AS " + seq_aggregate_sql(seq_rows_sql(fs, cols)), report)
