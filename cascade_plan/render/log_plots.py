@@ -32,7 +32,10 @@ def _hist(ax, x: np.ndarray, label: str, color: str = C_CASCADE) -> None:
     else:
         pad = max(hi - lo, abs(hi), 1.0) * 0.02
         bins = np.linspace(lo - pad, hi + pad, 41)
-    ax.hist(x, bins=bins, color=color, alpha=0.85)
+    counts, _, _ = ax.hist(x, bins=bins, color=color, alpha=0.85)
+    nonzero = counts[counts > 0]
+    if nonzero.size > 1 and nonzero.max() / nonzero.min() > 50:
+        ax.set_yscale("log")          # a few odd steps stay visible beside the bulk
     ax.set_xlabel(label)
     ax.set_ylabel("steps")
 
