@@ -296,3 +296,32 @@ def test_more_bad_input(root, tmp_path, args, text):
     assert res.exit_code == 2, res.output
     assert len(res.stderr.strip().splitlines()) == 1 and text in res.stderr
     assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("name", ["system-prompt-document-samples", "rl-rollouts-64", "parallel-sampling-n8"])
+def test_common_prefix_and_vllm_gate_match_the_workload_view(root, tmp_path, name):
+    """Every step of a simulated log holds the whole batch, so vLLM's view of each step is the
+    workload's: the prefix shared by all, and the opted-in gate's decision."""
+    from cascade_plan.cost.estimate import estimate
+    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.engine.engine_gate import common_prefix_of_all, engine_view
+    from cascade_plan.inputs.workload import load_scenario
+
+    wl = root / f"workloads/{name}.yaml"
+    log = tmp_path / "sim.jsonl"
+    run("simulate-log", wl, "--out", log)
+    doc = analyze_json(log, "--workload", wl, "--ideal")
+    scn = load_scenario(wl)
+    view = engine_view(estimate(scn, select_params(True, scn)))
+    common = doc["distributions"]["overall"]["common_prefix_tokens"]
+    assert common["p50"] == common["max"] == common_prefix_of_all(scn.tree)
+    assert doc["vllm"]["share_of_steps_vllm_would_cascade"] == (1.0 if view.opted_in.used else 0.0)
+
+
+def test_vllm_would_cascade_one_common_prefix(tmp_path):
+    recs = [{"ts": k, "replica": 0, "batch": 64, "prefix": 4096, "siblings": 64, "private": k} for k in range(1, 4)]
+    recs.append({"ts": 9, "replica": 0, "batch": 64, "prefix": 4096, "siblings": 32, "private": 1})   # two prompts
+    doc = analyze_json(write_jsonl(tmp_path / "c.jsonl", recs), "--model", "llama-3-8b", "--ideal")
+    assert doc["vllm"]["share_of_steps_vllm_would_cascade"] == 0.75
+    assert doc["distributions"]["overall"]["common_prefix_tokens"]["max"] == 4096
+    assert doc["distributions"]["overall"]["common_prefix_tokens"]["mean"] == 3072

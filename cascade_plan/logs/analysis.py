@@ -9,6 +9,7 @@ import numpy as np
 
 from cascade_plan.logs.bad_lines import BadRecord
 from cascade_plan.logs.duck_reader import LogTables
+from cascade_plan.logs.engine_share import EngineShare
 from cascade_plan.logs.log_costs import StepTimes
 
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
@@ -19,6 +20,7 @@ METRICS = {
     "siblings": ("sequences", "sequences per sibling group (mean over the step's groups)"),
     "prefix_tokens": ("tokens", "shared-prefix tokens per sharing sequence (mean over the step)"),
     "private_tokens": ("tokens", "private context tokens per sequence (mean over the step)"),
+    "common_prefix_tokens": ("tokens", "prefix shared by every sequence of the step (all vLLM can cascade)"),
 }
 
 
@@ -80,6 +82,7 @@ class Analysis:
     per_replica: dict[str, dict[str, Distribution]]
     verdict: Verdict
     verdict_per_replica: dict[str, Verdict]
+    engine: EngineShare
     bad: list[BadRecord] = field(default_factory=list)
 
     @property
@@ -91,7 +94,7 @@ class Analysis:
         return sum(m for _, _, m in self.tables.files)
 
 
-def step_metrics(t: LogTables) -> dict[str, np.ndarray]:
+def step_metrics(t: LogTables, common_prefix_tokens: np.ndarray) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
             "batch": t.seqs,
@@ -99,6 +102,7 @@ def step_metrics(t: LogTables) -> dict[str, np.ndarray]:
             "siblings": np.where(t.groups > 0, t.shared_seqs / np.maximum(t.groups, 1), 0.0),
             "prefix_tokens": np.where(t.shared_seqs > 0, t.ps_prefix_tokens / np.maximum(t.shared_seqs, 1), 0.0),
             "private_tokens": np.where(t.seqs > 0, t.suffix_tokens / np.maximum(t.seqs, 1), 0.0),
+            "common_prefix_tokens": common_prefix_tokens,
         }
 
 
@@ -117,8 +121,9 @@ def verdict(times: StepTimes, mask: np.ndarray | slice = slice(None)) -> Verdict
                    time_paying_s=float(ps[pays].sum()))
 
 
-def analyze_tables(t: LogTables, times: StepTimes, bad: list[BadRecord] | None = None) -> Analysis:
-    m = step_metrics(t)
+def analyze_tables(t: LogTables, times: StepTimes, engine: EngineShare,
+                   bad: list[BadRecord] | None = None) -> Analysis:
+    m = step_metrics(t, engine.common_prefix_tokens)
     per_replica, v_rep = {}, {}
     replicas = np.unique(t.replica) if t.steps else np.zeros(0, object)
     for r in replicas:
@@ -126,7 +131,8 @@ def analyze_tables(t: LogTables, times: StepTimes, bad: list[BadRecord] | None =
         per_replica[str(r)] = {k: distribution(v[mask]) for k, v in m.items()}
         v_rep[str(r)] = verdict(times, mask)
     return Analysis(tables=t, times=times, metrics=m, overall={k: distribution(v) for k, v in m.items()},
-                    per_replica=per_replica, verdict=verdict(times), verdict_per_replica=v_rep, bad=bad or [])
+                    per_replica=per_replica, verdict=verdict(times), verdict_per_replica=v_rep, engine=engine,
+                    bad=bad or [])
 
 
 def to_json(a: Analysis, header: dict) -> dict:
@@ -142,4 +148,5 @@ def to_json(a: Analysis, header: dict) -> dict:
                           "per_replica": {r: {k: d.to_json() for k, d in ds.items()} for r, ds in a.per_replica.items()}},
         "decode_time": {"overall": a.verdict.to_json(),
                         "per_replica": {r: v.to_json() for r, v in a.verdict_per_replica.items()}},
+        "vllm": a.engine.to_json(a.times.pays),
     }

@@ -46,4 +46,6 @@ def run_analysis(files: list[LogFile], scn, params: CostParams, *, engine: str =
     if tables.steps == 0:
         raise InputError("no valid decode step in the log(s)" + (f" ({sum(m for *_, m in tables.files)} malformed)"
                                                                   if tables.files else ""), file=files[0].path)
-    return analyze_tables(tables, price_steps(tables, scn, params), bad)
+    from cascade_plan.logs.engine_share import engine_share
+
+    return analyze_tables(tables, price_steps(tables, scn, params), engine_share(tables, scn), bad)

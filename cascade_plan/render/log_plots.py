@@ -11,7 +11,8 @@ from cascade_plan.render.plots import C_CASCADE, C_PER_SEQ, _RC, _mpl, _new_figu
 
 
 SHORT = {"batch": "batch size", "siblings": "siblings per group", "prefix_tokens": "shared prefix per sequence",
-         "private_tokens": "private context per sequence", "groups": "sibling groups"}
+         "private_tokens": "private context per sequence", "groups": "sibling groups",
+         "common_prefix_tokens": "prefix shared by every sequence"}
 
 
 def _hist(ax, x: np.ndarray, label: str, color: str = C_CASCADE) -> None:
@@ -45,18 +46,30 @@ def plot_log_distributions(a: Analysis, title: str, out_stem: Path) -> list[Path
     modelled per-step speedup of cascade (left of 1x: cascade loses)."""
     mpl = _mpl()
     with mpl.rc_context(_RC):
-        fig = _new_figure((12, 6.5))
-        axes = fig.subplots(2, 3)
-        for ax, key in zip(axes.flat, ("batch", "siblings", "prefix_tokens", "private_tokens", "groups")):
+        fig = _new_figure((15, 6.5))
+        axes = fig.subplots(2, 4)
+        keys = ("batch", "groups", "siblings", "prefix_tokens", "common_prefix_tokens", "private_tokens")
+        for ax, key in zip(axes.flat, keys):
             unit, _ = METRICS[key]
             _hist(ax, a.metrics[key], f"{SHORT[key]} ({unit})")
-        ax = axes.flat[5]
+        box = axes.flat[7]
+        box.set_axis_off()
+        v, e = a.verdict, a.engine.to_json(a.times.pays)
+        box.text(0.0, 0.95, "\n".join([
+            f"{v.steps:,} steps on {len(a.per_replica)} replica(s)",
+            f"cascade pays in {v.share_steps_paying:.1%} of steps,",
+            f"  {v.share_time_paying:.1%} of decode time",
+            f"decode: {v.per_sequence_s:,.3g} s per-sequence,",
+            f"  {v.best_s:,.3g} s with cascade where it pays",
+            f"  (saves {v.saving_fraction:.1%})",
+            f"vLLM (opted in) would cascade",
+            f"  {e['share_of_steps_vllm_would_cascade']:.1%} of steps"]), va="top", ha="left", fontsize=10,
+            transform=box.transAxes, family="DejaVu Sans")
+        ax = axes.flat[6]
         with np.errstate(divide="ignore", invalid="ignore"):
             sp = a.times.per_sequence_s / a.times.cascade_s
         _hist(ax, sp, "per-step speedup of cascade (x)", C_PER_SEQ)
         ax.axvline(1.0, color="k", lw=1, ls="--")
-        ax.set_title(f"cascade pays in {a.verdict.share_steps_paying:.0%} of steps, {a.verdict.share_time_paying:.0%} "
-                     "of decode time", fontsize=9)
         fig.suptitle(title, fontsize=11)
         fig.tight_layout()
         return _save(fig, out_stem)

@@ -63,5 +63,10 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
     console.print(f"Cascade would pay in {v.share_steps_paying:.1%} of the steps, {v.share_time_paying:.1%} of the "
                   f"decode time; using it there saves {fmt_seconds(v.saving_s)} of {fmt_seconds(v.per_sequence_s)} "
                   f"({v.saving_fraction:.1%}) over the log.")
+    e = a.engine.to_json(a.times.pays)
+    console.print(f"vLLM (FlashAttention backend, opted in with --no-disable-cascade-attn) would cascade "
+                  f"{e['share_of_steps_vllm_would_cascade']:.1%} of the steps (only a prefix shared by every request "
+                  f"counts); in {e['share_of_steps_model_pays_vllm_does_not']:.1%} the model says cascade pays but vLLM "
+                  "would not use it.")
     for w in written:
         console.print(f"wrote {w}")
