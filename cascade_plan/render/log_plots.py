@@ -62,7 +62,7 @@ def plot_log_distributions(a: Analysis, title: str, out_stem: Path) -> list[Path
             f"decode: {v.per_sequence_s:,.3g} s per-sequence,",
             f"  {v.best_s:,.3g} s with cascade where it pays",
             f"  (saves {v.saving_fraction:.1%})",
-            f"vLLM (opted in) would cascade",
+            "vLLM (opted in) would cascade",
             f"  {e['share_of_steps_vllm_would_cascade']:.1%} of steps"]), va="top", ha="left", fontsize=10,
             transform=box.transAxes, family="DejaVu Sans")
         ax = axes.flat[6]
