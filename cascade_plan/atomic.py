@@ -20,26 +20,45 @@ def write_text_atomic(path: Path, text: str) -> Path:
 
 class open_atomic:
     """`with open_atomic(path, "wb") as fh:` streams a large file into a temporary file beside
-    `path` and renames it into place only when the block completes; an exception leaves no file."""
+    `path` and renames it into place only when the block completes; an exception leaves no file.
+    Temporary names carry the pid, so a later write removes a killed run's leftovers (outputs.py)."""
 
     def __init__(self, path: Path, mode: str = "wb") -> None:
         self.path = Path(path)
         self.mode = mode
 
     def __enter__(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        import os
+        import tempfile
+
+        from cascade_plan.errors import InputError
+        from cascade_plan.outputs import clean_stale_temps, temp_name
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            clean_stale_temps(self.path.parent, self.path.name)
+            fd, self.tmp = tempfile.mkstemp(prefix=temp_name(self.path), suffix=".tmp", dir=self.path.parent)
+        except OSError as exc:
+            raise InputError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         self.fh = os.fdopen(fd, self.mode)
         return self.fh
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        import os
+
+        from cascade_plan.outputs import current_umask
+
         try:
             if exc_type is None:
                 self.fh.flush()
                 os.fsync(self.fh.fileno())
             self.fh.close()
             if exc_type is None:
-                os.chmod(self.tmp, 0o666 & ~_umask())
+                os.chmod(self.tmp, 0o666 & ~current_umask())
                 os.replace(self.tmp, self.path)
+        except OSError as exc:
+            from cascade_plan.errors import InputError
+
+            raise InputError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         finally:
             Path(self.tmp).unlink(missing_ok=True)

@@ -134,7 +134,7 @@ def write_files_together(files: list[tuple[Path, bytes]]) -> list[Path]:
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())
-                os.chmod(tmp, 0o666 & ~_umask())
+                os.chmod(tmp, 0o666 & ~current_umask())
             except OSError as exc:
                 raise InputError(f"cannot write {path}: {_reason(exc)}") from None
         for tmp, path in temps:
@@ -148,7 +148,7 @@ def write_files_together(files: list[tuple[Path, bytes]]) -> list[Path]:
     return [Path(p) for p, _ in files]
 
 
-def _umask() -> int:
+def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -190,7 +190,7 @@ class ReportFolder:
             parent.mkdir(parents=True, exist_ok=True)
             clean_stale_temps(parent, self.out.absolute().name)
             self.tmp = Path(tempfile.mkdtemp(prefix=temp_name(self.out.absolute()), suffix=".tmpdir", dir=parent))
-            os.chmod(self.tmp, 0o777 & ~_umask())      # mkdtemp makes 0700; a report folder is an ordinary one
+            os.chmod(self.tmp, 0o777 & ~current_umask())      # mkdtemp makes 0700; a report folder is an ordinary one
             (self.tmp / REPORT_MARKER).write_text("written by cascade-plan report; the folder is replaced whole\n")
         except OSError as exc:
             raise InputError(f"cannot write into {self.out}: {_reason(exc)}") from None

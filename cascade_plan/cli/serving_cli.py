@@ -181,7 +181,8 @@ def rl(
         t.add_column(col, justify="left" if not col else "right")
     t.add_row("generation", fmt_seconds(res.per_sequence_s), fmt_seconds(res.cascade_s), fmt_speedup(res.speedup))
     t.add_row(f"  of which the tail (after {TAIL_FINISHED:.0%} finished)", fmt_seconds(res.tail_per_sequence_s),
-              fmt_seconds(res.tail_cascade_s), fmt_speedup(res.tail_per_sequence_s / res.tail_cascade_s))
+              fmt_seconds(res.tail_cascade_s),
+              fmt_speedup(res.tail_per_sequence_s / res.tail_cascade_s) if res.tail_cascade_s else "no tail")
     if other_s:
         t.add_row("whole RL step", fmt_seconds(res.per_sequence_s + other_s), fmt_seconds(res.cascade_s + other_s),
                   fmt_speedup(res.rl_step_speedup))

@@ -72,15 +72,19 @@ class ReplicaRollout:
 
 def rollout(scn: Scenario, params: CostParams, tree: TreeNode) -> ReplicaRollout:
     est = estimate(dataclasses.replace(scn, tree=tree), params)
-    c, f = est.costs, est.flat
-    done = np.searchsorted(np.repeat(f.leaf_output, f.leaf_seqs), c.steps, side="left")   # finished before step k
+    c, f, w = est.costs, est.flat, est.step_weights       # costs at the steps the run is summed over, and weights
+    order = np.argsort(f.leaf_output, kind="stable")
+    outs, seqs_done = f.leaf_output[order], np.concatenate([[0.0], np.cumsum(f.leaf_seqs[order])])
+    done = seqs_done[np.searchsorted(outs, c.steps, side="left")]   # sequences finished before step k
     total = f.total_seqs
     tail = done >= TAIL_FINISHED * total
-    lengths = np.repeat(f.leaf_output, f.leaf_seqs)
+    # median completion length over sequences, without one array element per sequence
+    middle = [seqs_done[1:].searchsorted(r, side="right") for r in ((total - 1) // 2, total // 2)]
+    median = float(np.mean(outs[middle]))
     return ReplicaRollout(per_sequence_s=est.run_per_sequence_s, cascade_s=est.run_cascade_s,
-                          longest_completion=int(f.max_output), median_completion=float(np.median(lengths)),
-                          tail_steps=int(tail.sum()), tail_per_sequence_s=float(c.ps_step_s[tail].sum()),
-                          tail_cascade_s=float(c.cas_step_s[tail].sum()))
+                          longest_completion=int(f.max_output), median_completion=median,
+                          tail_steps=int(w[tail].sum()), tail_per_sequence_s=float((c.ps_step_s * w)[tail].sum()),
+                          tail_cascade_s=float((c.cas_step_s * w)[tail].sum()))
 
 
 @dataclass(frozen=True)
