@@ -1,7 +1,7 @@
 """Robustness fuzz, long profile: generated and mutated workloads through the library calls the CLI
 makes, and a share of them through the CLI itself; prints the figures.
 
-    python benchmarks/fuzz_campaign.py                 # 3,000 + 600 library inputs, 150 through the CLI
+    python benchmarks/fuzz_campaign.py                 # 3,000 + 600 + 150 library inputs, 150 through the CLI
     python benchmarks/fuzz_campaign.py --library 30000 --cli 300
 
 Figures: inputs tried, outcomes (answered / refused / each defect class), tracebacks, wrong exit
@@ -29,7 +29,7 @@ import fuzz_support as fz  # noqa: E402
 
 def library_campaign(n: int, tmp: Path) -> fz.Tally:
     """n workloads (generated, mutated, or sharing nothing), then n/5 with a generated model config.json
-    and hardware profile."""
+    and hardware profile, then n/20 edits of the shipped calibration file."""
     tally = fz.Tally()
 
     @settings(max_examples=n, deadline=None, database=None, derandomize=True,
@@ -49,8 +49,18 @@ def library_campaign(n: int, tmp: Path) -> fz.Tally:
         outcome, peak = fz.run_workload(fz.dump(doc), mode, tmp, files)
         tally.add(outcome.split(":")[0] if not fz.is_defect(outcome) else outcome, repr(files), peak)
 
+    shipped = __import__("json").loads(next((fz.ROOT / "calibrations").glob("h200-*.json")).read_text())
+
+    @settings(max_examples=max(n // 20, 1), deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(edits=fz.calibration_edits(), backend=st.sampled_from([None, "triton", "torch", "flashinfer-fa2"]))
+    def calibration(edits, backend):
+        outcome = fz.run_calibration(fz.edited_calibration(shipped, edits), backend, tmp)
+        tally.add(outcome.split(":")[0] if not fz.is_defect(outcome) else outcome, repr(edits), 0)
+
     one()
     with_files()
+    calibration()
     return tally
 
 

@@ -133,6 +133,57 @@ def workloads_with_files():
                    {"model/config.json": json.dumps(t[1], allow_nan=True), "gpu.yaml": dump(t[2])}))
 
 
+CAL_PATHS = [("device", "l2_bytes"), ("ceilings", "hbm_read_bytes_per_s"), ("ceilings", "bf16_matmul_flop_per_s"),
+             ("measurements",), ("measurements", 7, "median_s"), ("measurements", 900, "config", "prefix_tokens"),
+             ("measurements", 1500, "backend"), ("fitted",), ("fitted", "kv_dtypes", "bf16"),
+             ("fitted", "ceilings", "hbm_read_bytes_per_s")] + [
+    ("fitted", "kv_dtypes", "bf16", b, k, f) for b in ("flashinfer", "triton", "torch")
+    for k in ("decode_shared", "prefix", "suffix") for f in ("bw_bytes_per_s", "overhead_s", "l2_hit_max", "surface")]
+
+
+def calibration_edits():
+    """Up to two (path, value) edits of the shipped calibration file."""
+    return st.lists(st.tuples(st.sampled_from(CAL_PATHS), st.one_of(odd_values, st.sampled_from(TINY),
+                                                                   st.just("<remove>"))), min_size=1, max_size=2)
+
+
+def edited_calibration(doc: dict, edits) -> dict:
+    doc = json.loads(json.dumps(doc))
+    for path, value in edits:
+        node = doc
+        for part in path[:-1]:
+            try:
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                node = None
+                break
+        if isinstance(node, (dict, list)):
+            key = path[-1]
+            if value == "<remove>" and isinstance(node, dict):
+                node.pop(key, None)
+            elif isinstance(node, dict) or (isinstance(key, int) and key < len(node)):
+                node[key] = None if value == "<remove>" else value
+    return doc
+
+
+def run_calibration(doc: dict, backend: str | None, tmp: Path) -> str:
+    """Classify a calibration file through what `estimate --calibration FILE --force` does."""
+    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.cost.estimate import estimate, to_json
+    from cascade_plan.errors import InputError
+    from cascade_plan.inputs.workload import load_scenario
+
+    path = tmp / "cal.json"
+    path.write_text(json.dumps(doc, allow_nan=True))
+    try:
+        scn = load_scenario(ROOT / "workloads" / "rl-rollouts-64.yaml", "h200")
+        return check_answer(estimate(scn, select_params(False, scn, path, backend, force=True)), to_json)
+    except InputError as exc:
+        return "refused" if "\n" not in str(exc) else "multi-line error"
+    except Exception as exc:                         # noqa: BLE001 - the defect being counted
+        return f"traceback: {type(exc).__name__}: {str(exc)[:120]}"
+
+
 # Text-level mutations the YAML parser and the line map must survive.
 TEXT_MUTATIONS = [
     lambda t: t,

@@ -3,6 +3,7 @@ through the library calls the CLI makes and through the CLI. Any input must give
 (finite, non-negative numbers; invariants kept) or one error line and exit 2. The long profile is
 benchmarks/fuzz_campaign.py; both use tests/fuzz_support.py."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -37,6 +38,17 @@ def test_generated_model_configs_and_hardware_profiles(tmp_path_factory, case, m
     doc, files = case
     outcome, _ = fz.run_workload(fz.dump(doc), mode, tmp_path_factory.mktemp("f"), files)
     assert not fz.is_defect(outcome), (outcome, files)
+
+
+SHIPPED_CALIBRATION = json.loads(next((fz.ROOT / "calibrations").glob("h200-*.json")).read_text())
+
+
+@ci(15)
+@given(edits=fz.calibration_edits(), backend=st.sampled_from([None, "triton", "torch"]))
+def test_edited_calibration_files(tmp_path_factory, edits, backend):
+    outcome = fz.run_calibration(fz.edited_calibration(SHIPPED_CALIBRATION, edits), backend,
+                                 tmp_path_factory.mktemp("cal"))
+    assert not fz.is_defect(outcome), (outcome, edits)
 
 
 @ci(50)
