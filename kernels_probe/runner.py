@@ -311,20 +311,25 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     # FlashInfer JIT-compiles its kernels (minutes on a fresh machine): build them in a thread while
     # the Triton and torch rows are measured, then measure FlashInfer's rows in a second pass.
     fi_build: dict = {}
-    fi_thread = None
+    fi_thread = glue_thread = None
     if fi_ok:
         def _build():
             s = torch.cuda.Stream()
             with torch.cuda.stream(s):
                 fi_build.update(flashinfer_backend.warm_build(device))
-                if step:
-                    from kernels_probe.glue import warm_build_glue
-
-                    errs = warm_build_glue(device)
-                    fi_build["glue_errors"] = errs
 
         fi_thread = threading.Thread(target=_build, daemon=True)
         fi_thread.start()
+        if step:  # the glue modules build concurrently (each is one ninja job of a few files)
+            from kernels_probe.glue import warm_build_glue
+
+            def _build_glue():
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    fi_build["glue_errors"] = warm_build_glue(device)
+
+            glue_thread = threading.Thread(target=_build_glue, daemon=True)
+            glue_thread.start()
 
     flusher = L2Flusher(device_info["l2_bytes"] or (50 << 20), device)
     ctx = _Ctx(torch, device, device_info["sm_count"], flusher, tune)
@@ -353,8 +358,16 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             ceilings, ceil_details = measure_ceilings(flusher, quick=quick)
         timings["ceilings_s"] = time.perf_counter() - t0
         progress.advance(task)
+        step_out = None
         for pass_backends, pass_cfgs in passes:
             t0 = time.perf_counter()
+            if step and step_out is None and (pass_backends == ["flashinfer"] or not pass_cfgs):
+                from kernels_probe.step_probe import run_step_ops
+
+                progress.update(task, description="step parts: GEMMs and torch glue")
+                step_out = run_step_ops(flusher, device, quick=quick)
+                timings["step_ops_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
             if pass_backends == ["flashinfer"] and fi_thread is not None:
                 progress.update(task, description="building FlashInfer kernels (JIT)")
                 fi_thread.join()
@@ -373,20 +386,25 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                     _measure_config(ctx, cfg, pass_backends, seed=1000 + i)
                 progress.advance(task)
             timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
-        step_out = None
         if step:
-            from kernels_probe.step_probe import run_step_probe
+            from kernels_probe.step_probe import run_step_ops, run_step_probe
 
-            progress.update(task, description="step parts: GEMMs, glue, whole steps, all-reduce")
-
-            def fi_wait():
-                if fi_thread is not None:
-                    fi_thread.join()
-                return bool(fi_build.get("ok")) and not fi_build.get("glue_errors")
-
+            if step_out is None:
+                step_out = run_step_ops(flusher, device, quick=quick)
+            progress.update(task, description="step parts: fused glue, whole steps, all-reduce")
             t0 = time.perf_counter()
-            step_out = run_step_probe(flusher, device, device_info["sm_count"], quick=quick, fi_ok=fi_ok,
-                                      fi_wait=fi_wait, console=console)
+            for th in (fi_thread, glue_thread):
+                if th is not None:
+                    th.join()
+            if fi_ok and fi_build.get("ok") and fi_build.get("glue_errors"):  # retry once, alone
+                from kernels_probe.glue import warm_build_glue
+
+                fi_build["glue_errors_first_try"] = fi_build["glue_errors"]
+                fi_build["glue_errors"] = warm_build_glue(device)
+            timings["step_flashinfer_wait_s"] = time.perf_counter() - t0
+            fi_step = fi_ok and bool(fi_build.get("ok")) and not fi_build.get("glue_errors")
+            step_out = run_step_probe(flusher, device, device_info["sm_count"], quick=quick, fi_ok=fi_step,
+                                      out=step_out)
             timings["step_probe_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
     notes = dict(NOTES)
