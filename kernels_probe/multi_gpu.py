@@ -50,12 +50,22 @@ def _dist_timer(dist, gloo):
 
     def timer(fn, flusher, *, budget_s=0.05, lo=10, hi=40):
         g = capture_graph(fn)
-        est = min(time_graph_synced(g, flusher, 3))
-        res = summarize(time_graph_synced(g, flusher, reps_for(est, budget_s=budget_s, lo=lo, hi=hi)))
+        # every rank must replay the same number of times (each replay holds collectives): agree on the
+        # slowest rank's estimate
+        est = torch.tensor([min(time_graph_synced(g, flusher, 3))], dtype=torch.float64)
+        dist.all_reduce(est, op=dist.ReduceOp.MAX, group=gloo)
+        res = summarize(time_graph_synced(g, flusher, reps_for(float(est[0]), budget_s=budget_s, lo=lo, hi=hi)))
         del g
         return res
 
     return timer
+
+
+def _save(out_dir: str, rank: int, result: dict) -> None:
+    path = pathlib.Path(out_dir) / f"rank{rank}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, default=str))
+    os.replace(tmp, path)
 
 
 def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backends: list, glue: str):
@@ -69,7 +79,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         torch.cuda.set_device(rank)
         dev = torch.device("cuda", rank)
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=180), device_id=dev)
+                                timeout=datetime.timedelta(seconds=60), device_id=dev)
         gloo = dist.new_group(backend="gloo")
         from kernels_probe.step_shapes import ALLREDUCE_BYTES, ALLREDUCE_BYTES_QUICK, step_points
         from kernels_probe.timing import L2Flusher
@@ -99,6 +109,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
                 "median_s": per, "p10_s": per, "p90_s": per, "n_reps": rr["n_reps"],
                 "first_median_s": r1["median_s"], "graph_of_repeats": rr, "graph_of_one": r1, "correct": ok})
             del x
+        _save(out_dir, rank, result)
         from kernels_probe.step_probe import measure_steps
 
         pts = [p for p in step_points(quick) if p.workload == "rl-rollouts-64"]
@@ -111,27 +122,40 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         dist.barrier(group=gloo)
     except Exception as exc:
         result["error"] = f"rank {rank}: {type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"
-    if rank == 0 or "error" in result:
-        path = pathlib.Path(out_dir) / f"rank{rank}.json"
-        path.write_text(json.dumps(result, default=str))
+    _save(out_dir, rank, result)
     try:
         dist.destroy_process_group()
     except Exception:
         pass
 
 
-def run_multi_gpu(world: int, *, quick: bool, backends: list[str], glue: str) -> dict:
-    """Run the workers; returns rank 0's rows (and the first error any rank reported)."""
+def run_multi_gpu(world: int, *, quick: bool, backends: list[str], glue: str, timeout_s: float = 150.0) -> dict:
+    """Run the workers (one process per GPU) with a hard time limit: a hung collective costs at most
+    timeout_s, and what the ranks saved before it is kept. Returns rank 0's rows (and the first error)."""
+    import time
+
     import torch.multiprocessing as mp
 
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     with tempfile.TemporaryDirectory() as d:
         err = None
-        try:
-            mp.spawn(_worker, args=(world, _free_port(), d, quick, list(backends), glue), nprocs=world, join=True)
-        except Exception as exc:
-            err = f"{type(exc).__name__}: {exc}"[:2000]
+        ctx = mp.get_context("spawn")
+        port = _free_port()
+        procs = [ctx.Process(target=_worker, args=(r, world, port, d, quick, list(backends), glue)) for r in range(world)]
+        for p in procs:
+            p.start()
+        deadline = time.monotonic() + timeout_s
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        if any(p.is_alive() for p in procs):
+            err = f"multi-GPU run stopped after its {timeout_s:.0f} s limit"
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+                    p.join(5)
+        elif any(p.exitcode for p in procs):
+            err = f"worker exit codes {[p.exitcode for p in procs]}"
         out: dict = {}
         for r in range(world):
             p = pathlib.Path(d) / f"rank{r}.json"
