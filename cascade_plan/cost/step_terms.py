@@ -2,8 +2,10 @@
 the lm_head, the engine glue, and two all-reduces per layer under tensor parallelism. Pure numpy.
 
 GEMM shapes per GPU after TP (column-parallel qkv and gate_up, row-parallel o and down, vocab-parallel
-lm_head). MoE layers: the shared experts as a dense MLP, and the routed experts the batch touches, each
-over its share of the tokens (uniform routing: M k / touched tokens per expert).
+lm_head). MoE layers: the shared experts as a dense MLP, and the routed experts the batch touches as one
+grouped GEMM per projection (as engines run them, e.g. fused_moe): the touched experts' weights
+streamed once, each expert over its share of the tokens (uniform routing: M k / touched per expert),
+priced from the table at that share and the group's total weight bytes, with one launch.
 """
 
 from __future__ import annotations
@@ -75,9 +77,11 @@ def step_terms(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_
         touched = np.maximum(expected_experts_touched(model, m), 1e-9)
         m_e = np.where(m > 0, m * model.experts_per_token / touched, 0.0)
         ei = model.moe_intermediate_size / tp
-        per_expert = (gemm_time_s(eff, m_e, 2 * ei, model.hidden_size, eb, hbm_bytes_per_s, flop_per_s)
-                      + gemm_time_s(eff, m_e, model.hidden_size, ei, eb, hbm_bytes_per_s, flop_per_s))
-        gemm = gemm + model.num_moe_layers * touched * per_expert
+        h = model.hidden_size
+        # one grouped GEMM per projection: N stacks the touched experts' output rows
+        grouped = (gemm_time_s(eff, m_e, touched * 2 * ei, h, eb, hbm_bytes_per_s, flop_per_s)
+                   + gemm_time_s(eff, m_e, touched * h, ei, eb, hbm_bytes_per_s, flop_per_s))
+        gemm = gemm + model.num_moe_layers * grouped
     glue = parts.glue.time_s(m, model.num_layers)
     comm = np.zeros_like(m)
     ar = parts.allreduce_for(tp)
