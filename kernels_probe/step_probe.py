@@ -72,8 +72,10 @@ def measure_gemms(flusher, device, *, quick: bool, budget_s: float, progress=Non
                         torch.cuda.synchronize()
                         continue
                     eb = 1 if dtype == "fp8" else 2
-                    rows.append(_row("gemm", res, config=cfg, bytes=n * k * eb + m * (n + k) * 2,
-                                     weight_bytes=n * k * eb, flops=2 * m * n * k, max_rel_err=err))
+                    nbytes, flops = n * k * eb + m * (n + k) * 2, 2 * m * n * k
+                    rows.append(_row("gemm", res, config=cfg, bytes=nbytes, weight_bytes=n * k * eb, flops=flops,
+                                     achieved_bytes_per_s=nbytes / res["median_s"],
+                                     achieved_flop_per_s=flops / res["median_s"], max_rel_err=err))
                     if progress:
                         progress()
             del w
