@@ -128,3 +128,18 @@ def test_calibrated_params_carry_the_fitted_step_parts():
     assert p.step is not None and p.step.source == "probe:h200-probe-2026-11-30.json"
     assert set(p.step.gemm) == {"bf16", "fp8"} and p.step.glue.variant == "fused"
     assert math.isclose(p.step.allreduce_for(8).gpus, 8) and p.step.allreduce_for(8).origin == "extrapolated"
+
+
+def test_validate_command_reports_the_steps():
+    probe = find_committed(H200)
+    res = runner.invoke(app, ["validate", probe.path, "--json"])
+    assert res.exit_code == 0, res.output
+    steps = json.loads(res.stdout)["steps"]
+    assert len(steps["points"]) == 36 and {r["workload"] for r in steps["run_speedups"]} == {
+        "rl-rollouts-64", "parallel-sampling-n8", "long-prefix-qwen"}
+    for p in steps["points"]:
+        parts = p["predicted_parts"]
+        assert p["predicted_cascade_s"] == pytest.approx(parts["cascade_attention_s"] + parts["gemm_s"]
+                                                         + parts["glue_s"] + parts["comm_s"])
+    text = runner.invoke(app, ["validate", probe.path])
+    assert "Whole decode steps" in text.stdout and "Step targets" in text.stdout
