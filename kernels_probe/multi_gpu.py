@@ -68,7 +68,8 @@ def _save(out_dir: str, rank: int, result: dict) -> None:
     os.replace(tmp, path)
 
 
-def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backends: list, glue: str):
+def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backends: list, glue: str,
+            tp_steps: bool = True):
     import datetime
 
     import torch
@@ -112,7 +113,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         _save(out_dir, rank, result)
         from kernels_probe.step_probe import measure_steps
 
-        pts = [p for p in step_points(quick) if p.workload == "rl-rollouts-64"]
+        pts = [p for p in step_points(quick) if p.workload == "rl-rollouts-64"] if tp_steps else []
         rows, skipped = measure_steps(flusher, dev, props.multi_processor_count, quick=quick, backends=backends,
                                       glue=glue, tp=world, allreduce=lambda t: dist.all_reduce(t), rank=rank,
                                       points=pts, timer=lambda st, fl, budget_s: timer(st, fl, budget_s=budget_s,
@@ -129,7 +130,8 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         pass
 
 
-def run_multi_gpu(world: int, *, quick: bool, backends: list[str], glue: str, timeout_s: float = 150.0) -> dict:
+def run_multi_gpu(world: int, *, quick: bool, backends: list[str], glue: str, timeout_s: float = 150.0,
+                  tp_steps: bool = True) -> dict:
     """Run the workers (one process per GPU) with a hard time limit: a hung collective costs at most
     timeout_s, and what the ranks saved before it is kept. Returns rank 0's rows (and the first error)."""
     import time
@@ -142,7 +144,8 @@ def run_multi_gpu(world: int, *, quick: bool, backends: list[str], glue: str, ti
         err = None
         ctx = mp.get_context("spawn")
         port = _free_port()
-        procs = [ctx.Process(target=_worker, args=(r, world, port, d, quick, list(backends), glue)) for r in range(world)]
+        procs = [ctx.Process(target=_worker, args=(r, world, port, d, quick, list(backends), glue, tp_steps))
+                 for r in range(world)]
         for p in procs:
             p.start()
         deadline = time.monotonic() + timeout_s

@@ -330,11 +330,14 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
         from kernels_probe.multi_gpu import run_multi_gpu
 
         t0 = time.perf_counter()
-        mg = run_multi_gpu(2, quick=quick, backends=backends, glue=glue)
-        out["step_ops"] += mg.get("step_ops", [])
-        out["steps"] += mg.get("steps", [])
-        out["skipped"] += mg.get("skipped", [])
-        out["multi_gpu_error"] = mg.get("error")
+        out["multi_gpu_error"] = {}
+        # every GPU count this host has (2, 4, 8): all-reduce rows at each; TP-2 whole steps at 2 only
+        for n in [c for c in (2, 4, 8) if c <= n_gpu]:
+            mg = run_multi_gpu(n, quick=quick, backends=backends, glue=glue, tp_steps=(n == 2))
+            out["step_ops"] += mg.get("step_ops", [])
+            out["steps"] += mg.get("steps", [])
+            out["skipped"] += mg.get("skipped", [])
+            out["multi_gpu_error"][str(n)] = mg.get("error")
         out["timings_s"]["multi_gpu_s"] = time.perf_counter() - t0
     out["gpus_visible"] = n_gpu
     return out
