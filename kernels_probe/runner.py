@@ -397,8 +397,6 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 if th is not None:
                     th.join()
             if fi_ok and fi_build.get("ok") and fi_build.get("glue_errors"):  # retry once, alone
-                from kernels_probe.glue import warm_build_glue
-
                 fi_build["glue_errors_first_try"] = fi_build["glue_errors"]
                 fi_build["glue_errors"] = warm_build_glue(device)
             timings["step_flashinfer_wait_s"] = time.perf_counter() - t0
