@@ -6,7 +6,6 @@ import os
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -365,8 +364,30 @@ def test_stale_temporary_files_of_killed_runs_are_removed(tmp_path):
 
 def test_report_folder_swap_leaves_no_temporary_folders(tmp_path):
     out = tmp_path / "rep"
+    killed = tmp_path / ".rep.999999999.abcd1234.tmpdir"     # a killed run's half-built report
+    killed.mkdir()
+    (killed / "report.md").write_text("half")
     for _ in range(2):
         assert run("report", GOOD, "--out", out, "--no-plots").exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
     assert {p.name for p in out.iterdir()} == {"report.md", ".cascade-plan-report"}
-    assert np.isfinite(len((out / "report.md").read_text()))
+
+
+def test_concurrent_reports_into_one_folder_leave_one_whole_report(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "rep"
+    names = []
+    for i in range(3):      # three workloads with different names: the report says which run won
+        text = GOOD.read_text().replace("schema_version: 1", f"schema_version: 1\nname: run-{i}", 1)
+        names.append(write(tmp_path, text, f"w{i}.yaml"))
+    procs = [subprocess.Popen([sys.executable, "-m", "cascade_plan", "report", str(w), "--out", str(out), "--no-plots",
+                               "--compare-hardware", ""], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for w in names]
+    codes = [p.wait(timeout=120) for p in procs]
+    assert codes == [0, 0, 0], [p.stderr.read() for p in procs]
+    assert {p.name for p in out.iterdir()} == {"report.md", ".cascade-plan-report"}
+    text = (out / "report.md").read_text()
+    assert sum(f"run-{i}" in text for i in range(3)) == 1            # one run's report, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rep", "w0.yaml", "w1.yaml", "w2.yaml"]
