@@ -138,7 +138,8 @@ CAL_PATHS = [("device", "l2_bytes"), ("ceilings", "hbm_read_bytes_per_s"), ("cei
              ("measurements", 1500, "backend"), ("fitted",), ("fitted", "kv_dtypes", "bf16"),
              ("fitted", "ceilings", "hbm_read_bytes_per_s")] + [
     ("fitted", "kv_dtypes", "bf16", b, k, f) for b in ("flashinfer", "triton", "torch")
-    for k in ("decode_shared", "prefix", "suffix") for f in ("bw_bytes_per_s", "overhead_s", "l2_hit_max", "surface")]
+    for k in ("decode_shared", "prefix", "suffix")
+    for f in ("bw_bytes_per_s", "flop_per_s", "overhead_s", "l2_hit_max", "l2_bytes_per_s", "surface")]
 
 
 def calibration_edits():

@@ -165,6 +165,12 @@ def test_huge_integers_anywhere_in_the_tree_are_one_line(tmp_path, tree, field):
     (lambda d: d["measurements"][900].pop("config"), "measurements[900].config"),
     (lambda d: d["fitted"]["kv_dtypes"]["bf16"]["torch"]["suffix"].__setitem__("overhead_s", -1),
      "fitted.kv_dtypes.bf16.torch.suffix.overhead_s"),
+    (lambda d: d["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["suffix"].__setitem__("bw_bytes_per_s", 1e-300),
+     "fitted.kv_dtypes.bf16.flashinfer.suffix.bw_bytes_per_s"),        # found by the fuzz campaign
+    (lambda d: d["fitted"]["kv_dtypes"]["bf16"]["triton"]["decode_shared"].__setitem__("l2_bytes_per_s", 1e-300),
+     "fitted.kv_dtypes.bf16.triton.decode_shared.l2_bytes_per_s"),
+    (lambda d: d["fitted"]["kv_dtypes"]["bf16"]["triton"]["prefix"]["surface"]["values"][0].__setitem__(0, 800.0),
+     "fitted.kv_dtypes.bf16.triton.prefix.surface"),
 ])
 def test_calibration_files_with_the_wrong_structure_are_one_line(tmp_path, mutate, field):
     cal = _calibration(tmp_path, mutate)

@@ -21,7 +21,10 @@ Count = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_CONTEXT_TOKENS)]
 Bandwidth = Annotated[float, msgspec.Meta(ge=limits.HBM_BYTES_PER_S[0], le=limits.HBM_BYTES_PER_S[1] * 100)]
 FlopRate = Annotated[float, msgspec.Meta(ge=limits.FLOP_PER_S[0], le=limits.FLOP_PER_S[1])]
 FiniteNonNeg = Annotated[float, msgspec.Meta(ge=0, le=1e30)]
-LogValue = Annotated[float, msgspec.Meta(ge=-1e3, le=1e3)]       # log10 axes and log corrections of the surface
+LogValue = Annotated[float, msgspec.Meta(ge=-1e3, le=1e3)]       # log10 axes of the surface
+Correction = Annotated[float, msgspec.Meta(ge=-20, le=20)]        # natural-log corrections: e^20 is 5e8x already
+Rate = Annotated[float, msgspec.Meta(ge=0, le=1e30)]              # 0 (not fitted) or at least MIN_RATE, checked below
+MIN_RATE = 1e6
 
 
 class ProbeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -57,19 +60,21 @@ class Ceilings(msgspec.Struct, frozen=True, kw_only=True):
 class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True):
     log_bytes: list[LogValue]
     log_rows: list[LogValue]
-    values: list[list[LogValue]]
+    values: list[list[Correction]]
 
 
 class KernelFitDoc(msgspec.Struct, frozen=True, kw_only=True):
-    bw_bytes_per_s: Annotated[float, msgspec.Meta(gt=0, le=1e30)]   # a folded-in kind fits "infinitely fast"
-    flop_per_s: Annotated[float, msgspec.Meta(gt=0, le=1e30)]
+    # At least 1 MB/s and 1 MFLOP/s (anything slower is a broken fit, and divides a step into infinity);
+    # at most 1e30 (a kind folded into another fits as "infinitely fast").
+    bw_bytes_per_s: Annotated[float, msgspec.Meta(ge=1e6, le=1e30)]
+    flop_per_s: Annotated[float, msgspec.Meta(ge=1e6, le=1e30)]
     overhead_s: Seconds
     row_s: Seconds
     q_row_s: Seconds = 0.0
     token_latency_s: Seconds = 0.0
     l2_hit_max: Fraction = 0.0
     l2_window_bytes: FiniteNonNeg | None = 0.0      # None: no fall measured
-    l2_bytes_per_s: FiniteNonNeg = 0.0
+    l2_bytes_per_s: Rate = 0.0
     l2_measured_up_to_bytes: FiniteNonNeg = 0.0
     surface: SurfaceDoc | None = None
     n_train: Annotated[int, msgspec.Meta(ge=0)] = 0
@@ -100,19 +105,25 @@ class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     fitted: Fitted | None = None
 
 
-def _surface_shapes(doc: CalibrationDoc) -> tuple | None:
-    """The first surface whose grid does not match its axes, as a field path."""
-    if doc.fitted is None:
+def _inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
+    """The first fit a field-by-field schema cannot refuse: a surface whose grid does not match its
+    axes, or an L2 rate that is set but tiny (it divides the step into infinity)."""
+    if fitted is None:
         return None
-    for kv, per in doc.fitted.kv_dtypes.items():
+    for kv, per in fitted.kv_dtypes.items():
         for backend, fit in per.items():
             for kind in ("decode_dup", "decode_shared", "prefix", "suffix", "merge"):
                 k = getattr(fit, kind)
-                s = k.surface if k is not None else None
+                if k is None:
+                    continue
+                where = ("fitted", "kv_dtypes", kv, backend, kind)
+                s = k.surface
                 if s is not None and (len(s.values) != len(s.log_bytes) or any(len(r) != len(s.log_rows)
                                                                                 for r in s.values)
                                       or len(s.log_bytes) < 2 or len(s.log_rows) < 2):
-                    return ("fitted", "kv_dtypes", kv, backend, kind, "surface")
+                    return where + ("surface",), "the surface's values do not match its axes (rows x columns)"
+                if 0 < k.l2_bytes_per_s < MIN_RATE:
+                    return where + ("l2_bytes_per_s",), f"must be 0 (none) or at least {MIN_RATE:g} bytes/s"
     return None
 
 
@@ -148,9 +159,9 @@ def check_calibration(data: dict, source) -> None:
         if located:
             raise source.error(located[0], located[1].replace("`", "")) from None
         raise validation_error(source, exc) from None
-    bad = _surface_shapes(doc)
+    bad = _inconsistent(doc.fitted)
     if bad:
-        raise source.error(bad, "the surface's values do not match its axes (rows x columns)")
+        raise source.error(*bad)
 
 
 def check_fitted(fitted: dict, file: str) -> None:
@@ -159,7 +170,10 @@ def check_fitted(fitted: dict, file: str) -> None:
     from cascade_plan.inputs.yaml_source import parse_at
 
     try:
-        msgspec.convert(fitted, Fitted)
+        bad = _inconsistent(msgspec.convert(fitted, Fitted))
+        if bad:
+            raise InputError(f"the fit produced an invalid parameter ({bad[1]}): the probe file's measurements are "
+                             "inconsistent; nothing written", file=file, field=format_path(bad[0]))
     except msgspec.ValidationError as exc:
         msg, _, where = str(exc).partition(" - at `")
         path = ("fitted",) + parse_at(where.rstrip("`"))
