@@ -154,7 +154,7 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
             ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
-            ("validate", "cascade_plan.cli.calibrate")]
+            ("validate", "cascade_plan.cli.calibrate"), ("import-aic", "cascade_plan.cli.aic")]
 
 
 def _commands(only: str | None = None) -> list:
@@ -163,7 +163,7 @@ def _commands(only: str | None = None) -> list:
     out = []
     for name, module in COMMANDS:
         if only is None or name == only:
-            fn = getattr(importlib.import_module(module), name)
+            fn = getattr(importlib.import_module(module), name.replace("-", "_"))
             out.append(fn if getattr(fn, "__wrapped__", None) else handles_input_errors(fn))
     return out
 

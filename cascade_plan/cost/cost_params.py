@@ -49,6 +49,17 @@ class CostParams:
     # their bytes share the bus). Calibrated per backend.
     prefix_suffix_overlap: float = 0.0
     notes: tuple[str, ...] = ()
+    # Where a calibration's numbers come from: "probe" (our GPU probe on this GPU) or "aic" (NVIDIA
+    # AIConfigurator's tables, cascade parts transferred from the H200 probe); `origin_label` says it in words.
+    origin: str | None = None
+    origin_label: str | None = None
+
+    @property
+    def numbers(self) -> str:
+        """The short tag tables print per row: ideal, default, probe/<backend> or aic/<backend>."""
+        if self.mode == "calibrated":
+            return f"{self.origin or 'probe'}/{self.backend}"
+        return self.mode
 
     @property
     def label(self) -> str:
@@ -56,6 +67,8 @@ class CostParams:
             from pathlib import Path
 
             note = "".join(f"; {n}" for n in self.notes)
+            if self.origin == "aic":
+                return f"{self.origin_label}, {self.backend} kernels ({Path(self.source).name}){note}"
             return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source).name}){note}"
         if self.mode == "default":
             return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"
