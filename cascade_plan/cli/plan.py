@@ -108,7 +108,7 @@ def compare(
 
     from cascade_plan.cost.compare import compare_rows, render_compare, rows_csv
     from cascade_plan.inputs.hardware import load_hardware
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import ParamsChoice, params_for_gpu, sources_note
 
     base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
                                  output_tokens=output_tokens, tp=tp)
@@ -118,16 +118,22 @@ def compare(
         if k not in {e.value for e in KvDtypeOpt}:
             raise InputError(f"--kv-dtype: unknown dtype {k!r}: use bf16, fp16, fp8, int8 or int4")
     scns = [dataclasses.replace(base, hardware=h, kv_dtype=k) for h in hws for k in kvs]
-    params = [select_params(ideal, s, None, backend, False, uncalibrated) for s in scns]   # shipped calibration per GPU
+    choice = ParamsChoice(ideal=ideal, uncalibrated=uncalibrated, backend=backend)
+    params = [params_for_gpu(s, choice) for s in scns]          # each GPU's own best source
     rows = compare_rows(scns, params)
+    note = sources_note([(s.hardware.id, p) for s, p in zip(scns, params)])
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows})
+        print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows,
+                    "sources_note": note})
     elif csv_out:
         typer.echo(rows_csv(rows), nl=False)
     else:
         from rich.console import Console
 
-        render_compare(base.name, rows, Console())
+        console = Console()
+        render_compare(base.name, rows, console)
+        if note:
+            console.print(f"Note: {note}")
 
 
 def check(

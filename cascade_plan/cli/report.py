@@ -26,14 +26,14 @@ def _hardware_list(spec: str):
     return [load_hardware(h.strip()) for h in spec.split(",") if h.strip()]
 
 
-def _analyse(scn, params, compare_hw):
+def _analyse(scn, params, compare_hw, choice):
     """Everything a report section needs, computed without writing anything."""
     from cascade_plan.render import breakeven_report as br
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.inputs.grid_spec import parse_axis
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import params_for_gpu, select_params
     from cascade_plan.render.report import WorkloadReport
 
     est = estimate(scn, params)
@@ -42,12 +42,12 @@ def _analyse(scn, params, compare_hw):
     batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
     be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups)
 
-    # Other GPUs: each with its own shipped calibration when there is one (same backend), else defaults.
+    # Other GPUs: through the same path as `estimate` and `compare` (each GPU's own best source, or what
+    # the user asked for); the workload's own GPU keeps the numbers it was given.
     hw_ests = []
     for h in compare_hw:
         other = dataclasses.replace(scn, hardware=h)
-        p = params if params.mode == "ideal" else select_params(False, other, None, None, False,
-                                                                 params.mode == "default")
+        p = params if h.id == scn.hardware.id else params_for_gpu(other, choice)
         hw_ests.append(estimate(other, p))
     backend_ests = []
     if params.mode == "calibrated":
@@ -100,7 +100,7 @@ def plot(
 
     Example: cascade-plan plot workloads/rl-rollouts-64.yaml --out plots/
     """
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import ParamsChoice, select_params
     from cascade_plan.render.report import slug
     from cascade_plan.inputs.workload import load_scenario
 
@@ -110,7 +110,7 @@ def plot(
         raise InputError(f"--kind: unknown plot {bad[0]!r}: use {', '.join(KINDS)}")
     scn = load_scenario(workload, hardware)
     r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
-                 _hardware_list(compare_hardware))
+                 _hardware_list(compare_hardware), ParamsChoice(ideal, uncalibrated, backend))
     folder = out / slug(scn.name)
     written = _plots(r, folder, out, kinds)
     for caption, path in written.items():
@@ -137,7 +137,7 @@ def report(
     from rich.progress import Progress
 
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import ParamsChoice, select_params
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
 
@@ -151,7 +151,7 @@ def report(
     with Progress(transient=True) as progress:
         task = progress.add_task("analysing and plotting", total=len(scns))
         for scn, name, params in zip(scns, names, chosen):
-            r = _analyse(scn, params, compare_hw)
+            r = _analyse(scn, params, compare_hw, ParamsChoice(ideal, uncalibrated, backend))
             if not no_plots:
                 r.plots = _plots(r, out / name, out, KINDS)
             reports.append(r)

@@ -500,8 +500,9 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
     first = estimates[0]
     models = sorted({e.scenario.model.id for e in estimates})
     modes = sorted({e.params.mode for e in estimates})
-    if len(modes) > 1:   # say under each GPU which numbers it has (a calibrated one next to defaults)
-        names = [f"{n}\n({e.params.mode})" for n, e in zip(names, estimates)]
+    sources = list(dict.fromkeys(e.params.numbers for e in estimates))
+    if len(sources) > 1:   # say under each GPU which numbers it has (measured, imported or default)
+        names = [f"{n}\n({e.params.numbers})" for n, e in zip(names, estimates)]
     workloads = sorted({e.scenario.name for e in estimates})
 
     with rc_context(_RC):
@@ -533,13 +534,15 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
         head = (f"{workloads[0]}: {models[0]}" if len(workloads) == 1 and len(models) == 1
                 else f"{', '.join(workloads)}: {', '.join(models)}")
-        _title(ax, f"{head} across GPUs ({'/'.join(modes)} mode)\n{_batch_line(first)}\n"
+        _title(ax, f"{head} across GPUs (numbers: {', '.join(sources)})\n{_batch_line(first)}\n"
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)", pad=22)
-        if len(modes) > 1:
+        if len(sources) > 1:
             from types import SimpleNamespace
 
-            _finish(fig, SimpleNamespace(label="per GPU, as labelled under each: calibrated where a calibration for "
-                                               "that GPU ships, default efficiencies elsewhere"))
+            from cascade_plan.calibration.params_select import sources_note
+
+            _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + sources_note(
+                [(e.scenario.hardware.id, e.params) for e in estimates])))
         else:
             _finish(fig, first.params)
         return _save(fig, out_stem)
