@@ -22,6 +22,7 @@ import numpy as np
 
 from cascade_plan.calibration.fitting import Features, KernelFit, features, fit_kernel, fit_surface, predict
 from cascade_plan.cost.step_parts import AllReduceFit, GemmEfficiency, gemm_time_s
+from cascade_plan.cost.surface import Surface
 
 MS = 1e-3
 KV_DTYPES = {"bfloat16": "bf16", "fp8": "fp8"}
@@ -64,7 +65,30 @@ def fit_decode(cfgs: list[dict], t: np.ndarray, bw_ceiling: float, flop_ceiling:
     probe's rows are: fixed costs, rates, latency, and the efficiency surface."""
     f = features("decode_dup", cfgs)
     fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
-    return dataclasses.replace(fit, surface=fit_surface(fit, f, t))
+    fit = dataclasses.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    return dataclasses.replace(fit, train_median_ape=median_ape(fit, f, t))
+
+
+def no_faster_than_measured(surface: Surface, fit: KernelFit, f: Features, t: np.ndarray) -> Surface:
+    """Raise the correction wherever the whole predicted time (fixed costs + corrected bytes term) of a
+    bandwidth-bound layer at that node would stream faster than the best effective bandwidth the table
+    measured. Without it the H200 fit streamed 29 GB per layer (beyond the table's 10 GB) at 5.2 TB/s,
+    above the 4.8 TB/s datasheet peak: its per-row cost and the surface's edge value pull opposite ways
+    outside the data."""
+    best = float(np.max(f.bytes / t))
+    q_per_row = float(np.median(f.q_rows / f.rows))
+    vals = []
+    for i, (lb, row) in enumerate(zip(surface.log_bytes, surface.values)):
+        b = 10.0 ** lb
+        edge = i == len(surface.log_bytes) - 1      # also applies to every larger layer: fixed costs vanish there
+        out = []
+        for lr, v in zip(surface.log_rows, row):
+            r = 10.0 ** lr
+            fixed = 0.0 if edge else fit.overhead_s + fit.row_s * r + fit.q_row_s * q_per_row * r
+            need = b / best - fixed
+            out.append(max(v, float(np.log(need * fit.bw_bytes_per_s / b))) if need > 0 else v)
+        vals.append(tuple(out))
+    return Surface(surface.log_bytes, surface.log_rows, tuple(vals))
 
 
 def launch_floor_s(cols: dict) -> float:
@@ -112,12 +136,15 @@ def gemm_efficiency(rows: dict[str, np.ndarray], dtype: str, hbm_bytes_per_s: fl
 
 
 def gemm_ceilings(rows: dict[str, np.ndarray], dtype: str) -> dict[str, float]:
-    """The best streaming rate (weight bytes / time at M <= 16 over weights >= 32 MiB) and the best
-    matmul rate the table reaches."""
+    """The best streaming rate (weight bytes / time at M <= 16 over weights >= 32 MiB) and the typical
+    large-GEMM rate: the median over M, N, K >= 4096 (single table points scatter by +-10%; on the H200
+    they span 622-891 TFLOP/s, so neither the best nor one shape is representative)."""
     w = rows["n"] * rows["k"] * EL_BYTES[dtype]
     small = (rows["m"] <= 16) & (w >= 32 * 2**20)
     bw = float(np.max(w[small] / rows["t"][small])) if small.any() else float("nan")
-    return {"stream_bytes_per_s": bw, "matmul_flop_per_s": float(np.max(2 * rows["m"] * rows["n"] * rows["k"] / rows["t"]))}
+    rate = 2 * rows["m"] * rows["n"] * rows["k"] / rows["t"]
+    big = (rows["m"] >= 4096) & (rows["n"] >= 4096) & (rows["k"] >= 4096)
+    return {"stream_bytes_per_s": bw, "matmul_flop_per_s": float(np.median(rate[big]) if big.any() else np.max(rate))}
 
 
 def moe_efficiency(cols: dict, aic_dtype: str, dtype: str, hbm_bytes_per_s: float,
@@ -198,7 +225,8 @@ def fit_mla_decode(b, ctx, heads, t, kv_dtype: str, bw_ceiling: float, flop_ceil
         return None
     f = mla_features(b, ctx, heads, kv_dtype)
     fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
-    return dataclasses.replace(fit, surface=fit_surface(fit, f, t))
+    fit = dataclasses.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    return dataclasses.replace(fit, train_median_ape=median_ape(fit, f, t))
 
 
 def median_ape(fit: KernelFit, f: Features, t: np.ndarray) -> float:

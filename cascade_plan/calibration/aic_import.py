@@ -168,7 +168,13 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
     if not np.isfinite(ceilings["hbm_read_bytes_per_s"]):
         ceilings["hbm_read_bytes_per_s"] = gpu.decode["bf16"][0].bw_bytes_per_s
     created = _now()
-    return {
+    own_probe = find_committed(hw, source="probe")
+    cross = None
+    if own_probe is not None:      # both exist: keep what the cross-check needs from the tables
+        from cascade_plan.calibration.aic_crosscheck import pairs_at_import
+
+        cross = pairs_at_import(gpu.attn.columns, gpu.decode["bf16"][1], gpu.gemm_rows, own_probe)
+    doc = {
         "schema_version": 1, "kind": KIND, "source_kind": SOURCE_KIND, "created_utc": created,
         "hardware_id": hw.id,
         "device": {"name": hw.name, "l2_bytes": hw.l2_bytes, "sm_count": hw.sm_count},
@@ -186,6 +192,9 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                    "ceilings": ceilings, "kv_dtypes": kv_fits},
         "step_parts": step_parts_to_json(steps),
     }
+    if cross is not None:
+        doc["crosscheck"] = cross
+    return doc
 
 
 def _q_per_kv(gpu: _Gpu) -> list[int]:

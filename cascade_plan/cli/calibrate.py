@@ -66,14 +66,38 @@ def validate(
 ) -> None:
     """Predicted vs measured on the held-out points: median, 90th-percentile and max absolute
     percentage error per kernel and for the cascade-vs-per-sequence speedup; how often the model
-    picks the faster mode, and how often vLLM's heuristic would have."""
-    from cascade_plan.calibration.probe_calibration import load_probe
+    picks the faster mode, and how often vLLM's heuristic would have.
+
+    Where both a probe file and one imported from AIConfigurator exist for the GPU (the H200), it also
+    cross-checks them kernel by kernel and on the shipped workloads; for an imported file that is all
+    it shows.
+
+    Examples:
+      cascade-plan validate calibrations/h200-probe-2026-11-29.json
+      cascade-plan validate calibrations/h200-aic-vllm.json --json
+    """
+    from cascade_plan.calibration.probe_calibration import load_probe, source_kind
     from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
 
     probe = load_probe(calibration)
     if not probe.fitted.get("kv_dtypes"):
         raise InputError("no fitted parameters: run `cascade-plan calibrate` on this file first", file=str(calibration))
+    cross = _crosscheck_for(probe)
+    if source_kind(probe.doc) == "aic":
+        if cross is None:
+            raise InputError(f"imported from AIConfigurator and no probe calibration of {probe.hardware_id} ships to "
+                             "cross-check it against (only the H200 has one)", file=str(calibration))
+        if json_out:
+            print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
+                        "crosscheck": cross})
+            return
+        from rich.console import Console
+
+        from cascade_plan.render.crosscheck_table import render_crosscheck
+
+        render_crosscheck(cross, Console())
+        return
     res = run_validate(probe)
     written = []
     if plots:
@@ -83,12 +107,33 @@ def validate(
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
                     "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
-                    "points": res["points"]})
+                    "points": res["points"], "crosscheck": cross})
         return
     from rich.console import Console
 
     from cascade_plan.calibration.validation import render
 
-    render(res, probe.device_name, Console())
+    console = Console()
+    render(res, probe.device_name, console)
+    if cross is not None:
+        from cascade_plan.render.crosscheck_table import render_crosscheck
+
+        render_crosscheck(cross, console)
     for p in written:
         typer.echo(f"wrote {p}")
+
+
+def _crosscheck_for(cal):
+    """The AIConfigurator-vs-probe cross-check for this file's GPU, when both kinds ship for it."""
+    from cascade_plan.calibration.aic_crosscheck import crosscheck
+    from cascade_plan.calibration.probe_calibration import find_committed, source_kind
+    from cascade_plan.inputs.hardware import load_hardware
+
+    if not cal.hardware_id:
+        return None
+    hw = load_hardware(cal.hardware_id)
+    other = find_committed(hw, source="probe" if source_kind(cal.doc) == "aic" else "aic")
+    if other is None:
+        return None
+    aic, probe = (cal, other) if source_kind(cal.doc) == "aic" else (other, cal)
+    return crosscheck(aic, probe) if aic.doc.get("crosscheck") else None
