@@ -154,3 +154,21 @@ def test_the_probe_file_stays_preferred_where_both_exist():
     hw = load_hardware("h200")
     assert source_kind(find_committed(hw).doc) == "probe"
     assert source_kind(find_committed(hw, source="aic").doc) == "aic"
+
+
+def test_validate_cross_checks_aiconfigurator_against_the_h200_probe(root):
+    path = data_dir("calibrations") / "h200-aic-vllm.json"
+    res = runner.invoke(app, ["validate", str(path), "--json"])
+    assert res.exit_code == 0, res.output
+    cross = json.loads(res.stdout)["crosscheck"]
+    dec = cross["decode"]["flashinfer"]["all"]
+    assert dec["n"] >= 40 and dec["median_ape"] <= 0.10            # the target, on shapes both measured
+    assert {w["workload"] for w in cross["workloads"]} == {p.stem for p in data_dir("workloads").glob("*.yaml")}
+    for w in cross["workloads"]:
+        assert w["run_speedup"]["aic"] == pytest.approx(w["run_speedup"]["probe"], rel=0.10), w["workload"]
+    ar = [k for k in cross["kernels"] if k["what"].startswith("all-reduce, 2 GPUs")]
+    assert ar and all(k["aic"] > 0 for k in ar)
+    text = runner.invoke(app, ["validate", str(path)]).stdout
+    assert "Cross-check on the h200" in text and "docs/aic.md" in text
+    other = runner.invoke(app, ["validate", str(data_dir("calibrations") / "h100-sxm-aic-vllm.json")])
+    assert other.exit_code == 2 and "no probe calibration of h100-sxm" in other.output

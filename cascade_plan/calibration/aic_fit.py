@@ -150,9 +150,13 @@ def gemm_ceilings(rows: dict[str, np.ndarray], dtype: str) -> dict[str, float]:
 def moe_efficiency(cols: dict, aic_dtype: str, dtype: str, hbm_bytes_per_s: float,
                    flop_per_s: float) -> tuple[GemmEfficiency, int] | None:
     """Expert GEMMs of one MoE layer (gate/up and down of every expert the batch touches), single GPU
-    (no expert or tensor parallelism), balanced routing: measured / roofline over (tokens, touched bytes)."""
+    (no expert or tensor parallelism), balanced routing (or, where a table has none, the flattest power
+    law it has): measured / roofline over (tokens, touched bytes)."""
+    dists = sorted(set(cols["distribution"].tolist()), key=lambda d: (d != "balanced", d))
+    if not dists:
+        return None
     sel = ((cols["moe_dtype"] == aic_dtype) & (cols["moe_tp_size"] == 1) & (cols["moe_ep_size"] == 1)
-           & (cols["distribution"] == "balanced") & (cols["latency"] > 0))
+           & (cols["distribution"] == dists[0]) & (cols["latency"] > 0))
     if not sel.any():
         return None
     tok, h, i_, k, e = (cols[c][sel].astype(float) for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))

@@ -91,7 +91,8 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe_doc: dict, source: 
             if got:
                 gemm[f"moe:{d}"], n = got
                 n_used += n
-        used.append({"table": moe.name, "path": moe.rel_path, "rows": n_used})
+        if n_used:
+            used.append({"table": moe.name, "path": moe.rel_path, "rows": n_used})
     allreduce, notes = {}, []
     op, fw, name = aic_tables.ALLREDUCE_TABLES[framework]
     ar = aic_tables.load(root, gpu.system, op, fw, name, ["num_gpus", "message_size", "latency", "kernel_source"])
