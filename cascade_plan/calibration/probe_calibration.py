@@ -300,23 +300,24 @@ SOURCE_PREFERENCE = ("probe", "aic")
 def find_committed(hw: HardwareProfile, source: str | None = None) -> ProbeData | None:
     """The shipped calibration for this profile that has fitted numbers: the project's probe file where
     there is one, else one imported from AIConfigurator (newest first within a kind); `source`
-    restricts the kind. Shipped files are named <hardware id>-....json, so only those are opened."""
-    found = []
+    restricts the kind. Shipped files are named <hardware id>-<kind>-....json, so only those are opened,
+    the preferred kind first."""
     import msgspec
 
-    for p in sorted(data_dir("calibrations").glob(f"{hw.id}-*.json")):
-        try:
-            d = msgspec.json.decode(p.read_bytes())
-        except (OSError, msgspec.DecodeError):
-            continue
-        kind = source_kind(d)
-        if (d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes")
-                and (source is None or kind == source)):
-            found.append((-SOURCE_PREFERENCE.index(kind), d.get("created_utc", ""), str(p), d))
-    if not found:
-        return None
-    *_, path, doc = max(found, key=lambda x: x[:3])
-    return ProbeData(path, doc)
+    for kind in (source,) if source else SOURCE_PREFERENCE:
+        found = []
+        for p in sorted(data_dir("calibrations").glob(f"{hw.id}-{kind}-*.json")):
+            try:
+                d = msgspec.json.decode(p.read_bytes())
+            except (OSError, msgspec.DecodeError):
+                continue
+            if (d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes")
+                    and source_kind(d) == kind):
+                found.append((d.get("created_utc", ""), str(p), d))
+        if found:
+            _, path, doc = max(found, key=lambda x: x[:2])
+            return ProbeData(path, doc)
+    return None
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:
