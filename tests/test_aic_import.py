@@ -172,3 +172,8 @@ def test_validate_cross_checks_aiconfigurator_against_the_h200_probe(root):
     assert "Cross-check on the h200" in text and "docs/aic.md" in text
     other = runner.invoke(app, ["validate", str(data_dir("calibrations") / "h100-sxm-aic-vllm.json")])
     assert other.exit_code == 2 and "no probe calibration of h100-sxm" in other.output
+
+
+def test_hardware_listing_says_where_each_gpus_numbers_come_from():
+    rows = {r["id"]: r["calibration"] for r in json.loads(runner.invoke(app, ["hardware", "--json"]).stdout)["hardware"]}
+    assert (rows["h200"], rows["h100-sxm"], rows["b300"], rows["mi300x"]) == ("probe", "aic", "aic", "default")

@@ -16,6 +16,17 @@ def _shipped_for(hardware_id: str) -> bool:
     return any(data_dir("calibrations").glob(f"{hardware_id}-*.json"))
 
 
+def shipped_source(hardware_id: str) -> str:
+    """What a GPU's numbers come from by default, by the shipped files' names (nothing is opened):
+    "probe", "aic" (AIConfigurator) or "default"."""
+    from cascade_plan.resources import data_dir
+
+    for kind in ("probe", "aic"):
+        if any(data_dir("calibrations").glob(f"{hardware_id}-{kind}-*.json")):
+            return kind
+    return "default"
+
+
 def select_params(ideal: bool, scn=None, calibration: Path | None = None, backend: str | None = None,
                   force: bool = False, uncalibrated: bool = False) -> CostParams:
     if ideal:

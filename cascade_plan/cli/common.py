@@ -56,7 +56,8 @@ CalibrationOpt = Annotated[Optional[Path], typer.Option(
                           "chosen GPU, if any (the output says which).", rich_help_panel="Calibration")]
 BackendOpt = Annotated[Optional[str], typer.Option(
     "--backend", help="Kernels the calibrated numbers describe: flashinfer (what engines ship; the default), "
-                      "flashinfer-fa2, torch, or triton (the probe's own: what is attainable).",
+                      "flashinfer-fa2, torch, or triton (the probe's own: what is attainable). Files imported from "
+                      "AIConfigurator have flashinfer, flashinfer-fa2 and triton (their cascade kernels, transferred).",
     rich_help_panel="Calibration")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration measured on another GPU.",
                                         rich_help_panel="Calibration")]
