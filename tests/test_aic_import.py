@@ -147,7 +147,7 @@ def test_shipped_aic_file_carries_its_source_and_loads(path):
     for model in ("llama-3-8b", "deepseek-v3"):
         p = params_from_probe(probe, None, "bf16", hw, load_model(model))
         assert p.origin == "aic" and "AIConfigurator" in p.label and p.decode.bw_eff > 0.1
-    step_parts_from_json(probe.doc["step_parts"])
+    assert probe.step_parts().allreduce_for(2).origin == "aic"
 
 
 def test_the_probe_file_stays_preferred_where_both_exist():

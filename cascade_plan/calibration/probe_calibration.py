@@ -78,6 +78,18 @@ class ProbeData:
     def fitted(self) -> dict:
         return self.doc.get("fitted") or {}
 
+    def step_parts(self):
+        """The non-attention step parameters the file carries (`step_parts`: GEMM ratio tables, glue,
+        all-reduce; imported files and probe files that measured them), or None."""
+        if not self.doc.get("step_parts"):
+            return None
+        from cascade_plan.cost.step_parts import step_parts_from_json
+
+        try:
+            return step_parts_from_json(self.doc["step_parts"])
+        except ValueError as exc:
+            raise InputError(str(exc), file=self.path, field="step_parts") from None
+
     def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
         return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel
                 and (variant is None or m.get("variant") == variant) and m["config"]["kv_dtype"] == kv_dtype
