@@ -136,6 +136,7 @@ def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer"
         scn = dataclasses.replace(load_scenario(path), hardware=hw)
         ep, ea = (estimate(scn, params_from_probe(f, backend, scn.kv_dtype, hw, scn.model)) for f in (probe, aic))
         rows.append({"workload": path.stem,
+                     "first_step_speedup": {"probe": float(ep.steps[0].speedup), "aic": float(ea.steps[0].speedup)},
                      "final_step_speedup": {"probe": float(ep.final_step.speedup), "aic": float(ea.final_step.speedup)},
                      "final_per_sequence_step_s": {"probe": ep.final_step.per_sequence.step_s,
                                                    "aic": ea.final_step.per_sequence.step_s},
