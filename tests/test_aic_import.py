@@ -125,6 +125,9 @@ def test_missing_tables_and_unknown_gpu_are_one_line_errors(tmp_path):
     assert res.exit_code == 2 and "AIConfigurator has no tables for mi300x" in res.output
     res = runner.invoke(app, ["import-aic", "h100-sxm", "--aic-data", str(tmp_path)])
     assert res.exit_code == 2 and "no generation attention table" in res.output
+    make_fixture(tmp_path)           # h200 and h100 tables only: b200 fails, and nothing is written
+    res = runner.invoke(app, ["import-aic", "h100-sxm", "b200", "--aic-data", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2 and "b200_sxm" in res.output
     assert not list(tmp_path.rglob("*.json"))
 
 

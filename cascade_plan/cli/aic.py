@@ -68,9 +68,11 @@ def import_aic(
     from rich.console import Console
 
     console = Console(stderr=True)
-    for hw_id in ids:
+    docs = []
+    for hw_id in ids:          # every GPU fitted before anything is written: bad input writes nothing
         with console.status(f"fitting {hw_id} from AIConfigurator's {framework.value} tables"):
-            doc = run_import(hw_id, framework.value, aic_data)
+            docs.append(run_import(hw_id, framework.value, aic_data))
+    for doc in docs:
         name = f"{doc['hardware_id']}-aic-{framework.value}.json"
         path = default_out(doc["hardware_id"], framework.value) if out is None else (
             out if out.suffix == ".json" else out / name)
