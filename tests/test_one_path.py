@@ -22,10 +22,18 @@ def _ok(args):
     return res.stdout
 
 
-def _report_rows(md: str) -> dict[str, tuple[str, float]]:
+def _report_rows(md: str) -> dict[str, tuple[str, str]]:
     section = md.split("### Across GPUs", 1)[1].split("###", 1)[0]
-    rows = re.findall(r"^\| (\S+) \| (\S+) \|.*\| ([0-9.]+)x \|$", section, flags=re.M)
-    return {gpu: (numbers, float(sp)) for gpu, numbers, sp in rows}
+    rows = re.findall(r"^\| (\S+) \| (\S+) \|.*\| ([^|]+) \|$", section, flags=re.M)
+    return {gpu: (numbers, cell) for gpu, numbers, cell in rows if gpu not in ("GPU", "---")}
+
+
+def _cell(doc: dict) -> str:
+    """The report's speedup cell for one `estimate --json` answer."""
+    if not doc["memory"]["fits"]:
+        return "does not fit"
+    rng = doc["go_no_go"]["speedup_range"]
+    return f"{rng[0]:.2f}x to {rng[1]:.2f}x (extrapolated)" if rng else f"{doc['run']['speedup']:.2f}x"
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda p: p.stem)
@@ -34,16 +42,19 @@ def test_estimate_compare_and_report_agree_on_every_gpu(workload, tmp_path):
     est = {}
     for gpu in GPUS:
         doc = json.loads(_ok(["estimate", workload, "--hardware", gpu, "--json"]))
-        est[gpu] = (doc["calibration"]["numbers"], doc["run"]["speedup"])
+        est[gpu] = (doc["calibration"]["numbers"], doc["run"]["speedup"], doc["go_no_go"]["level"],
+                    doc["go_no_go"]["speedup_range"], _cell(doc))
     cmp_doc = json.loads(_ok(["compare", workload, "--hardware", gpus, "--json"]))
-    cmp = {r["hardware"]: (r["numbers"], r["run_speedup"]) for r in cmp_doc["rows"]}
+    cmp = {r["hardware"]: r for r in cmp_doc["rows"]}
     _ok(["report", workload, "--no-plots", "--compare-hardware", gpus, "--out", tmp_path])
     rep = _report_rows((tmp_path / "report.md").read_text())
     assert set(cmp) == set(rep) == set(GPUS)
     for gpu in GPUS:
-        assert cmp[gpu][0] == est[gpu][0] == rep[gpu][0], gpu
-        assert cmp[gpu][1] == pytest.approx(est[gpu][1], rel=1e-12), gpu
-        assert f"{rep[gpu][1]:.2f}" == f"{est[gpu][1]:.2f}", gpu
+        numbers, speedup, level, rng, cell = est[gpu]
+        assert cmp[gpu]["numbers"] == numbers == rep[gpu][0], gpu
+        assert cmp[gpu]["run_speedup"] == pytest.approx(speedup, rel=1e-12), gpu
+        assert cmp[gpu]["verdict"] == level and cmp[gpu]["speedup_range"] == rng, gpu
+        assert rep[gpu][1] == cell, gpu
     # mixed sources are said so
     if len({v[0] for v in est.values()}) > 1:
         assert cmp_doc["sources_note"] and "numbers differ by GPU" in cmp_doc["sources_note"]

@@ -150,6 +150,9 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         for b in TRANSFER_BACKENDS:
             if b in src:
                 per[b] = transfer_backend(src[b], dec.to_dict(), ratios)
+                if kv not in probe.fitted["kv_dtypes"]:
+                    per[b]["notes"] = [f"{kv} KV: decode measured by AIConfigurator, the cascade kernels transferred "
+                                       "from the probe's bf16 fits"]
         kv_fits[kv] = per
     mla_used = None
     mla = aic_tables.load(root, gpu.system, "mla", framework, "mla_generation_module_perf", MLA_COLUMNS)
@@ -188,7 +191,10 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                                                                     "decode_shared L2 gain"],
                                    "ratios": ratios.to_dict(), "method": "aic_transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
-        "grid": {"head_dim": aic_fit.HEAD_DIM, "axes": {"q_per_kv": sorted({c for c in _q_per_kv(gpu)})}},
+        # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's
+        "grid": {"head_dim": (probe.doc.get("grid") or {}).get("head_dim", aic_fit.HEAD_DIM),
+                 "axes": {"q_per_kv": ((probe.doc.get("grid") or {}).get("axes") or {}).get("q_per_kv")
+                          or _q_per_kv(gpu)}},
         "measurements": [],
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
                    "ceilings": ceilings, "kv_dtypes": kv_fits},

@@ -37,8 +37,10 @@ def transfer_fit(d: dict | None, r: TransferRatios) -> dict | None:
     out["flop_per_s"] = d["flop_per_s"] * r.flop
     for k in ("overhead_s", "row_s", "q_row_s", "token_latency_s"):
         out[k] = d[k] * r.fixed
-    out["l2_window_bytes"] = d.get("l2_window_bytes", 0.0) * r.l2
-    out["l2_bytes_per_s"] = d.get("l2_bytes_per_s", 0.0) * r.bandwidth
+    # None: the probe saw no fall of L2 hits with the prefix size (no window); it stays None
+    window = d.get("l2_window_bytes", 0.0)
+    out["l2_window_bytes"] = None if window is None else window * r.l2
+    out["l2_bytes_per_s"] = (d.get("l2_bytes_per_s") or 0.0) * r.bandwidth
     return out
 
 

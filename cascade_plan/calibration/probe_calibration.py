@@ -279,6 +279,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     notes = coverage_notes(probe, model, mla) if model is not None else []
     if key != kv_dtype:
         notes.append(f"no {kv_dtype} KV measurements for {backend}: using its bf16 fit")
+    notes += k.get("notes", [])          # what an imported file says about its own coverage
     decode_shared, decode_dup = k["decode_shared"], k["decode_dup"]
     if mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages
         decode_dup = k["decode_mla"]

@@ -64,6 +64,10 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration mea
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore shipped calibrations; use the "
                                                "default efficiencies.", rich_help_panel="Calibration")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
+ReserveOpt = Annotated[float, typer.Option(
+    "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "
+                                      "vLLM's gpu_memory_utilization=0.9 keeps 0.10). A configuration whose weights or "
+                                      "KV do not fit in the rest gets no go/no-go.")]
 
 
 def handles_input_errors(fn: Callable) -> Callable:

@@ -9,8 +9,8 @@ import typer
 
 from cascade_plan import __version__
 from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
-                                     KvDtypeOpt, KvDtypeOption, ModelOpt, TpOpt, UncalibratedOpt, WeightDtypeOption,
-                                     WorkloadArg, print_json, scenario_from_options)
+                                     KvDtypeOpt, KvDtypeOption, ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt,
+                                     WeightDtypeOption, WorkloadArg, print_json, scenario_from_options)
 from cascade_plan.errors import InputError
 
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (one row per point) instead of tables.")]
@@ -46,6 +46,7 @@ def breakeven(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
@@ -71,7 +72,7 @@ def breakeven(
     n_axis = parse_axis(batch, "--batch", minimum=1)
     s_axis = parse_axis(suffix, "--suffix") if suffix else parse_axis(str(wl_suffix), "--suffix")
     params = select_params(ideal, scn, calibration, backend, force, uncalibrated)
-    res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups)
+    res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups, reserve)
     if json_out:
         print_json(br.to_json(res, __version__))
     elif csv_out:
@@ -97,6 +98,7 @@ def compare(
     ideal: IdealOpt = False,
     backend: BackendOpt = None,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
@@ -120,7 +122,9 @@ def compare(
     scns = [dataclasses.replace(base, hardware=h, kv_dtype=k) for h in hws for k in kvs]
     choice = ParamsChoice(ideal=ideal, uncalibrated=uncalibrated, backend=backend)
     params = [params_for_gpu(s, choice) for s in scns]          # each GPU's own best source
-    rows = compare_rows(scns, params)
+    from cascade_plan.calibration.verdict_evidence import assess
+
+    rows = compare_rows(scns, params, lambda scn, p: assess(scn, p, reserve))
     note = sources_note([(s.hardware.id, p) for s, p in zip(scns, params)])
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows,
@@ -151,7 +155,7 @@ def check(
                                                            "that the planner picks cascade (or not).")] = None,
     vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=
                                                               "Require vLLM's gate (opted in) to use cascade (or not).")] = None,
-    reserve: Annotated[float, typer.Option(help="Fraction of GPU memory kept free of KV.", min=0, max=0.9)] = 0.10,
+    reserve: ReserveOpt = 0.10,
     calibration: CalibrationOpt = None,
     backend: BackendOpt = None,
     force: ForceOpt = False,
@@ -170,8 +174,8 @@ def check(
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.cost.checks import junit_xml, markdown_summary, merge_checks, run_checks
     from cascade_plan.engine.engine_gate import engine_view
-    from cascade_plan.cost.estimate import estimate
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.inputs.workload import load_scenario
 
     loaded = [load_scenario(w, hardware) for w in workloads]       # all input checked before anything is written
@@ -185,7 +189,7 @@ def check(
         if all(getattr(checks, f) is None for f in checks.__struct_fields__):
             raise InputError(f"no checks for {path}: add a `checks:` section or threshold options "
                              "(see cascade-plan check --help)")
-        est = estimate(scn, params)
+        est = assess(scn, params, reserve)
         results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
         labels.append(params.label)
     label = "; ".join(dict.fromkeys(labels))

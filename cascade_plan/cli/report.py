@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt,
+from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, ReserveOpt,
                                      UncalibratedOpt)
 from cascade_plan.errors import InputError
 
@@ -26,7 +26,7 @@ def _hardware_list(spec: str):
     return [load_hardware(h.strip()) for h in spec.split(",") if h.strip()]
 
 
-def _analyse(scn, params, compare_hw, choice):
+def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10):
     """Everything a report section needs, computed without writing anything."""
     from cascade_plan.render import breakeven_report as br
     from cascade_plan.cost.capacity import capacity
@@ -34,13 +34,14 @@ def _analyse(scn, params, compare_hw, choice):
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import params_for_gpu, select_params
+    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.render.report import WorkloadReport
 
-    est = estimate(scn, params)
+    est = assess(scn, params, reserve)
     groups, suffix = br.workload_axes(scn)
     prefix_axis = parse_axis(br.DEFAULT_PREFIX_AXIS, "--prefix")
     batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
-    be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups)
+    be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups, reserve)
 
     # Other GPUs: through the same path as `estimate` and `compare` (each GPU's own best source, or what
     # the user asked for); the workload's own GPU keeps the numbers it was given.
@@ -48,7 +49,7 @@ def _analyse(scn, params, compare_hw, choice):
     for h in compare_hw:
         other = dataclasses.replace(scn, hardware=h)
         p = params if h.id == scn.hardware.id else params_for_gpu(other, choice)
-        hw_ests.append(estimate(other, p))
+        hw_ests.append(assess(other, p, reserve))
     backend_ests = []
     if params.mode == "calibrated":
         from cascade_plan.calibration.probe_calibration import load_probe, params_from_probe
@@ -58,7 +59,7 @@ def _analyse(scn, params, compare_hw, choice):
         backend_ests = [estimate(scn, params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model))
                         for b in backends]
         backend_ests.append(estimate(scn, select_params(True)))
-    return WorkloadReport(est=est, cap=capacity(scn, flat=est.flat), engine=engine_view(est), breakeven=be,
+    return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est), breakeven=be,
                           hardware_estimates=hw_ests, backend_estimates=backend_ests)
 
 
@@ -70,7 +71,14 @@ def _plots(r, folder: Path, base: Path, kinds) -> dict[str, str]:
     out: dict[str, str] = {}
     name = f"{est.scenario.model.id} on {est.scenario.hardware.id}"
     if "heatmap" in kinds:
-        paths = plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", folder / "speedup-heatmap")
+        from cascade_plan.render.breakeven_report import workload_point
+
+        group, prefix = workload_point(est.scenario)
+        rng = est.verdict.speedup_range
+        run = f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n(extrapolated)" if rng else f"run {est.run_speedup:.2f}x"
+        point = (group, prefix, f"{est.scenario.name}\n{run}")
+        paths = plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", folder / "speedup-heatmap",
+                                           params=r.breakeven.params, point=point)
         out["Speedup over shared-prefix length x group size, breakeven contour"] = rel(paths[0], base)
     if "steps" in kinds:
         out["Step time over the run"] = rel(plots.plot_step_times(est, folder / "step-times")[0], base)
@@ -94,6 +102,7 @@ def plot(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
 ) -> None:
     """Plots for one workload, PNG and SVG: speedup heatmap with the breakeven contour, step time over
     the run, bytes per step, and the workload across GPUs.
@@ -110,7 +119,7 @@ def plot(
         raise InputError(f"--kind: unknown plot {bad[0]!r}: use {', '.join(KINDS)}")
     scn = load_scenario(workload, hardware)
     r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
-                 _hardware_list(compare_hardware), ParamsChoice(ideal, uncalibrated, backend))
+                 _hardware_list(compare_hardware), ParamsChoice(ideal, uncalibrated, backend), reserve)
     folder = out / slug(scn.name)
     written = _plots(r, folder, out, kinds)
     for caption, path in written.items():
@@ -128,6 +137,7 @@ def report(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the images (faster).")] = False,
+    reserve: ReserveOpt = 0.10,
 ) -> None:
     """A self-contained markdown report (report.md, images beside it) for one or more workloads:
     inputs, the arithmetic, per-step and run results, breakeven, memory, vLLM's choice, verdict.
@@ -151,7 +161,7 @@ def report(
     with Progress(transient=True) as progress:
         task = progress.add_task("analysing and plotting", total=len(scns))
         for scn, name, params in zip(scns, names, chosen):
-            r = _analyse(scn, params, compare_hw, ParamsChoice(ideal, uncalibrated, backend))
+            r = _analyse(scn, params, compare_hw, ParamsChoice(ideal, uncalibrated, backend), reserve)
             if not no_plots:
                 r.plots = _plots(r, out / name, out, KINDS)
             reports.append(r)
