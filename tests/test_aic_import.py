@@ -180,3 +180,13 @@ def test_validate_cross_checks_aiconfigurator_against_the_h200_probe(root):
 def test_hardware_listing_says_where_each_gpus_numbers_come_from():
     rows = {r["id"]: r["calibration"] for r in json.loads(runner.invoke(app, ["hardware", "--json"]).stdout)["hardware"]}
     assert (rows["h200"], rows["h100-sxm"], rows["b300"], rows["mi300x"]) == ("probe", "aic", "aic", "default")
+
+
+def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_launch_floor():
+    from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_glue
+    from cascade_plan.cost.step_parts import GlueParams
+
+    g = transfer_glue(GlueParams(per_layer_s=4e-6, per_token_layer_s=1e-8, per_step_s=2e-5, per_token_step_s=3e-8),
+                      TransferRatios(bandwidth=2.0, flop=1.0, fixed=0.5, l2=1.0))
+    assert (g.per_layer_s, g.per_step_s) == pytest.approx((2e-6, 1e-5))
+    assert (g.per_token_layer_s, g.per_token_step_s) == pytest.approx((5e-9, 1.5e-8))

@@ -17,7 +17,7 @@ import numpy as np
 
 from cascade_plan import __version__
 from cascade_plan.calibration import aic_fit, aic_tables
-from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend
+from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
 from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed
 from cascade_plan.cost.step_parts import GlueParams, StepParts, step_parts_to_json
 from cascade_plan.errors import InputError
@@ -77,7 +77,8 @@ def transfer_ratios(gpu: _Gpu, ref: _Gpu | None) -> TransferRatios:
         l2=gpu.hw.l2_bytes / ref.hw.l2_bytes)
 
 
-def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, source: str) -> tuple[StepParts, list[dict]]:
+def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRatios,
+                source: str) -> tuple[StepParts, list[dict]]:
     hw, used = gpu.hw, []
     gemm = {}
     for d, rows in gpu.gemm_rows.items():
@@ -111,9 +112,9 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, source: str) -> tu
             used.append({"table": nc.name, "path": nc.rel_path, "rows": int(pick.sum())})
     probe_steps = probe.step_parts()
     if probe_steps is not None:
-        glue = probe_steps.glue
+        glue = transfer_glue(probe_steps.glue, ratios)
         notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables; transferred from the "
-                     "H200 probe unscaled")
+                     "H200 probe (per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio)")
     else:
         glue = GlueParams(variant="not measured")
         notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables and not measured by the "
@@ -164,7 +165,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                 for per in kv_fits[kv].values():
                     per["decode_mla"] = fit.to_dict()
                 mla_used = {"table": mla.name, "path": mla.rel_path, "rows": int(b.size)}
-    steps, used = _step_parts(root, gpu, framework, probe, f"aic:{aic_tables.PACKAGE} {version}, {framework} "
+    steps, used = _step_parts(root, gpu, framework, probe, ratios, f"aic:{aic_tables.PACKAGE} {version}, {framework} "
                                                                   f"{fw_version}, {gpu.system}")
     tables = [{"table": gpu.attn.name, "path": gpu.attn.rel_path, "rows": int(sum(v[2] for v in gpu.decode.values())),
                "kernel": gpu.decode["bf16"][1]}] + used + ([mla_used] if mla_used else [])

@@ -63,3 +63,13 @@ def transfer_backend(probe_fits: dict, decode: dict, r: TransferRatios) -> dict:
         "merge": transfer_fit(probe_fits.get("merge"), r),
         "prefix_suffix_overlap": float(probe_fits.get("prefix_suffix_overlap", 0.0)),
     }
+
+
+def transfer_glue(glue, r: TransferRatios):
+    """The engine's glue (norms, RoPE, KV append, activation, sampling: memory-bound elementwise work)
+    moved to the other GPU: per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio."""
+    import dataclasses
+
+    return dataclasses.replace(glue, per_layer_s=glue.per_layer_s * r.fixed, per_step_s=glue.per_step_s * r.fixed,
+                               per_token_layer_s=glue.per_token_layer_s / r.bandwidth,
+                               per_token_step_s=glue.per_token_step_s / r.bandwidth)
