@@ -159,7 +159,9 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
             ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
-            ("validate", "cascade_plan.cli.calibrate"), ("import-aic", "cascade_plan.cli.aic")]
+            ("validate", "cascade_plan.cli.calibrate"), ("import-aic", "cascade_plan.cli.aic"),
+            ("analyze", "cascade_plan.cli.logs_cli"), ("simulate-log", "cascade_plan.cli.logs_cli"),
+            ("route", "cascade_plan.cli.serving_cli"), ("rl", "cascade_plan.cli.serving_cli")]
 
 
 def _commands(only: str | None = None) -> list:
