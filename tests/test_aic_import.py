@@ -98,7 +98,7 @@ def test_cascade_parts_are_transferred_with_the_measured_ratios(imported):
 
 def test_step_parts_from_gemm_and_allreduce_tables(imported):
     _, doc, _ = imported
-    sp = step_parts_from_json(doc["step_parts"])
+    sp = step_parts_from_json(doc["fitted"]["step_parts"])
     assert sp.source.startswith("aic:") and {"bf16", "fp8"} <= set(sp.gemm)
     hw = load_hardware("h100-sxm")
     t = TRUTH["h100_sxm"]
@@ -190,3 +190,21 @@ def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_lau
                       TransferRatios(bandwidth=2.0, flop=1.0, fixed=0.5, l2=1.0))
     assert (g.per_layer_s, g.per_step_s) == pytest.approx((2e-6, 1e-5))
     assert (g.per_token_layer_s, g.per_token_step_s) == pytest.approx((5e-9, 1.5e-8))
+
+
+def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
+    from cascade_plan.calibration.aic_crosscheck import kernel_table
+    from cascade_plan.calibration.probe_calibration import ProbeData
+
+    aic = load_probe(data_dir("calibrations") / "h200-aic-vllm.json")
+    probe = find_committed(load_hardware("h200"), source="probe")
+    rows = {r["what"]: r for r in kernel_table(aic, probe)}
+    if probe.step_parts() is None:        # today's shipped probe file: nothing of its own to compare
+        assert all(r["probe"] is None for w, r in rows.items() if w.startswith("all-reduce"))
+    # a probe file with the same step parts as the import: every GEMM and all-reduce ratio is exactly 1
+    twin = ProbeData(probe.path, {**probe.doc, "fitted": {**probe.fitted, "step_parts": aic.fitted["step_parts"]}})
+    rows = kernel_table(aic, twin)
+    gemm = [r for r in rows if "Llama-3-8B bf16 GEMMs" in r["what"]]
+    ar = [r for r in rows if r["what"].startswith("all-reduce")]
+    assert len(gemm) == 2 and len(ar) == 5
+    assert all(r["ratio"] == pytest.approx(1.0) for r in gemm + ar)

@@ -112,14 +112,45 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
                  "probe": pc["bf16_matmul_flop_per_s"]})
     rows.append({"what": "streaming read (B/s): AIC small-M GEMM vs probe read kernel", "aic": ac["hbm_read_bytes_per_s"],
                  "probe": pc["hbm_read_bytes_per_s"]})
-    ar = (aic.doc.get("step_parts") or {}).get("allreduce", {}).get("2")
-    par = ((probe.doc.get("step_parts") or {}).get("allreduce") or {}).get("2")
+    rows += gemm_rows(aic, probe)
+    ar = (aic.fitted.get("step_parts") or {}).get("allreduce", {}).get("2")
+    par = ((probe.fitted.get("step_parts") or {}).get("allreduce") or {}).get("2")
     if ar:
         for key, what in (("latency_s", "all-reduce, 2 GPUs: latency (s)"), ("bytes_per_s", "all-reduce, 2 GPUs: rate (B/s)")):
             rows.append({"what": what, "aic": ar[key], "probe": par[key] if par else None})
+        for size in (64 * 1024, 2 * 2**20, 16 * 2**20):     # a few decode steps' worth of hidden states
+            t = lambda f: f["latency_s"] + size / f["bytes_per_s"]  # noqa: E731
+            rows.append({"what": f"all-reduce, 2 GPUs, {size // 1024:,} KiB message (s)", "aic": t(ar),
+                         "probe": t(par) if par else None})
     for r in rows:
         r["ratio"] = r["aic"] / r["probe"] if r["probe"] else None
     return rows
+
+
+# Llama-3-8B's GEMMs at TP 1 (N, K): qkv, o, gate_up, down, lm_head; tokens per step M.
+GEMM_SHAPES = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096))
+GEMM_M = (1, 16, 64, 256, 1024, 4096)
+
+
+def gemm_rows(aic: ProbeData, probe: ProbeData) -> list[dict]:
+    """Where the probe file has its own GEMM ratio table: Llama-3-8B's GEMMs priced with each table
+    (same roofline, datasheet peaks), AIC time / probe time, median and range per M band."""
+    a, p = aic.step_parts(), probe.step_parts()
+    if a is None or p is None or "bf16" not in a.gemm or "bf16" not in p.gemm:
+        return []
+    from cascade_plan.cost.step_parts import gemm_time_s
+    from cascade_plan.inputs.hardware import load_hardware
+
+    hw = load_hardware(probe.hardware_id)
+    out = []
+    for lo, hi, name in ((1, 64, "M <= 64 (memory-bound)"), (256, 4096, "M >= 256")):
+        ms = [m for m in GEMM_M if lo <= m <= hi]
+        r = np.array([gemm_time_s(a.gemm["bf16"], m, n, k, 2.0, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s)
+                      / gemm_time_s(p.gemm["bf16"], m, n, k, 2.0, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s)
+                      for m in ms for n, k in GEMM_SHAPES], float)
+        out.append({"what": f"Llama-3-8B bf16 GEMMs, {name}: AIC time / probe time (median; range "
+                            f"{r.min():.2f}-{r.max():.2f})", "aic": float(np.median(r)), "probe": 1.0})
+    return out
 
 
 def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer") -> list[dict]:

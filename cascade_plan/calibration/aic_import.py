@@ -5,7 +5,8 @@ weight GEMMs' time over their roofline by (M, weight bytes) and dtype, MoE exper
 GPU count and message size. Transferred from our H200 probe (aic_transfer.py, labelled in the file
 and in every output): the cascade prefix pass, suffix pass and merge, and the L2 gain of decode over
 shared pages. The file has the probe files' layout (`fitted.kv_dtypes.<kv>.<backend>`), so the
-planner reads both through one path, plus `source` (what it came from) and `step_parts`.
+planner reads both through one path, plus `source` (what it came from) and `fitted.step_parts`
+(where the probe calibration keeps its own).
 """
 
 from __future__ import annotations
@@ -198,8 +199,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                           or _q_per_kv(gpu)}},
         "measurements": [],
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
-                   "ceilings": ceilings, "kv_dtypes": kv_fits},
-        "step_parts": step_parts_to_json(steps),
+                   "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_to_json(steps)},
     }
     if cross is not None:
         doc["crosscheck"] = cross

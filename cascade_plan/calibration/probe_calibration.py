@@ -79,16 +79,16 @@ class ProbeData:
         return self.doc.get("fitted") or {}
 
     def step_parts(self):
-        """The non-attention step parameters the file carries (`step_parts`: GEMM ratio tables, glue,
-        all-reduce; imported files and probe files that measured them), or None."""
-        if not self.doc.get("step_parts"):
+        """The non-attention step parameters the file carries (`fitted.step_parts`: GEMM ratio tables,
+        glue, all-reduce; imported files, and probe files that measured them), or None."""
+        if not self.fitted.get("step_parts"):
             return None
         from cascade_plan.cost.step_parts import step_parts_from_json
 
         try:
-            return step_parts_from_json(self.doc["step_parts"])
+            return step_parts_from_json(self.fitted["step_parts"])
         except ValueError as exc:
-            raise InputError(str(exc), file=self.path, field="step_parts") from None
+            raise InputError(str(exc), file=self.path, field="fitted.step_parts") from None
 
     def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
         return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel

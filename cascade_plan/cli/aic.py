@@ -26,8 +26,8 @@ def _summary(doc: dict, path: Path, size: int) -> dict:
         "backends": sorted(next(iter(fits.values()))),
         "decode": {kv: {"bw_bytes_per_s": d["bw_bytes_per_s"], "overhead_s": d["overhead_s"],
                         "train_median_ape": d["train_median_ape"], "rows": d["n_train"]} for kv, d in dec.items()},
-        "allreduce_gpus": sorted(int(n) for n in doc["step_parts"]["allreduce"]),
-        "gemm_tables": sorted(doc["step_parts"]["gemm"]),
+        "allreduce_gpus": sorted(int(n) for n in doc["fitted"]["step_parts"]["allreduce"]),
+        "gemm_tables": sorted(doc["fitted"]["step_parts"]["gemm"]),
     }
 
 

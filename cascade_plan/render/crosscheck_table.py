@@ -12,6 +12,8 @@ def _num(x, unit: str) -> str:
         return "not measured"
     if unit == "FLOP/s":
         return f"{x / 1e12:.0f} TFLOP/s"
+    if unit == "ratio":
+        return f"{x:.2f}"
     if unit == "B/s":
         return f"{x / 1e12:.2f} TB/s" if x >= 1e12 else f"{x / 1e9:.0f} GB/s"
     return f"{x * 1e6:.1f} us"
@@ -39,7 +41,8 @@ def render_crosscheck(res: dict, console) -> None:
     for col in ("figure", "AIConfigurator", "probe", "AIC vs probe"):
         k.add_column(col, justify="left" if col == "figure" else "right")
     for r in res["kernels"]:
-        unit = "FLOP/s" if "FLOP/s" in r["what"] else ("B/s" if "B/s" in r["what"] else "s")
+        unit = ("FLOP/s" if "FLOP/s" in r["what"] else "B/s" if "B/s" in r["what"] else
+                "ratio" if "AIC time / probe time" in r["what"] else "s")
         k.add_row(r["what"], _num(r["aic"], unit), _num(r["probe"], unit),
                   "—" if r["ratio"] is None else _pct(r["ratio"] - 1))
     console.print(k)
