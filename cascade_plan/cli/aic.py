@@ -37,7 +37,7 @@ def import_aic(
     framework: Annotated[Framework, typer.Option("--framework", help="Serving framework whose tables to use.")] = Framework.vllm,
     out: Annotated[Optional[Path], typer.Option(
         "--out", help="File to write (one GPU), or a folder (several). Default: the package's calibrations/ "
-                      "folder as <gpu>-aic-<framework>.json, picked up automatically.")] = None,
+                      "folder as `GPU-aic-FRAMEWORK.json`, picked up automatically.")] = None,
     aic_data: Annotated[Optional[Path], typer.Option(
         "--aic-data", help="AIConfigurator's systems/data folder (default: the installed aiconfigurator-core's).")] = None,
     json_out: JsonOpt = False,
@@ -52,8 +52,11 @@ def import_aic(
     stays preferred.
 
     Examples:
+
       cascade-plan import-aic h100-sxm
-      cascade-plan import-aic all --framework sglang --out calibrations/
+
+      cascade-plan import-aic all --framework sglang --out my-calibrations/
+
       cascade-plan estimate workloads/rl-rollouts-64.yaml --hardware h100-sxm
     """
     from cascade_plan.atomic import write_text_atomic

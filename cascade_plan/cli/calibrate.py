@@ -109,7 +109,9 @@ def validate(
     it shows.
 
     Examples:
+
       cascade-plan validate calibrations/h200-probe-2026-11-29.json
+
       cascade-plan validate calibrations/h200-aic-vllm.json --json
     """
     from cascade_plan.calibration.probe_calibration import load_probe, source_kind
