@@ -7,7 +7,8 @@ fits with their rates scaled by what AIConfigurator measured on both GPUs:
 - bandwidths by the ratio of the two GPUs' fitted decode bandwidths (same tables, same kernel family);
 - FLOP rates by the ratio of the best bf16 GEMM rates they reached;
 - fixed costs (launch, per row, per token of latency) by the ratio of their decode launch floors;
-- the L2 window by the ratio of L2 sizes (hardware profiles); the L2 hit share is kept.
+- the L2 window by the ratio of L2 sizes (hardware profiles; a fit without a window, None, keeps none);
+  the L2 hit share is kept.
 
 Efficiency surfaces (relative corrections over bytes per layer and rows) are kept as measured on the H200.
 """
