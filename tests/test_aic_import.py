@@ -57,6 +57,19 @@ def make_fixture(root):
         rows = [dict(num_gpus=g, message_size=2**p, latency=(t["ar_lat"] + 2**p / t["ar_bw"]) * 1e3,
                      kernel_source="vLLM_custom_graph") for g in (2, 4, 8) for p in range(10, 26)]
         _write(pd.DataFrame(rows), root, system, "comm", "vllm", "0.24.0", "custom_allreduce_perf")
+        # MoE: twice the roofline of the experts the batch touches; MLA: projections + latent streaming
+        rows = []
+        for tok in (1, 4, 16, 64, 256, 1024):
+            for h, i, k, e in ((4096, 1024, 8, 64), (2048, 768, 8, 128)):
+                touched = e * (1 - (1 - k / e) ** tok)
+                roof = max((touched * 3 * h * i * 2 + tok * k * (h + i) * 4) / t["gemm_bw"], 2 * tok * k * 3 * h * i / t["gemm_fl"])
+                rows.append(dict(moe_dtype="bfloat16", num_tokens=tok, hidden_size=h, inter_size=i, topk=k, num_experts=e,
+                                 moe_tp_size=1, moe_ep_size=1, distribution="balanced", latency=2 * roof * 1e3))
+        _write(pd.DataFrame(rows), root, system, "moe", "vllm", "0.24.0", "moe_perf")
+        rows = [dict(kernel_source="FLASHMLA", kv_cache_dtype="bfloat16", gemm_type="bfloat16", num_heads=128,
+                     batch_size=b, isl=1, step=s_, latency=(60e-6 + b * 1e-7 + b * (s_ + 1) * 576 * 2 / t["bw"]) * 1e3)
+                for b in (1, 8, 64, 256) for s_ in (1, 255, 1023, 4095, 16383)]
+        _write(pd.DataFrame(rows), root, system, "mla", "vllm", "0.24.0", "mla_generation_module_perf")
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +221,17 @@ def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
     ar = [r for r in rows if r["what"].startswith("all-reduce")]
     assert len(gemm) == 2 and len(ar) == 5
     assert all(r["ratio"] == pytest.approx(1.0) for r in gemm + ar)
+
+
+def test_moe_and_mla_fits_recover_the_fixture(imported):
+    _, doc, _ = imported
+    sp = step_parts_from_json(doc["fitted"]["step_parts"])
+    moe = sp.gemm["moe:bf16"]
+    hw, t = load_hardware("h100-sxm"), TRUTH["h100_sxm"]
+    # 2x the fixture's roofline, against the datasheet's: between the bandwidth and the FLOP ratio
+    lo, hi = sorted((2 * hw.hbm_bytes_per_s / t["gemm_bw"], 2 * hw.dense_bf16_flop_per_s / t["gemm_fl"]))
+    r = np.asarray(moe.ratio)
+    assert r.min() >= 0.97 * lo and r.max() <= 1.03 * hi
+    mla = KernelFit.from_dict(doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["decode_mla"])
+    assert mla.bw_bytes_per_s == pytest.approx(TRUTH["h100_sxm"]["bw"], rel=0.1)
+    assert "mla_generation_module_perf" in {t["table"] for t in doc["source"]["tables"]}
