@@ -15,7 +15,7 @@ from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, Group
                                      handles_input_errors, print_json, scenario_from_options)
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
-            "is the breakeven? Start with `cascade-plan estimate workloads/rl-rollouts-64.yaml`.")
+            "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
 
 
 def _new_app() -> typer.Typer:
@@ -65,7 +65,7 @@ def estimate(
 
     Examples:
 
-      cascade-plan estimate workloads/rl-rollouts-64.yaml --ideal
+      cascade-plan estimate rl-rollouts-64 --ideal
 
       cascade-plan estimate --model llama-3-8b --hardware h100-sxm --prefix 4096 --groups 2 --samples 64 --output-tokens 1024
     """
@@ -79,11 +79,10 @@ def estimate(
     if json_out:
         print_json(to_json(est, __version__))
         return
-    from rich.console import Console
-
+    from cascade_plan.render.console import make_console
     from cascade_plan.render.render_estimate import render_estimate
 
-    render_estimate(est, Console())
+    render_estimate(est, make_console())
 
 
 @handles_input_errors
@@ -140,11 +139,10 @@ def probe(
     missing = missing_requirements()
     if missing:
         raise InputError("cannot run the probe: " + "; ".join(missing))
-    from rich.console import Console
-
+    from cascade_plan.render.console import make_console
     from kernels_probe.runner import run_probe
 
-    console = Console()
+    console = make_console()
     run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console, time_budget_s=time_budget)
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
 
@@ -153,6 +151,7 @@ def probe(
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.plan"),
             ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
+            ("workloads", "cascade_plan.cli.workloads"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
             ("validate", "cascade_plan.cli.calibrate")]
 

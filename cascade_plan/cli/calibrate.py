@@ -14,6 +14,7 @@ from cascade_plan.cli.common import JsonOpt, print_json
 def calibrate(
     probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.", show_default=False)],
     out: Annotated[Optional[Path], typer.Option("--out", help="Write here instead of updating PROBE_FILE in place.")] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Fit the cost model's kernel parameters per backend (bandwidth and FLOP efficiencies, fixed
     costs, latency of unsplit rows, L2 reuse of shared pages, an efficiency surface over size and
@@ -24,6 +25,7 @@ def calibrate(
     from rich.console import Console
     from rich.table import Table
 
+    from cascade_plan.render.console import make_console
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.probe_calibration import calibrate as fit_all, load_probe
 
@@ -38,6 +40,10 @@ def calibrate(
     doc = {**probe.doc, "fitted": fitted}
     target = out or probe_file
     write_text_atomic(target, json.dumps(doc, indent=1) + "\n")
+    if json_out:
+        print_json({"schema_version": 1, "tool_version": __version__, "written": str(target),
+                    "device": probe.device_name, "fitted": fitted})
+        return
     t = Table(title=f"Fitted on {probe.device_name} (training subset; {fitted['holdout_rule']})", title_justify="left")
     for col in ("KV", "backend", "kernel", "n", "GB/s", "TFLOP/s", "fixed µs", "ns/row", "ns/token", "L2 hit", "train med err"):
         t.add_column(col, justify="left" if col in ("KV", "backend", "kernel") else "right")
@@ -49,7 +55,7 @@ def calibrate(
                 t.add_row(kv, backend, kind, str(k["n_train"]), f"{k['bw_bytes_per_s'] / 1e9:,.0f}",
                           f"{k['flop_per_s'] / 1e12:,.0f}", f"{k['overhead_s'] * 1e6:.1f}", f"{k['row_s'] * 1e9:.2f}",
                           f"{k['token_latency_s'] * 1e9:.3f}", f"{k['l2_hit_max']:.2f}", f"{k['train_median_ape']:.1%}")
-    Console().print(t)
+    make_console().print(t)
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
             if kernels.get("prefix_suffix_overlap"):
@@ -85,10 +91,9 @@ def validate(
                     "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
                     "points": res["points"]})
         return
-    from rich.console import Console
-
     from cascade_plan.calibration.validation import render
+    from cascade_plan.render.console import make_console
 
-    render(res, probe.device_name, Console())
+    render(res, probe.device_name, make_console())
     for p in written:
         typer.echo(f"wrote {p}")

@@ -26,7 +26,7 @@ class KvDtypeOpt(str, enum.Enum):
 WeightDtypeOpt = KvDtypeOpt
 
 WorkloadArg = Annotated[Optional[Path], typer.Argument(
-    help="Workload YAML (see workloads/ for examples). Leave out to describe the workload with "
+    help="Workload YAML, or the name of a shipped one (`cascade-plan workloads` lists them). Leave out to describe the workload with "
          "--model/--prefix/--groups/--samples/--output-tokens instead.", show_default=False)]
 ModelOpt = Annotated[Optional[str], typer.Option(
     "--model", help="Model preset id (see `cascade-plan models`) or path to a Hugging Face config.json.",

@@ -57,7 +57,7 @@ def breakeven(
 
     Examples:
 
-      cascade-plan breakeven workloads/rl-rollouts-64.yaml
+      cascade-plan breakeven rl-rollouts-64
 
       cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
     """
@@ -77,9 +77,9 @@ def breakeven(
     elif csv_out:
         typer.echo(br.to_csv(res), nl=False)
     else:
-        from rich.console import Console
+        from cascade_plan.render.console import make_console
 
-        br.render(res, Console())
+        br.render(res, make_console())
 
 
 def compare(
@@ -102,7 +102,7 @@ def compare(
 ) -> None:
     """The same workload across several hardware profiles and/or KV dtypes, side by side.
 
-    Example: cascade-plan compare workloads/rl-rollouts-64.yaml --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8
+    Example: cascade-plan compare rl-rollouts-64 --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8
     """
     import dataclasses
 
@@ -125,9 +125,9 @@ def compare(
     elif csv_out:
         typer.echo(rows_csv(rows), nl=False)
     else:
-        from rich.console import Console
+        from cascade_plan.render.console import make_console
 
-        render_compare(base.name, rows, Console())
+        render_compare(base.name, rows, make_console())
 
 
 def check(
@@ -158,7 +158,7 @@ def check(
 ) -> None:
     """Capacity gates for CI: exit 0 when every check holds, 1 when one fails, 2 for bad input.
 
-    Example: cascade-plan check workloads/rl-rollouts-64.yaml --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml
+    Example: cascade-plan check rl-rollouts-64 --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml
     """
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.cost.capacity import capacity

@@ -98,7 +98,7 @@ def plot(
     """Plots for one workload, PNG and SVG: speedup heatmap with the breakeven contour, step time over
     the run, bytes per step, and the workload across GPUs.
 
-    Example: cascade-plan plot workloads/rl-rollouts-64.yaml --out plots/
+    Example: cascade-plan plot rl-rollouts-64 --out plots/
     """
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.render.report import slug
@@ -118,7 +118,8 @@ def plot(
 
 
 def report(
-    workloads: Annotated[list[Path], typer.Argument(help="Workload YAMLs (e.g. workloads/*.yaml).", show_default=False)],
+    workloads: Annotated[Optional[list[Path]], typer.Argument(
+        help="Workload YAMLs or shipped workload names (default: every shipped workload).", show_default=False)] = None,
     out: OutOpt = Path("report"),
     hardware: HardwareOpt = None,
     compare_hardware: CompareOpt = DEFAULT_COMPARE,
@@ -132,7 +133,11 @@ def report(
     """A self-contained markdown report (report.md, images beside it) for one or more workloads:
     inputs, the arithmetic, per-step and run results, breakeven, memory, vLLM's choice, verdict.
 
-    Example: cascade-plan report workloads/*.yaml --out report/
+    Examples:
+
+      cascade-plan report --out report/                       (every shipped workload)
+
+      cascade-plan report my-workload.yaml rl-rollouts-64 --out report/
     """
     from rich.progress import Progress
 
@@ -141,6 +146,10 @@ def report(
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
 
+    if not workloads:
+        from cascade_plan.inputs.workload_catalog import builtin_workloads
+
+        workloads = list(builtin_workloads().values())
     scns = [load_scenario(w, hardware) for w in workloads]        # every input checked before anything is written
     chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in scns]
     compare_hw = _hardware_list(compare_hardware)
