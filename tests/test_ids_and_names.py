@@ -108,3 +108,26 @@ def test_hf_repo_id_from_the_local_cache_only(tmp_path, monkeypatch, root):
     assert spec.id == "acme/tiny-mistral" and spec.num_layers == 32
     res = run("estimate", "--model", "ACME/Tiny-Mistral", *QUICK, "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["model"] == "acme/tiny-mistral"
+
+
+def test_what_if_hardware_is_labelled_user_supplied_everywhere(tmp_path):
+    base = json.loads(run("estimate", "rl-rollouts-64", "--hardware", "h100", "--json").stdout)
+    doc = json.loads(run("estimate", "rl-rollouts-64", "--hardware", "h100", "--hbm-bandwidth", "6.7", "--json").stdout)
+    assert "what-if, user-supplied: HBM 6.7 TB/s" in doc["hardware"] and doc["mode"] == "default"
+    assert doc["weight_s"] == pytest.approx(base["weight_s"] / 2)                  # twice the bandwidth
+    table = run("estimate", "rl-rollouts-64", "--memory", "96GiB", "--l2", "60MiB")
+    assert "what-if, user-supplied: memory 96GiB, L2 60MiB" in table.stdout
+    rows = json.loads(run("compare", "rl-rollouts-64", "--hardware", "h100,h200", "--bf16-tflops", "2000",
+                          "--json").stdout)["rows"]
+    assert all("user-supplied: bf16 2000 TFLOP/s" in r["hardware"] for r in rows)
+    assert all(r["numbers"].startswith("default") or "uncalibrated" in r["numbers"] for r in rows)
+    rep = run("report", "rl-rollouts-64", "--out", tmp_path, "--no-plots", "--hbm-bandwidth", "5TB/s")
+    assert rep.exit_code == 0 and "what-if, user-supplied: HBM 5TB/s" in (tmp_path / "report.md").read_text()
+    chk = json.loads(run("check", "rl-rollouts-64", "--min-run-speedup", "1", "--l2", "1MB", "--json").stdout)
+    assert "what-if" in json.dumps(chk)
+
+
+@pytest.mark.parametrize("value", ["fast", "-1", "4.8 furlongs"])
+def test_what_if_bad_number_is_one_line(value):
+    res = run("estimate", "rl-rollouts-64", "--hbm-bandwidth", value)
+    assert res.exit_code == 2 and res.output.startswith("error: --hbm-bandwidth") and len(res.output.splitlines()) == 1

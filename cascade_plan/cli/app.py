@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt, IdealOpt,
-                                     JsonOpt, KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt,
-                                     SamplesOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
-                                     handles_input_errors, print_json, scenario_from_options)
+from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
+                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
+                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, SamplesOpt, TpOpt, UncalibratedOpt,
+                                     WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
+                                     scenario_from_options, with_what_if)
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
             "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
@@ -56,6 +57,10 @@ def estimate(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
@@ -68,6 +73,10 @@ def estimate(
       cascade-plan estimate rl-rollouts-64 --ideal
 
       cascade-plan estimate --model llama-3-8b --hardware h100-sxm --prefix 4096 --groups 2 --samples 64 --output-tokens 1024
+
+      cascade-plan estimate --model meta-llama/Meta-Llama-3-70B --hardware h100 --tp 8 --prefix 8000 --samples 16 --output-tokens 512
+
+      cascade-plan estimate rl-rollouts-64 --hardware h100 --hbm-bandwidth 4.8 --memory 141GB     (what-if GPU)
     """
     from cascade_plan.cost.estimate import estimate as run_estimate, to_json
     from cascade_plan.calibration.params_select import select_params
@@ -75,6 +84,7 @@ def estimate(
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
                                 samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+    scn = with_what_if(scn, hbm_bandwidth, memory, bf16_tflops, l2)
     est = run_estimate(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated))
     if json_out:
         print_json(to_json(est, __version__))

@@ -63,6 +63,26 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration mea
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore shipped calibrations; use the "
                                                "default efficiencies.", rich_help_panel="Calibration")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
+WHAT_IF = "What-if hardware (labelled user-supplied in every output; no calibration applies)"
+HbmBandwidthOpt = Annotated[Optional[str], typer.Option(
+    "--hbm-bandwidth", help="Replace the GPU's HBM bandwidth: TB/s, or with a unit (4.8, 4800GB/s).",
+    rich_help_panel=WHAT_IF, show_default=False)]
+MemoryOpt = Annotated[Optional[str], typer.Option(
+    "--memory", help="Replace the GPU's memory: GB, or with a unit (141, 96GiB).", rich_help_panel=WHAT_IF,
+    show_default=False)]
+Bf16TflopsOpt = Annotated[Optional[str], typer.Option(
+    "--bf16-tflops", help="Replace the GPU's dense bf16 rate in TFLOP/s (1200, 2.2PFLOP/s).", rich_help_panel=WHAT_IF,
+    show_default=False)]
+L2Opt = Annotated[Optional[str], typer.Option(
+    "--l2", help="Replace the GPU's L2 size: MB, or with a unit (60MiB).", rich_help_panel=WHAT_IF, show_default=False)]
+
+
+def with_what_if(scn, hbm_bandwidth: str | None, memory: str | None, bf16_tflops: str | None, l2: str | None):
+    """The scenario on its GPU with the user's what-if numbers (unchanged when none is given)."""
+    from cascade_plan.inputs.hardware_whatif import what_if
+
+    hw = what_if(scn.hardware, hbm_bandwidth, memory, bf16_tflops, l2)
+    return scn if hw is scn.hardware else dataclasses.replace(scn, hardware=hw)
 
 
 def handles_input_errors(fn: Callable) -> Callable:

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt,
-                                     UncalibratedOpt)
+from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
+                                     HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, UncalibratedOpt, with_what_if)
 from cascade_plan.errors import InputError
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
@@ -94,6 +94,10 @@ def plot(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
 ) -> None:
     """Plots for one workload, PNG and SVG: speedup heatmap with the breakeven contour, step time over
     the run, bytes per step, and the workload across GPUs.
@@ -108,7 +112,7 @@ def plot(
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise InputError(f"--kind: unknown plot {bad[0]!r}: use {', '.join(KINDS)}")
-    scn = load_scenario(workload, hardware)
+    scn = with_what_if(load_scenario(workload, hardware), hbm_bandwidth, memory, bf16_tflops, l2)
     r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
                  _hardware_list(compare_hardware))
     folder = out / slug(scn.name)
@@ -129,6 +133,10 @@ def report(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the images (faster).")] = False,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
 ) -> None:
     """A self-contained markdown report (report.md, images beside it) for one or more workloads:
     inputs, the arithmetic, per-step and run results, breakeven, memory, vLLM's choice, verdict.
@@ -150,7 +158,7 @@ def report(
         from cascade_plan.inputs.workload_catalog import builtin_workloads
 
         workloads = list(builtin_workloads().values())
-    scns = [load_scenario(w, hardware) for w in workloads]        # every input checked before anything is written
+    scns = [with_what_if(load_scenario(w, hardware), hbm_bandwidth, memory, bf16_tflops, l2) for w in workloads]        # every input checked before anything is written
     chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in scns]
     compare_hw = _hardware_list(compare_hardware)
     names = [slug(s.name) for s in scns]
