@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from cascade_plan.cli.app import COMMANDS, app
 
-# Commands that write files or drive the GPU rather than print a table.
-NO_TABLE = {"plot", "report", "probe"}
+# Commands that write files, drive the GPU or print a document rather than a table.
+NO_TABLE = {"plot", "report", "probe", "schema"}
 
 
 def _piped(*args) -> str:

@@ -20,7 +20,7 @@ APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and ba
 
 
 def _new_app() -> typer.Typer:
-    return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=False,
+    return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=True,
                        rich_markup_mode="markdown",
                        pretty_exceptions_enable=False)
 
@@ -161,7 +161,7 @@ def probe(
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.plan"),
             ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
-            ("workloads", "cascade_plan.cli.workloads"),
+            ("workloads", "cascade_plan.cli.workloads"), ("schema", "cascade_plan.cli.workloads"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
             ("validate", "cascade_plan.cli.calibrate")]
 

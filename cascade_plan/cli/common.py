@@ -28,12 +28,26 @@ WeightDtypeOpt = KvDtypeOpt
 WorkloadArg = Annotated[Optional[Path], typer.Argument(
     help="Workload YAML, or the name of a shipped one (`cascade-plan workloads` lists them). Leave out to describe the workload with "
          "--model/--prefix/--groups/--samples/--output-tokens instead.", show_default=False)]
+def _complete_models(incomplete: str) -> list[str]:
+    from cascade_plan.inputs.model_presets import PRESETS
+
+    return [m for m in PRESETS if m.startswith(incomplete.lower())]
+
+
+def _complete_hardware(incomplete: str) -> list[str]:
+    from cascade_plan.inputs.hardware import builtin_hardware_ids
+
+    return [h for h in builtin_hardware_ids() if h.startswith(incomplete.lower())]
+
+
 ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", help="Model preset id (see `cascade-plan models`) or path to a Hugging Face config.json.",
-    rich_help_panel="Workload without a file")]
+    "--model", help="Model preset id (see `cascade-plan models`), a Hugging Face repo id (a preset's, or one in the "
+                    "local HF cache), a model folder, or a path to a config.json.",
+    rich_help_panel="Workload without a file", autocompletion=_complete_models)]
 HardwareOpt = Annotated[Optional[str], typer.Option(
-    "--hardware", help="Hardware profile id (see `cascade-plan hardware`) or a profile YAML; overrides the "
-                       "workload's. Default without a workload: h100-sxm.")]
+    "--hardware", help="Hardware profile id (see `cascade-plan hardware`; h100, a100 work too) or a profile YAML; "
+                       "overrides the workload's. Default without a workload: h100-sxm.",
+    autocompletion=_complete_hardware)]
 PrefixOpt = Annotated[Optional[int], typer.Option(
     "--prefix", min=0, help="Shared prompt tokens per group.", rich_help_panel="Workload without a file")]
 GroupsOpt = Annotated[int, typer.Option(

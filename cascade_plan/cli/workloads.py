@@ -37,3 +37,14 @@ def workloads(
     from cascade_plan.render.workload_list import render_workloads
 
     render_workloads(rows, make_console())
+
+
+def schema() -> None:
+    """Print the JSON Schema of the workload YAML (for editor completion and validation).
+
+    Example: cascade-plan schema > workload.schema.json, then put
+    `# yaml-language-server: $schema=workload.schema.json` at the top of a workload file.
+    """
+    from cascade_plan.inputs.workload_schema import schema_text
+
+    typer.echo(schema_text(), nl=False)
