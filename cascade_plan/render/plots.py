@@ -73,8 +73,11 @@ def _new_figure(figsize):
     return fig
 
 
-def _save(fig, out_stem: Path) -> list[Path]:
-    """Write <stem>.png and <stem>.svg next to each other, each atomically."""
+FORMATS = ("png", "svg")
+
+
+def _save(fig, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write <stem>.png and (when asked) <stem>.svg next to each other, each atomically."""
     import io
 
     from cascade_plan.atomic import write_bytes_atomic
@@ -82,7 +85,7 @@ def _save(fig, out_stem: Path) -> list[Path]:
     out_stem = Path(out_stem)
     written = []
     try:
-        for ext in ("png", "svg"):
+        for ext in formats:
             buf = io.BytesIO()
             fig.savefig(buf, format=ext, dpi=DPI, metadata={"Software": None} if ext == "png" else {"Date": None})
             written.append(write_bytes_atomic(out_stem.with_suffix(f".{ext}"), buf.getvalue()))
@@ -240,7 +243,8 @@ _LOSS_LEVELS = (0.5, 0.25)
 _CBAR_TICKS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 
-def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0) -> list[Path]:
+def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0,
+                         formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Speedup over shared prefix length (y) x group size (x) at one suffix length, with the breakeven
     (speedup = 1) contour drawn thick and a few speedup contours labelled."""
     _mpl()
@@ -314,7 +318,7 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         cb.ax.yaxis.set_minor_locator(FixedLocator([]))
         cb.ax.axhline(1.0, color="black", linewidth=2.5)
         _finish(fig)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -349,7 +353,7 @@ def _right_labels(ax, items) -> None:
         ax.text(1.0, y, text, transform=t, ha="left", va="center", fontsize=9, color=colour, clip_on=False)
 
 
-def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
+def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Step time (ms) per decode step for both modes with the weights-only floor, and the per-step
     speedup below it: early steps gain most, the gain fades as the private suffixes grow."""
     _mpl()
@@ -414,14 +418,14 @@ def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
                             (run, f"whole run\n{_fmt_x(run)}", C_CASCADE if run >= 1 else C_PER_SEQ)])
         ax2.set_xlim(k[0] - 0.5 if k.size == 1 else k[0], k[-1] + 0.5 if k.size == 1 else k[-1])
         _finish(fig, est.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
 # bytes per step
 
 
-def plot_bytes_per_step(est: "Estimate", out_stem: Path) -> list[Path]:
+def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Stacked HBM bytes per step (weights, shared prefix, private suffix, merge) for both modes at the
     first, middle and final decode step, each bar annotated with its step time."""
     _mpl()
@@ -476,14 +480,15 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path) -> list[Path]:
         _title(ax, f"{est.scenario.name}: HBM bytes per decode step ({est.params.mode} mode)\n"
                    f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read")
         _finish(fig, est.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
 # one workload, several GPUs
 
 
-def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> list[Path]:
+def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
+                             formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Whole-run decode time per GPU for both modes, with the run speedup over each pair."""
     if not estimates:
         raise ValueError("plot_hardware_comparison needs at least one estimate")
@@ -542,4 +547,4 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
                                                "that GPU ships, default efficiencies elsewhere"))
         else:
             _finish(fig, first.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
