@@ -70,3 +70,14 @@ def test_markdown_cells_escape_pipes():
                           "default", ["other|one"])
     rows = [line for line in md.splitlines() if line.startswith("| odd") or line.startswith("| other")]
     assert all(line.replace("\\|", "").count("|") == 5 for line in rows)
+
+
+def test_junit_is_well_formed_whatever_the_names_hold():
+    from cascade_plan.cost.checks import junit_xml
+
+    odd = 'a<b>&"c\' ]]>'
+    xml = junit_xml({odd: [CheckResult("min_run_speedup", False, 1.0, 2.0, 'min_run_speedup: 1 < 2 & "x"')]}, ["u|v"])
+    root = ET.fromstring(xml)
+    suites = root.findall("testsuite")
+    assert suites[0].get("name") == odd and suites[0].find("testcase/failure").get("message").endswith('& "x"')
+    assert suites[1].find("testcase/skipped") is not None and root.get("tests") == "2"

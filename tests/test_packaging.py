@@ -29,3 +29,15 @@ def test_ci_runs_exactly_the_readme_test_command(root):
     ci_lines = [line.strip() for line in (root / ".ci/run").read_text().splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
     assert ci_lines[-1] == readme_cmds[0]
+
+
+def test_every_imported_third_party_package_is_a_dependency(root):
+    # pandas was a required dependency that nothing imported; the reverse mistake breaks a plain install.
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower() for d in deps}
+    used = set()
+    for path in (root / "cascade_plan").rglob("*.py"):
+        used |= set(re.findall(r"^\s*(?:import|from) (pandas|matplotlib|msgspec|numpy|rich|typer|yaml|scipy)\b",
+                               path.read_text(), re.M))
+    assert {"pyyaml" if u == "yaml" else u for u in used} <= names
+    assert "pandas" not in names or "pandas" in used

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from xml.sax.saxutils import escape, quoteattr
 
 from cascade_plan.cost.capacity import Capacity
 from cascade_plan.engine.engine_gate import PAYS_THRESHOLD, EngineView
@@ -77,30 +76,28 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks)
 
 
 def junit_xml(results: dict[str, list[CheckResult]], unchecked: list[str] = ()) -> str:
-    """One testsuite per workload, one testcase per check; a workload without checks is one skipped testcase."""
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>']
-    total = sum(len(r) for r in results.values()) + len(unchecked)
+    """One testsuite per workload, one testcase per check; a workload without checks is one skipped testcase.
+    Built with ElementTree, which escapes every attribute and text (well-formed whatever the names hold)."""
+    import xml.etree.ElementTree as ET
+
     failed = sum(not c.passed for r in results.values() for c in r)
-    lines.append(f'<testsuites name="cascade-plan check" tests="{total}" failures="{failed}" '
-                 f'skipped="{len(unchecked)}">')
+    total = sum(map(len, results.values())) + len(unchecked)
+    root = ET.Element("testsuites", name="cascade-plan check", tests=str(total), failures=str(failed),
+                      skipped=str(len(unchecked)))
     for suite, checks in results.items():
-        fails = sum(not c.passed for c in checks)
-        lines.append(f'  <testsuite name={quoteattr(suite)} tests="{len(checks)}" failures="{fails}">')
+        el = ET.SubElement(root, "testsuite", name=suite, tests=str(len(checks)),
+                           failures=str(sum(not c.passed for c in checks)))
         for c in checks:
-            lines.append(f'    <testcase classname={quoteattr(suite)} name={quoteattr(c.name)}>')
-            if not c.passed:
-                lines.append(f'      <failure message={quoteattr(c.text)}>{escape(c.text)}</failure>')
+            case = ET.SubElement(el, "testcase", classname=suite, name=c.name)
+            if c.passed:
+                ET.SubElement(case, "system-out").text = c.text
             else:
-                lines.append(f'      <system-out>{escape(c.text)}</system-out>')
-            lines.append('    </testcase>')
-        lines.append('  </testsuite>')
+                ET.SubElement(case, "failure", message=c.text).text = c.text
     for suite in unchecked:
-        lines.append(f'  <testsuite name={quoteattr(suite)} tests="1" failures="0" skipped="1">')
-        lines.append(f'    <testcase classname={quoteattr(suite)} name="checks"><skipped message={quoteattr(NO_CHECKS)}/>'
-                     '</testcase>')
-        lines.append('  </testsuite>')
-    lines.append('</testsuites>')
-    return "\n".join(lines) + "\n"
+        el = ET.SubElement(root, "testsuite", name=suite, tests="1", failures="0", skipped="1")
+        ET.SubElement(ET.SubElement(el, "testcase", classname=suite, name="checks"), "skipped", message=NO_CHECKS)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 NO_CHECKS = "no checks: add a `checks:` section to the workload or pass threshold options"
