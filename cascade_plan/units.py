@@ -3,13 +3,13 @@ bandwidth, FLOP/s and weight totals print decimal (TB/s, TFLOP/s, GB)."""
 
 from __future__ import annotations
 
-KiB, MiB, GiB = 1024, 1024**2, 1024**3
+KiB, MiB, GiB, TiB, PiB = 1024, 1024**2, 1024**3, 1024**4, 1024**5
 KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
 
 
 def fmt_bytes_binary(n: float) -> str:
     n = float(n)
-    for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+    for unit, size in (("PiB", PiB), ("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if abs(n) >= size:
             return f"{n / size:,.3g} {unit}" if n / size < 1000 else f"{n / size:,.0f} {unit}"
     return f"{n:,.0f} B"

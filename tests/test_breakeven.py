@@ -87,10 +87,10 @@ def test_breakeven_command_outputs(root):
     doc = json.loads(runner.invoke(app, ["breakeven", "--model", "llama-3-8b", "--prefix", "256,4096",
                                          "--batch", "1,8", "--suffix", "0", "--json"]).stdout)
     assert doc["prefix_tokens"] == [256, 4096] and len(doc["points"]) == 4
-    assert {"group_size": 1, "suffix_tokens": 0, "prefix_tokens": None} in doc["breakeven_prefix_tokens"]
+    assert {"group_size": 1, "suffix_tokens": 0, "prefix_tokens": None, "fits": None} in doc["breakeven_prefix_tokens"]
     csv = runner.invoke(app, ["breakeven", "--model", "llama-3-8b", "--prefix", "256,4096", "--batch", "1,8",
                               "--suffix", "0,128", "--csv"]).stdout.splitlines()
-    assert csv[0] == "prefix_tokens,group_size,suffix_tokens,per_sequence_step_s,cascade_step_s,speedup"
+    assert csv[0] == "prefix_tokens,group_size,suffix_tokens,per_sequence_step_s,cascade_step_s,speedup,fits"
     assert len(csv) == 1 + 2 * 2 * 2
     bad = runner.invoke(app, ["breakeven", "--model", "llama-3-8b", "--prefix", "9:1:log"])
     assert bad.exit_code == 2 and "--prefix" in bad.stderr

@@ -7,7 +7,8 @@ Every measured kernel is one attention layer. Its time is modelled as the planne
 with rows = sequences x KV heads and the planner's own byte and FLOP counts (not the probe's), so
 that fitted numbers mean the same thing when the planner applies them. Per-sequence decode over
 *shared* prefix pages adds an L2 term: hbm_bytes = bytes - hit x redundant re-reads, where hit =
-l2_hit_max x min(1, L2 / one layer's shared prefix bytes). Fitting minimises squared log error
+l2_hit_max, falling as window / (one layer's shared prefix bytes) beyond a window only where the
+measurements show such a fall (see fit_l2). Fitting minimises squared log error
 (relative error) with Levenberg-Marquardt from several starts.
 """
 
@@ -76,8 +77,10 @@ class KernelFit:
     q_row_s: float = 0.0              # per (sequence, query head) row
     token_latency_s: float = 0.0      # per KV token of the longest row (latency bound of unsplit kernels)
     l2_hit_max: float = 0.0           # share of re-reads of shared pages served by L2 (siblings reading together)
-    l2_window_bytes: float = 0.0      # one layer's shared prefix beyond which hits fall as window / size
+    l2_window_bytes: float | None = 0.0   # one layer's shared prefix beyond which hits fall as window / size;
+                                          # None (or 0): no fall measured
     l2_bytes_per_s: float = 0.0       # the rate at which re-read bytes still have to stream from L2
+    l2_measured_up_to_bytes: float = 0.0  # the largest per-layer shared prefix with re-reads in the fit's data
     surface: Surface | None = None
     n_train: int = 0
     train_median_ape: float = 0.0
@@ -98,7 +101,7 @@ def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndar
     t = np.maximum(f.flops / fit.flop_per_s, f.longest_tokens * fit.token_latency_s)
     hbm = f.bytes
     if fit.l2_hit_max:
-        window = fit.l2_window_bytes or l2_bytes
+        window = fit.l2_window_bytes or np.inf     # None (or 0): no fall, as the planner applies it
         hit = fit.l2_hit_max * np.minimum(1.0, window / np.maximum(f.layer_prefix_bytes, 1.0))
         hbm = f.bytes - hit * f.redundant_bytes
         t = np.maximum(t, f.bytes / fit.l2_bytes_per_s)
@@ -184,27 +187,56 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
                      train_median_ape=float(np.median(ape)))
 
 
+# A window (the per-layer shared prefix beyond which hits fall) is kept only when the data show the
+# fall: it must lie inside the measured range and cut the squared log error by this fraction.
+L2_WINDOW_MIN_GAIN = 0.05
+
+
 def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float) -> KernelFit:
     """With the kernel's own parameters fixed (from duplicated pages), fit how it re-reads shared
-    prefix pages: the share served by L2, the per-layer prefix size where that share starts to
-    fall, and the rate at which all the bytes a sequence reads still stream through L2."""
+    prefix pages: the share served by L2, the rate at which all the bytes a sequence reads still
+    stream through L2, and, only where the measurements show it, the per-layer shared prefix beyond
+    which that share falls (`l2_window_bytes`; None = no fall within the measured range, which
+    `l2_measured_up_to_bytes` records).
+
+    A window beyond every measured point leaves the residual unchanged, so a fit that includes it
+    stops wherever it started (the shipped H200 file had e^3 x L2 = 1.26 GB that way). Hence two
+    fits: without a window, and with one started inside the data; the window is kept only if it lands
+    inside the measured range and clearly improves the fit."""
     t = np.asarray(measured_s, float)
+    reread = f.redundant_bytes > 0
+    largest = float(f.layer_prefix_bytes[reread].max()) if reread.any() else 0.0
 
     def unpack(th):
-        return 1.0 / (1.0 + np.exp(-np.clip(th[0], -40, 40))), l2_bytes * np.exp(np.clip(th[1], -20, 20)), \
-            base.bw_bytes_per_s * (1.0 + np.exp(np.clip(th[2], -20, 20)))
+        h = 1.0 / (1.0 + np.exp(-np.clip(th[0], -40, 40)))
+        bl2 = base.bw_bytes_per_s * (1.0 + np.exp(np.clip(th[1], -20, 20)))
+        w = l2_bytes * np.exp(np.clip(th[2], -20, 20)) if len(th) > 2 else None
+        return h, bl2, w
+
+    def candidate(th) -> KernelFit:
+        h, bl2, w = unpack(th)
+        # no window: hits never fall (np.inf); KernelFit stores that as None
+        return dataclasses.replace(base, l2_hit_max=float(h), l2_bytes_per_s=float(bl2),
+                                   l2_window_bytes=np.inf if w is None else float(w))
 
     def resid(th):
-        h, w, bl2 = unpack(th)
-        pred = predict(dataclasses.replace(base, l2_hit_max=h, l2_window_bytes=w, l2_bytes_per_s=bl2), f, l2_bytes)
-        return np.log(pred) - np.log(t)
+        return np.log(predict(candidate(th), f, l2_bytes)) - np.log(t)
 
-    best = min((_lm(resid, np.array([a, b, c])) for a in (-2.0, 1.0, 3.0) for b in (0.0, 3.0) for c in (0.0, 1.5)),
-               key=lambda p: p[1])
-    h, w, bl2 = unpack(best[0])
+    starts = [(a, c) for a in (-2.0, 1.0, 3.0) for c in (0.0, 1.5)]
+    flat = min((_lm(resid, np.array(s0)) for s0 in starts), key=lambda p: p[1])
+    best = flat
+    if largest > 0:
+        inside = [np.log(w0 / l2_bytes) for w0 in (l2_bytes, 0.5 * largest) if w0 < largest]
+        windowed = min((_lm(resid, np.array([*s0, w0])) for s0 in starts for w0 in inside),
+                       key=lambda p: p[1], default=None)
+        if (windowed is not None and unpack(windowed[0])[2] < largest
+                and windowed[1] < (1 - L2_WINDOW_MIN_GAIN) * flat[1]):
+            best = windowed
+    fit = candidate(best[0])
     ape = np.abs(np.exp(resid(best[0])) - 1)
-    return dataclasses.replace(base, l2_hit_max=float(h), l2_window_bytes=float(w), l2_bytes_per_s=float(bl2),
-                               n_train=int(t.size), train_median_ape=float(np.median(ape)))
+    return dataclasses.replace(fit, l2_window_bytes=None if np.isinf(fit.l2_window_bytes) else fit.l2_window_bytes,
+                               l2_measured_up_to_bytes=largest, n_train=int(t.size),
+                               train_median_ape=float(np.median(ape)))
 
 
 def fixed_part(fit: KernelFit, f: Features) -> np.ndarray:

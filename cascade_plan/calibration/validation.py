@@ -62,7 +62,7 @@ def validate(probe: ProbeData) -> dict:
     """Per backend: per-kernel error, speedup error and mode picks on held-out points, and vLLM's picks."""
     fitted = probe.fitted["kv_dtypes"]
     l2, sms = probe.l2_bytes, int(probe.doc["device"]["sm_count"])
-    out: dict = {"holdout_rule": probe.fitted.get("holdout_rule"), "backends": {}, "points": []}
+    out: dict = {"holdout_rule": probe.fitted.get("holdout_rule"), "source": probe.path, "backends": {}, "points": []}
     for kv, per_backend in fitted.items():
         for backend, fits in per_backend.items():
             src = BACKENDS[backend]

@@ -11,8 +11,8 @@ import typer
 from cascade_plan import __version__
 from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
                                      HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
-                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, SamplesOpt, TpOpt, UncalibratedOpt,
-                                     WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
+                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt, SamplesOpt, TpOpt,
+                                     UncalibratedOpt, WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
                                      scenario_from_options, with_what_if)
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
@@ -57,6 +57,7 @@ def estimate(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
     hbm_bandwidth: HbmBandwidthOpt = None,
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
@@ -66,7 +67,10 @@ def estimate(
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
 
     Shows KV bytes per token, prefix and weight bytes, the step at the first, middle and final decode
-    step, the whole run's time and average speedup, and the seed's go/no-go check.
+    step, the whole run's time and average speedup, and the seed's go/no-go check. The verdict says
+    what it rests on: none when the weights or batch do not fit in memory (with what would fit), the
+    defaults' measured error when no calibration covers this GPU, a range when the measurements do
+    not cover the model's attention shape.
 
     Examples:
 
@@ -78,14 +82,15 @@ def estimate(
 
       cascade-plan estimate rl-rollouts-64 --hardware h100 --hbm-bandwidth 4.8 --memory 141GB     (what-if GPU)
     """
-    from cascade_plan.cost.estimate import estimate as run_estimate, to_json
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.verdict_evidence import assess
+    from cascade_plan.cost.estimate import to_json
 
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
                                 samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
     scn = with_what_if(scn, hbm_bandwidth, memory, bf16_tflops, l2)
-    est = run_estimate(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated))
+    est = assess(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated), reserve)
     if json_out:
         print_json(to_json(est, __version__))
         return

@@ -11,6 +11,35 @@ from cascade_plan import __version__
 from cascade_plan.cli.common import JsonOpt, print_json
 
 
+def _window_cell(k: dict) -> str:
+    from cascade_plan.units import fmt_bytes_binary
+
+    if not k.get("l2_hit_max"):
+        return ""
+    if k.get("l2_window_bytes") is None:
+        up_to = k.get("l2_measured_up_to_bytes")
+        return f"none to {fmt_bytes_binary(up_to)}" if up_to else "none"
+    return fmt_bytes_binary(k["l2_window_bytes"])
+
+
+def l2_explanation(k: dict, l2_bytes: float) -> str | None:
+    """The L2 parameters of per-sequence decode over shared pages in physical terms."""
+    from cascade_plan.units import fmt_bytes_binary
+
+    if not k.get("l2_hit_max"):
+        return None
+    share = (f"per-sequence decode over shared prefix pages gets {k['l2_hit_max']:.0%} of the siblings' re-reads "
+             f"without HBM traffic (they still stream from L2 at {k['l2_bytes_per_s'] / 1e12:.1f} TB/s)")
+    if k.get("l2_window_bytes") is None:
+        up_to = k.get("l2_measured_up_to_bytes") or 0.0
+        return (f"{share}, with no fall up to {fmt_bytes_binary(up_to)} of shared prefix per layer "
+                f"({up_to / l2_bytes:.1f}x the {fmt_bytes_binary(l2_bytes)} L2): siblings read each page within "
+                "moments of each other, so the reuse is temporal and needs no whole layer's prefix in L2. "
+                "The planner keeps the share beyond the measured range (not measured there).")
+    return (f"{share}, falling as {fmt_bytes_binary(k['l2_window_bytes'])} / (shared prefix per layer) beyond "
+            f"that size ({k['l2_window_bytes'] / l2_bytes:.1f}x the {fmt_bytes_binary(l2_bytes)} L2).")
+
+
 def calibrate(
     probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.", show_default=False)],
     out: Annotated[Optional[Path], typer.Option("--out", help="Write here instead of updating PROBE_FILE in place.")] = None,
@@ -45,7 +74,8 @@ def calibrate(
                     "device": probe.device_name, "fitted": fitted})
         return
     t = Table(title=f"Fitted on {probe.device_name} (training subset; {fitted['holdout_rule']})", title_justify="left")
-    for col in ("KV", "backend", "kernel", "n", "GB/s", "TFLOP/s", "fixed µs", "ns/row", "ns/token", "L2 hit", "train med err"):
+    for col in ("KV", "backend", "kernel", "n", "GB/s", "TFLOP/s", "fixed µs", "ns/row", "ns/token", "L2 hit",
+                "L2 window", "train med err"):
         t.add_column(col, justify="left" if col in ("KV", "backend", "kernel") else "right")
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
@@ -54,8 +84,14 @@ def calibrate(
                     continue
                 t.add_row(kv, backend, kind, str(k["n_train"]), f"{k['bw_bytes_per_s'] / 1e9:,.0f}",
                           f"{k['flop_per_s'] / 1e12:,.0f}", f"{k['overhead_s'] * 1e6:.1f}", f"{k['row_s'] * 1e9:.2f}",
-                          f"{k['token_latency_s'] * 1e9:.3f}", f"{k['l2_hit_max']:.2f}", f"{k['train_median_ape']:.1%}")
+                          f"{k['token_latency_s'] * 1e9:.3f}", f"{k['l2_hit_max']:.2f}", _window_cell(k),
+                          f"{k['train_median_ape']:.1%}")
     make_console().print(t)
+    for kv, per in fitted["kv_dtypes"].items():
+        for backend, kernels in per.items():
+            line = l2_explanation(kernels.get("decode_shared") or {}, probe.l2_bytes)
+            if line:
+                typer.echo(f"{kv} {backend}: {line}")
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
             if kernels.get("prefix_suffix_overlap"):

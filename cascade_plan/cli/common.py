@@ -77,6 +77,10 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration mea
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore shipped calibrations; use the "
                                                "default efficiencies.", rich_help_panel="Calibration")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
+ReserveOpt = Annotated[float, typer.Option(
+    "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "
+                                      "vLLM's gpu_memory_utilization=0.9 keeps 0.10). A configuration whose weights or "
+                                      "KV do not fit in the rest gets no go/no-go.")]
 WHAT_IF = "What-if hardware (labelled user-supplied in every output; no calibration applies)"
 HbmBandwidthOpt = Annotated[Optional[str], typer.Option(
     "--hbm-bandwidth", help="Replace the GPU's HBM bandwidth: TB/s, or with a unit (4.8, 4800GB/s).",

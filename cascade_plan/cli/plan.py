@@ -10,8 +10,8 @@ import typer
 from cascade_plan import __version__
 from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
                                      HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
-                                     ModelOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg, print_json,
-                                     scenario_from_options, with_what_if)
+                                     ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
+                                     print_json, scenario_from_options, with_what_if)
 from cascade_plan.errors import InputError
 
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (one row per point) instead of tables.")]
@@ -47,6 +47,7 @@ def breakeven(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
     hbm_bandwidth: HbmBandwidthOpt = None,
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
@@ -77,7 +78,7 @@ def breakeven(
     n_axis = parse_axis(batch, "--batch", minimum=1)
     s_axis = parse_axis(suffix, "--suffix") if suffix else parse_axis(str(wl_suffix), "--suffix")
     params = select_params(ideal, scn, calibration, backend, force, uncalibrated)
-    res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups)
+    res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups, reserve)
     if json_out:
         print_json(br.to_json(res, __version__))
     elif csv_out:
@@ -103,6 +104,7 @@ def compare(
     ideal: IdealOpt = False,
     backend: BackendOpt = None,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
     hbm_bandwidth: HbmBandwidthOpt = None,
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
@@ -130,7 +132,9 @@ def compare(
     scns = [with_what_if(dataclasses.replace(base, hardware=h, kv_dtype=k), hbm_bandwidth, memory, bf16_tflops, l2)
             for h in hws for k in kvs]
     params = [select_params(ideal, s, None, backend, False, uncalibrated) for s in scns]   # shipped calibration per GPU
-    rows = compare_rows(scns, params)
+    from cascade_plan.calibration.verdict_evidence import assess
+
+    rows = compare_rows(scns, params, lambda scn, p: assess(scn, p, reserve))
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows})
     elif csv_out:
@@ -156,7 +160,7 @@ def check(
                                                            "that the planner picks cascade (or not).")] = None,
     vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=
                                                               "Require vLLM's gate (opted in) to use cascade (or not).")] = None,
-    reserve: Annotated[float, typer.Option(help="Fraction of GPU memory kept free of KV.", min=0, max=0.9)] = 0.10,
+    reserve: ReserveOpt = 0.10,
     calibration: CalibrationOpt = None,
     backend: BackendOpt = None,
     force: ForceOpt = False,
@@ -189,8 +193,8 @@ def check(
     from cascade_plan.cost.checks import (NO_CHECKS, has_checks, junit_xml, markdown_summary, merge_checks,
                                           run_checks)
     from cascade_plan.engine.engine_gate import engine_view
-    from cascade_plan.cost.estimate import estimate
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.inputs.workload import load_scenario
 
     loaded = [with_what_if(load_scenario(w, hardware), hbm_bandwidth, memory, bf16_tflops, l2)
@@ -205,7 +209,7 @@ def check(
         if not has_checks(checks):
             unchecked.append(scn.name)
             continue
-        est = estimate(scn, params)
+        est = assess(scn, params, reserve)
         results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
         labels.append(params.label)
     if not results:

@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, UncalibratedOpt, with_what_if)
+                                     HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, ReserveOpt, UncalibratedOpt,
+                                     with_what_if)
 from cascade_plan.errors import InputError
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
@@ -38,7 +39,7 @@ def _with_own_gpu(scn, compare_hw: list) -> list:
         "user-supplied" in scn.hardware.id else compare_hw
 
 
-def _analyse(scn, params, compare_hw):
+def _analyse(scn, params, compare_hw, reserve: float = 0.10):
     """Everything a report section needs, computed without writing anything."""
     from cascade_plan.render import breakeven_report as br
     from cascade_plan.cost.capacity import capacity
@@ -46,13 +47,14 @@ def _analyse(scn, params, compare_hw):
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.render.report import WorkloadReport
 
-    est = estimate(scn, params)
+    est = assess(scn, params, reserve)
     groups, suffix = br.workload_axes(scn)
     prefix_axis = parse_axis(br.DEFAULT_PREFIX_AXIS, "--prefix")
     batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
-    be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups)
+    be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups, reserve)
 
     # Other GPUs: each with its own shipped calibration when there is one (same backend), else defaults.
     hw_ests = []
@@ -60,7 +62,7 @@ def _analyse(scn, params, compare_hw):
         other = dataclasses.replace(scn, hardware=h)
         p = params if params.mode == "ideal" else select_params(False, other, None, None, False,
                                                                  params.mode == "default")
-        hw_ests.append(estimate(other, p))
+        hw_ests.append(assess(other, p, reserve))
     backend_ests = []
     if params.mode == "calibrated":
         from cascade_plan.calibration.probe_calibration import load_probe, params_from_probe
@@ -70,7 +72,7 @@ def _analyse(scn, params, compare_hw):
         backend_ests = [estimate(scn, params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model))
                         for b in backends]
         backend_ests.append(estimate(scn, select_params(True)))
-    return WorkloadReport(est=est, cap=capacity(scn, flat=est.flat), engine=engine_view(est), breakeven=be,
+    return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est), breakeven=be,
                           hardware_estimates=hw_ests, backend_estimates=backend_ests)
 
 
@@ -95,6 +97,7 @@ def plot(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
+    reserve: ReserveOpt = 0.10,
     svg: SvgOpt = False,
     jobs: JobsOpt = None,
     hbm_bandwidth: HbmBandwidthOpt = None,
@@ -117,7 +120,7 @@ def plot(
         raise InputError(f"--kind: unknown plot {bad[0]!r}: use {', '.join(KINDS)}")
     scn = with_what_if(load_scenario(workload, hardware), hbm_bandwidth, memory, bf16_tflops, l2)
     r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
-                 _with_own_gpu(scn, _hardware_list(compare_hardware)))
+                 _with_own_gpu(scn, _hardware_list(compare_hardware)), reserve)
     from cascade_plan.render.plot_jobs import default_workers
 
     written = _plots([(r, out / slug(scn.name))], out, kinds, svg, jobs or default_workers())[0]
@@ -137,6 +140,7 @@ def report(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the images (faster).")] = False,
+    reserve: ReserveOpt = 0.10,
     svg: SvgOpt = False,
     jobs: JobsOpt = None,
     hbm_bandwidth: HbmBandwidthOpt = None,
@@ -171,7 +175,7 @@ def report(
     names = [slug(s.name) for s in scns]
     if len(set(names)) != len(names):
         raise InputError("two workloads have the same name; give each a distinct `name:`")
-    reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw)) for scn, params in zip(scns, chosen)]
+    reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw), reserve) for scn, params in zip(scns, chosen)]
     if not no_plots:
         from cascade_plan.render.plot_jobs import default_workers, plot_tasks
 

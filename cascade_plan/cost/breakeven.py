@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
+from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import CostParams
+from cascade_plan.cost.memory_fit import single_level_fits
 from cascade_plan.inputs.workload import Scenario
 
 
@@ -22,6 +24,7 @@ class Sweep:
     n_groups: int
     per_sequence_step_s: np.ndarray
     cascade_step_s: np.ndarray
+    fits: np.ndarray | None = None     # [p, n, s]: weights and this step's KV fit in GPU memory
 
     @property
     def speedup(self) -> np.ndarray:
@@ -34,15 +37,18 @@ def _costs(scn: Scenario, params: CostParams, prefix, group, n_groups, suffix):
     return step_costs(load, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)
 
 
-def sweep(scn: Scenario, params: CostParams, prefix_tokens, group_size, suffix_tokens, n_groups: int = 1) -> Sweep:
-    """One decode step of `n_groups` prompts, each shared by a group; model, GPU and dtypes from `scn`."""
+def sweep(scn: Scenario, params: CostParams, prefix_tokens, group_size, suffix_tokens, n_groups: int = 1,
+          reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Sweep:
+    """One decode step of `n_groups` prompts, each shared by a group; model, GPU and dtypes from `scn`;
+    `fits` marks the points whose weights and KV fit in memory less `reserve_fraction`."""
     p = np.asarray(prefix_tokens, dtype=float)[:, None, None]
     n = np.asarray(group_size, dtype=float)[None, :, None]
     s = np.asarray(suffix_tokens, dtype=float)[None, None, :]
     c = _costs(scn, params, p, n, n_groups, s)
     shape = (p.shape[0], n.shape[1], s.shape[2])
     return Sweep(np.asarray(prefix_tokens), np.asarray(group_size), np.asarray(suffix_tokens), n_groups,
-                 np.broadcast_to(c.ps_step_s, shape), np.broadcast_to(c.cas_step_s, shape))
+                 np.broadcast_to(c.ps_step_s, shape), np.broadcast_to(c.cas_step_s, shape),
+                 np.broadcast_to(single_level_fits(scn, p, n, s, n_groups, reserve_fraction), shape))
 
 
 def _first_true(pred, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

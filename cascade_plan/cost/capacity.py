@@ -44,13 +44,24 @@ class Capacity:
         return self.group_kv_bytes <= self.kv_budget_bytes
 
 
+def stored_weight_bytes(scn: Scenario) -> float:
+    """Every parameter this GPU stores (all experts), after tensor parallelism."""
+    return scn.model.total_params * ELEMENT_BYTES[scn.weight_dtype] / scn.tp
+
+
+def kv_budget_bytes(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> float:
+    """GPU memory left for KV after the weights and the reserve (0 when the weights do not fit)."""
+    mem = scn.hardware.memory_bytes
+    return max(0.0, mem - stored_weight_bytes(scn) - reserve_fraction * mem)
+
+
 def capacity(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRACTION, flat: FlatTree | None = None) -> Capacity:
     flat = flat or flatten(scn.tree)
     kvb = kv_bytes_per_token(scn.model, scn.kv_dtype, scn.tp)
     mem = scn.hardware.memory_bytes
-    weights = scn.model.total_params * ELEMENT_BYTES[scn.weight_dtype] / scn.tp
+    weights = stored_weight_bytes(scn)
     reserve = reserve_fraction * mem
-    budget = max(0.0, mem - weights - reserve)
+    budget = kv_budget_bytes(scn, reserve_fraction)
     own = flat.leaf_private + flat.leaf_output                  # per sequence, at the end of its run
     shared = (flat.unique_prefix_tokens + (flat.leaf_seqs * own).sum()) * kvb
     unshared = (flat.leaf_seqs * (flat.leaf_shared + own)).sum() * kvb

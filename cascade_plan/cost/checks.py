@@ -50,6 +50,9 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks)
                 f"{name}: {shown_m} {NEGATED[op]} {shown_t} (required: {op} {shown_t})")
         out.append(CheckResult(name, bool(ok), measured, threshold, text))
 
+    mem = est.memory
+    if mem is not None and not mem.fits:   # every other figure is hypothetical for a batch that cannot run
+        out.append(CheckResult("fits_in_memory", False, False, True, f"fits_in_memory: does not fit: {mem.reason}"))
     c = checks
     if c.min_run_speedup is not None:
         add("min_run_speedup", est.run_speedup, c.min_run_speedup, est.run_speedup >= c.min_run_speedup,

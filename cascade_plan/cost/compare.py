@@ -2,28 +2,29 @@
 
 from __future__ import annotations
 
-from cascade_plan.cost.capacity import capacity
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.inputs.workload import Scenario
 
 COLUMNS = ("hardware", "kv_dtype", "numbers", "kv_bytes_per_token", "weight_s", "final_per_sequence_step_s",
-           "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "verdict")
+           "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "fits", "verdict")
 
 
-def compare_rows(scns: list[Scenario], params: list[CostParams]) -> list[dict]:
+def compare_rows(scns: list[Scenario], params: list[CostParams], estimator=estimate) -> list[dict]:
+    """One row per scenario; `estimator` is `estimate` or anything with its signature that returns an
+    Estimate (the CLI passes one that attaches the verdict's evidence)."""
     rows = []
     for scn, p in zip(scns, params):
-        est = estimate(scn, p)
-        cap = capacity(scn, flat=est.flat)
+        est = estimator(scn, p)
         rows.append({
             "hardware": scn.hardware.id, "kv_dtype": scn.kv_dtype,
             "numbers": p.mode if p.mode != "calibrated" else f"calibrated/{p.backend}", "kv_bytes_per_token": est.kv_bytes_per_token,
             "weight_s": est.steps[0].weight_s, "final_per_sequence_step_s": est.final_step.per_sequence.step_s,
             "final_cascade_step_s": est.final_step.cascade.step_s, "run_per_sequence_s": est.run_per_sequence_s,
             "run_cascade_s": est.run_cascade_s, "run_speedup": est.run_speedup,
-            "max_sequences_fit": cap.max_sequences_shared if scn.prefix_caching else cap.max_sequences_unshared,
-            "verdict": est.verdict.level,
+            "max_sequences_fit": est.memory.max_sequences, "fits": est.memory.fits,
+            "verdict": est.verdict.level, "verdict_text": est.verdict.text,
+            "speedup_range": list(est.verdict.speedup_range) if est.verdict.speedup_range else None,
         })
     return rows
 
@@ -49,8 +50,15 @@ def render_compare(name: str, rows: list[dict], console) -> None:
     for col in ("final ps\nms", "final cas\nms", "run ps\ns", "run cas\ns", "run\nspeedup",
                 "seqs\nfit"):
         t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("verdict", no_wrap=True)
     for r in rows:
+        # A configuration that cannot run gets no speedup: its times are hypothetical.
+        rng = r["speedup_range"]
+        speedup = ("-" if not r["fits"] else f"{rng[0]:.2f}-{rng[1]:.2f}x" if rng else f"{r['run_speedup']:.2f}x")
         t.add_row(r["hardware"], r["kv_dtype"], r["numbers"], f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
                   f"{r['final_cascade_step_s'] * 1e3:.1f}", f"{r['run_per_sequence_s']:.3g}", f"{r['run_cascade_s']:.3g}",
-                  f"{r['run_speedup']:.2f}x", f"{r['max_sequences_fit']:,}")
+                  speedup, f"{r['max_sequences_fit']:,}", r["verdict"])
     console.print(t)
+    for r in rows:   # the rows without a verdict say why
+        if r["verdict"] in ("does-not-fit", "undecided"):
+            console.print(f"{r['hardware']} {r['kv_dtype']}: {r['verdict_text']}", soft_wrap=True)

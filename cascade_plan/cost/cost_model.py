@@ -125,10 +125,13 @@ def fixed_s(k: KernelParams, launches, rows, layers: int, q_per_kv: int = 1) -> 
 
 
 def l2_hit_fraction(params: CostParams, layer_working_set_bytes, l2_bytes: float) -> np.ndarray:
-    """Share of redundant prefix re-reads a per-sequence kernel gets from L2: l2_hit_max while one
-    layer's shared prefix fits, falling as L2/working-set beyond."""
+    """Share of redundant prefix re-reads a per-sequence kernel gets from L2: l2_hit_max up to the
+    window (one layer's shared prefix, where the probe saw hits fall; None where it saw none), falling
+    as window / working set beyond."""
     ws = np.maximum(np.asarray(layer_working_set_bytes, float), 1.0)
-    return params.l2_hit_max * np.minimum(1.0, (params.l2_window_bytes or l2_bytes) / ws)
+    if params.l2_window_bytes is None:       # no fall measured
+        return params.l2_hit_max * np.ones_like(ws)
+    return params.l2_hit_max * np.minimum(1.0, params.l2_window_bytes / ws)
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,9 @@ class CostParams:
     merge: KernelParams          # LSE merge (one launch per level)
     gemm: KernelParams           # weight GEMMs
     # Fraction of a per-sequence kernel's redundant prefix re-reads served from L2 (siblings reading the
-    # same pages close together); it falls as window / x once one layer's shared prefix exceeds the
-    # window (the GPU's L2 unless calibrated). Bytes served from L2 still stream at l2_bytes_per_s.
+    # same pages within a wave of each other: temporal reuse, not the prefix fitting in L2); it falls as
+    # window / x once one layer's shared prefix exceeds the window (None: no fall, as the H200 probe
+    # measured up to 4.3x its L2). Bytes served from L2 still stream at l2_bytes_per_s.
     l2_hit_max: float = 0.0
     l2_window_bytes: float | None = None
     l2_bytes_per_s: float | None = None

@@ -5,14 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token, tree_step_costs
+from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import FlatTree, flatten
+from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
+from cascade_plan.cost.verdict import GO_RATIO, MARGINAL_RATIO, Verdict, does_not_fit, go_no_go  # noqa: F401
 from cascade_plan.inputs.workload import Scenario
-
-# Go/no-go thresholds on (redundant prefix bytes per step) / (weight bytes per step). The seed: "if
-# the prefix term is not comparable to the weights, stop here". Comparable = at least half.
-GO_RATIO = 0.5
-MARGINAL_RATIO = 0.1
 
 
 @dataclass(frozen=True)
@@ -43,15 +41,6 @@ class StepSummary:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    redundant_prefix_bytes: float
-    weight_bytes: float
-    ratio: float
-    level: str               # "go" | "marginal" | "no-go"
-    text: str
-
-
-@dataclass(frozen=True)
 class Estimate:
     scenario: Scenario
     params: CostParams
@@ -64,6 +53,7 @@ class Estimate:
     output_tokens: int
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
+    memory: MemoryFit | None = None
 
     @property
     def run_speedup(self) -> float:
@@ -90,31 +80,9 @@ def _summary(c: StepCosts, idx: int, label: str) -> StepSummary:
                        per_sequence=ps, cascade=cas)
 
 
-def go_no_go(redundant: float, weights: float, run_speedup: float | None = None) -> Verdict:
-    """The seed's step 2: is the redundant prefix traffic comparable to the weight traffic? A model
-    run that says cascade is slower overrides a favourable byte ratio."""
-    ratio = redundant / weights
-    pct = f"{ratio:.2f}x the weight bytes"
-    if run_speedup is not None and run_speedup < 1.0:
-        level = "no-go"
-        text = (f"No-go: the redundant prefix traffic per step is {pct}, and with the kernels' fixed costs "
-                f"cascade is slower over the whole run ({run_speedup:.2f}x). Keep per-sequence attention.")
-    elif ratio >= GO_RATIO:
-        level = "go"
-        text = (f"Go: the redundant prefix traffic per step is {pct}, comparable to or above the weights, "
-                "so reading the prefix once per batch can cut the step substantially. Measure it next.")
-    elif ratio >= MARGINAL_RATIO:
-        level = "marginal"
-        text = (f"Marginal: the redundant prefix traffic per step is {pct}. Cascade can shave a little off "
-                "the step; it is unlikely to be worth a new code path on its own.")
-    else:
-        level = "no-go"
-        text = (f"No-go: the redundant prefix traffic per step is only {pct}, not comparable to the weights. "
-                "Stop here: cascade attention cannot move this workload's step time much.")
-    return Verdict(redundant_prefix_bytes=redundant, weight_bytes=weights, ratio=ratio, level=level, text=text)
-
-
-def estimate(scn: Scenario, params: CostParams) -> Estimate:
+def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:
+    """The answer for one workload. A configuration whose weights or batch do not fit in memory (after
+    `reserve_fraction` of it) gets its numbers but no go/no-go: the verdict says why and what fits."""
     flat = flatten(scn.tree)
     g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
     costs = tree_step_costs(flat, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)
@@ -124,8 +92,10 @@ def estimate(scn: Scenario, params: CostParams) -> Estimate:
 
     first = steps[0]
     run_ps, run_cas = float(costs.ps_step_s.sum()), float(costs.cas_step_s.sum())
-    verdict = go_no_go(first.per_sequence.prefix_bytes - first.cascade.prefix_bytes, first.weight_bytes,
-                       run_ps / run_cas)
+    redundant = first.per_sequence.prefix_bytes - first.cascade.prefix_bytes
+    mem = memory_fit(scn, reserve_fraction, flat)
+    verdict = (go_no_go(redundant, first.weight_bytes, run_ps / run_cas, params.mode) if mem.fits
+               else does_not_fit(mem, redundant, first.weight_bytes, params.mode))
 
     warnings = []
     m = scn.model
@@ -144,6 +114,7 @@ def estimate(scn: Scenario, params: CostParams) -> Estimate:
         kv_bytes_per_token=kv_bytes_per_token(m, scn.kv_dtype, scn.tp), steps=steps,
         run_per_sequence_s=run_ps, run_cascade_s=run_cas,
         output_tokens=int((flat.leaf_seqs * flat.leaf_output).sum()), verdict=verdict, warnings=warnings,
+        memory=mem,
     )
 
 
@@ -189,8 +160,8 @@ def to_json(est: Estimate, version: str) -> dict:
                 "speedup": est.run_speedup,
                 "per_sequence_tokens_per_s": est.output_tokens / est.run_per_sequence_s,
                 "cascade_tokens_per_s": est.output_tokens / est.run_cascade_s},
-        "go_no_go": {"level": est.verdict.level, "ratio": est.verdict.ratio,
-                     "redundant_prefix_bytes": est.verdict.redundant_prefix_bytes, "text": est.verdict.text},
+        "go_no_go": est.verdict.to_json(),
+        "memory": est.memory.to_json() if est.memory else None,
         "warnings": est.warnings,
     }
 

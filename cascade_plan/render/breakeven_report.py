@@ -7,8 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.breakeven import Sweep, breakeven_group_size, breakeven_prefix_tokens, sweep
+from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import flatten
+from cascade_plan.cost.memory_fit import MemoryFit, memory_fit, single_level_fits
 from cascade_plan.inputs.workload import Scenario
 
 DEFAULT_PREFIX_AXIS = "64:65536:log"
@@ -23,6 +25,9 @@ class BreakevenResult:
     sweep: Sweep
     prefix_at_group: np.ndarray      # [n, s] shortest winning prefix, -1 = never
     group_at_prefix: np.ndarray      # [p, s] smallest winning group, -1 = never
+    prefix_at_group_fits: np.ndarray | None = None   # [n, s] that breakeven point fits in memory
+    group_at_prefix_fits: np.ndarray | None = None   # [p, s]
+    memory: MemoryFit | None = None  # the weights, and the budget left for KV
 
 
 def workload_axes(scn: Scenario) -> tuple[int, int]:
@@ -34,17 +39,35 @@ def workload_axes(scn: Scenario) -> tuple[int, int]:
     return groups, int(np.average(mid, weights=flat.leaf_seqs))
 
 
-def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_groups: int) -> BreakevenResult:
-    sw = sweep(scn, params, prefix, group, suffix, n_groups)
+def workload_point(scn: Scenario) -> tuple[int, int]:
+    """(group size, shared prefix tokens) of the workload's largest sibling group: where it sits on a
+    prefix x group sweep."""
+    flat = flatten(scn.tree)
+    i = int(np.argmax(flat.leaf_seqs))
+    return int(flat.leaf_seqs[i] // flat.leaf_instances[i]), int(flat.leaf_shared[i])
+
+
+def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_groups: int,
+                  reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> BreakevenResult:
+    sw = sweep(scn, params, prefix, group, suffix, n_groups, reserve_fraction)
+    at_group = breakeven_prefix_tokens(scn, params, group, suffix, n_groups)
+    at_prefix = breakeven_group_size(scn, params, prefix, suffix, n_groups)
+    g, s = np.asarray(group, float)[:, None], np.asarray(suffix, float)[None, :]
+    p = np.asarray(prefix, float)[:, None]
     return BreakevenResult(
-        scn, params, sw,
-        breakeven_prefix_tokens(scn, params, group, suffix, n_groups),
-        breakeven_group_size(scn, params, prefix, suffix, n_groups),
+        scn, params, sw, at_group, at_prefix,
+        single_level_fits(scn, np.maximum(at_group, 0), g, s, n_groups, reserve_fraction),
+        single_level_fits(scn, p, np.maximum(at_prefix, 1), s, n_groups, reserve_fraction),
+        memory_fit(scn, reserve_fraction),
     )
 
 
 def _none(v: int) -> int | None:
     return None if v < 0 else int(v)
+
+
+def _fit_at(fits: np.ndarray | None, i: int, j: int, found: int) -> bool | None:
+    return None if fits is None or found < 0 else bool(fits[i, j])
 
 
 def to_json(res: BreakevenResult, version: str) -> dict:
@@ -56,26 +79,43 @@ def to_json(res: BreakevenResult, version: str) -> dict:
         "n_groups": sw.n_groups,
         "prefix_tokens": sw.prefix_tokens.tolist(), "group_size": sw.group_size.tolist(),
         "suffix_tokens": sw.suffix_tokens.tolist(),
+        "memory": _memory_json(res),
         "breakeven_prefix_tokens": [
-            {"group_size": int(n), "suffix_tokens": int(s), "prefix_tokens": _none(res.prefix_at_group[i, j])}
+            {"group_size": int(n), "suffix_tokens": int(s), "prefix_tokens": _none(res.prefix_at_group[i, j]),
+             "fits": _fit_at(res.prefix_at_group_fits, i, j, res.prefix_at_group[i, j])}
             for i, n in enumerate(sw.group_size) for j, s in enumerate(sw.suffix_tokens)],
         "breakeven_group_size": [
-            {"prefix_tokens": int(p), "suffix_tokens": int(s), "group_size": _none(res.group_at_prefix[i, j])}
+            {"prefix_tokens": int(p), "suffix_tokens": int(s), "group_size": _none(res.group_at_prefix[i, j]),
+             "fits": _fit_at(res.group_at_prefix_fits, i, j, res.group_at_prefix[i, j])}
             for i, p in enumerate(sw.prefix_tokens) for j, s in enumerate(sw.suffix_tokens)],
     }
     if sw.speedup.size <= MAX_JSON_POINTS:
         doc["points"] = [dict(zip(("prefix_tokens", "group_size", "suffix_tokens", "per_sequence_step_s",
-                                   "cascade_step_s", "speedup"), row)) for row in _rows(sw)]
+                                   "cascade_step_s", "speedup", "fits"), row)) for row in _rows(sw)]
     else:
         doc["points"] = None
         doc["points_note"] = f"{sw.speedup.size} points: use --csv for every point"
     return doc
 
 
+def _memory_json(res: BreakevenResult) -> dict | None:
+    m = res.memory
+    if m is None:
+        return None
+    return {"weights_fit": m.weights_fit, "weight_bytes": m.weight_bytes, "kv_budget_bytes": m.kv_budget_bytes,
+            "reserve_fraction": m.reserve_fraction,
+            "note": "fits: whether the weights and that step's KV (each prompt's prefix once, every sequence's "
+                    "suffix) fit in GPU memory after the reserve"}
+
+
+def _fits(sw: Sweep) -> np.ndarray:
+    return sw.fits if sw.fits is not None else np.ones(sw.speedup.shape, bool)
+
+
 def _rows(sw: Sweep) -> list[tuple]:
     p, n, s = np.meshgrid(sw.prefix_tokens, sw.group_size, sw.suffix_tokens, indexing="ij")
     cols = [p.ravel().tolist(), n.ravel().tolist(), s.ravel().tolist(), sw.per_sequence_step_s.ravel().tolist(),
-            sw.cascade_step_s.ravel().tolist(), sw.speedup.ravel().tolist()]
+            sw.cascade_step_s.ravel().tolist(), sw.speedup.ravel().tolist(), _fits(sw).ravel().tolist()]
     return list(zip(*cols))
 
 
@@ -83,12 +123,12 @@ def to_csv(res: BreakevenResult) -> str:
     sw = res.sweep
     p, n, s = np.meshgrid(sw.prefix_tokens, sw.group_size, sw.suffix_tokens, indexing="ij")
     table = np.column_stack([p.ravel(), n.ravel(), s.ravel(), sw.per_sequence_step_s.ravel(),
-                             sw.cascade_step_s.ravel(), sw.speedup.ravel()])
+                             sw.cascade_step_s.ravel(), sw.speedup.ravel(), _fits(sw).ravel()])
     import io
 
     buf = io.StringIO()
-    buf.write("prefix_tokens,group_size,suffix_tokens,per_sequence_step_s,cascade_step_s,speedup\n")
-    np.savetxt(buf, table, delimiter=",", fmt=["%d", "%d", "%d", "%.6e", "%.6e", "%.5f"])
+    buf.write("prefix_tokens,group_size,suffix_tokens,per_sequence_step_s,cascade_step_s,speedup,fits\n")
+    np.savetxt(buf, table, delimiter=",", fmt=["%d", "%d", "%d", "%.6e", "%.6e", "%.5f", "%d"])
     return buf.getvalue()
 
 
@@ -98,8 +138,38 @@ def _pick(values: np.ndarray, k: int) -> list[int]:
     return sorted({int(round(i)) for i in np.linspace(0, values.size - 1, k)})
 
 
-def fmt_tokens(v: int) -> str:
-    return "never" if v < 0 else f"{v:,}"
+def fmt_tokens(v: int, fits: bool = True) -> str:
+    return "never" if v < 0 else f"{v:,}" + ("" if fits else " (no fit)")
+
+
+def _cell_fits(fits: np.ndarray | None, i: int, j: int) -> bool:
+    return True if fits is None else bool(fits[i, j])
+
+
+def breakeven_cell(values: np.ndarray, fits: np.ndarray | None, i: int, j: int) -> str:
+    """One breakeven for a table: tokens or 'never', marked '(no fit)' where it does not fit in memory."""
+    return fmt_tokens(values[i, j], _cell_fits(fits, i, j))
+
+
+def memory_line(res: BreakevenResult) -> str | None:
+    """One sentence on memory for the breakeven output, or None when every point shown fits."""
+    from cascade_plan.units import fmt_bytes_binary
+
+    m = res.memory
+    if m is None:
+        return None
+    if not m.weights_fit:
+        return f"No point of this sweep runs: {m.reason}."
+    misses = [f for f in (res.sweep.fits, res.prefix_at_group_fits, res.group_at_prefix_fits) if f is not None]
+    found = [res.prefix_at_group >= 0, res.group_at_prefix >= 0]
+    bad = int((~misses[0]).sum()) if misses else 0
+    bad_be = sum(int((~f & ok).sum()) for f, ok in zip(misses[1:], found))
+    if not bad and not bad_be:
+        return None
+    return (f"{bad:,} of {res.sweep.speedup.size:,} sweep points and {bad_be} breakevens need more KV (each prompt's "
+            f"prefix once, every sequence's suffix) than the {fmt_bytes_binary(m.kv_budget_bytes)} left per GPU after "
+            f"the weights and a {m.reserve_fraction:.0%} reserve: the engine could not run them as one batch "
+            "(marked '(no fit)').")
 
 
 def render(res: BreakevenResult, console) -> None:
@@ -116,7 +186,8 @@ def render(res: BreakevenResult, console) -> None:
     for c in sfx:
         a.add_column(c, justify="right")
     for i, n in enumerate(sw.group_size):
-        a.add_row(str(n), *[fmt_tokens(res.prefix_at_group[i, j]) for j in range(len(sfx))])
+        a.add_row(str(n), *[breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, j)
+                            for j in range(len(sfx))])
     console.print(a)
 
     b = Table(title="Smallest group (sequences sharing the prefix) at which cascade wins", title_justify="left")
@@ -124,7 +195,8 @@ def render(res: BreakevenResult, console) -> None:
     for c in sfx:
         b.add_column(c, justify="right")
     for i, p in enumerate(sw.prefix_tokens):
-        b.add_row(f"{p:,}", *[fmt_tokens(res.group_at_prefix[i, j]) for j in range(len(sfx))])
+        b.add_row(f"{p:,}", *[breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, j)
+                              for j in range(len(sfx))])
     console.print(b)
 
     rows, cols = _pick(sw.prefix_tokens, 8), _pick(sw.group_size, 7)
@@ -138,8 +210,16 @@ def render(res: BreakevenResult, console) -> None:
         for j in cols:
             x = sw.speedup[i, j, 0]
             style = "green" if x >= 1.05 else ("red" if x < 0.995 else "")
-            cells.append(f"[{style}]{x:.2f}x[/{style}]" if style else f"{x:.2f}x")
+            if not _fits(sw)[i, j, 0]:
+                style, text = "dim", f"({x:.2f}x)"
+            else:
+                text = f"{x:.2f}x"
+            cells.append(f"[{style}]{text}[/{style}]" if style else text)
         c.add_row(f"{sw.prefix_tokens[i]:,}", *cells)
     console.print(c)
     console.print("[dim]'never': cascade does not win anywhere up to 1M prefix tokens or 16K sequences "
-                  "(a group of one shares nothing; fixed costs can outweigh small savings).[/dim]")
+                  "(a group of one shares nothing; fixed costs can outweigh small savings). Speedups in "
+                  "parentheses: that point does not fit in GPU memory.[/dim]")
+    line = memory_line(res)
+    if line:
+        console.print(f"[yellow]Memory: {line}[/yellow]")

@@ -30,8 +30,15 @@ def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
 
     est, stem = r.est, Path(folder) / STEMS[kind]
     if kind == "heatmap":
+        from cascade_plan.render.breakeven_report import workload_point
+
         name = f"{est.scenario.model.id} on {est.scenario.hardware.id}"
-        return plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", stem, formats=formats)[0]
+        group, prefix = workload_point(est.scenario)
+        rng = est.verdict.speedup_range
+        run = f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n(extrapolated)" if rng else f"run {est.run_speedup:.2f}x"
+        return plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", stem,
+                                          params=r.breakeven.params, point=(group, prefix, f"{est.scenario.name}\n{run}"),
+                                          formats=formats)[0]
     if kind == "steps":
         return plots.plot_step_times(est, stem, formats=formats)[0]
     if kind == "bytes":

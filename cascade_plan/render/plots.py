@@ -146,6 +146,13 @@ def _batch_line(est: "Estimate") -> str:
             f"{est.costs.steps.size:,} decode steps")
 
 
+def _fit_note(est: "Estimate") -> str:
+    """A title line for a configuration that cannot run (its times are what it would take if it could)."""
+    if est.memory is None or est.memory.fits:
+        return ""
+    return "\ndoes not fit in GPU memory: hypothetical times, no verdict"
+
+
 def _finish(fig, est_params=None) -> None:
     """tight_layout, keeping a strip at the bottom for the cost-parameter sentence (ideal / default /
     calibrated), 9 pt, so nothing needs bbox_inches="tight" (an extra draw per file)."""
@@ -243,10 +250,43 @@ _LOSS_LEVELS = (0.5, 0.25)
 _CBAR_TICKS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 
-def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0,
+def _hatch_no_fit(ax, fits: np.ndarray, x_edges: np.ndarray, y_edges: np.ndarray) -> bool:
+    """Hatch every cell whose point does not fit in GPU memory; True when any does not."""
+    from matplotlib.collections import PatchCollection
+    from matplotlib.patches import Rectangle
+
+    cells = [Rectangle((x_edges[j], y_edges[i]), x_edges[j + 1] - x_edges[j], y_edges[i + 1] - y_edges[i])
+             for i, j in zip(*np.nonzero(~fits))]
+    if cells:
+        ax.add_collection(PatchCollection(cells, facecolor=(1, 1, 1, 0.35), edgecolor="#555555", hatch="////",
+                                          linewidth=0.0, zorder=2))
+    return bool(cells)
+
+
+def _mark_point(ax, point: tuple[float, float, str], x_range, y_range) -> bool:
+    """A star at (group, prefix) with its label; False when the point lies outside the grid."""
+    group, prefix, label = point
+    if group <= 0 or prefix <= 0:
+        return False
+    x, y = math.log2(group), math.log2(prefix)
+    if not (x_range[0] <= x <= x_range[1] and y_range[0] <= y <= y_range[1]):
+        return False
+    ax.plot([x], [y], marker="*", markersize=17, color="white", markeredgecolor="black", markeredgewidth=1.4,
+            zorder=5, linestyle="none")
+    right = x < (x_range[0] + x_range[1]) / 2
+    ax.annotate(label, (x, y), xytext=(12 if right else -12, 10), textcoords="offset points", fontsize=9.5,
+                ha="left" if right else "right", va="bottom", zorder=6,
+                bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "#333333", "alpha": 0.9})
+    return True
+
+
+def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0, params=None,
+                         point: tuple[float, float, str] | None = None,
                          formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Speedup over shared prefix length (y) x group size (x) at one suffix length, with the breakeven
-    (speedup = 1) contour drawn thick and a few speedup contours labelled."""
+    (speedup = 1) contour drawn thick and a few speedup contours labelled. Cells that do not fit in
+    GPU memory are hatched; `point` = (group size, prefix tokens, label) marks the workload's own point;
+    `params` (CostParams) names the cost-model source in the footer."""
     _mpl()
     from matplotlib import rc_context
     from matplotlib.ticker import FixedLocator, FuncFormatter
@@ -255,12 +295,16 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
     group = np.asarray(sweep.group_size, float)
     suffix = float(np.asarray(sweep.suffix_tokens, float)[suffix_index])
     sp = np.asarray(sweep.speedup, float)[:, :, suffix_index]          # (P, N)
+    fits = (np.ones(sp.shape, bool) if sweep.fits is None
+            else np.asarray(sweep.fits, bool)[:, :, suffix_index])
     keep_p, keep_n = prefix > 0, group > 0                               # log axes: drop 0-length rows
-    prefix, group, sp = prefix[keep_p], group[keep_n], sp[np.ix_(keep_p, keep_n)]
+    prefix, group = prefix[keep_p], group[keep_n]
+    sp, fits = sp[np.ix_(keep_p, keep_n)], fits[np.ix_(keep_p, keep_n)]
     if prefix.size == 0 or group.size == 0:
         raise ValueError("the sweep has no positive prefix lengths or group sizes to plot")
     op, og = np.argsort(prefix), np.argsort(group)
-    prefix, group, sp = prefix[op], group[og], sp[np.ix_(op, og)]
+    prefix, group = prefix[op], group[og]
+    sp, fits = sp[np.ix_(op, og)], fits[np.ix_(op, og)]
     finite = np.isfinite(sp) & (sp > 0)
     sp = np.where(finite, sp, np.nan)
     if not finite.any():
@@ -276,10 +320,12 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
     with rc_context(_RC):
         fig = _new_figure((8.0, 6.2))
         ax = fig.add_subplot()
-        mesh = ax.pcolormesh(_log2_edges(x), _log2_edges(y), sp, cmap=_speedup_cmap(),
+        x_edges, y_edges = _log2_edges(x), _log2_edges(y)
+        mesh = ax.pcolormesh(x_edges, y_edges, sp, cmap=_speedup_cmap(),
                              norm=_speedup_norm(vmin, vmax), shading="flat",
                              rasterized=sp.size > 4096)   # a small grid stays vector in the SVG
         ax.spines[["top", "right"]].set_visible(True)
+        hatched = _hatch_no_fit(ax, fits, x_edges, y_edges)
 
         z = np.log(sp)
         if sp.shape[0] >= 2 and sp.shape[1] >= 2:
@@ -299,6 +345,18 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
 
         _log2_ticks(ax, "x", group)
         _log2_ticks(ax, "y", prefix)
+        marked = point is not None and _mark_point(ax, point, (x_edges[0], x_edges[-1]), (y_edges[0], y_edges[-1]))
+        if hatched or marked:
+            from matplotlib.lines import Line2D
+            from matplotlib.patches import Patch
+
+            handles = ([Line2D([], [], marker="*", markersize=13, color="white", markeredgecolor="black",
+                               linestyle="none", label="this workload")] if marked else [])
+            if hatched:
+                handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////",
+                                     label="does not fit in GPU memory"))
+            ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncols=len(handles),
+                      frameon=False)
         ax.set_xlabel("sequences sharing one prefix (group size, log2 scale)")
         ax.set_ylabel("shared prefix length (tokens, log2 scale)")
         if wins == total:
@@ -308,6 +366,8 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         else:
             verdict = f"cascade wins at {wins} of {total} grid points (right of / above the thick line)"
         groups = f"{sweep.n_groups} prompt{'s' if sweep.n_groups != 1 else ''} per batch"
+        if point is not None and not marked:
+            verdict += f"; this workload ({fmt_tokens(point[1])} tokens, group {fmt_tokens(point[0])}) is off the grid"
         _title(ax, f"{title}\nsuffix {fmt_tokens(suffix)} tokens per sequence, {groups}\n{verdict}")
 
         cb = fig.colorbar(mesh, ax=ax, pad=0.02)
@@ -317,7 +377,7 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}x"))
         cb.ax.yaxis.set_minor_locator(FixedLocator([]))
         cb.ax.axhline(1.0, color="black", linewidth=2.5)
-        _finish(fig)
+        _finish(fig, params)
         return _save(fig, out_stem, formats)
 
 
@@ -391,7 +451,7 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
         ax.legend(loc="best", frameon=True, framealpha=0.9, edgecolor="none")
         ax.grid(True, axis="y", alpha=0.3)
         _title(ax, f"{est.scenario.name}: step time over the run ({est.params.mode} mode)\n"
-                   f"{_scenario_line(est)}\n{_batch_line(est)}")
+                   f"{_scenario_line(est)}\n{_batch_line(est)}{_fit_note(est)}")
 
         ax2.axhline(1.0, color="black", linewidth=1.0)
         ax2.fill_between(k, 1.0, speed, where=speed >= 1.0, color=C_CASCADE, alpha=0.15, linewidth=0,
@@ -478,7 +538,8 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=len(handles),
                   frameon=False)
         _title(ax, f"{est.scenario.name}: HBM bytes per decode step ({est.params.mode} mode)\n"
-                   f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read")
+                   f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read"
+                   f"{_fit_note(est)}")
         _finish(fig, est.params)
         return _save(fig, out_stem, formats)
 
@@ -524,6 +585,17 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
         tr = blended_transform_factory(ax.transData, ax.transAxes)
         for xi, e in zip(x, estimates):
             sp = e.run_speedup
+            if e.memory is not None and not e.memory.fits:   # its times are hypothetical: no speedup
+                ax.text(xi, 1.01, "does not fit", transform=tr, ha="center", va="bottom", fontsize=10.5,
+                        color="#555555")
+                ax.bar([xi - width / 2, xi + width / 2], [ps[int(xi)], cas[int(xi)]], width, fill=False,
+                       hatch="///", edgecolor="white", linewidth=0)
+                continue
+            rng = e.verdict.speedup_range
+            if rng:   # measured numbers extrapolated to this shape: the range over the sources, not one figure
+                ax.text(xi, 1.01, f"{_fmt_x(rng[0])} to {_fmt_x(rng[1])}?", transform=tr, ha="center", va="bottom",
+                        fontsize=10.5, color="#555555")
+                continue
             ax.text(xi, 1.01, f"{_fmt_x(sp)}", transform=tr, ha="center", va="bottom", fontsize=11.5,
                     color=C_CASCADE if sp >= 1 else C_PER_SEQ)
         if log:
@@ -538,8 +610,11 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
         head = (f"{workloads[0]}: {models[0]}" if len(workloads) == 1 and len(models) == 1
                 else f"{', '.join(workloads)}: {', '.join(models)}")
+        ranged = any(e.verdict.speedup_range for e in estimates)
         _title(ax, f"{head} across GPUs ({'/'.join(modes)} mode)\n{_batch_line(first)}\n"
-                   "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)", pad=22)
+                   "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
+                   + ("\n'a to b?': measurements extrapolated to this shape, range over every source" if ranged else ""),
+               pad=22)
         if len(modes) > 1:
             from types import SimpleNamespace
 

@@ -36,6 +36,13 @@ def arithmetic_table(est: Estimate) -> Table:
     v = est.verdict
     t.add_row("redundant prefix reads", f"{fmt_bytes(v.redundant_prefix_bytes)} per step at step 1 "
               f"= {v.ratio:.2f}x the weight bytes")
+    m = est.memory
+    if m is not None:
+        fits = "fits" if m.fits else "does NOT fit"
+        t.add_row("memory per GPU", f"{fmt_bytes_decimal(m.weight_bytes)} weights + {fmt_bytes_binary(m.kv_needed_bytes)} "
+                  f"KV by the end of the run, {fmt_bytes_binary(m.usable_bytes)} usable "
+                  f"({m.reserve_fraction:.0%} reserve): {fits}; up to {m.max_sequences:,} sequences of this shape fit "
+                  f"(the batch has {m.sequences:,})")
     return t
 
 
@@ -69,7 +76,7 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(steps_table(est))
     console.print()
     console.print(run_table(est))
-    style = {"go": "green", "marginal": "yellow", "no-go": "red"}[est.verdict.level]
+    style = {"go": "green", "marginal": "yellow", "no-go": "red"}.get(est.verdict.level, "magenta")
     body = [Text(f"Average speedup over the run: {fmt_speedup(est.run_speedup)} "
                  f"({fmt_seconds(est.run_per_sequence_s)} -> {fmt_seconds(est.run_cascade_s)})", style="bold"),
             Text(est.verdict.text)]

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cascade_plan import __version__
-from cascade_plan.render.breakeven_report import BreakevenResult, fmt_tokens
+from cascade_plan.render.breakeven_report import BreakevenResult, breakeven_cell, memory_line
 from cascade_plan.cost.capacity import Capacity, preemption_warnings
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.engine.engine_gate import EngineView
@@ -124,10 +124,13 @@ def _breakeven(res: BreakevenResult) -> list[str]:
              f"One decode step of {sw.n_groups} prompt group(s), each sequence reading {s:,} private tokens (this "
              "workload's middle step). Exact breakevens (bisection), not grid points.", "",
              "| sequences per group | shortest winning prefix (tokens) |", "| ---: | ---: |"]
-    lines += [f"| {n} | {fmt_tokens(res.prefix_at_group[i, 0])} |" for i, n in enumerate(sw.group_size)]
+    lines += [f"| {n} | {breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, 0)} |"
+              for i, n in enumerate(sw.group_size)]
     lines += ["", "| shared prefix (tokens) | smallest winning group |", "| ---: | ---: |"]
-    lines += [f"| {p:,} | {fmt_tokens(res.group_at_prefix[i, 0])} |" for i, p in enumerate(sw.prefix_tokens)]
-    return lines + [""]
+    lines += [f"| {p:,} | {breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, 0)} |"
+              for i, p in enumerate(sw.prefix_tokens)]
+    note = memory_line(res)
+    return lines + ([""] + [f"Memory: {note}"] if note else []) + [""]
 
 
 def _capacity(r: WorkloadReport) -> list[str]:
@@ -182,11 +185,19 @@ def _backends(r: WorkloadReport) -> list[str]:
     return lines
 
 
+def speedup_cell(e: Estimate) -> str:
+    """The run speedup as a verdict would state it: a range where extrapolated, none where it cannot run."""
+    if e.memory is not None and not e.memory.fits:
+        return "does not fit"
+    rng = e.verdict.speedup_range
+    return f"{rng[0]:.2f}x to {rng[1]:.2f}x (extrapolated)" if rng else f"{e.run_speedup:.2f}x"
+
+
 def workload_section(r: WorkloadReport) -> list[str]:
     est = r.est
     title = est.scenario.name
     lines = [f"## {title}", "", f"*Numbers: {est.params.label}.*", ""]
-    lines += [f"**Verdict:** {est.verdict.text} Whole-run speedup **{est.run_speedup:.2f}x**.", ""]
+    lines += [f"**Verdict:** {est.verdict.text} Whole-run speedup **{speedup_cell(est)}**.", ""]
     lines += [f"> **Warning:** {w}" for w in est.warnings] + ([""] if est.warnings else [])
     lines += _inputs(r) + _arithmetic(r) + _steps_table(est) + _run(est) + _breakeven(r.breakeven)
     lines += _capacity(r) + _engine(r.engine)
@@ -201,7 +212,7 @@ def workload_section(r: WorkloadReport) -> list[str]:
             numbers = e.params.mode + (f"/{e.params.backend}" if e.params.backend else "")
             lines.append(f"| {e.scenario.hardware.id} | {numbers} | {fmt_seconds(e.final_step.per_sequence.step_s)} | "
                          f"{fmt_seconds(e.final_step.cascade.step_s)} | {fmt_seconds(e.run_per_sequence_s)} | "
-                         f"{fmt_seconds(e.run_cascade_s)} | {e.run_speedup:.2f}x |")
+                         f"{fmt_seconds(e.run_cascade_s)} | {speedup_cell(e)} |")
         lines.append("")
     if r.plots:
         lines += ["### Plots", ""]
@@ -232,7 +243,7 @@ def build_report(reports: list[WorkloadReport]) -> str:
         lines.append(
             f"| [{e.scenario.name}](#{_anchor(e.scenario.name)}) | {e.scenario.model.id} | {e.scenario.hardware.id} | "
             f"{e.params.mode}{'/' + e.params.backend if e.params.backend else ''} | {e.flat.total_seqs} | {fmt_seconds(e.final_step.per_sequence.step_s)} → {fmt_seconds(e.final_step.cascade.step_s)} | "
-            f"{e.run_speedup:.2f}x | {e.verdict.level} | {'yes' if v.shipped.used else 'no'} / {'yes' if v.opted_in.used else 'no'} |")
+            f"{speedup_cell(e)} | {e.verdict.level} | {'yes' if v.shipped.used else 'no'} / {'yes' if v.opted_in.used else 'no'} |")
     lines.append("")
     for r in reports:
         lines += workload_section(r)

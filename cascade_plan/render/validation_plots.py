@@ -11,6 +11,17 @@ from cascade_plan.render.plots import _mpl, _save
 MARKERS = {"decode_shared": "o", "decode_dup": "s", "prefix": "^", "suffix": "v", "cascade_total": "D"}
 
 
+def _footer(fig, res: dict) -> None:
+    """Name the cost-model source, as every plot does: the fitted calibration, scored on held-out points."""
+    import textwrap
+
+    src = res.get("source")
+    where = f" ({Path(src).name})" if src else ""
+    text = f"Cost model: calibrated{where}, fitted on the training part of the probe grid; the points shown are held out"
+    fig.supxlabel("\n".join(textwrap.wrap(text, int(fig.get_size_inches()[0] * 14))), fontsize=8, color="#444444",
+                  x=0.01, ha="left")
+
+
 def plot_scatter(res: dict, out_stem: Path) -> list[Path]:
     _mpl()
     from matplotlib.figure import Figure
@@ -34,6 +45,7 @@ def plot_scatter(res: dict, out_stem: Path) -> list[Path]:
                ylabel="predicted (µs)", title=backend)
         ax.legend(fontsize=7, loc="upper left")
     fig.suptitle("Held-out kernels: predicted vs measured (one attention layer)")
+    _footer(fig, res)
     return _save(fig, out_stem)
 
 
@@ -66,4 +78,5 @@ def plot_error_heatmap(res: dict, out_stem: Path) -> list[Path]:
     ax.set(xlabel="sequences sharing the prefix (group size)", ylabel="shared prefix (tokens)",
            title="Median |error| of held-out kernel times by region (all backends)")
     fig.colorbar(im, ax=ax, label="median absolute error (%)")
+    _footer(fig, res)
     return _save(fig, out_stem)

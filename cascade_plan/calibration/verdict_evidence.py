@@ -1,0 +1,129 @@
+"""Verdicts that carry their evidence (issue 10, item 3).
+
+`assess` is `estimate` plus what backs or undermines its go/no-go, computed rather than quoted:
+
+- numbers from the default efficiencies: on every GPU that has measured numbers (a probe calibration
+  or any other measured source `select_params` picks), the same workload under the defaults against
+  the measured numbers, so the reader sees how far the defaults were off for *this* workload;
+- measured numbers applied to a shape the measurements do not cover (CostParams.notes: MLA on GQA
+  kernels, a query-group width beyond the measured ones, another head dim or KV dtype): the run
+  speedup over every source we have (each measured backend, the defaults, the bytes-only bound),
+  and no verdict when that range straddles 1x.
+
+Only CostParams.mode / label / notes / source are read, so any measured source works the same way."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
+from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
+from cascade_plan.cost.estimate import Estimate, estimate
+from cascade_plan.cost.verdict import extrapolated, with_evidence
+from cascade_plan.inputs.workload import Scenario
+
+UNMEASURED = ("default", "ideal")
+MAX_EVIDENCE_GPUS = 2      # the workload's own GPU and the most directly measured others; a line, not a table
+
+
+def assess(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:
+    """The estimate with its verdict qualified by the evidence behind it."""
+    return attach_evidence(estimate(scn, params, reserve_fraction))
+
+
+def attach_evidence(est: Estimate) -> Estimate:
+    v, p = est.verdict, est.params
+    if not v.judged or p.mode == "ideal":
+        return est
+    if p.mode == "default":
+        text = defaults_error(est)
+        return dataclasses.replace(est, verdict=with_evidence(v, text)) if text else est
+    if p.notes:
+        lo, hi, sources = speedup_range(est)
+        return dataclasses.replace(est, verdict=extrapolated(v, "; ".join(p.notes), lo, hi, sources))
+    return est
+
+
+def _measured_gpus(first: str) -> list[str]:
+    """Built-in GPUs with a measured source shipped for them, the workload's own first."""
+    from cascade_plan.inputs.hardware import builtin_hardware_ids
+    from cascade_plan.resources import data_dir
+
+    shipped = {p.name for p in data_dir("calibrations").glob("*.json")}
+    ids = [h for h in builtin_hardware_ids() if any(n.startswith(f"{h}-") for n in shipped)]
+    return sorted(ids, key=lambda h: h != first)
+
+
+def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
+    """(GPU, defaults, measured) for the workload on the GPUs with measured numbers: its own first, then
+    those whose cascade kernels were measured on the GPU itself (our probe) before imported tables."""
+    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.inputs.hardware import load_hardware
+
+    scn = est.scenario
+    found = []
+    for hw_id in _measured_gpus(scn.hardware.id):
+        other = scn if hw_id == scn.hardware.id else dataclasses.replace(scn, hardware=load_hardware(hw_id))
+        measured = select_params(False, other)
+        if measured.mode not in UNMEASURED:
+            found.append((other, measured))
+    found.sort(key=lambda om: (om[0] is not scn, getattr(om[1], "origin", None) not in (None, "probe")))
+    out = []
+    for other, measured in found[:MAX_EVIDENCE_GPUS]:
+        defaults = est if other is scn else estimate(other, est.params)
+        out.append((other.hardware.id, defaults, estimate(other, measured)))
+    return out
+
+
+def _numbers(p: CostParams) -> str:
+    return f"{p.mode}/{p.backend}" if p.backend else p.mode
+
+
+def defaults_error(est: Estimate) -> str | None:
+    """How far the default efficiencies were from measured numbers for this workload, per GPU that has
+    both; None where no GPU has measured numbers."""
+    pairs = _gpu_pairs(est)
+    if not pairs:
+        return None
+    parts = []
+    for hw_id, d, m in pairs:
+        ratio = d.run_speedup / m.run_speedup
+        off = (f"{ratio:.1f}x too optimistic" if ratio >= 1.05 else
+               f"{1 / ratio:.1f}x too pessimistic" if ratio <= 1 / 1.05 else "within 5%")
+        flip = (d.run_speedup >= 1.0) != (m.run_speedup >= 1.0)
+        where = f"this GPU ({hw_id})" if hw_id == est.scenario.hardware.id else f"the {hw_id}"
+        caveat = " (themselves extrapolated to this shape)" if m.params.notes else ""
+        parts.append(f"on {where} the defaults put this workload at {d.run_speedup:.2f}x against "
+                     f"{m.run_speedup:.2f}x with measured kernels ({_numbers(m.params)}){caveat}: {off}"
+                     + (", and on the other side of 1x" if flip else ""))
+    return ("Evidence: " + "; ".join(parts) + ". The defaults are guesses until this GPU is measured "
+            "(`cascade-plan probe`).")
+
+
+def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
+    """Every other source of numbers for this workload: the other measured backends of the same
+    calibration (where it is a probe file), the defaults, and the bytes-only bound."""
+    p, scn = est.params, est.scenario
+    alts, names = [], []
+    if p.source:
+        from cascade_plan.calibration.probe_calibration import load_probe, params_from_probe
+        from cascade_plan.errors import InputError
+
+        try:
+            probe = load_probe(p.source)
+            kvs = probe.fitted.get("kv_dtypes", {})
+            backends = [b for b in (kvs.get(scn.kv_dtype) or kvs.get("bf16") or {}) if b != p.backend]
+            alts += [params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model) for b in backends]
+            names += backends
+        except (InputError, OSError, KeyError):
+            pass
+    return alts + [DEFAULT, IDEAL], names
+
+
+def speedup_range(est: Estimate) -> tuple[float, float, str]:
+    """(lowest, highest) whole-run speedup over every source, and the sources in words."""
+    alts, backends = _alternatives(est)
+    runs = [est.run_speedup] + [estimate(est.scenario, a).run_speedup for a in alts]
+    measured = ", ".join([est.params.backend or est.params.mode] + backends)
+    sources = f"the measured kernels ({measured}), the default efficiencies and the bytes-only bound"
+    return min(runs), max(runs), sources

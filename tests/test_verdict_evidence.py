@@ -1,0 +1,136 @@
+"""Verdicts carry their evidence (issue 10, item 3): the basis in the verdict line, the defaults' error
+computed against a measured GPU, a range (or no verdict) for shapes outside the measurements, the
+workload's point on the heatmap, and the cost-model source in every plot's footer."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cascade_plan.calibration.params_select import select_params
+from cascade_plan.calibration.verdict_evidence import assess
+from cascade_plan.cli.app import app
+from cascade_plan.cost.breakeven import sweep
+from cascade_plan.cost.cost_params import DEFAULT, IDEAL
+from cascade_plan.cost.estimate import estimate
+from cascade_plan.cost.verdict import extrapolated, go_no_go
+from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.inputs.workload import load_scenario
+from cascade_plan.render import plots
+from cascade_plan.render.breakeven_report import workload_point
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def rollouts(root):
+    return load_scenario(root / "workloads/rl-rollouts-64.yaml")
+
+
+def _on(scn, hw):
+    return dataclasses.replace(scn, hardware=load_hardware(hw))
+
+
+def test_default_verdict_says_so_and_shows_the_error_measured_on_the_h200(rollouts):
+    est = assess(rollouts, DEFAULT)                          # h100-sxm: no calibration ships for it
+    v = est.verdict
+    assert v.level == "go" and v.basis == "default"
+    assert v.text.startswith("Go (uncalibrated: default efficiencies")
+    h200 = _on(rollouts, "h200")
+    d, m = estimate(h200, DEFAULT).run_speedup, estimate(h200, select_params(False, h200)).run_speedup
+    assert d > 1 > m                                          # the issue's 3.27x against 0.79x, computed here
+    assert f"at {d:.2f}x against {m:.2f}x with measured kernels" in v.evidence
+    assert f"{d / m:.1f}x too optimistic, and on the other side of 1x" in v.evidence
+    assert v.evidence in v.text
+
+
+def test_uncalibrated_on_a_calibrated_gpu_compares_on_that_gpu(rollouts):
+    v = assess(_on(rollouts, "h200"), DEFAULT).verdict
+    assert "on this GPU (h200)" in v.evidence
+
+
+def test_measured_verdict_inside_the_measurements_stands_alone(rollouts):
+    h200 = _on(rollouts, "h200")
+    est = assess(h200, select_params(False, h200))
+    assert est.params.mode == "calibrated" and not est.params.notes
+    assert est.verdict.level == "no-go" and est.verdict.text.startswith("No-go:")
+    assert est.verdict.speedup_range is None and est.verdict.evidence is None
+
+
+def test_ideal_verdict_is_labelled_a_bound(rollouts):
+    assert assess(rollouts, IDEAL).verdict.text.startswith("Go (ideal: bytes at peak bandwidth")
+
+
+def test_mla_on_gqa_kernels_declines_to_judge(root):
+    scn = load_scenario(root / "workloads/deepseek-v3-grpo-tp8.yaml")
+    p = select_params(False, scn)
+    est = assess(scn, p)
+    v = est.verdict
+    assert any("MLA" in n for n in p.notes)
+    lo, hi = v.speedup_range
+    runs = [estimate(scn, q).run_speedup for q in (p, DEFAULT, IDEAL)]
+    assert lo <= min(runs) and hi >= max(runs)          # other measured backends widen it further
+    assert lo < 1 <= hi and v.level == "undecided" and not v.judged
+    assert v.text.startswith("Cannot judge: the probe measured GQA kernels")
+    doc = json.loads(runner.invoke(app, ["estimate", str(root / "workloads/deepseek-v3-grpo-tp8.yaml"),
+                                         "--json"]).stdout)
+    assert doc["go_no_go"]["level"] == "undecided" and doc["go_no_go"]["judged"] is False
+    assert doc["go_no_go"]["speedup_range"] == pytest.approx([lo, hi])
+
+
+def test_query_group_wider_than_measured_shows_a_range():
+    res = runner.invoke(app, ["estimate", "--model", "llama-3.1-405b", "--hardware", "h200", "--tp", "8", "--prefix",
+                              "4096", "--samples", "64", "--output-tokens", "512", "--json"])
+    v = json.loads(res.stdout)["go_no_go"]
+    assert "16 query heads per KV head is beyond the measured 8" in v["text"]
+    lo, hi = v["speedup_range"]
+    assert lo <= hi and v["level"] in ("undecided", "go", "marginal", "no-go")
+    assert v["level"] != "undecided" or lo < 1 <= hi
+
+
+def test_extrapolated_levels():
+    base = go_no_go(10.0, 10.0, 2.0)
+    assert extrapolated(base, "why", 1.2, 3.0, "s").level == "go"
+    assert extrapolated(base, "why", 0.3, 0.8, "s").level == "no-go"
+    assert extrapolated(base, "why", 0.5, 1.5, "s").level == "undecided"
+
+
+def test_compare_and_check_carry_the_same_verdict(root):
+    path = str(root / "workloads/deepseek-v3-grpo-tp8.yaml")
+    rows = json.loads(runner.invoke(app, ["compare", path, "--json"]).stdout)["rows"]
+    assert rows[0]["verdict"] == "undecided" and rows[0]["verdict_text"].startswith("Cannot judge")
+    lo, hi = rows[0]["speedup_range"]
+    table = runner.invoke(app, ["compare", path], env={"COLUMNS": "200"}).stdout
+    assert f"{lo:.2f}-{hi:.2f}x" in table and "Cannot judge" in table
+
+
+def test_workload_point_is_its_largest_group(root):
+    assert workload_point(load_scenario(root / "workloads/rl-rollouts-64.yaml")) == (64, 4096)
+    two_level = load_scenario(root / "workloads/system-prompt-document-samples.yaml")
+    group, prefix = workload_point(two_level)
+    assert group >= 1 and prefix > 0
+
+
+def test_heatmap_marks_the_workload_names_its_source_and_hatches_misfits(rollouts, tmp_path):
+    scn = _on(rollouts, "a100-40gb")
+    sw = sweep(scn, DEFAULT, 2 ** np.arange(6, 17), 2 ** np.arange(0, 10), [512], 2)
+    assert not sw.fits.all()
+    paths = plots.plot_speedup_heatmap(sw, "t", tmp_path / "h", params=DEFAULT, point=(64, 4096, "rl-rollouts-64"))
+    svg = Path(paths[1]).read_text()
+    for text in ("this workload", "rl-rollouts-64", "does not fit in GPU memory", "Cost model: uncalibrated"):
+        assert text in svg, text
+    off = plots.plot_speedup_heatmap(sw, "t", tmp_path / "off", params=DEFAULT, point=(1 << 20, 4096, "x"))
+    assert "off the grid" in Path(off[1]).read_text()
+
+
+def test_every_report_plot_names_the_cost_model(root, tmp_path):
+    res = runner.invoke(app, ["plot", str(root / "workloads/rl-rollouts-64.yaml"), "--out", str(tmp_path),
+                              "--compare-hardware", "h100-sxm,h200", "--svg"])
+    assert res.exit_code == 0, res.output
+    svgs = sorted(tmp_path.rglob("*.svg"))
+    assert len(svgs) == 4
+    for svg in svgs:
+        assert "Cost model:" in svg.read_text(), svg.name
