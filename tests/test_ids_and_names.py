@@ -131,3 +131,30 @@ def test_what_if_hardware_is_labelled_user_supplied_everywhere(tmp_path):
 def test_what_if_bad_number_is_one_line(value):
     res = run("estimate", "rl-rollouts-64", "--hbm-bandwidth", value)
     assert res.exit_code == 2 and res.output.startswith("error: --hbm-bandwidth") and len(res.output.splitlines()) == 1
+
+
+def _examples():
+    """Every `cascade-plan ...` example line in the commands' help, as a user would copy it."""
+    import importlib
+    import re
+    import shlex
+
+    from cascade_plan.cli.app import COMMANDS
+
+    for name, module in COMMANDS:
+        doc = getattr(importlib.import_module(module), name).__doc__ or ""
+        for line in doc.splitlines():
+            m = re.match(r"\s*(?:Examples?:\s*)?cascade-plan (.*)$", line)
+            if not m or "$" in m.group(1) or ">" in m.group(1) or "probe" in name:
+                continue
+            args = shlex.split(re.sub(r"\s{2,}\(.*\)\s*$", "", m.group(1)))
+            if args[0] in ("report", "plot"):
+                args += ["--no-plots"] if args[0] == "report" else ["--kind", "steps"]
+            yield pytest.param(args, id=" ".join(args)[:60])
+
+
+@pytest.mark.parametrize("args", list(_examples()))
+def test_help_examples_run_from_an_empty_folder(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = run(*args)
+    assert res.exit_code == 0, res.output

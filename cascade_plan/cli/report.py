@@ -155,7 +155,7 @@ def report(
 
       cascade-plan report --out report/                       (every shipped workload)
 
-      cascade-plan report my-workload.yaml rl-rollouts-64 --out report/
+      cascade-plan report rl-rollouts-64 beam-search --out report/ --svg          (or your own workload files)
     """
     from rich.progress import Progress
 
