@@ -45,9 +45,13 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     print(f"cascade-plan report, every shipped workload; {cores} cores; load average {os.getloadavg()[0]:.2f}; "
           f"median of {args.repeat}")
-    for label, extra in VARIANTS:
-        runs = [run_once(extra) for _ in range(args.repeat)]
-        walls, cpus = [w for w, _ in runs], [c for _, c in runs]
+    # Round-robin over the variants, so that a change in the machine's load hits every variant alike.
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in VARIANTS}
+    for _ in range(args.repeat):
+        for label, extra in VARIANTS:
+            runs[label].append(run_once(extra))
+    for label, _ in VARIANTS:
+        walls, cpus = [w for w, _ in runs[label]], [c for _, c in runs[label]]
         print(f"  {label:<48} wall {statistics.median(walls):6.2f} s (min {min(walls):.2f}, max {max(walls):.2f})"
               f"   CPU {statistics.median(cpus):6.2f} s")
 
