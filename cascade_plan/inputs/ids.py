@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Iterable
 
 
@@ -18,6 +17,8 @@ def match_id(ref: str, ids: Iterable[str], aliases: dict[str, str] | None = None
 
 def suggestion(ref: str, ids: Iterable[str]) -> str:
     """' (did you mean llama-3-8b?)' for a near miss, else ''."""
+    import difflib
+
     by_lower = {i.lower(): i for i in ids}
     close = difflib.get_close_matches(ref.strip().lower(), list(by_lower), n=2, cutoff=0.6)
     if not close:
