@@ -33,3 +33,30 @@ def write_bytes_atomic(path: Path, data: bytes) -> Path:
 
 def write_text_atomic(path: Path, text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+class open_atomic:
+    """`with open_atomic(path, "wb") as fh:` streams a large file into a temporary file beside
+    `path` and renames it into place only when the block completes; an exception leaves no file."""
+
+    def __init__(self, path: Path, mode: str = "wb") -> None:
+        self.path = Path(path)
+        self.mode = mode
+
+    def __enter__(self):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        self.fh = os.fdopen(fd, self.mode)
+        return self.fh
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self.fh.flush()
+                os.fsync(self.fh.fileno())
+            self.fh.close()
+            if exc_type is None:
+                os.chmod(self.tmp, 0o666 & ~_umask())
+                os.replace(self.tmp, self.path)
+        finally:
+            Path(self.tmp).unlink(missing_ok=True)

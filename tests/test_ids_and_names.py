@@ -142,10 +142,11 @@ def _examples():
     from cascade_plan.cli.app import COMMANDS
 
     for name, module in COMMANDS:
-        doc = getattr(importlib.import_module(module), name).__doc__ or ""
+        doc = getattr(importlib.import_module(module), name.replace("-", "_")).__doc__ or ""
         for line in doc.splitlines():
             m = re.match(r"\s*(?:Examples?:\s*)?cascade-plan (.*)$", line)
-            if not m or "$" in m.group(1) or ">" in m.group(1) or "probe" in name:
+            # Left out: shell syntax, the GPU probe, and analyze (its examples read the user's own log files).
+            if not m or any(c in m.group(1) for c in "$>&") or name in ("probe", "analyze"):
                 continue
             args = shlex.split(re.sub(r"\s{2,}\(.*\)\s*$", "", m.group(1)))
             if args[0] in ("report", "plot"):

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from cascade_plan.cli.app import COMMANDS, app
 
 # Commands that write files, drive the GPU or print a document rather than a table.
-NO_TABLE = {"plot", "report", "probe", "schema"}
+NO_TABLE = {"plot", "report", "probe", "schema", "simulate-log"}
 
 
 def _piped(*args) -> str:
@@ -28,6 +28,8 @@ def test_piped_tables_are_whole_not_cut_to_80_columns():
     assert max(len(line) for line in out.splitlines()) > 80
     est = _piped("estimate", "rl-rollouts-64")
     assert "…" not in est and "middle (k=512)" in est
+    route = _piped("route", "--model", "llama-3-8b", "--replicas", "8", "--samples", "16", "--prefix", "4096")
+    assert "…" not in route and max(len(line) for line in route.splitlines()) > 80
 
 
 @pytest.mark.parametrize("name", [n for n, _ in COMMANDS if n not in NO_TABLE])

@@ -168,7 +168,9 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
             ("workloads", "cascade_plan.cli.workloads"), ("schema", "cascade_plan.cli.workloads"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
-            ("validate", "cascade_plan.cli.calibrate")]
+            ("validate", "cascade_plan.cli.calibrate"), ("analyze", "cascade_plan.cli.logs_cli"),
+            ("simulate-log", "cascade_plan.cli.logs_cli"), ("route", "cascade_plan.cli.serving_cli"),
+            ("rl", "cascade_plan.cli.serving_cli")]
 
 
 def _commands(only: str | None = None) -> list:
@@ -177,7 +179,7 @@ def _commands(only: str | None = None) -> list:
     out = []
     for name, module in COMMANDS:
         if only is None or name == only:
-            fn = getattr(importlib.import_module(module), name)
+            fn = getattr(importlib.import_module(module), name.replace("-", "_"))
             out.append(fn if getattr(fn, "__wrapped__", None) else handles_input_errors(fn))
     return out
 

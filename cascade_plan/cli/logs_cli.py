@@ -1,0 +1,149 @@
+"""Commands over batch logs: analyze (a day of logs -> the seed's verdict) and simulate-log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cascade_plan import __version__
+from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
+                                     KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
+                                     print_json)
+from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
+from cascade_plan.errors import InputError
+
+
+def analyze(
+    logs: Annotated[list[str], typer.Argument(help="Log files or globs (quote them): .jsonl/.csv/.parquet, optionally "
+                                              ".gz/.zst. Format: docs/logs.md.", show_default=False)],
+    model: ModelArg = None,
+    hardware: HardwareOpt = None,
+    workload: WorkloadOpt = None,
+    kv_dtype: KvDtypeOption = None,
+    weight_dtype: WeightDtypeOption = None,
+    tp: TpOpt = None,
+    ideal: IdealOpt = False,
+    calibration: CalibrationOpt = None,
+    backend: BackendOpt = None,
+    force: ForceOpt = False,
+    uncalibrated: UncalibratedOpt = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record (exit 2).")] = False,
+    show_bad: Annotated[int, typer.Option("--show-bad", min=0, help="Malformed records to list by file and line.")] = 10,
+    plots: Annotated[Optional[Path], typer.Option("--plots", help="Write distribution plots (PNG + SVG) here.")] = None,
+    workload_out: Annotated[Optional[Path], typer.Option(
+        "--workload-out", help="Write the workload tree that best summarises the log as a workload YAML.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="duckdb (in-process; default) or spark (the `spark` "
+                                        "extra; local mode or spark-submit, see docs/logs.md).")] = "duckdb",
+    memory_limit: Annotated[str, typer.Option("--memory-limit", help="DuckDB's memory limit (it spills beyond).")] = "1GB",
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="DuckDB threads (default: all cores).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """From a day of batch logs to a verdict: how much sharing the engines saw, and whether cascade
+    attention would have paid.
+
+    Reads per-step batch logs (one record per decode step per replica: docs/logs.md), prints the
+    distributions of batch size, sibling count, shared-prefix and private tokens per replica and
+    overall, the share of steps and of decode time where cascade pays under the current model and
+    calibration, and the projected decode-time saving over the whole log.
+
+    Examples:
+
+      cascade-plan analyze 'logs/2026-11-29/*.jsonl.zst' --model llama-3-8b --hardware h200 --plots out/
+
+      cascade-plan analyze steps.parquet --workload workloads/rl-rollouts-64.yaml --workload-out summary.yaml --json
+
+      cascade-plan simulate-log rl-rollouts-64 --out sim.jsonl && cascade-plan analyze sim.jsonl --model llama-3-8b
+    """
+    from cascade_plan.logs.pipeline import ENGINES, run_analysis
+    from cascade_plan.logs.sources import expand
+
+    if engine not in ENGINES:
+        raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
+    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration,
+                                      backend, force, uncalibrated)
+    files = expand(logs)
+    a = run_analysis(files, scn, params, engine=engine, strict=strict, show_bad=show_bad,
+                     progress=None if json_out else _progress(), memory_limit=memory_limit, threads=threads)
+    written = _write_outputs(a, scn, logs, plots, workload_out)
+    scenario_line = (f"{scn.model.id} on {scn.hardware.id}, KV {scn.kv_dtype}, weights {scn.weight_dtype}, TP {scn.tp}")
+    if json_out:
+        from cascade_plan.logs.analysis import to_json
+
+        print_json(to_json(a, {"tool_version": __version__, "model": scn.model.id, "hardware": scn.hardware.id,
+                               "kv_dtype": scn.kv_dtype, "weight_dtype": scn.weight_dtype, "tp": scn.tp,
+                               "mode": params.mode, "numbers": params.label, "engine": engine,
+                               "written": [str(w) for w in written]}))
+        return
+    from cascade_plan.render.console import make_console
+    from cascade_plan.render.render_logs import render_analysis
+
+    render_analysis(a, make_console(), params.label, scenario_line, [str(w) for w in written])
+
+
+def _progress():
+    """A progress bar on stderr (only on a terminal) fed by the scan's progress callback."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("scanning logs {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    tasks: dict[str, int] = {}
+
+    def update(label: str, pct: float) -> None:
+        if not tasks:
+            bar.start()
+        if label not in tasks:
+            tasks[label] = bar.add_task(label, total=100)
+        bar.update(tasks[label], completed=pct)
+        if pct >= 100:
+            bar.stop()
+
+    return update
+
+
+def _write_outputs(a, scn, logs: list[str], plots: Path | None, workload_out: Path | None) -> list[Path]:
+    written: list[Path] = []
+    if workload_out:
+        from cascade_plan.atomic import write_text_atomic
+        from cascade_plan.logs.summary_tree import summary_tree, workload_yaml
+
+        tree, notes = summary_tree(a.tables)
+        written.append(write_text_atomic(workload_out, workload_yaml(
+            tree, notes, name=Path(workload_out).stem, source=", ".join(logs), model=scn.model.id,
+            hardware=scn.hardware.id, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype, tp=scn.tp)))
+    if plots:
+        from cascade_plan.render.log_plots import plot_log_distributions
+
+        written += plot_log_distributions(a, f"{', '.join(logs)}: {a.tables.steps:,} decode steps, {scn.model.id} on "
+                                          f"{scn.hardware.id}", Path(plots) / "log-distributions")
+    return written
+
+
+def simulate_log(
+    workload: WorkloadArg,
+    out: Annotated[Path, typer.Option("--out", help="Log to write (JSON Lines; .gz compresses).")],
+    replica: Annotated[str, typer.Option("--replica", help="Replica id written into every record.")] = "r0",
+    step_s: Annotated[float, typer.Option("--step-s", min=0, help="Seconds between steps' timestamps.")] = 0.01,
+) -> None:
+    """Write the batch log a workload would produce: every decode step, per-sequence form.
+
+    `analyze` on it reproduces `estimate`'s run speedup for the workload.
+
+    Example: cascade-plan simulate-log rl-rollouts-64 --out sim.jsonl
+    """
+    from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.logs.simulate import write_log
+
+    if workload is None:
+        raise InputError("give a workload YAML (see workloads/)")
+    scn = load_scenario(workload)
+    if not str(out).endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
+        raise InputError("--out: name the log .jsonl or .jsonl.gz")
+    n = write_log(scn.tree, out, replica, step_s)
+    typer.echo(f"wrote {out}: {n} decode steps of {scn.name}")

@@ -1,0 +1,127 @@
+"""The batch-log format (schema_version 1): one record per decode step per replica.
+
+Two forms, told apart per record by their fields:
+
+- **per-sequence** (``seqs``): every running sequence with its request id, its group (the prompt it
+  was sampled from, or a ``/``-separated prefix-hash chain for multi-level sharing), its shared-prefix
+  tokens and its private context tokens (own prompt + generated so far). A chain of n groups carries
+  ``levels``: the cumulative token end of each level, the last one equal to ``shared``.
+- **compact**: the seed's per-batch numbers: ``batch`` sequences, ``prefix`` shared tokens per group,
+  ``siblings`` sequences per group, ``groups`` groups (default ``batch // siblings``; the other
+  sequences share nothing) and the mean ``private`` context tokens per sequence.
+
+JSON Lines holds either form, nested. CSV and Parquet are flat: the compact form as is, the
+per-sequence form as one row per (step, sequence) with the ``seqs`` fields as columns
+(``levels`` as ``/``-separated ends). The msgspec structs below are the single source of the
+rules; ``docs/log-schema.json`` is generated from them (a test keeps it in step).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+SCHEMA_VERSION = 1
+NonNeg = Annotated[int, msgspec.Meta(ge=0)]
+Pos = Annotated[int, msgspec.Meta(ge=1)]
+Time = Annotated[float, msgspec.Meta(description="seconds (any epoch); every record of one step carries the same value")]
+Replica = Annotated[str | int, msgspec.Meta(description="engine replica (data-parallel rank, host:port, ...)")]
+
+
+class Seq(msgspec.Struct, frozen=True):
+    """One running sequence in one decode step."""
+
+    request: Annotated[str, msgspec.Meta(description="request / sequence id, stable across steps")]
+    group: Annotated[str, msgspec.Meta(description="prompt it was sampled from; 'a/b/c' = prefix-hash chain, one id per level")]
+    shared: Annotated[NonNeg, msgspec.Meta(description="tokens of KV shared with other sequences (all levels)")]
+    private: Annotated[NonNeg, msgspec.Meta(description="tokens of KV of its own: private prompt + generated so far")]
+    levels: Annotated[list[NonNeg], msgspec.Meta(
+        description="cumulative token end of each level of a chain group (last == shared)")] | None = None
+
+
+class StepRecord(msgspec.Struct, frozen=True):
+    """Per-sequence form: one decode step of one replica."""
+
+    ts: Time
+    replica: Replica
+    seqs: list[Seq]
+    step: NonNeg | None = None
+
+
+class CompactRecord(msgspec.Struct, frozen=True):
+    """Compact form: one decode step of one replica, as the seed asks to log it."""
+
+    ts: Time
+    replica: Replica
+    batch: Annotated[Pos, msgspec.Meta(description="sequences in the step")]
+    prefix: Annotated[NonNeg, msgspec.Meta(description="shared prefix tokens of each sibling group")]
+    siblings: Annotated[Pos, msgspec.Meta(description="sequences per sibling group")]
+    private: Annotated[float, msgspec.Meta(ge=0, description="mean private context tokens per sequence")]
+    groups: NonNeg | None = None
+    step: NonNeg | None = None
+
+
+class SeqRow(msgspec.Struct, frozen=True):
+    """Per-sequence form, flat (CSV/Parquet): one row per (step, sequence)."""
+
+    ts: float
+    replica: str | int
+    request: str
+    group: str
+    shared: NonNeg
+    private: NonNeg
+    levels: str | None = None
+    step: NonNeg | None = None
+
+
+PER_SEQUENCE_FIELDS = ("ts", "replica", "request", "group", "shared", "private")
+COMPACT_FIELDS = ("ts", "replica", "batch", "prefix", "siblings", "private")
+
+
+def check_record(record, form: str, flat: bool = False) -> str | None:
+    """The first rule a decoded record of `form` ('seq' | 'compact') breaks, as 'field: reason', or
+    None. Cross-field rules a struct cannot say are checked here too (the SQL reader applies the same
+    ones). `flat`: a CSV/Parquet row (strings are converted to numbers; per-sequence rows are SeqRow)."""
+    if not isinstance(record, dict):
+        return "a record is a JSON object"
+    kind = CompactRecord if form == "compact" else (SeqRow if flat else StepRecord)
+    if flat:
+        record = {k: v for k, v in record.items() if v not in (None, "")}
+    try:
+        rec = msgspec.convert(record, kind, strict=not flat)
+    except msgspec.ValidationError as exc:
+        msg = str(exc)
+        if " - at `$." in msg:
+            text, path = msg.rsplit(" - at `$.", 1)
+            return f"{path.rstrip('`')}: {text}"
+        return msg
+    if isinstance(rec, SeqRow):
+        if rec.levels is None:
+            return None
+        try:
+            ends = [int(v) for v in rec.levels.split("/")]
+        except ValueError:
+            return "levels: '/'-separated whole numbers"
+        rec = StepRecord(ts=rec.ts, replica=rec.replica, seqs=[Seq(rec.request, rec.group, rec.shared, rec.private, ends)])
+    if isinstance(rec, StepRecord):
+        for i, s in enumerate(rec.seqs):
+            if s.levels is not None:
+                if len(s.levels) != len(s.group.split("/")) or not s.levels or s.levels[-1] != s.shared:
+                    return f"seqs[{i}].levels: one cumulative end per group of the chain, the last equal to shared"
+                if any(b < a for a, b in zip(s.levels, s.levels[1:])) or min(s.levels) < 0:
+                    return f"seqs[{i}].levels: ends must not decrease"
+    else:
+        groups = rec.groups if rec.groups is not None else rec.batch // rec.siblings
+        if groups * rec.siblings > rec.batch:
+            return "groups: groups x siblings exceeds batch"
+    return None
+
+
+def json_schema() -> dict:
+    """The documented JSON Schema of a JSON Lines record (either form)."""
+    (step, compact), defs = msgspec.json.schema_components((StepRecord, CompactRecord),
+                                                           ref_template="#/$defs/{name}")
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "cascade-plan batch log record (schema_version 1), one JSON object per line",
+            "anyOf": [step, compact], "$defs": defs}

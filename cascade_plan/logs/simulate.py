@@ -1,0 +1,90 @@
+"""The batch log a workload would produce: every decode step of its run, per-sequence form.
+
+Step k (1-based) holds every sequence still decoding (output_tokens >= k); each reads its shared
+nodes and `private_tokens + k` tokens of its own, exactly the load `estimate` integrates, so
+`analyze` on the simulated log reproduces `estimate`'s run."""
+
+from __future__ import annotations
+
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import msgspec
+
+from cascade_plan.inputs.workload import TreeNode
+
+
+@dataclass(frozen=True)
+class SimSeq:
+    request: str
+    group: str             # chain of shared-node ids, outermost first ('' when nothing is shared)
+    levels: tuple[int, ...]  # cumulative token end of each chain level
+    private_tokens: int
+    output_tokens: int
+
+    @property
+    def shared(self) -> int:
+        return self.levels[-1] if self.levels else 0
+
+
+def tree_sequences(tree: TreeNode) -> list[SimSeq]:
+    """Every sequence of the tree with its chain of shared nodes (one id per node with tokens)."""
+    out: list[SimSeq] = []
+
+    def walk(node: TreeNode, path: tuple[int, ...], chain: tuple[str, ...], ends: tuple[int, ...]) -> None:
+        for c in range(node.copies):
+            here = path + (c,)
+            ids, cum = chain, ends
+            if node.tokens > 0:
+                ids = chain + ("n" + ".".join(map(str, here)),)
+                cum = ends + ((ends[-1] if ends else 0) + node.tokens,)
+            if node.children:
+                for i, child in enumerate(node.children):
+                    walk(child, here + (i,), ids, cum)
+            else:
+                for s in range(node.samples):
+                    out.append(SimSeq(request=f"{'.'.join(map(str, here))}-s{s}", group="/".join(ids),
+                                      levels=cum, private_tokens=node.private_tokens,
+                                      output_tokens=node.output_tokens))
+
+    walk(tree, (), (), ())
+    return out
+
+
+def log_records(tree: TreeNode, replica: str = "r0", step_s: float = 0.01) -> Iterator[dict]:
+    """One per-sequence record per decode step (ts advances by `step_s`)."""
+    seqs = tree_sequences(tree)
+    last = max(s.output_tokens for s in seqs)
+    for k in range(1, last + 1):
+        rows = []
+        for s in seqs:
+            if s.output_tokens < k:
+                continue
+            row = {"request": s.request, "group": s.group, "shared": s.shared, "private": s.private_tokens + k}
+            if len(s.levels) > 1:
+                row["levels"] = list(s.levels)
+            rows.append(row)
+        yield {"ts": round(k * step_s, 6), "replica": replica, "step": k, "seqs": rows}
+
+
+def open_for_write(path: Path, fh):
+    """Compress by suffix: .gz -> gzip, anything else plain (zstd: compress afterwards, `zstd LOG`)."""
+    return gzip.GzipFile(fileobj=fh, mode="wb", mtime=0) if str(path).endswith(".gz") else fh
+
+
+def write_log(tree: TreeNode, path: Path, replica: str = "r0", step_s: float = 0.01) -> int:
+    """Write the simulated log as JSON Lines (atomically). Returns the number of records."""
+    from cascade_plan.atomic import open_atomic
+
+    enc = msgspec.json.Encoder()
+    n = 0
+    with open_atomic(path) as raw:
+        out = open_for_write(path, raw)
+        for rec in log_records(tree, replica, step_s):
+            out.write(enc.encode(rec) + b"\n")
+            n += 1
+        if out is not raw:
+            out.close()
+    return n
