@@ -142,9 +142,20 @@ def probe(
     page_size: Annotated[int, typer.Option("--page-size", min=1, help="KV page size in tokens.")] = 16,
     time_budget: Annotated[Optional[float], typer.Option(
         "--time-budget", min=1, help="Stop timing new grid points after this many seconds (what was measured is kept).")] = None,
+    step: Annotated[bool, typer.Option(
+        "--step", help="Also measure the rest of the decode step: weight GEMMs (bf16, fp8), engine glue (fused and "
+                       "torch), NCCL all-reduce (2+ GPUs), and whole model-shaped decode steps per attention backend "
+                       "(validation only).")] = False,
 ) -> None:
     """Run real per-sequence and cascade attention kernels on this machine's CUDA GPU and write a
-    calibration file (needs the `probe` extra: pip install 'cascade-plan[probe]')."""
+    calibration file (needs the `probe` extra: pip install 'cascade-plan[probe]').
+
+    Examples:
+
+      cascade-plan probe --out cal.json --quick          # ~1 minute of measuring
+
+      cascade-plan probe --out cal.json --step           # full grid + GEMMs, glue, all-reduce, whole steps
+    """
     from cascade_plan.errors import InputError
 
     try:
@@ -158,7 +169,8 @@ def probe(
     from kernels_probe.runner import run_probe
 
     console = make_console()
-    run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console, time_budget_s=time_budget)
+    run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console, time_budget_s=time_budget,
+              step=step)
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
 
 

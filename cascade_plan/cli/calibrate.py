@@ -108,7 +108,9 @@ def validate(
 ) -> None:
     """Predicted vs measured on the held-out points: median, 90th-percentile and max absolute
     percentage error per kernel and for the cascade-vs-per-sequence speedup; how often the model
-    picks the faster mode, and how often vLLM's heuristic would have."""
+    picks the faster mode, and how often vLLM's heuristic would have. With whole-step rows (probe
+    --step): every measured decode step predicted per backend (attention + GEMMs + glue + all-reduce),
+    the per-step and per-workload run speedups, and the step targets."""
     from cascade_plan.calibration.probe_calibration import load_probe
     from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
@@ -117,6 +119,10 @@ def validate(
     if not probe.fitted.get("kv_dtypes"):
         raise InputError("no fitted parameters: run `cascade-plan calibrate` on this file first", file=str(calibration))
     res = run_validate(probe)
+    from cascade_plan.calibration.step_validation import validate_steps
+    from cascade_plan.inputs.hardware import load_hardware
+
+    steps = validate_steps(probe, load_hardware(probe.hardware_id)) if probe.hardware_id else None
     written = []
     if plots:
         from cascade_plan.render.validation_plots import plot_error_heatmap, plot_scatter
@@ -125,11 +131,16 @@ def validate(
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
                     "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
-                    "points": res["points"]})
+                    "points": res["points"], "steps": steps})
         return
     from cascade_plan.calibration.validation import render
     from cascade_plan.render.console import make_console
 
-    render(res, probe.device_name, make_console())
+    console = make_console()
+    render(res, probe.device_name, console)
+    if steps is not None:
+        from cascade_plan.render.step_validation_render import render_steps
+
+        render_steps(steps, console)
     for p in written:
         typer.echo(f"wrote {p}")

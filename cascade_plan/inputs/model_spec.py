@@ -36,6 +36,12 @@ class ModelSpec:
     experts_per_token: int
     sliding_window: int | None
     alibi: bool
+    # GEMM shapes of the step model (cost/step_terms.py); 0 where a hand-built spec leaves them out
+    intermediate_size: int = 0         # dense MLP width
+    vocab_size: int = 0
+    attn_in_params_per_layer: int = 0  # q, k, v projections (MLA: its down/up projections), biases included
+    moe_intermediate_size: int = 0     # one routed expert's MLP width
+    shared_expert_intermediate_size: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -151,6 +157,10 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
         expert_params_per_layer=int(expert), num_moe_layers=int(n_moe), num_experts=n_experts,
         experts_per_token=top_k, sliding_window=int(window) if window else None,
         alibi=bool(cfg.get("alibi") or cfg.get("use_alibi") or model_type in ("bloom",)),
+        intermediate_size=int(inter), vocab_size=int(vocab),
+        attn_in_params_per_layer=int(attn_params - heads * (v_dim if kv_lora else head_dim) * hidden),
+        moe_intermediate_size=int(moe_inter if n_experts else 0),
+        shared_expert_intermediate_size=int(shared_inter if n_experts else 0),
     )
 
 

@@ -414,8 +414,9 @@ def _right_labels(ax, items) -> None:
 
 
 def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    """Step time (ms) per decode step for both modes with the weights-only floor, and the per-step
-    speedup below it: early steps gain most, the gain fades as the private suffixes grow."""
+    """Step time (ms) per decode step for both modes over the stacked parts that attention does not
+    touch (GEMMs, engine glue, all-reduce: the floor both modes share), and the per-step speedup below
+    it: early steps gain most, the gain fades as the private suffixes grow."""
     _mpl()
     from matplotlib import rc_context
 
@@ -437,9 +438,17 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
         if (cas_ms > ps_ms).any():
             ax.fill_between(k, ps_ms, cas_ms, where=cas_ms >= ps_ms, color=C_PER_SEQ, alpha=0.15, linewidth=0,
                             interpolate=True, label="time cascade loses")
-        ax.plot(k, ps_ms, color=C_PER_SEQ, linewidth=2.0, marker=marker, label="per-sequence attention")
-        ax.plot(k, cas_ms, color=C_CASCADE, linewidth=2.0, marker=marker, label="cascade attention")
-        ax.plot(k, w_ms, color=C_WEIGHTS, linewidth=1.6, linestyle="--", label="weights only (floor)")
+        parts = [(w_ms, "GEMMs (weights)", C_WEIGHTS)]
+        for arr, name, colour in ((c.glue_s, "engine glue", "#b8860b"), (c.comm_s, "all-reduce (TP)", "#6a3d9a")):
+            if arr is not None and np.any(np.asarray(arr) > 0):
+                parts.append((np.asarray(arr)[idx] * 1e3, name, colour))
+        if len(parts) > 1:   # the step's non-attention parts, stacked: the floor both modes share
+            ax.stackplot(k, *[p[0] for p in parts], labels=[p[1] for p in parts], colors=[p[2] for p in parts],
+                         alpha=0.28, linewidth=0)
+        else:
+            ax.plot(k, w_ms, color=C_WEIGHTS, linewidth=1.6, linestyle="--", label="weights only (floor)")
+        ax.plot(k, ps_ms, color=C_PER_SEQ, linewidth=2.0, marker=marker, label="step, per-sequence attention")
+        ax.plot(k, cas_ms, color=C_CASCADE, linewidth=2.0, marker=marker, label="step, cascade attention")
         lo = float(min(w_ms.min(), cas_ms.min(), ps_ms.min()))
         hi = float(max(ps_ms.max(), cas_ms.max()))
         if _log_if_wide(ax, "y", lo, hi):
