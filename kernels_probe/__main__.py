@@ -14,6 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", action="append", dest="backends", default=None,
                     help="triton, torch, flashinfer (repeatable; default: all available)")
     ap.add_argument("--page-size", type=int, default=16)
+    ap.add_argument("--step", action="store_true",
+                    help="also measure the rest of the decode step: GEMMs, glue, all-reduce, whole model steps")
+    ap.add_argument("--no-attention", action="store_true", help="skip the attention grid (with --step)")
     ap.add_argument("--time-budget", type=float, default=None, help="seconds; later points are skipped past it")
     args = ap.parse_args(argv)
 
@@ -31,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     doc = run_probe(args.out, quick=args.quick, backends=args.backends, page_size=args.page_size, console=console,
-                    time_budget_s=args.time_budget)
+                    time_budget_s=args.time_budget, step=args.step,
+                    attention=not args.no_attention)
     console.print(summary_table(doc))
     console.print(f"wrote {args.out} ({len(doc['measurements'])} measurements, {len(doc['skipped'])} skipped)")
     return 0

@@ -104,10 +104,43 @@ def validate_document(doc: dict) -> list[str]:
         err = m.get("max_rel_err")
         if err is not None and not (isinstance(err, (int, float)) and math.isfinite(err)):
             errs.append(f"{where}.max_rel_err must be finite or null")
+    errs += validate_step_rows(doc)
     for i, s in enumerate(doc.get("skipped", [])):
         for k in ("config", "backend", "kernel", "reason"):
             if k not in s:
                 errs.append(f"skipped[{i}].{k} missing")
+    return errs
+
+
+STEP_OPS = ("gemm", "glue_layer", "glue_step", "allreduce")
+STEP_ROW_KEYS = ("workload", "model", "tp", "position", "config", "glue", "backend", "mode", "median_s", "p10_s",
+                 "p90_s", "n_reps", "max_rel_err")
+
+
+def validate_step_rows(doc: dict) -> list[str]:
+    """Problems with the --step sections (absent sections are fine: probe 1.0 files have none)."""
+    errs: list[str] = []
+    for i, r in enumerate(doc.get("step_ops") or []):
+        where = f"step_ops[{i}]"
+        if r.get("op") not in STEP_OPS:
+            errs.append(f"{where}.op {r.get('op')!r} not in {STEP_OPS}")
+        if not isinstance(r.get("config"), dict):
+            errs.append(f"{where}.config missing")
+        med = r.get("median_s")
+        if not (isinstance(med, (int, float)) and med > 0 and math.isfinite(med)):
+            errs.append(f"{where}.median_s must be > 0")
+    for i, r in enumerate(doc.get("steps") or []):
+        where = f"steps[{i}]"
+        for k in STEP_ROW_KEYS:
+            if k not in r:
+                errs.append(f"{where}.{k} missing")
+        if r.get("mode") not in ("per_sequence", "cascade"):
+            errs.append(f"{where}.mode must be per_sequence or cascade")
+        med = r.get("median_s")
+        if not (isinstance(med, (int, float)) and med > 0):
+            errs.append(f"{where}.median_s must be > 0")
+        elif not (r.get("p10_s", 0) <= med <= r.get("p90_s", math.inf)):
+            errs.append(f"{where}: p10_s <= median_s <= p90_s does not hold")
     return errs
 
 

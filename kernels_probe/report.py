@@ -136,4 +136,34 @@ def summary_table(doc: dict):
                                         f"B256P4096S128 {'-' if named is None else f'{named:.2f}x'}")
     t.add_row("max rel err", f"{f['max_rel_err']}")
     t.add_row("correctness failures", str(len(f["correctness_failures"])))
+    for label, value in step_figures(doc):
+        t.add_row(label, value)
     return t
+
+
+def step_figures(doc: dict) -> list[tuple[str, str]]:
+    """A few figures of the --step rows: one model's GEMMs and glue per step, the all-reduce, whole steps."""
+    ops, steps = doc.get("step_ops") or [], doc.get("steps") or []
+    out: list[tuple[str, str]] = []
+    for m in (1, 128, 512):
+        for dt in ("bf16", "fp8"):
+            rows = [r for r in ops if r["op"] == "gemm" and r["config"]["m"] == m and r["config"]["dtype"] == dt
+                    and r["config"]["model"] == "llama-3-8b" and r["config"]["tp"] == 1]
+            if len(rows) == 5:
+                t = sum(r["median_s"] * (1 if r["config"]["gemm"] == "lm_head" else 32) for r in rows)
+                out.append((f"GEMMs llama-3-8b M={m} {dt}", f"{t * 1e3:.2f} ms per step"))
+    for v in ("fused", "torch"):
+        lay = {r["config"]["m"]: r["median_s"] for r in ops if r["op"] == "glue_layer" and r["config"]["variant"] == v
+               and r["config"]["tp"] == 1}
+        stp = {r["config"]["m"]: r["median_s"] for r in ops if r["op"] == "glue_step" and r["config"]["variant"] == v
+               and r["config"]["tp"] == 1}
+        for m in sorted(set(lay) & set(stp))[:1] + sorted(set(lay) & set(stp))[-1:]:
+            out.append((f"glue {v} M={m}", f"{lay[m] * 1e6:.1f} us/layer + {stp[m] * 1e6:.1f} us/step"))
+    for r in ops:
+        if r["op"] == "allreduce" and r["config"]["bytes"] in (1 << 13, 1 << 20, 1 << 26):
+            out.append((f"all-reduce {r['config']['gpus']} GPUs {r['config']['bytes']} B", f"{r['median_s'] * 1e6:.1f} us"))
+    for r in steps:
+        if r["position"] == "first" and r["workload"] == "rl-rollouts-64":
+            out.append((f"step {r['workload']} first TP{r['tp']} {r['backend']} {r['mode']}",
+                        f"{r['median_s'] * 1e3:.2f} ms"))
+    return out

@@ -29,6 +29,15 @@ NOTES = {
                    "poisoned with NaN first; null on rows that time a piece whose output is not final.",
     "layout": "paged KV [pages, page_size, kv_heads, head_dim] (NHD); pages of one sequence contiguous",
 }
+STEP_NOTES = {
+    "step_ops": "gemm: F.linear (bf16) or torch._scaled_mm (fp8, per-tensor scales, inputs pre-quantized) of M "
+                "tokens against an N x K weight; bytes = weight + M (N + K) x 2; glue_layer: one layer's add-RMSNorm "
+                "x2, RoPE, K/V append, SiLU-and-mul at M tokens; glue_step: embedding gather, final add-RMSNorm, "
+                "argmax over the vocabulary; allreduce: marginal cost of one NCCL all-reduce of `bytes` in a graph "
+                "of back-to-back ones (ranks aligned by a host barrier). Same timing as the attention rows.",
+    "steps": "whole decode steps of a model preset with random bf16 weights, all layers in one CUDA graph; "
+             "validation only, never fitted. lm_head under TP is vocab-parallel without the logits gather.",
+}
 
 
 def _device_info(torch, flashinfer_version) -> dict:
@@ -260,7 +269,7 @@ def _time(ctx: _Ctx, fn) -> dict:
 
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
               console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
-              skip_ceilings: bool = False) -> dict:
+              skip_ceilings: bool = False, step: bool = False, attention: bool = True) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
@@ -302,7 +311,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     # FlashInfer JIT-compiles its kernels (minutes on a fresh machine): build them in a thread while
     # the Triton and torch rows are measured, then measure FlashInfer's rows in a second pass.
     fi_build: dict = {}
-    fi_thread = None
+    fi_thread = glue_thread = None
     if fi_ok:
         def _build():
             s = torch.cuda.Stream()
@@ -311,11 +320,23 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
 
         fi_thread = threading.Thread(target=_build, daemon=True)
         fi_thread.start()
+        if step:  # the glue modules build concurrently (each is one ninja job of a few files)
+            from kernels_probe.glue import warm_build_glue
+
+            def _build_glue():
+                s = torch.cuda.Stream()
+                with torch.cuda.stream(s):
+                    fi_build["glue_errors"] = warm_build_glue(device)
+
+            glue_thread = threading.Thread(target=_build_glue, daemon=True)
+            glue_thread.start()
 
     flusher = L2Flusher(device_info["l2_bytes"] or (50 << 20), device)
     ctx = _Ctx(torch, device, device_info["sm_count"], flusher, tune)
     ctx.budget_per_item = 0.012 if quick else 0.02
     main_backends = [b for b in wanted if b != "flashinfer"]
+    if not attention:
+        cfgs = []
     passes = [(main_backends, cfgs)]
     if fi_ok:
         passes.append((["flashinfer"], cfgs))
@@ -337,8 +358,16 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             ceilings, ceil_details = measure_ceilings(flusher, quick=quick)
         timings["ceilings_s"] = time.perf_counter() - t0
         progress.advance(task)
+        step_out = None
         for pass_backends, pass_cfgs in passes:
             t0 = time.perf_counter()
+            if step and step_out is None and (pass_backends == ["flashinfer"] or not pass_cfgs):
+                from kernels_probe.step_probe import run_step_ops
+
+                progress.update(task, description="step parts: GEMMs and torch glue")
+                step_out = run_step_ops(flusher, device, quick=quick)
+                timings["step_ops_s"] = time.perf_counter() - t0
+                t0 = time.perf_counter()
             if pass_backends == ["flashinfer"] and fi_thread is not None:
                 progress.update(task, description="building FlashInfer kernels (JIT)")
                 fi_thread.join()
@@ -357,6 +386,24 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                     _measure_config(ctx, cfg, pass_backends, seed=1000 + i)
                 progress.advance(task)
             timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
+        if step:
+            from kernels_probe.step_probe import run_step_ops, run_step_probe
+
+            if step_out is None:
+                step_out = run_step_ops(flusher, device, quick=quick)
+            progress.update(task, description="step parts: fused glue, whole steps, all-reduce")
+            t0 = time.perf_counter()
+            for th in (fi_thread, glue_thread):
+                if th is not None:
+                    th.join()
+            if fi_ok and fi_build.get("ok") and fi_build.get("glue_errors"):  # retry once, alone
+                fi_build["glue_errors_first_try"] = fi_build["glue_errors"]
+                fi_build["glue_errors"] = warm_build_glue(device)
+            timings["step_flashinfer_wait_s"] = time.perf_counter() - t0
+            fi_step = fi_ok and bool(fi_build.get("ok")) and not fi_build.get("glue_errors")
+            step_out = run_step_probe(flusher, device, device_info["sm_count"], quick=quick, fi_ok=fi_step,
+                                      out=step_out)
+            timings["step_probe_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
     notes = dict(NOTES)
     notes["ceiling_details"] = ceil_details
@@ -369,5 +416,10 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     doc = new_document(device=device_info, ceilings=ceilings, grid=grid_desc, measurements=ctx.measurements,
                        skipped=ctx.skipped, notes=notes)
     doc["probe_version"] = PROBE_VERSION
+    if step_out is not None:
+        doc["step_ops"] = step_out.pop("step_ops")
+        doc["steps"] = step_out.pop("steps")
+        doc["step_skipped"] = step_out.pop("skipped")
+        doc["notes"]["step_probe"] = {**step_out, **STEP_NOTES}
     write_atomic(out_path, doc)
     return doc

@@ -68,3 +68,40 @@ def test_run_probe_writes_a_valid_calibration_file(tmp_path):
     kinds = {(m["backend"], m["kernel"]) for m in doc["measurements"]}
     assert ("triton", "cascade_total") in kinds and ("torch", "decode_dup") in kinds
     assert all(m["median_s"] > 0 for m in doc["measurements"])
+
+
+def test_step_gemm_and_glue_rows_are_sane():
+    from kernels_probe.step_probe import measure_gemms, measure_glue
+    from kernels_probe.timing import L2Flusher
+
+    fl = L2Flusher(torch.cuda.get_device_properties(0).L2_cache_size, "cuda")
+    rows, skipped = measure_gemms(fl, "cuda", quick=True, budget_s=0.003)
+    assert not [s for s in skipped if s["reason"].startswith("correctness")]
+    bf16 = [r for r in rows if r["config"]["dtype"] == "bf16"]
+    assert len(bf16) == 5 * 7 and all(r["max_rel_err"] is None or r["max_rel_err"] < 2e-2 for r in rows)
+    for r in bf16:   # below the HBM copy bound and the dense rate (L2 flushed before every repetition)
+        assert r["achieved_bytes_per_s"] < 6e12 and r["achieved_flop_per_s"] < 1.1e15
+    glue, gskipped = measure_glue(fl, "cuda", ["torch"], quick=True, budget_s=0.003)
+    assert not gskipped and {r["op"] for r in glue} == {"glue_layer", "glue_step"}
+    by_m = sorted((r["config"]["m"], r["median_s"]) for r in glue if r["op"] == "glue_layer")
+    assert by_m[-1][1] > by_m[0][1]          # more tokens, more glue
+
+
+def test_tiny_model_step_modes_agree_and_replay_from_one_graph():
+    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
+    from kernels_probe.step_probe import compare_modes, time_step
+    from kernels_probe.step_shapes import LayerShape, StepPoint
+    from kernels_probe.timing import L2Flusher
+
+    s = LayerShape("tiny", 1, 4, 1024, 8, 2, 128, 2048, 4096, False, 1e4)
+    pt = StepPoint("w", "tiny", "first", 512, 8, 3, 0, 17, 64)
+    w, kv = StepWeights(s, "cuda"), StepKV(s, pt, "cuda")
+    sm = torch.cuda.get_device_properties(0).multi_processor_count
+    steps = {("triton", m): DecodeStep(s, w, kv, "triton", m, glue="torch", sm_count=sm)
+             for m in ("per_sequence", "cascade")}
+    chk = compare_modes(kv, steps, pt)
+    assert max(chk["ref_err"].values()) < 1e-2 and chk["mode_err"][("triton", "cascade")] < 1e-2
+    fl = L2Flusher(torch.cuda.get_device_properties(0).L2_cache_size, "cuda")
+    for st in steps.values():
+        r = time_step(st, fl, budget_s=0.01)
+        assert r["median_s"] > 0 and r["p10_s"] <= r["median_s"] <= r["p90_s"]

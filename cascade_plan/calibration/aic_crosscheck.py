@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cascade_plan.calibration.probe_calibration import ProbeData, config_key
+from cascade_plan.calibration.probe_calibration import ProbeData, config_key, step_parts_of
 
 PROBE_DECODE = {"flashinfer": ("flashinfer", "tensor_cores"), "triton": ("triton", None), "torch": ("torch", None)}
 PROBE_MATMUL = 8192          # the probe's bf16 matmul ceiling is timed at 8192^3
@@ -135,8 +135,10 @@ GEMM_M = (1, 16, 64, 256, 1024, 4096)
 def gemm_rows(aic: ProbeData, probe: ProbeData) -> list[dict]:
     """Where the probe file has its own GEMM ratio table: Llama-3-8B's GEMMs priced with each table
     (same roofline, datasheet peaks), AIC time / probe time, median and range per M band."""
-    a, p = aic.step_parts(), probe.step_parts()
-    if a is None or p is None or "bf16" not in a.gemm or "bf16" not in p.gemm:
+    if not (aic.fitted.get("step_parts") and probe.fitted.get("step_parts")):
+        return []
+    a, p = step_parts_of(aic), step_parts_of(probe)
+    if "bf16" not in a.gemm or "bf16" not in p.gemm:
         return []
     from cascade_plan.cost.step_parts import gemm_time_s
     from cascade_plan.inputs.hardware import load_hardware

@@ -19,7 +19,7 @@ import numpy as np
 from cascade_plan import __version__
 from cascade_plan.calibration import aic_fit, aic_tables
 from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
-from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed
+from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed, step_parts_of
 from cascade_plan.cost.step_parts import GlueParams, StepParts, step_parts_to_json
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
@@ -111,9 +111,8 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
             pick = (nc.columns["op_name"] == "all_reduce") & (nc.columns["nccl_dtype"] == "half")
             allreduce = aic_fit.allreduce_fits(nc.columns, pick, f"{nc.rel_path} (NCCL all_reduce, half)")
             used.append({"table": nc.name, "path": nc.rel_path, "rows": int(pick.sum())})
-    probe_steps = probe.step_parts()
-    if probe_steps is not None:
-        glue = transfer_glue(probe_steps.glue, ratios)
+    if probe.fitted.get("step_parts"):
+        glue = transfer_glue(step_parts_of(probe).glue, ratios)
         notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables; transferred from the "
                      "H200 probe (per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio)")
     else:

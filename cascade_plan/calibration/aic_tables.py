@@ -2,8 +2,8 @@
 
 AIConfigurator (`aiconfigurator-core`, Apache-2.0) ships parquet tables under
 `aiconfigurator_core/systems/data/<system>/<op>/<framework>/<version>/<table>.parquet`. This module
-only locates and reads them into numpy columns; the fits live in aic_fit.py. pandas and pyarrow are
-imported inside the functions that read, so nothing here costs start-up time.
+only locates and reads them into numpy columns; the fits live in aic_fit.py. pyarrow is imported
+inside the function that reads, so nothing here costs start-up time.
 """
 
 from __future__ import annotations
@@ -93,23 +93,24 @@ OPTIONAL_COLUMNS = {"window_size": 0, "beam_width": 1}
 
 def read_table(root: Path, path: Path, columns: list[str]) -> Table:
     try:
-        import pandas as pd
-        df = pd.read_parquet(path)
+        import pyarrow.parquet as pq
     except ImportError:
         raise InputError("reading AIConfigurator's parquet tables needs pyarrow: pip install 'cascade-plan[aic]'") from None
-    except (OSError, ValueError) as exc:
+    try:
+        tab = pq.read_table(path)
+    except (OSError, ValueError) as exc:      # pyarrow's ArrowInvalid is a ValueError
         raise InputError(f"cannot read AIConfigurator table: {exc}", file=str(path)) from None
-    missing = [c for c in columns if c not in df.columns and c not in OPTIONAL_COLUMNS]
+    have = set(tab.column_names)
+    missing = [c for c in columns if c not in have and c not in OPTIONAL_COLUMNS]
     if missing:
         raise InputError(f"AIConfigurator table lacks column(s) {', '.join(missing)}", file=str(path))
     cols = {}
     for c in columns:
-        if c not in df.columns:
-            cols[c] = np.full(len(df), OPTIONAL_COLUMNS[c])
-        elif pd.api.types.is_numeric_dtype(df[c]):
-            cols[c] = df[c].to_numpy()
-        else:
-            cols[c] = df[c].astype(str).to_numpy(dtype=str)
+        if c not in have:
+            cols[c] = np.full(tab.num_rows, OPTIONAL_COLUMNS[c])
+            continue
+        col = tab.column(c).to_numpy(zero_copy_only=False)
+        cols[c] = col.astype(str) if col.dtype == object else col
     return Table(name=path.stem, rel_path=str(path.relative_to(root)), version=path.parent.name, columns=cols)
 
 

@@ -78,18 +78,6 @@ class ProbeData:
     def fitted(self) -> dict:
         return self.doc.get("fitted") or {}
 
-    def step_parts(self):
-        """The non-attention step parameters the file carries (`fitted.step_parts`: GEMM ratio tables,
-        glue, all-reduce; imported files, and probe files that measured them), or None."""
-        if not self.fitted.get("step_parts"):
-            return None
-        from cascade_plan.cost.step_parts import step_parts_from_json
-
-        try:
-            return step_parts_from_json(self.fitted["step_parts"])
-        except ValueError as exc:
-            raise InputError(str(exc), file=self.path, field="fitted.step_parts") from None
-
     def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
         return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel
                 and (variant is None or m.get("variant") == variant) and m["config"]["kv_dtype"] == kv_dtype
@@ -220,7 +208,28 @@ def calibrate(probe: ProbeData) -> dict:
         per = {b: v for b, v in per.items() if v is not None}
         if per:
             fitted["kv_dtypes"][kv] = per
+    if probe.doc.get("step_ops") and probe.hardware_id:
+        from cascade_plan.calibration.step_fit import fitted_step_parts_json
+        from cascade_plan.inputs.hardware import load_hardware
+
+        sp = fitted_step_parts_json(probe.doc, load_hardware(probe.hardware_id), Path(probe.path).name)
+        if sp is not None:
+            fitted["step_parts"] = sp
     return fitted
+
+
+def step_parts_of(probe: ProbeData):
+    """The fitted StepParts of a calibration, or the documented defaults when it has none."""
+    from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
+    from cascade_plan.cost.step_parts import step_parts_from_json
+
+    doc = probe.fitted.get("step_parts")
+    if not doc:
+        return DEFAULT_STEP_PARTS
+    try:
+        return step_parts_from_json(doc)
+    except ValueError as exc:
+        raise InputError(str(exc), file=probe.path, field="fitted.step_parts") from None
 
 
 # ---- using a calibration ------------------------------------------------------------------------
@@ -290,13 +299,16 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     gemm = KernelParams(bw_eff=min(1.0, ceil["hbm_read_bytes_per_s"] / hw.hbm_bytes_per_s),
                         flop_eff=min(1.0, ceil["bf16_matmul_flop_per_s"] / hw.dense_bf16_flop_per_s))
     shared = KernelFit.from_dict(decode_shared)
+    step = step_parts_of(probe)
+    if step.source == "default":
+        notes.append("no step parts in this calibration: GEMMs, glue and all-reduce use the defaults")
     return CostParams(
         mode="calibrated", decode=_kernel_params(decode_shared, hw), prefix=_kernel_params(k["prefix"], hw),
         suffix=_kernel_params(k["suffix"], hw), merge=_kernel_params(k["merge"], hw), gemm=gemm,
         l2_hit_max=shared.l2_hit_max, l2_window_bytes=shared.l2_window_bytes or None,
         l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
-        prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)),
+        prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)), step=step,
         origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
     )
 

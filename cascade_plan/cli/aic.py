@@ -57,7 +57,7 @@ def import_aic(
 
       cascade-plan import-aic all --framework sglang --out my-calibrations/
 
-      cascade-plan estimate workloads/rl-rollouts-64.yaml --hardware h100-sxm
+      cascade-plan estimate rl-rollouts-64 --hardware h100-sxm
     """
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.aic_import import default_out, import_aic as run_import, to_json_text

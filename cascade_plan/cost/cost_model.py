@@ -162,6 +162,14 @@ class StepCosts:
     cas_levels: np.ndarray               # cascade levels in use at each step
     cas_attention_s: np.ndarray
     cas_step_s: np.ndarray
+    # the rest of the step, the same in both modes (zeros when the params carry no StepParts)
+    glue_s: np.ndarray | None = None
+    comm_s: np.ndarray | None = None
+
+    @property
+    def other_s(self) -> np.ndarray:
+        """Everything but attention: GEMMs (weight_s) + glue + communication."""
+        return self.weight_s + (0.0 if self.glue_s is None else self.glue_s) + (0.0 if self.comm_s is None else self.comm_s)
 
     @property
     def cas_attention_bytes(self) -> np.ndarray:
@@ -234,7 +242,15 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     # Weights: the same in both modes.
     w_bytes = weight_bytes_per_gpu(model, weight_dtype, tp, seqs)
     w_flops = gemm_flops_per_gpu(model, tp, seqs)
-    w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
+    if params.step is None:
+        w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
+        glue_s = comm_s = np.zeros_like(np.asarray(seqs, float))
+    else:
+        from cascade_plan.cost.step_terms import step_terms
+
+        terms = step_terms(model, tp, weight_dtype, seqs, params.step, bw, g.gemm_flop_per_s)
+        w_s, glue_s, comm_s = terms.gemm_s, terms.glue_s, terms.comm_s
+    other_s = w_s + glue_s + comm_s
 
     # Per-sequence: one decode kernel per layer over each sequence's whole context.
     ps_tokens = load.ps_prefix_tokens + load.suffix_tokens
@@ -281,10 +297,10 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         steps=steps if steps is not None else np.zeros(0), active_seqs=seqs, weight_bytes=w_bytes,
         weight_flops=w_flops, weight_s=w_s, ps_attention_bytes=ps_bytes, ps_hbm_bytes=ps_hbm,
         ps_prefix_bytes=load.ps_prefix_tokens * kvb, ps_flops=ps_flops, ps_attention_s=ps_attn,
-        ps_step_s=w_s + ps_attn, cas_prefix_bytes=node_bytes.sum(0), cas_suffix_bytes=suf_bytes,
+        ps_step_s=other_s + ps_attn, cas_prefix_bytes=node_bytes.sum(0), cas_suffix_bytes=suf_bytes,
         cas_merge_bytes=merge_bytes, cas_prefix_flops=node_flops.sum(0), cas_suffix_flops=suf_flops,
         cas_prefix_s=pre_s, cas_suffix_s=suf_s, cas_merge_s=merge_s, cas_levels=load.levels_on,
-        cas_attention_s=cas_attn, cas_step_s=w_s + cas_attn,
+        cas_attention_s=cas_attn, cas_step_s=other_s + cas_attn, glue_s=glue_s, comm_s=comm_s,
     )
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
+from cascade_plan.cost.step_parts import StepParts
 from cascade_plan.cost.surface import Surface
 
 
@@ -50,6 +52,9 @@ class CostParams:
     # their bytes share the bus). Calibrated per backend.
     prefix_suffix_overlap: float = 0.0
     notes: tuple[str, ...] = ()
+    # The rest of the step (GEMMs from measured ratio tables, glue, all-reduce). None: the weights are
+    # one roofline term and nothing else is counted (ideal mode: the seed's arithmetic).
+    step: StepParts | None = None
     # Where a calibration's numbers come from: "probe" (our GPU probe on this GPU) or "aic" (NVIDIA
     # AIConfigurator's tables, cascade parts transferred from the H200 probe); `origin_label` says it in words.
     origin: str | None = None
@@ -90,6 +95,7 @@ DEFAULT = CostParams(
     merge=KernelParams(bw_eff=0.50, flop_eff=1.0, overhead_s=3e-6),
     gemm=KernelParams(bw_eff=0.85, flop_eff=0.70, overhead_s=0.0),
     l2_hit_max=0.0,
+    step=DEFAULT_STEP_PARTS,
 )
 
 

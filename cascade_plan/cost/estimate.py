@@ -31,9 +31,16 @@ class StepSummary:
     step: int                # 1-based decode step
     active_seqs: int
     weight_bytes: float
-    weight_s: float
+    weight_s: float          # the weight GEMMs (lm_head included)
     per_sequence: ModeStep
     cascade: ModeStep
+    glue_s: float = 0.0      # engine glue (norms, RoPE, KV append, activation, embedding, sampling)
+    comm_s: float = 0.0      # tensor-parallel all-reduces
+
+    def breakdown(self, mode: ModeStep) -> dict:
+        """A mode's step split into its parts (seconds; they add up to step_s)."""
+        return {"attention_s": mode.attention_s, "gemm_s": self.weight_s, "glue_s": self.glue_s,
+                "comm_s": self.comm_s}
 
     @property
     def speedup(self) -> float:
@@ -77,7 +84,8 @@ def _summary(c: StepCosts, idx: int, label: str) -> StepSummary:
                    attention_s=float(c.cas_attention_s[idx]), step_s=float(c.cas_step_s[idx]))
     return StepSummary(label=label, step=int(c.steps[idx]), active_seqs=int(c.active_seqs[idx]),
                        weight_bytes=float(c.weight_bytes[idx]), weight_s=float(c.weight_s[idx]),
-                       per_sequence=ps, cascade=cas)
+                       per_sequence=ps, cascade=cas, glue_s=0.0 if c.glue_s is None else float(c.glue_s[idx]),
+                       comm_s=0.0 if c.comm_s is None else float(c.comm_s[idx]))
 
 
 def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:
@@ -126,8 +134,28 @@ def _mode_json(m: ModeStep) -> dict:
 
 def _step_json(s: StepSummary) -> dict:
     return {"step": s.step, "active_sequences": s.active_seqs, "weight_bytes": s.weight_bytes,
-            "weight_s": s.weight_s, "per_sequence": _mode_json(s.per_sequence), "cascade": _mode_json(s.cascade),
-            "speedup": s.speedup}
+            "weight_s": s.weight_s, "gemm_s": s.weight_s, "glue_s": s.glue_s, "comm_s": s.comm_s,
+            "per_sequence": {**_mode_json(s.per_sequence), "breakdown": s.breakdown(s.per_sequence)},
+            "cascade": {**_mode_json(s.cascade), "breakdown": s.breakdown(s.cascade)}, "speedup": s.speedup}
+
+
+def step_parts_json(params: CostParams, tp: int) -> dict | None:
+    """Where the non-attention parts of the step come from (None: the seed's single weights term)."""
+    sp = params.step
+    if sp is None:
+        return None
+    ar = sp.allreduce_for(tp)
+    return {"source": sp.source, "glue_variant": sp.glue.variant, "gemm_tables": sorted(sp.gemm),
+            "allreduce": None if ar is None else {"gpus": ar.gpus, "origin": ar.origin, "basis": ar.basis},
+            "notes": list(sp.notes)}
+
+
+def run_breakdown(c: StepCosts) -> dict:
+    """Seconds over the whole run, per part and mode."""
+    other = {"gemm_s": float(c.weight_s.sum()), "glue_s": float(0 if c.glue_s is None else c.glue_s.sum()),
+             "comm_s": float(0 if c.comm_s is None else c.comm_s.sum())}
+    return {"per_sequence": {"attention_s": float(c.ps_attention_s.sum()), **other},
+            "cascade": {"attention_s": float(c.cas_attention_s.sum()), **other}}
 
 
 def to_json(est: Estimate, version: str) -> dict:
@@ -157,8 +185,9 @@ def to_json(est: Estimate, version: str) -> dict:
         "weight_bytes": first.weight_bytes,
         "weight_s": first.weight_s,
         **{f"{s.label}_step": _step_json(s) for s in est.steps},
+        "step_parts": step_parts_json(est.params, scn.tp),
         "run": {"per_sequence_s": est.run_per_sequence_s, "cascade_s": est.run_cascade_s,
-                "speedup": est.run_speedup,
+                "speedup": est.run_speedup, "breakdown": run_breakdown(est.costs),
                 "per_sequence_tokens_per_s": est.output_tokens / est.run_per_sequence_s,
                 "cascade_tokens_per_s": est.output_tokens / est.run_cascade_s},
         "go_no_go": est.verdict.to_json(),
@@ -175,7 +204,14 @@ def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
     cols = est.steps
     rows = [
         ("sequences decoding", [str(s.active_seqs) for s in cols], False),
-        ("weights read", [f"{fmt_bytes_decimal(s.weight_bytes)}, {fmt_seconds(s.weight_s)}" for s in cols], False),
+        ("weights read", [fmt_bytes_decimal(s.weight_bytes) for s in cols], False),
+        ("GEMMs (qkv, o, MLP, lm_head)", [fmt_seconds(s.weight_s) for s in cols], False),
+    ]
+    if any(s.glue_s for s in cols):
+        rows.append(("engine glue (norms, RoPE, KV append, ...)", [fmt_seconds(s.glue_s) for s in cols], False))
+    if any(s.comm_s for s in cols):
+        rows.append(("all-reduce (2 per layer, TP)", [fmt_seconds(s.comm_s) for s in cols], False))
+    rows += [
         ("per-sequence: KV read", [fmt_bytes_binary(s.per_sequence.attention_bytes) for s in cols], False),
     ]
     if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in cols):

@@ -73,8 +73,11 @@ def _new_figure(figsize):
     return fig
 
 
-def _save(fig, out_stem: Path) -> list[Path]:
-    """Write <stem>.png and <stem>.svg next to each other, each atomically."""
+FORMATS = ("png", "svg")
+
+
+def _save(fig, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write <stem>.png and (when asked) <stem>.svg next to each other, each atomically."""
     import io
 
     from cascade_plan.atomic import write_bytes_atomic
@@ -82,7 +85,7 @@ def _save(fig, out_stem: Path) -> list[Path]:
     out_stem = Path(out_stem)
     written = []
     try:
-        for ext in ("png", "svg"):
+        for ext in formats:
             buf = io.BytesIO()
             fig.savefig(buf, format=ext, dpi=DPI, metadata={"Software": None} if ext == "png" else {"Date": None})
             written.append(write_bytes_atomic(out_stem.with_suffix(f".{ext}"), buf.getvalue()))
@@ -278,7 +281,8 @@ def _mark_point(ax, point: tuple[float, float, str], x_range, y_range) -> bool:
 
 
 def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0, params=None,
-                         point: tuple[float, float, str] | None = None) -> list[Path]:
+                         point: tuple[float, float, str] | None = None,
+                         formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Speedup over shared prefix length (y) x group size (x) at one suffix length, with the breakeven
     (speedup = 1) contour drawn thick and a few speedup contours labelled. Cells that do not fit in
     GPU memory are hatched; `point` = (group size, prefix tokens, label) marks the workload's own point;
@@ -374,7 +378,7 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         cb.ax.yaxis.set_minor_locator(FixedLocator([]))
         cb.ax.axhline(1.0, color="black", linewidth=2.5)
         _finish(fig, params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -409,9 +413,10 @@ def _right_labels(ax, items) -> None:
         ax.text(1.0, y, text, transform=t, ha="left", va="center", fontsize=9, color=colour, clip_on=False)
 
 
-def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
-    """Step time (ms) per decode step for both modes with the weights-only floor, and the per-step
-    speedup below it: early steps gain most, the gain fades as the private suffixes grow."""
+def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Step time (ms) per decode step for both modes over the stacked parts that attention does not
+    touch (GEMMs, engine glue, all-reduce: the floor both modes share), and the per-step speedup below
+    it: early steps gain most, the gain fades as the private suffixes grow."""
     _mpl()
     from matplotlib import rc_context
 
@@ -433,9 +438,17 @@ def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
         if (cas_ms > ps_ms).any():
             ax.fill_between(k, ps_ms, cas_ms, where=cas_ms >= ps_ms, color=C_PER_SEQ, alpha=0.15, linewidth=0,
                             interpolate=True, label="time cascade loses")
-        ax.plot(k, ps_ms, color=C_PER_SEQ, linewidth=2.0, marker=marker, label="per-sequence attention")
-        ax.plot(k, cas_ms, color=C_CASCADE, linewidth=2.0, marker=marker, label="cascade attention")
-        ax.plot(k, w_ms, color=C_WEIGHTS, linewidth=1.6, linestyle="--", label="weights only (floor)")
+        parts = [(w_ms, "GEMMs (weights)", C_WEIGHTS)]
+        for arr, name, colour in ((c.glue_s, "engine glue", "#b8860b"), (c.comm_s, "all-reduce (TP)", "#6a3d9a")):
+            if arr is not None and np.any(np.asarray(arr) > 0):
+                parts.append((np.asarray(arr)[idx] * 1e3, name, colour))
+        if len(parts) > 1:   # the step's non-attention parts, stacked: the floor both modes share
+            ax.stackplot(k, *[p[0] for p in parts], labels=[p[1] for p in parts], colors=[p[2] for p in parts],
+                         alpha=0.28, linewidth=0)
+        else:
+            ax.plot(k, w_ms, color=C_WEIGHTS, linewidth=1.6, linestyle="--", label="weights only (floor)")
+        ax.plot(k, ps_ms, color=C_PER_SEQ, linewidth=2.0, marker=marker, label="step, per-sequence attention")
+        ax.plot(k, cas_ms, color=C_CASCADE, linewidth=2.0, marker=marker, label="step, cascade attention")
         lo = float(min(w_ms.min(), cas_ms.min(), ps_ms.min()))
         hi = float(max(ps_ms.max(), cas_ms.max()))
         if _log_if_wide(ax, "y", lo, hi):
@@ -474,14 +487,14 @@ def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
                             (run, f"whole run\n{_fmt_x(run)}", C_CASCADE if run >= 1 else C_PER_SEQ)])
         ax2.set_xlim(k[0] - 0.5 if k.size == 1 else k[0], k[-1] + 0.5 if k.size == 1 else k[-1])
         _finish(fig, est.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
 # bytes per step
 
 
-def plot_bytes_per_step(est: "Estimate", out_stem: Path) -> list[Path]:
+def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Stacked HBM bytes per step (weights, shared prefix, private suffix, merge) for both modes at the
     first, middle and final decode step, each bar annotated with its step time."""
     _mpl()
@@ -537,14 +550,15 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path) -> list[Path]:
                    f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read"
                    f"{_fit_note(est)}")
         _finish(fig, est.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
 # one workload, several GPUs
 
 
-def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> list[Path]:
+def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
+                             formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Whole-run decode time per GPU for both modes, with the run speedup over each pair."""
     if not estimates:
         raise ValueError("plot_hardware_comparison needs at least one estimate")
@@ -619,4 +633,4 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
                 [(e.scenario.hardware.id, e.params) for e in estimates])))
         else:
             _finish(fig, first.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)

@@ -32,7 +32,7 @@ def arithmetic_table(est: Estimate) -> Table:
     first = est.steps[0]
     t.add_row("weights read per step", f"{fmt_bytes_decimal(first.weight_bytes)} "
               f"({fmt_count(first.weight_bytes / (2 if s.weight_dtype in ('bf16', 'fp16') else 1))} params in "
-              f"{s.weight_dtype}), {fmt_seconds(first.weight_s)}")
+              f"{s.weight_dtype}), GEMMs {fmt_seconds(first.weight_s)}")
     v = est.verdict
     t.add_row("redundant prefix reads", f"{fmt_bytes(v.redundant_prefix_bytes)} per step at step 1 "
               f"= {v.ratio:.2f}x the weight bytes")
@@ -70,6 +70,12 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(Text(f"cascade-plan estimate: {est.scenario.name}", style="bold"))
     console.print(inputs_line(est))
     console.print(Text(f"Numbers: {est.params.label}", style="dim"))
+    sp = est.params.step
+    if sp is not None:
+        ar = sp.allreduce_for(est.scenario.tp) if est.scenario.tp > 1 else None
+        extra = f"; all-reduce {ar.origin} for {ar.gpus} GPUs" if ar is not None else ""
+        console.print(Text(f"Rest of the step (GEMMs, glue{', all-reduce' if ar else ''}): {sp.source}{extra}",
+                           style="dim"))
     console.print()
     console.print(arithmetic_table(est))
     console.print()

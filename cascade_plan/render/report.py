@@ -85,6 +85,7 @@ def _arithmetic(r: WorkloadReport) -> list[str]:
         f"Weights read per step: {fmt_count(wparams)} parameters x {ELEMENT_BYTES[s.weight_dtype]:g} bytes / TP {s.tp} = "
         f"**{fmt_bytes_decimal(first.weight_bytes)}**, {fmt_seconds(first.weight_bytes / bw)} at {bw / 1e12:.3g} TB/s "
         f"({fmt_seconds(first.weight_s)} in this mode).",
+        *_rest_of_step(est),
         f"At the final step (k = {final.step:,}) per-sequence attention reads **{fmt_bytes_binary(final.per_sequence.attention_bytes)}** "
         f"({final.active_seqs} sequences x their whole context), {fmt_seconds(final.per_sequence.attention_bytes / bw)} at peak "
         f"bandwidth; cascade reads **{fmt_bytes_binary(final.cascade.attention_bytes)}** (prefix "
@@ -94,6 +95,18 @@ def _arithmetic(r: WorkloadReport) -> list[str]:
         f"({final.speedup:.2f}x); the first step gains {first.speedup:.2f}x.", "",
     ]
     return lines
+
+
+def _rest_of_step(est: Estimate) -> list[str]:
+    """One line on the parts cascade does not touch, and where their numbers come from."""
+    sp = est.params.step
+    if sp is None:
+        return ["The rest of the step (engine glue, all-reduce) is not counted in this mode: the seed's arithmetic."]
+    s = est.steps[0]
+    ar = sp.allreduce_for(est.scenario.tp) if est.scenario.tp > 1 else None
+    comm = (f", all-reduce {fmt_seconds(s.comm_s)} (2 per layer, {ar.origin}: {ar.basis})" if ar is not None else "")
+    return [f"The rest of the step, the same in both modes: GEMMs {fmt_seconds(s.weight_s)}, engine glue "
+            f"{fmt_seconds(s.glue_s)} ({sp.glue.variant}){comm}; step parts from {sp.source}."]
 
 
 def _steps_table(est: Estimate) -> list[str]:

@@ -1,0 +1,154 @@
+"""Fit StepParts (GEMM ratio tables, glue, all-reduce) from the probe's op-level rows (``step_ops``).
+Whole-step rows (``steps``) are never used here: they only validate (calibration/step_validation.py).
+
+GEMM: per weight dtype, measured time / roofline over (M, weight bytes), the roofline taken with the
+hardware profile's datasheet peaks (what the cost model multiplies). Every row was timed alone in its
+own CUDA graph, so it holds the latency of a kernel that must wait for the one before it (~4 us on the
+H200). The fit keeps it, as the attention fits keep it in their per-launch overhead: inside a step's
+graph each GEMM waits for the kernel before it to drain the GPU, which costs about that, not the
+0.9 us an empty kernel adds back to back. (Removing it, v1 of this fit, predicted whole steps 2-5% short
+on every backend: docs/probe.md.) ``LAUNCH_CORRECTION`` keeps that variant available.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cascade_plan.cost.step_parts import AllReduceFit, GemmEfficiency, GlueParams, StepParts, step_parts_to_json
+
+LAUNCH_CORRECTION = False   # subtract (graph_single_kernel_s - graph_kernel_launch_s) from each op row
+
+NVLINK_BASIS = {
+    # GPU kind -> (NVLink bandwidth per GPU per direction, bytes/s; source)
+    "h200": (450e9, "H200 SXM datasheet: NVLink 4, 900 GB/s per GPU (both directions), NVSwitch"),
+    "h100-sxm": (450e9, "H100 SXM datasheet: NVLink 4, 900 GB/s per GPU (both directions), NVSwitch"),
+}
+
+
+def _launch_correction(ceilings: dict) -> tuple[float, float]:
+    """(seconds removed from each op row, per-GEMM overhead kept apart from the ratio)."""
+    single = float(ceilings.get("graph_single_kernel_s") or 0.0)
+    launch = float(ceilings.get("graph_kernel_launch_s") or 0.0)
+    return (max(single - launch, 0.0) if LAUNCH_CORRECTION else 0.0), launch
+
+
+def gemm_roofline_s(m, n, k, element_bytes, hbm_bytes_per_s, flop_per_s):
+    m = np.asarray(m, float)
+    return np.maximum((n * k * element_bytes + m * (n + k) * 2.0) / hbm_bytes_per_s, 2.0 * m * n * k / flop_per_s)
+
+
+def fit_gemm(rows: list[dict], dtype: str, hw, ceilings: dict) -> GemmEfficiency | None:
+    sel = [r for r in rows if r["op"] == "gemm" and r["config"]["dtype"] == dtype]
+    if len(sel) < 4:
+        return None
+    corr, launch = _launch_correction(ceilings)
+    eb = 1.0 if dtype == "fp8" else 2.0
+    flop = hw.flop_per_s("fp8" if dtype == "fp8" else "bf16")
+    ms = sorted({r["config"]["m"] for r in sel})
+    wbs = sorted({r["config"]["n"] * r["config"]["k"] * eb for r in sel})
+    logs: dict[tuple[int, float], list[float]] = {}
+    for r in sel:
+        c = r["config"]
+        roof = float(gemm_roofline_s(c["m"], c["n"], c["k"], eb, hw.hbm_bytes_per_s, flop))
+        t = max(r["median_s"] - corr - launch, 0.05 * r["median_s"])
+        logs.setdefault((c["m"], c["n"] * c["k"] * eb), []).append(math.log(t / roof))
+    ratio = np.full((len(ms), len(wbs)), np.nan)
+    for (m, w), v in logs.items():
+        ratio[ms.index(m), wbs.index(w)] = math.exp(sum(v) / len(v))   # geometric mean of equal-size shapes
+    for j in range(len(wbs)):   # a missing point (a skipped shape): interpolate along M
+        col = ratio[:, j]
+        ok = np.isfinite(col)
+        if not ok.any():
+            col[:] = 1.0
+        elif not ok.all():
+            col[~ok] = np.interp(np.flatnonzero(~ok), np.flatnonzero(ok), col[ok])
+    return GemmEfficiency(dtype=dtype, log2_m=tuple(math.log2(m) for m in ms),
+                          log2_weight_bytes=tuple(math.log2(w) for w in wbs),
+                          ratio=tuple(tuple(float(x) for x in row) for row in ratio), overhead_s=launch)
+
+
+def _linear_fit(x, t) -> tuple[float, float]:
+    """t ~ a + b x, least squares in relative error (every point counts alike), a, b >= 0."""
+    x, t = np.asarray(x, float), np.asarray(t, float)
+    A = np.stack([1.0 / t, x / t], axis=1)
+    (a, b), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
+    if b < 0:
+        a, b = float(np.median(t)), 0.0
+    if a < 0:
+        a, b = 0.0, float(np.median(t / np.maximum(x, 1e-30)))
+    return float(a), float(b)
+
+
+def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama-3-8b", tp: int = 1) -> GlueParams | None:
+    corr, _ = _launch_correction(ceilings)
+
+    def pick(op):
+        return [r for r in rows if r["op"] == op and r["config"]["variant"] == variant
+                and r["config"]["model"] == model and r["config"]["tp"] == tp]
+
+    lay, stp = pick("glue_layer"), pick("glue_step")
+    if len(lay) < 2 or len(stp) < 2:
+        return None
+    a, b = _linear_fit([r["config"]["m"] for r in lay], [r["median_s"] - corr for r in lay])
+    c, d = _linear_fit([r["config"]["m"] for r in stp], [r["median_s"] - corr for r in stp])
+    return GlueParams(variant=variant, per_layer_s=a, per_token_layer_s=b, per_step_s=c, per_token_step_s=d)
+
+
+def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllReduceFit]:
+    out: dict[int, AllReduceFit] = {}
+    by_n: dict[int, list[dict]] = {}
+    for r in rows:
+        if r["op"] == "allreduce" and r.get("correct", True):
+            by_n.setdefault(int(r["config"]["gpus"]), []).append(r)
+    for n, rs in by_n.items():
+        if len(rs) < 3:
+            continue
+        lat, inv_bw = _linear_fit([r["config"]["bytes"] for r in rs], [r["median_s"] for r in rs])
+        out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured",
+                              basis=f"NCCL all-reduce of bf16, {len(rs)} message sizes "
+                                    f"{min(r['config']['bytes'] for r in rs)}-{max(r['config']['bytes'] for r in rs)} B, "
+                                    "marginal cost inside a CUDA graph")
+    if out:
+        base_n = max(out)
+        base = out[base_n]
+        busbw = base.bytes_per_s * 2 * (base_n - 1) / base_n      # what each GPU's links carried
+        link, source = NVLINK_BASIS.get(hardware_id or "", (None, "no NVLink figure on file for this GPU"))
+        for n in (4, 8):
+            if n in out:
+                continue
+            out[n] = AllReduceFit(
+                gpus=n, latency_s=base.latency_s * math.log2(n) / math.log2(base_n),
+                bytes_per_s=busbw / (2 * (n - 1) / n), origin="extrapolated",
+                basis=(f"from the measured {base_n}-GPU fit: bus bandwidth per GPU kept ({busbw / 1e9:.0f} GB/s; "
+                       f"NVSwitch gives every GPU its full links at any count; {source}"
+                       + (f", {link / 1e9:.0f} GB/s per direction" if link else "")
+                       + f"), ring traffic 2(n-1)/n; latency x log2(n)/log2({base_n}) (NCCL's tree for small "
+                         "messages)"))
+    return out
+
+
+def fit_step_parts(doc: dict, hw, source: str) -> StepParts | None:
+    """StepParts from a probe document's step_ops (None when it has none)."""
+    rows = doc.get("step_ops") or []
+    if not rows:
+        return None
+    ceil = doc["ceilings"]
+    gemm = {d: e for d in ("bf16", "fp8") if (e := fit_gemm(rows, d, hw, ceil)) is not None}
+    if "bf16" not in gemm:
+        return None
+    variant = (doc.get("notes", {}).get("step_probe", {}) or {}).get("step_glue", "fused")
+    glue = fit_glue(rows, variant, ceil) or fit_glue(rows, "torch", ceil) or GlueParams()
+    fit_models = sorted({(r["config"]["model"], r["config"]["tp"]) for r in rows if r["op"] == "gemm"})
+    notes = (f"GEMMs fitted on {', '.join(f'{m} TP{t}' for m, t in fit_models)} shapes only; other models are "
+             "predicted from the (M, weight bytes) table",
+             f"glue: {glue.variant} ({'FlashInfer kernels' if glue.variant == 'fused' else 'plain torch'}), fitted "
+             "on the llama-3-8b TP1 layer")
+    return StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, doc.get("hardware_id")),
+                     source=f"probe:{source}", notes=notes)
+
+
+def fitted_step_parts_json(doc: dict, hw, source: str) -> dict | None:
+    p = fit_step_parts(doc, hw, source)
+    return step_parts_to_json(p) if p is not None else None

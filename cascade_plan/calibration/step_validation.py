@@ -1,0 +1,153 @@
+"""Whole decode steps, predicted vs measured: the end-to-end check of the step model.
+
+The probe's ``steps`` rows (model-shaped steps on the GPU, never used in fitting) are predicted with
+the calibration's attention fits per backend plus its step parts (GEMM table, glue, all-reduce), at
+the same load. Reported per row, per backend: the step time error, the per-step cascade speedup error,
+and per stepped workload the run speedup over its measured steps (trapezoid over decode steps, the
+same rule applied to the measured and the predicted step times). Steps of models whose GEMM shapes were
+never probed are "held-out shape" steps; the targets are judged on all steps and on those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# step rows' attention kernels -> the planner backend whose fit prices them
+CASCADE_BACKEND = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer-fa2", "triton": "triton"}
+PER_SEQUENCE_ROW = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer", "triton": "triton"}
+STEP_TARGETS = {"step_median": 0.05, "step_max": 0.10, "speedup_median": 0.05}
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    backend: str
+    workload: str
+    model: str
+    tp: int
+    position: str
+    step: int
+    held_out_shape: bool
+    measured_ps_s: float
+    measured_cas_s: float
+    predicted_ps_s: float
+    predicted_cas_s: float
+    predicted_parts: dict
+
+    @property
+    def ps_err(self) -> float:
+        return self.predicted_ps_s / self.measured_ps_s - 1
+
+    @property
+    def cas_err(self) -> float:
+        return self.predicted_cas_s / self.measured_cas_s - 1
+
+    @property
+    def speedup_measured(self) -> float:
+        return self.measured_ps_s / self.measured_cas_s
+
+    @property
+    def speedup_predicted(self) -> float:
+        return self.predicted_ps_s / self.predicted_cas_s
+
+    @property
+    def speedup_err(self) -> float:
+        return self.speedup_predicted / self.speedup_measured - 1
+
+
+def _predict(probe, backend: str, cfg: dict, model_id: str, tp: int, hw):
+    from cascade_plan.calibration.probe_calibration import params_from_probe
+    from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
+    from cascade_plan.inputs.model_spec import load_preset
+
+    model = load_preset(model_id)
+    params = params_from_probe(probe, backend, "bf16", hw, model)
+    g = gpu_shape(model, hw, "bf16", "bf16", tp)
+    load = single_level_load(cfg["prefix_tokens"], cfg["group_size"], cfg["n_groups"], cfg["suffix_tokens"])
+    c = step_costs(load, g, model, "bf16", tp, params)
+    parts = {"gemm_s": float(c.weight_s), "glue_s": float(c.glue_s), "comm_s": float(c.comm_s),
+             "per_sequence_attention_s": float(c.ps_attention_s), "cascade_attention_s": float(c.cas_attention_s)}
+    return float(c.ps_step_s), float(c.cas_step_s), parts
+
+
+def step_points(probe, hw) -> list[StepPoint]:
+    rows = probe.doc.get("steps") or []
+    fit_models = {r["config"]["model"] for r in probe.doc.get("step_ops", []) if r["op"] == "gemm"}
+    index = {}
+    for r in rows:
+        key = (r["workload"], r["position"], r["tp"], r["backend"], r["mode"])
+        index[key] = r
+    out = []
+    for (wl, pos, tp, b, mode), r in sorted(index.items()):
+        if mode != "cascade" or b not in CASCADE_BACKEND:
+            continue
+        ps = index.get((wl, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
+        if ps is None:
+            continue
+        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], r["model"], tp, hw)
+        out.append(StepPoint(backend=b, workload=wl, model=r["model"], tp=tp, position=pos,
+                             step=int(r["config"]["generated"]), held_out_shape=r["model"] not in fit_models,
+                             measured_ps_s=ps["median_s"], measured_cas_s=r["median_s"], predicted_ps_s=pred_ps,
+                             predicted_cas_s=pred_cas, predicted_parts=parts))
+    return out
+
+
+def _trapezoid(steps, values) -> float:
+    s, v = np.asarray(steps, float), np.asarray(values, float)
+    if s.size == 1:
+        return float(v[0])
+    return float(np.trapezoid(v, s) / (s[-1] - s[0])) if hasattr(np, "trapezoid") else float(np.trapz(v, s) / (s[-1] - s[0]))
+
+
+def run_speedups(points: list[StepPoint]) -> list[dict]:
+    groups: dict = {}
+    for p in points:
+        groups.setdefault((p.backend, p.workload, p.tp), []).append(p)
+    out = []
+    for (b, wl, tp), ps in sorted(groups.items()):
+        ps = sorted(ps, key=lambda p: p.step)
+        if len(ps) < 2:
+            continue
+        st = [p.step for p in ps]
+        meas = _trapezoid(st, [p.measured_ps_s for p in ps]) / _trapezoid(st, [p.measured_cas_s for p in ps])
+        pred = _trapezoid(st, [p.predicted_ps_s for p in ps]) / _trapezoid(st, [p.predicted_cas_s for p in ps])
+        out.append({"backend": b, "workload": wl, "tp": tp, "steps": st, "measured_speedup": meas,
+                    "predicted_speedup": pred, "error": pred / meas - 1})
+    return out
+
+
+def _stats(errs) -> dict:
+    a = np.abs(np.asarray(errs, float))
+    if a.size == 0:
+        return {"n": 0, "median": None, "max": None}
+    return {"n": int(a.size), "median": float(np.median(a)), "max": float(a.max())}
+
+
+def summarize(points: list[StepPoint]) -> dict:
+    """Per backend: step time |error| (both modes) and speedup |error|, over all steps and held-out shapes."""
+    out = {}
+    for b in sorted({p.backend for p in points}):
+        pts = [p for p in points if p.backend == b]
+        held = [p for p in pts if p.held_out_shape]
+        step_all = [e for p in pts for e in (p.ps_err, p.cas_err)]
+        step_held = [e for p in held for e in (p.ps_err, p.cas_err)]
+        s_all, s_held = _stats(step_all), _stats(step_held)
+        sp_all = _stats([p.speedup_err for p in pts])
+        met = (s_all["n"] > 0 and s_all["median"] <= STEP_TARGETS["step_median"]
+               and s_all["max"] <= STEP_TARGETS["step_max"] and sp_all["median"] <= STEP_TARGETS["speedup_median"])
+        out[b] = {"step": s_all, "step_held_out_shape": s_held, "speedup": sp_all,
+                  "speedup_held_out_shape": _stats([p.speedup_err for p in held]), "targets_met": bool(met)}
+    return out
+
+
+def validate_steps(probe, hw) -> dict:
+    pts = step_points(probe, hw)
+    return {"targets": STEP_TARGETS, "summary": summarize(pts), "run_speedups": run_speedups(pts),
+            "points": [{"backend": p.backend, "workload": p.workload, "model": p.model, "tp": p.tp,
+                        "position": p.position, "step": p.step, "held_out_shape": p.held_out_shape,
+                        "measured_per_sequence_s": p.measured_ps_s, "predicted_per_sequence_s": p.predicted_ps_s,
+                        "measured_cascade_s": p.measured_cas_s, "predicted_cascade_s": p.predicted_cas_s,
+                        "per_sequence_error": p.ps_err, "cascade_error": p.cas_err,
+                        "measured_speedup": p.speedup_measured, "predicted_speedup": p.speedup_predicted,
+                        "speedup_error": p.speedup_err, "predicted_parts": p.predicted_parts} for p in pts]}

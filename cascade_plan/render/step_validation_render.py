@@ -1,0 +1,51 @@
+"""Terminal tables for the whole-step validation (calibration/step_validation.py)."""
+
+from __future__ import annotations
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def render_steps(res: dict, console) -> None:
+    from rich.table import Table
+
+    if not res["points"]:
+        console.print("[dim]No whole-step rows in this calibration (run `cascade-plan probe --step`).[/dim]")
+        return
+    t = Table(title="Whole decode steps on the GPU, predicted vs measured (never fitted; held-out shape = GEMMs "
+                    "never probed for that model)", title_justify="left")
+    for col in ("backend", "workload", "model", "TP", "step", "per-seq. ms", "err", "cascade ms", "err",
+                "speedup", "err"):
+        t.add_column(col, justify="left" if col in ("backend", "workload", "model") else "right")
+    last = None
+    for p in sorted(res["points"], key=lambda p: (p["backend"], p["workload"], p["tp"], p["step"])):
+        if last is not None and p["backend"] != last:
+            t.add_section()
+        last = p["backend"]
+        t.add_row(p["backend"], p["workload"], p["model"] + (" *" if p["held_out_shape"] else ""), str(p["tp"]),
+                  f"{p['position']} ({p['step']})", f"{p['measured_per_sequence_s'] * 1e3:.2f}",
+                  f"{100 * p['per_sequence_error']:+.1f}%", f"{p['measured_cascade_s'] * 1e3:.2f}",
+                  f"{100 * p['cascade_error']:+.1f}%", f"{p['measured_speedup']:.2f}x",
+                  f"{100 * p['speedup_error']:+.1f}%")
+    console.print(t)
+    r = Table(title="Run speedup per stepped workload (trapezoid over the measured steps, both sides)",
+              title_justify="left")
+    for col in ("backend", "workload", "TP", "measured", "predicted", "err"):
+        r.add_column(col, justify="left" if col in ("backend", "workload") else "right")
+    for x in res["run_speedups"]:
+        r.add_row(x["backend"], x["workload"], str(x["tp"]), f"{x['measured_speedup']:.2f}x",
+                  f"{x['predicted_speedup']:.2f}x", f"{100 * x['error']:+.1f}%")
+    console.print(r)
+    tg = res["targets"]
+    g = Table(title=f"Step targets: |error| median <= {tg['step_median']:.0%} and max <= {tg['step_max']:.0%}, "
+                    f"speedup median <= {tg['speedup_median']:.0%}", title_justify="left")
+    for col in ("backend", "step n", "median", "max", "held-out shape median", "max", "speedup median", "max",
+                "targets"):
+        g.add_column(col, justify="left" if col == "backend" else "right")
+    for b, s in res["summary"].items():
+        g.add_row(b, str(s["step"]["n"]), _pct(s["step"]["median"]), _pct(s["step"]["max"]),
+                  _pct(s["step_held_out_shape"]["median"]), _pct(s["step_held_out_shape"]["max"]),
+                  _pct(s["speedup"]["median"]), _pct(s["speedup"]["max"]),
+                  "[green]met[/green]" if s["targets_met"] else "[red]missed[/red]")
+    console.print(g)

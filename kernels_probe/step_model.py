@@ -1,0 +1,239 @@
+"""A whole model-shaped decode step on one GPU (or one tensor-parallel rank): random bf16 weights of a
+dense GQA preset, the probe's paged KV cache (one cache per layer, prefix pages shared through the
+block table), the engine's glue, and a choice of attention kernels per mode:
+
+* per-sequence: FlashInfer's batch decode (tensor cores) or the probe's Triton paged decode, both over
+  the shared prefix pages (prefix caching, as engines run it);
+* cascade: FlashInfer's MultiLevelCascadeAttentionWrapper as shipped, the same two levels on FA2
+  prefill wrappers + merge_state_in_place, or the probe's Triton cascade.
+
+A step: embedding gather; per layer add-RMSNorm, qkv GEMM (+bias), RoPE, K/V append, attention, o GEMM
+(+ all-reduce under TP), add-RMSNorm, gate_up GEMM, SiLU-and-mul, down GEMM (+ all-reduce); final norm,
+lm_head, argmax. All layers run in one CUDA graph on the GPU. The torch glue and the Triton kernels
+also run on the CPU (Triton's interpreter), which is how the tests check the step's plumbing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from kernels_probe.glue import AppendTarget, make_glue, rope_cache
+from kernels_probe.step_shapes import LayerShape, StepPoint
+
+PAGE_SIZE = 16
+
+
+class StepWeights:
+    """Random bf16 weights, one tensor per matrix per layer (so every layer streams its own bytes)."""
+
+    def __init__(self, shape: LayerShape, device, *, seed: int = 0, dtype=torch.bfloat16):
+        g = torch.Generator(device=device)
+        g.manual_seed(seed)
+        s = shape
+
+        def mat(n, k):
+            return (torch.randn((n, k), dtype=dtype, device=device, generator=g) * (1.0 / math.sqrt(k))).to(dtype)
+
+        gm = s.gemms()
+        self.layers = []
+        for _ in range(s.layers):
+            lw = {name: mat(*gm[name]) for name in ("qkv", "o", "gate_up", "down")}
+            lw["qkv_bias"] = (torch.randn(gm["qkv"][0], dtype=dtype, device=device, generator=g) * 0.1
+                              if s.qkv_bias else None)
+            lw["norm1"] = torch.ones(s.hidden, dtype=dtype, device=device)
+            lw["norm2"] = torch.ones(s.hidden, dtype=dtype, device=device)
+            self.layers.append(lw)
+        self.embed = torch.randn((s.vocab, s.hidden), dtype=dtype, device=device, generator=g)
+        self.lm_head = mat(s.vocab, s.hidden)
+        self.final_norm = torch.ones(s.hidden, dtype=dtype, device=device)
+
+
+class StepKV:
+    """Paged K/V caches [layers, pages, page_size, Hkv, D] and the block tables of one step point.
+
+    Pages: each group's prefix (contiguous), then each sequence's private pages (ceil(S / page_size)).
+    The new token of step k sits at position P + S - 1 of its sequence (the last suffix slot)."""
+
+    def __init__(self, shape: LayerShape, pt: StepPoint, device, *, seed: int = 0, page_size: int = PAGE_SIZE,
+                 dtype=torch.bfloat16):
+        ps = page_size
+        if pt.prefix_tokens % ps:
+            raise ValueError("prefix_tokens must be a multiple of the page size")
+        self.shape, self.pt, self.page_size = shape, pt, ps
+        B, ng, n = pt.batch, pt.n_groups, pt.group_size
+        P, S = pt.prefix_tokens, pt.suffix_tokens
+        pp, sp = P // ps, -(-S // ps)
+        prefix_pages = ng * pp
+        num_pages = prefix_pages + B * sp
+        cache_shape = (shape.layers, num_pages, ps, shape.kv_heads, shape.head_dim)
+        g = torch.Generator(device=device)
+        g.manual_seed(seed)
+        self.k = torch.empty(cache_shape, dtype=dtype, device=device)
+        self.v = torch.empty(cache_shape, dtype=dtype, device=device)
+        for cache in (self.k, self.v):
+            for layer in range(shape.layers):
+                cache[layer].normal_(generator=g)
+        ar = lambda k: torch.arange(k, device=device, dtype=torch.int32)  # noqa: E731
+        self.prefix_table = (ar(ng)[:, None] * pp + ar(pp)[None, :]).contiguous()
+        self.suffix_table = (prefix_pages + ar(B)[:, None] * sp + ar(sp)[None, :]).contiguous()
+        self.shared_table = torch.cat([self.prefix_table[ar(B) // n], self.suffix_table], dim=1).contiguous()
+        self.seq_lens = torch.full((B,), P + S, dtype=torch.int32, device=device)
+        self.suffix_lens = torch.full((B,), S, dtype=torch.int32, device=device)
+        self.append = AppendTarget(self.shared_table, self.seq_lens, ps)
+
+    def bytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
+
+# ----------------------------------------------------------------------------------- attention kernels
+
+
+def _csr(table: torch.Tensor, length: int, page_size: int):
+    rows = table.shape[0]
+    n_pages = -(-length // page_size)
+    indices = table[:, :n_pages].reshape(-1).to(torch.int32).contiguous()
+    indptr = (torch.arange(rows + 1, device=table.device, dtype=torch.int32) * n_pages).contiguous()
+    last = torch.full((rows,), length - (n_pages - 1) * page_size, dtype=torch.int32, device=table.device)
+    return indptr, indices, last
+
+
+class Attention:
+    """attention(layer, q [B, Hq, D]) -> out [B, Hq, D] over layer's cache, for one (backend, mode)."""
+
+    def __init__(self, kv: StepKV, backend: str, mode: str, q: torch.Tensor, *, sm_count: int = 132):
+        self.kv, self.backend, self.mode, self.q = kv, backend, mode, q
+        s, pt, ps = kv.shape, kv.pt, kv.page_size
+        self.out = torch.empty_like(q)
+        P, S = pt.prefix_tokens, pt.suffix_tokens
+        if backend == "triton":
+            from kernels_probe.triton_kernels import CascadePlan, DecodePlan
+
+            if mode == "per_sequence":
+                self.plans = [DecodePlan(q, kv.k[i], kv.v[i], kv.shared_table, kv.seq_lens, P + S, self.out,
+                                         sm_count=sm_count) for i in range(s.layers)]
+            else:
+                lv = [(kv.prefix_table, P, pt.group_size, pt.n_groups)]
+                self.plans = [CascadePlan(q, kv.k[i], kv.v[i], lv, kv.suffix_table, kv.suffix_lens, S, self.out,
+                                          sm_count=sm_count) for i in range(s.layers)]
+            self.variant = None
+            return
+        import flashinfer
+
+        from kernels_probe.flashinfer_backend import WORKSPACE_BYTES
+
+        self.fi = flashinfer
+        dev = q.device
+        self.ws = torch.zeros(WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
+        hq, hkv, d = s.q_heads, s.kv_heads, s.head_dim
+        if mode == "per_sequence":
+            ip, ix, lp = _csr(kv.shared_table, P + S, ps)
+            self.w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+                self.ws, "NHD", use_cuda_graph=True, use_tensor_cores=True, paged_kv_indptr_buffer=ip,
+                paged_kv_indices_buffer=ix, paged_kv_last_page_len_buffer=lp)
+            self.w.plan(ip, ix, lp, hq, hkv, d, ps, q_data_type=q.dtype, kv_data_type=kv.k.dtype)
+            self.variant = "tensor_cores"
+            return
+        ip0, ix0, lp0 = _csr(kv.prefix_table, P, ps)
+        qo0 = (torch.arange(pt.n_groups + 1, device=dev, dtype=torch.int32) * pt.group_size).contiguous()
+        ip1, ix1, lp1 = _csr(kv.suffix_table, S, ps)
+        qo1 = torch.arange(pt.batch + 1, device=dev, dtype=torch.int32)
+        levels = [(qo0, ip0, ix0, lp0), (qo1, ip1, ix1, lp1)]
+        if backend == "flashinfer-fa2":
+            self.levels = [flashinfer.BatchPrefillWithPagedKVCacheWrapper(
+                self.ws, "NHD", use_cuda_graph=True, qo_indptr_buf=qo, paged_kv_indptr_buf=ip,
+                paged_kv_indices_buf=ix, paged_kv_last_page_len_buf=lp, backend="fa2") for (qo, ip, ix, lp) in levels]
+            for w, (qo, ip, ix, lp) in zip(self.levels, levels):
+                w.plan(qo, ip, ix, lp, hq, hkv, d, ps, causal=False, q_data_type=q.dtype, kv_data_type=kv.k.dtype)
+            self.variant = "fa2"
+        else:
+            self.wrapper = flashinfer.MultiLevelCascadeAttentionWrapper(
+                2, self.ws, "NHD", use_cuda_graph=True, qo_indptr_buf_arr=[lv[0] for lv in levels],
+                paged_kv_indptr_buf_arr=[lv[1] for lv in levels], paged_kv_indices_buf_arr=[lv[2] for lv in levels],
+                paged_kv_last_page_len_buf_arr=[lv[3] for lv in levels])
+            self.wrapper.plan(*[[lv[i] for lv in levels] for i in range(4)], hq, hkv, d, ps, q_data_type=q.dtype,
+                              kv_data_type=kv.k.dtype)
+            self.variant = "auto"
+
+    def __call__(self, layer: int) -> torch.Tensor:
+        if self.backend == "triton":
+            self.plans[layer]()
+            return self.out
+        kv = (self.kv.k[layer], self.kv.v[layer])
+        if self.mode == "per_sequence":
+            return self.w.run(self.q, kv, out=self.out)
+        if self.backend == "flashinfer-fa2":
+            out, lse = self.levels[1].run(self.q, kv, return_lse=True)
+            o0, l0 = self.levels[0].run(self.q, kv, return_lse=True)
+            self.fi.merge_state_in_place(out, lse, o0, l0)
+            return out
+        return self.wrapper.run(self.q, kv)
+
+
+# ----------------------------------------------------------------------------------------- the step
+
+
+class DecodeStep:
+    """One decode step of the whole model; call it (eagerly or inside a CUDA graph capture)."""
+
+    def __init__(self, shape: LayerShape, weights: StepWeights, kv: StepKV, backend: str, mode: str, *,
+                 glue: str = "fused", allreduce=None, sm_count: int = 132, seed: int = 0):
+        self.s, self.w, self.kv = shape, weights, kv
+        dev = kv.k.device
+        B = kv.pt.batch
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed + 7)
+        self.tokens = torch.randint(0, shape.vocab, (B,), device=dev, generator=g)
+        self.q = torch.empty((B, shape.q_heads, shape.head_dim), dtype=torch.bfloat16, device=dev)
+        self.attn = Attention(kv, backend, mode, self.q, sm_count=sm_count)
+        self.glue = make_glue(glue, rope_cache(int(kv.seq_lens.max()) + 1, shape.head_dim, shape.rope_theta, dev))
+        self.allreduce = allreduce
+        self.layer0_attn = torch.empty_like(self.q)  # copy of layer 0's attention output (mode comparison)
+        self.hidden_out = None
+        self.next_tokens = None
+
+    def __call__(self):
+        s, w, kv, glue = self.s, self.w, self.kv, self.glue
+        F = torch.nn.functional
+        B, hq, hkv, d = kv.pt.batch, s.q_heads, s.kv_heads, s.head_dim
+        residual = F.embedding(self.tokens, w.embed)
+        x = glue.rmsnorm(residual, w.layers[0]["norm1"])
+        for i, lw in enumerate(w.layers):
+            if i > 0:
+                glue.add_rmsnorm(x, residual, lw["norm1"])
+            qkv = F.linear(x, lw["qkv"], lw["qkv_bias"])
+            q, k, v = qkv[:, :hq * d], qkv[:, hq * d:(hq + hkv) * d], qkv[:, (hq + hkv) * d:]
+            glue.rope(q, k, kv.append.positions, d)
+            glue.append(k.view(B, hkv, d), v.view(B, hkv, d), kv.k[i], kv.v[i], kv.append)
+            self.q.copy_(q.view(B, hq, d))
+            a = self.attn(i)
+            if i == 0:
+                self.layer0_attn.copy_(a)
+            x = F.linear(a.view(B, hq * d), lw["o"])
+            if self.allreduce is not None:
+                self.allreduce(x)
+            glue.add_rmsnorm(x, residual, lw["norm2"])
+            x = F.linear(glue.silu_mul(F.linear(x, lw["gate_up"])), lw["down"])
+            if self.allreduce is not None:
+                self.allreduce(x)
+        glue.add_rmsnorm(x, residual, w.final_norm)
+        self.hidden_out = x
+        logits = F.linear(x, w.lm_head)
+        self.next_tokens = torch.argmax(logits, dim=-1)
+        return self.next_tokens
+
+
+def reference_attention(kv: StepKV, layer: int, q: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """Float32 attention of the given sequences over their whole context (prefix + suffix) in layer's cache."""
+    from kernels_probe.reference import reference_paged
+
+    idx = torch.tensor(rows, device=q.device)
+    return reference_paged(q[idx], kv.k[layer], kv.v[layer], kv.shared_table[idx], kv.seq_lens[idx])
+
+
+def check_rows(pt: StepPoint, limit: int = 8) -> list[int]:
+    """A few sequences to check against the reference: first and last of the first and last groups."""
+    n, B = pt.group_size, pt.batch
+    rows = sorted({0, n - 1, B - n, B - 1, B // 2})
+    return [r for r in rows if 0 <= r < B][:limit]

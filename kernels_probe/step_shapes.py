@@ -1,0 +1,125 @@
+"""What the step probe measures: GEMM shapes per model preset and GPU count, the token grid, and the
+decode steps of the stepped workloads. Pure Python (no torch), so the planner and the CPU tests can
+read the same definitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+# Tokens per step M: a log grid (powers of 2 and 1.5x) spanning 1..2048; it holds the batch sizes of
+# the stepped workloads (64 and 128).
+M_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048)
+M_GRID_QUICK = (1, 16, 64, 128, 256, 512, 2048)
+GLUE_M_GRID = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)
+GLUE_M_GRID_QUICK = (1, 64, 256, 1024)
+# All-reduce message sizes: tokens x hidden x 2 B for 1..2048 tokens at hidden 4096-16384 (8 KiB - 64 MiB).
+ALLREDUCE_BYTES = tuple(1 << k for k in range(13, 27))
+ALLREDUCE_BYTES_QUICK = tuple(1 << k for k in (13, 16, 19, 21, 23, 25))
+
+# The presets whose GEMM shapes are measured (fit set). Other presets are predicted from the fitted
+# table: the stepped workloads on Mistral-7B and Qwen2.5-7B hold out their shapes entirely.
+GEMM_FIT_MODELS = (("llama-3-8b", 1), ("llama-3-8b", 2))
+GEMM_FIT_MODELS_QUICK = (("llama-3-8b", 1),)
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One model's decode-step shapes on one GPU after tensor parallelism (dense GQA)."""
+
+    model: str
+    tp: int
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    qkv_bias: bool
+    rope_theta: float
+
+    def gemms(self) -> dict[str, tuple[int, int]]:
+        """name -> (N, K) of the weight, per GPU: column-parallel qkv, gate_up, lm_head; row-parallel o, down."""
+        d = self.head_dim
+        return {"qkv": ((self.q_heads + 2 * self.kv_heads) * d, self.hidden), "o": (self.hidden, self.q_heads * d),
+                "gate_up": (2 * self.intermediate, self.hidden), "down": (self.hidden, self.intermediate),
+                "lm_head": (self.vocab, self.hidden)}
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def layer_shape(model_id: str, tp: int = 1) -> LayerShape:
+    """Per-GPU shapes of a dense GQA preset at tensor parallelism tp."""
+    from cascade_plan.inputs.model_presets import PRESETS
+
+    cfg = PRESETS[model_id][1]
+    heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    if cfg.get("kv_lora_rank") or cfg.get("num_local_experts") or cfg.get("n_routed_experts"):
+        raise ValueError(f"{model_id}: the step probe builds dense GQA models only")
+    if heads % tp or cfg["intermediate_size"] % tp or cfg["vocab_size"] % tp:
+        raise ValueError(f"{model_id}: heads, intermediate size and vocabulary must divide by TP {tp}")
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    return LayerShape(model=model_id, tp=tp, layers=cfg["num_hidden_layers"], hidden=cfg["hidden_size"],
+                      q_heads=heads // tp, kv_heads=max(1, kv // tp), head_dim=head_dim,
+                      intermediate=cfg["intermediate_size"] // tp, vocab=cfg["vocab_size"] // tp,
+                      qkv_bias=cfg.get("model_type") == "qwen2",
+                      rope_theta=float(cfg.get("rope_theta", 500000.0 if "llama-3" in model_id else 1e6)))
+
+
+@dataclass(frozen=True)
+class StepPoint:
+    """One decode step of a single-level workload: n_groups prompts of prefix_tokens, each shared by
+    group_size sequences that have generated `generated` tokens (the new one included) after a private
+    prompt of private_tokens."""
+
+    workload: str
+    model: str
+    position: str          # "first", "middle", "final"
+    prefix_tokens: int
+    group_size: int
+    n_groups: int
+    private_tokens: int
+    generated: int
+    output_tokens: int
+
+    @property
+    def batch(self) -> int:
+        return self.group_size * self.n_groups
+
+    @property
+    def suffix_tokens(self) -> int:
+        return self.private_tokens + self.generated
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "suffix_tokens": self.suffix_tokens, "batch": self.batch}
+
+    def label(self) -> str:
+        return (f"{self.workload} {self.position} (P={self.prefix_tokens} n={self.group_size}x{self.n_groups} "
+                f"S={self.suffix_tokens})")
+
+
+# The stepped workloads: the shipped rl-rollouts-64 and parallel-sampling-n8 (tests check these match
+# their YAML files) and a long-prefix one on Qwen2.5-7B (a shape whose GEMMs are never measured).
+STEPPED_WORKLOADS = (
+    # name, model, prefix, group size, groups, private, output tokens
+    ("rl-rollouts-64", "llama-3-8b", 4096, 64, 2, 0, 1024),
+    ("parallel-sampling-n8", "mistral-7b", 2048, 8, 16, 0, 512),
+    ("long-prefix-qwen", "qwen2.5-7b", 16384, 16, 4, 0, 256),
+)
+
+
+def step_points(quick: bool = False) -> list[StepPoint]:
+    pts = []
+    for name, model, p, n, ng, priv, out in STEPPED_WORKLOADS:
+        positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
+        for pos, k in positions:
+            pts.append(StepPoint(name, model, pos, p, n, ng, priv, k, out))
+        if quick:
+            break
+    return pts
+
+
+# Attention backends of a whole step: (backend, per-sequence kernel, cascade kernel).
+STEP_BACKENDS = ("flashinfer", "flashinfer-fa2", "triton")
