@@ -215,6 +215,10 @@ def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
     rows = {r["what"]: r for r in kernel_table(aic, probe)}
     if not probe.fitted.get("step_parts"):        # a probe file without step parts: nothing of its own to compare
         assert all(r["probe"] is None for w, r in rows.items() if w.startswith("all-reduce"))
+    else:                                         # the shipped H200 probe measures GEMMs and a 2-GPU all-reduce
+        gemm = [r for w, r in rows.items() if "Llama-3-8B bf16 GEMMs" in w]
+        assert len(gemm) == 2 and all(0.9 <= r["ratio"] <= 1.1 for r in gemm)   # docs/aic.md: within 5% median
+        assert all(r["probe"] for w, r in rows.items() if w.startswith("all-reduce"))
     # a probe file with the same step parts as the import: every GEMM and all-reduce ratio is exactly 1
     twin = ProbeData(probe.path, {**probe.doc, "fitted": {**probe.fitted, "step_parts": aic.fitted["step_parts"]}})
     rows = kernel_table(aic, twin)
