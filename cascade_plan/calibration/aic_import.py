@@ -119,6 +119,8 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
         glue = GlueParams(variant="not measured")
         notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables and not measured by the "
                      "H200 probe file used; left at zero")
+    if probe.fitted.get("step_parts"):
+        source += f"; glue transferred from the {probe.hardware_id.upper()} probe"
     return StepParts(gemm=gemm, glue=glue, allreduce=allreduce, source=source, notes=tuple(notes)), used
 
 
