@@ -189,9 +189,11 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         "ceilings": ceilings,
         "source": {"package": aic_tables.PACKAGE, "version": version, "system": gpu.system, "framework": framework,
                    "framework_version": fw_version, "tables": tables, "label": label,
-                   "measured": ["decode_dup", "decode_shared (without its L2 gain)", "decode_mla", "step_parts"],
-                   "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge",
-                                                                    "decode_shared L2 gain"],
+                   "measured": ["decode_dup", "decode_shared (without its L2 gain)"] + (["decode_mla"] if mla_used else [])
+                   + ["step_parts: GEMMs" + (", MoE experts" if any(k.startswith("moe:") for k in steps.gemm) else "")
+                      + (", all-reduce" if steps.allreduce else "")],
+                   "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]
+                                   + (["step_parts glue"] if probe.fitted.get("step_parts") else []),
                                    "ratios": ratios.to_dict(), "method": "aic_transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
         # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's

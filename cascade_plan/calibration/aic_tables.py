@@ -117,7 +117,3 @@ def read_table(root: Path, path: Path, columns: list[str]) -> Table:
 def load(root: Path, system: str, op: str, framework: str, table: str, columns: list[str]) -> Table | None:
     path = find_table(root, system, op, framework, table)
     return read_table(root, path, columns) if path else None
-
-
-def systems_with_data(root: Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.iterdir()))
