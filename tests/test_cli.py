@@ -18,11 +18,19 @@ def run(*args):
 
 
 def test_estimate_table_has_every_section(root):
-    res = run("estimate", root / "workloads/rl-rollouts-64.yaml")
+    res = run("estimate", root / "workloads/rl-rollouts-64.yaml", "--uncalibrated")
     assert res.exit_code == 0, res.output
     for text in ("KV bytes per token", "131,072 B = 128 KiB", "weights read per step", "first (k=1)",
                  "middle (k=512)", "final (k=1024)", "Whole run", "Average speedup", "Go (uncalibrated", "uncalibrated"):
         assert text in res.stdout, text
+
+
+def test_estimate_on_h100_is_calibrated_from_aiconfigurator_and_says_so(root):
+    res = run("estimate", root / "workloads/rl-rollouts-64.yaml", "--hardware", "h100-sxm")
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "calibrated from AIConfigurator vllm" in text and "cascade parts transferred from the H200 probe" in text
+    assert "uncalibrated" not in text
 
 
 def test_estimate_json_has_documented_keys(root):
@@ -37,7 +45,7 @@ def test_estimate_json_has_documented_keys(root):
 
 
 def test_hardware_override(root):
-    a = json.loads(run("estimate", root / "workloads/rl-rollouts-64.yaml", "--json").stdout)
+    a = json.loads(run("estimate", root / "workloads/rl-rollouts-64.yaml", "--json", "--uncalibrated").stdout)
     b = json.loads(run("estimate", root / "workloads/rl-rollouts-64.yaml", "--json", "--hardware", "h200",
                        "--uncalibrated").stdout)
     assert (a["hardware"], b["hardware"]) == ("h100-sxm", "h200")
@@ -76,7 +84,7 @@ def test_module_entry_point(root):
 def test_estimate_imports_no_heavy_modules(root):
     code = ("import sys; from cascade_plan.cli.app import main; sys.argv=['cascade-plan','estimate',"
             f"{str(root / 'workloads/rl-rollouts-64.yaml')!r}]\ntry: main()\nexcept SystemExit: pass\n"
-            "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pydantic') if m in sys.modules))")
+            "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pydantic','pyarrow','aiconfigurator_core') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert "HEAVY []" in out.stdout, out.stdout[-500:] + out.stderr
 

@@ -166,7 +166,7 @@ def test_report_and_gpu_plot_mark_what_does_not_fit(root, tmp_path):
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["plot", str(root / "workloads/deepseek-v3-grpo-tp8.yaml"), "--out", str(tmp_path),
                               "--hardware", "a100-40gb", "--compare-hardware", "a100-40gb,h200", "--kind", "hardware",
-                              "--kind", "steps"])
+                              "--kind", "steps", "--svg"])        # SVG (text) to search; PNG only without --svg
     assert res.exit_code == 0, res.output
     md = (tmp_path / "report.md").read_text()
     summary = next(ln for ln in md.splitlines() if ln.startswith("| [deepseek-v3-grpo-tp8]"))

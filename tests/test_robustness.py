@@ -220,7 +220,7 @@ def test_option_errors_are_one_line():
     refused(run("estimate", "--tp", "0"), "--tp")
     refused(run("estimate", "--no-such-option"), "--no-such-option")
     refused(run("no-such-command"), "no-such-command")
-    refused(run("report"), "Missing argument")
+    refused(run("plot"), "Missing argument")
 
 
 def test_nul_byte_names_its_line(tmp_path):

@@ -128,7 +128,7 @@ def test_heatmap_marks_the_workload_names_its_source_and_hatches_misfits(rollout
 
 def test_every_report_plot_names_the_cost_model(root, tmp_path):
     res = runner.invoke(app, ["plot", str(root / "workloads/rl-rollouts-64.yaml"), "--out", str(tmp_path),
-                              "--compare-hardware", "h100-sxm,h200"])
+                              "--compare-hardware", "h100-sxm,h200", "--svg"])
     assert res.exit_code == 0, res.output
     svgs = sorted(tmp_path.rglob("*.svg"))
     assert len(svgs) == 4

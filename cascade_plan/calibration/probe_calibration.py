@@ -247,12 +247,14 @@ def default_backend(probe: ProbeData) -> str:
                      file=probe.path)
 
 
-def coverage_notes(probe: ProbeData, model) -> list[str]:
+def coverage_notes(probe: ProbeData, model, has_mla_fit: bool = False) -> list[str]:
     """Where a model's attention shape lies outside what the probe measured."""
     axes = (probe.doc.get("grid") or {}).get("axes", {})
     head_dim = (probe.doc.get("grid") or {}).get("head_dim")
     notes = []
-    if model.attention == "mla":
+    if model.attention == "mla" and has_mla_fit:
+        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
+    elif model.attention == "mla":
         notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
                      "heads) is outside them, so these numbers extrapolate")
     else:
@@ -271,49 +273,71 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
                          file=probe.path)
     backend = backend or default_backend(probe)
-    notes = coverage_notes(probe, model) if model is not None else []
     per_dtype = fitted["kv_dtypes"]
     key = kv_dtype if kv_dtype in per_dtype and backend in per_dtype[kv_dtype] else "bf16"
-    if key != kv_dtype:
-        notes.append(f"no {kv_dtype} KV measurements for {backend}: using its bf16 fit")
     if backend not in per_dtype.get(key, {}):
         have = sorted(per_dtype.get(key, {}))
         raise InputError(f"backend {backend!r} is not in this calibration; it has: {', '.join(have)}", file=probe.path)
     k = per_dtype[key][backend]
+    mla = model is not None and model.attention == "mla" and bool(k.get("decode_mla"))
+    notes = coverage_notes(probe, model, mla) if model is not None else []
+    if key != kv_dtype:
+        notes.append(f"no {kv_dtype} KV measurements for {backend}: using its bf16 fit")
+    notes += k.get("notes", [])          # what an imported file says about its own coverage
+    decode_shared, decode_dup = k["decode_shared"], k["decode_dup"]
+    if mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages
+        decode_dup = k["decode_mla"]
+        decode_shared = {**k["decode_mla"], **{f: k["decode_shared"][f] for f in
+                                                ("l2_hit_max", "l2_window_bytes", "l2_bytes_per_s")}}
+    origin = source_kind(probe.doc)
     ceil = fitted["ceilings"]
     gemm = KernelParams(bw_eff=min(1.0, ceil["hbm_read_bytes_per_s"] / hw.hbm_bytes_per_s),
                         flop_eff=min(1.0, ceil["bf16_matmul_flop_per_s"] / hw.dense_bf16_flop_per_s))
-    shared = KernelFit.from_dict(k["decode_shared"])
+    shared = KernelFit.from_dict(decode_shared)
     step = step_parts_of(probe)
     if step.source == "default":
         notes.append("no step parts in this calibration: GEMMs, glue and all-reduce use the defaults")
     return CostParams(
-        mode="calibrated", decode=_kernel_params(k["decode_shared"], hw), prefix=_kernel_params(k["prefix"], hw),
+        mode="calibrated", decode=_kernel_params(decode_shared, hw), prefix=_kernel_params(k["prefix"], hw),
         suffix=_kernel_params(k["suffix"], hw), merge=_kernel_params(k["merge"], hw), gemm=gemm,
         l2_hit_max=shared.l2_hit_max, l2_window_bytes=shared.l2_window_bytes or None,
         l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
-        decode_dup=_kernel_params(k["decode_dup"], hw), notes=tuple(notes),
+        decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)), step=step,
+        origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
     )
 
 
-def find_committed(hw: HardwareProfile) -> ProbeData | None:
-    """The newest shipped calibration whose hardware_id is this profile's and that has fitted numbers.
-    Shipped files are named <hardware id>-....json, so only those are opened."""
-    found = []
+def source_kind(doc: dict) -> str:
+    """"probe" (our GPU probe) or "aic" (imported from AIConfigurator's tables)."""
+    return "aic" if doc.get("source_kind") == "aic" else "probe"
+
+
+# The best source first: the project's own probe measures the cascade kernels nobody else does.
+SOURCE_PREFERENCE = ("probe", "aic")
+
+
+def find_committed(hw: HardwareProfile, source: str | None = None) -> ProbeData | None:
+    """The shipped calibration for this profile that has fitted numbers: the project's probe file where
+    there is one, else one imported from AIConfigurator (newest first within a kind); `source`
+    restricts the kind. Shipped files are named <hardware id>-<kind>-....json, so only those are opened,
+    the preferred kind first."""
     import msgspec
 
-    for p in sorted(data_dir("calibrations").glob(f"{hw.id}-*.json")):
-        try:
-            d = msgspec.json.decode(p.read_bytes())
-        except (OSError, msgspec.DecodeError):
-            continue
-        if d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes"):
-            found.append((d.get("created_utc", ""), str(p), d))
-    if not found:
-        return None
-    _, path, doc = max(found, key=lambda x: x[:2])
-    return ProbeData(path, doc)
+    for kind in (source,) if source else SOURCE_PREFERENCE:
+        found = []
+        for p in sorted(data_dir("calibrations").glob(f"{hw.id}-{kind}-*.json")):
+            try:
+                d = msgspec.json.decode(p.read_bytes())
+            except (OSError, msgspec.DecodeError):
+                continue
+            if (d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes")
+                    and source_kind(d) == kind):
+                found.append((d.get("created_utc", ""), str(p), d))
+        if found:
+            _, path, doc = max(found, key=lambda x: x[:2])
+            return ProbeData(path, doc)
+    return None
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:

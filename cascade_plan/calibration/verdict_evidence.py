@@ -60,13 +60,18 @@ def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.hardware import load_hardware
 
+    from cascade_plan.calibration.params_select import shipped_source
+
     scn = est.scenario
     found = []
-    for hw_id in _measured_gpus(scn.hardware.id):
+    # the same order as the sort below, known from the files' names: open only as many as are shown
+    for hw_id in sorted(_measured_gpus(scn.hardware.id), key=lambda h: (h != scn.hardware.id, shipped_source(h) != "probe")):
         other = scn if hw_id == scn.hardware.id else dataclasses.replace(scn, hardware=load_hardware(hw_id))
         measured = select_params(False, other)
         if measured.mode not in UNMEASURED:
             found.append((other, measured))
+        if len(found) == MAX_EVIDENCE_GPUS:
+            break
     found.sort(key=lambda om: (om[0] is not scn, getattr(om[1], "origin", None) not in (None, "probe")))
     out = []
     for other, measured in found[:MAX_EVIDENCE_GPUS]:
@@ -76,7 +81,7 @@ def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
 
 
 def _numbers(p: CostParams) -> str:
-    return f"{p.mode}/{p.backend}" if p.backend else p.mode
+    return p.numbers          # probe/<backend>, aic/<backend>: says which measured source
 
 
 def defaults_error(est: Estimate) -> str | None:

@@ -9,19 +9,20 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt, IdealOpt,
-                                     JsonOpt, KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt,
-                                     ReserveOpt, SamplesOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
-                                     handles_input_errors, print_json, scenario_from_options)
+from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
+                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
+                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt, SamplesOpt, TpOpt,
+                                     UncalibratedOpt, WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
+                                     scenario_from_options, with_what_if)
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
-            "is the breakeven? Start with `cascade-plan estimate workloads/rl-rollouts-64.yaml`.")
+            "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
 
 
 def _new_app() -> typer.Typer:
     from cascade_plan.cli.one_line_errors import OneLineErrorGroup
 
-    return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=False,
+    return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=True,
                        rich_markup_mode="markdown", cls=OneLineErrorGroup,
                        pretty_exceptions_enable=False)
 
@@ -59,6 +60,10 @@ def estimate(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     reserve: ReserveOpt = 0.10,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
@@ -71,9 +76,13 @@ def estimate(
 
     Examples:
 
-      cascade-plan estimate workloads/rl-rollouts-64.yaml --ideal
+      cascade-plan estimate rl-rollouts-64 --ideal
 
       cascade-plan estimate --model llama-3-8b --hardware h100-sxm --prefix 4096 --groups 2 --samples 64 --output-tokens 1024
+
+      cascade-plan estimate --model meta-llama/Meta-Llama-3-70B --hardware h100 --tp 8 --prefix 8000 --samples 16 --output-tokens 512
+
+      cascade-plan estimate rl-rollouts-64 --hardware h100 --hbm-bandwidth 4.8 --memory 141GB     (what-if GPU)
     """
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.calibration.verdict_evidence import assess
@@ -82,15 +91,15 @@ def estimate(
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
                                 samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+    scn = with_what_if(scn, hbm_bandwidth, memory, bf16_tflops, l2)
     est = assess(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated), reserve)
     if json_out:
         print_json(to_json(est, __version__))
         return
-    from rich.console import Console
-
+    from cascade_plan.render.console import make_console
     from cascade_plan.render.render_estimate import render_estimate
 
-    render_estimate(est, Console())
+    render_estimate(est, make_console())
 
 
 @handles_input_errors
@@ -158,11 +167,10 @@ def probe(
     missing = missing_requirements()
     if missing:
         raise InputError("cannot run the probe: " + "; ".join(missing))
-    from rich.console import Console
-
+    from cascade_plan.render.console import make_console
     from kernels_probe.runner import run_probe
 
-    console = Console()
+    console = make_console()
     run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console, time_budget_s=time_budget,
               step=step)
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
@@ -172,10 +180,11 @@ def probe(
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.plan"),
             ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
+            ("workloads", "cascade_plan.cli.workloads"), ("schema", "cascade_plan.cli.workloads"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
-            ("validate", "cascade_plan.cli.calibrate"), ("analyze", "cascade_plan.cli.logs_cli"),
-            ("simulate-log", "cascade_plan.cli.logs_cli"), ("route", "cascade_plan.cli.serving_cli"),
-            ("rl", "cascade_plan.cli.serving_cli")]
+            ("validate", "cascade_plan.cli.calibrate"), ("import-aic", "cascade_plan.cli.aic"),
+            ("analyze", "cascade_plan.cli.logs_cli"), ("simulate-log", "cascade_plan.cli.logs_cli"),
+            ("route", "cascade_plan.cli.serving_cli"), ("rl", "cascade_plan.cli.serving_cli")]
 
 
 def _commands(only: str | None = None) -> list:

@@ -43,6 +43,7 @@ def l2_explanation(k: dict, l2_bytes: float) -> str | None:
 def calibrate(
     probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.", show_default=False)],
     out: Annotated[Optional[Path], typer.Option("--out", help="Write here instead of updating PROBE_FILE in place.")] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Fit the cost model's kernel parameters per backend (bandwidth and FLOP efficiencies, fixed
     costs, latency of unsplit rows, L2 reuse of shared pages, an efficiency surface over size and
@@ -53,15 +54,14 @@ def calibrate(
     from rich.table import Table
 
     from cascade_plan.atomic import write_text_atomic
+    from cascade_plan.calibration.calibration_schema import check_fitted
     from cascade_plan.calibration.probe_calibration import calibrate as fit_all, load_probe
-
+    from cascade_plan.errors import InputError
     from cascade_plan.outputs import check_output_file
+    from cascade_plan.render.console import make_console
 
     target = check_output_file(out, "--out") if out else probe_file
     probe = load_probe(probe_file)
-    from cascade_plan.calibration.calibration_schema import check_fitted
-    from cascade_plan.errors import InputError
-
     with Console(stderr=True).status("fitting kernels..."), np.errstate(all="ignore"):
         try:
             fitted = fit_all(probe)
@@ -73,6 +73,10 @@ def calibrate(
                          "run the full probe grid, not --quick", file=str(probe_file))
     doc = {**probe.doc, "fitted": fitted}
     write_text_atomic(target, dumps_json(doc, indent=1) + "\n")
+    if json_out:
+        print_json({"schema_version": 1, "tool_version": __version__, "written": str(target),
+                    "device": probe.device_name, "fitted": fitted})
+        return
     t = Table(title=f"Fitted on {probe.device_name} (training subset; {fitted['holdout_rule']})", title_justify="left")
     for col in ("KV", "backend", "kernel", "n", "GB/s", "TFLOP/s", "fixed µs", "ns/row", "ns/token", "L2 hit",
                 "L2 window", "train med err"):
@@ -86,7 +90,7 @@ def calibrate(
                           f"{k['flop_per_s'] / 1e12:,.0f}", f"{k['overhead_s'] * 1e6:.1f}", f"{k['row_s'] * 1e9:.2f}",
                           f"{k['token_latency_s'] * 1e9:.3f}", f"{k['l2_hit_max']:.2f}", _window_cell(k),
                           f"{k['train_median_ape']:.1%}")
-    Console().print(t)
+    make_console().print(t)
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
             line = l2_explanation(kernels.get("decode_shared") or {}, probe.l2_bytes)
@@ -101,7 +105,8 @@ def calibrate(
 
 
 def validate(
-    calibration: Annotated[Path, typer.Argument(help="A calibrated file (after `cascade-plan calibrate`).", show_default=False)],
+    calibration: Annotated[Path, typer.Argument(help="A calibrated file (after `cascade-plan calibrate`), or the name of "
+                                                     "a shipped one (see `cascade-plan hardware`).", show_default=False)],
     plots: Annotated[Optional[Path], typer.Option("--plots", help="Write the predicted-vs-measured scatter and the "
                                                   "error-by-region heatmap into this folder.")] = None,
     json_out: JsonOpt = False,
@@ -110,8 +115,19 @@ def validate(
     percentage error per kernel and for the cascade-vs-per-sequence speedup; how often the model
     picks the faster mode, and how often vLLM's heuristic would have. With whole-step rows (probe
     --step): every measured decode step predicted per backend (attention + GEMMs + glue + all-reduce),
-    the per-step and per-workload run speedups, and the step targets."""
-    from cascade_plan.calibration.probe_calibration import load_probe
+    the per-step and per-workload run speedups, and the step targets.
+
+    Where both a probe file and one imported from AIConfigurator exist for the GPU (the H200), it also
+    cross-checks them kernel by kernel and on the shipped workloads; for an imported file that is all
+    it shows.
+
+    Examples:
+
+      cascade-plan validate h200-probe-2026-11-30.json
+
+      cascade-plan validate h200-aic-vllm.json --json
+    """
+    from cascade_plan.calibration.probe_calibration import load_probe, source_kind
     from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
 
@@ -119,9 +135,23 @@ def validate(
         from cascade_plan.outputs import check_output_dir
 
         check_output_dir(plots, "--plots")
-    probe = load_probe(calibration)
+    probe = load_probe(_shipped_or_given(calibration))
     if not probe.fitted.get("kv_dtypes"):
         raise InputError("no fitted parameters: run `cascade-plan calibrate` on this file first", file=str(calibration))
+    cross = _crosscheck_for(probe)
+    if source_kind(probe.doc) == "aic":
+        if cross is None:
+            raise InputError(f"imported from AIConfigurator and no probe calibration of {probe.hardware_id} ships to "
+                             "cross-check it against (only the H200 has one)", file=str(calibration))
+        if json_out:
+            print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
+                        "crosscheck": cross})
+            return
+        from cascade_plan.render.console import make_console
+        from cascade_plan.render.crosscheck_table import render_crosscheck
+
+        render_crosscheck(cross, make_console())
+        return
     res = run_validate(probe)
     from cascade_plan.calibration.step_validation import validate_steps
     from cascade_plan.inputs.hardware import load_hardware
@@ -135,17 +165,44 @@ def validate(
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
                     "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
-                    "points": res["points"], "steps": steps})
+                    "points": res["points"], "steps": steps, "crosscheck": cross})
         return
-    from rich.console import Console
-
     from cascade_plan.calibration.validation import render
+    from cascade_plan.render.console import make_console
 
-    console = Console()
+    console = make_console()
     render(res, probe.device_name, console)
     if steps is not None:
         from cascade_plan.render.step_validation_render import render_steps
 
         render_steps(steps, console)
+    if cross is not None:
+        from cascade_plan.render.crosscheck_table import render_crosscheck
+
+        render_crosscheck(cross, console)
     for p in written:
         typer.echo(f"wrote {p}")
+
+
+def _crosscheck_for(cal):
+    """The AIConfigurator-vs-probe cross-check for this file's GPU, when both kinds ship for it."""
+    from cascade_plan.calibration.aic_crosscheck import crosscheck
+    from cascade_plan.calibration.probe_calibration import find_committed, source_kind
+    from cascade_plan.inputs.hardware import load_hardware
+
+    if not cal.hardware_id:
+        return None
+    hw = load_hardware(cal.hardware_id)
+    other = find_committed(hw, source="probe" if source_kind(cal.doc) == "aic" else "aic")
+    if other is None:
+        return None
+    aic, probe = (cal, other) if source_kind(cal.doc) == "aic" else (other, cal)
+    return crosscheck(aic, probe) if aic.doc.get("crosscheck") else None
+
+
+def _shipped_or_given(path: Path) -> Path:
+    """The file given, or a shipped calibration of that name when no such file exists here."""
+    from cascade_plan.resources import data_dir
+
+    shipped = data_dir("calibrations") / path.name
+    return shipped if not path.exists() and path.parent == Path(".") and shipped.is_file() else path

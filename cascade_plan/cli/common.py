@@ -27,14 +27,28 @@ class KvDtypeOpt(str, enum.Enum):
 WeightDtypeOpt = KvDtypeOpt
 
 WorkloadArg = Annotated[Optional[Path], typer.Argument(
-    help="Workload YAML (see workloads/ for examples). Leave out to describe the workload with "
+    help="Workload YAML, or the name of a shipped one (`cascade-plan workloads` lists them). Leave out to describe the workload with "
          "--model/--prefix/--groups/--samples/--output-tokens instead.", show_default=False)]
+def _complete_models(incomplete: str) -> list[str]:
+    from cascade_plan.inputs.model_presets import PRESETS
+
+    return [m for m in PRESETS if m.startswith(incomplete.lower())]
+
+
+def _complete_hardware(incomplete: str) -> list[str]:
+    from cascade_plan.inputs.hardware import builtin_hardware_ids
+
+    return [h for h in builtin_hardware_ids() if h.startswith(incomplete.lower())]
+
+
 ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", help="Model preset id (see `cascade-plan models`) or path to a Hugging Face config.json.",
-    rich_help_panel="Workload without a file")]
+    "--model", help="Model preset id (see `cascade-plan models`), a Hugging Face repo id (a preset's, or one in the "
+                    "local HF cache), a model folder, or a path to a config.json.",
+    rich_help_panel="Workload without a file", autocompletion=_complete_models)]
 HardwareOpt = Annotated[Optional[str], typer.Option(
-    "--hardware", help="Hardware profile id (see `cascade-plan hardware`) or a profile YAML; overrides the "
-                       "workload's. Default without a workload: h100-sxm.")]
+    "--hardware", help="Hardware profile id (see `cascade-plan hardware`; h100, a100 work too) or a profile YAML; "
+                       "overrides the workload's. Default without a workload: h100-sxm.",
+    autocompletion=_complete_hardware)]
 PrefixOpt = Annotated[Optional[int], typer.Option(
     "--prefix", min=0, help="Shared prompt tokens per group.", rich_help_panel="Workload without a file")]
 GroupsOpt = Annotated[int, typer.Option(
@@ -57,7 +71,8 @@ CalibrationOpt = Annotated[Optional[Path], typer.Option(
                           "chosen GPU, if any (the output says which).", rich_help_panel="Calibration")]
 BackendOpt = Annotated[Optional[str], typer.Option(
     "--backend", help="Kernels the calibrated numbers describe: flashinfer (what engines ship; the default), "
-                      "flashinfer-fa2, torch, or triton (the probe's own: what is attainable).",
+                      "flashinfer-fa2, torch, or triton (the probe's own: what is attainable). Files imported from "
+                      "AIConfigurator have flashinfer, flashinfer-fa2 and triton (their cascade kernels, transferred).",
     rich_help_panel="Calibration")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration measured on another GPU.",
                                         rich_help_panel="Calibration")]
@@ -68,6 +83,26 @@ ReserveOpt = Annotated[float, typer.Option(
     "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "
                                       "vLLM's gpu_memory_utilization=0.9 keeps 0.10). A configuration whose weights or "
                                       "KV do not fit in the rest gets no go/no-go.")]
+WHAT_IF = "What-if hardware (labelled user-supplied in every output; no calibration applies)"
+HbmBandwidthOpt = Annotated[Optional[str], typer.Option(
+    "--hbm-bandwidth", help="Replace the GPU's HBM bandwidth: TB/s, or with a unit (4.8, 4800GB/s).",
+    rich_help_panel=WHAT_IF, show_default=False)]
+MemoryOpt = Annotated[Optional[str], typer.Option(
+    "--memory", help="Replace the GPU's memory: GB, or with a unit (141, 96GiB).", rich_help_panel=WHAT_IF,
+    show_default=False)]
+Bf16TflopsOpt = Annotated[Optional[str], typer.Option(
+    "--bf16-tflops", help="Replace the GPU's dense bf16 rate in TFLOP/s (1200, 2.2PFLOP/s).", rich_help_panel=WHAT_IF,
+    show_default=False)]
+L2Opt = Annotated[Optional[str], typer.Option(
+    "--l2", help="Replace the GPU's L2 size: MB, or with a unit (60MiB).", rich_help_panel=WHAT_IF, show_default=False)]
+
+
+def with_what_if(scn, hbm_bandwidth: str | None, memory: str | None, bf16_tflops: str | None, l2: str | None):
+    """The scenario on its GPU with the user's what-if numbers (unchanged when none is given)."""
+    from cascade_plan.inputs.hardware_whatif import what_if
+
+    hw = what_if(scn.hardware, hbm_bandwidth, memory, bf16_tflops, l2)
+    return scn if hw is scn.hardware else dataclasses.replace(scn, hardware=hw)
 
 
 def handles_input_errors(fn: Callable) -> Callable:

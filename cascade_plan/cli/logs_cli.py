@@ -54,7 +54,7 @@ def analyze(
 
       cascade-plan analyze steps.parquet --workload workloads/rl-rollouts-64.yaml --workload-out summary.yaml --json
 
-      cascade-plan simulate-log workloads/rl-rollouts-64.yaml --out sim.jsonl && cascade-plan analyze sim.jsonl --model llama-3-8b
+      cascade-plan simulate-log rl-rollouts-64 --out sim.jsonl && cascade-plan analyze sim.jsonl --model llama-3-8b
     """
     from cascade_plan.logs.pipeline import ENGINES, run_analysis
     from cascade_plan.logs.sources import expand
@@ -76,11 +76,10 @@ def analyze(
                                "mode": params.mode, "numbers": params.label, "engine": engine,
                                "written": [str(w) for w in written]}))
         return
-    from rich.console import Console
-
+    from cascade_plan.render.console import make_console
     from cascade_plan.render.render_logs import render_analysis
 
-    render_analysis(a, Console(), params.label, scenario_line, [str(w) for w in written])
+    render_analysis(a, make_console(), params.label, scenario_line, [str(w) for w in written])
 
 
 def _progress():
@@ -136,7 +135,7 @@ def simulate_log(
 
     `analyze` on it reproduces `estimate`'s run speedup for the workload.
 
-    Example: cascade-plan simulate-log workloads/rl-rollouts-64.yaml --out sim.jsonl
+    Example: cascade-plan simulate-log rl-rollouts-64 --out sim.jsonl
     """
     from cascade_plan.inputs.workload import load_scenario
     from cascade_plan.logs.simulate import write_log

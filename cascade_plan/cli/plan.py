@@ -8,9 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
-                                     KvDtypeOpt, KvDtypeOption, ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt,
-                                     WeightDtypeOption, WorkloadArg, print_json, scenario_from_options)
+from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
+                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
+                                     ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
+                                     print_json, scenario_from_options, with_what_if)
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS, MAX_SEQUENCES, MAX_THRESHOLD
 
@@ -48,6 +49,10 @@ def breakeven(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     reserve: ReserveOpt = 0.10,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
@@ -59,7 +64,7 @@ def breakeven(
 
     Examples:
 
-      cascade-plan breakeven workloads/rl-rollouts-64.yaml
+      cascade-plan breakeven rl-rollouts-64
 
       cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
     """
@@ -67,7 +72,8 @@ def breakeven(
     from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import select_params
 
-    scn = _scenario(workload, model, hardware, kv_dtype, weight_dtype, tp)
+    scn = with_what_if(_scenario(workload, model, hardware, kv_dtype, weight_dtype, tp), hbm_bandwidth, memory,
+                       bf16_tflops, l2)
     wl_groups, wl_suffix = br.workload_axes(scn) if workload is not None else (1, 128)
     p_axis = parse_axis(prefix, "--prefix")
     n_axis = parse_axis(batch, "--batch", minimum=1)
@@ -83,9 +89,9 @@ def breakeven(
     elif csv_out:
         typer.echo(br.to_csv(res), nl=False)
     else:
-        from rich.console import Console
+        from cascade_plan.render.console import make_console
 
-        br.render(res, Console())
+        br.render(res, make_console())
 
 
 def compare(
@@ -104,18 +110,22 @@ def compare(
     backend: BackendOpt = None,
     uncalibrated: UncalibratedOpt = False,
     reserve: ReserveOpt = 0.10,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
     json_out: JsonOpt = False,
     csv_out: CsvOpt = False,
 ) -> None:
     """The same workload across several hardware profiles and/or KV dtypes, side by side.
 
-    Example: cascade-plan compare workloads/rl-rollouts-64.yaml --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8
+    Example: cascade-plan compare rl-rollouts-64 --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8
     """
     import dataclasses
 
     from cascade_plan.cost.compare import compare_rows, render_compare, rows_csv
     from cascade_plan.inputs.hardware import load_hardware
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import ParamsChoice, params_for_gpu, sources_note
 
     base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
                                  output_tokens=output_tokens, tp=tp)
@@ -124,19 +134,26 @@ def compare(
     for k in kvs:
         if k not in {e.value for e in KvDtypeOpt}:
             raise InputError(f"--kv-dtype: unknown dtype {k!r}: use bf16, fp16, fp8, int8 or int4")
-    scns = [dataclasses.replace(base, hardware=h, kv_dtype=k) for h in hws for k in kvs]
-    params = [select_params(ideal, s, None, backend, False, uncalibrated) for s in scns]   # shipped calibration per GPU
+    scns = [with_what_if(dataclasses.replace(base, hardware=h, kv_dtype=k), hbm_bandwidth, memory, bf16_tflops, l2)
+            for h in hws for k in kvs]
+    choice = ParamsChoice(ideal=ideal, uncalibrated=uncalibrated, backend=backend)
+    params = [params_for_gpu(s, choice) for s in scns]          # each GPU's own best source
     from cascade_plan.calibration.verdict_evidence import assess
 
     rows = compare_rows(scns, params, lambda scn, p: assess(scn, p, reserve))
+    note = sources_note([(s.hardware.id, p) for s, p in zip(scns, params)])
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows})
+        print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows,
+                    "sources_note": note})
     elif csv_out:
         typer.echo(rows_csv(rows), nl=False)
     else:
-        from rich.console import Console
+        from cascade_plan.render.console import make_console
 
-        render_compare(base.name, rows, Console())
+        console = make_console()
+        render_compare(base.name, rows, console)
+        if note:
+            console.print(f"Note: {note}")
 
 
 def check(
@@ -160,18 +177,32 @@ def check(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Write a markdown summary here "
-                                                     "(e.g. $GITHUB_STEP_SUMMARY).")] = None,
+    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Append a markdown summary to this file "
+                                                     "(e.g. \"$GITHUB_STEP_SUMMARY\", which expects appends).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the --markdown file instead of appending "
+                                            "to it.")] = False,
     ideal: IdealOpt = False,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Capacity gates for CI: exit 0 when every check holds, 1 when one fails, 2 for bad input.
 
-    Example: cascade-plan check workloads/rl-rollouts-64.yaml --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml
+    Thresholds come from each workload's `checks:` section and/or these options (options win). A workload
+    without any is listed as unchecked, not failed; exit 2 only when nothing at all is checked.
+
+    Examples:
+
+      cascade-plan check rl-rollouts-64 short-prompt-long-reasoning      (their shipped `checks:` sections)
+
+      cascade-plan check rl-rollouts-64 --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml --markdown "$GITHUB_STEP_SUMMARY"
     """
     from cascade_plan.cost.capacity import capacity
+    from cascade_plan.cost.checks import (NO_CHECKS, has_checks, junit_xml, markdown_summary, merge_checks,
+                                          run_checks)
     from cascade_plan.outputs import check_output_file, write_files_together
-    from cascade_plan.cost.checks import junit_xml, markdown_summary, merge_checks, run_checks
     from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.calibration.verdict_evidence import assess
@@ -181,36 +212,66 @@ def check(
         check_output_file(junit, "--junit")
     if markdown:
         check_output_file(markdown, "--markdown")
-    loaded = [load_scenario(w, hardware) for w in workloads]       # all input checked before anything is written
+    loaded = [with_what_if(load_scenario(w, hardware), hbm_bandwidth, memory, bf16_tflops, l2)
+              for w in workloads]       # all input checked before anything is written
     chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in loaded]
-    results = {}
-    labels = []
-    for path, scn, params in zip(workloads, loaded, chosen):
+    results, unchecked, hardware_of, labels = {}, [], {}, []
+    for scn, params in zip(loaded, chosen):
         checks = merge_checks(scn.checks, min_run_speedup=min_run_speedup, max_step_s=max_step_s,
                               max_run_s=max_run_s, min_sequences_fit=min_sequences_fit,
                               cascade_chosen=cascade_chosen, vllm_uses_cascade=vllm_uses_cascade)
-        if all(getattr(checks, f) is None for f in checks.__struct_fields__):
-            raise InputError(f"no checks for {path}: add a `checks:` section or threshold options "
-                             "(see cascade-plan check --help)")
+        hardware_of[scn.name] = scn.hardware.id
+        if not has_checks(checks):
+            unchecked.append(scn.name)
+            continue
         est = assess(scn, params, reserve)
         results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
         labels.append(params.label)
+    if not results:
+        which = "the workload has no" if len(loaded) == 1 else "none of the workloads has a"
+        raise InputError(f"nothing to check: {which} `checks:` section and no threshold option was given "
+                         "(see cascade-plan check --help)")
     label = "; ".join(dict.fromkeys(labels))
-    mode = ",".join(dict.fromkeys(p.mode for p in chosen))
+    mode = ",".join(dict.fromkeys(p.mode for s, p in zip(loaded, chosen) if s.name in results))
     failed = sum(not c.passed for r in results.values() for c in r)
-    outputs = ([(junit, junit_xml(results).encode())] if junit else []) + \
-              ([(markdown, markdown_summary(results, label).encode())] if markdown else [])
-    write_files_together(outputs)                                  # both or neither
+    # Both paths were checked before any work; the files are written together (a markdown summary that
+    # is appended to, as GitHub's step summary is, goes last).
+    outputs = [(junit, junit_xml(results, unchecked).encode())] if junit else []
+    summary = markdown_summary(results, label, unchecked) if markdown else None
+    if markdown and overwrite:
+        outputs.append((markdown, summary.encode()))
+    write_files_together(outputs)
+    if markdown and not overwrite:
+        _write_markdown(markdown, summary, overwrite)
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "mode": mode, "numbers": label,
-                    "passed": not failed,
+                    "passed": not failed, "hardware": hardware_of,
                     "workloads": {name: [{"name": c.name, "passed": c.passed, "measured": c.measured,
                                           "threshold": c.threshold, "text": c.text} for c in r]
-                                  for name, r in results.items()}})
+                                  for name, r in results.items()},
+                    "without_checks": unchecked})
     else:
         for name, checks_ in results.items():
             for c in checks_:
                 typer.echo(f"{'PASS' if c.passed else 'FAIL'}  {name}  {c.text}")
-        typer.echo(f"{sum(len(r) for r in results.values()) - failed} passed, {failed} failed (numbers: {label})")
+        for name in unchecked:
+            typer.echo(f"SKIP  {name}  {NO_CHECKS}")
+        skipped = f", {len(unchecked)} workload{'s' if len(unchecked) > 1 else ''} without checks" if unchecked else ""
+        typer.echo(f"{sum(len(r) for r in results.values()) - failed} passed, {failed} failed{skipped} (numbers: {label})")
     if failed:
         raise typer.Exit(1)
+
+
+def _write_markdown(path: Path, text: str, overwrite: bool) -> None:
+    """GitHub's $GITHUB_STEP_SUMMARY collects what every step appends, so append unless told to overwrite."""
+    from cascade_plan.atomic import write_text_atomic
+
+    if overwrite:
+        write_text_atomic(path, text)
+        return
+    try:
+        prior = path.stat().st_size if path.exists() else 0
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(("\n" if prior else "") + text)
+    except OSError as exc:
+        raise InputError(f"cannot append the markdown summary: {exc.strerror}", file=str(path)) from None

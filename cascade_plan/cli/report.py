@@ -8,12 +8,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, ReserveOpt,
-                                     UncalibratedOpt)
+from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
+                                     HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, ReserveOpt, UncalibratedOpt,
+                                     with_what_if)
 from cascade_plan.errors import InputError
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
-KINDS = ("heatmap", "steps", "bytes", "hardware")
+from cascade_plan.render.plot_jobs import KINDS
+SvgOpt = Annotated[bool, typer.Option("--svg", help="Write an SVG beside every PNG (vector, for papers and "
+                                      "slides; doubles the drawing time).")]
+JobsOpt = Annotated[Optional[int], typer.Option(
+    "--jobs", "-j", min=1, help="Processes that draw plots in parallel (default: one per CPU core).",
+    show_default=False)]
 
 OutOpt = Annotated[Path, typer.Option("--out", help="Folder to write into (created if missing).")]
 CompareOpt = Annotated[str, typer.Option(
@@ -26,14 +32,21 @@ def _hardware_list(spec: str):
     return [load_hardware(h.strip()) for h in spec.split(",") if h.strip()]
 
 
-def _analyse(scn, params, compare_hw, reserve: float = 0.10):
+def _with_own_gpu(scn, compare_hw: list) -> list:
+    """The GPUs to compare against, with a what-if GPU added beside the real ones it is compared with."""
+    known = {h.id for h in compare_hw}
+    return compare_hw + [scn.hardware] if compare_hw and scn.hardware.id not in known and \
+        "user-supplied" in scn.hardware.id else compare_hw
+
+
+def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10):
     """Everything a report section needs, computed without writing anything."""
     from cascade_plan.render import breakeven_report as br
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.inputs.grid_spec import parse_axis
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import params_for_gpu, select_params
     from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.render.report import WorkloadReport
 
@@ -43,12 +56,12 @@ def _analyse(scn, params, compare_hw, reserve: float = 0.10):
     batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
     be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups, reserve)
 
-    # Other GPUs: each with its own shipped calibration when there is one (same backend), else defaults.
+    # Other GPUs: through the same path as `estimate` and `compare` (each GPU's own best source, or what
+    # the user asked for); the workload's own GPU keeps the numbers it was given.
     hw_ests = []
     for h in compare_hw:
         other = dataclasses.replace(scn, hardware=h)
-        p = params if params.mode == "ideal" else select_params(False, other, None, None, False,
-                                                                 params.mode == "default")
+        p = params if h.id == scn.hardware.id else params_for_gpu(other, choice)
         hw_ests.append(assess(other, p, reserve))
     backend_ests = []
     if params.mode == "calibrated":
@@ -63,31 +76,13 @@ def _analyse(scn, params, compare_hw, reserve: float = 0.10):
                           hardware_estimates=hw_ests, backend_estimates=backend_ests)
 
 
-def _plots(r, folder: Path, base: Path, kinds) -> dict[str, str]:
-    from cascade_plan.render import plots
+def _plots(jobs, base: Path, kinds, svg: bool, workers: int, on_done=None) -> list[dict[str, str]]:
+    """Render every (analysed workload, folder) job's plots; {caption: path relative to base} per job."""
+    from cascade_plan.render.plot_jobs import render_plots
     from cascade_plan.render.report import rel
 
-    est = r.est
-    out: dict[str, str] = {}
-    name = f"{est.scenario.model.id} on {est.scenario.hardware.id}"
-    if "heatmap" in kinds:
-        from cascade_plan.render.breakeven_report import workload_point
-
-        group, prefix = workload_point(est.scenario)
-        rng = est.verdict.speedup_range
-        run = f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n(extrapolated)" if rng else f"run {est.run_speedup:.2f}x"
-        point = (group, prefix, f"{est.scenario.name}\n{run}")
-        paths = plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", folder / "speedup-heatmap",
-                                           params=r.breakeven.params, point=point)
-        out["Speedup over shared-prefix length x group size, breakeven contour"] = rel(paths[0], base)
-    if "steps" in kinds:
-        out["Step time over the run"] = rel(plots.plot_step_times(est, folder / "step-times")[0], base)
-    if "bytes" in kinds:
-        out["Bytes per decode step"] = rel(plots.plot_bytes_per_step(est, folder / "bytes-per-step")[0], base)
-    if "hardware" in kinds and r.hardware_estimates:
-        out["The same workload across GPUs"] = rel(
-            plots.plot_hardware_comparison(r.hardware_estimates, folder / "hardware")[0], base)
-    return out
+    written = render_plots(jobs, kinds, ("png", "svg") if svg else ("png",), workers, on_done)
+    return [{caption: rel(path, base) for caption, path in w.items()} for w in written]
 
 
 def plot(
@@ -103,13 +98,19 @@ def plot(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     reserve: ReserveOpt = 0.10,
+    svg: SvgOpt = False,
+    jobs: JobsOpt = None,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
 ) -> None:
-    """Plots for one workload, PNG and SVG: speedup heatmap with the breakeven contour, step time over
-    the run, bytes per step, and the workload across GPUs.
+    """Plots for one workload, PNG (and SVG with --svg): speedup heatmap with the breakeven contour, step
+    time over the run, bytes per step, and the workload across GPUs.
 
-    Example: cascade-plan plot workloads/rl-rollouts-64.yaml --out plots/
+    Example: cascade-plan plot rl-rollouts-64 --out plots/
     """
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import ParamsChoice, select_params
     from cascade_plan.render.report import slug
     from cascade_plan.inputs.workload import load_scenario
 
@@ -120,17 +121,20 @@ def plot(
     from cascade_plan.outputs import check_output_dir
 
     check_output_dir(out, "--out")
-    scn = load_scenario(workload, hardware)
+    scn = with_what_if(load_scenario(workload, hardware), hbm_bandwidth, memory, bf16_tflops, l2)
     r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
-                 _hardware_list(compare_hardware), reserve)
-    folder = out / slug(scn.name)
-    written = _plots(r, folder, out, kinds)
+                 _with_own_gpu(scn, _hardware_list(compare_hardware)), ParamsChoice(ideal, uncalibrated, backend),
+                 reserve)
+    from cascade_plan.render.plot_jobs import default_workers
+
+    written = _plots([(r, out / slug(scn.name))], out, kinds, svg, jobs or default_workers())[0]
     for caption, path in written.items():
-        typer.echo(f"{out / path}  ({caption}; .svg beside it)")
+        typer.echo(f"{out / path}  ({caption}{'; .svg beside it' if svg else ''})")
 
 
 def report(
-    workloads: Annotated[list[Path], typer.Argument(help="Workload YAMLs (e.g. workloads/*.yaml).", show_default=False)],
+    workloads: Annotated[Optional[list[Path]], typer.Argument(
+        help="Workload YAMLs or shipped workload names (default: every shipped workload).", show_default=False)] = None,
     out: OutOpt = Path("report"),
     hardware: HardwareOpt = None,
     compare_hardware: CompareOpt = DEFAULT_COMPARE,
@@ -141,38 +145,62 @@ def report(
     uncalibrated: UncalibratedOpt = False,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the images (faster).")] = False,
     reserve: ReserveOpt = 0.10,
+    svg: SvgOpt = False,
+    jobs: JobsOpt = None,
+    hbm_bandwidth: HbmBandwidthOpt = None,
+    memory: MemoryOpt = None,
+    bf16_tflops: Bf16TflopsOpt = None,
+    l2: L2Opt = None,
 ) -> None:
     """A self-contained markdown report (report.md, images beside it) for one or more workloads:
     inputs, the arithmetic, per-step and run results, breakeven, memory, vLLM's choice, verdict.
 
-    Example: cascade-plan report workloads/*.yaml --out report/
+    Examples:
+
+      cascade-plan report --out report/                       (every shipped workload)
+
+      cascade-plan report rl-rollouts-64 beam-search --out report/ --svg          (or your own workload files)
     """
     from rich.progress import Progress
 
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.calibration.params_select import ParamsChoice, select_params
     from cascade_plan.outputs import ReportFolder
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
 
-    scns = [load_scenario(w, hardware) for w in workloads]        # every input checked before anything is written
+    if not workloads:
+        from cascade_plan.inputs.workload_catalog import builtin_workloads
+
+        workloads = list(builtin_workloads().values())
+    # Every input is checked before anything is written.
+    scns = [with_what_if(load_scenario(w, hardware), hbm_bandwidth, memory, bf16_tflops, l2) for w in workloads]
     chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in scns]
     compare_hw = _hardware_list(compare_hardware)
     names = [slug(s.name) for s in scns]
     if len(set(names)) != len(names):
         raise InputError("two workloads have the same name; give each a distinct `name:`")
     target = ReportFolder(out)                                     # checks --out before any work
-    reports = []
+    choice = ParamsChoice(ideal, uncalibrated, backend)
+    reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw), choice, reserve) for scn, params in zip(scns, chosen)]
     # Everything is written into a temporary folder beside --out and swapped in whole at the end:
     # a failure or an interrupt leaves the previous report as it was, never a mix of two runs.
-    with Progress(transient=True) as progress, target as folder:
-        task = progress.add_task("analysing and plotting", total=len(scns))
-        for scn, name, params in zip(scns, names, chosen):
-            r = _analyse(scn, params, compare_hw, reserve)
-            if not no_plots:
-                r.plots = _plots(r, folder / name, folder, KINDS)
-            reports.append(r)
-            progress.advance(task)
+    with target as folder:
+        if not no_plots:
+            from cascade_plan.render.plot_jobs import default_workers, plot_tasks
+
+            jobs_ = [(r, folder / name) for r, name in zip(reports, names)]
+            # No auto-refresh: its thread would be running when the pool forks its workers (unsafe); the bar is
+            # redrawn as each plot finishes instead.
+            with Progress(transient=True, auto_refresh=False) as progress:
+                task = progress.add_task("drawing plots", total=len(plot_tasks(jobs_, KINDS)))
+
+                def advance() -> None:
+                    progress.advance(task)
+                    progress.refresh()
+
+                for r, written in zip(reports, _plots(jobs_, folder, KINDS, svg, jobs or default_workers(), advance)):
+                    r.plots = written
         write_text_atomic(folder / "report.md", build_report(reports))
     path = out / "report.md"
     typer.echo(f"wrote {path} ({len(reports)} workload{'s' if len(reports) > 1 else ''}"

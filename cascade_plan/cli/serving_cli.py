@@ -103,12 +103,12 @@ def route(
                     "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": mix.output_tokens,
                     "forks_together": forks_together, "policies": rows, "written": written})
         return
-    from rich.console import Console
     from rich.table import Table
 
+    from cascade_plan.render.console import make_console
     from cascade_plan.units import fmt_speedup
 
-    con = Console()
+    con = make_console()
     con.print(f"{requests:,} requests in groups of {samples} over {replicas} replicas, {b} sequences per replica; "
               f"{scn.model.id} on {scn.hardware.id}; numbers: {params.label}")
     t = Table(title="Routing and what it leaves of the sharing", title_justify="left")
@@ -168,12 +168,12 @@ def rl(
         print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id, "hardware": scn.hardware.id,
                     "tp": scn.tp, "numbers": params.label, **res.to_json()})
         return
-    from rich.console import Console
     from rich.table import Table
 
+    from cascade_plan.render.console import make_console
     from cascade_plan.units import fmt_seconds, fmt_speedup
 
-    con = Console()
+    con = make_console()
     con.print(f"{prompts} prompts x {samples} completions per RL step over {replicas} replicas; {scn.model.id} on "
               f"{scn.hardware.id}, TP {scn.tp}; numbers: {params.label}; mean of {sampled_steps} sampled RL steps")
     t = Table(title="Generation per RL step (the slowest replica sets it)", title_justify="left")

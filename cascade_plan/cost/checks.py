@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from xml.sax.saxutils import escape, quoteattr
 
 from cascade_plan.cost.capacity import Capacity
 from cascade_plan.engine.engine_gate import PAYS_THRESHOLD, EngineView
@@ -19,6 +18,13 @@ class CheckResult:
     measured: float | bool | int
     threshold: float | bool | int
     text: str              # "min_run_speedup: 3.40x >= 2.00x"
+
+
+NEGATED = {">=": "<", "<=": ">", "==": "!="}
+
+
+def has_checks(checks: Checks) -> bool:
+    return any(getattr(checks, f) is not None for f in checks.__struct_fields__)
 
 
 def merge_checks(base: Checks | None, **overrides) -> Checks:
@@ -39,7 +45,10 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks)
     fit = cap.max_sequences_shared if est.scenario.prefix_caching else cap.max_sequences_unshared
 
     def add(name, measured, threshold, ok, shown_m, op, shown_t):
-        out.append(CheckResult(name, bool(ok), measured, threshold, f"{name}: {shown_m} {op} {shown_t}"))
+        # A failure states the condition that holds ("3.40x < 5.00x"), then what was required.
+        text = (f"{name}: {shown_m} {op} {shown_t}" if ok else
+                f"{name}: {shown_m} {NEGATED[op]} {shown_t} (required: {op} {shown_t})")
+        out.append(CheckResult(name, bool(ok), measured, threshold, text))
 
     mem = est.memory
     if mem is not None and not mem.fits:   # every other figure is hypothetical for a batch that cannot run
@@ -69,35 +78,51 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks)
     return out
 
 
-def junit_xml(results: dict[str, list[CheckResult]]) -> str:
-    """One testsuite per workload, one testcase per check."""
-    lines = ['<?xml version="1.0" encoding="UTF-8"?>']
-    total = sum(len(r) for r in results.values())
+def junit_xml(results: dict[str, list[CheckResult]], unchecked: list[str] = ()) -> str:
+    """One testsuite per workload, one testcase per check; a workload without checks is one skipped testcase.
+    Built with ElementTree, which escapes every attribute and text (well-formed whatever the names hold)."""
+    import xml.etree.ElementTree as ET
+
     failed = sum(not c.passed for r in results.values() for c in r)
-    lines.append(f'<testsuites name="cascade-plan check" tests="{total}" failures="{failed}">')
+    total = sum(map(len, results.values())) + len(unchecked)
+    root = ET.Element("testsuites", name="cascade-plan check", tests=str(total), failures=str(failed),
+                      skipped=str(len(unchecked)))
     for suite, checks in results.items():
-        fails = sum(not c.passed for c in checks)
-        lines.append(f'  <testsuite name={quoteattr(suite)} tests="{len(checks)}" failures="{fails}">')
+        el = ET.SubElement(root, "testsuite", name=suite, tests=str(len(checks)),
+                           failures=str(sum(not c.passed for c in checks)))
         for c in checks:
-            lines.append(f'    <testcase classname={quoteattr(suite)} name={quoteattr(c.name)}>')
-            if not c.passed:
-                lines.append(f'      <failure message={quoteattr(c.text)}>{escape(c.text)}</failure>')
+            case = ET.SubElement(el, "testcase", classname=suite, name=c.name)
+            if c.passed:
+                ET.SubElement(case, "system-out").text = c.text
             else:
-                lines.append(f'      <system-out>{escape(c.text)}</system-out>')
-            lines.append('    </testcase>')
-        lines.append('  </testsuite>')
-    lines.append('</testsuites>')
-    return "\n".join(lines) + "\n"
+                ET.SubElement(case, "failure", message=c.text).text = c.text
+    for suite in unchecked:
+        el = ET.SubElement(root, "testsuite", name=suite, tests="1", failures="0", skipped="1")
+        ET.SubElement(ET.SubElement(el, "testcase", classname=suite, name="checks"), "skipped", message=NO_CHECKS)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def markdown_summary(results: dict[str, list[CheckResult]], label: str) -> str:
+NO_CHECKS = "no checks: add a `checks:` section to the workload or pass threshold options"
+
+
+def md_cell(text: str) -> str:
+    """A markdown table cell: `|` would end the cell and a newline the row (GitHub's tables have no other escape)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_summary(results: dict[str, list[CheckResult]], label: str, unchecked: list[str] = ()) -> str:
     """A table GitHub's step summary renders as is."""
     failed = sum(not c.passed for r in results.values() for c in r)
     head = "all checks pass" if not failed else f"{failed} check{'s' if failed > 1 else ''} failed"
+    if unchecked:
+        head += f"; {len(unchecked)} workload{'s' if len(unchecked) > 1 else ''} without checks"
     lines = [f"### cascade-plan check: {head}", "", f"Numbers: {label}", "",
              "| workload | check | result | measured vs threshold |", "| --- | --- | --- | --- |"]
     for suite, checks in results.items():
         for c in checks:
             mark = "✅ pass" if c.passed else "❌ fail"
-            lines.append(f"| {suite} | `{c.name}` | {mark} | {c.text.split(': ', 1)[1]} |")
+            lines.append(f"| {md_cell(suite)} | `{c.name}` | {mark} | {md_cell(c.text.split(': ', 1)[1])} |")
+    for suite in unchecked:
+        lines.append(f"| {md_cell(suite)} | — | ➖ no checks | add a `checks:` section or threshold options |")
     return "\n".join(lines) + "\n"

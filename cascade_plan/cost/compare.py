@@ -18,7 +18,7 @@ def compare_rows(scns: list[Scenario], params: list[CostParams], estimator=estim
         est = estimator(scn, p)
         rows.append({
             "hardware": scn.hardware.id, "kv_dtype": scn.kv_dtype,
-            "numbers": p.mode if p.mode != "calibrated" else f"calibrated/{p.backend}", "kv_bytes_per_token": est.kv_bytes_per_token,
+            "numbers": p.numbers, "numbers_label": p.label, "kv_bytes_per_token": est.kv_bytes_per_token,
             "weight_s": est.steps[0].weight_s, "final_per_sequence_step_s": est.final_step.per_sequence.step_s,
             "final_cascade_step_s": est.final_step.cascade.step_s, "run_per_sequence_s": est.run_per_sequence_s,
             "run_cascade_s": est.run_cascade_s, "run_speedup": est.run_speedup,
@@ -41,7 +41,8 @@ def render_compare(name: str, rows: list[dict], console) -> None:
     from rich import box
 
     t = Table(title=f"{name}: side by side (ps = per-sequence, cas = cascade)", title_justify="left",
-              caption="numbers: ideal, default (uncalibrated) or calibrated/<backend> per row; "
+              caption="numbers per row: ideal, default (uncalibrated), probe/<backend> (measured on that GPU) or "
+                      "aic/<backend> (AIConfigurator's tables, cascade kernels transferred from the H200 probe); "
                       "`estimate --help` explains each", caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
               collapse_padding=True, pad_edge=False)
     t.add_column("GPU", no_wrap=True)

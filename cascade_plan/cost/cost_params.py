@@ -55,6 +55,17 @@ class CostParams:
     # The rest of the step (GEMMs from measured ratio tables, glue, all-reduce). None: the weights are
     # one roofline term and nothing else is counted (ideal mode: the seed's arithmetic).
     step: StepParts | None = None
+    # Where a calibration's numbers come from: "probe" (our GPU probe on this GPU) or "aic" (NVIDIA
+    # AIConfigurator's tables, cascade parts transferred from the H200 probe); `origin_label` says it in words.
+    origin: str | None = None
+    origin_label: str | None = None
+
+    @property
+    def numbers(self) -> str:
+        """The short tag tables print per row: ideal, default, probe/<backend> or aic/<backend>."""
+        if self.mode == "calibrated":
+            return f"{self.origin or 'probe'}/{self.backend}"
+        return self.mode
 
     @property
     def label(self) -> str:
@@ -62,6 +73,8 @@ class CostParams:
             from pathlib import Path
 
             note = "".join(f"; {n}" for n in self.notes)
+            if self.origin == "aic":
+                return f"{self.origin_label}, {self.backend} kernels ({Path(self.source).name}){note}"
             return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source).name}){note}"
         if self.mode == "default":
             return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"

@@ -69,14 +69,25 @@ def load_hardware_file(path: Path) -> HardwareProfile:
     return hw
 
 
+# Short names people type for the common parts (ids match in any case).
+ALIASES = {"h100": "h100-sxm", "h100-sxm5": "h100-sxm", "a100": "a100-80gb", "a100-sxm": "a100-80gb",
+           "4090": "rtx-4090", "mi300": "mi300x", "gh200-144gb": "gh200"}
+
+
 def load_hardware(ref: str, base_dir: Path | None = None) -> HardwareProfile:
-    """A built-in id (`h100-sxm`) or a path to a profile YAML (relative to base_dir when given)."""
+    """A built-in id (`h100-sxm`, any case, or an alias such as `h100`) or a path to a profile YAML
+    (relative to base_dir when given)."""
+    from cascade_plan.inputs.ids import match_id, suggestion
+
     check_reference(ref, "hardware")
-    builtin = data_dir("hardware_profiles") / f"{ref}.yaml"
     if "/" not in ref and not ref.endswith((".yaml", ".yml")):
-        if builtin.is_file():
-            return load_hardware_file(builtin)
-        raise InputError(f"unknown hardware {ref!r}: use one of {', '.join(builtin_hardware_ids())} or a path to a profile YAML")
+        ids = builtin_hardware_ids()
+        found = match_id(ref, ids, ALIASES)
+        if found:
+            return load_hardware_file(data_dir("hardware_profiles") / f"{found}.yaml")
+        raise InputError(f"unknown hardware {ref!r}{suggestion(ref, list(ids) + list(ALIASES))}: use one of "
+                         f"{', '.join(ids)} (aliases: {', '.join(f'{a}={t}' for a, t in ALIASES.items())}) or a path "
+                         "to a profile YAML")
     path = Path(ref)
     if base_dir is not None and not path.is_absolute() and not path.exists():
         path = base_dir / path

@@ -151,17 +151,36 @@ def load_preset(model_id: str) -> ModelSpec:
 
 
 def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
-    """A preset id, or a path to a Hugging Face config.json (relative to base_dir when given)."""
+    """A preset id (any case), a Hugging Face repo id a preset cites or that the local HF cache holds, a path to
+    a config.json, or a model folder holding one (relative to base_dir when given)."""
+    from cascade_plan.inputs import hf_ids
+    from cascade_plan.inputs.ids import match_id, suggestion
+
     check_reference(ref, "model")
-    if ref in PRESETS:
-        return load_preset(ref)
-    path = Path(ref)
+    preset = match_id(ref, PRESETS) or (hf_ids.preset_for_repo(ref) if hf_ids.REPO_ID.match(ref) else None)
+    if preset:
+        return load_preset(preset)
+    path = Path(ref).expanduser()
     if base_dir is not None and not path.is_absolute():
         path = base_dir / path
-    if not (ref.endswith(".json") or path.exists()):
-        raise InputError(f"unknown model {ref!r}: use one of {', '.join(PRESETS)} or a path to a config.json")
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    elif not path.exists() and hf_ids.REPO_ID.match(ref) and not ref.endswith(".json"):
+        cached = hf_ids.cached_config(ref)
+        if cached is None:
+            raise InputError(f"unknown model {ref!r}: no preset cites this Hugging Face repo and its config.json is "
+                             f"not in the local cache ({hf_ids.hub_cache_dir()}; nothing is downloaded): fetch it with "
+                             f"`huggingface-cli download {ref} config.json` or pass a path to a config.json")
+        return _spec_from_file(cached, cached.parents[2].name.removeprefix("models--").replace("--", "/"))
+    elif not (ref.endswith(".json") or path.exists()):
+        raise InputError(f"unknown model {ref!r}{suggestion(ref, PRESETS)}: use one of {', '.join(PRESETS)}, a "
+                         "Hugging Face repo id, a model folder or a path to a config.json")
+    return _spec_from_file(path, path.stem if path.name != "config.json" else path.parent.name or "custom")
+
+
+def _spec_from_file(path: Path, model_id: str) -> ModelSpec:
     doc: SourceDoc = load_json(path, "model config")
     try:
-        return spec_from_hf_config(doc.data, path.stem if path.name != "config.json" else path.parent.name or "custom", str(path))
+        return spec_from_hf_config(doc.data, model_id, str(path))
     except InputError as exc:
         raise InputError(exc.message, file=str(path), field=exc.field, line=exc.line) from None

@@ -170,6 +170,10 @@ def check_tp(model: ModelSpec, tp: int) -> None:
 
 
 def load_scenario(path: Path, hardware_override: str | None = None) -> Scenario:
+    """A workload file, or a shipped workload by name, resolved against its model and hardware."""
+    from cascade_plan.inputs.workload_catalog import resolve_workload
+
+    path = resolve_workload(path)
     wl, doc = parse_workload(path)
     base = Path(path).parent
     try:

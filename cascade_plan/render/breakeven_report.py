@@ -75,7 +75,8 @@ def to_json(res: BreakevenResult, version: str) -> dict:
     doc = {
         "schema_version": 1, "tool_version": version, "model": scn.model.id, "hardware": scn.hardware.id,
         "kv_dtype": scn.kv_dtype, "weight_dtype": scn.weight_dtype, "tp": scn.tp, "mode": res.params.mode,
-        "calibration": {"mode": res.params.mode, "source": res.params.source, "backend": res.params.backend},
+        "calibration": {"mode": res.params.mode, "source": res.params.source, "backend": res.params.backend,
+                        "numbers": res.params.numbers, "label": res.params.label},
         "n_groups": sw.n_groups,
         "prefix_tokens": sw.prefix_tokens.tolist(), "group_size": sw.group_size.tolist(),
         "suffix_tokens": sw.suffix_tokens.tolist(),

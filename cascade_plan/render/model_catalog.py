@@ -27,8 +27,9 @@ def model_rows(kv_dtype: str, weight_dtype: str, tp: int) -> list[dict]:
 
 
 def render_models(rows: list[dict], kv_dtype: str, weight_dtype: str, tp: int) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from cascade_plan.render.console import make_console
 
     t = Table(title=f"Built-in models (per GPU at TP {tp}; KV {kv_dtype}, weights {weight_dtype})", title_justify="left")
     t.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
@@ -45,31 +46,41 @@ def render_models(rows: list[dict], kv_dtype: str, weight_dtype: str, tp: int) -
                   f"{fmt_count(r['total_params'])} / {fmt_count(r['active_params'])}",
                   "n/a (TP does not divide heads)" if kvb is None else f"{kvb:,.0f} B ({fmt_bytes_binary(kvb)})",
                   f"{r['weight_bytes_total'] / 1e9:,.1f} / {r['weight_bytes_per_token_step'] / 1e9:,.1f}")
-    Console().print(t)
-    Console().print("MoE: a decode step reads the shared parts plus every expert at least one token of the batch "
+    console = make_console()
+    console.print(t)
+    console.print("MoE: a decode step reads the shared parts plus every expert at least one token of the batch "
                     "routes to (uniform routing assumed); at batch 1 that is the active experts only.", style="dim")
 
 
 def hardware_rows(profile: str | None) -> list[dict]:
+    from cascade_plan.calibration.params_select import shipped_source
+
     ids = [profile] if profile else builtin_hardware_ids()
-    return [load_hardware(i).to_dict() for i in ids]
+    rows = [load_hardware(i).to_dict() for i in ids]
+    for r in rows:
+        r["calibration"] = shipped_source(r["id"])
+    return rows
 
 
 def render_hardware(rows: list[dict], full: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from cascade_plan.render.console import make_console
 
     t = Table(title="Hardware profiles (datasheet peaks; measured numbers live in calibration files)", title_justify="left")
     t.add_column("id", no_wrap=True)
-    for col in ("HBM TB/s", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "L2", "SMs/CUs"):
+    for col in ("HBM TB/s", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "L2", "SMs/CUs", "calibration"):
         t.add_column(col, justify="right")
     for r in rows:
         t.add_row(r["id"], f"{r['hbm_bytes_per_s'] / 1e12:.3g}", fmt_bytes_binary(r["memory_bytes"]),
                   f"{r['dense_bf16_flop_per_s'] / 1e12:,.0f}",
                   f"{r['dense_fp8_flop_per_s'] / 1e12:,.0f}" if r["dense_fp8_flop_per_s"] else "—",
-                  fmt_bytes_binary(r["l2_bytes"]), str(r["sm_count"]))
-    console = Console()
+                  fmt_bytes_binary(r["l2_bytes"]), str(r["sm_count"]), r["calibration"])
+    console = make_console()
     console.print(t)
+    console.print("calibration: the numbers `estimate` uses for that GPU by default: probe (measured by our probe), "
+                  "aic (NVIDIA AIConfigurator's tables, cascade kernels transferred from the H200 probe), "
+                  "default (uncalibrated guesses)", style="dim")
     if full:
         for r in rows:
             console.print(f"{r['id']}: {r['name']} ({r['memory_kind'] or 'memory kind not given'})")

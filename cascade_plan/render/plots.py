@@ -73,8 +73,11 @@ def _new_figure(figsize):
     return fig
 
 
-def _save(fig, out_stem: Path) -> list[Path]:
-    """Write <stem>.png and <stem>.svg next to each other, each atomically."""
+FORMATS = ("png", "svg")
+
+
+def _save(fig, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+    """Write <stem>.png and (when asked) <stem>.svg next to each other, each atomically."""
     import io
 
     from cascade_plan.atomic import write_bytes_atomic
@@ -82,7 +85,7 @@ def _save(fig, out_stem: Path) -> list[Path]:
     out_stem = Path(out_stem)
     written = []
     try:
-        for ext in ("png", "svg"):
+        for ext in formats:
             buf = io.BytesIO()
             fig.savefig(buf, format=ext, dpi=DPI, metadata={"Software": None} if ext == "png" else {"Date": None})
             written.append(write_bytes_atomic(out_stem.with_suffix(f".{ext}"), buf.getvalue()))
@@ -278,7 +281,8 @@ def _mark_point(ax, point: tuple[float, float, str], x_range, y_range) -> bool:
 
 
 def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0, params=None,
-                         point: tuple[float, float, str] | None = None) -> list[Path]:
+                         point: tuple[float, float, str] | None = None,
+                         formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Speedup over shared prefix length (y) x group size (x) at one suffix length, with the breakeven
     (speedup = 1) contour drawn thick and a few speedup contours labelled. Cells that do not fit in
     GPU memory are hatched; `point` = (group size, prefix tokens, label) marks the workload's own point;
@@ -374,7 +378,7 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         cb.ax.yaxis.set_minor_locator(FixedLocator([]))
         cb.ax.axhline(1.0, color="black", linewidth=2.5)
         _finish(fig, params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -409,7 +413,7 @@ def _right_labels(ax, items) -> None:
         ax.text(1.0, y, text, transform=t, ha="left", va="center", fontsize=9, color=colour, clip_on=False)
 
 
-def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
+def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Step time (ms) per decode step for both modes over the stacked parts that attention does not
     touch (GEMMs, engine glue, all-reduce: the floor both modes share), and the per-step speedup below
     it: early steps gain most, the gain fades as the private suffixes grow."""
@@ -483,14 +487,14 @@ def plot_step_times(est: "Estimate", out_stem: Path) -> list[Path]:
                             (run, f"whole run\n{_fmt_x(run)}", C_CASCADE if run >= 1 else C_PER_SEQ)])
         ax2.set_xlim(k[0] - 0.5 if k.size == 1 else k[0], k[-1] + 0.5 if k.size == 1 else k[-1])
         _finish(fig, est.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
 # bytes per step
 
 
-def plot_bytes_per_step(est: "Estimate", out_stem: Path) -> list[Path]:
+def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Stacked HBM bytes per step (weights, shared prefix, private suffix, merge) for both modes at the
     first, middle and final decode step, each bar annotated with its step time."""
     _mpl()
@@ -546,14 +550,15 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path) -> list[Path]:
                    f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read"
                    f"{_fit_note(est)}")
         _finish(fig, est.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
 # one workload, several GPUs
 
 
-def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> list[Path]:
+def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
+                             formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Whole-run decode time per GPU for both modes, with the run speedup over each pair."""
     if not estimates:
         raise ValueError("plot_hardware_comparison needs at least one estimate")
@@ -569,9 +574,9 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
     width = 0.38
     first = estimates[0]
     models = sorted({e.scenario.model.id for e in estimates})
-    modes = sorted({e.params.mode for e in estimates})
-    if len(modes) > 1:   # say under each GPU which numbers it has (a calibrated one next to defaults)
-        names = [f"{n}\n({e.params.mode})" for n, e in zip(names, estimates)]
+    sources = list(dict.fromkeys(e.params.numbers for e in estimates))
+    if len(sources) > 1:   # say under each GPU which numbers it has (measured, imported or default)
+        names = [f"{n}\n({e.params.numbers})" for n, e in zip(names, estimates)]
     workloads = sorted({e.scenario.name for e in estimates})
 
     with rc_context(_RC):
@@ -615,15 +620,17 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path) -> lis
         head = (f"{workloads[0]}: {models[0]}" if len(workloads) == 1 and len(models) == 1
                 else f"{', '.join(workloads)}: {', '.join(models)}")
         ranged = any(e.verdict.speedup_range for e in estimates)
-        _title(ax, f"{head} across GPUs ({'/'.join(modes)} mode)\n{_batch_line(first)}\n"
+        _title(ax, f"{head} across GPUs (numbers: {', '.join(sources)})\n{_batch_line(first)}\n"
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
                    + ("\n'a to b?': measurements extrapolated to this shape, range over every source" if ranged else ""),
                pad=22)
-        if len(modes) > 1:
+        if len(sources) > 1:
             from types import SimpleNamespace
 
-            _finish(fig, SimpleNamespace(label="per GPU, as labelled under each: calibrated where a calibration for "
-                                               "that GPU ships, default efficiencies elsewhere"))
+            from cascade_plan.calibration.params_select import sources_note
+
+            _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + sources_note(
+                [(e.scenario.hardware.id, e.params) for e in estimates])))
         else:
             _finish(fig, first.params)
-        return _save(fig, out_stem)
+        return _save(fig, out_stem, formats)

@@ -1,0 +1,238 @@
+"""`import-aic`: a calibration file for one GPU from NVIDIA AIConfigurator's measured tables.
+
+Measured (AIConfigurator): per-sequence decode attention (GQA, and MLA where the tables have it), the
+weight GEMMs' time over their roofline by (M, weight bytes) and dtype, MoE expert GEMMs, all-reduce by
+GPU count and message size. Transferred from our H200 probe (aic_transfer.py, labelled in the file
+and in every output): the cascade prefix pass, suffix pass and merge, and the L2 gain of decode over
+shared pages. The file has the probe files' layout (`fitted.kv_dtypes.<kv>.<backend>`), so the
+planner reads both through one path, plus `source` (what it came from) and `fitted.step_parts`
+(where the probe calibration keeps its own).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+import numpy as np
+
+from cascade_plan import __version__
+from cascade_plan.calibration import aic_fit, aic_tables
+from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
+from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed, step_parts_of
+from cascade_plan.cost.step_parts import GlueParams, StepParts, step_parts_to_json
+from cascade_plan.errors import InputError
+from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
+
+SOURCE_KIND = "aic"
+# Backends whose cascade kernels are transferred. torch's per-sequence decode has no block table (it
+# reads duplicated prefixes), so its cascade numbers mean nothing beside a paged engine decode.
+TRANSFER_BACKENDS = ("flashinfer", "flashinfer-fa2", "triton")
+ATTN_COLUMNS = ["kernel_source", "batch_size", "isl", "step", "num_heads", "num_key_value_heads", "head_dim",
+                "beam_width", "kv_cache_dtype", "window_size", "latency"]
+GEMM_COLUMNS = ["gemm_dtype", "m", "n", "k", "latency"]
+MOE_COLUMNS = ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size",
+               "moe_ep_size", "distribution", "latency"]
+MLA_COLUMNS = ["kernel_source", "kv_cache_dtype", "gemm_type", "num_heads", "batch_size", "isl", "step", "latency"]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _require(table, what: str, system: str, framework: str):
+    if table is None:
+        raise InputError(f"AIConfigurator has no {what} table for {system} under framework {framework!r}")
+    return table
+
+
+class _Gpu:
+    """One system's tables and the fits both the GPU itself and the transfer ratios need."""
+
+    def __init__(self, root: Path, hw: HardwareProfile, framework: str):
+        self.hw, self.system = hw, aic_tables.AIC_SYSTEMS[hw.id]
+        load = lambda op, name, cols: aic_tables.load(root, self.system, op, framework, name, cols)  # noqa: E731
+        self.attn = _require(load("attention", "generation_attention_perf", ATTN_COLUMNS), "generation attention",
+                             self.system, framework)
+        self.gemm = _require(load("gemm", "gemm_perf", GEMM_COLUMNS), "GEMM", self.system, framework)
+        self.decode: dict[str, tuple] = {}
+        for kv in ("bf16", "fp8"):
+            cfgs, t, kernel = aic_fit.decode_rows(self.attn.columns, kv)
+            if len(cfgs) >= 12:
+                self.decode[kv] = (aic_fit.fit_decode(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s), kernel, len(cfgs))
+        if "bf16" not in self.decode:
+            raise InputError(f"AIConfigurator's {self.attn.rel_path} has too few bf16 decode rows at head dim 128")
+        self.gemm_rows = {d: aic_fit.gemm_rows(self.gemm.columns, a) for a, d in aic_fit.GEMM_DTYPES.items()}
+        self.gemm_rows = {d: r for d, r in self.gemm_rows.items() if r["t"].size >= 12}
+        self.ceilings = aic_fit.gemm_ceilings(self.gemm_rows["bf16"], "bf16")
+        self.launch_floor_s = aic_fit.launch_floor_s(self.attn.columns)
+
+
+def transfer_ratios(gpu: _Gpu, ref: _Gpu | None) -> TransferRatios:
+    if ref is None:
+        return TransferRatios(1.0, 1.0, 1.0, 1.0)
+    return TransferRatios(
+        bandwidth=gpu.decode["bf16"][0].bw_bytes_per_s / ref.decode["bf16"][0].bw_bytes_per_s,
+        flop=gpu.ceilings["matmul_flop_per_s"] / ref.ceilings["matmul_flop_per_s"],
+        fixed=gpu.launch_floor_s / ref.launch_floor_s,
+        l2=gpu.hw.l2_bytes / ref.hw.l2_bytes)
+
+
+def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRatios,
+                source: str) -> tuple[StepParts, list[dict]]:
+    hw, used = gpu.hw, []
+    gemm = {}
+    for d, rows in gpu.gemm_rows.items():
+        gemm[d] = aic_fit.gemm_efficiency(rows, d, hw.hbm_bytes_per_s, hw.flop_per_s(d))
+    used.append({"table": gpu.gemm.name, "path": gpu.gemm.rel_path, "rows": int(sum(r["t"].size for r in gpu.gemm_rows.values()))})
+    moe = aic_tables.load(root, gpu.system, "moe", framework, "moe_perf", MOE_COLUMNS)
+    if moe is not None:
+        n_used = 0
+        for a, d in aic_fit.GEMM_DTYPES.items():
+            got = aic_fit.moe_efficiency(moe.columns, a, d, hw.hbm_bytes_per_s, hw.flop_per_s(d))
+            if got:
+                gemm[f"moe:{d}"], n = got
+                n_used += n
+        if n_used:
+            used.append({"table": moe.name, "path": moe.rel_path, "rows": n_used})
+    allreduce, notes = {}, []
+    op, fw, name = aic_tables.ALLREDUCE_TABLES[framework]
+    ar = aic_tables.load(root, gpu.system, op, fw, name, ["num_gpus", "message_size", "latency", "kernel_source"])
+    if ar is not None:
+        ks = ar.columns["kernel_source"]
+        graph = np.char.find(ks.astype(str), "graph") >= 0
+        pick = graph if graph.any() else np.ones(ks.size, bool)
+        allreduce = aic_fit.allreduce_fits(ar.columns, pick, f"{ar.rel_path} ({', '.join(sorted(set(ks[pick].tolist())))})")
+        used.append({"table": ar.name, "path": ar.rel_path, "rows": int(pick.sum())})
+    if not allreduce:
+        op, fw, name = aic_tables.NCCL_TABLE
+        nc = aic_tables.load(root, gpu.system, op, fw, name, ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"])
+        if nc is not None:
+            pick = (nc.columns["op_name"] == "all_reduce") & (nc.columns["nccl_dtype"] == "half")
+            allreduce = aic_fit.allreduce_fits(nc.columns, pick, f"{nc.rel_path} (NCCL all_reduce, half)")
+            used.append({"table": nc.name, "path": nc.rel_path, "rows": int(pick.sum())})
+    if probe.fitted.get("step_parts"):
+        glue = transfer_glue(step_parts_of(probe).glue, ratios)
+        notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables; transferred from the "
+                     "H200 probe (per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio)")
+    else:
+        glue = GlueParams(variant="not measured")
+        notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables and not measured by the "
+                     "H200 probe file used; left at zero")
+    if probe.fitted.get("step_parts"):
+        source += f"; glue transferred from the {probe.hardware_id.upper()} probe"
+    return StepParts(gemm=gemm, glue=glue, allreduce=allreduce, source=source, notes=tuple(notes)), used
+
+
+def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None = None) -> dict:
+    """The calibration document for one GPU (not written)."""
+    if framework not in aic_tables.FRAMEWORKS:
+        raise InputError(f"--framework: use one of {', '.join(aic_tables.FRAMEWORKS)}")
+    hw = load_hardware(hardware_id)
+    if hw.id not in aic_tables.AIC_SYSTEMS:
+        raise InputError(f"AIConfigurator has no tables for {hw.id}; it covers "
+                         f"{', '.join(sorted(aic_tables.AIC_SYSTEMS))}")
+    root = aic_tables.data_root(aic_data)
+    ref_hw = load_hardware(aic_tables.REFERENCE_HW)
+    probe = find_committed(ref_hw, source="probe")
+    if probe is None:
+        raise InputError(f"import-aic transfers the cascade kernels from the {ref_hw.id} probe calibration, and none "
+                         "is shipped")
+    gpu = _Gpu(root, hw, framework)
+    ref = None if hw.id == ref_hw.id else _Gpu(root, ref_hw, framework)
+    ratios = transfer_ratios(gpu, ref)
+    version = aic_tables.package_version(aic_data)
+    fw_version = gpu.attn.version
+    label = (f"calibrated from AIConfigurator {framework} {fw_version} tables ({aic_tables.PACKAGE} {version}, "
+             f"{gpu.system}); cascade parts transferred from the {ref_hw.id.upper()} probe")
+    probe_name = Path(probe.path).name
+    kv_fits: dict = {}
+    for kv, (dec, kernel, n) in gpu.decode.items():
+        src = probe.fitted["kv_dtypes"].get(kv) or probe.fitted["kv_dtypes"]["bf16"]
+        per = {}
+        for b in TRANSFER_BACKENDS:
+            if b in src:
+                per[b] = transfer_backend(src[b], dec.to_dict(), ratios)
+                if kv not in probe.fitted["kv_dtypes"]:
+                    per[b]["notes"] = [f"{kv} KV: decode measured by AIConfigurator, the cascade kernels transferred "
+                                       "from the probe's bf16 fits"]
+        kv_fits[kv] = per
+    mla_used = None
+    mla = aic_tables.load(root, gpu.system, "mla", framework, "mla_generation_module_perf", MLA_COLUMNS)
+    if mla is not None:
+        for kv in list(kv_fits):
+            b, ctx, h, t = aic_fit.mla_attention_rows(mla.columns, kv)
+            fit = aic_fit.fit_mla_decode(b, ctx, h, t, kv, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s)
+            if fit is not None:
+                for per in kv_fits[kv].values():
+                    per["decode_mla"] = fit.to_dict()
+                mla_used = {"table": mla.name, "path": mla.rel_path, "rows": int(b.size)}
+    steps, used = _step_parts(root, gpu, framework, probe, ratios, f"aic:{aic_tables.PACKAGE} {version}, {framework} "
+                                                                  f"{fw_version}, {gpu.system}")
+    tables = [{"table": gpu.attn.name, "path": gpu.attn.rel_path, "rows": int(sum(v[2] for v in gpu.decode.values())),
+               "kernel": gpu.decode["bf16"][1]}] + used + ([mla_used] if mla_used else [])
+    ceilings = {"hbm_read_bytes_per_s": gpu.ceilings["stream_bytes_per_s"],
+                "bf16_matmul_flop_per_s": gpu.ceilings["matmul_flop_per_s"]}
+    if not np.isfinite(ceilings["hbm_read_bytes_per_s"]):
+        ceilings["hbm_read_bytes_per_s"] = gpu.decode["bf16"][0].bw_bytes_per_s
+    created = _now()
+    own_probe = find_committed(hw, source="probe")
+    cross = None
+    if own_probe is not None:      # both exist: keep what the cross-check needs from the tables
+        from cascade_plan.calibration.aic_crosscheck import pairs_at_import
+
+        cross = pairs_at_import(gpu.attn.columns, gpu.decode["bf16"][1], gpu.gemm_rows, own_probe)
+    doc = {
+        "schema_version": 1, "kind": KIND, "source_kind": SOURCE_KIND, "created_utc": created,
+        "hardware_id": hw.id,
+        "device": {"name": hw.name, "l2_bytes": hw.l2_bytes, "sm_count": hw.sm_count},
+        "ceilings": ceilings,
+        "source": {"package": aic_tables.PACKAGE, "version": version, "system": gpu.system, "framework": framework,
+                   "framework_version": fw_version, "tables": tables, "label": label,
+                   "measured": ["decode_dup", "decode_shared (without its L2 gain)"] + (["decode_mla"] if mla_used else [])
+                   + ["step_parts: GEMMs" + (", MoE experts" if any(k.startswith("moe:") for k in steps.gemm) else "")
+                      + (", all-reduce" if steps.allreduce else "")],
+                   "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]
+                                   + (["step_parts glue"] if probe.fitted.get("step_parts") else []),
+                                   "ratios": ratios.to_dict(), "method": "aic_transfer.py: rates scaled by the "
+                                   "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
+        # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's
+        "grid": {"head_dim": (probe.doc.get("grid") or {}).get("head_dim", aic_fit.HEAD_DIM),
+                 "axes": {"q_per_kv": ((probe.doc.get("grid") or {}).get("axes") or {}).get("q_per_kv")
+                          or _q_per_kv(gpu)}},
+        "measurements": [],
+        "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
+                   "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_to_json(steps)},
+    }
+    if cross is not None:
+        doc["crosscheck"] = cross
+    return doc
+
+
+def _q_per_kv(gpu: _Gpu) -> list[int]:
+    c = gpu.attn.columns
+    ok = c["head_dim"] == aic_fit.HEAD_DIM
+    return [int(x) for x in np.unique(c["num_heads"][ok] // np.maximum(c["num_key_value_heads"][ok], 1))]
+
+
+def default_out(hardware_id: str, framework: str) -> Path:
+    from cascade_plan.resources import data_dir
+
+    return data_dir("calibrations") / f"{hardware_id}-aic-{framework}.json"
+
+
+def _rounded(x, digits: int = 6):
+    """Floats to `digits` significant digits (the fits are not more precise; the files stay small)."""
+    if isinstance(x, float):
+        return float(f"{x:.{digits}g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v, digits) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_rounded(v, digits) for v in x]
+    return x
+
+
+def to_json_text(doc: dict) -> str:
+    import json
+
+    return json.dumps(_rounded(doc), separators=(",", ":")) + "\n"

@@ -1,0 +1,111 @@
+"""`import-aic`: write a calibration file from NVIDIA AIConfigurator's measured tables."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cascade_plan.cli.common import JsonOpt, print_json
+
+
+class Framework(str, Enum):
+    vllm = "vllm"
+    sglang = "sglang"
+    trtllm = "trtllm"
+
+
+def _summary(doc: dict, path: Path, size: int) -> dict:
+    fits = doc["fitted"]["kv_dtypes"]
+    dec = {kv: next(iter(per.values()))["decode_dup"] for kv, per in fits.items()}
+    return {
+        "hardware": doc["hardware_id"], "file": str(path), "bytes": size, "label": doc["source"]["label"],
+        "tables": doc["source"]["tables"], "transfer_ratios": doc["source"]["transferred"]["ratios"],
+        "backends": sorted(next(iter(fits.values()))),
+        "decode": {kv: {"bw_bytes_per_s": d["bw_bytes_per_s"], "overhead_s": d["overhead_s"],
+                        "train_median_ape": d["train_median_ape"], "rows": d["n_train"]} for kv, d in dec.items()},
+        "allreduce_gpus": sorted(int(n) for n in doc["fitted"]["step_parts"]["allreduce"]),
+        "gemm_tables": sorted(doc["fitted"]["step_parts"]["gemm"]),
+    }
+
+
+def import_aic(
+    gpus: Annotated[list[str], typer.Argument(help="Hardware profile ids (h100-sxm, a100-80gb, ...), or `all` for "
+                                                   "every profile AIConfigurator covers.")],
+    framework: Annotated[Framework, typer.Option("--framework", help="Serving framework whose tables to use.")] = Framework.vllm,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", help="File to write (one GPU), or a folder (several). Default: the package's calibrations/ "
+                      "folder as `GPU-aic-FRAMEWORK.json`, picked up automatically.")] = None,
+    aic_data: Annotated[Optional[Path], typer.Option(
+        "--aic-data", help="AIConfigurator's systems/data folder (default: the installed aiconfigurator-core's).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Calibrate GPUs from NVIDIA AIConfigurator's measured kernel tables (needs the `aic` extra:
+    pip install 'cascade-plan[aic]').
+
+    Measured there: per-sequence decode attention (and MLA decode), GEMMs by (M, N, K) and dtype, MoE
+    expert GEMMs, all-reduce by GPU count and message size. Not measured there, so transferred from the
+    H200 probe and labelled in the file and in every output: the cascade prefix pass, suffix pass and
+    merge, and the L2 gain of decode over shared pages. A GPU's own probe calibration, where shipped,
+    stays preferred.
+
+    Examples:
+
+      cascade-plan import-aic h100-sxm
+
+      cascade-plan import-aic all --framework sglang --out my-calibrations/
+
+      cascade-plan estimate rl-rollouts-64 --hardware h100-sxm
+    """
+    from cascade_plan.atomic import write_text_atomic
+    from cascade_plan.calibration.aic_import import default_out, import_aic as run_import, to_json_text
+    from cascade_plan.calibration.aic_tables import AIC_SYSTEMS
+    from cascade_plan.errors import InputError
+
+    ids = sorted(AIC_SYSTEMS) if gpus == ["all"] else gpus
+    if out is not None and len(ids) > 1 and out.suffix == ".json":
+        raise InputError("--out: give a folder when importing several GPUs")
+    summaries = []
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    docs = []
+    for hw_id in ids:          # every GPU fitted before anything is written: bad input writes nothing
+        with console.status(f"fitting {hw_id} from AIConfigurator's {framework.value} tables"):
+            docs.append(run_import(hw_id, framework.value, aic_data))
+    for doc in docs:
+        name = f"{doc['hardware_id']}-aic-{framework.value}.json"
+        path = default_out(doc["hardware_id"], framework.value) if out is None else (
+            out if out.suffix == ".json" else out / name)
+        text = to_json_text(doc)
+        write_text_atomic(path, text)
+        summaries.append(_summary(doc, path, len(text.encode())))
+    if json_out:
+        print_json({"schema_version": 1, "imported": summaries})
+        return
+    _render(summaries)
+
+
+def _render(summaries: list[dict]) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="Imported from AIConfigurator", title_justify="left", box=box.SIMPLE_HEAD,
+              caption="decode: per-sequence decode attention fitted to the table (bandwidth, fixed cost, median error "
+                      "on its rows); ratios: how the H200 probe's cascade kernels were scaled to this GPU "
+                      "(bandwidth / FLOP / fixed costs)", caption_justify="left")
+    for col in ("GPU", "decode TB/s", "decode fixed us", "fit error", "ratios bw/flop/fixed", "all-reduce GPUs",
+                "file", "KiB"):
+        t.add_column(col, no_wrap=col != "file", justify="left" if col in ("GPU", "file") else "right")
+    for s in summaries:
+        d = s["decode"]["bf16"]
+        r = s["transfer_ratios"]
+        t.add_row(s["hardware"], f"{d['bw_bytes_per_s'] / 1e12:.2f}", f"{d['overhead_s'] * 1e6:.1f}",
+                  f"{d['train_median_ape']:.1%}", f"{r['bandwidth']:.2f}/{r['flop']:.2f}/{r['fixed']:.2f}",
+                  ",".join(map(str, s["allreduce_gpus"])) or "-", s["file"], f"{s['bytes'] / 1024:.0f}")
+    Console().print(t)
+    for s in summaries:
+        Console().print(f"{s['hardware']}: numbers {s['label']}")

@@ -1,0 +1,55 @@
+"""The shipped workloads, found by name from any folder (`cascade-plan estimate rl-rollouts-64`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cascade_plan.errors import InputError
+from cascade_plan.inputs.ids import match_id, suggestion
+from cascade_plan.resources import data_dir
+
+
+def builtin_workloads() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(data_dir("workloads").glob("*.yaml"))}
+
+
+def resolve_workload(ref: Path | str) -> Path:
+    """A file that exists wins; otherwise a bare name (any case, `.yaml` optional) of a shipped workload."""
+    path = Path(ref)
+    if path.exists() or len(path.parts) > 1:
+        return path
+    shipped = builtin_workloads()
+    name = path.name[: -len(path.suffix)] if path.suffix in (".yaml", ".yml") else path.name
+    found = match_id(name, shipped)
+    if found:
+        return shipped[found]
+    raise InputError(f"workload file not found, and {name!r} is not a shipped workload{suggestion(name, shipped)}: "
+                     f"use a path to a workload YAML or one of {', '.join(shipped)} (see `cascade-plan workloads`)",
+                     file=str(ref))
+
+
+def description(path: Path) -> str:
+    """The comment block a workload file starts with, as one paragraph."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("#").strip())
+    return " ".join(x for x in lines if x)
+
+
+def workload_rows() -> list[dict]:
+    """One row per shipped workload: what `cascade-plan workloads` lists."""
+    from cascade_plan.cost.flat_tree import flatten
+    from cascade_plan.inputs.workload import parse_workload
+
+    rows = []
+    for name, path in builtin_workloads().items():
+        wl, _ = parse_workload(path)
+        flat = flatten(wl.tree)
+        rows.append({"name": name, "model": wl.model, "hardware": wl.hardware, "tp": wl.tp,
+                     "kv_dtype": wl.kv_dtype, "sequences": int(flat.total_seqs),
+                     "checks": sorted(k for k in (wl.checks.__struct_fields__ if wl.checks else ())
+                                      if getattr(wl.checks, k) is not None),
+                     "description": description(path), "path": str(path)})
+    return rows
