@@ -77,13 +77,13 @@ def cli_campaign(n: int, tmp: Path) -> tuple[int, int, int, list[str]]:
     @settings(max_examples=n, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(doc=st.one_of(fz.workloads(), fz.workloads(odd=3)), mutation=st.sampled_from(range(len(fz.TEXT_MUTATIONS))),
-           command=st.sampled_from(["estimate", "check", "breakeven"]))
-    def one(doc, mutation, command):
+           command=st.sampled_from(["estimate", "check", "breakeven"]), what_if=fz.what_if_options())
+    def one(doc, mutation, command, what_if):
         path = tmp / "cli.yaml"
         path.write_bytes(fz.TEXT_MUTATIONS[mutation](fz.dump(doc)).encode("utf-8", "surrogatepass"))
         args = {"estimate": ["estimate", str(path), "--json"],
                 "check": ["check", str(path), "--min-run-speedup", "1.1", "--json"],
-                "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log", "--json"]}[command]
+                "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log", "--json"]}[command] + what_if
         res = runner.invoke(app, args)
         counts["tried"] += 1
         ok_codes = {0, 1, 2} if command == "check" else {0, 2}

@@ -185,6 +185,14 @@ def run_calibration(doc: dict, backend: str | None, tmp: Path) -> str:
         return f"traceback: {type(exc).__name__}: {str(exc)[:120]}"
 
 
+def what_if_options():
+    """Nothing, or one what-if hardware option with a number, a unit, junk or an extreme."""
+    value = st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(str), st.text(max_size=8),
+                      st.sampled_from(["4.8", "4800GB/s", "1e-300", "1e300", "0", "-1", "96MiB", "1.2 PFLOP/s"]))
+    option = st.sampled_from(["--hbm-bandwidth", "--memory", "--bf16-tflops", "--l2"])
+    return st.one_of(st.just([]), st.tuples(option, value).map(list))
+
+
 # Text-level mutations the YAML parser and the line map must survive.
 TEXT_MUTATIONS = [
     lambda t: t,

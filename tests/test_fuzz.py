@@ -60,13 +60,13 @@ def test_without_sharing_cascade_never_wins(tmp_path_factory, doc, mode):
 
 @ci(30)
 @given(doc=st.one_of(fz.workloads(), fz.workloads(odd=3)), mutation=st.sampled_from(range(len(fz.TEXT_MUTATIONS))),
-       command=st.sampled_from(["estimate", "check", "breakeven"]))
-def test_cli_exit_codes_and_one_line_errors(tmp_path_factory, doc, mutation, command):
+       command=st.sampled_from(["estimate", "check", "breakeven"]), what_if=fz.what_if_options())
+def test_cli_exit_codes_and_one_line_errors(tmp_path_factory, doc, mutation, command, what_if):
     path = tmp_path_factory.mktemp("c") / "w.yaml"
     path.write_bytes(fz.TEXT_MUTATIONS[mutation](fz.dump(doc)).encode("utf-8", "surrogatepass"))
     args = {"estimate": ["estimate", str(path), "--json"],
             "check": ["check", str(path), "--min-run-speedup", "1.1"],
-            "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log", "--json"]}[command]
+            "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log", "--json"]}[command] + what_if
     res = CliRunner().invoke(app, args)
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.exit_code in ({0, 1, 2} if command == "check" else {0, 2}), res.output

@@ -91,6 +91,12 @@ def test_hardware_numbers_out_of_range_are_refused(tmp_path, line):
                 "--output-tokens", "3"), key)
 
 
+@pytest.mark.parametrize("option, value", [("--hbm-bandwidth", "1e-300"), ("--hbm-bandwidth", "1e30"),
+                                           ("--memory", "1e-9"), ("--bf16-tflops", "1e300"), ("--l2", "1e30")])
+def test_what_if_hardware_numbers_are_range_checked(option, value):
+    refused(run("estimate", GOOD, option, value), option, "plausible")
+
+
 HF = {"model_type": "llama", "vocab_size": 1000, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
       "num_attention_heads": 8, "num_key_value_heads": 2}
 

@@ -10,6 +10,7 @@ import re
 import msgspec
 
 from cascade_plan.errors import InputError
+from cascade_plan.inputs import limits
 from cascade_plan.inputs.hardware import HardwareProfile
 
 _UNITS = {
@@ -19,6 +20,9 @@ _UNITS = {
                                                            "pflops": 1e15, "flop/s": 1}),
     "l2_bytes": ("--l2", "MB", {"mb": 1e6, "mib": 1024**2, "kib": 1024, "kb": 1e3, "gb": 1e9, "b": 1}),
 }
+_RANGE = {"hbm_bytes_per_s": limits.HBM_BYTES_PER_S, "memory_bytes": limits.MEMORY_BYTES,
+          "dense_bf16_flop_per_s": limits.FLOP_PER_S, "l2_bytes": limits.L2_BYTES}
+_SI = {"hbm_bytes_per_s": "bytes/s", "memory_bytes": "bytes", "dense_bf16_flop_per_s": "FLOP/s", "l2_bytes": "bytes"}
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
 
 
@@ -33,6 +37,10 @@ def parse_quantity(text: str, field: str) -> float:
     value = float(m.group(1)) * units[unit]
     if value <= 0 and field != "l2_bytes":
         raise InputError(f"{option}: must be positive, got {text!r}")
+    lo, hi = _RANGE[field]                # the range a hardware profile's number must lie in (limits.py)
+    if not lo <= value <= hi:
+        raise InputError(f"{option}: {text!r} is {value:.3g} {_SI[field]}, outside the plausible {lo:.3g} to "
+                         f"{hi:.3g} {_SI[field]}")
     return value
 
 
