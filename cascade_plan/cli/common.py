@@ -110,11 +110,22 @@ def handles_input_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            _refuse_non_finite(kwargs)
             return fn(*args, **kwargs)
         except InputError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None
     return wrapper
+
+
+def _refuse_non_finite(kwargs: dict) -> None:
+    """A float option given as nan, inf or 1e999 (click parses them all) is refused by name, for every
+    command at once: no command's arithmetic ever sees a non-finite option."""
+    import math
+
+    for name, value in kwargs.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"--{name.replace('_', '-')}: {value} is not a finite number")
 
 
 def dumps_json(doc: dict, indent: int = 2) -> str:

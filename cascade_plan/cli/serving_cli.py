@@ -12,35 +12,42 @@ from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, Hardw
                                      KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, print_json)
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
 from cascade_plan.errors import InputError
+from cascade_plan.inputs import limits
+
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=limits.MAX_SEED, help="Random seed.")]
+
 
 def route(
     model: ModelArg = None,
     hardware: HardwareOpt = None,
     workload: WorkloadOpt = None,
-    replicas: Annotated[int, typer.Option("--replicas", min=1, max=4096, help="Engine replicas (data-parallel).")] = 8,
-    samples: Annotated[Optional[int], typer.Option("--samples", min=1, help="Requests per prompt (siblings); "
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=limits.MAX_REPLICAS,
+                                          help="Engine replicas (data-parallel).")] = 8,
+    samples: Annotated[Optional[int], typer.Option("--samples", min=1, max=limits.MAX_SAMPLES, help="Requests per prompt (siblings); "
                                                    "default 16.")] = None,
-    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, help="Shared prompt tokens per group; "
+    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, max=limits.MAX_TOKENS, help="Shared prompt tokens per group; "
                                                   "default 4096.")] = None,
-    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, help="Tokens each request decodes "
+    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, max=limits.MAX_OUTPUT_TOKENS, help="Tokens each request decodes "
                                                          "(mean); default 1024.")] = None,
-    private_tokens: Annotated[Optional[int], typer.Option("--private-tokens", min=0, help="Prompt tokens of each "
+    private_tokens: Annotated[Optional[int], typer.Option("--private-tokens", min=0, max=limits.MAX_TOKENS, help="Prompt tokens of each "
                                                           "request's own; default 0.")] = None,
     log: Annotated[Optional[list[str]], typer.Option("--log", help="Take the request mix (prefix, siblings, output, "
                                                      "private tokens) from batch logs: the workload that best "
                                                      "summarises them (see analyze). Repeat for several files.")] = None,
-    output_cv: Annotated[float, typer.Option("--output-cv", min=0, help="Spread of decode lengths (coefficient of "
+    output_cv: Annotated[float, typer.Option("--output-cv", min=0, max=limits.MAX_SPREAD, help="Spread of decode lengths (coefficient of "
                                              "variation, lognormal); 0 = all equal.")] = 0.5,
-    batch: Annotated[Optional[int], typer.Option("--batch", min=1, help="Running sequences per replica (default 64).")] = None,
-    rate: Annotated[Optional[float], typer.Option("--rate", min=0, help="Instead of --batch: requests per second "
+    batch: Annotated[Optional[int], typer.Option("--batch", min=1, max=limits.MAX_SAMPLES,
+                                                 help="Running sequences per replica (default 64).")] = None,
+    rate: Annotated[Optional[float], typer.Option("--rate", min=0, max=1e15, help="Instead of --batch: requests per second "
                                                   "over the fleet (batch from Little's law and the step time).")] = None,
-    sibling_spread: Annotated[float, typer.Option("--sibling-spread", min=0, help="Siblings arrive spread over this "
+    sibling_spread: Annotated[float, typer.Option("--sibling-spread", min=0, max=limits.MAX_SPREAD, help="Siblings arrive spread over this "
                                                   "fraction of one decode (0: together).")] = 0.0,
     forks_together: Annotated[bool, typer.Option("--forks-together", help="Route each group as one n>1 request.")] = False,
-    requests: Annotated[int, typer.Option("--requests", min=1, help="Requests simulated.")] = 1_000_000,
+    requests: Annotated[int, typer.Option("--requests", min=1, max=limits.MAX_ROUTE_REQUESTS,
+                                        help="Requests simulated.")] = 1_000_000,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write speedup vs replica count per policy (PNG + SVG) "
                                                  "into this folder.")] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    seed: SeedOpt = 0,
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
@@ -61,8 +68,11 @@ def route(
 
       cascade-plan route --model llama-3-8b --replicas 8 --samples 16 --forks-together --json
     """
+    from cascade_plan.outputs import check_output_dir
     from cascade_plan.serving.route_costs import Mix, batch_for_rate, simulate, sweep_replicas
 
+    if plot is not None:
+        check_output_dir(plot, "--plot")
     scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
                         uncalibrated)
     if batch is not None and rate is not None:
@@ -128,19 +138,19 @@ def rl(
     model: ModelArg = None,
     hardware: HardwareOpt = None,
     workload: WorkloadOpt = None,
-    prompts: Annotated[int, typer.Option("--prompts", min=1, help="Prompts per RL step.")] = 64,
-    samples: Annotated[int, typer.Option("--samples", min=1, help="Completions per prompt (GRPO group size).")] = 16,
-    prompt_tokens: Annotated[float, typer.Option("--prompt-tokens", min=0, help="Mean prompt length.")] = 2048,
-    prompt_cv: Annotated[float, typer.Option("--prompt-cv", min=0, help="Prompt length spread (lognormal CV).")] = 0.3,
-    completion_tokens: Annotated[float, typer.Option("--completion-tokens", min=1, help="Mean completion length.")] = 1024,
-    completion_cv: Annotated[float, typer.Option("--completion-cv", min=0, help="Completion length spread "
+    prompts: Annotated[int, typer.Option("--prompts", min=1, max=limits.MAX_RL_SEQUENCES, help="Prompts per RL step.")] = 64,
+    samples: Annotated[int, typer.Option("--samples", min=1, max=limits.MAX_RL_SEQUENCES, help="Completions per prompt (GRPO group size).")] = 16,
+    prompt_tokens: Annotated[float, typer.Option("--prompt-tokens", min=0, max=limits.MAX_TOKENS, help="Mean prompt length.")] = 2048,
+    prompt_cv: Annotated[float, typer.Option("--prompt-cv", min=0, max=limits.MAX_SPREAD, help="Prompt length spread (lognormal CV).")] = 0.3,
+    completion_tokens: Annotated[float, typer.Option("--completion-tokens", min=1, max=limits.MAX_OUTPUT_TOKENS, help="Mean completion length.")] = 1024,
+    completion_cv: Annotated[float, typer.Option("--completion-cv", min=0, max=limits.MAX_SPREAD, help="Completion length spread "
                                                  "(lognormal CV): the long tail.")] = 0.6,
-    max_completion: Annotated[int, typer.Option("--max-completion", min=1, help="Completion cap (max_tokens).")] = 8192,
-    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Rollout engine replicas.")] = 8,
-    other_s: Annotated[float, typer.Option("--other-s", min=0, help="Rest of an RL step (training, weight sync), "
+    max_completion: Annotated[int, typer.Option("--max-completion", min=1, max=limits.MAX_OUTPUT_TOKENS, help="Completion cap (max_tokens).")] = 8192,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=limits.MAX_REPLICAS, help="Rollout engine replicas.")] = 8,
+    other_s: Annotated[float, typer.Option("--other-s", min=0, max=limits.MAX_SECONDS, help="Rest of an RL step (training, weight sync), "
                                            "seconds, for the end-to-end figure.")] = 0.0,
-    sampled_steps: Annotated[int, typer.Option("--sampled-steps", min=1, help="RL steps drawn to average over.")] = 8,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    sampled_steps: Annotated[int, typer.Option("--sampled-steps", min=1, max=limits.MAX_SAMPLED_STEPS, help="RL steps drawn to average over.")] = 8,
+    seed: SeedOpt = 0,
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,

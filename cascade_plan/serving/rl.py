@@ -17,6 +17,8 @@ import numpy as np
 
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.estimate import estimate
+from cascade_plan.errors import InputError
+from cascade_plan.inputs import limits
 from cascade_plan.inputs.workload import Scenario, TreeNode
 
 TAIL_FINISHED = 0.9     # the tail: decode steps after 90% of a replica's completions have finished
@@ -44,7 +46,7 @@ def _lognormal(rng, mean: float, cv: float, n: int) -> np.ndarray:
 
 def replica_trees(s: RlSchedule, rng) -> list[TreeNode | None]:
     """One RL step's rollout per replica (None for a replica without prompts)."""
-    p_len = np.maximum(0, np.round(_lognormal(rng, s.prompt_tokens, s.prompt_cv, s.prompts))).astype(int)
+    p_len = np.clip(np.round(_lognormal(rng, s.prompt_tokens, s.prompt_cv, s.prompts)), 0, limits.MAX_TOKENS).astype(int)
     c_len = np.clip(np.round(_lognormal(rng, s.completion_tokens, s.completion_cv, s.prompts * s.samples)),
                     1, s.max_completion).astype(int).reshape(s.prompts, s.samples)
     trees = []
@@ -129,7 +131,37 @@ class RlResult:
                             "cascade_s": self.cascade_s + s.other_s, "speedup": self.rl_step_speedup}}
 
 
+def check_schedule(s: RlSchedule, sampled_steps: int) -> None:
+    """Refuse (one line) a schedule outside the planned ranges, or whose run would take more than a
+    few seconds: every figure finite and in range, and the work (completions drawn, replica rollouts
+    priced) bounded, so memory and time never grow with what a user can type."""
+    import math
+
+    def bad(option: str, message: str) -> InputError:
+        return InputError(f"{option}: {message}")
+
+    for option, value, low, high in (
+            ("--prompts", s.prompts, 1, limits.MAX_RL_SEQUENCES), ("--samples", s.samples, 1, limits.MAX_RL_SEQUENCES),
+            ("--prompt-tokens", s.prompt_tokens, 0, limits.MAX_TOKENS),
+            ("--completion-tokens", s.completion_tokens, 1, limits.MAX_OUTPUT_TOKENS),
+            ("--max-completion", s.max_completion, 1, limits.MAX_OUTPUT_TOKENS),
+            ("--replicas", s.replicas, 1, limits.MAX_REPLICAS), ("--prompt-cv", s.prompt_cv, 0, limits.MAX_SPREAD),
+            ("--completion-cv", s.completion_cv, 0, limits.MAX_SPREAD), ("--other-s", s.other_s, 0, limits.MAX_SECONDS),
+            ("--sampled-steps", sampled_steps, 1, limits.MAX_SAMPLED_STEPS)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
+            raise bad(option, f"{value} is outside {low:,}..{high:,}")
+    drawn = sampled_steps * s.prompts * s.samples
+    if drawn > limits.MAX_RL_SEQUENCES:
+        raise bad("--sampled-steps x --prompts x --samples", f"{drawn:,} completions to draw, more than the "
+                  f"{limits.MAX_RL_SEQUENCES:,} one run handles; lower --sampled-steps")
+    rollouts = sampled_steps * min(s.replicas, s.prompts)
+    if rollouts > limits.MAX_RL_ROLLOUTS:
+        raise bad("--sampled-steps x --replicas", f"{rollouts:,} replica rollouts to price, more than the "
+                  f"{limits.MAX_RL_ROLLOUTS:,} one run handles; lower --sampled-steps")
+
+
 def rl_generation(scn: Scenario, params: CostParams, s: RlSchedule, sampled_steps: int = 8, seed: int = 0) -> RlResult:
+    check_schedule(s, sampled_steps)
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(sampled_steps):

@@ -37,7 +37,7 @@ def make_stream(requests: int, samples: int, rate_per_s: float, duration_s: floa
     rng = np.random.default_rng(seed)
     n_groups = -(-requests // samples)
     g_start = np.cumsum(rng.exponential(samples / rate_per_s, n_groups))
-    group = np.repeat(np.arange(n_groups), samples)[:requests]
+    group = np.arange(requests) // samples          # never n_groups x samples: samples may exceed requests
     start = g_start[group] + (rng.uniform(0, sibling_spread_s, requests) if sibling_spread_s > 0 else 0.0)
     if duration_cv > 0:
         sigma = np.sqrt(np.log1p(duration_cv**2))
@@ -107,14 +107,17 @@ def assign(stream: Stream, replicas: int, policy: str, forks_together: bool = Fa
 def co_resident(stream: Stream, replica: np.ndarray, replicas: int) -> np.ndarray:
     """For every request, the requests of its group on its replica whose run overlaps its own
     (itself included): the sibling group it decodes in."""
-    seg = stream.group.astype(np.int64) * replicas + replica
+    # Exact integer keys (segment, time rank): packing float times into one float key lost the order
+    # of close times once segments x time span passed 2^53 (a request then missed itself: 0 siblings).
+    seg = np.unique(stream.group.astype(np.int64) * replicas + replica, return_inverse=True)[1].astype(np.int64)
     end = stream.start_s + stream.duration_s
-    width = float(end.max()) + 1.0
-    ks = np.sort(seg * width + stream.start_s)
-    ke = np.sort(seg * width + end)
-    base = seg * width
-    started_before_end = np.searchsorted(ks, base + end, side="left") - np.searchsorted(ks, base, side="left")
-    ended_before_start = np.searchsorted(ke, base + stream.start_s, side="right") - np.searchsorted(ke, base, side="left")
+    times = np.unique(np.concatenate([stream.start_s, end]))
+    start_rank, end_rank = np.searchsorted(times, stream.start_s), np.searchsorted(times, end)
+    base = seg * np.int64(times.size + 1)              # <= N x (2N + 1): far inside int64
+    ks = np.sort(base + start_rank)
+    ke = np.sort(base + end_rank)
+    started_before_end = np.searchsorted(ks, base + end_rank, side="left") - np.searchsorted(ks, base, side="left")
+    ended_before_start = np.searchsorted(ke, base + start_rank, side="right") - np.searchsorted(ke, base, side="left")
     return started_before_end - ended_before_start
 
 
