@@ -67,6 +67,10 @@ def import_aic(
     ids = sorted(AIC_SYSTEMS) if gpus == ["all"] else gpus
     if out is not None and len(ids) > 1 and out.suffix == ".json":
         raise InputError("--out: give a folder when importing several GPUs")
+    if out is not None:                 # checked before any fitting: a bad path is reported at once
+        from cascade_plan.outputs import check_output_dir, check_output_file
+
+        check_output_file(out, "--out") if out.suffix == ".json" else check_output_dir(out, "--out")
     summaries = []
     from rich.console import Console
 

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
+from cascade_plan.inputs.limits import MAX_SECONDS
 from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
                                      HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
                                      ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt, SamplesOpt, TpOpt,
@@ -135,15 +136,19 @@ def hardware(
         render_hardware(rows, full=profile is not None)
 
 
+PROBE_BACKENDS = ("triton", "torch", "flashinfer", "flashinfer-fa2")     # kernels_probe.grid.BACKENDS (a test checks)
+PROBE_MAX_PAGE = 4_096                                   # tokens per KV page: every engine uses 1..256
+
+
 @handles_input_errors
 def probe(
     out: Annotated[Path, typer.Option("--out", help="Calibration JSON to write (atomically).")],
     quick: Annotated[bool, typer.Option("--quick", help="A small grid that finishes in under a minute.")] = False,
     backend: Annotated[Optional[list[str]], typer.Option(
         "--backend", help="Backends to time: triton (ours), torch, flashinfer. Repeat the option; default all available.")] = None,
-    page_size: Annotated[int, typer.Option("--page-size", min=1, help="KV page size in tokens.")] = 16,
+    page_size: Annotated[int, typer.Option("--page-size", min=1, max=PROBE_MAX_PAGE, help="KV page size in tokens.")] = 16,
     time_budget: Annotated[Optional[float], typer.Option(
-        "--time-budget", min=1, help="Stop timing new grid points after this many seconds (what was measured is kept).")] = None,
+        "--time-budget", min=1, max=MAX_SECONDS, help="Stop timing new grid points after this many seconds (what was measured is kept).")] = None,
     step: Annotated[bool, typer.Option(
         "--step", help="Also measure the rest of the decode step: weight GEMMs (bf16, fp8), engine glue (fused and "
                        "torch), NCCL all-reduce (2+ GPUs), and whole model-shaped decode steps per attention backend "
@@ -159,7 +164,12 @@ def probe(
       cascade-plan probe --out cal.json --step           # full grid + GEMMs, glue, all-reduce, whole steps
     """
     from cascade_plan.errors import InputError
+    from cascade_plan.outputs import check_output_file
 
+    check_output_file(out, "--out")          # the arguments first: a bad one is reported before any GPU work
+    unknown = sorted(set(backend or []) - set(PROBE_BACKENDS))
+    if unknown:
+        raise InputError(f"--backend: unknown backend {unknown[0]!r}: use {', '.join(PROBE_BACKENDS)}")
     try:
         from kernels_probe.environment import missing_requirements
     except ImportError:

@@ -13,6 +13,7 @@ from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, Hardw
                                      print_json)
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
 from cascade_plan.errors import InputError
+from cascade_plan.inputs import limits
 
 
 def analyze(
@@ -30,14 +31,14 @@ def analyze(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record (exit 2).")] = False,
-    show_bad: Annotated[int, typer.Option("--show-bad", min=0, help="Malformed records to list by file and line.")] = 10,
+    show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=1_000_000, help="Malformed records to list by file and line.")] = 10,
     plots: Annotated[Optional[Path], typer.Option("--plots", help="Write distribution plots (PNG + SVG) here.")] = None,
     workload_out: Annotated[Optional[Path], typer.Option(
         "--workload-out", help="Write the workload tree that best summarises the log as a workload YAML.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="duckdb (in-process; default) or spark (the `spark` "
                                         "extra; local mode or spark-submit, see docs/logs.md).")] = "duckdb",
     memory_limit: Annotated[str, typer.Option("--memory-limit", help="DuckDB's memory limit (it spills beyond).")] = "1GB",
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, help="DuckDB threads (default: all cores).")] = None,
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, max=limits.MAX_THREADS, help="DuckDB threads (default: all cores).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """From a day of batch logs to a verdict: how much sharing the engines saw, and whether cascade
@@ -61,6 +62,8 @@ def analyze(
 
     if engine not in ENGINES:
         raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
+    check_memory_limit(memory_limit)
+    _check_outputs(plots, workload_out)
     scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration,
                                       backend, force, uncalibrated)
     files = expand(logs)
@@ -80,6 +83,24 @@ def analyze(
     from cascade_plan.render.render_logs import render_analysis
 
     render_analysis(a, make_console(), params.label, scenario_line, [str(w) for w in written])
+
+
+def check_memory_limit(text: str) -> None:
+    """--memory-limit as DuckDB reads it: a number and a byte unit (500MB, 4GiB, 1.5TB)."""
+    import re
+
+    if not re.fullmatch(r"\s*\d+(\.\d+)?\s*(B|bytes|[KMGTP]i?B)\s*", text, re.IGNORECASE):
+        raise InputError(f"--memory-limit: {text!r} is not a size: write e.g. 500MB, 4GB or 2GiB")
+
+
+def _check_outputs(plots: Path | None, workload_out: Path | None) -> None:
+    """Both outputs checked before the scan: a bad second path never leaves the first one written."""
+    from cascade_plan.outputs import check_output_dir, check_output_file
+
+    if workload_out is not None:
+        check_output_file(workload_out, "--workload-out")
+    if plots is not None:
+        check_output_dir(plots, "--plots")
 
 
 def _progress():
@@ -129,7 +150,7 @@ def simulate_log(
     workload: WorkloadArg,
     out: Annotated[Path, typer.Option("--out", help="Log to write (JSON Lines; .gz compresses).")],
     replica: Annotated[str, typer.Option("--replica", help="Replica id written into every record.")] = "r0",
-    step_s: Annotated[float, typer.Option("--step-s", min=0, help="Seconds between steps' timestamps.")] = 0.01,
+    step_s: Annotated[float, typer.Option("--step-s", min=0, max=1e6, help="Seconds between steps' timestamps.")] = 0.01,
 ) -> None:
     """Write the batch log a workload would produce: every decode step, per-sequence form.
 
@@ -138,12 +159,15 @@ def simulate_log(
     Example: cascade-plan simulate-log rl-rollouts-64 --out sim.jsonl
     """
     from cascade_plan.inputs.workload import load_scenario
-    from cascade_plan.logs.simulate import write_log
+    from cascade_plan.logs.simulate import check_log_size, write_log
+    from cascade_plan.outputs import check_output_file
 
     if workload is None:
         raise InputError("give a workload YAML (see workloads/)")
-    scn = load_scenario(workload)
     if not str(out).endswith((".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")):
         raise InputError("--out: name the log .jsonl or .jsonl.gz")
+    check_output_file(out, "--out")
+    scn = load_scenario(workload)
+    check_log_size(scn.tree, str(workload))
     n = write_log(scn.tree, out, replica, step_s)
     typer.echo(f"wrote {out}: {n} decode steps of {scn.name}")

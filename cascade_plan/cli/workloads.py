@@ -27,7 +27,13 @@ def workloads(
     from cascade_plan.inputs.workload_catalog import resolve_workload, workload_rows
 
     if path is not None:
-        typer.echo(str(resolve_workload(path)))
+        found = resolve_workload(path)
+        if not found.is_file():
+            from cascade_plan.errors import InputError
+
+            raise InputError("--path: not a workload file" if found.exists() else "--path: no such workload file",
+                             file=str(path))
+        typer.echo(str(found))
         return
     rows = workload_rows()
     if json_out:

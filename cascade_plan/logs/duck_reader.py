@@ -15,6 +15,8 @@ from typing import Callable
 import numpy as np
 
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS, MAX_SEQUENCES
+from cascade_plan.logs.log_format import MAX_TS_S
 from cascade_plan.logs.sources import LogFile
 
 SEQ_TYPE = 'STRUCT(request VARCHAR, "group" VARCHAR, shared BIGINT, private BIGINT, levels BIGINT[])'
@@ -33,14 +35,17 @@ def seq_bad(x: str = "") -> str:
     p = f"{x}." if x else ""
     grp = f'{p}"group"' if x else "grp"
     return (f"({p}request IS NULL OR {grp} IS NULL OR {p}shared IS NULL OR {p}shared < 0 OR {p}private IS NULL "
-            f"OR {p}private < 0 OR {_levels_bad(p + 'levels', grp, p + 'shared')})")
+            f"OR {p}private < 0 OR {p}shared > {MAX_TOKENS} OR {p}private > {MAX_TOKENS} "
+            f"OR {_levels_bad(p + 'levels', grp, p + 'shared')})")
 
 
-HEAD_BAD = "(ts IS NULL OR replica IS NULL)"
+HEAD_BAD = f"(ts IS NULL OR replica IS NULL OR NOT (abs(ts) <= {MAX_TS_S}))"      # NOT (...): NaN and inf too
 JSON_STEP_BAD = (f"({HEAD_BAD} OR seqs IS NULL OR "
                  f"coalesce(list_bool_or(list_transform(seqs, lambda x: x IS NULL OR {seq_bad('x')})), false))")
 COMPACT_BAD = (f"({HEAD_BAD} OR batch IS NULL OR batch < 1 OR prefix IS NULL OR prefix < 0 OR siblings IS NULL "
-               "OR siblings < 1 OR private IS NULL OR private < 0 OR coalesce(groups, 0) < 0 "
+               f"OR siblings < 1 OR private IS NULL OR NOT (private BETWEEN 0 AND {MAX_TOKENS}) "
+               f"OR batch > {MAX_SEQUENCES} OR siblings > {MAX_SEQUENCES} OR prefix > {MAX_TOKENS} "
+               f"OR coalesce(groups, 0) < 0 OR coalesce(groups, 0) > {MAX_SEQUENCES} "
                "OR coalesce(groups, batch // siblings) * siblings > batch)")
 
 
@@ -97,7 +102,12 @@ def _columns(con, f: LogFile) -> dict[str, str]:
 
 
 def form_of(con, f: LogFile) -> tuple[str, dict[str, str]]:
-    cols = _columns(con, f)
+    import duckdb
+
+    try:
+        cols = _columns(con, f)
+    except duckdb.Error as exc:          # not gzip / zstd / Parquet after all, unreadable, ...
+        raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=f.path) from None
     if "seqs" in cols or "request" in cols:
         return "seq", cols
     if "batch" in cols:

@@ -22,10 +22,17 @@ from typing import Annotated
 
 import msgspec
 
+from cascade_plan.inputs import limits
+
 SCHEMA_VERSION = 1
-NonNeg = Annotated[int, msgspec.Meta(ge=0)]
-Pos = Annotated[int, msgspec.Meta(ge=1)]
-Time = Annotated[float, msgspec.Meta(description="seconds (any epoch); every record of one step carries the same value")]
+# Counts are bounded like the workload's (inputs/limits.py): no product of them overflows the scan's
+# 64-bit integers, and a record far outside any engine is reported as malformed, not priced.
+MAX_TS_S = 1e15                    # timestamps: any epoch, but finite (1e999 decodes to infinity)
+NonNeg = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_SEQUENCES)]
+Tokens = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_CONTEXT_TOKENS)]
+Pos = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)]
+Time = Annotated[float, msgspec.Meta(ge=-MAX_TS_S, le=MAX_TS_S,
+                                     description="seconds (any epoch); every record of one step carries the same value")]
 Replica = Annotated[str | int, msgspec.Meta(description="engine replica (data-parallel rank, host:port, ...)")]
 
 
@@ -34,9 +41,9 @@ class Seq(msgspec.Struct, frozen=True):
 
     request: Annotated[str, msgspec.Meta(description="request / sequence id, stable across steps")]
     group: Annotated[str, msgspec.Meta(description="prompt it was sampled from; 'a/b/c' = prefix-hash chain, one id per level")]
-    shared: Annotated[NonNeg, msgspec.Meta(description="tokens of KV shared with other sequences (all levels)")]
-    private: Annotated[NonNeg, msgspec.Meta(description="tokens of KV of its own: private prompt + generated so far")]
-    levels: Annotated[list[NonNeg], msgspec.Meta(
+    shared: Annotated[Tokens, msgspec.Meta(description="tokens of KV shared with other sequences (all levels)")]
+    private: Annotated[Tokens, msgspec.Meta(description="tokens of KV of its own: private prompt + generated so far")]
+    levels: Annotated[list[Tokens], msgspec.Meta(
         description="cumulative token end of each level of a chain group (last == shared)")] | None = None
 
 
@@ -55,9 +62,9 @@ class CompactRecord(msgspec.Struct, frozen=True):
     ts: Time
     replica: Replica
     batch: Annotated[Pos, msgspec.Meta(description="sequences in the step")]
-    prefix: Annotated[NonNeg, msgspec.Meta(description="shared prefix tokens of each sibling group")]
+    prefix: Annotated[Tokens, msgspec.Meta(description="shared prefix tokens of each sibling group")]
     siblings: Annotated[Pos, msgspec.Meta(description="sequences per sibling group")]
-    private: Annotated[float, msgspec.Meta(ge=0, description="mean private context tokens per sequence")]
+    private: Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_CONTEXT_TOKENS, description="mean private context tokens per sequence")]
     groups: NonNeg | None = None
     step: NonNeg | None = None
 
@@ -65,12 +72,12 @@ class CompactRecord(msgspec.Struct, frozen=True):
 class SeqRow(msgspec.Struct, frozen=True):
     """Per-sequence form, flat (CSV/Parquet): one row per (step, sequence)."""
 
-    ts: float
+    ts: Time
     replica: str | int
     request: str
     group: str
-    shared: NonNeg
-    private: NonNeg
+    shared: Tokens
+    private: Tokens
     levels: str | None = None
     step: NonNeg | None = None
 

@@ -13,6 +13,8 @@ from typing import Iterator
 
 import msgspec
 
+from cascade_plan.errors import InputError
+from cascade_plan.inputs import limits
 from cascade_plan.inputs.workload import TreeNode
 
 
@@ -27,6 +29,36 @@ class SimSeq:
     @property
     def shared(self) -> int:
         return self.levels[-1] if self.levels else 0
+
+
+def log_size(tree: TreeNode) -> tuple[int, int]:
+    """(sequences, (step, sequence) rows) of the tree's simulated log, in closed form (no sequence
+    is materialised): every sequence writes one row per token it decodes."""
+    def walk(node: TreeNode) -> tuple[int, int]:
+        if node.children:
+            seqs = rows = 0
+            for child in node.children:
+                s, r = walk(child)
+                seqs, rows = seqs + s, rows + r
+        else:
+            seqs, rows = node.samples, node.samples * node.output_tokens
+        return node.copies * seqs, node.copies * rows
+
+    return walk(tree)
+
+
+def check_log_size(tree: TreeNode, file: str | None = None) -> None:
+    """Refuse, before anything is written, a log too large to simulate in bounded time and memory."""
+    seqs, rows = log_size(tree)
+    if seqs > limits.MAX_LOG_SEQUENCES:
+        raise InputError(f"the simulated log would hold {seqs:,} sequences; simulate-log writes logs of up to "
+                         f"{limits.MAX_LOG_SEQUENCES:,} (use fewer copies or samples; `estimate` prices any size)",
+                         file=file, field="tree")
+    if rows > limits.MAX_LOG_ROWS:
+        raise InputError(f"the simulated log would hold {rows:,} sequence-steps (~{rows * 60 / 1e9:,.0f} GB); "
+                         f"simulate-log writes logs of up to {limits.MAX_LOG_ROWS:,} (fewer output tokens or "
+                         "sequences; `estimate` prices any size)", file=file,
+                         field="tree")
 
 
 def tree_sequences(tree: TreeNode) -> list[SimSeq]:
@@ -78,6 +110,7 @@ def write_log(tree: TreeNode, path: Path, replica: str = "r0", step_s: float = 0
     """Write the simulated log as JSON Lines (atomically). Returns the number of records."""
     from cascade_plan.atomic import open_atomic
 
+    check_log_size(tree)
     enc = msgspec.json.Encoder()
     n = 0
     with open_atomic(path) as raw:

@@ -190,11 +190,11 @@ def _frame(df):
 
 def read_logs_spark(files: list[LogFile]):
     """Scan with Spark, then finish in DuckDB exactly as duck_reader does."""
+    spark = _session()                  # first: it says what is missing (PySpark, Java) in one line
     from pyspark.sql import functions as F
 
     from cascade_plan.logs.duck_reader import _connect, _fetch
 
-    spark = _session()
     groups: dict[tuple[str, str], list[LogFile]] = {}
     forms = {}
     for f in files:
