@@ -3,6 +3,7 @@ makes, and a share of them through the CLI itself; prints the figures.
 
     python benchmarks/fuzz_campaign.py                 # 3,000 + 600 + 150 library inputs, 150 through the CLI
     python benchmarks/fuzz_campaign.py --library 30000 --cli 300
+    python benchmarks/fuzz_campaign.py --library 0 --cli 0 --commands 2000     # route, rl, logs, probe args, ...
 
 Figures: inputs tried, outcomes (answered / refused / each defect class), tracebacks, wrong exit
 codes, non-finite or negative outputs, invariant violations, peak traced memory of one input and the
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+import fuzz_commands as fc  # noqa: E402
 import fuzz_support as fz  # noqa: E402
 
 
@@ -99,17 +101,43 @@ def cli_campaign(n: int, tmp: Path) -> tuple[int, int, int, list[str]]:
     return counts["tried"], counts["wrong_exit"], counts["tracebacks"], bad
 
 
+def commands_campaign(n: int, tmp: Path) -> tuple[fz.Tally, float]:
+    """n command lines of route, rl, simulate-log, analyze (generated and corrupted logs), import-aic,
+    workloads, schema and probe (arguments only) through the CLI; (tally, slowest seconds)."""
+    tally, slowest = fz.Tally(), [0.0, None]
+
+    @settings(max_examples=n, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(case=fc.commands(st.one_of(fz.workloads(), fz.workloads(odd=3)).map(fz.dump)))
+    def one(case):
+        argv, files = case
+        folder = Path(tempfile.mkdtemp(dir=tmp))
+        outcome, peak, wall = fc.run_command(argv, files, folder)
+        __import__("shutil").rmtree(folder, ignore_errors=True)
+        tally.add(outcome if fc.is_defect(outcome) else outcome.split(":")[0], " ".join(argv), peak)
+        if wall > slowest[0]:
+            slowest[:] = [wall, " ".join(argv)]
+
+    one()
+    return tally, slowest
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--library", type=int, default=3000, help="inputs through the library calls")
     ap.add_argument("--cli", type=int, default=150, help="inputs through the CLI")
+    ap.add_argument("--commands", type=int, default=300, help="command lines of route, rl, simulate-log, analyze, "
+                    "import-aic, workloads, schema, probe")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
-        tally = library_campaign(a.library, Path(d))
+        tally = library_campaign(a.library, Path(d)) if a.library else fz.Tally()
         t_lib = time.perf_counter() - t0
-        cli_tried, wrong_exit, cli_tb, cli_bad = cli_campaign(a.cli, Path(d))
+        cli_tried, wrong_exit, cli_tb, cli_bad = cli_campaign(a.cli, Path(d)) if a.cli else (0, 0, 0, [])
+        t_cmd = time.perf_counter()
+        cmd, slowest = commands_campaign(a.commands, Path(d)) if a.commands else (fz.Tally(), [0.0, None])
+        t_cmd = time.perf_counter() - t_cmd
     wall = time.perf_counter() - t0
     defects = {k: v for k, v in tally.outcomes.items() if fz.is_defect(k)}
     count = lambda prefix: sum(v for k, v in tally.outcomes.items() if k.startswith(prefix))  # noqa: E731
@@ -124,7 +152,18 @@ def main() -> int:
         print(f"DEFECT x{v}: {k}\n  first input: {tally.examples[k]!r}"[:600])
     for line in cli_bad[:20]:
         print(f"CLI DEFECT: {line}")
-    return 1 if defects or wrong_exit or cli_tb else 0
+    cmd_defects = {k: v for k, v in cmd.outcomes.items() if fc.is_defect(k)}
+    kinds = lambda prefix: sum(v for k, v in cmd_defects.items() if k.startswith(prefix))  # noqa: E731
+    print(f"commands: {cmd.tried:,} command lines in {t_cmd:.0f} s: {cmd.outcomes.get('answered', 0):,} answered, "
+          f"{cmd.outcomes.get('refused', 0):,} refused with one line")
+    print(f"  tracebacks {kinds('traceback')}, wrong exit codes {kinds('wrong exit')}, multi-line errors "
+          f"{kinds('multi-line')}, non-finite outputs {kinds('non-finite')}, negative outputs {kinds('negative')}, "
+          f"invalid JSON {kinds('invalid json')}, half-written {kinds('half-written')}, scan aborted by a record "
+          f"{kinds('engine error')}")
+    print(f"  peak traced memory of one command: {cmd.peak_bytes / 2**20:.1f} MiB; slowest {slowest[0]:.1f} s: {slowest[1]}")
+    for k, v in sorted(cmd_defects.items()):
+        print(f"COMMAND DEFECT x{v}: {k}\n  first input: {cmd.examples[k]!r}"[:600])
+    return 1 if defects or wrong_exit or cli_tb or cmd_defects else 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ODD = ["nan", "inf", "-inf", "1e999", "-1", "0", "1e300", "-1e-300", "", "abc", "1_0", "0x10", "9" * 30,
        str(2**63), str(2**64), "1e20", "٣"]
 # Numbers a JSON output may legitimately hold below zero (cascade can lose time).
+# DuckDB errors raised by a record's values (not by a corrupt file): a malformed record must be
+# counted and listed, never abort the whole scan.
+ENGINE_ERROR = re.compile(r"Division by zero|Out of Range Error|Conversion Error|Binder Error|INTERNAL Error")
 SIGNED = re.compile(r"saved|saving|delta|gain|change|ts$|seed")
 
 
@@ -175,6 +178,8 @@ def classify(res, argv: list[str], before: set, after: set) -> str:
             return f"multi-line error: {argv[0]}"
         if after - before:
             return f"half-written: {argv[0]}: {sorted(after - before)[:2]}"
+        if ENGINE_ERROR.search(lines[0]):          # the scan failed on a value: one bad record sank the log
+            return f"engine error: {argv[0]}: {lines[0][:120]}"
         return "refused"
     if res.exit_code != 0:
         return f"wrong exit {res.exit_code}: {argv[0]}"
@@ -222,7 +227,8 @@ def run_command(argv: list[str], files: dict, folder: Path) -> tuple[str, int, f
     return classify(res, argv, before, _tree(folder)), peak, wall
 
 
-DEFECTS = ("traceback", "wrong exit", "multi-line", "non-finite", "negative", "invalid json", "half-written")
+DEFECTS = ("traceback", "wrong exit", "multi-line", "non-finite", "negative", "invalid json", "half-written",
+           "engine error")
 
 
 def is_defect(outcome: str) -> bool:

@@ -72,3 +72,21 @@ def test_cli_exit_codes_and_one_line_errors(tmp_path_factory, doc, mutation, com
     assert res.exit_code in ({0, 1, 2} if command == "check" else {0, 2}), res.output
     if res.exit_code == 2:
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+# ---- the commands that landed after the first fuzz (route, rl, simulate-log, analyze, import-aic, workloads,
+# schema, probe's arguments): tests/fuzz_commands.py
+
+import fuzz_commands as fc  # noqa: E402
+
+
+@ci(50)
+@given(case=fc.commands(st.one_of(fz.workloads(), fz.workloads(odd=3)).map(fz.dump)))
+def test_every_command_answers_or_refuses_in_one_line(tmp_path_factory, monkeypatch, case):
+    from cascade_plan.inputs import limits
+
+    monkeypatch.setattr(limits, "MAX_LOG_ROWS", 200_000)       # CI: simulated logs of a few MB at most
+    argv, files = case
+    outcome, peak, _ = fc.run_command(argv, files, tmp_path_factory.mktemp("cmd"))
+    assert not fc.is_defect(outcome), (outcome, argv)
+    assert peak < 300 * 2**20, (peak, argv)

@@ -46,7 +46,7 @@ COMPACT_BAD = (f"({HEAD_BAD} OR batch IS NULL OR batch < 1 OR prefix IS NULL OR 
                f"OR siblings < 1 OR private IS NULL OR NOT (private BETWEEN 0 AND {MAX_TOKENS}) "
                f"OR batch > {MAX_SEQUENCES} OR siblings > {MAX_SEQUENCES} OR prefix > {MAX_TOKENS} "
                f"OR coalesce(groups, 0) < 0 OR coalesce(groups, 0) > {MAX_SEQUENCES} "
-               "OR coalesce(groups, batch // siblings) * siblings > batch)")
+               "OR coalesce(groups, batch // nullif(siblings, 0)) * siblings > batch)")   # SQL evaluates every OR: no // 0
 
 
 @dataclass
@@ -271,7 +271,7 @@ def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int |
             else:
                 _run_with_progress(con, "CREATE OR REPLACE TEMP TABLE agg AS " + compact_rows_sql(fs, cols), report)
                 con.execute("INSERT INTO files SELECT file, count(*), count(*) FILTER (WHERE bad) FROM agg GROUP BY file")
-                con.execute("CREATE OR REPLACE TEMP TABLE agg AS SELECT *, coalesce(groups, batch // siblings) AS g "
+                con.execute("CREATE OR REPLACE TEMP TABLE agg AS SELECT *, coalesce(groups, batch // nullif(siblings, 0)) AS g "
                             "FROM agg WHERE NOT bad")
                 con.execute("INSERT INTO steps SELECT replica, ts, batch, g * siblings, g, g * siblings * prefix, "
                             "batch * private, prefix + private, private FROM agg")
