@@ -295,6 +295,10 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                         flop_eff=min(1.0, ceil["bf16_matmul_flop_per_s"] / hw.dense_bf16_flop_per_s))
     shared = KernelFit.from_dict(decode_shared)
     step = step_parts_of(probe)
+    if origin == "probe" and probe.hardware_id == hw.id:
+        from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
+
+        step = prefer_measured_allreduce(step, hw)
     if step.source == "default":
         notes.append("no step parts in this calibration: GEMMs, glue and all-reduce use the defaults")
     return CostParams(

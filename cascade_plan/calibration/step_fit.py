@@ -106,7 +106,7 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
         if len(rs) < 3:
             continue
         lat, inv_bw = _linear_fit([r["config"]["bytes"] for r in rs], [r["median_s"] for r in rs])
-        out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured",
+        out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured", algorithm="NCCL",
                               basis=f"NCCL all-reduce of bf16, {len(rs)} message sizes "
                                     f"{min(r['config']['bytes'] for r in rs)}-{max(r['config']['bytes'] for r in rs)} B, "
                                     "marginal cost inside a CUDA graph")
@@ -120,7 +120,7 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
                 continue
             out[n] = AllReduceFit(
                 gpus=n, latency_s=base.latency_s * math.log2(n) / math.log2(base_n),
-                bytes_per_s=busbw / (2 * (n - 1) / n), origin="extrapolated",
+                bytes_per_s=busbw / (2 * (n - 1) / n), origin="extrapolated", algorithm="NCCL (modelled)",
                 basis=(f"from the measured {base_n}-GPU fit: bus bandwidth per GPU kept ({busbw / 1e9:.0f} GB/s; "
                        f"NVSwitch gives every GPU its full links at any count; {source}"
                        + (f", {link / 1e9:.0f} GB/s per direction" if link else "")

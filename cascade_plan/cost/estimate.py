@@ -154,7 +154,8 @@ def step_parts_json(params: CostParams, tp: int) -> dict | None:
         return None
     ar = sp.allreduce_for(tp)
     return {"source": sp.source, "glue_variant": sp.glue.variant, "gemm_tables": sorted(sp.gemm),
-            "allreduce": None if ar is None else {"gpus": ar.gpus, "origin": ar.origin, "basis": ar.basis},
+            "allreduce": None if ar is None else {"gpus": ar.gpus, "origin": ar.origin, "algorithm": ar.algorithm,
+                                          "label": ar.label, "basis": ar.basis},
             "notes": list(sp.notes)}
 
 

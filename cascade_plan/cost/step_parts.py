@@ -92,10 +92,30 @@ class AllReduceFit:
     bytes_per_s: float
     origin: str = "measured"
     basis: str = ""
+    algorithm: str = ""      # what was timed or modelled: "NCCL", "vLLM custom all-reduce", ...
 
     def time_s(self, message_bytes) -> np.ndarray:
         b = np.asarray(message_bytes, float)
         return np.where(b > 0, self.latency_s + b / self.bytes_per_s, 0.0)
+
+    @property
+    def label(self) -> str:
+        """One phrase for output: GPU count, algorithm and where the number comes from."""
+        where = {"measured": "measured by the probe", "aic": "measured by AIConfigurator",
+                 "extrapolated": "extrapolated (a model, not measured)"}.get(self.origin, self.origin)
+        return f"{self.gpus} GPUs: {self.algorithm or infer_algorithm(self.origin, self.basis)}, {where}"
+
+
+AIC_FRAMEWORKS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
+def infer_algorithm(origin: str, basis: str) -> str:
+    """The all-reduce algorithm of a fit written before fits named it: AIConfigurator's framework tables
+    time the framework's own custom all-reduce (docs/aic.md); everything else here is NCCL."""
+    if "custom_allreduce" in basis:
+        fw = next((name for key, name in AIC_FRAMEWORKS.items() if f"/comm/{key}/" in basis), "the framework's")
+        return f"{fw} custom all-reduce (not NCCL)"
+    return "NCCL" if origin != "extrapolated" else "NCCL (modelled)"
 
 
 @dataclass(frozen=True)
@@ -126,7 +146,8 @@ def step_parts_to_json(p: StepParts) -> dict:
                  "per_token_layer_s": p.glue.per_token_layer_s, "per_step_s": p.glue.per_step_s,
                  "per_token_step_s": p.glue.per_token_step_s},
         "allreduce": {str(n): {"latency_s": a.latency_s, "bytes_per_s": a.bytes_per_s, "origin": a.origin,
-                               "basis": a.basis} for n, a in sorted(p.allreduce.items())},
+                               "basis": a.basis, "algorithm": a.algorithm or infer_algorithm(a.origin, a.basis)}
+                      for n, a in sorted(p.allreduce.items())},
     }
 
 
@@ -144,7 +165,9 @@ def step_parts_from_json(doc: dict) -> StepParts:
                           per_token_layer_s=float(g["per_token_layer_s"]), per_step_s=float(g["per_step_s"]),
                           per_token_step_s=float(g["per_token_step_s"]))
         ar = {int(n): AllReduceFit(gpus=int(n), latency_s=float(a["latency_s"]), bytes_per_s=float(a["bytes_per_s"]),
-                                   origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")))
+                                   origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")),
+                                   algorithm=str(a.get("algorithm") or infer_algorithm(str(a.get("origin", "measured")),
+                                                                                       str(a.get("basis", "")))))
               for n, a in doc.get("allreduce", {}).items()}
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"step parts: missing or malformed field ({exc!r})") from None

@@ -104,7 +104,7 @@ def _rest_of_step(est: Estimate) -> list[str]:
         return ["The rest of the step (engine glue, all-reduce) is not counted in this mode: the seed's arithmetic."]
     s = est.steps[0]
     ar = sp.allreduce_for(est.scenario.tp) if est.scenario.tp > 1 else None
-    comm = (f", all-reduce {fmt_seconds(s.comm_s)} (2 per layer, {ar.origin}: {ar.basis})" if ar is not None else "")
+    comm = (f", all-reduce {fmt_seconds(s.comm_s)} (2 per layer; {ar.label}: {ar.basis})" if ar is not None else "")
     return [f"The rest of the step, the same in both modes: GEMMs {fmt_seconds(s.weight_s)}, engine glue "
             f"{fmt_seconds(s.glue_s)} ({sp.glue.variant}){comm}; step parts from {sp.source}."]
 
