@@ -89,3 +89,6 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(Panel(Group(*body), title="Verdict", border_style=style, expand=False))
     for w in est.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
+    for note in est.coverage:
+        if note not in est.verdict.text:     # a judged verdict already carries them
+            console.print(Text(f"beyond the measurements: {note}", style="yellow"))
