@@ -94,7 +94,8 @@ class GlueParams:
 @dataclass(frozen=True)
 class AllReduceFit:
     """One all-reduce over `gpus` GPUs: latency + message bytes / bus rate (the rate that already folds in
-    the ring's 2(n-1)/n traffic). `origin`: "measured" (our probe), "aic" (AIConfigurator's NCCL table)
+    the ring's 2(n-1)/n traffic). `origin`: "measured" (our probe), "aic" (AIConfigurator's table: the
+    framework's custom all-reduce, or NCCL's where it has none; `algorithm` says which)
     or "extrapolated" (a model; `basis` names its inputs)."""
 
     gpus: int
