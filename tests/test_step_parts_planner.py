@@ -127,7 +127,8 @@ def test_calibrated_params_carry_the_fitted_step_parts():
     p = params_from_probe(probe, "flashinfer", "bf16", H200, load_preset("llama-3-8b"))
     assert p.step is not None and p.step.source == "probe:h200-probe-2026-11-30.json"
     assert set(p.step.gemm) == {"bf16", "fp8"} and p.step.glue.variant == "fused"
-    assert math.isclose(p.step.allreduce_for(8).gpus, 8) and p.step.allreduce_for(8).origin == "extrapolated"
+    assert math.isclose(p.step.allreduce_for(8).gpus, 8) and p.step.allreduce_for(8).origin == "aic"   # measured beats extrapolated
+    assert p.step.allreduce_for(2).origin == "measured"
 
 
 def test_validate_command_reports_the_steps():

@@ -20,6 +20,7 @@ from cascade_plan import __version__
 from cascade_plan.calibration import aic_fit, aic_tables
 from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
 from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed, step_parts_of
+from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
 from cascade_plan.cost.step_parts import GlueParams, StepParts, step_parts_to_json
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
@@ -58,6 +59,8 @@ class _Gpu:
         self.decode: dict[str, tuple] = {}
         for kv in ("bf16", "fp8"):
             cfgs, t, kernel = aic_fit.decode_rows(self.attn.columns, kv)
+            if kv == "bf16":
+                self.decode_cfgs = cfgs
             if len(cfgs) >= 12:
                 self.decode[kv] = (aic_fit.fit_decode(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s), kernel, len(cfgs))
         if "bf16" not in self.decode:
@@ -199,7 +202,10 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's
         "grid": {"head_dim": (probe.doc.get("grid") or {}).get("head_dim", aic_fit.HEAD_DIM),
                  "axes": {"q_per_kv": ((probe.doc.get("grid") or {}).get("axes") or {}).get("q_per_kv")
-                          or _q_per_kv(gpu)}},
+                          or _q_per_kv(gpu)},
+                 # decode measured here, the cascade kernels' grid is the probe's (cost/coverage.py checks both)
+                 "measured": {"decode": grid_of_configs(gpu.decode_cfgs),
+                              "cascade": (measured_grid(probe.doc) or {}).get("cascade")}},
         "measurements": [],
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
                    "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_to_json(steps)},

@@ -16,6 +16,7 @@ from cascade_plan import __version__
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.calibration.calibration_schema import check_calibration
+from cascade_plan.calibration.measured_grid import measured_grid
 from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
                                    predict)
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -295,6 +296,10 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                         flop_eff=min(1.0, ceil["bf16_matmul_flop_per_s"] / hw.dense_bf16_flop_per_s))
     shared = KernelFit.from_dict(decode_shared)
     step = step_parts_of(probe)
+    if origin == "probe" and probe.hardware_id == hw.id:
+        from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
+
+        step = prefer_measured_allreduce(step, hw)
     if step.source == "default":
         notes.append("no step parts in this calibration: GEMMs, glue and all-reduce use the defaults")
     return CostParams(
@@ -305,6 +310,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)), step=step,
         origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
+        measured_grid=measured_grid(probe.doc),
     )
 
 

@@ -93,7 +93,13 @@ def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama
         return None
     a, b = _linear_fit([r["config"]["m"] for r in lay], [r["median_s"] - corr for r in lay])
     c, d = _linear_fit([r["config"]["m"] for r in stp], [r["median_s"] - corr for r in stp])
-    return GlueParams(variant=variant, per_layer_s=a, per_token_layer_s=b, per_step_s=c, per_token_step_s=d)
+    from cascade_plan.cost.glue_widths import layer_bytes_per_token, step_bytes_per_token
+    from cascade_plan.inputs.model_spec import load_preset
+
+    spec = load_preset(model)       # the basis other shapes' per-token costs scale from
+    return GlueParams(variant=variant, per_layer_s=a, per_token_layer_s=b, per_step_s=c, per_token_step_s=d,
+                      layer_bytes_per_token=layer_bytes_per_token(spec, tp),
+                      step_bytes_per_token=step_bytes_per_token(spec, tp), basis=f"{model} TP{tp}")
 
 
 def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllReduceFit]:
@@ -106,7 +112,7 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
         if len(rs) < 3:
             continue
         lat, inv_bw = _linear_fit([r["config"]["bytes"] for r in rs], [r["median_s"] for r in rs])
-        out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured",
+        out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured", algorithm="NCCL",
                               basis=f"NCCL all-reduce of bf16, {len(rs)} message sizes "
                                     f"{min(r['config']['bytes'] for r in rs)}-{max(r['config']['bytes'] for r in rs)} B, "
                                     "marginal cost inside a CUDA graph")
@@ -120,7 +126,7 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
                 continue
             out[n] = AllReduceFit(
                 gpus=n, latency_s=base.latency_s * math.log2(n) / math.log2(base_n),
-                bytes_per_s=busbw / (2 * (n - 1) / n), origin="extrapolated",
+                bytes_per_s=busbw / (2 * (n - 1) / n), origin="extrapolated", algorithm="NCCL (modelled)",
                 basis=(f"from the measured {base_n}-GPU fit: bus bandwidth per GPU kept ({busbw / 1e9:.0f} GB/s; "
                        f"NVSwitch gives every GPU its full links at any count; {source}"
                        + (f", {link / 1e9:.0f} GB/s per direction" if link else "")
@@ -144,7 +150,8 @@ def fit_step_parts(doc: dict, hw, source: str) -> StepParts | None:
     notes = (f"GEMMs fitted on {', '.join(f'{m} TP{t}' for m, t in fit_models)} shapes only; other models are "
              "predicted from the (M, weight bytes) table",
              f"glue: {glue.variant} ({'FlashInfer kernels' if glue.variant == 'fused' else 'plain torch'}), fitted "
-             "on the llama-3-8b TP1 layer")
+             f"on the {glue.basis} layer; other shapes' per-token glue scaled by their glue bytes per token per GPU "
+             "(cost/glue_widths.py)")
     return StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, doc.get("hardware_id")),
                      source=f"probe:{source}", notes=notes)
 

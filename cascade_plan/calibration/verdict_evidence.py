@@ -8,7 +8,9 @@
 - measured numbers applied to a shape the measurements do not cover (CostParams.notes: MLA on GQA
   kernels, a query-group width beyond the measured ones, another head dim or KV dtype): the run
   speedup over every source we have (each measured backend, the defaults, the bytes-only bound),
-  and no verdict when that range straddles 1x.
+  and no verdict when that range straddles 1x;
+- a workload that reaches beyond the calibration's measured grid (Estimate.coverage: contexts, batch or
+  one layer's shared prefix larger than any measured; cost/coverage.py): the same range.
 
 Only CostParams.mode / label / notes / source are read, so any measured source works the same way."""
 
@@ -38,9 +40,10 @@ def attach_evidence(est: Estimate) -> Estimate:
     if p.mode == "default":
         text = defaults_error(est)
         return dataclasses.replace(est, verdict=with_evidence(v, text)) if text else est
-    if p.notes:
+    notes = p.notes + est.coverage       # the shape, and the workload's reach, outside the measurements
+    if notes:
         lo, hi, sources = speedup_range(est)
-        return dataclasses.replace(est, verdict=extrapolated(v, "; ".join(p.notes), lo, hi, sources))
+        return dataclasses.replace(est, verdict=extrapolated(v, "; ".join(notes), lo, hi, sources))
     return est
 
 
@@ -97,7 +100,7 @@ def defaults_error(est: Estimate) -> str | None:
                f"{1 / ratio:.1f}x too pessimistic" if ratio <= 1 / 1.05 else "within 5%")
         flip = (d.run_speedup >= 1.0) != (m.run_speedup >= 1.0)
         where = f"this GPU ({hw_id})" if hw_id == est.scenario.hardware.id else f"the {hw_id}"
-        caveat = " (themselves extrapolated to this shape)" if m.params.notes else ""
+        caveat = " (themselves extrapolated to this shape)" if m.params.notes or m.coverage else ""
         parts.append(f"on {where} the defaults put this workload at {d.run_speedup:.2f}x against "
                      f"{m.run_speedup:.2f}x with measured kernels ({_numbers(m.params)}){caveat}: {off}"
                      + (", and on the other side of 1x" if flip else ""))

@@ -59,6 +59,9 @@ class CostParams:
     # AIConfigurator's tables, cascade parts transferred from the H200 probe); `origin_label` says it in words.
     origin: str | None = None
     origin_label: str | None = None
+    # What the calibration measured, in workload terms ({"decode": {...}, "cascade": {...}}: longest
+    # context, largest batch, largest shared prefix per layer; calibration/measured_grid.py)
+    measured_grid: dict | None = None
 
     @property
     def numbers(self) -> str:

@@ -8,6 +8,7 @@ import numpy as np
 
 from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
+from cascade_plan.cost.coverage import grid_notes
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
@@ -66,6 +67,8 @@ class Estimate:
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
     memory: MemoryFit | None = None
+    # where this workload leaves the calibration's measured grid (cost/coverage.py); joins params.notes
+    coverage: tuple[str, ...] = ()
 
     @property
     def run_speedup(self) -> float:
@@ -116,6 +119,7 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
     warnings = []
     m = scn.model
     longest = int((flat.leaf_shared + flat.leaf_private + flat.leaf_output).max())
+    coverage = grid_notes(run.costs, params, g.layers, g.kv_heads, g.kv_bytes_per_token, longest, scn.prefix_caching)
     if m.sliding_window and longest > m.sliding_window:
         warnings.append(f"{m.id} uses a {m.sliding_window}-token sliding window, shorter than the longest context "
                         f"({longest}); the model here assumes full attention, and engines do not cascade such layers.")
@@ -130,7 +134,7 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
         kv_bytes_per_token=kv_bytes_per_token(m, scn.kv_dtype, scn.tp), steps=steps,
         run_per_sequence_s=run_ps, run_cascade_s=run_cas,
         output_tokens=int((flat.leaf_seqs * flat.leaf_output).sum()), verdict=verdict, warnings=warnings,
-        memory=mem,
+        memory=mem, coverage=coverage,
     )
 
 
@@ -154,7 +158,8 @@ def step_parts_json(params: CostParams, tp: int) -> dict | None:
         return None
     ar = sp.allreduce_for(tp)
     return {"source": sp.source, "glue_variant": sp.glue.variant, "gemm_tables": sorted(sp.gemm),
-            "allreduce": None if ar is None else {"gpus": ar.gpus, "origin": ar.origin, "basis": ar.basis},
+            "allreduce": None if ar is None else {"gpus": ar.gpus, "origin": ar.origin, "algorithm": ar.algorithm,
+                                          "label": ar.label, "basis": ar.basis},
             "notes": list(sp.notes)}
 
 
@@ -201,6 +206,7 @@ def to_json(est: Estimate, version: str) -> dict:
         "go_no_go": est.verdict.to_json(),
         "memory": est.memory.to_json() if est.memory else None,
         "warnings": est.warnings,
+        "coverage": list(est.coverage),
     }
 
 

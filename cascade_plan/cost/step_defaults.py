@@ -11,7 +11,8 @@ fitted by calibration/step_fit.py), coarsened and rounded.
   (M ~ 192-256) GEMMs reach neither roof.
 * Glue: FlashInfer's fused kernels as vLLM/SGLang run them: ~18 us per layer + 0.04 us per token per
   layer (add-RMSNorm x2, RoPE, KV append, SiLU-and-mul), ~41 us + 0.11 us per token per step
-  (embedding, final norm, argmax). In seconds, as measured on the H200.
+  (embedding, final norm, argmax). In seconds, as measured on the H200 for Llama-3-8B at TP 1; the
+  per-token parts scale to other shapes by their glue bytes per token (cost/glue_widths.py).
 * All-reduce: 2 GPUs measured (NCCL over NVLink 4, 10 us + bytes / 242 GB/s); 4 and 8 GPUs
   extrapolated (bus bandwidth per GPU kept, ring traffic 2(n-1)/n, latency x log2 n).
 """

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cascade_plan.cost.glue_widths import LEGACY_BASIS, LEGACY_LAYER_BYTES_PER_TOKEN, LEGACY_STEP_BYTES_PER_TOKEN
+
 STEP_PARTS_VERSION = 1
 
 # The GEMMs of one dense transformer layer, per GPU after TP (column-parallel qkv and gate_up,
@@ -74,17 +76,26 @@ class GlueParams:
     per_token_layer_s: float = 0.0
     per_step_s: float = 0.0
     per_token_step_s: float = 0.0
+    # The per-token costs above hold for the shape they were fitted on; these are that shape's glue bytes
+    # per token (cost/glue_widths.py), so another shape's per-token cost scales by its bytes over these.
+    layer_bytes_per_token: float = LEGACY_LAYER_BYTES_PER_TOKEN
+    step_bytes_per_token: float = LEGACY_STEP_BYTES_PER_TOKEN
+    basis: str = LEGACY_BASIS
 
-    def time_s(self, tokens, layers: int) -> np.ndarray:
+    def time_s(self, tokens, layers: int, layer_bytes: float | None = None, step_bytes: float | None = None) -> np.ndarray:
+        """Seconds of glue for steps of `tokens`; layer_bytes / step_bytes: the priced model's glue bytes
+        per token per GPU (None: the fitted shape's own)."""
         t = np.asarray(tokens, float)
-        return np.where(t > 0, layers * (self.per_layer_s + t * self.per_token_layer_s)
-                        + self.per_step_s + t * self.per_token_step_s, 0.0)
+        lay = self.per_token_layer_s * (1.0 if layer_bytes is None else layer_bytes / self.layer_bytes_per_token)
+        stp = self.per_token_step_s * (1.0 if step_bytes is None else step_bytes / self.step_bytes_per_token)
+        return np.where(t > 0, layers * (self.per_layer_s + t * lay) + self.per_step_s + t * stp, 0.0)
 
 
 @dataclass(frozen=True)
 class AllReduceFit:
     """One all-reduce over `gpus` GPUs: latency + message bytes / bus rate (the rate that already folds in
-    the ring's 2(n-1)/n traffic). `origin`: "measured" (our probe), "aic" (AIConfigurator's NCCL table)
+    the ring's 2(n-1)/n traffic). `origin`: "measured" (our probe), "aic" (AIConfigurator's table: the
+    framework's custom all-reduce, or NCCL's where it has none; `algorithm` says which)
     or "extrapolated" (a model; `basis` names its inputs)."""
 
     gpus: int
@@ -92,10 +103,30 @@ class AllReduceFit:
     bytes_per_s: float
     origin: str = "measured"
     basis: str = ""
+    algorithm: str = ""      # what was timed or modelled: "NCCL", "vLLM custom all-reduce", ...
 
     def time_s(self, message_bytes) -> np.ndarray:
         b = np.asarray(message_bytes, float)
         return np.where(b > 0, self.latency_s + b / self.bytes_per_s, 0.0)
+
+    @property
+    def label(self) -> str:
+        """One phrase for output: GPU count, algorithm and where the number comes from."""
+        where = {"measured": "measured by the probe", "aic": "measured by AIConfigurator",
+                 "extrapolated": "extrapolated (a model, not measured)"}.get(self.origin, self.origin)
+        return f"{self.gpus} GPUs: {self.algorithm or infer_algorithm(self.origin, self.basis)}, {where}"
+
+
+AIC_FRAMEWORKS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
+def infer_algorithm(origin: str, basis: str) -> str:
+    """The all-reduce algorithm of a fit written before fits named it: AIConfigurator's framework tables
+    time the framework's own custom all-reduce (docs/aic.md); everything else here is NCCL."""
+    if "custom_allreduce" in basis:
+        fw = next((name for key, name in AIC_FRAMEWORKS.items() if f"/comm/{key}/" in basis), "the framework's")
+        return f"{fw} custom all-reduce (not NCCL)"
+    return "NCCL" if origin != "extrapolated" else "NCCL (modelled)"
 
 
 @dataclass(frozen=True)
@@ -124,9 +155,11 @@ def step_parts_to_json(p: StepParts) -> dict:
                      "ratio": [list(r) for r in e.ratio], "overhead_s": e.overhead_s} for d, e in p.gemm.items()},
         "glue": {"variant": p.glue.variant, "per_layer_s": p.glue.per_layer_s,
                  "per_token_layer_s": p.glue.per_token_layer_s, "per_step_s": p.glue.per_step_s,
-                 "per_token_step_s": p.glue.per_token_step_s},
+                 "per_token_step_s": p.glue.per_token_step_s, "layer_bytes_per_token": p.glue.layer_bytes_per_token,
+                 "step_bytes_per_token": p.glue.step_bytes_per_token, "basis": p.glue.basis},
         "allreduce": {str(n): {"latency_s": a.latency_s, "bytes_per_s": a.bytes_per_s, "origin": a.origin,
-                               "basis": a.basis} for n, a in sorted(p.allreduce.items())},
+                               "basis": a.basis, "algorithm": a.algorithm or infer_algorithm(a.origin, a.basis)}
+                      for n, a in sorted(p.allreduce.items())},
     }
 
 
@@ -142,9 +175,14 @@ def step_parts_from_json(doc: dict) -> StepParts:
         g = doc["glue"]
         glue = GlueParams(variant=str(g.get("variant", "fused")), per_layer_s=float(g["per_layer_s"]),
                           per_token_layer_s=float(g["per_token_layer_s"]), per_step_s=float(g["per_step_s"]),
-                          per_token_step_s=float(g["per_token_step_s"]))
+                          per_token_step_s=float(g["per_token_step_s"]),
+                          layer_bytes_per_token=float(g.get("layer_bytes_per_token", LEGACY_LAYER_BYTES_PER_TOKEN)),
+                          step_bytes_per_token=float(g.get("step_bytes_per_token", LEGACY_STEP_BYTES_PER_TOKEN)),
+                          basis=str(g.get("basis", LEGACY_BASIS)))
         ar = {int(n): AllReduceFit(gpus=int(n), latency_s=float(a["latency_s"]), bytes_per_s=float(a["bytes_per_s"]),
-                                   origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")))
+                                   origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")),
+                                   algorithm=str(a.get("algorithm") or infer_algorithm(str(a.get("origin", "measured")),
+                                                                                       str(a.get("basis", "")))))
               for n, a in doc.get("allreduce", {}).items()}
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"step parts: missing or malformed field ({exc!r})") from None
@@ -155,6 +193,8 @@ def step_parts_from_json(doc: dict) -> StepParts:
                              f"{len(e.log2_weight_bytes)} table")
         if np.any(np.diff(e.log2_m) <= 0) or np.any(np.diff(e.log2_weight_bytes) <= 0):
             raise ValueError(f"step parts: gemm.{d} grids must be strictly ascending")
+    if not (glue.layer_bytes_per_token > 0 and glue.step_bytes_per_token > 0):
+        raise ValueError("step parts: glue.layer_bytes_per_token and step_bytes_per_token must be positive")
     vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s]
     vals += [a.latency_s for a in ar.values()] + [a.bytes_per_s for a in ar.values()]
     if not all(np.isfinite(v) and v >= 0 for v in vals) or any(a.bytes_per_s <= 0 for a in ar.values()):

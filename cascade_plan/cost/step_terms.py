@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cascade_plan.cost.glue_widths import layer_bytes_per_token, step_bytes_per_token
 from cascade_plan.cost.step_parts import StepParts, gemm_time_s
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 
@@ -82,7 +83,7 @@ def step_terms(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_
         grouped = (gemm_time_s(eff, m_e, touched * 2 * ei, h, eb, hbm_bytes_per_s, flop_per_s)
                    + gemm_time_s(eff, m_e, touched * h, ei, eb, hbm_bytes_per_s, flop_per_s))
         gemm = gemm + model.num_moe_layers * grouped
-    glue = parts.glue.time_s(m, model.num_layers)
+    glue = parts.glue.time_s(m, model.num_layers, layer_bytes_per_token(model, tp), step_bytes_per_token(model, tp))
     comm = np.zeros_like(m)
     ar = parts.allreduce_for(tp)
     if tp > 1 and ar is not None:

@@ -73,7 +73,7 @@ def render_estimate(est: Estimate, console: Console) -> None:
     sp = est.params.step
     if sp is not None:
         ar = sp.allreduce_for(est.scenario.tp) if est.scenario.tp > 1 else None
-        extra = f"; all-reduce {ar.origin} for {ar.gpus} GPUs" if ar is not None else ""
+        extra = f"; all-reduce {ar.label}" if ar is not None else ""
         console.print(Text(f"Rest of the step (GEMMs, glue{', all-reduce' if ar else ''}): {sp.source}{extra}",
                            style="dim"))
     console.print()
@@ -89,3 +89,6 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(Panel(Group(*body), title="Verdict", border_style=style, expand=False))
     for w in est.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
+    for note in est.coverage:
+        if note not in est.verdict.text:     # a judged verdict already carries them
+            console.print(Text(f"beyond the measurements: {note}", style="yellow"))

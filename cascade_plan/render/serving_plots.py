@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cascade_plan.render.plots import _RC, _mpl, _new_figure, _save
+from cascade_plan.render.plot_style import _RC, _mpl, _new_figure, _save
 
 COLOURS = {"random": "#c0392b", "round-robin": "#e69f00", "least-loaded": "#8e44ad", "prefix-aware": "#1f6fb4"}
 MARKERS = {"random": "o", "round-robin": "s", "least-loaded": "^", "prefix-aware": "D"}

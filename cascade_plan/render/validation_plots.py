@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cascade_plan.render.plots import _mpl, _save
+from cascade_plan.render.plot_style import _mpl, _save
 
 MARKERS = {"decode_shared": "o", "decode_dup": "s", "prefix": "^", "suffix": "v", "cascade_total": "D"}
 

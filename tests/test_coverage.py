@@ -1,0 +1,93 @@
+"""Workloads beyond the calibration's measured grid (issue 10, item 3): context length, batch and one
+layer's shared prefix are checked against what the probe (or an AIConfigurator import) measured, and a
+workload beyond them gets a range or no verdict instead of a confident one."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
+from cascade_plan.calibration.probe_calibration import find_committed
+from cascade_plan.cli.app import app
+from cascade_plan.inputs.hardware import load_hardware
+
+runner = CliRunner()
+MiB = 2**20
+
+
+def _estimate(hardware: str, prefix: int, groups: int, samples: int, output: int) -> dict:
+    r = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", hardware, "--prefix", str(prefix),
+                            "--groups", str(groups), "--samples", str(samples), "--output-tokens", str(output), "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_the_probes_grid_by_hand():
+    g = measured_grid(find_committed(load_hardware("h200"), "probe").doc)
+    # 32,768-token prefixes + 128 suffix tokens; 16 groups x 16 (or 1 x 256) sequences; 2 x 32,768 tokens x 4 KiB
+    assert g["decode"]["context_tokens"] == g["cascade"]["context_tokens"] == 32_896
+    assert g["decode"]["sequences"] == g["cascade"]["sequences"] == 256
+    assert g["cascade"]["layer_prefix_bytes"] == 256 * MiB
+    one = {"prefix_tokens": 100, "suffix_tokens": 7, "group_size": 3, "n_groups": 2, "num_kv_heads": 8,
+           "head_dim": 128, "kv_dtype": "fp8"}
+    assert grid_of_configs([one]) == {"context_tokens": 107, "sequences": 6, "layer_prefix_bytes": 2 * 100 * 2 * 8 * 128}
+
+
+def test_an_imported_file_carries_its_own_decode_grid_and_the_probes_cascade_grid():
+    probe = measured_grid(find_committed(load_hardware("h200"), "probe").doc)
+    for gpu in ("h200", "h100-sxm", "a100-80gb"):
+        g = measured_grid(find_committed(load_hardware(gpu), "aic").doc)
+        assert g["decode"]["context_tokens"] == 131_072 and g["decode"]["sequences"] == 2048
+        assert g["cascade"]["context_tokens"] == probe["cascade"]["context_tokens"]
+        assert g["cascade"]["layer_prefix_bytes"] == pytest.approx(probe["cascade"]["layer_prefix_bytes"], rel=1e-5)
+
+
+def test_inside_the_grid_no_notes_and_the_verdict_stands():
+    d = _estimate("h200", 4096, 2, 64, 1024)                 # rl-rollouts-64
+    assert d["coverage"] == [] and d["go_no_go"]["level"] in ("go", "marginal", "no-go")
+    # exactly the longest measured context (4,096 + 28,800 = 32,896 tokens) is still inside
+    assert _estimate("h200", 4096, 1, 8, 28_800)["coverage"] == []
+
+
+def test_long_context_declines_to_judge_on_probe_and_imported_numbers():
+    d = _estimate("h200", 4096, 1, 4, 60_000)                # 64,096 tokens per sequence
+    assert len(d["coverage"]) == 1 and d["coverage"][0].startswith("contexts up to 64,096 tokens")
+    v = d["go_no_go"]
+    assert v["level"] == "undecided" and v["speedup_range"][0] < 1 <= v["speedup_range"][1]
+    assert "32,896 tokens per sequence" in v["text"]
+    h100 = _estimate("h100-sxm", 4096, 1, 4, 60_000)        # AIConfigurator decode reaches 131,072: only cascade
+    (note,) = h100["coverage"]
+    assert "cascade kernels were measured up to 32,896" in note and "per-sequence decode kernels" not in note
+    assert h100["go_no_go"]["speedup_range"] is not None
+
+
+def test_ten_million_output_tokens_are_flagged_even_where_nothing_fits():
+    d = _estimate("h200", 4096, 2, 64, 10_000_000)          # the issue's 0.23x
+    assert d["go_no_go"]["level"] == "does-not-fit"
+    assert "contexts up to 10,004,096 tokens" in d["coverage"][0] and "GiB of KV per layer" in d["coverage"][0]
+    text = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h200", "--prefix", "4096",
+                               "--groups", "2", "--samples", "64", "--output-tokens", "10000000"]).output
+    assert "beyond the measurements: contexts up to 10,004,096 tokens" in " ".join(text.split())
+
+
+def test_batch_beyond_the_grid():
+    d = _estimate("h200", 256, 2, 512, 64)                  # 1,024 sequences, 8,192 rows
+    (note,) = d["coverage"]
+    assert note.startswith("a batch of 1,024 sequences") and "measured up to 256 sequences" in note
+    assert "8,192 rows" in note and d["go_no_go"]["speedup_range"] is not None
+
+
+def test_per_layer_prefix_beyond_the_grid():
+    d = _estimate("h200", 20_000, 16, 8, 16)                # 16 x 20,000 tokens x 4 KiB = 1,250 MiB per layer
+    notes = [n for n in d["coverage"] if n.startswith("one layer's shared prefix")]
+    assert notes and "(1.2 GiB: 320,000 tokens" in notes[0] and "256 MiB per layer measured" in notes[0]
+    assert d["go_no_go"]["speedup_range"] is not None
+
+
+def test_uncalibrated_and_ideal_numbers_carry_no_grid_notes():
+    for flag in ("--uncalibrated", "--ideal"):
+        r = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h200", "--prefix", "4096",
+                                "--groups", "1", "--samples", "4", "--output-tokens", "60000", flag, "--json"])
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["coverage"] == []
