@@ -163,3 +163,13 @@ def test_probe_backends_match_the_probe_package():
     from kernels_probe.grid import BACKENDS
 
     assert tuple(PROBE_BACKENDS) == tuple(BACKENDS)
+
+
+def test_a_log_spark_cannot_read_is_one_line(tmp_path):
+    pytest.importorskip("pyspark")
+    import shutil
+
+    if not shutil.which("java") and not __import__("os").environ.get("JAVA_HOME"):
+        pytest.skip("no Java runtime")
+    (tmp_path / "l.parquet").write_bytes(b"\x00\x01garbage")      # AnalysisException / Py4JJavaError tracebacks
+    refused(run("analyze", tmp_path / "l.parquet", *M, "--engine", "spark"), "l.parquet", "cannot read this log (Spark)")

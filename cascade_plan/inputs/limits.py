@@ -66,6 +66,6 @@ MAX_RL_ROLLOUTS = 1_024            # replica rollouts priced (sampled steps x re
 MAX_SAMPLED_STEPS = 1_000          # RL steps drawn to average over
 MAX_SECONDS = 1e12                 # any duration given in seconds (~32,000 years)
 MAX_LOG_SEQUENCES = 100_000        # sequences in one simulated log
-MAX_LOG_ROWS = 10_000_000          # (step, sequence) rows of one simulated log (~600 MB of JSON Lines)
+MAX_LOG_ROWS = 5_000_000           # (step, sequence) rows of one simulated log (~300 MB of JSON Lines)
 MAX_THREADS = 1_024                # DuckDB threads
 MAX_SEED = 2**63 - 1

@@ -37,7 +37,7 @@ def _session():
     spark = (builder.config("spark.ui.showConsoleProgress", "false").config("spark.ui.enabled", "false")
              # the aggregated tables are small: plain toPandas, no pyarrow needed
              .config("spark.sql.execution.arrow.pyspark.enabled", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("OFF")      # a failed read is reported once, as one line, by read_logs_spark
     return spark
 
 
@@ -189,8 +189,26 @@ def _frame(df):
 
 
 def read_logs_spark(files: list[LogFile]):
-    """Scan with Spark, then finish in DuckDB exactly as duck_reader does."""
+    """Scan with Spark, then finish in DuckDB exactly as duck_reader does. A file Spark cannot read
+    (missing, corrupt, no schema to infer) is one line, like DuckDB's."""
     spark = _session()                  # first: it says what is missing (PySpark, Java) in one line
+    from pyspark.errors import PySparkException
+
+    try:
+        from py4j.protocol import Py4JError
+    except ImportError:                 # pragma: no cover - py4j comes with PySpark
+        Py4JError = PySparkException
+    try:
+        return _read_with(spark, files)
+    except (PySparkException, Py4JError) as exc:
+        java = getattr(exc, "java_exception", None)          # Py4JJavaError: the JVM's own message says why
+        text = str(java.toString()) if java is not None else str(exc)
+        first = (text.strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot read this log (Spark): {first[:300]}",
+                         file=files[0].path if len(files) == 1 else None) from None
+
+
+def _read_with(spark, files: list[LogFile]):
     from pyspark.sql import functions as F
 
     from cascade_plan.logs.duck_reader import _connect, _fetch
