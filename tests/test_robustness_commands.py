@@ -173,3 +173,14 @@ def test_a_log_spark_cannot_read_is_one_line(tmp_path):
         pytest.skip("no Java runtime")
     (tmp_path / "l.parquet").write_bytes(b"\x00\x01garbage")      # AnalysisException / Py4JJavaError tracebacks
     refused(run("analyze", tmp_path / "l.parquet", *M, "--engine", "spark"), "l.parquet", "cannot read this log (Spark)")
+
+
+def test_a_count_whose_product_overflows_int64_is_a_malformed_record(tmp_path):
+    # groups x siblings overflowed inside the malformed-record check itself (found by the random fuzz)
+    doc = _analyze(tmp_path, [{**OK, "ts": 1, "siblings": 21474836470, "groups": 64940118232339768}, OK])
+    assert doc["malformed"] == 1 and doc["malformed_examples"][0]["line"] == 1
+
+
+def test_a_line_break_in_a_typed_name_stays_on_the_error_line():
+    line = refused(run("workloads", "--path", "a\nb\x06"), "workload file not found")
+    assert "a\\nb\\x06" in line

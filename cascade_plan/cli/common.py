@@ -113,9 +113,17 @@ def handles_input_errors(fn: Callable) -> Callable:
             _refuse_non_finite(kwargs)
             return fn(*args, **kwargs)
         except InputError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {one_line(str(exc))}", err=True)
             raise typer.Exit(2) from None
     return wrapper
+
+
+def one_line(text: str) -> str:
+    """An error message as one printable line: a line break or control character in a name the user
+    typed (a path, a workload name) is shown escaped, so the error never spans lines."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _refuse_non_finite(kwargs: dict) -> None:

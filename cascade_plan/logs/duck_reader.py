@@ -46,7 +46,7 @@ COMPACT_BAD = (f"({HEAD_BAD} OR batch IS NULL OR batch < 1 OR prefix IS NULL OR 
                f"OR siblings < 1 OR private IS NULL OR NOT (private BETWEEN 0 AND {MAX_TOKENS}) "
                f"OR batch > {MAX_SEQUENCES} OR siblings > {MAX_SEQUENCES} OR prefix > {MAX_TOKENS} "
                f"OR coalesce(groups, 0) < 0 OR coalesce(groups, 0) > {MAX_SEQUENCES} "
-               "OR coalesce(groups, batch // nullif(siblings, 0)) * siblings > batch)")   # SQL evaluates every OR: no // 0
+               "OR coalesce(groups, batch // nullif(siblings, 0))::DOUBLE * siblings > batch)")   # every OR is evaluated: no // 0, no overflow
 
 
 @dataclass
