@@ -91,3 +91,12 @@ def test_uncalibrated_and_ideal_numbers_carry_no_grid_notes():
                                 "--groups", "1", "--samples", "4", "--output-tokens", "60000", flag, "--json"])
         assert r.exit_code == 0, r.output
         assert json.loads(r.output)["coverage"] == []
+
+
+def test_the_step_plot_footer_says_when_a_workload_is_beyond_the_grid(tmp_path):
+    for name, beyond in (("beam-search", True), ("rl-rollouts-64", False)):
+        r = runner.invoke(app, ["plot", name, "--hardware", "h200", "--kind", "steps", "--svg", "--out",
+                                str(tmp_path / name)])
+        assert r.exit_code == 0, r.output
+        svg = next((tmp_path / name).rglob("*.svg")).read_text()
+        assert ("Beyond the measured grid" in svg) is beyond, name

@@ -147,14 +147,17 @@ def _fit_note(est: "Estimate") -> str:
     return "\ndoes not fit in GPU memory: hypothetical times, no verdict"
 
 
-def _finish(fig, est_params=None) -> None:
+def _finish(fig, est_params=None, coverage: tuple[str, ...] = ()) -> None:
     """tight_layout, keeping a strip at the bottom for the cost-parameter sentence (ideal / default /
-    calibrated), 9 pt, so nothing needs bbox_inches="tight" (an extra draw per file)."""
+    calibrated) and, where the workload leaves the calibration's measured grid, why its numbers are
+    extrapolated; 9 pt, so nothing needs bbox_inches="tight" (an extra draw per file)."""
     if est_params is None:
         fig.tight_layout(pad=0.6)
         return
     width_in = fig.get_size_inches()[0]
-    lines = textwrap.wrap(f"Cost model: {est_params.label}", int(width_in * 15))
+    lines = textwrap.wrap(f"Cost model: {est_params.label}", int(width_in * 14))
+    if coverage:
+        lines += textwrap.wrap("Beyond the measured grid: " + "; ".join(coverage), int(width_in * 14))
     strip_in = 0.08 + 0.17 * len(lines)
     h = fig.get_size_inches()[1]
     fig.tight_layout(pad=0.6, rect=(0, strip_in / h, 1, 1))

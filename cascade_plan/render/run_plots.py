@@ -123,7 +123,7 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
         _right_labels(ax2, [(1.0, "breakeven", "black"),
                             (run, f"whole run\n{_fmt_x(run)}", C_CASCADE if run >= 1 else C_PER_SEQ)])
         ax2.set_xlim(k[0] - 0.5 if k.size == 1 else k[0], k[-1] + 0.5 if k.size == 1 else k[-1])
-        _finish(fig, est.params)
+        _finish(fig, est.params, est.coverage)
         return _save(fig, out_stem, formats)
 
 
@@ -186,7 +186,7 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...
         _title(ax, f"{est.scenario.name}: HBM bytes per decode step ({est.params.mode} mode)\n"
                    f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read"
                    f"{_fit_note(est)}")
-        _finish(fig, est.params)
+        _finish(fig, est.params, est.coverage)
         return _save(fig, out_stem, formats)
 
 
