@@ -59,7 +59,7 @@ def finite_positive(value: float) -> bool:
 # seconds and a few hundred MB. Measured on a 2-core machine: `route` simulates ~500k requests/s
 # (1M in 2 s, 175 MB); `rl` prices ~300 replica rollouts/s and draws 1M completions in ~1.5 s; `simulate-log` writes ~1M rows/s (60 MB).
 MAX_REPLICAS = 4_096               # engine replicas of one fleet
-MAX_ROUTE_REQUESTS = 2_000_000     # requests one `route` run simulates (co-residency converges long before)
+MAX_ROUTE_REQUESTS = 1_000_000     # requests one `route` run simulates: issue 12's design point (co-residency converges long before)
 MAX_SPREAD = 1_000.0               # coefficients of variation, sibling spread (in decodes): lognormal sigma ~3.7
 MAX_RL_SEQUENCES = 1 << 20         # completions drawn over all sampled RL steps (sampled steps x prompts x samples)
 MAX_RL_ROLLOUTS = 1_024            # replica rollouts priced (sampled steps x replicas holding a prompt)
