@@ -10,12 +10,6 @@ from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
 from cascade_plan.errors import InputError
 
 
-def _shipped_for(hardware_id: str) -> bool:
-    from cascade_plan.resources import data_dir
-
-    return any(data_dir("calibrations").glob(f"{hardware_id}-*.json"))
-
-
 def shipped_source(hardware_id: str) -> str:
     """What a GPU's numbers come from by default, by the shipped files' names (nothing is opened):
     "probe", "aic" (AIConfigurator) or "default"."""
@@ -37,7 +31,7 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
         if calibration or backend:
             raise InputError("--uncalibrated uses the default efficiencies: leave out --calibration and --backend")
         return DEFAULT
-    if calibration is None and backend is None and not _shipped_for(scn.hardware.id):
+    if calibration is None and backend is None and shipped_source(scn.hardware.id) == "default":
         return DEFAULT        # nothing shipped for this GPU: skip loading the calibration machinery
     from cascade_plan.calibration.probe_calibration import BACKENDS, check_device, find_committed, load_probe, params_from_probe
 

@@ -48,13 +48,13 @@ def attach_evidence(est: Estimate) -> Estimate:
 
 
 def _measured_gpus(first: str) -> list[str]:
-    """Built-in GPUs with a measured source shipped for them, the workload's own first."""
+    """Built-in GPUs with a measured source shipped for them (known from the files' names, nothing is
+    opened): the workload's own first, then those measured by our probe before imported tables."""
+    from cascade_plan.calibration.params_select import shipped_source
     from cascade_plan.inputs.hardware import builtin_hardware_ids
-    from cascade_plan.resources import data_dir
 
-    shipped = {p.name for p in data_dir("calibrations").glob("*.json")}
-    ids = [h for h in builtin_hardware_ids() if any(n.startswith(f"{h}-") for n in shipped)]
-    return sorted(ids, key=lambda h: h != first)
+    source = {h: shipped_source(h) for h in builtin_hardware_ids()}
+    return sorted((h for h, s in source.items() if s != "default"), key=lambda h: (h != first, source[h] != "probe"))
 
 
 def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
@@ -63,28 +63,21 @@ def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.hardware import load_hardware
 
-    from cascade_plan.calibration.params_select import shipped_source
-
     scn = est.scenario
     found = []
-    # the same order as the sort below, known from the files' names: open only as many as are shown
-    for hw_id in sorted(_measured_gpus(scn.hardware.id), key=lambda h: (h != scn.hardware.id, shipped_source(h) != "probe")):
+    # already in the order shown: open only as many calibrations as are shown
+    for hw_id in _measured_gpus(scn.hardware.id):
         other = scn if hw_id == scn.hardware.id else dataclasses.replace(scn, hardware=load_hardware(hw_id))
         measured = select_params(False, other)
         if measured.mode not in UNMEASURED:
             found.append((other, measured))
         if len(found) == MAX_EVIDENCE_GPUS:
             break
-    found.sort(key=lambda om: (om[0] is not scn, getattr(om[1], "origin", None) not in (None, "probe")))
     out = []
-    for other, measured in found[:MAX_EVIDENCE_GPUS]:
+    for other, measured in found:
         defaults = est if other is scn else estimate(other, est.params)
         out.append((other.hardware.id, defaults, estimate(other, measured)))
     return out
-
-
-def _numbers(p: CostParams) -> str:
-    return p.numbers          # probe/<backend>, aic/<backend>: says which measured source
 
 
 def defaults_error(est: Estimate) -> str | None:
@@ -102,7 +95,7 @@ def defaults_error(est: Estimate) -> str | None:
         where = f"this GPU ({hw_id})" if hw_id == est.scenario.hardware.id else f"the {hw_id}"
         caveat = " (themselves extrapolated to this shape)" if m.params.notes or m.coverage else ""
         parts.append(f"on {where} the defaults put this workload at {d.run_speedup:.2f}x against "
-                     f"{m.run_speedup:.2f}x with measured kernels ({_numbers(m.params)}){caveat}: {off}"
+                     f"{m.run_speedup:.2f}x with measured kernels ({m.params.numbers}){caveat}: {off}"
                      + (", and on the other side of 1x" if flip else ""))
     return ("Evidence: " + "; ".join(parts) + ". The defaults are guesses until this GPU is measured "
             "(`cascade-plan probe`).")
