@@ -57,3 +57,10 @@ def fmt_count(n: float) -> str:
 
 def fmt_speedup(x: float) -> str:
     return f"{x:.2f}x"
+
+
+def fmt_pct(x: float | None, signed: bool = False) -> str:
+    """A fraction as a percentage, one decimal (0.034 -> 3.4%, signed: +3.4%); "—" where there is none."""
+    if x is None:
+        return "—"
+    return f"{x:+.1%}" if signed else f"{x:.1%}"

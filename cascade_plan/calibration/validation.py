@@ -8,6 +8,7 @@ import numpy as np
 from cascade_plan.calibration.probe_calibration import BACKENDS, ProbeData, config_key, is_held_out
 from cascade_plan.calibration.fitting import KernelFit, features, fixed_part, overlapped_total, predict
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
+from cascade_plan.units import fmt_pct
 
 KERNELS = ("decode_shared", "decode_dup", "prefix", "suffix", "cascade_total")
 
@@ -123,10 +124,6 @@ def _vllm(cfg: dict, sms: int) -> bool:
     return vllm_uses_cascade(inputs).used
 
 
-def _pct(x) -> str:
-    return "—" if x is None else f"{x:.1%}"
-
-
 def render(res: dict, device: str, console) -> None:
     from rich.table import Table
 
@@ -136,11 +133,11 @@ def render(res: dict, device: str, console) -> None:
         t.add_column(col, justify="left" if col in ("backend", "what") else "right")
     for backend, r in res["backends"].items():
         for kind, s in r["kernels"].items():
-            t.add_row(backend, kind, str(s["n"]), _pct(s["median_ape"]), _pct(s["p90_ape"]), _pct(s["max_ape"]))
+            t.add_row(backend, kind, str(s["n"]), fmt_pct(s["median_ape"]), fmt_pct(s["p90_ape"]), fmt_pct(s["max_ape"]))
         if "speedup" in r:
             s = r["speedup"]
-            t.add_row(backend, f"[bold]speedup vs {r['baseline']}[/bold]", str(s["n"]), _pct(s["median_ape"]),
-                      _pct(s["p90_ape"]), _pct(s["max_ape"]), end_section=True)
+            t.add_row(backend, f"[bold]speedup vs {r['baseline']}[/bold]", str(s["n"]), fmt_pct(s["median_ape"]),
+                      fmt_pct(s["p90_ape"]), fmt_pct(s["max_ape"]), end_section=True)
     console.print(t)
     p = Table(title="Which mode is faster? Right picks on held-out points", title_justify="left")
     for col in ("backend", "points", "cascade faster", "model right", "vLLM heuristic right"):
@@ -148,8 +145,8 @@ def render(res: dict, device: str, console) -> None:
     for backend, r in res["backends"].items():
         if "picks" in r:
             k = r["picks"]
-            p.add_row(backend, str(k["n"]), _pct(k["cascade_faster_share"]), _pct(k["model_correct"]),
-                      _pct(k["vllm_correct"]))
+            p.add_row(backend, str(k["n"]), fmt_pct(k["cascade_faster_share"]), fmt_pct(k["model_correct"]),
+                      fmt_pct(k["vllm_correct"]))
     console.print(p)
     g = Table(title="Targets: kernels median <= 5% and p90 <= 12%, speedup median <= 5%, picks >= 97% and better "
                     "than vLLM", title_justify="left")

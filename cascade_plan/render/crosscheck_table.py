@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-def _pct(x) -> str:
-    return "—" if x is None else f"{x:+.1%}"
+from cascade_plan.units import fmt_pct
 
 
 def _num(x, unit: str) -> str:
@@ -44,7 +42,7 @@ def render_crosscheck(res: dict, console) -> None:
         unit = ("FLOP/s" if "FLOP/s" in r["what"] else "B/s" if "B/s" in r["what"] else
                 "ratio" if "AIC time / probe time" in r["what"] else "s")
         k.add_row(r["what"], _num(r["aic"], unit), _num(r["probe"], unit),
-                  "—" if r["ratio"] is None else _pct(r["ratio"] - 1))
+                  "—" if r["ratio"] is None else fmt_pct(r["ratio"] - 1, signed=True))
     console.print(k)
     w = Table(title="Shipped workloads on this GPU, flashinfer kernels: speedup with each calibration",
               title_justify="left", box=box.SIMPLE_HEAD)
@@ -54,5 +52,5 @@ def render_crosscheck(res: dict, console) -> None:
     for r in res["workloads"]:
         f1, fs, rs = r["first_step_speedup"], r["final_step_speedup"], r["run_speedup"]
         w.add_row(r["workload"], f"{f1['probe']:.2f}x", f"{f1['aic']:.2f}x", f"{fs['probe']:.2f}x", f"{fs['aic']:.2f}x",
-                  f"{rs['probe']:.2f}x", f"{rs['aic']:.2f}x", _pct(rs["aic"] / rs["probe"] - 1))
+                  f"{rs['probe']:.2f}x", f"{rs['aic']:.2f}x", fmt_pct(rs["aic"] / rs["probe"] - 1, signed=True))
     console.print(w)

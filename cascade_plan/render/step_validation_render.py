@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-
-def _pct(x) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
+from cascade_plan.units import fmt_pct
 
 
 def render_steps(res: dict, console) -> None:
@@ -44,8 +42,8 @@ def render_steps(res: dict, console) -> None:
                 "targets"):
         g.add_column(col, justify="left" if col == "backend" else "right")
     for b, s in res["summary"].items():
-        g.add_row(b, str(s["step"]["n"]), _pct(s["step"]["median"]), _pct(s["step"]["max"]),
-                  _pct(s["step_held_out_shape"]["median"]), _pct(s["step_held_out_shape"]["max"]),
-                  _pct(s["speedup"]["median"]), _pct(s["speedup"]["max"]),
+        g.add_row(b, str(s["step"]["n"]), fmt_pct(s["step"]["median"]), fmt_pct(s["step"]["max"]),
+                  fmt_pct(s["step_held_out_shape"]["median"]), fmt_pct(s["step_held_out_shape"]["max"]),
+                  fmt_pct(s["speedup"]["median"]), fmt_pct(s["speedup"]["max"]),
                   "[green]met[/green]" if s["targets_met"] else "[red]missed[/red]")
     console.print(g)
