@@ -45,6 +45,8 @@ class Seq(msgspec.Struct, frozen=True):
     private: Annotated[Tokens, msgspec.Meta(description="tokens of KV of its own: private prompt + generated so far")]
     levels: Annotated[list[Tokens], msgspec.Meta(
         description="cumulative token end of each level of a chain group (last == shared)")] | None = None
+    draft: Annotated[NonNeg, msgspec.Meta(
+        description="speculative-decoding draft tokens verified for it this step (not in private)")] | None = None
 
 
 class StepRecord(msgspec.Struct, frozen=True):
@@ -54,6 +56,19 @@ class StepRecord(msgspec.Struct, frozen=True):
     replica: Replica
     seqs: list[Seq]
     step: NonNeg | None = None
+    # What vLLM's own cascade gate saw in this step (written by logs/vllm_logger.py; all optional):
+    block_size: Annotated[Pos, msgspec.Meta(description="KV-cache block size in tokens (engine config)")] | None = None
+    num_common_prefix_blocks: Annotated[list[NonNeg], msgspec.Meta(
+        description="vLLM's SchedulerOutput.num_common_prefix_blocks: per KV-cache group, the leading blocks "
+                    "every running request holds")] | None = None
+    kv_group: Annotated[NonNeg, msgspec.Meta(
+        description="the KV-cache group whose block tables gave `seqs` (index into num_common_prefix_blocks)")] | None = None
+    scheduled: Annotated[NonNeg, msgspec.Meta(
+        description="requests the engine ran in the step, prefills included (the gate's num_reqs)")] | None = None
+    max_query: Annotated[Tokens, msgspec.Meta(
+        description="most tokens scheduled for one request (1 in pure decode without drafts)")] | None = None
+    min_computed: Annotated[Tokens, msgspec.Meta(
+        description="fewest already-computed tokens among the scheduled requests (caps vLLM's cascade prefix)")] | None = None
 
 
 class CompactRecord(msgspec.Struct, frozen=True):

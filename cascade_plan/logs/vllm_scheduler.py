@@ -1,116 +1,243 @@
-"""Write the batch log from vLLM V1's scheduler output, one record per decode step.
+"""Turn vLLM V1's scheduler output into the batch log, one record per decode step.
 
-vLLM needs nothing from cascade-plan and cascade-plan needs no vLLM: the converter reads the
-fields of `vllm.v1.core.sched.output.SchedulerOutput` by name (objects or dicts of the same shape):
-`scheduled_new_reqs[*].{req_id, prompt_token_ids, block_ids, num_computed_tokens}`,
-`scheduled_cached_reqs.{req_ids, new_block_ids, num_computed_tokens, resumed_req_ids}`,
-`num_scheduled_tokens`, `finished_req_ids`, `preempted_req_ids`.
+vLLM needs nothing from cascade-plan and cascade-plan needs no vLLM: the converter reads the fields of
+`vllm.v1.core.sched.output.SchedulerOutput` by name (objects or dicts of the same shape). Fields read
+(vllm-project/vllm `vllm/v1/core/sched/output.py` at commit 00e8f1fd0936d138370d01dbe1b4f8e12baf63b1;
+`vllm/v1/core/sched/scheduler.py` at 00024d314514900f361ad072af6931e403b7f589 fills them):
 
-Sharing is read from the block tables: with prefix caching, sequences that share a prefix point at
-the same physical KV blocks. A sequence's shared prefix is its leading blocks that another running
-sequence also points at; where the number of sequences on a block changes along the chain, a new
-cascade level starts (system prompt -> document -> question). The group id is the chain of the
-physical block ids ending each level. Hook it into the engine core (docs/logs.md):
+- `scheduled_new_reqs[*]` (NewRequestData): `req_id`, `prompt_token_ids` (None for prompt-embedding
+  requests), `prompt_embeds` (their length), `block_ids` (one list per KV-cache group),
+  `num_computed_tokens`;
+- `scheduled_cached_reqs` (CachedRequestData): `req_ids`, `new_block_ids` (appended, or the whole table for
+  `resumed_req_ids`; older releases say `resumed_from_preemption`, one bool per request),
+  `num_computed_tokens`;
+- `num_scheduled_tokens`, `scheduled_spec_decode_tokens` (draft tokens per request: a decode step with
+  k drafts schedules 1 + k tokens), `num_common_prefix_blocks` (per KV-cache group: the leading blocks
+  every running request holds, which vLLM's cascade gate reads), `finished_req_ids`,
+  `preempted_req_ids` (None in releases that sent it only to the V2 model runner).
 
-    writer = SchedulerLogWriter(open("steps-r0.jsonl", "ab"), replica="r0", block_size=16)
-    original = Scheduler.schedule
-    def schedule(self):
-        out = original(self)
-        writer.write(out)
-        return out
-    Scheduler.schedule = schedule
+Preemption: the V1 model runner gets a resumed request back in `scheduled_cached_reqs` (listed in
+`resumed_req_ids`, its new table whole); the V2 runner gets it again in `scheduled_new_reqs`. The
+converter keeps the prompt length of a preempted request until it finishes, so both paths log it again.
+
+Sharing is read from the block tables of one KV-cache group (`kv_group`, a full-attention group): with
+prefix caching, sequences that share a prefix point at the same physical KV blocks, and because a cached
+block's hash chains its parent's, the number of this step's decoding sequences on a table's blocks never
+grows along the table. A sequence's shared prefix is its leading full blocks another decoding sequence
+also holds; a new cascade level starts where the count drops (system prompt -> document -> question);
+the group id is the chain of the block ids ending each level. Block 0 is vLLM's null block (what
+sliding-window groups hold for blocks out of the window): never counted as shared.
+
+The per-step work is incremental (a count of readers per block, changed only by the blocks that became
+full, arrived or left) and each sequence's levels are found by bisection on that count.
 """
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import Any, BinaryIO
+from bisect import bisect_left
+from typing import Any, BinaryIO, Sequence
 
 import msgspec
+
+NULL_BLOCK_ID = 0            # vllm/v1/core/block_pool.py: the first block of the pool is the null block
 
 
 def _get(obj: Any, name: str, default=None):
     return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
-class SchedulerLogWriter:
-    """Keeps each running request's block table and prompt length across steps (vLLM sends the
-    prompt and the full table only when a request is first scheduled)."""
+def prompt_length(new: Any) -> int:
+    """Tokens of a new request's prompt: its token ids, or the rows of its prompt embeddings."""
+    ids = _get(new, "prompt_token_ids")
+    if ids is not None:
+        return len(ids)
+    embeds = _get(new, "prompt_embeds")
+    return len(embeds) if embeds is not None else 0
 
-    def __init__(self, out: BinaryIO | None, replica: str | int = 0, block_size: int = 16, kv_group: int = 0,
-                 clock=time.time) -> None:
+
+class SchedulerLogWriter:
+    """Keeps each request's block tables (every KV-cache group), prompt length and computed tokens
+    across steps (vLLM sends the prompt and the full tables only when a request is first scheduled or
+    resumed) and writes one per-sequence record per step in which some sequence decodes.
+
+    `block_size`: tokens per KV block, one int or one per KV-cache group (the logger reads it from the
+    engine config). `every`: write one step in `every` (the state is updated on every step)."""
+
+    def __init__(self, out: BinaryIO | None, replica: str | int = 0, block_size: int | Sequence[int] = 16,
+                 kv_group: int = 0, clock=time.time, every: int = 1) -> None:
         self.out = out
         self.replica = replica
-        self.block_size = block_size
-        self.kv_group = kv_group
+        sizes = [block_size] if isinstance(block_size, int) else list(block_size)
+        if not sizes or any(int(b) < 1 for b in sizes):
+            raise ValueError(f"block_size must be >= 1 tokens, got {block_size!r}")
+        self.block_sizes = [int(b) for b in sizes]
+        self.kv_group = int(kv_group)
+        self.bs = self.block_sizes[min(self.kv_group, len(self.block_sizes) - 1)]
         self.clock = clock
-        self.blocks: dict[str, list[int]] = {}
+        self.every = max(1, int(every))
+        self.tables: dict[str, list[list[int]] | None] = {}    # None: preempted, blocks freed
         self.prompt_len: dict[str, int] = {}
         self.computed: dict[str, int] = {}
         self.step = 0
+        self.users: dict[int, int] = {}        # block -> decoding sequences (of the last step) holding it
+        self._counted: dict[str, int] = {}     # request -> its leading full blocks counted in `users`
         self._enc = msgspec.json.Encoder()
 
-    def _table(self, block_ids) -> list[int]:
-        return list(block_ids[self.kv_group]) if block_ids else []
+    # -- state -------------------------------------------------------------------------------------
+
+    def _uncount(self, rid: str) -> None:
+        n = self._counted.pop(rid, 0)
+        if n:
+            users = self.users
+            for b in self.tables[rid][self.kv_group][:n]:
+                if b != NULL_BLOCK_ID:
+                    c = users[b] - 1
+                    if c:
+                        users[b] = c
+                    else:
+                        del users[b]
+
+    def _set_table(self, rid: str, block_ids) -> None:
+        self._uncount(rid)
+        self.tables[rid] = [list(g) for g in block_ids] if block_ids else [[]]
 
     def update(self, so: Any) -> None:
-        for rid in set(_get(so, "finished_req_ids") or ()) | set(_get(so, "preempted_req_ids") or ()):
-            for d in (self.blocks, self.prompt_len, self.computed):
-                d.pop(rid, None)
+        for rid in _get(so, "finished_req_ids") or ():
+            if rid in self.tables:
+                self._uncount(rid)
+                del self.tables[rid]
+            self.prompt_len.pop(rid, None)
+            self.computed.pop(rid, None)
+        for rid in _get(so, "preempted_req_ids") or ():
+            if self.tables.get(rid) is not None:
+                self._uncount(rid)
+                self.tables[rid] = None                # blocks freed; the prompt length is kept
         for new in _get(so, "scheduled_new_reqs") or ():
             rid = _get(new, "req_id")
-            self.blocks[rid] = self._table(_get(new, "block_ids"))
-            self.prompt_len[rid] = len(_get(new, "prompt_token_ids") or ())
+            self._set_table(rid, _get(new, "block_ids"))
+            self.prompt_len[rid] = prompt_length(new)
             self.computed[rid] = int(_get(new, "num_computed_tokens"))
         cached = _get(so, "scheduled_cached_reqs")
-        if cached is not None:
-            resumed = set(_get(cached, "resumed_req_ids") or ())
-            for rid, new_blocks, n in zip(_get(cached, "req_ids"), _get(cached, "new_block_ids"),
-                                          _get(cached, "num_computed_tokens")):
-                if rid not in self.blocks:
-                    continue            # started before the writer: no prompt length known
-                if new_blocks is not None:
-                    ids = self._table(new_blocks)
-                    self.blocks[rid] = ids if rid in resumed else self.blocks[rid] + ids
-                self.computed[rid] = int(n)
+        if cached is None:
+            return
+        rids = _get(cached, "req_ids") or ()
+        resumed = _get(cached, "resumed_req_ids")
+        if resumed is None:                            # releases before resumed_req_ids: one bool each
+            flags = _get(cached, "resumed_from_preemption") or ()
+            resumed = {r for r, f in zip(rids, flags) if f}
+        for rid, new_blocks, n in zip(rids, _get(cached, "new_block_ids"), _get(cached, "num_computed_tokens")):
+            if rid not in self.prompt_len:
+                continue            # first scheduled before the writer started: prompt length unknown
+            table = self.tables.get(rid)
+            if rid in resumed or table is None:
+                self._set_table(rid, new_blocks)
+            elif new_blocks is not None:
+                for g, ids in enumerate(new_blocks):
+                    if g < len(table):
+                        table[g].extend(ids)
+                    else:
+                        table.append(list(ids))
+            self.computed[rid] = int(n)
 
-    def record(self, so: Any) -> dict | None:
-        """The log record of this step's decoding sequences (None when none decodes)."""
+    # -- record ------------------------------------------------------------------------------------
+
+    def decoding(self, so: Any) -> list[tuple[str, int]]:
+        """(request, draft tokens) of the sequences that decode in this step: prompt computed, and
+        exactly one token scheduled beyond the drafts (a resumed request recomputing schedules more)."""
         scheduled = _get(so, "num_scheduled_tokens") or {}
-        decoding = [r for r, n in scheduled.items()
-                    if r in self.blocks and n == 1 and self.computed[r] >= self.prompt_len[r]]
+        spec = _get(so, "scheduled_spec_decode_tokens") or {}
+        tables, computed, prompt = self.tables, self.computed, self.prompt_len
+        out = []
+        for r, n in scheduled.items():
+            if tables.get(r) is None:
+                continue
+            k = len(spec[r]) if r in spec else 0
+            if n == 1 + k and computed[r] >= prompt[r]:
+                out.append((r, k))
+        return out
+
+    def _recount(self, decoding: list[tuple[str, int]]) -> None:
+        """Bring `users` to this step's decoding set: drop those gone, add newly full blocks."""
+        now = {r for r, _ in decoding}
+        for rid in [r for r in self._counted if r not in now]:
+            self._uncount(rid)
+        users, g, bs = self.users, self.kv_group, self.bs
+        for r, _ in decoding:
+            full = self.computed[r] // bs
+            have = self._counted.get(r, 0)
+            if full == have:
+                continue
+            blocks = self.tables[r][g] if g < len(self.tables[r]) else []
+            full = min(full, len(blocks))
+            if full < have:                                  # drafts rejected across a block end
+                self._uncount(r)
+                have = 0
+            for b in blocks[have:full]:
+                if b != NULL_BLOCK_ID:
+                    users[b] = users.get(b, 0) + 1
+            self._counted[r] = full
+
+    def record(self, so: Any, decoding: list[tuple[str, int]] | None = None) -> dict | None:
+        """The log record of this step's decoding sequences (None when none decodes)."""
+        if decoding is None:
+            decoding = self.decoding(so)
+        self._recount(decoding)
         if not decoding:
             return None
-        bs = self.block_size
-        users = Counter(b for r in decoding for b in self.blocks[r][: self.computed[r] // bs])
+        bs, g, users = self.bs, self.kv_group, self.users
+        key = lambda b: -users.get(b, 0)          # noqa: E731 - non-decreasing along a table
         seqs = []
-        for r in decoding:
-            context = self.computed[r] + 1          # the token decoded this step reads itself too
-            full = self.blocks[r][: self.computed[r] // bs]
-            n_shared = 0
-            while n_shared < len(full) and users[full[n_shared]] > 1:
-                n_shared += 1
-            row = {"request": r, "group": "", "shared": n_shared * bs, "private": context - n_shared * bs}
+        for r, k in decoding:
+            computed = self.computed[r]
+            context = computed + 1                # the token decoded this step reads itself too
+            blocks = self.tables[r][g] if g < len(self.tables[r]) else []
+            n_full = self._counted.get(r, 0)
+            # first block held by <= 1 (a table opening with the null block shares nothing)
+            n_shared = bisect_left(blocks, -1, 0, n_full, key=key) if n_full and blocks[0] != NULL_BLOCK_ID else 0
+            row: dict[str, Any] = {"request": r, "group": r, "shared": n_shared * bs, "private": context - n_shared * bs}
             if n_shared:
-                ends, ids = [], []
-                for i in range(n_shared):
-                    if i + 1 == n_shared or users[full[i + 1]] != users[full[i]]:
-                        ends.append((i + 1) * bs)
-                        ids.append(f"b{full[i]}")
+                ends, ids, i = [], [], 0
+                while i < n_shared:
+                    j = bisect_left(blocks, 1 - users[blocks[i]], i, n_shared, key=key)
+                    ends.append(j * bs)
+                    ids.append(f"b{blocks[j - 1]}")
+                    i = j
                 row["group"] = "/".join(ids)
                 if len(ends) > 1:
                     row["levels"] = ends
-            else:
-                row["group"] = r
+            if k:
+                row["draft"] = k
             seqs.append(row)
-        return {"ts": self.clock(), "replica": self.replica, "step": self.step, "seqs": seqs}
+        rec: dict[str, Any] = {"ts": self.clock(), "replica": self.replica, "step": self.step, "seqs": seqs,
+                               "block_size": bs}
+        common = _get(so, "num_common_prefix_blocks")
+        if common is not None:
+            rec["num_common_prefix_blocks"] = list(common)
+            if len(common) > 1:
+                rec["kv_group"] = g
+        scheduled = _get(so, "num_scheduled_tokens") or {}
+        rec["scheduled"] = len(scheduled)
+        rec["max_query"] = max(scheduled.values())
+        mins = [int(_get(n, "num_computed_tokens")) for n in _get(so, "scheduled_new_reqs") or ()]
+        cached = _get(so, "scheduled_cached_reqs")
+        if cached is not None:
+            mins += list(_get(cached, "num_computed_tokens") or ())
+        rec["min_computed"] = min(mins)
+        return rec
 
     def write(self, so: Any) -> dict | None:
-        """Update from one SchedulerOutput and append its record (if any) as one JSON line."""
+        """Update from one SchedulerOutput and append its record (if any, and if this step is one of
+        `every`) as one JSON line."""
         self.update(so)
         self.step += 1
+        if self.every > 1 and self.step % self.every:
+            self._recount([])       # counts follow the decoding set: rebuilt at the next written step
+            return None
         rec = self.record(so)
         if rec is not None and self.out is not None:
             self.out.write(self._enc.encode(rec) + b"\n")
         return rec
+
+    def encode(self, rec: dict) -> bytes:
+        return self._enc.encode(rec) + b"\n"
