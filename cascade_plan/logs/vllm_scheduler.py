@@ -48,7 +48,11 @@ def _get(obj: Any, name: str, default=None):
 
 
 def prompt_length(new: Any) -> int:
-    """Tokens of a new request's prompt: its token ids, or the rows of its prompt embeddings."""
+    """Tokens of a new request's prompt: its token ids, or the rows of its prompt embeddings (a
+    snapshot taken on the engine's hot path carries the count itself, `num_prompt_tokens`)."""
+    n = _get(new, "num_prompt_tokens")
+    if n is not None:
+        return int(n)
     ids = _get(new, "prompt_token_ids")
     if ids is not None:
         return len(ids)
@@ -83,6 +87,11 @@ class SchedulerLogWriter:
         self.users: dict[int, int] = {}        # block -> decoding sequences (of the last step) holding it
         self._counted: dict[str, int] = {}     # request -> its leading full blocks counted in `users`
         self._enc = msgspec.json.Encoder()
+
+    def reset(self) -> None:
+        """Forget every request (after steps were lost): those running now are skipped until they end."""
+        for d in (self.tables, self.prompt_len, self.computed, self.users, self._counted):
+            d.clear()
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -213,6 +222,7 @@ class SchedulerLogWriter:
                                "block_size": bs}
         common = _get(so, "num_common_prefix_blocks")
         if common is not None:
+            common = [common] if isinstance(common, int) else common    # one int before KV-cache groups
             rec["num_common_prefix_blocks"] = list(common)
             if len(common) > 1:
                 rec["kv_group"] = g

@@ -1,0 +1,284 @@
+"""A logger to drop into a running vLLM: one batch-log record per decode step, written by the engine core.
+
+Two ways in (docs/logs.md has the commands), both torch-free and vLLM-free until vLLM calls them:
+
+- **general plugin** (`vllm.general_plugins` entry point `cascade_plan_steps`, installed with
+  cascade-plan): vLLM calls `register()` in every process it starts; it does nothing unless
+  `CASCADE_PLAN_LOG_DIR` is set, and then wraps `Scheduler.schedule` (AsyncScheduler inherits it);
+- **scheduler class**: `--scheduler-cls cascade_plan.logs.vllm_logger.LoggingScheduler`, a subclass of
+  vLLM's V1 `Scheduler` built when vLLM first asks for it (module `__getattr__`).
+
+On the engine's thread the logger only copies the step's counts into a small snapshot
+(`snapshot`: request ids, token counts, the new block ids, the draft counts, num_common_prefix_blocks)
+and appends it to a bounded deque; a daemon thread turns snapshots into records
+(`vllm_scheduler.SchedulerLogWriter`) and writes whole lines with one `os.write` per flush (every
+`flush_s`), so an abrupt kill loses at most the last interval and never leaves half a line. When the
+deque is full a step is dropped, counted, and the converter forgets the requests it could no longer
+follow (they are skipped until they finish); a failure inside the logger switches it off with one
+warning, never raising into the engine. At exit (atexit) and on SIGTERM/SIGINT everything queued is
+written; the engine's own signal handlers run after ours, unchanged.
+
+Environment: `CASCADE_PLAN_LOG_DIR` (where `steps-<replica>-<pid>.jsonl` go), `CASCADE_PLAN_REPLICA`
+(default `<host>-dp<data-parallel rank>`), `CASCADE_PLAN_LOG_EVERY` (write one step in N, default 1).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter, _get
+
+ENV_DIR, ENV_REPLICA, ENV_EVERY = "CASCADE_PLAN_LOG_DIR", "CASCADE_PLAN_REPLICA", "CASCADE_PLAN_LOG_EVERY"
+MAX_QUEUED_STEPS = 4096          # ~ a few MB of snapshots at 256 sequences; beyond, steps are dropped
+
+
+def snapshot(so: Any) -> dict:
+    """The counts of one SchedulerOutput, copied (vLLM reuses and extends some of its lists in place)."""
+    new = []
+    for r in _get(so, "scheduled_new_reqs") or ():
+        ids, emb = _get(r, "prompt_token_ids"), _get(r, "prompt_embeds")
+        new.append({"req_id": _get(r, "req_id"),
+                    "num_prompt_tokens": len(ids) if ids is not None else (len(emb) if emb is not None else 0),
+                    "block_ids": [list(g) for g in _get(r, "block_ids") or ()],
+                    "num_computed_tokens": _get(r, "num_computed_tokens")})
+    c = _get(so, "scheduled_cached_reqs")
+    cached = None
+    if c is not None:
+        resumed = _get(c, "resumed_req_ids")
+        cached = {"req_ids": list(_get(c, "req_ids") or ()),
+                  "new_block_ids": [None if b is None else [list(g) for g in b] for b in _get(c, "new_block_ids") or ()],
+                  "num_computed_tokens": list(_get(c, "num_computed_tokens") or ()),
+                  "resumed_req_ids": set(resumed) if resumed is not None else None,
+                  "resumed_from_preemption": list(_get(c, "resumed_from_preemption") or ())}
+    spec = _get(so, "scheduled_spec_decode_tokens") or {}
+    common = _get(so, "num_common_prefix_blocks")
+    return {"scheduled_new_reqs": new, "scheduled_cached_reqs": cached,
+            "num_scheduled_tokens": dict(_get(so, "num_scheduled_tokens") or {}),
+            "scheduled_spec_decode_tokens": {r: range(len(v)) for r, v in spec.items()},
+            "num_common_prefix_blocks": [common] if isinstance(common, int) else (None if common is None else list(common)),
+            "finished_req_ids": set(_get(so, "finished_req_ids") or ()),
+            "preempted_req_ids": set(_get(so, "preempted_req_ids") or ()),
+            "ts": time.time()}
+
+
+class StepLogger:
+    """Bounded queue + background writer around a SchedulerLogWriter. `push` is the only call on the
+    engine's thread."""
+
+    def __init__(self, path: str, replica: str | int, block_size, kv_group: int = 0, every: int = 1,
+                 flush_s: float = 1.0, max_queued: int = MAX_QUEUED_STEPS) -> None:
+        self.path = path
+        self._q: collections.deque = collections.deque()
+        self._max = max_queued
+        self.dropped = 0
+        self.written = 0
+        self._lost = False
+        self._ts = 0.0
+        self.writer = SchedulerLogWriter(None, replica=replica, block_size=block_size, kv_group=kv_group,
+                                         every=every, clock=lambda: self._ts)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._flush_s = flush_s
+        self._wake = threading.Event()
+        self._idle = threading.Event()
+        self._stop = False
+        self._io = threading.Lock()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="cascade-plan-step-log", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+
+    def push(self, snap: dict) -> None:
+        if len(self._q) >= self._max:
+            self.dropped += 1
+            self._lost = True
+            return
+        self._q.append(snap)
+
+    def _drain(self) -> None:
+        with self._io:
+            lines = []
+            w = self.writer
+            while self._q:
+                snap = self._q.popleft()
+                if self._lost:              # a step went missing: tables can no longer be followed
+                    self._lost = False
+                    w.reset()
+                self._ts = snap["ts"]
+                rec = w.write(snap)
+                if rec is not None:
+                    lines.append(w.encode(rec))
+            if lines and self._fd is not None:
+                data = b"".join(lines)
+                while data:
+                    data = data[os.write(self._fd, data):]
+                self.written += len(lines)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop:
+                self._wake.wait(self._flush_s)
+                self._wake.clear()
+                self._drain()
+                self._idle.set()
+            self._drain()
+        except BaseException as exc:     # noqa: BLE001 - never take the engine down
+            self.error = exc
+            self._q.clear()
+            self._max = 0
+            print(f"cascade-plan step log: stopped writing {self.path}: {exc!r}", file=sys.stderr)
+
+    def flush(self, timeout_s: float = 2.0) -> None:
+        """Write everything queued now (from any thread; waits up to `timeout_s`)."""
+        if self._thread.is_alive():
+            self._idle.clear()
+            self._wake.set()
+            self._idle.wait(timeout_s)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        self._stop = True
+        self._wake.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(5.0)
+        with self._io:
+            if self._fd is not None:
+                try:
+                    os.fsync(self._fd)
+                except OSError:
+                    pass
+                os.close(self._fd)
+                self._fd = None
+        if self.dropped:
+            print(f"cascade-plan step log: {self.dropped} step(s) dropped (queue full) in {self.path}", file=sys.stderr)
+
+
+def chain_signals(flush, signals=(signal.SIGTERM, signal.SIGINT)) -> bool:
+    """Make SIGTERM/SIGINT flush the log first, then do what they did before (the engine's handler,
+    the default action, or nothing if ignored). Only the main thread can set handlers: False elsewhere."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    for sig in signals:
+        prev = signal.getsignal(sig)
+        if prev is signal.SIG_IGN:
+            continue
+
+        def handler(signum, frame, prev=prev):
+            try:
+                flush()
+            except Exception:              # noqa: BLE001 - the engine's handler must still run
+                pass
+            if callable(prev):
+                return prev(signum, frame)
+            signal.signal(signum, signal.SIG_DFL)      # default action: terminate as before
+            os.kill(os.getpid(), signum)
+
+        signal.signal(sig, handler)
+    return True
+
+
+# -- hooking into vLLM ----------------------------------------------------------------------------
+
+def engine_block_sizes(scheduler: Any) -> tuple[list[int], int]:
+    """Block size of every KV-cache group, from the engine config, and the group to read sharing
+    from: the first full-attention group without a sliding window or attention chunks."""
+    groups = _get(_get(scheduler, "kv_cache_config"), "kv_cache_groups") or ()
+    sizes, pick = [], None
+    for i, g in enumerate(groups):
+        spec = _get(g, "kv_cache_spec")
+        sizes.append(int(_get(spec, "block_size")))
+        if (pick is None and type(spec).__name__ in ("FullAttentionSpec", "MLAAttentionSpec")
+                and _get(spec, "sliding_window") is None and _get(spec, "attention_chunk_size") is None):
+            pick = i
+    if not sizes:
+        sizes = [int(_get(scheduler, "block_size", None) or _get(_get(scheduler, "cache_config"), "block_size"))]
+    return sizes, pick or 0
+
+
+def replica_name(scheduler: Any) -> str:
+    name = os.environ.get(ENV_REPLICA)
+    if name:
+        return name
+    rank = _get(_get(_get(scheduler, "vllm_config"), "parallel_config"), "data_parallel_rank", 0)
+    return f"{socket.gethostname()}-dp{rank}"
+
+
+_LOGGERS: dict[int, StepLogger | None] = {}
+
+
+def logger_for(scheduler: Any) -> StepLogger | None:
+    """The logger of this scheduler, made on its first step (None once it failed)."""
+    key = id(scheduler)
+    if key not in _LOGGERS:
+        try:
+            out_dir = os.environ.get(ENV_DIR) or "cascade-plan-logs"
+            os.makedirs(out_dir, exist_ok=True)
+            sizes, group = engine_block_sizes(scheduler)
+            replica = replica_name(scheduler)
+            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in replica)
+            lg = StepLogger(os.path.join(out_dir, f"steps-{safe}-{os.getpid()}.jsonl"), replica, sizes, group,
+                            every=int(os.environ.get(ENV_EVERY, "1") or 1))
+            chain_signals(lg.flush)
+            _LOGGERS[key] = lg
+        except Exception as exc:           # noqa: BLE001 - a logger that cannot start stays out of the way
+            print(f"cascade-plan step log: not logging: {exc!r}", file=sys.stderr)
+            _LOGGERS[key] = None
+    return _LOGGERS[key]
+
+
+def log_step(scheduler: Any, out: Any) -> None:
+    lg = logger_for(scheduler)
+    if lg is not None and lg.error is None:
+        try:
+            lg.push(snapshot(out))
+        except Exception as exc:           # noqa: BLE001
+            lg.error = exc
+            print(f"cascade-plan step log: stopped: {exc!r}", file=sys.stderr)
+
+
+def wrap_schedule(cls) -> None:
+    """Wrap `cls.schedule` (once) so every step's output is logged."""
+    original = cls.schedule
+    if getattr(original, "_cascade_plan_logged", False):
+        return
+
+    def schedule(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        log_step(self, out)
+        return out
+
+    schedule._cascade_plan_logged = True
+    cls.schedule = schedule
+
+
+def register() -> None:
+    """vLLM general-plugin entry point: log only when CASCADE_PLAN_LOG_DIR is set."""
+    if not os.environ.get(ENV_DIR):
+        return
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    wrap_schedule(Scheduler)
+
+
+def __getattr__(name: str):
+    """`LoggingScheduler`: vLLM's V1 Scheduler, logging each step (for --scheduler-cls)."""
+    if name != "LoggingScheduler":
+        raise AttributeError(name)
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    class LoggingScheduler(Scheduler):
+        def schedule(self, *args, **kwargs):
+            out = super().schedule(*args, **kwargs)
+            log_step(self, out)
+            return out
+
+    globals()["LoggingScheduler"] = LoggingScheduler
+    return LoggingScheduler
