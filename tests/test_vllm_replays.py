@@ -174,7 +174,9 @@ def test_gate_from_logged_blocks_matches_the_planners_vllm_model(name):
         mixed += n > len(rec["seqs"])
         logged = _gate(rec["num_common_prefix_blocks"][rec.get("kv_group", 0)] * rec["block_size"], rec, n)
         planner = _gate(everyone, rec, n)
-        assert (logged.used, logged.common_prefix_tokens_used) == (planner.used, planner.common_prefix_tokens_used), rec["step"]
+        assert logged.used == planner.used, rec["step"]
+        if n > 1:          # alone, a request's whole table is "common" to vLLM, and shared with no one to the log
+            assert logged.common_prefix_tokens_used == planner.common_prefix_tokens_used, rec["step"]
         checked += 1
     assert checked > 30 and (mixed > 0 or name in ("spec-decode", "two-groups"))
 
