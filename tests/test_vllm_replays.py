@@ -273,3 +273,26 @@ def test_abrupt_kill_loses_only_unflushed_steps_and_no_line_is_cut(tmp_path):
     assert text.endswith("\n") and len(text.splitlines()) == _want()      # flushed before the kill
     res = CliRunner().invoke(app, ["analyze", path, "--model", "llama-3-8b", "--json", "--strict"])
     assert res.exit_code == 0, res.output
+
+
+def test_analyze_shows_vllms_own_decision_beside_the_planners(tmp_path):
+    log = tmp_path / "conv.jsonl"
+    steps = load("v1-preempt")
+    recs = [r for r in convert(steps) if r]
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    doc = _analyze(log)
+    g = doc["vllm_logged"]
+    assert g["steps_with_vllm_fields"] == len(recs) and g["share_of_steps_agreeing"] == 1.0
+    # by hand from the replay: the gate's stages (Llama-3-8B on the H100 profile's 132 SMs, as _gate uses)
+    want = {}
+    for r in recs:
+        st = _gate(r["num_common_prefix_blocks"][0] * r["block_size"], r, r["scheduled"]).stage
+        want[st] = want.get(st, 0) + 1
+    assert g["vllm_gate_stages"] == dict(sorted(want.items()))
+    assert 0 < g["share_of_steps_vllm_would_cascade"] < 1
+    res = CliRunner().invoke(app, ["analyze", str(log), "--model", "llama-3-8b"])
+    assert res.exit_code == 0 and "vLLM's own count (num_common_prefix_blocks" in res.stdout
+    # a log without vLLM's fields says nothing of it
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({k: r[k] for k in ("ts", "replica", "seqs")}) + "\n" for r in recs))
+    assert _analyze(plain)["vllm_logged"] is None

@@ -11,6 +11,7 @@ from cascade_plan.logs.bad_lines import BadRecord
 from cascade_plan.logs.duck_reader import LogTables
 from cascade_plan.logs.engine_share import EngineShare
 from cascade_plan.logs.log_costs import StepTimes
+from cascade_plan.logs.vllm_logged import LoggedGate
 
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
 # name -> (unit, what it is), one value per logged step
@@ -84,6 +85,7 @@ class Analysis:
     verdict_per_replica: dict[str, Verdict]
     engine: EngineShare
     bad: list[BadRecord] = field(default_factory=list)
+    vllm_logged: LoggedGate | None = None    # vLLM's own gate input, where the log carries it
 
     @property
     def records(self) -> int:
@@ -149,4 +151,5 @@ def to_json(a: Analysis, header: dict) -> dict:
         "decode_time": {"overall": a.verdict.to_json(),
                         "per_replica": {r: v.to_json() for r, v in a.verdict_per_replica.items()}},
         "vllm": a.engine.to_json(a.times.pays),
+        "vllm_logged": a.vllm_logged.to_json() if a.vllm_logged is not None else None,
     }

@@ -48,4 +48,9 @@ def run_analysis(files: list[LogFile], scn, params: CostParams, *, engine: str =
                                                                   if tables.files else ""), file=files[0].path)
     from cascade_plan.logs.engine_share import engine_share
 
-    return analyze_tables(tables, price_steps(tables, scn, params), engine_share(tables, scn), bad)
+    a = analyze_tables(tables, price_steps(tables, scn, params), engine_share(tables, scn), bad)
+    if engine == "duckdb":            # vLLM's own gate input, where the vLLM logger wrote it
+        from cascade_plan.logs.vllm_logged import logged_gate
+
+        a.vllm_logged = logged_gate(files, tables, scn, a.engine.common_prefix_tokens)
+    return a
