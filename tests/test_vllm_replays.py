@@ -216,7 +216,7 @@ def test_snapshot_copies_lists_the_engine_extends():
 
 
 def test_full_queue_drops_steps_and_never_blocks(tmp_path):
-    lg = StepLogger(str(tmp_path / "x.jsonl"), "r0", BS, max_queued=3, flush_s=60)
+    lg = StepLogger(str(tmp_path / "x.jsonl"), SchedulerLogWriter(None, "r0", BS), max_queued=3, flush_s=60)
     for so, _ in load("v1-preempt")[:10]:
         lg.push(snapshot(so))
     lg.close()
@@ -228,11 +228,12 @@ import os, signal, sys, time
 sys.path.insert(0, {root!r})
 from tests.test_vllm_replays import load
 from cascade_plan.logs.vllm_logger import StepLogger, chain_signals, snapshot
+from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter
 def engine_handler(signum, frame):          # what vLLM's engine core does on SIGTERM
     print("engine handler ran", flush=True)
     raise SystemExit(0)
 signal.signal(signal.SIGTERM, engine_handler)
-lg = StepLogger({path!r}, "r0", 16, flush_s={flush})
+lg = StepLogger({path!r}, SchedulerLogWriter(None, "r0", 16), flush_s={flush})
 chain_signals(lg.flush)
 for so, _ in load("v1-preempt"):
     lg.push(snapshot(so))

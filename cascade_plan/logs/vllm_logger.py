@@ -70,20 +70,18 @@ def snapshot(so: Any) -> dict:
 
 
 class StepLogger:
-    """Bounded queue + background writer around a SchedulerLogWriter. `push` is the only call on the
-    engine's thread."""
+    """Bounded queue + background writer around a converter (`writer`: `write(snapshot) -> record or
+    None`, `encode(record) -> bytes`, `reset()`; SchedulerLogWriter for vLLM, SglangBatchWriter for
+    SGLang). `push` is the only call on the engine's thread."""
 
-    def __init__(self, path: str, replica: str | int, block_size, kv_group: int = 0, every: int = 1,
-                 flush_s: float = 1.0, max_queued: int = MAX_QUEUED_STEPS) -> None:
+    def __init__(self, path: str, writer, flush_s: float = 1.0, max_queued: int = MAX_QUEUED_STEPS) -> None:
         self.path = path
         self._q: collections.deque = collections.deque()
         self._max = max_queued
         self.dropped = 0
         self.written = 0
         self._lost = False
-        self._ts = 0.0
-        self.writer = SchedulerLogWriter(None, replica=replica, block_size=block_size, kv_group=kv_group,
-                                         every=every, clock=lambda: self._ts)
+        self.writer = writer
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._flush_s = flush_s
         self._wake = threading.Event()
@@ -111,7 +109,6 @@ class StepLogger:
                 if self._lost:              # a step went missing: tables can no longer be followed
                     self._lost = False
                     w.reset()
-                self._ts = snap["ts"]
                 rec = w.write(snap)
                 if rec is not None:
                     lines.append(w.encode(rec))
@@ -211,6 +208,11 @@ def replica_name(scheduler: Any) -> str:
     return f"{socket.gethostname()}-dp{rank}"
 
 
+def log_path(out_dir: str, replica: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in str(replica))
+    return os.path.join(out_dir, f"steps-{safe}-{os.getpid()}.jsonl")
+
+
 _LOGGERS: dict[int, StepLogger | None] = {}
 
 
@@ -223,9 +225,9 @@ def logger_for(scheduler: Any) -> StepLogger | None:
             os.makedirs(out_dir, exist_ok=True)
             sizes, group = engine_block_sizes(scheduler)
             replica = replica_name(scheduler)
-            safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in replica)
-            lg = StepLogger(os.path.join(out_dir, f"steps-{safe}-{os.getpid()}.jsonl"), replica, sizes, group,
-                            every=int(os.environ.get(ENV_EVERY, "1") or 1))
+            writer = SchedulerLogWriter(None, replica=replica, block_size=sizes, kv_group=group,
+                                        every=int(os.environ.get(ENV_EVERY, "1") or 1))
+            lg = StepLogger(log_path(out_dir, replica), writer)
             chain_signals(lg.flush)
             _LOGGERS[key] = lg
         except Exception as exc:           # noqa: BLE001 - a logger that cannot start stays out of the way
