@@ -143,8 +143,8 @@ class FakeEngine:
             n += 1
         return n * BS
 
-    def step(self):
-        """One schedule() call: (SchedulerOutput, truth rows of the decoding requests)."""
+    def step(self, truth=True):
+        """One schedule() call: (SchedulerOutput, truth rows of the decoding requests, or None)."""
         preempted = set()
         for r in list(self.running):
             if r.rid in self.pending_preempt:
@@ -193,7 +193,7 @@ class FakeEngine:
             num_common_prefix_blocks=self._common(), finished_req_ids=set(self.finished),
             free_encoder_mm_hashes=[], preempted_req_ids=preempted)
         self.finished = set()
-        truth = self._truth(sched, spec)
+        truth = self._truth(sched, spec) if truth else None
         self._advance(sched, spec)
         return so, truth
 

@@ -86,12 +86,19 @@ class SchedulerLogWriter:
         self.step = 0
         self.users: dict[int, int] = {}        # block -> decoding sequences (of the last step) holding it
         self._counted: dict[str, int] = {}     # request -> its leading full blocks counted in `users`
+        # `_version` moves whenever a block's count changes where it is or becomes >= 2 (sharing changed);
+        # a request's levels are reused while it stands still (steady decode only adds private blocks)
+        self._version = 0
+        self._shape: dict[str, tuple] = {}     # request -> (version, shared blocks, group, levels)
+        self._memo: dict[int, int] = {}        # block starting a level -> index where the level ends
+        self._memo_version = -1
         self._enc = msgspec.json.Encoder()
 
     def reset(self) -> None:
         """Forget every request (after steps were lost): those running now are skipped until they end."""
-        for d in (self.tables, self.prompt_len, self.computed, self.users, self._counted):
+        for d in (self.tables, self.prompt_len, self.computed, self.users, self._counted, self._shape):
             d.clear()
+        self._version += 1
 
     # -- state -------------------------------------------------------------------------------------
 
@@ -104,11 +111,13 @@ class SchedulerLogWriter:
                     c = users[b] - 1
                     if c:
                         users[b] = c
+                        self._version += 1
                     else:
                         del users[b]
 
     def _set_table(self, rid: str, block_ids) -> None:
         self._uncount(rid)
+        self._shape.pop(rid, None)
         self.tables[rid] = [list(g) for g in block_ids] if block_ids else [[]]
 
     def update(self, so: Any) -> None:
@@ -171,6 +180,7 @@ class SchedulerLogWriter:
         now = {r for r, _ in decoding}
         for rid in [r for r in self._counted if r not in now]:
             self._uncount(rid)
+            self._shape.pop(rid, None)
         users, g, bs = self.users, self.kv_group, self.bs
         for r, _ in decoding:
             full = self.computed[r] // bs
@@ -184,8 +194,34 @@ class SchedulerLogWriter:
                 have = 0
             for b in blocks[have:full]:
                 if b != NULL_BLOCK_ID:
-                    users[b] = users.get(b, 0) + 1
+                    c = users.get(b, 0)
+                    users[b] = c + 1
+                    if c:
+                        self._version += 1
             self._counted[r] = full
+
+    def _levels(self, blocks: list[int], n_full: int, key) -> tuple[int, str, list[int] | None]:
+        """(shared blocks, group id or "", level ends or None) of one table. A level starting at block b
+        is held by the same set of sequences throughout, so where it ends is a property of b, found once
+        per change of the counts (by bisection) and shared by every sequence holding b."""
+        if not n_full or blocks[0] == NULL_BLOCK_ID:        # a table opening with the null block shares nothing
+            return 0, "", None
+        users, bs, memo = self.users, self.bs, self._memo
+        ends, ids, i = [], [], 0
+        while i < n_full:
+            b = blocks[i]
+            j = memo.get(b)
+            if j is None:
+                u = users.get(b, 0)
+                j = memo[b] = bisect_left(blocks, 1 - u, i, n_full, key=key) if u > 1 else -1
+            if j < 0:
+                break
+            ends.append(j * bs)
+            ids.append(f"b{blocks[j - 1]}")
+            i = j
+        if not ends:
+            return 0, "", None
+        return ends[-1] // bs, "/".join(ids), ends if len(ends) > 1 else None
 
     def record(self, so: Any, decoding: list[tuple[str, int]] | None = None) -> dict | None:
         """The log record of this step's decoding sequences (None when none decodes)."""
@@ -196,25 +232,22 @@ class SchedulerLogWriter:
             return None
         bs, g, users = self.bs, self.kv_group, self.users
         key = lambda b: -users.get(b, 0)          # noqa: E731 - non-decreasing along a table
+        if self._memo_version != self._version:
+            self._memo.clear()
+            self._memo_version = self._version
         seqs = []
         for r, k in decoding:
             computed = self.computed[r]
             context = computed + 1                # the token decoded this step reads itself too
             blocks = self.tables[r][g] if g < len(self.tables[r]) else []
-            n_full = self._counted.get(r, 0)
-            # first block held by <= 1 (a table opening with the null block shares nothing)
-            n_shared = bisect_left(blocks, -1, 0, n_full, key=key) if n_full and blocks[0] != NULL_BLOCK_ID else 0
-            row: dict[str, Any] = {"request": r, "group": r, "shared": n_shared * bs, "private": context - n_shared * bs}
-            if n_shared:
-                ends, ids, i = [], [], 0
-                while i < n_shared:
-                    j = bisect_left(blocks, 1 - users[blocks[i]], i, n_shared, key=key)
-                    ends.append(j * bs)
-                    ids.append(f"b{blocks[j - 1]}")
-                    i = j
-                row["group"] = "/".join(ids)
-                if len(ends) > 1:
-                    row["levels"] = ends
+            shape = self._shape.get(r)
+            if shape is None or shape[0] != self._version:
+                shape = self._shape[r] = (self._version, *self._levels(blocks, self._counted.get(r, 0), key))
+            _, n_shared, group, ends = shape
+            row: dict[str, Any] = {"request": r, "group": group or r, "shared": n_shared * bs,
+                                   "private": context - n_shared * bs}
+            if ends is not None:
+                row["levels"] = ends
             if k:
                 row["draft"] = k
             seqs.append(row)
