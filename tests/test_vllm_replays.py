@@ -297,3 +297,11 @@ def test_analyze_shows_vllms_own_decision_beside_the_planners(tmp_path):
     plain = tmp_path / "plain.jsonl"
     plain.write_text("".join(json.dumps({k: r[k] for k in ("ts", "replica", "seqs")}) + "\n" for r in recs))
     assert _analyze(plain)["vllm_logged"] is None
+
+
+def test_every_nth_step_writes_the_same_records_as_every_step():
+    steps = load("v1-preempt")
+    all_ = convert(steps)
+    third = convert(steps, every=3)
+    assert [r for i, r in enumerate(all_) if (i + 1) % 3 == 0] == [r for i, r in enumerate(third) if (i + 1) % 3 == 0]
+    assert all(r is None for i, r in enumerate(third) if (i + 1) % 3)

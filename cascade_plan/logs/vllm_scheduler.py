@@ -276,8 +276,7 @@ class SchedulerLogWriter:
         self.update(so)
         self.step += 1
         if self.every > 1 and self.step % self.every:
-            self._recount([])       # counts follow the decoding set: rebuilt at the next written step
-            return None
+            return None             # counts stay consistent with the tables; the next written step recounts
         rec = self.record(so)
         if rec is not None and self.out is not None:
             self.out.write(self._enc.encode(rec) + b"\n")
