@@ -305,3 +305,42 @@ def test_every_nth_step_writes_the_same_records_as_every_step():
     third = convert(steps, every=3)
     assert [r for i, r in enumerate(all_) if (i + 1) % 3 == 0] == [r for i, r in enumerate(third) if (i + 1) % 3 == 0]
     assert all(r is None for i, r in enumerate(third) if (i + 1) % 3)
+
+
+def test_plugin_imports_no_vllm_or_torch_and_hooks_only_when_asked(tmp_path, monkeypatch):
+    code = ("import sys, cascade_plan.logs.vllm_logger, cascade_plan.logs.sglang_adapter; "
+            "print(sorted(m for m in ('torch', 'vllm', 'sglang', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert out.strip() == "[]"
+    import types
+
+    from cascade_plan.logs import vllm_logger
+
+    class Scheduler:                 # stands in for vllm.v1.core.sched.scheduler.Scheduler
+        block_size = BS
+        it = iter(load("spec-decode"))
+
+        def schedule(self):
+            return next(self.it)[0]
+
+    mod = types.ModuleType("vllm.v1.core.sched.scheduler")
+    mod.Scheduler = Scheduler
+    for name in ("vllm", "vllm.v1", "vllm.v1.core", "vllm.v1.core.sched"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "vllm.v1.core.sched.scheduler", mod)
+    monkeypatch.delenv("CASCADE_PLAN_LOG_DIR", raising=False)
+    vllm_logger.register()
+    assert not getattr(Scheduler.schedule, "_cascade_plan_logged", False)      # not asked: untouched
+    monkeypatch.setenv("CASCADE_PLAN_LOG_DIR", str(tmp_path))
+    cls = vllm_logger.LoggingScheduler                                         # --scheduler-cls
+    assert issubclass(cls, Scheduler)
+    s = cls()
+    for _ in range(20):
+        s.schedule()
+    lg = vllm_logger._LOGGERS.pop(id(s))
+    lg.close()
+    recs = [json.loads(x) for x in Path(lg.path).read_text().splitlines()]
+    assert recs and any(q.get("draft") for r in recs for q in r["seqs"])
+    vllm_logger.register()
+    assert Scheduler.schedule._cascade_plan_logged
