@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cascade_plan.logs.vllm_logger import snapshot  # noqa: E402
-from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter  # noqa: E402
-from tests.vllm_replay import BS, FakeEngine, tokens  # noqa: E402
+from cascade_plan.logs.vllm_logger import snapshot
+from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter
+from tests.vllm_replay import BS, FakeEngine, tokens
 
 
 def record_replay(seqs: int, steps: int):

@@ -4,13 +4,18 @@ ScheduleBatch.reqs/forward_mode, Req.rid/origin_input_ids/output_ids/last_node) 
 `python/sglang/srt/mem_cache/radix_cache.py` (006b0e3d317f1cd4a7300e919a4eaa878b1947e7: TreeNode.parent/key/id)."""
 
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
 from cascade_plan.logs import sglang_adapter
 from cascade_plan.logs.log_format import check_record
-from cascade_plan.logs.sglang_adapter import SglangBatchWriter, snapshot_batch, wrap_run_batch
+from cascade_plan.logs.sglang_adapter import (
+    SglangBatchWriter,
+    snapshot_batch,
+    wrap_run_batch,
+)
 
 
 class TreeNode:
@@ -101,7 +106,7 @@ def test_hook_logs_rank_zero_and_analyze_reads_it(tmp_path, monkeypatch):
     lg = sglang_adapter._LOGGERS.pop(id(s0))
     lg.close()
     assert id(s1) not in sglang_adapter._LOGGERS
-    lines = [json.loads(x) for x in open(lg.path).read().splitlines()]
+    lines = [json.loads(x) for x in Path(lg.path).read_text().splitlines()]
     assert len(lines) == 5 and [r["seqs"][0]["private"] for r in lines] == [5, 7, 9, 11, 13]   # both ranks ran each batch
     res = CliRunner().invoke(app, ["analyze", lg.path, "--model", "llama-3-8b", "--json"])
     assert res.exit_code == 0, res.output

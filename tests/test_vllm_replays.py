@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -17,9 +16,20 @@ from typer.testing import CliRunner
 from cascade_plan.cli.app import app
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.logs.log_format import check_record
-from cascade_plan.logs.vllm_logger import StepLogger, engine_block_sizes, snapshot, wrap_schedule
+from cascade_plan.logs.vllm_logger import (
+    StepLogger,
+    engine_block_sizes,
+    snapshot,
+    wrap_schedule,
+)
 from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter
-from tests.vllm_replay import BS, CachedRequestData, FakeEmbeds, NewRequestData, SchedulerOutput
+from tests.vllm_replay import (
+    BS,
+    CachedRequestData,
+    FakeEmbeds,
+    NewRequestData,
+    SchedulerOutput,
+)
 
 DATA = Path(__file__).parent / "data"
 NAMES = ("v1-preempt", "v2-preempt", "spec-decode", "two-groups")
@@ -116,7 +126,7 @@ def test_engine_config_gives_block_size_and_group():
             self.kv_cache_spec = spec
 
     class Cfg:
-        kv_cache_groups = [G(SlidingWindowSpec()), G(FullAttentionSpec())]
+        kv_cache_groups = (G(SlidingWindowSpec()), G(FullAttentionSpec()))
 
     class Sched:
         kv_cache_config = Cfg()

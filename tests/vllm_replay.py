@@ -256,8 +256,8 @@ def scenario(name: str):
     """(engine, [(step, action)]) for the recorded replays."""
     system = tokens(1, 20 * BS)                 # 320-token system prompt shared by all
     docs = [tokens(10 + d, 9 * BS + 5) for d in range(2)]
-    kw = {"v1-preempt": dict(runner="v1"), "v2-preempt": dict(runner="v2"), "spec-decode": dict(spec=2, seed=3),
-          "two-groups": dict(groups=2)}[name]
+    kw = {"v1-preempt": {"runner": "v1"}, "v2-preempt": {"runner": "v2"}, "spec-decode": {"spec": 2, "seed": 3},
+          "two-groups": {"groups": 2}}[name]
     e = FakeEngine(**kw)
     n = 0
     for d, doc in enumerate(docs):

@@ -105,7 +105,13 @@ def log_batch(scheduler: Any, batch: Any) -> None:
     key = id(scheduler)
     lg = _LOGGERS.get(key, False)
     if lg is False:
-        from cascade_plan.logs.vllm_logger import ENV_DIR, ENV_REPLICA, StepLogger, chain_signals, log_path
+        from cascade_plan.logs.vllm_logger import (
+            ENV_DIR,
+            ENV_REPLICA,
+            StepLogger,
+            chain_signals,
+            log_path,
+        )
 
         try:
             out_dir = os.environ.get(ENV_DIR) or "cascade-plan-logs"

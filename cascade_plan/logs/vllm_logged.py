@@ -79,9 +79,9 @@ def logged_gate(files: list[LogFile], t: LogTables, scn, common_prefix_tokens: n
         con.close()
     index = {(str(r), float(ts)): i for i, (r, ts) in enumerate(zip(t.replica, t.ts))}
     m = scn.model
-    base = dict(num_query_heads=q_heads_per_gpu(m, scn.tp), num_kv_heads=kv_heads_per_gpu(m, scn.tp),
-                num_sms=scn.hardware.sm_count, use_alibi=m.alibi, sliding_window=m.sliding_window,
-                prefix_caching_enabled=scn.prefix_caching, disable_cascade_attn=False)
+    base = {"num_query_heads": q_heads_per_gpu(m, scn.tp), "num_kv_heads": kv_heads_per_gpu(m, scn.tp),
+            "num_sms": scn.hardware.sm_count, "use_alibi": m.alibi, "sliding_window": m.sliding_window,
+            "prefix_caching_enabled": scn.prefix_caching, "disable_cascade_attn": False}
     keep = [(index.get((str(r), float(ts))), bs, blocks, n, q, mc) for r, ts, bs, blocks, n, q, mc in rows]
     keep = [k for k in keep if k[0] is not None and k[2] is not None]
     if not keep:

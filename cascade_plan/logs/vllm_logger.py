@@ -171,7 +171,7 @@ def chain_signals(flush, signals=(signal.SIGTERM, signal.SIGINT)) -> bool:
         def handler(signum, frame, prev=prev):
             try:
                 flush()
-            except Exception:              # noqa: BLE001 - the engine's handler must still run
+            except Exception:              # noqa: BLE001, S110 - the engine's handler must still run
                 pass
             if callable(prev):
                 return prev(signum, frame)

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from typing import Any, BinaryIO, Sequence
+from collections.abc import Sequence
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -231,7 +232,7 @@ class SchedulerLogWriter:
         if not decoding:
             return None
         bs, g, users = self.bs, self.kv_group, self.users
-        key = lambda b: -users.get(b, 0)          # noqa: E731 - non-decreasing along a table
+        key = lambda b: -users.get(b, 0)
         if self._memo_version != self._version:
             self._memo.clear()
             self._memo_version = self._version

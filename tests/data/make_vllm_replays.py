@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.vllm_replay import FakeEmbeds, replay  # noqa: E402
+from tests.vllm_replay import FakeEmbeds, replay
 
 NAMES = ("v1-preempt", "v2-preempt", "spec-decode", "two-groups")
 
@@ -31,5 +31,4 @@ def plain(x):
 if __name__ == "__main__":
     for name in NAMES:
         with open(Path(__file__).parent / f"vllm-replay-{name}.jsonl", "w") as fh:
-            for so, truth in replay(name):
-                fh.write(json.dumps({"so": plain(so), "truth": truth}, separators=(",", ":")) + "\n")
+            fh.writelines(json.dumps({"so": plain(so), "truth": truth}, separators=(",", ":")) + "\n" for so, truth in replay(name))
