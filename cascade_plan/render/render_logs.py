@@ -70,8 +70,8 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
                   "would not use it.")
     if a.vllm_logged is not None:
         g = a.vllm_logged.to_json()
-        console.print(f"vLLM's own count (num_common_prefix_blocks, {g['steps_with_vllm_fields']:,} logged steps): its gate "
-                      f"would cascade {g['share_of_steps_vllm_would_cascade']:.1%} of them, the planner's model of the "
+        console.print(f"vLLM's own count (num_common_prefix_blocks, {g['steps_with_vllm_fields']:,} logged steps): its gate, "
+                      f"opted in, would cascade {g['share_of_steps_vllm_would_cascade']:.1%} of them, the planner's model of the "
                       f"same steps {g['share_of_steps_planner_predicts_cascade']:.1%}; they agree on "
                       f"{g['share_of_steps_agreeing']:.1%} (common prefix {_num(g['mean_common_prefix_tokens_vllm'])} "
                       f"vs {_num(g['mean_common_prefix_tokens_planner'])} tokens on average).")
