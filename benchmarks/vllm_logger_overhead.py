@@ -44,6 +44,52 @@ def record_replay(seqs: int, steps: int):
     return out
 
 
+def sglang_batch(seqs: int):
+    """A decode batch shaped like SGLang's: 32 prompts x 8 samples under one system prompt, each request's
+    last_node three radix nodes below the root (system, document, question)."""
+    class Node:
+        def __init__(self, parent, n, i):
+            self.parent, self.key, self.id = parent, range(n), i
+
+    class Mode:
+        def is_decode(self):
+            return True
+
+    class Req:
+        def __init__(self, rid, n, node):
+            self.rid, self.origin_input_ids, self.output_ids, self.last_node = rid, range(n), [1] * 50, node
+
+    class Batch:
+        pass
+
+    root = Node(None, 0, 0)
+    system = Node(root, 1024, 1)
+    b = Batch()
+    b.forward_mode, b.reqs = Mode(), []
+    q = None
+    for i in range(seqs):
+        p = i // 8
+        if i % 8 == 0:
+            q = Node(Node(system, 1000, 10 + p), 60, 1000 + p)
+        b.reqs.append(Req(f"r{i}", 2084, q))
+    return b
+
+
+def sglang_overhead(seqs: int, steps: int):
+    from cascade_plan.logs.sglang_adapter import SglangBatchWriter, snapshot_batch
+
+    b, w = sglang_batch(seqs), SglangBatchWriter()
+    hot, bg = [], []
+    for _ in range(steps):
+        t = time.thread_time()
+        snap = snapshot_batch(b)
+        hot.append(time.thread_time() - t)
+        t = time.thread_time()
+        w.encode(w.write(snap))
+        bg.append(time.thread_time() - t)
+    return hot, bg
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=300)
@@ -86,6 +132,9 @@ def main():
     print(f"log volume: {nbytes / len(bg) / 1e3:.1f} kB/step")
     m = sum(hot) / len(hot) * 1e6
     print(f"the engine-thread part is 1% of a decode step of {m * 100 / 1e3:.1f} ms or more")
+    hot, bg = sglang_overhead(a.seqs, a.steps)
+    print(f"SGLang, {a.seqs} requests on 3-node radix paths: scheduler thread {line(hot)}")
+    print(f"SGLang logger thread: {line(bg)}")
 
 
 if __name__ == "__main__":

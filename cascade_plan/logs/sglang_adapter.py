@@ -17,7 +17,7 @@ Speculative decoding's draft tokens are not visible in the batch and are not log
 
 Hook (docs/logs.md): `python -m cascade_plan.logs.sglang_adapter --model-path ... [sglang.launch_server
 arguments]` starts SGLang's server with every scheduler process wrapped; on its thread the hook only
-copies each request's id, length and (node id, node length) path, the rest runs in the logger's thread
+copies each request's id, length and last node, the rest runs in the logger's thread
 (logs/vllm_logger.StepLogger: bounded, buffered, flushed at exit and on SIGTERM/SIGINT).
 """
 
@@ -42,12 +42,15 @@ def path_of(node: Any) -> tuple[tuple[int, int], ...]:
 
 
 def snapshot_batch(batch: Any) -> dict | None:
-    """Hot path: a decode batch's counts, or None for any other batch."""
+    """Hot path: a decode batch's counts and each request's `last_node` (a reference; its path is read
+    in the logger's thread), or None for any other batch. A running request's nodes are locked
+    (`lock_ref`), so they are not evicted meanwhile; a split of a node adds a parent and keeps every
+    level's length, so reading the path a moment later gives the same sharing."""
     mode = getattr(batch, "forward_mode", None)
     if mode is None or not mode.is_decode():
         return None
     return {"ts": time.time(),
-            "reqs": [(r.rid, len(r.origin_input_ids) + len(r.output_ids), path_of(r.last_node)) for r in batch.reqs]}
+            "reqs": [(r.rid, len(r.origin_input_ids) + len(r.output_ids), r.last_node) for r in batch.reqs]}
 
 
 class SglangBatchWriter:
@@ -65,12 +68,19 @@ class SglangBatchWriter:
         if not snap or not snap["reqs"]:
             return None
         self.step += 1
+        paths: dict[int, tuple] = {}            # one walk per distinct last node
+        reqs = []
+        for rid, context, node in snap["reqs"]:
+            key = id(node)
+            if key not in paths:
+                paths[key] = path_of(node)
+            reqs.append((rid, context, paths[key]))
         readers: dict[int, int] = {}
-        for _, _, path in snap["reqs"]:
+        for _, _, path in reqs:
             for nid, _ in path:
                 readers[nid] = readers.get(nid, 0) + 1
         seqs = []
-        for rid, context, path in snap["reqs"]:
+        for rid, context, path in reqs:
             ends, ids, tokens = [], [], 0
             for i, (nid, n) in enumerate(path):
                 users = readers[nid]
