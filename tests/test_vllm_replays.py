@@ -354,3 +354,42 @@ def test_plugin_imports_no_vllm_or_torch_and_hooks_only_when_asked(tmp_path, mon
     assert recs and any(q.get("draft") for r in recs for q in r["seqs"])
     vllm_logger.register()
     assert Scheduler.schedule._cascade_plan_logged
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6), runner=st.sampled_from(["v1", "v2"]), spec=st.integers(0, 3),
+       groups=st.integers(1, 2), preempt=st.lists(st.tuples(st.integers(1, 25), st.integers(0, 8)), max_size=5))
+def test_incremental_converter_equals_the_token_truth_on_random_replays(seed, runner, spec, groups, preempt):
+    """Random prompts under a shared system prompt, random preemptions, drafts and groups: every
+    decoding sequence's shared/private/levels/draft equal the token-level truth."""
+    from tests.vllm_replay import FakeEngine, tokens
+
+    e = FakeEngine(runner=runner, spec=spec, groups=groups, seed=seed)
+    import random
+
+    rng = random.Random(seed)
+    system = tokens(seed, rng.randint(0, 6) * BS + rng.randint(0, BS - 1))
+    for i in range(9):
+        doc = tokens(seed + 1 + i % 3, rng.randint(1, 4) * BS)
+        e.add(f"r{i}", system + doc + tokens(seed + 100 + i % 5, rng.randint(1, 20)), target=rng.randint(3, 30))
+    events: dict[int, list[str]] = {}
+    for step, who in preempt:
+        events.setdefault(step, []).append(f"r{who}")
+    w = SchedulerLogWriter(None, replica="r0", block_size=BS)
+    for i in range(40):
+        for rid in events.get(i, ()):
+            e.preempt(rid)
+        so, truth = e.step()
+        rec = w.write(so)
+        got = {s["request"]: s for s in rec["seqs"]} if rec else {}
+        assert set(got) == {t["request"] for t in truth}
+        for t in truth:
+            g = got[t["request"]]
+            assert (g["shared"], g["private"], g.get("levels"), g.get("draft")) == \
+                   (t["shared"], t["private"], t.get("levels"), t.get("draft"))
+        if not e.running and not e.waiting:
+            break
