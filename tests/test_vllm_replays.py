@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
@@ -356,8 +358,6 @@ def test_plugin_imports_no_vllm_or_torch_and_hooks_only_when_asked(tmp_path, mon
     assert Scheduler.schedule._cascade_plan_logged
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=25, deadline=None)
@@ -366,11 +366,11 @@ from hypothesis import strategies as st  # noqa: E402
 def test_incremental_converter_equals_the_token_truth_on_random_replays(seed, runner, spec, groups, preempt):
     """Random prompts under a shared system prompt, random preemptions, drafts and groups: every
     decoding sequence's shared/private/levels/draft equal the token-level truth."""
+    import random
+
     from tests.vllm_replay import FakeEngine, tokens
 
     e = FakeEngine(runner=runner, spec=spec, groups=groups, seed=seed)
-    import random
-
     rng = random.Random(seed)
     system = tokens(seed, rng.randint(0, 6) * BS + rng.randint(0, BS - 1))
     for i in range(9):
