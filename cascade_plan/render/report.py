@@ -136,12 +136,13 @@ def _breakeven(res: BreakevenResult) -> list[str]:
     s = int(sw.suffix_tokens[0])
     lines = ["### Breakeven", "",
              f"One decode step of {sw.n_groups} prompt group(s), each sequence reading {s:,} private tokens (this "
-             "workload's middle step). Exact breakevens (bisection), not grid points.", "",
+             "workload's middle step). Exact breakevens (every crossing bisected), not grid points; 'A to B' wins "
+             "from A to B and loses again above.", "",
              "| sequences per group | shortest winning prefix (tokens) |", "| ---: | ---: |"]
-    lines += [f"| {n} | {breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, 0)} |"
+    lines += [f"| {n} | {breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, 0, res.prefix_spans)} |"
               for i, n in enumerate(sw.group_size)]
     lines += ["", "| shared prefix (tokens) | smallest winning group |", "| ---: | ---: |"]
-    lines += [f"| {p:,} | {breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, 0)} |"
+    lines += [f"| {p:,} | {breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, 0, res.group_spans)} |"
               for i, p in enumerate(sw.prefix_tokens)]
     note = memory_line(res)
     return lines + ([""] + [f"Memory: {note}"] if note else []) + [""]
