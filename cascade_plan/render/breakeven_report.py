@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 # The computation lives in cost/; these names stay importable from here for the report and plots.
-from cascade_plan.cost.breakeven import (BreakevenResult, Span, Sweep, run_breakeven, workload_axes,  # noqa: F401
-                                         workload_point)
+from cascade_plan.cost.breakeven import (  # noqa: F401
+    BreakevenResult,
+    Span,
+    Sweep,
+    run_breakeven,
+    workload_axes,
+    workload_point,
+)
 
 DEFAULT_PREFIX_AXIS = "64:65536:log"
 DEFAULT_BATCH_AXIS = "1:512:log"
