@@ -21,7 +21,7 @@ import dataclasses
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
 from cascade_plan.cost.estimate import Estimate, estimate
-from cascade_plan.cost.verdict import extrapolated, with_evidence
+from cascade_plan.cost.verdict import extrapolated, with_evidence, with_margin
 from cascade_plan.inputs.workload import Scenario
 
 UNMEASURED = ("default", "ideal")
@@ -34,6 +34,7 @@ def assess(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_
 
 
 def attach_evidence(est: Estimate) -> Estimate:
+    est = attach_margin(est)
     v, p = est.verdict, est.params
     if not v.judged or p.mode == "ideal":
         return est
@@ -45,6 +46,19 @@ def attach_evidence(est: Estimate) -> Estimate:
         lo, hi, sources = speedup_range(est)
         return dataclasses.replace(est, verdict=extrapolated(v, "; ".join(notes), lo, hi, sources))
     return est
+
+
+def attach_margin(est: Estimate) -> Estimate:
+    """The verdict held against the measured speedup error of its numbers (calibration/speedup_margin.py):
+    a go within that error becomes marginal; every judged verdict carries the error it was held to."""
+    from cascade_plan.calibration.speedup_margin import speedup_margin
+
+    if not est.verdict.judged:
+        return est
+    m = speedup_margin(est.params, est.scenario.model.id)
+    if m is None:
+        return est
+    return dataclasses.replace(est, verdict=with_margin(est.verdict, est.run_speedup, m.error, m.source))
 
 
 def _measured_gpus(first: str) -> list[str]:

@@ -182,6 +182,9 @@ def check(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the --markdown file instead of appending "
                                             "to it.")] = False,
     ideal: IdealOpt = False,
+    margin: Annotated[bool, typer.Option("--margin", help="Judge min_run_speedup and cascade_chosen on the run "
+                                         "speedup less the measured error of its numbers (the verdict's margin: "
+                                         "speedup / (1 + error)).")] = False,
     hbm_bandwidth: HbmBandwidthOpt = None,
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
@@ -225,7 +228,7 @@ def check(
             unchecked.append(scn.name)
             continue
         est = assess(scn, params, reserve)
-        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
+        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks, margin)
         labels.append(params.label)
     if not results:
         which = "the workload has no" if len(loaded) == 1 else "none of the workloads has a"
