@@ -121,14 +121,15 @@ def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
     p, scn = est.params, est.scenario
     alts, names = [], []
     if p.source:
-        from cascade_plan.calibration.probe_calibration import load_probe, params_from_probe
+        from cascade_plan.calibration.params_select import calibrated_for
+        from cascade_plan.calibration.probe_calibration import load_probe
         from cascade_plan.errors import InputError
 
         try:
             probe = load_probe(p.source)
             kvs = probe.fitted.get("kv_dtypes", {})
             backends = [b for b in (kvs.get(scn.kv_dtype) or kvs.get("bf16") or {}) if b != p.backend]
-            alts += [params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model) for b in backends]
+            alts += [calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model) for b in backends]
             names += backends
         except (InputError, OSError, KeyError):
             pass
