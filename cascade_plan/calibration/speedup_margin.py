@@ -26,6 +26,13 @@ class Margin:
     error: float          # relative |error| of a predicted speedup (0.054 = ±5.4%)
     source: str           # where it was measured, in words
     n_steps: int          # measured whole steps behind it
+    over: float = 0.0     # the largest over-prediction (predicted / measured - 1 > 0), 0 if none
+    under: float = 0.0    # the largest under-prediction (< 0), 0 if none
+
+    def speedup_range(self, predicted: float) -> tuple[float, float]:
+        """The run speedups these errors allow: predicted / (1 + error) over the measured errors, the
+        prediction itself included."""
+        return predicted / (1 + self.over), predicted / (1 + self.under)
 
 
 def _shipped_probe() -> Path | None:
@@ -96,7 +103,8 @@ def speedup_margin(params: CostParams, model_id: str) -> Margin | None:
         where = f"{params.backend} kernels against {{n}} whole steps measured on the {gpu}, {shape}"
     if not vals:
         return None
-    return Margin(error=float(max(vals)), source=f"the largest of {where.format(n=len(vals))}", n_steps=len(vals))
+    return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where.format(n=len(vals))}",
+                  n_steps=len(vals), over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
 
 
 @functools.lru_cache(maxsize=16)

@@ -144,13 +144,13 @@ def summarize(points: list[StepPoint]) -> dict:
 
 
 def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
-    """Per backend, the per-step cascade speedup |error| of the measured steps, split by regime:
+    """Per backend, the per-step cascade speedup error (predicted / measured - 1, signed) of the measured steps, split by regime:
     "probed" (the model's GEMM shapes were probed) and "held_out" (they were not), as `summarize`
     reports them; `params` predicts every step with one set of numbers instead of each backend's fit."""
     out: dict[str, dict[str, list[float]]] = {}
     for p in step_points(probe, hw, params):
         regime = "held_out" if p.held_out_shape else "probed"
-        out.setdefault(p.backend, {"probed": [], "held_out": []})[regime].append(abs(p.speedup_err))
+        out.setdefault(p.backend, {"probed": [], "held_out": []})[regime].append(p.speedup_err)
     return out
 
 

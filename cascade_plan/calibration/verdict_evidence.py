@@ -58,7 +58,11 @@ def attach_margin(est: Estimate) -> Estimate:
     m = speedup_margin(est.params, est.scenario.model.id)
     if m is None:
         return est
-    return dataclasses.replace(est, verdict=with_margin(est.verdict, est.run_speedup, m.error, m.source))
+    v = with_margin(est.verdict, est.run_speedup, m.error, m.source)
+    if est.params.mode == "default" and v.speedup_range is None:
+        # uncalibrated numbers are never one crisp figure: the range their measured error allows
+        v = dataclasses.replace(v, speedup_range=m.speedup_range(est.run_speedup))
+    return dataclasses.replace(est, verdict=v)
 
 
 def _measured_gpus(first: str) -> list[str]:

@@ -55,6 +55,18 @@ class Verdict:
                                                                   "source": self.margin_source}}
 
 
+def range_tag(v: Verdict) -> str:
+    """What a speedup range means, in one word shown beside it everywhere (tables, report, plots)."""
+    return "uncalibrated" if v.basis == "default" else "extrapolated"
+
+
+def speedup_words(v: Verdict, run_speedup: float) -> str:
+    """The run speedup as a verdict would state it: 'a to b (uncalibrated|extrapolated)' where the
+    numbers behind it are not measured for this shape, else one figure."""
+    rng = v.speedup_range
+    return f"{rng[0]:.2f}x to {rng[1]:.2f}x ({range_tag(v)})" if rng else f"{run_speedup:.2f}x"
+
+
 def _head(level: str, basis: str) -> str:
     tag = BASIS_TAG.get(basis)
     return f"{HEADS[level]} ({tag})" if tag and level in JUDGED else HEADS[level]

@@ -219,11 +219,13 @@ def _backends(r: WorkloadReport) -> list[str]:
 
 
 def speedup_cell(e: Estimate) -> str:
-    """The run speedup as a verdict would state it: a range where extrapolated, none where it cannot run."""
+    """The run speedup as a verdict would state it: a range where extrapolated or uncalibrated, none
+    where it cannot run."""
+    from cascade_plan.cost.verdict import speedup_words
+
     if e.memory is not None and not e.memory.fits:
         return "does not fit"
-    rng = e.verdict.speedup_range
-    return f"{rng[0]:.2f}x to {rng[1]:.2f}x (extrapolated)" if rng else f"{e.run_speedup:.2f}x"
+    return speedup_words(e.verdict, e.run_speedup)
 
 
 def workload_section(r: WorkloadReport) -> list[str]:
