@@ -62,6 +62,8 @@ def _predict(probe, backend: str, cfg: dict, model_id: str, tp: int, hw, params=
     from cascade_plan.inputs.model_spec import load_preset
 
     model = load_preset(model_id)
+    if callable(params):          # a resolver (backend, model) -> CostParams
+        params = params(backend, model)
     params = params or params_from_probe(probe, backend, "bf16", hw, model)
     g = gpu_shape(model, hw, "bf16", "bf16", tp)
     load = single_level_load(cfg["prefix_tokens"], cfg["group_size"], cfg["n_groups"], cfg["suffix_tokens"])
@@ -148,6 +150,12 @@ def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
     "probed" (the model's GEMM shapes were probed) and "held_out" (they were not), as `summarize`
     reports them; `params` predicts every step with one set of numbers instead of each backend's fit."""
     out: dict[str, dict[str, list[float]]] = {}
+    if params is None:            # each backend's fit, built once per (backend, model) rather than per row
+        import functools
+
+        from cascade_plan.calibration.probe_calibration import params_from_probe
+
+        params = functools.lru_cache(maxsize=None)(lambda b, m: params_from_probe(probe, b, "bf16", hw, m))
     for p in step_points(probe, hw, params):
         regime = "held_out" if p.held_out_shape else "probed"
         out.setdefault(p.backend, {"probed": [], "held_out": []})[regime].append(p.speedup_err)
