@@ -60,7 +60,10 @@ def breakeven(
 
     Prints, for each group size, the shortest shared prefix at which cascade beats per-sequence
     attention; for each prefix length, the smallest group at which it does; and the speedup at
-    representative points. Breakevens are exact (bisection), not rounded to the grid.
+    representative points. With measured kernels the win can appear, vanish and reappear along an
+    axis, so each axis is scanned (the grid's own values included) and every crossing bisected: a cell
+    reads '1,009' (wins from there on), '1,009 to 4,096' (loses again above) or '..., from 9,001' (wins
+    again), exact to the token, and both tables agree with every grid point.
 
     Examples:
 
