@@ -64,3 +64,13 @@ def test_hardware_plot_draws_default_bars_pale_and_hatched_with_a_range(root, tm
     assert any("uncalibrated" in t and f"{lo:.2f}x to {hi:.2f}x?" in t for t in texts)
     assert f"{ests[2].run_speedup:.2f}x" not in texts       # no crisp figure for the default GPU
     assert ax.collections or ax.containers                   # the range bar on its cascade time
+
+
+def test_beam_search_on_mi300x_defaults_is_no_longer_the_only_go(root):
+    """The issue: MI300X on defaults was the only 'go' in compare (1.83x), drawn as a crisp bar."""
+    doc = json.loads(runner.invoke(app, ["compare", str(root / "workloads/beam-search.yaml"), "--hardware",
+                                         "a100-80gb,h100-sxm,h200,b200,mi300x", "--json"]).stdout)
+    mi = next(r for r in doc["rows"] if r["hardware"] == "mi300x")
+    assert round(mi["run_speedup"], 2) == 1.83 and mi["uncalibrated"]
+    assert mi["verdict"] == "marginal" and mi["speedup_range"][0] < 1
+    assert all(r["verdict"] != "go" for r in doc["rows"])
