@@ -270,7 +270,9 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
         ax.set_ylabel("whole-run decode time (s" + (", log scale)" if log else ")"))
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
+        tick_lines = max(n.count("\n") + 1 for n in names)     # the legend goes below the longest GPU name
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.04 - 0.05 * tick_lines), ncols=3 if unc.any() else 2,
+                  frameon=False)
         head = (f"{workloads[0]}: {models[0]}" if len(workloads) == 1 and len(models) == 1
                 else f"{', '.join(workloads)}: {', '.join(models)}")
         tags = sorted({range_tag(e.verdict) for e in estimates if e.verdict.speedup_range})
