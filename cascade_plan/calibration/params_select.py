@@ -92,7 +92,9 @@ def what_if_params(params: CostParams, base, hw) -> CostParams:
               (("HBM", hw.hbm_bytes_per_s, base.hbm_bytes_per_s), ("bf16", hw.dense_bf16_flop_per_s,
                base.dense_bf16_flop_per_s), ("L2", hw.l2_bytes, base.l2_bytes)) if old and new != old]
     how = (f" ({', '.join(scaled)}: bandwidth-bound parts scaled by the bandwidth, compute-bound by the FLOP "
-           "rate, fixed costs kept)") if scaled else " (the profile's own numbers: nothing scaled)"
+           "rate, fixed costs kept)") if scaled else " (the profile's own peaks: no kernel time scaled)"
+    if hw.memory_bytes != base.memory_bytes:
+        how += f"; memory {hw.memory_bytes / 1e9:,.0f} GB instead of {base.memory_bytes / 1e9:,.0f} GB (capacity only)"
     return dataclasses.replace(params, step=step, l2_window_bytes=window,
                                what_if=f"what-if on measured kernels of {base.id}{how}")
 
