@@ -87,7 +87,8 @@ def test_breakeven_command_outputs(root):
     doc = json.loads(runner.invoke(app, ["breakeven", "--model", "llama-3-8b", "--prefix", "256,4096",
                                          "--batch", "1,8", "--suffix", "0", "--json"]).stdout)
     assert doc["prefix_tokens"] == [256, 4096] and len(doc["points"]) == 4
-    assert {"group_size": 1, "suffix_tokens": 0, "prefix_tokens": None, "fits": None} in doc["breakeven_prefix_tokens"]
+    assert {"group_size": 1, "suffix_tokens": 0, "prefix_tokens": None, "fits": None,
+            "wins": []} in doc["breakeven_prefix_tokens"]
     csv = runner.invoke(app, ["breakeven", "--model", "llama-3-8b", "--prefix", "256,4096", "--batch", "1,8",
                               "--suffix", "0,128", "--csv"]).stdout.splitlines()
     assert csv[0] == "prefix_tokens,group_size,suffix_tokens,per_sequence_step_s,cascade_step_s,speedup,fits"

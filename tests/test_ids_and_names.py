@@ -113,7 +113,9 @@ def test_hf_repo_id_from_the_local_cache_only(tmp_path, monkeypatch, root):
 def test_what_if_hardware_is_labelled_user_supplied_everywhere(tmp_path):
     base = json.loads(run("estimate", "rl-rollouts-64", "--hardware", "h100", "--json").stdout)
     doc = json.loads(run("estimate", "rl-rollouts-64", "--hardware", "h100", "--hbm-bandwidth", "6.7", "--json").stdout)
-    assert "what-if, user-supplied: HBM 6.7 TB/s" in doc["hardware"] and doc["mode"] == "default"
+    # the profile's calibration, scaled to the new peaks and labelled (not the defaults)
+    assert "what-if, user-supplied: HBM 6.7 TB/s" in doc["hardware"] and doc["mode"] == "calibrated"
+    assert doc["calibration"]["label"].startswith("what-if on measured kernels of h100-sxm (HBM x2")
     assert doc["weight_s"] < 0.6 * base["weight_s"]                                 # twice the bandwidth
     assert doc["run"]["per_sequence_s"] < base["run"]["per_sequence_s"]
     table = run("estimate", "rl-rollouts-64", "--memory", "96GiB", "--l2", "60MiB")
@@ -121,7 +123,7 @@ def test_what_if_hardware_is_labelled_user_supplied_everywhere(tmp_path):
     rows = json.loads(run("compare", "rl-rollouts-64", "--hardware", "h100,h200", "--bf16-tflops", "2000",
                           "--json").stdout)["rows"]
     assert all("user-supplied: bf16 2000 TFLOP/s" in r["hardware"] for r in rows)
-    assert all(r["numbers"].startswith("default") or "uncalibrated" in r["numbers"] for r in rows)
+    assert all(r["numbers"].endswith("what-if") and "what-if on measured kernels" in r["numbers_label"] for r in rows)
     rep = run("report", "rl-rollouts-64", "--out", tmp_path, "--no-plots", "--hbm-bandwidth", "5TB/s")
     assert rep.exit_code == 0 and "what-if, user-supplied: HBM 5TB/s" in (tmp_path / "report.md").read_text()
     chk = json.loads(run("check", "rl-rollouts-64", "--min-run-speedup", "1", "--l2", "1MB", "--json").stdout)

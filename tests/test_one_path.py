@@ -33,7 +33,8 @@ def _cell(doc: dict) -> str:
     if not doc["memory"]["fits"]:
         return "does not fit"
     rng = doc["go_no_go"]["speedup_range"]
-    return f"{rng[0]:.2f}x to {rng[1]:.2f}x (extrapolated)" if rng else f"{doc['run']['speedup']:.2f}x"
+    tag = "uncalibrated" if doc["go_no_go"]["basis"] == "default" else "extrapolated"
+    return f"{rng[0]:.2f}x to {rng[1]:.2f}x ({tag})" if rng else f"{doc['run']['speedup']:.2f}x"
 
 
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda p: p.stem)

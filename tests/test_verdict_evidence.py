@@ -37,8 +37,9 @@ def _on(scn, hw):
 def test_default_verdict_says_so_and_shows_the_error_measured_on_the_h200(rollouts):
     est = assess(rollouts, DEFAULT)                          # h100-sxm: no calibration ships for it
     v = est.verdict
-    assert v.level == "go" and v.basis == "default"
-    assert v.text.startswith("Go (uncalibrated: default efficiencies")
+    # 3.01x on the defaults, but the defaults were off by more than that on the H200's measured steps
+    assert v.level == "marginal" and v.basis == "default" and v.margin_error > 2.01
+    assert v.text.startswith("Marginal (uncalibrated: default efficiencies, not measured kernels): within the error")
     h200 = _on(rollouts, "h200")
     d, m = estimate(h200, DEFAULT).run_speedup, estimate(h200, select_params(False, h200)).run_speedup
     assert d > 1 > m                                          # the issue's 3.27x against 0.79x, computed here

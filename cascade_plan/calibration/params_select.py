@@ -31,6 +31,12 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
         if calibration or backend:
             raise InputError("--uncalibrated uses the default efficiencies: leave out --calibration and --backend")
         return DEFAULT
+    base = what_if_base(scn.hardware)
+    if base is not None:          # the base GPU's numbers, scaled to the user's peaks
+        import dataclasses
+
+        measured = select_params(False, dataclasses.replace(scn, hardware=base), calibration, backend, force)
+        return what_if_params(measured, base, scn.hardware)
     if calibration is None and backend is None and shipped_source(scn.hardware.id) == "default":
         return DEFAULT        # nothing shipped for this GPU: skip loading the calibration machinery
     from cascade_plan.calibration.probe_calibration import BACKENDS, check_device, find_committed, load_probe, params_from_probe
@@ -45,6 +51,62 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
         return DEFAULT
     check_device(probe, scn.hardware, force)
     return params_from_probe(probe, backend, scn.kv_dtype, scn.hardware, scn.model)
+
+
+def what_if_base(hw):
+    """The shipped or written profile a what-if GPU was made from; None for any other GPU, or where
+    that profile cannot be found again by its id (then no calibration applies to the what-if)."""
+    from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.inputs.hardware_whatif import what_if_base_id
+
+    base_id = what_if_base_id(hw)
+    if base_id is None:
+        return None
+    try:
+        return load_hardware(base_id)
+    except InputError:
+        return None
+
+
+def what_if_params(params: CostParams, base, hw) -> CostParams:
+    """`base`'s measured numbers on the what-if GPU `hw`: kernel and GEMM efficiencies are fractions of
+    the peaks, so bandwidth-bound parts scale with the bandwidth and compute-bound parts with the FLOP
+    rate; the glue's per-token (bandwidth-bound) costs scale by the bandwidth ratio and the L2 reuse
+    window by the L2 ratio; fixed costs (launches, per-row setup, latencies) and the all-reduce (the
+    interconnect, not HBM) are kept. Ideal and default numbers need nothing: they are fractions of
+    the peaks too. A what-if equal to the profile changes no number."""
+    import dataclasses
+
+    if params.mode != "calibrated":
+        return params
+    bw = base.hbm_bytes_per_s / hw.hbm_bytes_per_s
+    step = params.step
+    if step is not None and bw != 1.0:
+        glue = dataclasses.replace(step.glue, per_token_layer_s=step.glue.per_token_layer_s * bw,
+                                   per_token_step_s=step.glue.per_token_step_s * bw)
+        step = dataclasses.replace(step, glue=glue)
+    window = params.l2_window_bytes
+    if window and base.l2_bytes and hw.l2_bytes != base.l2_bytes:
+        window = window * hw.l2_bytes / base.l2_bytes
+    scaled = [f"{name} x{new / old:.3g}" for name, new, old in
+              (("HBM", hw.hbm_bytes_per_s, base.hbm_bytes_per_s), ("bf16", hw.dense_bf16_flop_per_s,
+               base.dense_bf16_flop_per_s), ("L2", hw.l2_bytes, base.l2_bytes)) if old and new != old]
+    how = (f" ({', '.join(scaled)}: bandwidth-bound parts scaled by the bandwidth, compute-bound by the FLOP "
+           "rate, fixed costs kept)") if scaled else " (the profile's own peaks: no kernel time scaled)"
+    if hw.memory_bytes != base.memory_bytes:
+        how += f"; memory {hw.memory_bytes / 1e9:,.0f} GB instead of {base.memory_bytes / 1e9:,.0f} GB (capacity only)"
+    return dataclasses.replace(params, step=step, l2_window_bytes=window,
+                               what_if=f"what-if on measured kernels of {base.id}{how}")
+
+
+def calibrated_for(probe, backend: str | None, kv_dtype: str, hw, model=None) -> CostParams:
+    """`params_from_probe` for any GPU, what-ifs included (fitted against the base GPU, then scaled)."""
+    from cascade_plan.calibration.probe_calibration import params_from_probe
+
+    base = what_if_base(hw)
+    if base is None:
+        return params_from_probe(probe, backend, kv_dtype, hw, model)
+    return what_if_params(params_from_probe(probe, backend, kv_dtype, base, model), base, hw)
 
 
 @dataclass(frozen=True)

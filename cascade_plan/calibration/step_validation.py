@@ -56,13 +56,15 @@ class StepPoint:
         return self.speedup_predicted / self.speedup_measured - 1
 
 
-def _predict(probe, backend: str, cfg: dict, model_id: str, tp: int, hw):
+def _predict(probe, backend: str, cfg: dict, model_id: str, tp: int, hw, params=None):
     from cascade_plan.calibration.probe_calibration import params_from_probe
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
     from cascade_plan.inputs.model_spec import load_preset
 
     model = load_preset(model_id)
-    params = params_from_probe(probe, backend, "bf16", hw, model)
+    if callable(params):          # a resolver (backend, model) -> CostParams
+        params = params(backend, model)
+    params = params or params_from_probe(probe, backend, "bf16", hw, model)
     g = gpu_shape(model, hw, "bf16", "bf16", tp)
     load = single_level_load(cfg["prefix_tokens"], cfg["group_size"], cfg["n_groups"], cfg["suffix_tokens"])
     c = step_costs(load, g, model, "bf16", tp, params)
@@ -71,7 +73,9 @@ def _predict(probe, backend: str, cfg: dict, model_id: str, tp: int, hw):
     return float(c.ps_step_s), float(c.cas_step_s), parts
 
 
-def step_points(probe, hw) -> list[StepPoint]:
+def step_points(probe, hw, params=None) -> list[StepPoint]:
+    """Every measured step pair, predicted with each backend's fit (or with `params` for all of them,
+    e.g. the default efficiencies, to measure their error)."""
     rows = probe.doc.get("steps") or []
     fit_models = {r["config"]["model"] for r in probe.doc.get("step_ops", []) if r["op"] == "gemm"}
     index = {}
@@ -85,7 +89,7 @@ def step_points(probe, hw) -> list[StepPoint]:
         ps = index.get((wl, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
         if ps is None:
             continue
-        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], r["model"], tp, hw)
+        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], r["model"], tp, hw, params)
         out.append(StepPoint(backend=b, workload=wl, model=r["model"], tp=tp, position=pos,
                              step=int(r["config"]["generated"]), held_out_shape=r["model"] not in fit_models,
                              measured_ps_s=ps["median_s"], measured_cas_s=r["median_s"], predicted_ps_s=pred_ps,
@@ -138,6 +142,23 @@ def summarize(points: list[StepPoint]) -> dict:
                and s_all["max"] <= STEP_TARGETS["step_max"] and sp_all["median"] <= STEP_TARGETS["speedup_median"])
         out[b] = {"step": s_all, "step_held_out_shape": s_held, "speedup": sp_all,
                   "speedup_held_out_shape": _stats([p.speedup_err for p in held]), "targets_met": bool(met)}
+    return out
+
+
+def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
+    """Per backend, the per-step cascade speedup error (predicted / measured - 1, signed) of the measured steps, split by regime:
+    "probed" (the model's GEMM shapes were probed) and "held_out" (they were not), as `summarize`
+    reports them; `params` predicts every step with one set of numbers instead of each backend's fit."""
+    out: dict[str, dict[str, list[float]]] = {}
+    if params is None:            # each backend's fit, built once per (backend, model) rather than per row
+        import functools
+
+        from cascade_plan.calibration.probe_calibration import params_from_probe
+
+        params = functools.lru_cache(maxsize=None)(lambda b, m: params_from_probe(probe, b, "bf16", hw, m))
+    for p in step_points(probe, hw, params):
+        regime = "held_out" if p.held_out_shape else "probed"
+        out.setdefault(p.backend, {"probed": [], "held_out": []})[regime].append(p.speedup_err)
     return out
 
 

@@ -21,7 +21,7 @@ import dataclasses
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
 from cascade_plan.cost.estimate import Estimate, estimate
-from cascade_plan.cost.verdict import extrapolated, with_evidence
+from cascade_plan.cost.verdict import extrapolated, with_evidence, with_margin
 from cascade_plan.inputs.workload import Scenario
 
 UNMEASURED = ("default", "ideal")
@@ -34,6 +34,7 @@ def assess(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_
 
 
 def attach_evidence(est: Estimate) -> Estimate:
+    est = attach_margin(est)
     v, p = est.verdict, est.params
     if not v.judged or p.mode == "ideal":
         return est
@@ -45,6 +46,23 @@ def attach_evidence(est: Estimate) -> Estimate:
         lo, hi, sources = speedup_range(est)
         return dataclasses.replace(est, verdict=extrapolated(v, "; ".join(notes), lo, hi, sources))
     return est
+
+
+def attach_margin(est: Estimate) -> Estimate:
+    """The verdict held against the measured speedup error of its numbers (calibration/speedup_margin.py):
+    a go within that error becomes marginal; every judged verdict carries the error it was held to."""
+    from cascade_plan.calibration.speedup_margin import speedup_margin
+
+    if not est.verdict.judged:
+        return est
+    m = speedup_margin(est.params, est.scenario.model.id)
+    if m is None:
+        return est
+    v = with_margin(est.verdict, est.run_speedup, m.error, m.source)
+    if est.params.mode == "default" and v.speedup_range is None:
+        # uncalibrated numbers are never one crisp figure: the range their measured error allows
+        v = dataclasses.replace(v, speedup_range=m.speedup_range(est.run_speedup))
+    return dataclasses.replace(est, verdict=v)
 
 
 def _measured_gpus(first: str) -> list[str]:
@@ -107,14 +125,15 @@ def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
     p, scn = est.params, est.scenario
     alts, names = [], []
     if p.source:
-        from cascade_plan.calibration.probe_calibration import load_probe, params_from_probe
+        from cascade_plan.calibration.params_select import calibrated_for
+        from cascade_plan.calibration.probe_calibration import load_probe
         from cascade_plan.errors import InputError
 
         try:
             probe = load_probe(p.source)
             kvs = probe.fitted.get("kv_dtypes", {})
             backends = [b for b in (kvs.get(scn.kv_dtype) or kvs.get("bf16") or {}) if b != p.backend]
-            alts += [params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model) for b in backends]
+            alts += [calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model) for b in backends]
             names += backends
         except (InputError, OSError, KeyError):
             pass

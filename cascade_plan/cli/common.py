@@ -83,7 +83,8 @@ ReserveOpt = Annotated[float, typer.Option(
     "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "
                                       "vLLM's gpu_memory_utilization=0.9 keeps 0.10). A configuration whose weights or "
                                       "KV do not fit in the rest gets no go/no-go.")]
-WHAT_IF = "What-if hardware (labelled user-supplied in every output; no calibration applies)"
+WHAT_IF = ("What-if hardware (labelled user-supplied in every output; the GPU's calibration is scaled to the new "
+           "peaks: bandwidth-bound parts by the bandwidth ratio, compute-bound by the FLOP ratio, fixed costs kept)")
 HbmBandwidthOpt = Annotated[Optional[str], typer.Option(
     "--hbm-bandwidth", help="Replace the GPU's HBM bandwidth: TB/s, or with a unit (4.8, 4800GB/s).",
     rich_help_panel=WHAT_IF, show_default=False)]

@@ -60,7 +60,10 @@ def breakeven(
 
     Prints, for each group size, the shortest shared prefix at which cascade beats per-sequence
     attention; for each prefix length, the smallest group at which it does; and the speedup at
-    representative points. Breakevens are exact (bisection), not rounded to the grid.
+    representative points. With measured kernels the win can appear, vanish and reappear along an
+    axis, so each axis is scanned (the grid's own values included) and every crossing bisected: a cell
+    reads '1,009' (wins from there on), '1,009 to 4,096' (loses again above) or '..., from 9,001' (wins
+    again), exact to the token, and both tables agree with every grid point.
 
     Examples:
 
@@ -182,6 +185,9 @@ def check(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the --markdown file instead of appending "
                                             "to it.")] = False,
     ideal: IdealOpt = False,
+    margin: Annotated[bool, typer.Option("--margin", help="Judge min_run_speedup and cascade_chosen on the run "
+                                         "speedup less the measured error of its numbers (the verdict's margin: "
+                                         "speedup / (1 + error)).")] = False,
     hbm_bandwidth: HbmBandwidthOpt = None,
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
@@ -225,7 +231,7 @@ def check(
             unchecked.append(scn.name)
             continue
         est = assess(scn, params, reserve)
-        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
+        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks, margin)
         labels.append(params.label)
     if not results:
         which = "the workload has no" if len(loaded) == 1 else "none of the workloads has a"

@@ -65,11 +65,12 @@ def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10):
         hw_ests.append(assess(other, p, reserve))
     backend_ests = []
     if params.mode == "calibrated":
-        from cascade_plan.calibration.probe_calibration import load_probe, params_from_probe
+        from cascade_plan.calibration.params_select import calibrated_for
+        from cascade_plan.calibration.probe_calibration import load_probe
 
         probe = load_probe(Path(params.source))
         backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]
-        backend_ests = [estimate(scn, params_from_probe(probe, b, scn.kv_dtype, scn.hardware, scn.model))
+        backend_ests = [estimate(scn, calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model))
                         for b in backends]
         backend_ests.append(estimate(scn, select_params(True)))
     return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est), breakeven=be,

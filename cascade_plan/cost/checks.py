@@ -37,7 +37,10 @@ def picked_mode(est: Estimate) -> str:
     return "cascade" if est.run_speedup >= PAYS_THRESHOLD else "per-sequence"
 
 
-def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks) -> list[CheckResult]:
+def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks,
+               margin: bool = False) -> list[CheckResult]:
+    """`margin`: judge min_run_speedup and cascade_chosen on the run speedup less the measured error of
+    its numbers (speedup / (1 + error), the verdict's margin), where the verdict carries one."""
     out: list[CheckResult] = []
     mode = picked_mode(est)
     steps = est.costs.cas_step_s if mode == "cascade" else est.costs.ps_step_s
@@ -54,9 +57,12 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks)
     if mem is not None and not mem.fits:   # every other figure is hypothetical for a batch that cannot run
         out.append(CheckResult("fits_in_memory", False, False, True, f"fits_in_memory: does not fit: {mem.reason}"))
     c = checks
+    err = est.verdict.margin_error if margin else None
+    speedup = est.run_speedup if err is None else est.run_speedup / (1 + err)
+    shown = f"{est.run_speedup:.2f}x" if err is None else f"{speedup:.2f}x ({est.run_speedup:.2f}x less its ±{err:.1%} error)"
     if c.min_run_speedup is not None:
-        add("min_run_speedup", est.run_speedup, c.min_run_speedup, est.run_speedup >= c.min_run_speedup,
-            f"{est.run_speedup:.2f}x", ">=", f"{c.min_run_speedup:.2f}x")
+        add("min_run_speedup", speedup, c.min_run_speedup, speedup >= c.min_run_speedup, shown, ">=",
+            f"{c.min_run_speedup:.2f}x")
     if c.max_step_s is not None:
         worst = float(steps.max())
         add("max_step_s", worst, c.max_step_s, worst <= c.max_step_s, f"{fmt_seconds(worst)} (slowest {mode} step)",
@@ -68,9 +74,9 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks)
         add("min_sequences_fit", fit, c.min_sequences_fit, fit >= c.min_sequences_fit, f"{fit} sequences", ">=",
             str(c.min_sequences_fit))
     if c.cascade_chosen is not None:
-        chosen = mode == "cascade"
+        chosen = mode == "cascade" and speedup >= PAYS_THRESHOLD
         add("cascade_chosen", chosen, c.cascade_chosen, chosen == c.cascade_chosen,
-            f"{chosen} ({est.run_speedup:.2f}x over the run)", "==", str(c.cascade_chosen))
+            f"{chosen} ({shown} over the run)", "==", str(c.cascade_chosen))
     if c.vllm_uses_cascade is not None:
         used = engine.opted_in.used
         add("vllm_uses_cascade", used, c.vllm_uses_cascade, used == c.vllm_uses_cascade,

@@ -25,6 +25,7 @@ def compare_rows(scns: list[Scenario], params: list[CostParams], estimator=estim
             "max_sequences_fit": est.memory.max_sequences, "fits": est.memory.fits,
             "verdict": est.verdict.level, "verdict_text": est.verdict.text,
             "speedup_range": list(est.verdict.speedup_range) if est.verdict.speedup_range else None,
+            "uncalibrated": p.mode == "default",
         })
     return rows
 
@@ -56,10 +57,16 @@ def render_compare(name: str, rows: list[dict], console) -> None:
         # A configuration that cannot run gets no speedup: its times are hypothetical.
         rng = r["speedup_range"]
         speedup = ("-" if not r["fits"] else f"{rng[0]:.2f}-{rng[1]:.2f}x" if rng else f"{r['run_speedup']:.2f}x")
+        # default-efficiency rows: a range, dimmed, and the word itself; never a crisp figure
+        verdict = f"{r['verdict']} (uncalibrated)" if r["uncalibrated"] else (
+            f"{r['verdict']} (extrapolated)" if rng and r["fits"] else r["verdict"])
         t.add_row(r["hardware"], r["kv_dtype"], r["numbers"], f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
                   f"{r['final_cascade_step_s'] * 1e3:.1f}", f"{r['run_per_sequence_s']:.3g}", f"{r['run_cascade_s']:.3g}",
-                  speedup, f"{r['max_sequences_fit']:,}", r["verdict"])
+                  speedup, f"{r['max_sequences_fit']:,}", verdict, style="dim" if r["uncalibrated"] else None)
     console.print(t)
+    if any(r["uncalibrated"] for r in rows):
+        console.print("uncalibrated rows (dimmed): default efficiencies, not measured kernels; their speedup is the "
+                      "range the defaults' measured error allows (`estimate --help`).", soft_wrap=True)
     for r in rows:   # the rows without a verdict say why
         if r["verdict"] in ("does-not-fit", "undecided"):
             console.print(f"{r['hardware']} {r['kv_dtype']}: {r['verdict_text']}", soft_wrap=True)

@@ -62,16 +62,21 @@ class CostParams:
     # What the calibration measured, in workload terms ({"decode": {...}, "cascade": {...}}: longest
     # context, largest batch, largest shared prefix per layer; calibration/measured_grid.py)
     measured_grid: dict | None = None
+    # A what-if GPU's numbers: the base GPU's calibration scaled to the user's peaks, in words
+    # ("what-if on measured kernels of h100-sxm: ..."); None for numbers of the GPU as it is.
+    what_if: str | None = None
 
     @property
     def numbers(self) -> str:
         """The short tag tables print per row: ideal, default, probe/<backend> or aic/<backend>."""
         if self.mode == "calibrated":
-            return f"{self.origin or 'probe'}/{self.backend}"
+            return f"{self.origin or 'probe'}/{self.backend}" + (" what-if" if self.what_if else "")
         return self.mode
 
     @property
     def label(self) -> str:
+        if self.what_if:
+            return f"{self.what_if}; {replace(self, what_if=None).label}"
         if self.mode == "calibrated":
             from pathlib import Path
 

@@ -40,6 +40,8 @@ class Verdict:
     basis: str = "calibrated"       # CostParams.mode of the numbers behind it
     evidence: str | None = None     # measurements that back or undermine it
     speedup_range: tuple[float, float] | None = None   # run speedup over the sources, where extrapolated
+    margin_error: float | None = None   # measured relative error of the run speedup behind it (0.05 = ±5%)
+    margin_source: str | None = None    # where that error was measured, in words
 
     @property
     def judged(self) -> bool:
@@ -48,7 +50,21 @@ class Verdict:
     def to_json(self) -> dict:
         return {"level": self.level, "judged": self.judged, "basis": self.basis, "ratio": self.ratio,
                 "redundant_prefix_bytes": self.redundant_prefix_bytes, "text": self.text, "evidence": self.evidence,
-                "speedup_range": list(self.speedup_range) if self.speedup_range else None}
+                "speedup_range": list(self.speedup_range) if self.speedup_range else None,
+                "margin": None if self.margin_error is None else {"error": self.margin_error,
+                                                                  "source": self.margin_source}}
+
+
+def range_tag(v: Verdict) -> str:
+    """What a speedup range means, in one word shown beside it everywhere (tables, report, plots)."""
+    return "uncalibrated" if v.basis == "default" else "extrapolated"
+
+
+def speedup_words(v: Verdict, run_speedup: float) -> str:
+    """The run speedup as a verdict would state it: 'a to b (uncalibrated|extrapolated)' where the
+    numbers behind it are not measured for this shape, else one figure."""
+    rng = v.speedup_range
+    return f"{rng[0]:.2f}x to {rng[1]:.2f}x ({range_tag(v)})" if rng else f"{run_speedup:.2f}x"
 
 
 def _head(level: str, basis: str) -> str:
@@ -115,3 +131,26 @@ def extrapolated(v: Verdict, why: str, lo: float, hi: float, sources: str) -> Ve
             f"{'every source says cascade wins' if lo >= 1.0 else 'every source says cascade loses'}, "
             "but the size of the effect is not measured.")
     return dataclasses.replace(v, level=level, text=text, speedup_range=(lo, hi), evidence=why)
+
+
+def clears_margin(run_speedup: float, error: float) -> bool:
+    """A gain is real when the run speedup clears 1x by more than its measured relative error: the
+    speedup divided by (1 + error) still exceeds 1x."""
+    return run_speedup > 1.0 + error
+
+
+def with_margin(v: Verdict, run_speedup: float, error: float, source: str) -> Verdict:
+    """The verdict held against the measured error of the numbers behind it: a go whose run speedup
+    does not clear 1x by more than that error becomes marginal, and says so."""
+    pct = f"±{error:.1%}"
+    out = dataclasses.replace(v, margin_error=error, margin_source=source)
+    if v.level != "go":
+        return out
+    if clears_margin(run_speedup, error):
+        return dataclasses.replace(out, text=f"{v.text} {run_speedup:.2f}x clears 1x by more than the measured error "
+                                             f"of these numbers ({pct}; {source}).")
+    text = (f"{_head('marginal', v.basis)}: within the error of these numbers ({pct}). The model puts the whole run "
+            f"at {run_speedup:.2f}x, and numbers like these were off by up to {pct} in speedup ({source}), so the "
+            f"gain may not be real. The redundant prefix traffic per step is {v.ratio:.2f}x the weight bytes. Measure "
+            "this workload on the GPU (`cascade-plan probe --workload`) before building on it.")
+    return dataclasses.replace(out, level="marginal", text=text)

@@ -1,7 +1,8 @@
 """What-if hardware: a built-in profile with numbers the user types (--hbm-bandwidth 4.8TB/s, --memory 141GB,
 --bf16-tflops 1200, --l2 96MiB) instead of a sourced profile YAML. The changed profile's id and name say
 "what-if, user-supplied" and list the numbers, so every table, JSON document, report and plot shows it; its
-sources name the command line. No calibration applies to it (none was measured on such a GPU)."""
+sources name the command line. The base GPU's calibration still applies, scaled to the new numbers
+(calibration/params_select.py: what_if_params): what was measured is the best guess for a GPU like it."""
 
 from __future__ import annotations
 
@@ -44,6 +45,15 @@ def parse_quantity(text: str, field: str) -> float:
     return value
 
 
+WHAT_IF_MARK = " (what-if, user-supplied: "
+
+
+def what_if_base_id(hw: HardwareProfile) -> str | None:
+    """The id of the profile a what-if GPU was made from; None for a profile as shipped or written."""
+    i = hw.id.find(WHAT_IF_MARK)
+    return hw.id[:i] if i > 0 else None
+
+
 _KIND = {"hbm_bytes_per_s": "HBM", "memory_bytes": "memory", "dense_bf16_flop_per_s": "bf16", "l2_bytes": "L2"}
 
 
@@ -61,7 +71,7 @@ def what_if(hw: HardwareProfile, hbm_bandwidth: str | None = None, memory: str |
     values = {f: parse_quantity(t, f) for f, t in given.items() if t is not None}
     if not values:
         return hw
-    label = "what-if, user-supplied: " + ", ".join(_shown(f, given[f]) for f in values)
+    label = WHAT_IF_MARK[2:] + ", ".join(_shown(f, given[f]) for f in values)
     sources = {**hw.sources, **{f: f"user-supplied on the command line ({_UNITS[f][0]} {given[f]})" for f in values}}
     return msgspec.structs.replace(hw, id=f"{hw.id} ({label})", name=f"{hw.name} ({label})", sources=sources,
                                    **values)

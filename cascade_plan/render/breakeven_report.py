@@ -1,69 +1,32 @@
-"""The breakeven command's data (a workload's default axes, the JSON/CSV forms) and its tables."""
+"""The breakeven command's output: the JSON/CSV forms and its tables (the search is cost/breakeven.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from cascade_plan.cost.breakeven import Sweep, breakeven_group_size, breakeven_prefix_tokens, sweep
-from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
-from cascade_plan.cost.cost_params import CostParams
-from cascade_plan.cost.flat_tree import flatten
-from cascade_plan.cost.memory_fit import MemoryFit, memory_fit, single_level_fits
-from cascade_plan.inputs.workload import Scenario
+# The computation lives in cost/; these names stay importable from here for the report and plots.
+from cascade_plan.cost.breakeven import (  # noqa: F401
+    BreakevenResult,
+    Span,
+    Sweep,
+    run_breakeven,
+    workload_axes,
+    workload_point,
+)
 
 DEFAULT_PREFIX_AXIS = "64:65536:log"
 DEFAULT_BATCH_AXIS = "1:512:log"
 MAX_JSON_POINTS = 200_000
 
 
-@dataclass(frozen=True)
-class BreakevenResult:
-    scenario: Scenario
-    params: CostParams
-    sweep: Sweep
-    prefix_at_group: np.ndarray      # [n, s] shortest winning prefix, -1 = never
-    group_at_prefix: np.ndarray      # [p, s] smallest winning group, -1 = never
-    prefix_at_group_fits: np.ndarray | None = None   # [n, s] that breakeven point fits in memory
-    group_at_prefix_fits: np.ndarray | None = None   # [p, s]
-    memory: MemoryFit | None = None  # the weights, and the budget left for KV
-
-
-def workload_axes(scn: Scenario) -> tuple[int, int]:
-    """(groups, suffix) a workload suggests: its sibling groups, and the private tokens a sequence
-    reads at the middle of its run."""
-    flat = flatten(scn.tree)
-    groups = int(flat.leaf_instances.sum())
-    mid = flat.leaf_private + (flat.leaf_output + 1) // 2
-    return groups, int(np.average(mid, weights=flat.leaf_seqs))
-
-
-def workload_point(scn: Scenario) -> tuple[int, int]:
-    """(group size, shared prefix tokens) of the workload's largest sibling group: where it sits on a
-    prefix x group sweep."""
-    flat = flatten(scn.tree)
-    i = int(np.argmax(flat.leaf_seqs))
-    return int(flat.leaf_seqs[i] // flat.leaf_instances[i]), int(flat.leaf_shared[i])
-
-
-def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_groups: int,
-                  reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> BreakevenResult:
-    sw = sweep(scn, params, prefix, group, suffix, n_groups, reserve_fraction)
-    at_group = breakeven_prefix_tokens(scn, params, group, suffix, n_groups)
-    at_prefix = breakeven_group_size(scn, params, prefix, suffix, n_groups)
-    g, s = np.asarray(group, float)[:, None], np.asarray(suffix, float)[None, :]
-    p = np.asarray(prefix, float)[:, None]
-    return BreakevenResult(
-        scn, params, sw, at_group, at_prefix,
-        single_level_fits(scn, np.maximum(at_group, 0), g, s, n_groups, reserve_fraction),
-        single_level_fits(scn, p, np.maximum(at_prefix, 1), s, n_groups, reserve_fraction),
-        memory_fit(scn, reserve_fraction),
-    )
-
-
 def _none(v: int) -> int | None:
     return None if v < 0 else int(v)
+
+
+def _spans_json(spans: list | None, i: int, j: int) -> list[dict] | None:
+    if spans is None:
+        return None
+    return [{"from": a, "to": b} for a, b in spans[i][j]]
 
 
 def _fit_at(fits: np.ndarray | None, i: int, j: int, found: int) -> bool | None:
@@ -78,16 +41,20 @@ def to_json(res: BreakevenResult, version: str) -> dict:
         "calibration": {"mode": res.params.mode, "source": res.params.source, "backend": res.params.backend,
                         "numbers": res.params.numbers, "label": res.params.label},
         "n_groups": sw.n_groups,
+        "wins_note": "wins: every range of the axis where cascade's step is faster, ends included (to null: "
+                     "still faster at the end of the searched range); the first range starts at the breakeven",
         "prefix_tokens": sw.prefix_tokens.tolist(), "group_size": sw.group_size.tolist(),
         "suffix_tokens": sw.suffix_tokens.tolist(),
         "memory": _memory_json(res),
         "breakeven_prefix_tokens": [
             {"group_size": int(n), "suffix_tokens": int(s), "prefix_tokens": _none(res.prefix_at_group[i, j]),
-             "fits": _fit_at(res.prefix_at_group_fits, i, j, res.prefix_at_group[i, j])}
+             "fits": _fit_at(res.prefix_at_group_fits, i, j, res.prefix_at_group[i, j]),
+             "wins": _spans_json(res.prefix_spans, i, j)}
             for i, n in enumerate(sw.group_size) for j, s in enumerate(sw.suffix_tokens)],
         "breakeven_group_size": [
             {"prefix_tokens": int(p), "suffix_tokens": int(s), "group_size": _none(res.group_at_prefix[i, j]),
-             "fits": _fit_at(res.group_at_prefix_fits, i, j, res.group_at_prefix[i, j])}
+             "fits": _fit_at(res.group_at_prefix_fits, i, j, res.group_at_prefix[i, j]),
+             "wins": _spans_json(res.group_spans, i, j)}
             for i, p in enumerate(sw.prefix_tokens) for j, s in enumerate(sw.suffix_tokens)],
     }
     if sw.speedup.size <= MAX_JSON_POINTS:
@@ -147,8 +114,25 @@ def _cell_fits(fits: np.ndarray | None, i: int, j: int) -> bool:
     return True if fits is None else bool(fits[i, j])
 
 
-def breakeven_cell(values: np.ndarray, fits: np.ndarray | None, i: int, j: int) -> str:
-    """One breakeven for a table: tokens or 'never', marked '(no fit)' where it does not fit in memory."""
+def fmt_spans(spans: list, fits: bool = True) -> str:
+    """Winning ranges in words: 'never', '1,009' (wins from there on), '1,009 to 4,096' (loses again
+    above), '1,009 to 4,096, from 9,001' (and wins again); '(no fit)' where the first win does not fit."""
+    if not spans:
+        return "never"
+    parts = []
+    for k, (a, b) in enumerate(spans):
+        if b is None:
+            parts.append(f"{a:,}" if k == 0 else f"from {a:,}")
+        else:
+            parts.append(f"{a:,}" if a == b else f"{a:,} to {b:,}")
+    return ", ".join(parts) + ("" if fits else " (no fit)")
+
+
+def breakeven_cell(values: np.ndarray, fits: np.ndarray | None, i: int, j: int, spans: list | None = None) -> str:
+    """One breakeven for a table: tokens or 'never', every winning range where cascade loses again
+    (`spans`), marked '(no fit)' where the first win does not fit in memory."""
+    if spans is not None:
+        return fmt_spans(spans[i][j], _cell_fits(fits, i, j))
     return fmt_tokens(values[i, j], _cell_fits(fits, i, j))
 
 
@@ -187,8 +171,8 @@ def render(res: BreakevenResult, console) -> None:
     for c in sfx:
         a.add_column(c, justify="right")
     for i, n in enumerate(sw.group_size):
-        a.add_row(str(n), *[breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, j)
-                            for j in range(len(sfx))])
+        a.add_row(str(n), *[breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, j,
+                                           res.prefix_spans) for j in range(len(sfx))])
     console.print(a)
 
     b = Table(title="Smallest group (sequences sharing the prefix) at which cascade wins", title_justify="left")
@@ -196,8 +180,8 @@ def render(res: BreakevenResult, console) -> None:
     for c in sfx:
         b.add_column(c, justify="right")
     for i, p in enumerate(sw.prefix_tokens):
-        b.add_row(f"{p:,}", *[breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, j)
-                              for j in range(len(sfx))])
+        b.add_row(f"{p:,}", *[breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, j,
+                                                res.group_spans) for j in range(len(sfx))])
     console.print(b)
 
     rows, cols = _pick(sw.prefix_tokens, 8), _pick(sw.group_size, 7)
@@ -219,7 +203,8 @@ def render(res: BreakevenResult, console) -> None:
         c.add_row(f"{sw.prefix_tokens[i]:,}", *cells)
     console.print(c)
     console.print("[dim]'never': cascade does not win anywhere up to 1M prefix tokens or 16K sequences "
-                  "(a group of one shares nothing; fixed costs can outweigh small savings). Speedups in "
+                  "(a group of one shares nothing; fixed costs can outweigh small savings). 'A to B': cascade "
+                  "wins from A to B and loses again above; 'from C': wins again from C. Speedups in "
                   "parentheses: that point does not fit in GPU memory.[/dim]")
     line = memory_line(res)
     if line:

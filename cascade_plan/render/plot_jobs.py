@@ -34,8 +34,11 @@ def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
 
         name = f"{est.scenario.model.id} on {est.scenario.hardware.id}"
         group, prefix = workload_point(est.scenario)
+        from cascade_plan.cost.verdict import range_tag
+
         rng = est.verdict.speedup_range
-        run = f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n(extrapolated)" if rng else f"run {est.run_speedup:.2f}x"
+        run = (f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n({range_tag(est.verdict)})" if rng
+               else f"run {est.run_speedup:.2f}x")
         return plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", stem,
                                           params=r.breakeven.params, point=(group, prefix, f"{est.scenario.name}\n{run}"),
                                           formats=formats)[0]

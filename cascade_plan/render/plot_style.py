@@ -24,6 +24,8 @@ C_WEIGHTS = "#8c8c8c"
 C_PREFIX = "#e69f00"
 C_SUFFIX = "#56b4e9"
 C_MERGE = "#8e44ad"
+# The one word every output uses for default-efficiency numbers (compare, report, every plot).
+UNCALIBRATED = "uncalibrated"
 
 _RC = {
     "font.size": 10,
@@ -158,10 +160,16 @@ def _finish(fig, est_params=None, coverage: tuple[str, ...] = ()) -> None:
     lines = textwrap.wrap(f"Cost model: {est_params.label}", int(width_in * 14))
     if coverage:
         lines += textwrap.wrap("Beyond the measured grid: " + "; ".join(coverage), int(width_in * 14))
-    strip_in = 0.08 + 0.17 * len(lines)
+    tagged = getattr(est_params, "mode", None) == "default"   # the same mark on every plot drawn from the defaults
+    strip_in = 0.08 + 0.17 * len(lines) + (0.3 if tagged else 0.0)
     h = fig.get_size_inches()[1]
     fig.tight_layout(pad=0.6, rect=(0, strip_in / h, 1, 1))
     fig.text(0.01, 0.04 / h, "\n".join(lines), fontsize=9, color="#444444", ha="left", va="bottom")
+    if tagged:
+        fig.text(0.01, (0.1 + 0.17 * len(lines)) / h, f"{UNCALIBRATED.upper()}: default efficiencies, not measured "
+                 "kernels", fontsize=9.5, color="#333333",
+                 ha="left", va="bottom", fontweight="bold",
+                 bbox={"boxstyle": "round,pad=0.25", "facecolor": "#e6e6e6", "edgecolor": "#999999"})
 
 
 def _title(ax, text: str, **kw) -> None:

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cascade_plan.cost.verdict import range_tag
 from cascade_plan.units import GiB
 from cascade_plan.render.plot_style import (C_CASCADE, C_MERGE, C_PER_SEQ, C_PREFIX, C_SUFFIX, C_WEIGHTS, FORMATS,
                                             _RC, _batch_line, _finish, _fit_note, _fmt_ms, _fmt_s, _fmt_x, _gpu_name,
-                                            _log_if_wide, _mpl, _new_figure, _save, _scenario_line, _title)
+                                            UNCALIBRATED, _log_if_wide, _mpl, _new_figure, _save, _scenario_line,
+                                            _title)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.cost.estimate import Estimate
@@ -120,8 +122,11 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
             above = speed[j] >= run
             ax2.annotate(f"step {int(k[j]):,}: {_fmt_x(speed[j])}", (k[j], speed[j]), xytext=(dx, 6 if above else -6),
                          textcoords="offset points", fontsize=9, ha=ha, va="bottom" if above else "top")
+        rng = est.verdict.speedup_range
+        run_text = (f"whole run\n{_fmt_x(rng[0])} to\n{_fmt_x(rng[1])}?\n{range_tag(est.verdict)}" if rng
+                    else f"whole run\n{_fmt_x(run)}")
         _right_labels(ax2, [(1.0, "breakeven", "black"),
-                            (run, f"whole run\n{_fmt_x(run)}", C_CASCADE if run >= 1 else C_PER_SEQ)])
+                            (run, run_text, "#555555" if rng else C_CASCADE if run >= 1 else C_PER_SEQ)])
         ax2.set_xlim(k[0] - 0.5 if k.size == 1 else k[0], k[-1] + 0.5 if k.size == 1 else k[-1])
         _finish(fig, est.params, est.coverage)
         return _save(fig, out_stem, formats)
@@ -212,16 +217,24 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
     first = estimates[0]
     models = sorted({e.scenario.model.id for e in estimates})
     sources = list(dict.fromkeys(e.params.numbers for e in estimates))
+    unc = np.array([e.params.mode == "default" for e in estimates], bool)
     if len(sources) > 1:   # say under each GPU which numbers it has (measured, imported or default)
-        names = [f"{n}\n({e.params.numbers})" for n, e in zip(names, estimates)]
+        names = [f"{n}\n({UNCALIBRATED if e.params.mode == 'default' else e.params.numbers})"
+                 for n, e in zip(names, estimates)]
     workloads = sorted({e.scenario.name for e in estimates})
 
     with rc_context(_RC):
         fig = _new_figure((max(6.5, 1.6 * len(estimates) + 2.5), 5.8))
         ax = fig.add_subplot()
-        ax.bar(x - width / 2, ps, width, color=C_PER_SEQ, label="per-sequence attention")
-        ax.bar(x + width / 2, cas, width, color=C_CASCADE, label="cascade attention")
-        lo, hi = float(min(ps.min(), cas.min())), float(max(ps.max(), cas.max()))
+        ax.bar(x[~unc] - width / 2, ps[~unc], width, color=C_PER_SEQ, label="per-sequence attention")
+        ax.bar(x[~unc] + width / 2, cas[~unc], width, color=C_CASCADE, label="cascade attention")
+        if unc.any():   # default efficiencies: pale, hatched, never as crisp as measured bars
+            for xs, ys, c in ((x[unc] - width / 2, ps[unc], C_PER_SEQ), (x[unc] + width / 2, cas[unc], C_CASCADE)):
+                ax.bar(xs, ys, width, color=c, alpha=0.3, hatch="//", edgecolor=c, linewidth=0.8)
+            ax.bar([np.nan], [np.nan], width, color="#bbbbbb", alpha=0.5, hatch="//", edgecolor="#777777",
+                   label=f"{UNCALIBRATED} (default efficiencies)")
+        tops = [ps[i] / e.verdict.speedup_range[0] for i, e in enumerate(estimates) if e.verdict.speedup_range]
+        lo, hi = float(min(ps.min(), cas.min())), float(max(ps.max(), cas.max(), *tops))
         log = _log_if_wide(ax, "y", lo, hi)
         for xi, a, b in zip(x, ps, cas):
             for xx, v in ((xi - width / 2, a), (xi + width / 2, b)):
@@ -238,9 +251,13 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
                        hatch="///", edgecolor="white", linewidth=0)
                 continue
             rng = e.verdict.speedup_range
-            if rng:   # measured numbers extrapolated to this shape: the range over the sources, not one figure
-                ax.text(xi, 1.01, f"{_fmt_x(rng[0])} to {_fmt_x(rng[1])}?", transform=tr, ha="center", va="bottom",
-                        fontsize=10.5, color="#555555")
+            if rng:   # extrapolated or uncalibrated: the range, as a bar on the cascade time, not one figure
+                i = int(xi)
+                lo_s, hi_s = ps[i] / rng[1], ps[i] / rng[0]
+                ax.errorbar([xi + width / 2], [cas[i]], yerr=[[max(cas[i] - lo_s, 0)], [max(hi_s - cas[i], 0)]],
+                            fmt="none", ecolor="#444444", elinewidth=1.4, capsize=5)
+                ax.text(xi, 1.01, f"{_fmt_x(rng[0])} to {_fmt_x(rng[1])}?\n{range_tag(e.verdict)}", transform=tr,
+                        ha="center", va="bottom", fontsize=10, color="#555555")
                 continue
             ax.text(xi, 1.01, f"{_fmt_x(sp)}", transform=tr, ha="center", va="bottom", fontsize=11.5,
                     color=C_CASCADE if sp >= 1 else C_PER_SEQ)
@@ -253,14 +270,18 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
         ax.set_ylabel("whole-run decode time (s" + (", log scale)" if log else ")"))
         ax.grid(True, axis="y", alpha=0.3)
         ax.set_axisbelow(True)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
+        tick_lines = max(n.count("\n") + 1 for n in names)     # the legend goes below the longest GPU name
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.04 - 0.05 * tick_lines), ncols=3 if unc.any() else 2,
+                  frameon=False)
         head = (f"{workloads[0]}: {models[0]}" if len(workloads) == 1 and len(models) == 1
                 else f"{', '.join(workloads)}: {', '.join(models)}")
-        ranged = any(e.verdict.speedup_range for e in estimates)
+        tags = sorted({range_tag(e.verdict) for e in estimates if e.verdict.speedup_range})
+        ranged = "\n'a to b?' and the bar on the cascade time: " + "; ".join(
+            {"extrapolated": "extrapolated, the range over every source of numbers",
+             "uncalibrated": "uncalibrated, the range the defaults' measured error allows"}[t] for t in tags)
         _title(ax, f"{head} across GPUs (numbers: {', '.join(sources)})\n{_batch_line(first)}\n"
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
-                   + ("\n'a to b?': measurements extrapolated to this shape, range over every source" if ranged else ""),
-               pad=22)
+                   + (ranged if tags else ""), pad=30 if tags else 22)
         if len(sources) > 1:
             from types import SimpleNamespace
 

@@ -1,0 +1,121 @@
+"""How far a verdict's run speedup can be trusted: the measured speedup error of the numbers behind it.
+
+The error is computed, never cached on disk, from whole decode steps timed on a GPU (a probe
+calibration's ``steps`` rows, the ones `validate` reports; never used in fitting):
+
+- a probe calibration: the per-step cascade speedup |error| of its own backend's fit, in the workload's
+  regime (a model whose GEMM shapes were probed, or a held-out shape), the largest one measured;
+- a calibration imported from AIConfigurator: the same, from the probe file its cascade kernels were
+  transferred from (named in the file), for that backend;
+- the default efficiencies: the defaults' speedup |error| over every measured step of every backend
+  (the defaults do not know which kernels will run), the largest one.
+
+A go needs the run speedup to clear 1x by more than that error (cost/verdict.py: with_margin)."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from cascade_plan.cost.cost_params import CostParams
+
+
+@dataclass(frozen=True)
+class Margin:
+    error: float          # relative |error| of a predicted speedup (0.054 = ±5.4%)
+    source: str           # where it was measured, in words
+    n_steps: int          # measured whole steps behind it
+    over: float = 0.0     # the largest over-prediction (predicted / measured - 1 > 0), 0 if none
+    under: float = 0.0    # the largest under-prediction (< 0), 0 if none
+
+    def speedup_range(self, predicted: float) -> tuple[float, float]:
+        """The run speedups these errors allow: predicted / (1 + error) over the measured errors, the
+        prediction itself included."""
+        return predicted / (1 + self.over), predicted / (1 + self.under)
+
+
+def _shipped_probe() -> Path | None:
+    from cascade_plan.resources import data_dir
+
+    found = sorted(data_dir("calibrations").glob("*-probe-*.json"))
+    return found[-1] if found else None
+
+
+@functools.lru_cache(maxsize=16)
+def _errors(path: str, defaults: bool) -> tuple[str, dict]:
+    from cascade_plan.calibration.probe_calibration import load_probe
+    from cascade_plan.calibration.step_validation import speedup_errors
+    from cascade_plan.cost.cost_params import DEFAULT
+    from cascade_plan.errors import InputError
+    from cascade_plan.inputs.hardware import load_hardware
+
+    try:
+        probe = load_probe(Path(path))
+        hw = load_hardware(probe.hardware_id)
+        return probe.hardware_id, speedup_errors(probe, hw, DEFAULT if defaults else None)
+    except (InputError, OSError, KeyError, ValueError):
+        return "", {}
+
+
+def _probe_with_steps(params: CostParams) -> Path | None:
+    """The calibration file whose measured steps validate these numbers."""
+    if params.mode == "default":
+        return _shipped_probe()
+    if not params.source:
+        return None
+    if params.origin == "aic":
+        import msgspec
+
+        try:
+            doc = msgspec.json.decode(Path(params.source).read_bytes())
+            name = ((doc.get("source") or {}).get("transferred") or {}).get("from")
+        except (OSError, msgspec.DecodeError, AttributeError):
+            return None
+        if not name:
+            return None
+        p = Path(params.source).with_name(name)
+        return p if p.exists() else None
+    return Path(params.source)
+
+
+def speedup_margin(params: CostParams, model_id: str) -> Margin | None:
+    """The measured speedup error behind numbers from `params` for a workload of `model_id`; None for
+    the ideal bound, or where no measured whole steps back the numbers."""
+    if params.mode == "ideal":
+        return None
+    path = _probe_with_steps(params)
+    if path is None:
+        return None
+    defaults = params.mode == "default"
+    hw_id, errs = _errors(str(path), defaults)
+    gpu = hw_id.upper() or "the probed GPU"
+    if defaults:
+        vals = [e for per in errs.values() for regime in per.values() for e in regime]
+        where = f"the default efficiencies against {{n}} whole steps measured on the {gpu} ({', '.join(sorted(errs))} kernels)"
+    else:
+        regime = "held_out" if model_id not in _probed_models(str(path)) else "probed"
+        shape = "models whose GEMMs were probed" if regime == "probed" else "held-out model shapes"
+        per = errs.get(params.backend or "")
+        if per:
+            vals = per[regime] or per["probed"] + per["held_out"]
+            where = f"{params.backend} kernels against {{n}} whole steps measured on the {gpu}, {shape}"
+        else:   # no whole steps were timed with this backend: the largest error of those that were
+            vals = [e for b in errs.values() for e in b[regime]]
+            where = (f"every backend's kernels against {{n}} whole steps measured on the {gpu}, {shape} (none were "
+                     f"timed with {params.backend})")
+    if not vals:
+        return None
+    return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where.format(n=len(vals))}",
+                  n_steps=len(vals), over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
+
+
+@functools.lru_cache(maxsize=16)
+def _probed_models(path: str) -> frozenset[str]:
+    import msgspec
+
+    try:
+        doc = msgspec.json.decode(Path(path).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return frozenset()
+    return frozenset(r["config"]["model"] for r in doc.get("step_ops") or [] if r.get("op") == "gemm")
