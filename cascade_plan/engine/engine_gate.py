@@ -16,7 +16,12 @@ from cascade_plan.cost.run_load import tree_run_costs
 from cascade_plan.engine.attention_backend import BackendChoice, attention_backend
 from cascade_plan.engine.vllm_gate import VllmGateDecision
 from cascade_plan.engine.vllm_source import FLASHINFER_NEVER_USES_CASCADE
-from cascade_plan.engine.vllm_step import KvCacheGroup, VllmStepCounts, VllmStepDecision, vllm_step_decision
+from cascade_plan.engine.vllm_step import (
+    KvCacheGroup,
+    VllmStepCounts,
+    VllmStepDecision,
+    vllm_step_decision,
+)
 from cascade_plan.inputs.workload import TreeNode
 
 # The model "picks" cascade when it is at least this much faster over the run; below it the two

@@ -47,7 +47,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-
 from cascade_plan.engine.vllm_source import (  # noqa: F401  (re-exported: callers import them from here)
     CASCADE_DISABLED_BY_DEFAULT,
     DEFAULT_BLOCK_SIZE_TOKENS,
@@ -310,24 +309,24 @@ def _flash_attention_gate(
     # Sliding window and local attention already zeroed the prefix; name them, not the length.
     if inputs.sliding_window is not None:
         return (False, "sliding_window",
-            f"Not used: sliding-window attention ({inputs.sliding_window:,}-token window) has no cascade "
-            "path in vLLM (its KV manager reports no shared blocks).",
+            (f"Not used: sliding-window attention ({inputs.sliding_window:,}-token window) has no cascade "
+            "path in vLLM (its KV manager reports no shared blocks)."),
             None)
     if inputs.use_local_attention:
         return (False, "local_attention",
-            "Not used: chunked local attention is not supported by vLLM's cascade path (its KV "
-            "manager reports no shared blocks).",
+            ("Not used: chunked local attention is not supported by vLLM's cascade path (its KV "
+            "manager reports no shared blocks)."),
             None)
     if not inputs.prefix_caching_enabled:
         return (False, "no_prefix_caching",
-            "Not used: with prefix caching off no KV block is shared, so vLLM sees a common "
-            "prefix of 0 tokens.",
+            ("Not used: with prefix caching off no KV block is shared, so vLLM sees a common "
+            "prefix of 0 tokens."),
             None)
     if prefix_tokens < MIN_COMMON_PREFIX_TOKENS:
         return (False, "prefix_too_short",
-            f"Not used: the common prefix counts {prefix_tokens} tokens in whole "
+            (f"Not used: the common prefix counts {prefix_tokens} tokens in whole "
             f"{inputs.block_size}-token blocks (from {inputs.common_prefix_tokens} shared tokens), "
-            f"below vLLM's minimum of {MIN_COMMON_PREFIX_TOKENS}.",
+            f"below vLLM's minimum of {MIN_COMMON_PREFIX_TOKENS}."),
             None)
     if inputs.use_alibi:
         return (False, "alibi",
@@ -335,13 +334,13 @@ def _flash_attention_gate(
             None)
     if inputs.num_requests < MIN_NUM_REQUESTS:
         return (False, "too_few_requests",
-            f"Not used: {inputs.num_requests} requests in the batch, below vLLM's minimum of "
-            f"{MIN_NUM_REQUESTS}.",
+            (f"Not used: {inputs.num_requests} requests in the batch, below vLLM's minimum of "
+            f"{MIN_NUM_REQUESTS}."),
             None)
     if inputs.dcp_world_size > 1:
         return (False, "decode_context_parallel",
-            f"Not used: decode context parallelism (DCP world size {inputs.dcp_world_size}) "
-            "disables cascade attention in vLLM.",
+            (f"Not used: decode context parallelism (DCP world size {inputs.dcp_world_size}) "
+            "disables cascade attention in vLLM."),
             None)
 
     # Ordinary attention uses flash-decoding only for GQA decode; without it, a separate pass over
@@ -356,8 +355,8 @@ def _flash_attention_gate(
             else "some requests bring more than one query token"
         )
         return (True, "no_flash_decoding",
-            f"Used: a {prefix_tokens}-token prefix shared by {inputs.num_requests} requests, and "
-            f"ordinary attention would not use flash-decoding because {why}.",
+            (f"Used: a {prefix_tokens}-token prefix shared by {inputs.num_requests} requests, and "
+            f"ordinary attention would not use flash-decoding because {why}."),
             None)
 
     tile_wave = compare_tiles_and_waves(
@@ -371,17 +370,17 @@ def _flash_attention_gate(
         return (
             True,
             "tile_wave_cascade_faster",
-            f"Used: vLLM's tile/wave model gives cascade {tile_wave.cascade_time} against "
+            (f"Used: vLLM's tile/wave model gives cascade {tile_wave.cascade_time} against "
             f"flash-decoding {tile_wave.flash_decoding_time} (waves x {KV_TILE_TOKENS}-token KV "
-            f"tiles) for {inputs.num_requests} requests on {inputs.num_sms} SMs.",
+            f"tiles) for {inputs.num_requests} requests on {inputs.num_sms} SMs."),
             tile_wave,
         )
     return (
         False,
         "tile_wave_flash_decoding_faster",
-        f"Not used: vLLM's tile/wave model gives flash-decoding {tile_wave.flash_decoding_time} "
+        (f"Not used: vLLM's tile/wave model gives flash-decoding {tile_wave.flash_decoding_time} "
         f"against cascade {tile_wave.cascade_time} (waves x {KV_TILE_TOKENS}-token KV tiles; a "
-        f"tie keeps flash-decoding) for {inputs.num_requests} requests on {inputs.num_sms} SMs.",
+        f"tie keeps flash-decoding) for {inputs.num_requests} requests on {inputs.num_sms} SMs."),
         tile_wave,
     )
 
@@ -391,21 +390,21 @@ def _switch(inputs: VllmGateInputs, opted_in_verdict: str) -> tuple[GateStage, s
     backend comes first because no flag can change its answer."""
     backend = inputs.attention_backend
     if backend == "FLASHINFER":
-        return ("flashinfer_backend", "Not used: vLLM's FlashInfer backend never uses cascade attention; on the "
-                f"FlashAttention backend, opted in, the heuristic {opted_in_verdict}.")
+        return ("flashinfer_backend", ("Not used: vLLM's FlashInfer backend never uses cascade attention; on the "
+                f"FlashAttention backend, opted in, the heuristic {opted_in_verdict}."))
     if backend != "FLASH_ATTN":
-        return ("backend_never_cascades", f"Not used: vLLM's {backend} attention backend has no cascade path (only "
-                f"FlashAttention's has one); on FlashAttention, opted in, the heuristic {opted_in_verdict}.")
+        return ("backend_never_cascades", (f"Not used: vLLM's {backend} attention backend has no cascade path (only "
+                f"FlashAttention's has one); on FlashAttention, opted in, the heuristic {opted_in_verdict}."))
     if inputs.disable_cascade_attn:
-        return ("disabled_by_config", "Not used: cascade attention is disabled (disable_cascade_attn=True, the "
+        return ("disabled_by_config", ("Not used: cascade attention is disabled (disable_cascade_attn=True, the "
                 "default in recent vLLM releases); opted in with --no-disable-cascade-attn, the heuristic "
-                f"{opted_in_verdict}.")
+                f"{opted_in_verdict}."))
     if inputs.use_ubatching:
-        return ("micro_batching", "Not used: vLLM skips cascade attention when micro-batching (dual-batch "
-                f"overlap) is on; without it, the heuristic {opted_in_verdict}.")
+        return ("micro_batching", ("Not used: vLLM skips cascade attention when micro-batching (dual-batch "
+                f"overlap) is on; without it, the heuristic {opted_in_verdict}."))
     if inputs.async_spec_decode:
-        return ("async_spec_decode", "Not used: vLLM forces cascade attention off with async scheduling plus "
-                f"speculative decoding; without async scheduling, the heuristic {opted_in_verdict}.")
+        return ("async_spec_decode", ("Not used: vLLM forces cascade attention off with async scheduling plus "
+                f"speculative decoding; without async scheduling, the heuristic {opted_in_verdict}."))
     return None
 
 

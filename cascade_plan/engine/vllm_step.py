@@ -29,11 +29,19 @@ Pure Python: no I/O, no printing.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
-from cascade_plan.engine.vllm_gate import VllmGateDecision, VllmGateInputs, vllm_uses_cascade
-from cascade_plan.engine.vllm_source import DEFAULT_BLOCK_SIZE_TOKENS, EAGER_ATTENTION_PER_LAYER_S
+from cascade_plan.engine.vllm_gate import (
+    VllmGateDecision,
+    VllmGateInputs,
+    vllm_uses_cascade,
+)
+from cascade_plan.engine.vllm_source import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    EAGER_ATTENTION_PER_LAYER_S,
+)
 
 GroupKind = Literal["full", "sliding_window", "chunked_local", "mamba", "encoder_only"]
 CudaGraphMode = Literal["FULL", "PIECEWISE", "NONE"]
