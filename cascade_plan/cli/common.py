@@ -78,6 +78,20 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration mea
                                         rich_help_panel="Calibration")]
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore shipped calibrations; use the "
                                                "default efficiencies.", rich_help_panel="Calibration")]
+def _attention_backend(value: str | None) -> str | None:
+    from cascade_plan.engine.attention_backend import parse_attention_backend
+
+    try:
+        return parse_attention_backend(value)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc).split(": ", 1)[1]) from None
+
+
+AttentionBackendOpt = Annotated[Optional[str], typer.Option(
+    "--attention-backend", callback=_attention_backend, rich_help_panel="Engine (vLLM)", show_default=False,
+    help="The attention backend vLLM runs, as vLLM spells it: auto (the default: vLLM's own pick, FlashInfer on "
+         "Blackwell B200/B300/GB200/GB300, FlashAttention on other NVIDIA GPUs), FLASH_ATTN, FLASHINFER, TRITON_ATTN "
+         "or FLEX_ATTENTION. Only FLASH_ATTN has a cascade path.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
 ReserveOpt = Annotated[float, typer.Option(
     "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "

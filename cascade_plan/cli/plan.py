@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
+from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
                                      HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
                                      ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
                                      print_json, scenario_from_options, with_what_if)
@@ -170,7 +170,8 @@ def check(
     cascade_chosen: Annotated[Optional[bool], typer.Option("--cascade-chosen/--no-cascade-chosen", help="Require "
                                                            "that the planner picks cascade (or not).")] = None,
     vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=
-                                                              "Require vLLM's gate (opted in) to use cascade (or not).")] = None,
+                                                              "Require vLLM (opted in, on its default attention backend for the GPU or "
+                                                              "--attention-backend) to use cascade (or not).")] = None,
     reserve: ReserveOpt = 0.10,
     calibration: CalibrationOpt = None,
     backend: BackendOpt = None,
@@ -186,6 +187,7 @@ def check(
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
     l2: L2Opt = None,
+    attention_backend: AttentionBackendOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Capacity gates for CI: exit 0 when every check holds, 1 when one fails, 2 for bad input.
@@ -225,7 +227,8 @@ def check(
             unchecked.append(scn.name)
             continue
         est = assess(scn, params, reserve)
-        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks)
+        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est, attention_backend),
+                                       checks)
         labels.append(params.label)
     if not results:
         which = "the workload has no" if len(loaded) == 1 else "none of the workloads has a"

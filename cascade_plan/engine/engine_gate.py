@@ -148,4 +148,4 @@ def engine_view(est: Estimate, attention_backend_name: str | None = None) -> Eng
     return EngineView(common_prefix_tokens=prefix, requests=flat.total_seqs, backend=backend, shipped=shipped,
                       opted_in=opted_in, step=step, model_speedup=est.run_speedup, engine_speedup=engine_speedup,
                       multi_level_speedup=per_seq / multi_level,
-                      note=f"{backend.why} {FLASHINFER_NEVER_USES_CASCADE}")
+                      note=FLASHINFER_NEVER_USES_CASCADE)
