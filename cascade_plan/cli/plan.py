@@ -9,9 +9,9 @@ import typer
 
 from cascade_plan import __version__
 from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
+                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOption, L2Opt, MemoryOpt,
                                      ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
-                                     print_json, scenario_from_options, with_what_if)
+                                     kv_dtype_value, print_json, scenario_from_options, with_what_if)
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS, MAX_SEQUENCES, MAX_THRESHOLD
 
@@ -99,7 +99,8 @@ def compare(
     hardware: Annotated[Optional[str], typer.Option(
         "--hardware", help="Comma-separated hardware profiles to compare (default: the workload's).")] = None,
     kv_dtype: Annotated[Optional[str], typer.Option(
-        "--kv-dtype", help="Comma-separated KV dtypes to compare (bf16,fp8,...).")] = None,
+        "--kv-dtype", "--kv-cache-dtype", help="Comma-separated KV dtypes to compare (bf16,fp8,...; vLLM's fp8_e4m3, "
+                                               "fp8_e5m2 and auto too).")] = None,
     model: ModelOpt = None,
     prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, help="Without a file: shared prompt tokens.")] = None,
     groups: Annotated[int, typer.Option("--groups", min=1, max=MAX_COPIES, help="Without a file: prompt groups.")] = 1,
@@ -130,10 +131,7 @@ def compare(
     base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
                                  output_tokens=output_tokens, tp=tp)
     hws = [load_hardware(h.strip()) for h in hardware.split(",")] if hardware else [base.hardware]
-    kvs = [k.strip() for k in kv_dtype.split(",")] if kv_dtype else [base.kv_dtype]
-    for k in kvs:
-        if k not in {e.value for e in KvDtypeOpt}:
-            raise InputError(f"--kv-dtype: unknown dtype {k!r}: use bf16, fp16, fp8, int8 or int4")
+    kvs = list(dict.fromkeys(kv_dtype_value(k) for k in kv_dtype.split(","))) if kv_dtype else [base.kv_dtype]
     scns = [with_what_if(dataclasses.replace(base, hardware=h, kv_dtype=k), hbm_bandwidth, memory, bf16_tflops, l2)
             for h in hws for k in kvs]
     choice = ParamsChoice(ideal=ideal, uncalibrated=uncalibrated, backend=backend)
