@@ -211,9 +211,11 @@ def _commands(only: str | None = None) -> list:
 
 
 def _populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
+    from cascade_plan.cli.narrow_help import NarrowSafeCommand
+
     target.callback()(_root)
     for fn in _commands(only):
-        target.command()(fn)
+        target.command(cls=NarrowSafeCommand)(fn)
     return target
 
 
