@@ -175,9 +175,11 @@ def check(
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
-    junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Append a markdown summary to this file "
-                                                     "(e.g. \"$GITHUB_STEP_SUMMARY\", which expects appends).")] = None,
+    junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.", show_default=False)] = None,
+    markdown: Annotated[Optional[str], typer.Option(
+        "--markdown", show_default=False,
+        help="Append a markdown summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\", which expects appends). An empty "
+             "path, as that variable is outside GitHub Actions, writes no summary and says so on stderr.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the --markdown file instead of appending "
                                             "to it.")] = False,
     ideal: IdealOpt = False,
@@ -208,6 +210,7 @@ def check(
     from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.inputs.workload import load_scenario
 
+    junit, markdown = _output_path(junit, "--junit"), _output_path(markdown, "--markdown")
     if junit:
         check_output_file(junit, "--junit")
     if markdown:
@@ -261,6 +264,18 @@ def check(
         typer.echo(f"{sum(len(r) for r in results.values()) - failed} passed, {failed} failed{skipped} (numbers: {label})")
     if failed:
         raise typer.Exit(1)
+
+
+def _output_path(text: str | None, option: str) -> Path | None:
+    """An output path; an empty one (`--markdown "$GITHUB_STEP_SUMMARY"` outside GitHub Actions, where the
+    variable is unset) means no such file, said once on stderr, so that the same command runs on a laptop."""
+    if text is None:
+        return None
+    if not text.strip():
+        typer.echo(f"note: {option} is empty (is $GITHUB_STEP_SUMMARY unset? it is outside GitHub Actions): "
+                   f"nothing written for {option}", err=True)
+        return None
+    return Path(text)
 
 
 def _write_markdown(path: Path, text: str, overwrite: bool) -> None:
