@@ -72,3 +72,15 @@ def test_help_never_cuts_an_option(name):
         for opt in ("--min-sequences-fit", "--vllm-uses-cascade / --no-vllm-uses-cascade", "--gpu-memory-utilization",
                     "--attention-backend", "--markdown"):
             assert opt in out
+
+
+def test_counts_print_as_integers(tmp_path):
+    # system-prompt-document-samples: 1 x 2,000, 8 x 12,000 and 32 x 60 shared tokens (numpy floats inside)
+    out = _run("estimate", "system-prompt-document-samples", env={"COLUMNS": "200"})
+    assert "8 x 12,000 tokens" in out and "32 x 60 tokens" in out and "1 x 2,000 tokens" in out
+    assert ".0 x" not in out and "12,000.0" not in out
+    r = runner.invoke(app, ["report", "system-prompt-document-samples", "--no-plots", "--out", str(tmp_path / "r"),
+                            "--compare-hardware", ""])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "A 12,000-token shared node (level 1, 8 in the batch)" in md and "12,000.0" not in md

@@ -80,7 +80,8 @@ def _arithmetic(r: WorkloadReport) -> list[str]:
     lines = ["### The arithmetic", "",
              f"One token of KV costs {per_token} = **{kvb:,.0f} bytes** ({fmt_bytes_binary(kvb)}) per GPU."]
     for tok, inst, lvl in zip(f.node_tokens, f.node_instances, f.node_level):
-        lines.append(f"A {tok:,}-token shared node (level {lvl}, {inst} in the batch) is {fmt_bytes_binary(tok * kvb)} of KV.")
+        lines.append(f"A {round(tok):,}-token shared node (level {lvl}, {round(inst):,} in the batch) is "
+                     f"{fmt_bytes_binary(tok * kvb)} of KV.")
     wparams = first.weight_bytes / ELEMENT_BYTES[s.weight_dtype] * s.tp
     lines += [
         f"Weights read per step: {fmt_count(wparams)} parameters x {ELEMENT_BYTES[s.weight_dtype]:g} bytes / TP {s.tp} = "
