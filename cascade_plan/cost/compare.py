@@ -40,8 +40,6 @@ def render_compare(name: str, rows: list[dict], console) -> None:
 
     from rich import box
 
-    from cascade_plan.render.console import break_id, natural_width
-
     header = ["GPU", "KV", "numbers", "final\nps ms", "final\ncas ms", "run\nps s", "run\ncas s", "run\nspeedup",
               "seqs\nfit", "verdict"]
     cells = []
@@ -54,8 +52,9 @@ def render_compare(name: str, rows: list[dict], console) -> None:
                       f"{r['run_cascade_s']:.3g}", speedup, f"{r['max_sequences_fit']:,}", r["verdict"]])
     # Every column holds an id, a number or a verdict, so none may be cut: headers are stacked no wider
     # than their numbers, and on a terminal still too narrow the numbers id breaks at its '/'.
-    if natural_width(header, cells) > console.width:
-        cells = [[*c[:2], break_id(c[2]), *c[3:]] for c in cells]
+    widths = [max(len(line) for cell in col for line in cell.split("\n")) for col in zip(header, *cells)]
+    if sum(widths) + len(widths) - 1 > console.width:           # one-space separators, no padding
+        cells = [[*c[:2], c[2].replace("/", "/\n"), *c[3:]] for c in cells]
     t = Table(title=f"{name}: side by side (ps = per-sequence, cas = cascade)", title_justify="left",
               caption="numbers per row: ideal, default (uncalibrated), probe/<backend> (measured on that GPU) or "
                       "aic/<backend> (AIConfigurator's tables, cascade kernels transferred from the H200 probe); "

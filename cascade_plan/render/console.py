@@ -24,7 +24,3 @@ def natural_width(header: list[str], rows: list[list[str]], gap: int = 1) -> int
     widths = [max(len(line) for cell in column for line in str(cell).split("\n")) for column in zip(header, *rows)]
     return sum(widths) + gap * (len(widths) - 1)
 
-
-def break_id(text: str) -> str:
-    """An id broken over lines at its '/' (probe/flashinfer): wrapped, never cut, when a terminal is narrow."""
-    return text.replace("/", "/\n")
