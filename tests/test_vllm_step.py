@@ -177,3 +177,23 @@ def test_invalid_groups_raise():
         KvCacheGroup(0, 4, "sliding_window")                        # a window is required
     with pytest.raises(ValueError):
         VllmStepCounts(num_requests=1, groups=(), **LLAMA)
+
+
+def test_b200_report_says_opted_in_only_with_flash_attention(tmp_path):
+    from typer.testing import CliRunner
+
+    from cascade_plan.cli.app import app
+
+    def summary(*extra: str) -> str:
+        out = tmp_path / ("r" + "".join(extra).replace("-", "_"))
+        r = CliRunner().invoke(app, ["report", "system-prompt-document-samples", "--hardware", "b200", "--no-plots",
+                                     "--compare-hardware", "", "--out", str(out), *extra])
+        assert r.exit_code == 0, r.output
+        md = (out / "report.md").read_text()
+        row = next(line for line in md.splitlines() if line.startswith("| [system-prompt-document-samples]"))
+        return row.rsplit("|", 2)[1].strip(), md
+
+    default, md = summary()
+    assert default == "no / no" and "Attention backend: `FLASHINFER`" in md
+    chosen, md = summary("--attention-backend", "FLASH_ATTN")
+    assert chosen == "no / yes" and "loses its full CUDA graph" in md and "+416 us per step" in md
