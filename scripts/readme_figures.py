@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-MARK = re.compile(r"<!--fig:(?P<name>[a-z0-9_]+)-->(?P<value>.*?)<!--/fig-->", re.S)
+MARK = re.compile(r"<!--fig:(?P<name>[a-z0-9_]+)-->(?P<value>.*?)<!--/fig-->", re.DOTALL)
 
 
 def _run(*args: str) -> str:

@@ -22,7 +22,7 @@ def _json(args: list[str]) -> dict:
 
 
 def _same(a: dict, b: dict) -> bool:
-    strip = lambda d: {k: v for k, v in d.items() if k not in ("created_utc", "tool_version")}  # noqa: E731
+    strip = lambda d: {k: v for k, v in d.items() if k not in ("created_utc", "tool_version")}
     return strip(a) == strip(b)
 
 
