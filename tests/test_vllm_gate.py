@@ -344,7 +344,7 @@ def test_notes_are_present() -> None:
         {"min_num_computed_tokens": -5},
         {"query_lens": (1, 1)},  # length differs from num_requests (16)
         {"query_lens": (0,) * 16},
-        {"attention_backend": "TRITON_ATTN"},
+        {"attention_backend": ""},
     ],
 )
 def test_invalid_inputs_raise(overrides: dict[str, object]) -> None:

@@ -10,7 +10,7 @@ import typer
 
 from cascade_plan import __version__
 from cascade_plan.inputs.limits import MAX_SECONDS
-from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
+from cascade_plan.cli.common import (TP_FLAGS, BackendOpt, KvCacheDtypeChoice, _kv_dtype, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
                                      HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
                                      ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt, SamplesOpt, TpOpt,
                                      UncalibratedOpt, WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
@@ -105,9 +105,11 @@ def estimate(
 
 @handles_input_errors
 def models(
-    kv_dtype: Annotated[KvDtypeOpt, typer.Option("--kv-dtype", help="KV dtype for the bytes-per-token column.")] = KvDtypeOpt.bf16,
+    kv_dtype: Annotated[KvCacheDtypeChoice, typer.Option(
+        "--kv-dtype", "--kv-cache-dtype", callback=_kv_dtype, case_sensitive=False,
+        help="KV dtype for the bytes-per-token column (vLLM's fp8_e4m3, fp8_e5m2, auto too).")] = KvCacheDtypeChoice.bf16,
     weight_dtype: Annotated[KvDtypeOpt, typer.Option("--weight-dtype", help="Weight dtype for the weight-bytes column.")] = KvDtypeOpt.bf16,
-    tp: Annotated[int, typer.Option("--tp", min=1, max=64, help="Tensor-parallel degree (bytes are per GPU).")] = 1,
+    tp: Annotated[int, typer.Option(*TP_FLAGS, min=1, max=64, help="Tensor-parallel degree (bytes are per GPU).")] = 1,
     json_out: JsonOpt = False,
 ) -> None:
     """List the built-in models with KV bytes per token and weight bytes (per GPU at --tp)."""
@@ -209,9 +211,11 @@ def _commands(only: str | None = None) -> list:
 
 
 def _populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
+    from cascade_plan.cli.narrow_help import NarrowSafeCommand
+
     target.callback()(_root)
     for fn in _commands(only):
-        target.command()(fn)
+        target.command(cls=NarrowSafeCommand)(fn)
     return target
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -25,6 +26,38 @@ class KvDtypeOpt(str, enum.Enum):
 
 
 WeightDtypeOpt = KvDtypeOpt
+
+
+class KvCacheDtypeChoice(str, enum.Enum):
+    """What --kv-dtype / --kv-cache-dtype accept: the planner's dtypes and vLLM's spellings of them."""
+    bf16 = "bf16"
+    fp16 = "fp16"
+    fp8 = "fp8"
+    fp8_e4m3 = "fp8_e4m3"
+    fp8_e5m2 = "fp8_e5m2"
+    int8 = "int8"
+    int4 = "int4"
+    auto = "auto"
+
+
+#: vLLM's --kv-cache-dtype values that name one of the planner's dtypes: both fp8 formats are one byte
+#: per element; `auto` is the model's dtype, bf16 for every shipped preset.
+KV_CACHE_DTYPE_ALIASES = {"fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "auto": "bf16"}
+
+
+def kv_dtype_value(text: str, option: str = "--kv-dtype") -> str:
+    """The planner's KV dtype for any accepted spelling (case-insensitive)."""
+    key = text.strip().lower()
+    key = KV_CACHE_DTYPE_ALIASES.get(key, key)
+    if key not in {e.value for e in KvDtypeOpt}:
+        raise InputError(f"{option}: unknown dtype {text!r}: use bf16, fp16, fp8 (fp8_e4m3, fp8_e5m2), int8, int4 "
+                         "or auto")
+    return key
+
+
+def _kv_dtype(value):
+    # A plain string: typer turns what a callback returns back into the option's enum by value.
+    return None if value is None else kv_dtype_value(getattr(value, "value", value))
 
 WorkloadArg = Annotated[Optional[Path], typer.Argument(
     help="Workload YAML, or the name of a shipped one (`cascade-plan workloads` lists them). Leave out to describe the workload with "
@@ -61,9 +94,13 @@ OutputOpt = Annotated[Optional[int], typer.Option(
 PrivateOpt = Annotated[int, typer.Option(
     "--private-tokens", min=0, help="Prompt tokens private to each sequence (not shared).",
     rich_help_panel="Workload without a file")]
-KvDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--kv-dtype", help="KV cache dtype (overrides the workload's).")]
+KvDtypeOption = Annotated[Optional[KvCacheDtypeChoice], typer.Option(
+    "--kv-dtype", "--kv-cache-dtype", callback=_kv_dtype, case_sensitive=False, show_default=False,
+    help="KV cache dtype (overrides the workload's); vLLM's spellings work too: fp8_e4m3 and fp8_e5m2 are fp8, auto "
+         "is the model's dtype (bf16).")]
 WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype", help="Weight dtype (overrides the workload's).")]
-TpOpt = Annotated[Optional[int], typer.Option("--tp", min=1, max=64, help="Tensor-parallel degree (overrides the workload's).")]
+TP_FLAGS = ("--tp", "-tp", "--tensor-parallel-size")          # ours, then vLLM's two spellings
+TpOpt = Annotated[Optional[int], typer.Option(*TP_FLAGS, min=1, max=64, help="Tensor-parallel degree (overrides the workload's).")]
 IdealOpt = Annotated[bool, typer.Option(
     "--ideal", help="Peak bandwidth and FLOP/s, zero overheads: the seed's back-of-envelope arithmetic.")]
 CalibrationOpt = Annotated[Optional[Path], typer.Option(
@@ -78,11 +115,29 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Apply a calibration mea
                                         rich_help_panel="Calibration")]
 UncalibratedOpt = Annotated[bool, typer.Option("--uncalibrated", help="Ignore shipped calibrations; use the "
                                                "default efficiencies.", rich_help_panel="Calibration")]
+def _attention_backend(value: str | None) -> str | None:
+    from cascade_plan.engine.attention_backend import parse_attention_backend
+
+    try:
+        return parse_attention_backend(value)
+    except InputError as exc:
+        raise typer.BadParameter(str(exc).split(": ", 1)[1]) from None
+
+
+AttentionBackendOpt = Annotated[Optional[str], typer.Option(
+    "--attention-backend", callback=_attention_backend, rich_help_panel="Engine (vLLM)", show_default=False,
+    help="The attention backend vLLM runs, as vLLM spells it: auto (the default: vLLM's own pick, FlashInfer on "
+         "Blackwell B200/B300/GB200/GB300, FlashAttention on other NVIDIA GPUs), FLASH_ATTN, FLASHINFER, TRITON_ATTN "
+         "or FLEX_ATTENTION. Only FLASH_ATTN has a cascade path.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
 ReserveOpt = Annotated[float, typer.Option(
     "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "
                                       "vLLM's gpu_memory_utilization=0.9 keeps 0.10). A configuration whose weights or "
                                       "KV do not fit in the rest gets no go/no-go.")]
+GpuMemoryUtilizationOpt = Annotated[Optional[float], typer.Option(
+    "--gpu-memory-utilization", min=0.1, max=1.0, show_default=False,
+    help="vLLM's spelling of the reserve: the share of GPU memory the engine may use (--reserve is 1 minus it; "
+         "0.9 keeps 0.10). Give this or --reserve.")]
 WHAT_IF = ("What-if hardware (labelled user-supplied in every output; the GPU's calibration is scaled to the new "
            "peaks: bandwidth-bound parts by the bandwidth ratio, compute-bound by the FLOP ratio, fixed costs kept)")
 HbmBandwidthOpt = Annotated[Optional[str], typer.Option(
@@ -107,16 +162,39 @@ def with_what_if(scn, hbm_bandwidth: str | None, memory: str | None, bf16_tflops
 
 
 def handles_input_errors(fn: Callable) -> Callable:
-    """Bad input: one line on stderr, exit 2, no traceback."""
+    """Bad input: one line on stderr, exit 2, no traceback. A command with a `reserve` option also takes
+    vLLM's `--gpu-memory-utilization` (added here, so that every such command accepts it)."""
+    sig = inspect.signature(fn, eval_str=True)
+    reserve = sig.parameters.get("reserve")
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             _refuse_non_finite(kwargs)
+            if reserve is not None:
+                _reserve_from_utilization(kwargs, reserve.default)
             return fn(*args, **kwargs)
         except InputError as exc:
             typer.echo(f"error: {one_line(str(exc))}", err=True)
             raise typer.Exit(2) from None
+
+    if reserve is not None and "gpu_memory_utilization" not in sig.parameters:
+        extra = inspect.Parameter("gpu_memory_utilization", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                  annotation=GpuMemoryUtilizationOpt)
+        params = list(sig.parameters.values())
+        params.insert(params.index(reserve) + 1, extra)
+        wrapper.__signature__ = sig.replace(parameters=params)    # typer reads the options from this
     return wrapper
+
+
+def _reserve_from_utilization(kwargs: dict, default: float) -> None:
+    """--gpu-memory-utilization U means --reserve 1 - U (vLLM keeps the rest for activations and graphs)."""
+    util = kwargs.pop("gpu_memory_utilization", None)
+    if util is None:
+        return
+    if kwargs.get("reserve", default) != default:
+        raise InputError("give --reserve or --gpu-memory-utilization, not both (--reserve is 1 minus the utilization)")
+    kwargs["reserve"] = round(1.0 - util, 12)
 
 
 def one_line(text: str) -> str:

@@ -8,6 +8,8 @@ import sys
 import typer
 from typer.core import TyperGroup
 
+from cascade_plan.cli.narrow_help import NarrowSafeHelp
+
 
 def _click_exceptions():
     try:
@@ -19,7 +21,7 @@ def _click_exceptions():
     return click.ClickException, Abort
 
 
-class OneLineErrorGroup(TyperGroup):
+class OneLineErrorGroup(NarrowSafeHelp, TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         click_exception, abort = _click_exceptions()
         try:

@@ -8,10 +8,10 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
+from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
+                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOption, L2Opt, MemoryOpt,
                                      ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
-                                     print_json, scenario_from_options, with_what_if)
+                                     kv_dtype_value, print_json, scenario_from_options, with_what_if)
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS, MAX_SEQUENCES, MAX_THRESHOLD
 
@@ -102,7 +102,8 @@ def compare(
     hardware: Annotated[Optional[str], typer.Option(
         "--hardware", help="Comma-separated hardware profiles to compare (default: the workload's).")] = None,
     kv_dtype: Annotated[Optional[str], typer.Option(
-        "--kv-dtype", help="Comma-separated KV dtypes to compare (bf16,fp8,...).")] = None,
+        "--kv-dtype", "--kv-cache-dtype", help="Comma-separated KV dtypes to compare (bf16,fp8,...; vLLM's fp8_e4m3, "
+                                               "fp8_e5m2 and auto too).")] = None,
     model: ModelOpt = None,
     prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, help="Without a file: shared prompt tokens.")] = None,
     groups: Annotated[int, typer.Option("--groups", min=1, max=MAX_COPIES, help="Without a file: prompt groups.")] = 1,
@@ -133,10 +134,7 @@ def compare(
     base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
                                  output_tokens=output_tokens, tp=tp)
     hws = [load_hardware(h.strip()) for h in hardware.split(",")] if hardware else [base.hardware]
-    kvs = [k.strip() for k in kv_dtype.split(",")] if kv_dtype else [base.kv_dtype]
-    for k in kvs:
-        if k not in {e.value for e in KvDtypeOpt}:
-            raise InputError(f"--kv-dtype: unknown dtype {k!r}: use bf16, fp16, fp8, int8 or int4")
+    kvs = list(dict.fromkeys(kv_dtype_value(k) for k in kv_dtype.split(","))) if kv_dtype else [base.kv_dtype]
     scns = [with_what_if(dataclasses.replace(base, hardware=h, kv_dtype=k), hbm_bandwidth, memory, bf16_tflops, l2)
             for h in hws for k in kvs]
     choice = ParamsChoice(ideal=ideal, uncalibrated=uncalibrated, backend=backend)
@@ -173,15 +171,18 @@ def check(
     cascade_chosen: Annotated[Optional[bool], typer.Option("--cascade-chosen/--no-cascade-chosen", help="Require "
                                                            "that the planner picks cascade (or not).")] = None,
     vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=
-                                                              "Require vLLM's gate (opted in) to use cascade (or not).")] = None,
+                                                              "Require vLLM (opted in, on its default attention backend for the GPU or "
+                                                              "--attention-backend) to use cascade (or not).")] = None,
     reserve: ReserveOpt = 0.10,
     calibration: CalibrationOpt = None,
     backend: BackendOpt = None,
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
-    junit: Annotated[Optional[Path], typer.Option("--junit", help="Write JUnit XML here.")] = None,
-    markdown: Annotated[Optional[Path], typer.Option("--markdown", help="Append a markdown summary to this file "
-                                                     "(e.g. \"$GITHUB_STEP_SUMMARY\", which expects appends).")] = None,
+    junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.", show_default=False)] = None,
+    markdown: Annotated[Optional[str], typer.Option(
+        "--markdown", show_default=False,
+        help="Append a markdown summary to this file (e.g. \"$GITHUB_STEP_SUMMARY\", which expects appends). An empty "
+             "path, as that variable is outside GitHub Actions, writes no summary and says so on stderr.")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace the --markdown file instead of appending "
                                             "to it.")] = False,
     ideal: IdealOpt = False,
@@ -192,6 +193,7 @@ def check(
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
     l2: L2Opt = None,
+    attention_backend: AttentionBackendOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Capacity gates for CI: exit 0 when every check holds, 1 when one fails, 2 for bad input.
@@ -214,6 +216,7 @@ def check(
     from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.inputs.workload import load_scenario
 
+    junit, markdown = _output_path(junit, "--junit"), _output_path(markdown, "--markdown")
     if junit:
         check_output_file(junit, "--junit")
     if markdown:
@@ -231,7 +234,8 @@ def check(
             unchecked.append(scn.name)
             continue
         est = assess(scn, params, reserve)
-        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est), checks, margin)
+        results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est, attention_backend),
+                                       checks, margin)
         labels.append(params.label)
     if not results:
         which = "the workload has no" if len(loaded) == 1 else "none of the workloads has a"
@@ -266,6 +270,18 @@ def check(
         typer.echo(f"{sum(len(r) for r in results.values()) - failed} passed, {failed} failed{skipped} (numbers: {label})")
     if failed:
         raise typer.Exit(1)
+
+
+def _output_path(text: str | None, option: str) -> Path | None:
+    """An output path; an empty one (`--markdown "$GITHUB_STEP_SUMMARY"` outside GitHub Actions, where the
+    variable is unset) means no such file, said once on stderr, so that the same command runs on a laptop."""
+    if text is None:
+        return None
+    if not text.strip():
+        typer.echo(f"note: {option} is empty (is $GITHUB_STEP_SUMMARY unset? it is outside GitHub Actions): "
+                   f"nothing written for {option}", err=True)
+        return None
+    return Path(text)
 
 
 def _write_markdown(path: Path, text: str, overwrite: bool) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
+from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
                                      HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, ReserveOpt, UncalibratedOpt,
                                      with_what_if)
 from cascade_plan.errors import InputError
@@ -39,7 +39,7 @@ def _with_own_gpu(scn, compare_hw: list) -> list:
         "user-supplied" in scn.hardware.id else compare_hw
 
 
-def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10):
+def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
     """Everything a report section needs, computed without writing anything."""
     from cascade_plan.render import breakeven_report as br
     from cascade_plan.cost.capacity import capacity
@@ -73,7 +73,8 @@ def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10):
         backend_ests = [estimate(scn, calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model))
                         for b in backends]
         backend_ests.append(estimate(scn, select_params(True)))
-    return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est), breakeven=be,
+    return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est, attention_backend),
+                          breakeven=be,
                           hardware_estimates=hw_ests, backend_estimates=backend_ests)
 
 
@@ -152,6 +153,7 @@ def report(
     memory: MemoryOpt = None,
     bf16_tflops: Bf16TflopsOpt = None,
     l2: L2Opt = None,
+    attention_backend: AttentionBackendOpt = None,
 ) -> None:
     """A self-contained markdown report (report.md, images beside it) for one or more workloads:
     inputs, the arithmetic, per-step and run results, breakeven, memory, vLLM's choice, verdict.
@@ -183,7 +185,8 @@ def report(
         raise InputError("two workloads have the same name; give each a distinct `name:`")
     target = ReportFolder(out)                                     # checks --out before any work
     choice = ParamsChoice(ideal, uncalibrated, backend)
-    reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw), choice, reserve) for scn, params in zip(scns, chosen)]
+    reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw), choice, reserve, attention_backend)
+               for scn, params in zip(scns, chosen)]
     # Everything is written into a temporary folder beside --out and swapped in whole at the end:
     # a failure or an interrupt leaves the previous report as it was, never a mix of two runs.
     with target as folder:

@@ -121,10 +121,14 @@ def route(
     con = make_console()
     con.print(f"{requests:,} requests in groups of {samples} over {replicas} replicas, {b} sequences per replica; "
               f"{scn.model.id} on {scn.hardware.id}; numbers: {params.label}")
-    t = Table(title="Routing and what it leaves of the sharing", title_justify="left")
-    for col in ("policy", "siblings beside a request", "alone", "batch shape", "busiest / mean load",
-                "prompt copies", "cascade speedup", "sequences that fit / replica"):
-        t.add_column(col, justify="left" if col == "policy" else "right")
+    from rich import box
+
+    # Ids and numbers only: never cut (headers stacked so that the table fits 80 columns).
+    t = Table(title="Routing and what it leaves of the sharing", title_justify="left", box=box.SIMPLE_HEAD,
+              padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
+    for col in ("policy", "siblings\nbeside a\nrequest", "alone", "batch\nshape", "busiest\n/ mean\nload",
+                "prompt\ncopies", "cascade\nspeedup", "seqs\nthat fit\n/ replica"):
+        t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for r in rows:
         t.add_row(r["policy"], f"{r['siblings_mean']:.2f}", f"{r['alone_share']:.1%}",
                   f"{r['groups_per_replica_batch']} x {r['siblings_per_group']}", f"{r['load_imbalance']:.2f}",

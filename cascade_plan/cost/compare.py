@@ -41,18 +41,9 @@ def render_compare(name: str, rows: list[dict], console) -> None:
 
     from rich import box
 
-    t = Table(title=f"{name}: side by side (ps = per-sequence, cas = cascade)", title_justify="left",
-              caption="numbers per row: ideal, default (uncalibrated), probe/<backend> (measured on that GPU) or "
-                      "aic/<backend> (AIConfigurator's tables, cascade kernels transferred from the H200 probe); "
-                      "`estimate --help` explains each", caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1),
-              collapse_padding=True, pad_edge=False)
-    t.add_column("GPU", no_wrap=True)
-    t.add_column("KV", no_wrap=True)
-    t.add_column("numbers", no_wrap=True)
-    for col in ("final ps\nms", "final cas\nms", "run ps\ns", "run cas\ns", "run\nspeedup",
-                "seqs\nfit"):
-        t.add_column(col, justify="right", no_wrap=True)
-    t.add_column("verdict", no_wrap=True)
+    header = ["GPU", "KV", "numbers", "final\nps ms", "final\ncas ms", "run\nps s", "run\ncas s", "run\nspeedup",
+              "seqs\nfit", "verdict"]
+    cells = []
     for r in rows:
         # A configuration that cannot run gets no speedup: its times are hypothetical.
         rng = r["speedup_range"]
@@ -60,13 +51,30 @@ def render_compare(name: str, rows: list[dict], console) -> None:
         # default-efficiency rows: a range, dimmed, and the word itself; never a crisp figure
         verdict = f"{r['verdict']} (uncalibrated)" if r["uncalibrated"] else (
             f"{r['verdict']} (extrapolated)" if rng and r["fits"] else r["verdict"])
-        t.add_row(r["hardware"], r["kv_dtype"], r["numbers"], f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
-                  f"{r['final_cascade_step_s'] * 1e3:.1f}", f"{r['run_per_sequence_s']:.3g}", f"{r['run_cascade_s']:.3g}",
-                  speedup, f"{r['max_sequences_fit']:,}", verdict, style="dim" if r["uncalibrated"] else None)
+        cells.append([r["hardware"], r["kv_dtype"], r["numbers"], f"{r['final_per_sequence_step_s'] * 1e3:.1f}",
+                      f"{r['final_cascade_step_s'] * 1e3:.1f}", f"{r['run_per_sequence_s']:.3g}",
+                      f"{r['run_cascade_s']:.3g}", speedup, f"{r['max_sequences_fit']:,}", verdict])
+    # Every column holds an id, a number or a verdict, so none may be cut: headers are stacked no wider
+    # than their numbers, and on a terminal still too narrow the numbers id breaks at its '/'.
+    widths = [max(len(line) for cell in col for line in cell.split("\n")) for col in zip(header, *cells)]
+    if sum(widths) + len(widths) - 1 > console.width:           # one-space separators, no padding
+        cells = [[*c[:2], c[2].replace("/", "/\n"), *c[3:]] for c in cells]
+        # still too narrow: the verdict's qualifier goes on its own line, abbreviated (a legend follows)
+        cells = [[*c[:9], c[9].replace(" (uncalibrated)", "\n(uncal.)").replace(" (extrapolated)", "\n(extrap.)")]
+                 for c in cells]
+    t = Table(title=f"{name}: side by side (ps = per-sequence, cas = cascade)", title_justify="left",
+              caption="numbers per row: ideal, default (uncalibrated), probe/<backend> (measured on that GPU) or "
+                      "aic/<backend> (AIConfigurator's tables, cascade kernels transferred from the H200 probe); "
+                      "`estimate --help` explains each", caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0),
+              pad_edge=False, show_edge=False)
+    for i, col in enumerate(header):
+        t.add_column(col, justify="left" if i < 3 or i == 9 else "right", no_wrap=True)
+    for c, r in zip(cells, rows):
+        t.add_row(*c, style="dim" if r["uncalibrated"] else None)
     console.print(t)
     if any(r["uncalibrated"] for r in rows):
         console.print("uncalibrated rows (dimmed): default efficiencies, not measured kernels; their speedup is the "
-                      "range the defaults' measured error allows (`estimate --help`).", soft_wrap=True)
+                      "range the defaults' measured error allows (`estimate --help`).")
     for r in rows:   # the rows without a verdict say why
         if r["verdict"] in ("does-not-fit", "undecided"):
-            console.print(f"{r['hardware']} {r['kv_dtype']}: {r['verdict_text']}", soft_wrap=True)
+            console.print(f"{r['hardware']} {r['kv_dtype']}: {r['verdict_text']}")

@@ -6,16 +6,19 @@ forward step, whether to split attention into a shared-prefix pass plus a per-re
 planner say, per workload, whether the engine would take the path the cost model recommends: where
 the two disagree, the user has to know.
 
-What the engine does (sources: `vllm/v1/attention/backends/flash_attn.py::use_cascade_attention`,
-`vllm/v1/worker/gpu_model_runner.py::_compute_cascade_attn_prefix_len(s)`,
+What the engine does, for one KV-cache group (sources: `vllm/v1/attention/backends/flash_attn.py::
+use_cascade_attention`, `vllm/v1/worker/gpu_model_runner.py::_compute_cascade_attn_prefix_len(s)`,
 `vllm/v1/core/single_type_kv_cache_manager.py::get_num_common_prefix_blocks`,
-`vllm/config/model.py::ModelConfig.disable_cascade_attn`; revisions in `VLLM_VERSION_MODELLED`):
+`vllm/config/model.py::ModelConfig.disable_cascade_attn`; file and commit of each in
+`vllm_source.py`; a whole step, with several groups and the CUDA graph, in `vllm_step.py`):
 
 1. Engine switches. The runner only asks when `disable_cascade_attn` is False (the shipped default
-   became True in 2026, see `CASCADE_DISABLED_BY_DEFAULT`) and micro-batching (DBO) is off. The
-   FlashInfer backend answers "no" unconditionally (`FLASHINFER_NEVER_USES_CASCADE`).
+   became True in 2026, see `CASCADE_DISABLED_BY_DEFAULT`), micro-batching (DBO) is off and async
+   scheduling is not combined with speculative decoding. Every backend but FlashAttention answers
+   "no" unconditionally (`FLASHINFER_NEVER_USES_CASCADE`; `attention_backend.py`).
 2. Shared blocks. The scheduler counts the leading KV blocks whose reference count equals the
-   number of running requests, i.e. the prefix shared by *all* running requests, in whole blocks.
+   number of requests holding KV blocks (`len(req_to_blocks)`: running requests, scheduled this
+   step or not), i.e. the prefix shared by *all* of them, in whole blocks.
    With prefix caching off no block is shared; sliding-window and chunked-local layers report 0.
 3. Prefix length. Blocks x block size, capped by the smallest `num_computed_tokens` in the batch
    (the prefix pass applies no causal mask), rounded down to a whole block again.
@@ -44,81 +47,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-
-# --------------------------------------------------------------------------------------------------
-# Provenance and notes
-# --------------------------------------------------------------------------------------------------
-
-VLLM_VERSION_MODELLED: str = (
-    "vLLM main branch (V1 engine), as stored in a 2026 source index (no release tag could be "
-    "tied to these commits): vllm/v1/attention/backends/flash_attn.py at commit "
-    "5704f34f361c6c59a9c092c4e1e96730cc6dc14d (use_cascade_attention with the dcp_world_size "
-    "argument); vllm/v1/worker/gpu_model_runner.py at commit "
-    "000fc94b754f66aeb60ef5acf1ea2e94cdc65164 (_compute_cascade_attn_prefix_len); "
-    "vllm/v1/core/single_type_kv_cache_manager.py at commit "
-    "129ab7c60cbb8eb11e875373e67f7e521b74aa30 (get_num_common_prefix_blocks); "
-    "vllm/config/model.py (disable_cascade_attn). The 256-token, 8-request and 128x128-tile "
-    "constants are identical in the older revision 0084b783bcda6d7ee15c337b1062cbee9985c954 of "
-    "flash_attn.py, which lacks only the DCP check."
+from cascade_plan.engine.vllm_source import (  # noqa: F401  (re-exported: callers import them from here)
+    CASCADE_DISABLED_BY_DEFAULT,
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    FLASHINFER_NEVER_USES_CASCADE,
+    KV_TILE_TOKENS,
+    MIN_COMMON_PREFIX_TOKENS,
+    MIN_NUM_REQUESTS,
+    Q_TILE_TOKENS,
+    VLLM_DEFAULT_DISABLE_CASCADE_ATTN,
+    VLLM_SOURCES_READ,
+    VLLM_VERSION_MODELLED,
 )
 
-VLLM_SOURCES_READ: tuple[str, ...] = (
-    "https://github.com/vllm-project/vllm/blob/5704f34f361c6c59a9c092c4e1e96730cc6dc14d/"
-    "vllm/v1/attention/backends/flash_attn.py",
-    "https://github.com/vllm-project/vllm/blob/000fc94b754f66aeb60ef5acf1ea2e94cdc65164/"
-    "vllm/v1/worker/gpu_model_runner.py",
-    "https://github.com/vllm-project/vllm/blob/129ab7c60cbb8eb11e875373e67f7e521b74aa30/"
-    "vllm/v1/core/single_type_kv_cache_manager.py",
-    "https://github.com/vllm-project/vllm/blob/18ec6629253632af0a384f2ffbb8c6b28af322e7/"
-    "vllm/config/model.py",
-    "https://github.com/vllm-project/vllm/blob/5314c90d9f16e7c14523f496b0b8f883693951d4/"
-    "vllm/v1/attention/backends/flashinfer.py",
-    "https://github.com/vllm-project/vllm/pull/36318",
-    "https://github.com/vllm-project/vllm/pull/26130",
-)
-
-#: The value of `ModelConfig.disable_cascade_attn` in recent vLLM releases.
-VLLM_DEFAULT_DISABLE_CASCADE_ATTN: bool = True
-
-CASCADE_DISABLED_BY_DEFAULT: str = (
-    "Recent vLLM releases ship with cascade attention switched off: PR #36318 ('Disable cascade "
-    "attention by default', commit 9c34e9d24fcd, merged to main on 2026-03-11) changed "
-    "ModelConfig.disable_cascade_attn from False to True, so users must opt in with "
-    "--no-disable-cascade-attn; the first release carrying it is, by its date, v0.18.0 "
-    "(published 2026-03-20), which we infer but did not check against the tag. From the flag's "
-    "introduction (PR #15243, March 2025) until then the default was False, i.e. the heuristic "
-    "decided. Even when opted in, vLLM also forces it off with async scheduling plus speculative "
-    "decoding, with VLLM_BATCH_INVARIANT, on the CPU platform, and with micro-batching (DBO)."
-)
-
-FLASHINFER_NEVER_USES_CASCADE: str = (
-    "vLLM's FlashInfer backend never uses cascade attention: its metadata builder's "
-    "use_cascade_attention returns False unconditionally (PR #26130, 'Disable cascade attention "
-    "with FlashInfer', October 2025, after hangs with prefix-cache hits), whatever the flag says. "
-    "Only the FlashAttention backend runs the heuristic modelled here."
-)
-
-# --------------------------------------------------------------------------------------------------
-# Constants of the modelled source
-# --------------------------------------------------------------------------------------------------
-
-#: Shortest common prefix, in tokens, for which vLLM considers cascade attention ("arbitrary", per
-#: the source's own comment).
-MIN_COMMON_PREFIX_TOKENS: int = 256
-#: Fewest requests in the batch for which vLLM considers cascade attention (also "arbitrary").
-MIN_NUM_REQUESTS: int = 8
-#: Default flash-attn tile sizes the heuristic assumes, in tokens (query rows and KV columns).
-Q_TILE_TOKENS: int = 128
-KV_TILE_TOKENS: int = 128
-#: vLLM's default KV-cache block size on CUDA, in tokens.
-DEFAULT_BLOCK_SIZE_TOKENS: int = 16
-
-AttentionBackendName = Literal["FLASH_ATTN", "FLASHINFER"]
+#: vLLM's AttentionBackendEnum names (attention_backend.BACKENDS), or "MLA" / "ROCM" for those families.
+AttentionBackendName = str
 
 #: Which check settled the decision (machine-readable twin of `VllmGateDecision.reason`).
 GateStage = Literal[
     "flashinfer_backend",
+    "backend_never_cascades",
     "disabled_by_config",
+    "async_spec_decode",
     "micro_batching",
     "no_prefix_caching",
     "sliding_window",
@@ -178,7 +128,10 @@ class VllmGateInputs:
         disable_cascade_attn: vLLM's `--disable-cascade-attn`; defaults to True as recent releases
             ship (set False to model `--no-disable-cascade-attn`).
         use_ubatching: micro-batching / dual-batch overlap, which skips cascade attention.
-        attention_backend: "FLASH_ATTN" (runs the heuristic) or "FLASHINFER" (never cascades).
+        async_spec_decode: async scheduling together with speculative decoding, with which vLLM
+            forces cascade off.
+        attention_backend: "FLASH_ATTN" runs the heuristic; every other backend ("FLASHINFER",
+            "TRITON_ATTN", "FLEX_ATTENTION", the MLA and ROCm families) never cascades.
     """
 
     common_prefix_tokens: int
@@ -196,6 +149,7 @@ class VllmGateInputs:
     prefix_caching_enabled: bool = True
     disable_cascade_attn: bool = VLLM_DEFAULT_DISABLE_CASCADE_ATTN
     use_ubatching: bool = False
+    async_spec_decode: bool = False
     attention_backend: AttentionBackendName = "FLASH_ATTN"
 
     def __post_init__(self) -> None:
@@ -226,11 +180,8 @@ class VllmGateInputs:
             raise ValueError(
                 f"min_num_computed_tokens must be None or >= 0, got {self.min_num_computed_tokens}"
             )
-        if self.attention_backend not in ("FLASH_ATTN", "FLASHINFER"):
-            raise ValueError(
-                f"attention_backend must be 'FLASH_ATTN' or 'FLASHINFER', got "
-                f"{self.attention_backend!r}"
-            )
+        if not isinstance(self.attention_backend, str) or not self.attention_backend:
+            raise ValueError(f"attention_backend must be a backend name, got {self.attention_backend!r}")
         if self.query_lens is not None:
             if len(self.query_lens) != self.num_requests:
                 raise ValueError(
@@ -357,61 +308,40 @@ def _flash_attention_gate(
     """The FlashAttention backend's decision (steps 4 and 5), in the source's order of checks."""
     # Sliding window and local attention already zeroed the prefix; name them, not the length.
     if inputs.sliding_window is not None:
-        return (
-            False,
-            "sliding_window",
-            f"Not used: the model has a {inputs.sliding_window}-token sliding window, which "
-            "vLLM's cascade path does not support (its KV manager reports no shared blocks).",
-            None,
-        )
+        return (False, "sliding_window",
+            (f"Not used: sliding-window attention ({inputs.sliding_window:,}-token window) has no cascade "
+            "path in vLLM (its KV manager reports no shared blocks)."),
+            None)
     if inputs.use_local_attention:
-        return (
-            False,
-            "local_attention",
-            "Not used: chunked local attention is not supported by vLLM's cascade path (its KV "
-            "manager reports no shared blocks).",
-            None,
-        )
+        return (False, "local_attention",
+            ("Not used: chunked local attention is not supported by vLLM's cascade path (its KV "
+            "manager reports no shared blocks)."),
+            None)
     if not inputs.prefix_caching_enabled:
-        return (
-            False,
-            "no_prefix_caching",
-            "Not used: with prefix caching off no KV block is shared, so vLLM sees a common "
-            "prefix of 0 tokens.",
-            None,
-        )
+        return (False, "no_prefix_caching",
+            ("Not used: with prefix caching off no KV block is shared, so vLLM sees a common "
+            "prefix of 0 tokens."),
+            None)
     if prefix_tokens < MIN_COMMON_PREFIX_TOKENS:
-        return (
-            False,
-            "prefix_too_short",
-            f"Not used: the common prefix counts {prefix_tokens} tokens in whole "
+        return (False, "prefix_too_short",
+            (f"Not used: the common prefix counts {prefix_tokens} tokens in whole "
             f"{inputs.block_size}-token blocks (from {inputs.common_prefix_tokens} shared tokens), "
-            f"below vLLM's minimum of {MIN_COMMON_PREFIX_TOKENS}.",
-            None,
-        )
+            f"below vLLM's minimum of {MIN_COMMON_PREFIX_TOKENS}."),
+            None)
     if inputs.use_alibi:
-        return (
-            False,
-            "alibi",
+        return (False, "alibi",
             "Not used: the model uses ALiBi, which vLLM's cascade path does not support.",
-            None,
-        )
+            None)
     if inputs.num_requests < MIN_NUM_REQUESTS:
-        return (
-            False,
-            "too_few_requests",
-            f"Not used: {inputs.num_requests} requests in the batch, below vLLM's minimum of "
-            f"{MIN_NUM_REQUESTS}.",
-            None,
-        )
+        return (False, "too_few_requests",
+            (f"Not used: {inputs.num_requests} requests in the batch, below vLLM's minimum of "
+            f"{MIN_NUM_REQUESTS}."),
+            None)
     if inputs.dcp_world_size > 1:
-        return (
-            False,
-            "decode_context_parallel",
-            f"Not used: decode context parallelism (DCP world size {inputs.dcp_world_size}) "
-            "disables cascade attention in vLLM.",
-            None,
-        )
+        return (False, "decode_context_parallel",
+            (f"Not used: decode context parallelism (DCP world size {inputs.dcp_world_size}) "
+            "disables cascade attention in vLLM."),
+            None)
 
     # Ordinary attention uses flash-decoding only for GQA decode; without it, a separate pass over
     # the prefix saves bandwidth and vLLM takes it without further modelling.
@@ -424,13 +354,10 @@ def _flash_attention_gate(
             if num_queries_per_kv <= 1
             else "some requests bring more than one query token"
         )
-        return (
-            True,
-            "no_flash_decoding",
-            f"Used: a {prefix_tokens}-token prefix shared by {inputs.num_requests} requests, and "
-            f"ordinary attention would not use flash-decoding because {why}.",
-            None,
-        )
+        return (True, "no_flash_decoding",
+            (f"Used: a {prefix_tokens}-token prefix shared by {inputs.num_requests} requests, and "
+            f"ordinary attention would not use flash-decoding because {why}."),
+            None)
 
     tile_wave = compare_tiles_and_waves(
         prefix_tokens,
@@ -443,77 +370,59 @@ def _flash_attention_gate(
         return (
             True,
             "tile_wave_cascade_faster",
-            f"Used: vLLM's tile/wave model gives cascade {tile_wave.cascade_time} against "
+            (f"Used: vLLM's tile/wave model gives cascade {tile_wave.cascade_time} against "
             f"flash-decoding {tile_wave.flash_decoding_time} (waves x {KV_TILE_TOKENS}-token KV "
-            f"tiles) for {inputs.num_requests} requests on {inputs.num_sms} SMs.",
+            f"tiles) for {inputs.num_requests} requests on {inputs.num_sms} SMs."),
             tile_wave,
         )
     return (
         False,
         "tile_wave_flash_decoding_faster",
-        f"Not used: vLLM's tile/wave model gives flash-decoding {tile_wave.flash_decoding_time} "
+        (f"Not used: vLLM's tile/wave model gives flash-decoding {tile_wave.flash_decoding_time} "
         f"against cascade {tile_wave.cascade_time} (waves x {KV_TILE_TOKENS}-token KV tiles; a "
-        f"tie keeps flash-decoding) for {inputs.num_requests} requests on {inputs.num_sms} SMs.",
+        f"tie keeps flash-decoding) for {inputs.num_requests} requests on {inputs.num_sms} SMs."),
         tile_wave,
     )
 
 
+def _switch(inputs: VllmGateInputs, opted_in_verdict: str) -> tuple[GateStage, str] | None:
+    """The engine-level switch that turns cascade off before the heuristic matters, if any. The
+    backend comes first because no flag can change its answer."""
+    backend = inputs.attention_backend
+    if backend == "FLASHINFER":
+        return ("flashinfer_backend", ("Not used: vLLM's FlashInfer backend never uses cascade attention; on the "
+                f"FlashAttention backend, opted in, the heuristic {opted_in_verdict}."))
+    if backend != "FLASH_ATTN":
+        return ("backend_never_cascades", (f"Not used: vLLM's {backend} attention backend has no cascade path (only "
+                f"FlashAttention's has one); on FlashAttention, opted in, the heuristic {opted_in_verdict}."))
+    if inputs.disable_cascade_attn:
+        return ("disabled_by_config", ("Not used: cascade attention is disabled (disable_cascade_attn=True, the "
+                "default in recent vLLM releases); opted in with --no-disable-cascade-attn, the heuristic "
+                f"{opted_in_verdict}."))
+    if inputs.use_ubatching:
+        return ("micro_batching", ("Not used: vLLM skips cascade attention when micro-batching (dual-batch "
+                f"overlap) is on; without it, the heuristic {opted_in_verdict}."))
+    if inputs.async_spec_decode:
+        return ("async_spec_decode", ("Not used: vLLM forces cascade attention off with async scheduling plus "
+                f"speculative decoding; without async scheduling, the heuristic {opted_in_verdict}."))
+    return None
+
+
 def vllm_uses_cascade(inputs: VllmGateInputs) -> VllmGateDecision:
-    """Would vLLM's V1 engine run cascade attention for this step? See the module docstring."""
+    """Would vLLM's V1 engine run cascade attention for this step (one KV-cache group)? See the
+    module docstring; `vllm_step.vllm_step_decision` applies it per group of a whole step."""
     prefix_tokens = engine_common_prefix_tokens(inputs)
     heuristic_used, heuristic_stage, heuristic_reason, tile_wave = _flash_attention_gate(
         inputs, prefix_tokens
     )
     # Keep the heuristic's verdict even when a switch overrides it: "off by default, but the
     # heuristic would take it" is what a user deciding whether to opt in needs to read.
-    opted_in_verdict = "would use it" if heuristic_used else "would still not use it"
-
-    # The engine-level switches are checked before the heuristic runs; the backend is reported
-    # first because no flag can change its answer.
-    if inputs.attention_backend == "FLASHINFER":
-        return VllmGateDecision(
-            used=False,
-            reason=(
-                "Not used: vLLM's FlashInfer backend never uses cascade attention; on the "
-                f"FlashAttention backend, opted in, the heuristic {opted_in_verdict}."
-            ),
-            stage="flashinfer_backend",
-            heuristic_would_use=heuristic_used,
-            heuristic_reason=heuristic_reason,
-            common_prefix_tokens_used=prefix_tokens,
-            tile_wave=tile_wave,
-        )
-    if inputs.disable_cascade_attn:
-        return VllmGateDecision(
-            used=False,
-            reason=(
-                "Not used: cascade attention is disabled (disable_cascade_attn=True, the default "
-                "in recent vLLM releases); opted in with --no-disable-cascade-attn, the heuristic "
-                f"{opted_in_verdict}."
-            ),
-            stage="disabled_by_config",
-            heuristic_would_use=heuristic_used,
-            heuristic_reason=heuristic_reason,
-            common_prefix_tokens_used=prefix_tokens,
-            tile_wave=tile_wave,
-        )
-    if inputs.use_ubatching:
-        return VllmGateDecision(
-            used=False,
-            reason=(
-                "Not used: vLLM skips cascade attention when micro-batching (dual-batch overlap) "
-                f"is on; without it, the heuristic {opted_in_verdict}."
-            ),
-            stage="micro_batching",
-            heuristic_would_use=heuristic_used,
-            heuristic_reason=heuristic_reason,
-            common_prefix_tokens_used=prefix_tokens,
-            tile_wave=tile_wave,
-        )
+    switch = _switch(inputs, "would use it" if heuristic_used else "would still not use it")
+    stage, reason = switch if switch else (heuristic_stage, heuristic_reason)
     return VllmGateDecision(
-        used=heuristic_used,
-        reason=heuristic_reason,
-        stage=heuristic_stage,
+        used=heuristic_used and switch is None,
+        reason=reason,
+        stage=stage,
         heuristic_would_use=heuristic_used,
         heuristic_reason=heuristic_reason,
         common_prefix_tokens_used=prefix_tokens,

@@ -16,3 +16,11 @@ def make_console(stderr: bool = False):
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console = Console(stderr=stderr, width=PIPE_WIDTH)
     return console
+
+
+def natural_width(header: list[str], rows: list[list[str]], gap: int = 1) -> int:
+    """Columns a table of plain cells needs with no cell cut: the widest line of each column, plus `gap`
+    between columns (the tables built for 80 columns use no padding and a one-character separator)."""
+    widths = [max(len(line) for cell in column for line in str(cell).split("\n")) for column in zip(header, *rows)]
+    return sum(widths) + gap * (len(widths) - 1)
+

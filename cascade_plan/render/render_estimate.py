@@ -27,7 +27,8 @@ def arithmetic_table(est: Estimate) -> Table:
     kvb = est.kv_bytes_per_token
     t.add_row("KV bytes per token", f"{kvb:,.0f} B = {fmt_bytes_binary(kvb)}")
     for tok, inst, lvl in zip(f.node_tokens, f.node_instances, f.node_level):
-        t.add_row(f"shared prefix, level {lvl}", f"{inst} x {tok:,} tokens, {fmt_bytes(tok * kvb)} each")
+        # The flat tree stores counts as floats (for numpy); they are whole numbers and print as such.
+        t.add_row(f"shared prefix, level {lvl}", f"{round(inst):,} x {round(tok):,} tokens, {fmt_bytes(tok * kvb)} each")
     t.add_row("unique prefix KV", fmt_bytes(f.unique_prefix_tokens * kvb))
     first = est.steps[0]
     t.add_row("weights read per step", f"{fmt_bytes_decimal(first.weight_bytes)} "

@@ -15,7 +15,7 @@ from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.engine.engine_gate import EngineView
 from cascade_plan.cost.estimate import Estimate, step_rows
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
-from cascade_plan.engine.vllm_gate import CASCADE_DISABLED_BY_DEFAULT, VLLM_VERSION_MODELLED
+from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GRAPH_NOTE, VLLM_VERSION_MODELLED
 from cascade_plan.inputs.workload import TreeNode
 
 
@@ -80,7 +80,8 @@ def _arithmetic(r: WorkloadReport) -> list[str]:
     lines = ["### The arithmetic", "",
              f"One token of KV costs {per_token} = **{kvb:,.0f} bytes** ({fmt_bytes_binary(kvb)}) per GPU."]
     for tok, inst, lvl in zip(f.node_tokens, f.node_instances, f.node_level):
-        lines.append(f"A {tok:,}-token shared node (level {lvl}, {inst} in the batch) is {fmt_bytes_binary(tok * kvb)} of KV.")
+        lines.append(f"A {round(tok):,}-token shared node (level {lvl}, {round(inst):,} in the batch) is "
+                     f"{fmt_bytes_binary(tok * kvb)} of KV.")
     wparams = first.weight_bytes / ELEMENT_BYTES[s.weight_dtype] * s.tp
     lines += [
         f"Weights read per step: {fmt_count(wparams)} parameters x {ELEMENT_BYTES[s.weight_dtype]:g} bytes / TP {s.tp} = "
@@ -164,13 +165,23 @@ def _capacity(r: WorkloadReport) -> list[str]:
 
 
 def _engine(v: EngineView) -> list[str]:
-    return ["### Would the engine turn it on?", "",
-            f"Prefix shared by every request in the batch: {v.common_prefix_tokens:,} tokens; {v.requests} requests.", "",
-            f"- vLLM V1 as shipped: **{'cascade' if v.shipped.used else 'no cascade'}**. {v.shipped.reason}",
-            f"- vLLM V1 with `--no-disable-cascade-attn`: **{'cascade' if v.opted_in.used else 'no cascade'}**. "
-            f"{v.opted_in.reason}",
-            f"- What that choice is worth, by bytes alone: {v.engine_speedup:.2f}x over the run; a cascade over "
-            f"every shared level: {v.multi_level_speedup:.2f}x.", f"- {v.note}", "", f"**Finding:** {v.finding}", ""]
+    b = v.backend
+    lines = ["### Would the engine turn it on?", "",
+             f"Prefix shared by every request in the batch: {v.common_prefix_tokens:,} tokens; {v.requests:,} requests. "
+             f"Attention backend: `{b.name}`. {b.why}", "",
+             f"- vLLM V1 as shipped: **{'cascade' if v.shipped.used else 'no cascade'}**. {v.shipped.reason}",
+             f"- vLLM V1 with `--no-disable-cascade-attn`, on `{b.name}`: **{'cascade' if v.opted_in.used else 'no cascade'}**. "
+             f"{v.opted_in.reason}"]
+    if len(v.step.groups) > 1:
+        lines += [f"- KV-cache group `{g.group.kind}` ({g.group.num_layers} layers): "
+                  f"{'cascade over ' + format(g.cascade_prefix_tokens, ',') + ' tokens' if g.cascade_prefix_tokens else 'no cascade'}. "
+                  f"{g.decision.reason}" for g in v.step.groups]
+    if v.opted_in.used:
+        lines.append(f"- CUDA graph: {v.step.reason} {CUDA_GRAPH_NOTE}")
+    lines += [f"- What that choice is worth, by bytes alone (plus the lost CUDA graph): {v.engine_speedup:.2f}x over the "
+              f"run; a cascade over every shared level: {v.multi_level_speedup:.2f}x.", f"- {v.note}", "",
+              f"**Finding:** {v.finding}", ""]
+    return lines
 
 
 BACKEND_ROLE = {"flashinfer": "the kernels engines ship today", "flashinfer-fa2": "FlashInfer with FA2 cascade levels",
