@@ -22,13 +22,14 @@ def grid_of_configs(cfgs: list[dict]) -> dict | None:
             "layer_prefix_bytes": float(max(c["n_groups"] * c["prefix_tokens"] * kvb(c) for c in cfgs))}
 
 
-def measured_grid(doc: dict) -> dict | None:
+def measured_grid(doc: dict, kv_dtype: str | None = None) -> dict | None:
     """{"decode": grid, "cascade": grid} of a calibration document: written by the importer
-    (grid.measured), else computed from the probe's measurement rows; None when neither exists."""
+    (grid.measured), else computed from the probe's measurement rows (of `kv_dtype` only, where given:
+    a grid measured in bf16 says nothing about fp8); None when neither exists."""
     stored = (doc.get("grid") or {}).get("measured")
     if stored:
         return stored
-    rows = doc.get("measurements") or []
+    rows = [r for r in doc.get("measurements") or [] if kv_dtype is None or r["config"]["kv_dtype"] == kv_dtype]
     if not rows:
         return None
     out = {"decode": grid_of_configs([r["config"] for r in rows if r["kernel"].startswith("decode")]),

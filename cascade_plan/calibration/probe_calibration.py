@@ -14,6 +14,7 @@ import numpy as np
 
 from cascade_plan import __version__
 from cascade_plan.cost.cost_params import CostParams, KernelParams
+from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.errors import InputError
 from cascade_plan.calibration.calibration_schema import check_calibration
 from cascade_plan.calibration.measured_grid import measured_grid
@@ -200,8 +201,17 @@ def calibrate(probe: ProbeData) -> dict:
               "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "holdout_rule": HOLDOUT_RULE, "ceilings": probe.doc["ceilings"], "kv_dtypes": {}}
     for kv in kv_dtypes:
-        per = {b: fit_backend(probe, b, kv) for b in BACKENDS}
-        per = {b: v for b, v in per.items() if v is not None}
+        # Each KV dtype from its own rows only. A dtype measured on too few configurations to hold any out
+        # (the first fp8 rows: 9 per kernel) is fitted on all of them, and says so (`train_rows`).
+        per = {}
+        for b in BACKENDS:
+            fit = fit_backend(probe, b, kv)
+            if fit is None:
+                fit = fit_backend(probe, b, kv, train_only=False)
+                if fit is not None:
+                    fit["train_rows"] = "all (too few rows to hold any out)"
+            if fit is not None:
+                per[b] = fit
         if per:
             fitted["kv_dtypes"][kv] = per
     if probe.doc.get("step_ops") and probe.hardware_id:
@@ -238,8 +248,13 @@ def _kernel_params(d: dict | None, hw: HardwareProfile) -> KernelParams:
                         overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s, surface=k.surface)
 
 
-def default_backend(probe: ProbeData) -> str:
+def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
+    """The backend a command uses when none is asked for: FlashInfer (what engines ship) where it is
+    fitted, else the next; for a KV dtype, the first fitted for that dtype, so that fp8 KV is priced by
+    a backend measured with fp8 KV when one exists."""
     kvs = probe.fitted.get("kv_dtypes", {})
+    if kv_dtype is not None and kvs.get(kv_dtype):
+        kvs = {kv_dtype: kvs[kv_dtype]}
     available = set().union(*[set(v) for v in kvs.values()]) if kvs else set()
     for b in ("flashinfer", "triton", "torch", "flashinfer-fa2"):
         if b in available:
@@ -273,8 +288,9 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     if not fitted.get("kv_dtypes"):
         raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
                          file=probe.path)
-    backend = backend or default_backend(probe)
     per_dtype = fitted["kv_dtypes"]
+    asked = backend
+    backend = backend or default_backend(probe, kv_dtype)
     key = kv_dtype if kv_dtype in per_dtype and backend in per_dtype[kv_dtype] else "bf16"
     if backend not in per_dtype.get(key, {}):
         have = sorted(per_dtype.get(key, {}))
@@ -282,8 +298,14 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     k = per_dtype[key][backend]
     mla = model is not None and model.attention == "mla" and bool(k.get("decode_mla"))
     notes = coverage_notes(probe, model, mla) if model is not None else []
+    notes_info: tuple[str, ...] = ()
     if key != kv_dtype:
-        notes.append(f"no {kv_dtype} KV measurements for {backend}: using its bf16 fit")
+        # never a stand-in: the note turns the verdict into a range over the sources we have
+        # (verdict_evidence.py), and no bf16 row is interpolated for it (measured=None below)
+        notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 decode "
+                     f"at half the bytes): its bf16 numbers are shown only as one end of a range")
+    elif asked is None and backend != default_backend(probe):
+        notes_info = (f"{default_backend(probe)} has no {kv_dtype} KV rows; {backend} is measured with {kv_dtype} KV",)
     notes += k.get("notes", [])          # what an imported file says about its own coverage
     decode_shared, decode_dup = k["decode_shared"], k["decode_dup"]
     if mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages
@@ -310,8 +332,25 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)), step=step,
         origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
-        measured_grid=measured_grid(probe.doc),
+        measured_grid=measured_grid(probe.doc, kv_dtype if key == kv_dtype else None),
+        measured=measured_rows(probe, backend, kv_dtype) if key == kv_dtype and origin == "probe" else None,
+        info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.get("train_rows") else [])),
     )
+
+
+def measured_rows(probe: ProbeData, backend: str, kv_dtype: str) -> MeasuredAttention | None:
+    """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
+    planner kernel: decode over shared pages, decode over private copies, the whole cascade."""
+    src = BACKENDS[backend]
+    db, dv = src["decode"]
+    tb, tv = src.get("total", src["prefix"])
+    out: dict[str, list] = {}
+    for kernel, (b, name, v) in {"per_sequence": (db, "decode_shared", dv), "per_sequence_dup": (db, "decode_dup", dv),
+                                 "cascade": (tb, "cascade_total", tv)}.items():
+        out[kernel] = [((c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
+                        (c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"]), r["median_s"])
+                       for r in probe.select(b, name, v, kv_dtype) for c in (r["config"],)]
+    return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None
 
 
 def source_kind(doc: dict) -> str:

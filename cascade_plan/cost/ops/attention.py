@@ -1,0 +1,216 @@
+"""Attention as an operation: measured per-layer times interpolated inside the probe's grid, the fitted
+kernel model outside it.
+
+A probe row times one attention layer (all KV heads of one layer on one GPU) at one configuration:
+`n_groups` prompts of `prefix_tokens`, each shared by `group_size` sequences that read `suffix_tokens`
+private tokens, at one attention shape (KV dtype, query heads per KV head, KV heads per GPU, head dim).
+Inside the measured grid of a shape the time comes from the rows themselves, as AIConfigurator prices
+its per-op tables: interpolated axis by axis (geometric over n_groups, group_size and prefix_tokens,
+which the grid spans in powers; linear over suffix_tokens, which adds to the context linearly and is
+measured from 0). The grid is sparse, so a query counts as inside only where it is bracketed on every
+axis by measured rows: along the first axis by the nearest measured values below and above it, each of
+those slices bracketing it along the next axis, and so on. The result is then a convex combination of
+measured times: exact at a measured point, between its neighbours in between, monotone where they are.
+Everywhere else (another shape or dtype, a multi-level tree, a point no rows bracket) the answer is
+NaN and the caller keeps the fitted model, saying why (`outside_reason`). Pure numpy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cascade_plan.cost.ops.base import OpCost
+
+AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
+GEOMETRIC = (True, True, True, False)       # interpolate time geometrically (log axis) or linearly
+REL_TOL = 1e-9                               # a query this close to a measured value is that value
+
+MEASURED = "measured (interpolated)"
+FITTED = "fitted model"
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredTable:
+    """Per-layer times of one kernel at one attention shape, over AXES (points: (N, 4))."""
+
+    points: np.ndarray
+    time_s: np.ndarray
+
+    def __call__(self, query: np.ndarray) -> np.ndarray:
+        """Interpolated times at queries (Q, 4); NaN where the rows do not bracket a query."""
+        q = np.atleast_2d(np.asarray(query, float))
+        return _interp(self.points, self.time_s, q, 0)
+
+    def axis_range(self, axis: int) -> tuple[float, float]:
+        return float(self.points[:, axis].min()), float(self.points[:, axis].max())
+
+
+def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndarray:
+    if axis == len(AXES):                   # every axis matched: one row (duplicates: their median)
+        return np.full(q.shape[0], float(np.median(t)))
+    out = np.full(q.shape[0], np.nan)
+    values = np.unique(pts[:, axis])
+    x = q[:, axis]
+    close = np.abs(x[:, None] - values[None, :]) <= REL_TOL * np.maximum(np.abs(values[None, :]), 1.0)
+    exact = close.any(1)
+    lo = np.searchsorted(values, x, side="right") - 1        # largest measured value <= x
+    hi = lo + 1                                              # smallest measured value > x
+    lo = np.where(exact, close.argmax(1), lo)
+    hi = np.where(exact, lo, hi)
+    ok = (lo >= 0) & (hi < values.size)
+    if not ok.any():
+        return out
+    lo_c, hi_c = np.clip(lo, 0, values.size - 1), np.clip(hi, 0, values.size - 1)
+    sub = np.full((values.size, q.shape[0]), np.nan)
+    for i in np.unique(np.concatenate([lo_c[ok], hi_c[ok]])):
+        need = ok & ((lo_c == i) | (hi_c == i))
+        rows = pts[:, axis] == values[i]
+        sub[i, need] = _interp(pts[rows], t[rows], q[need], axis + 1)
+    cols = np.arange(q.shape[0])
+    a, b = sub[lo_c, cols], sub[hi_c, cols]
+    va, vb = values[lo_c], values[hi_c]
+    if GEOMETRIC[axis]:
+        span = np.log(np.maximum(vb, 1e-300)) - np.log(np.maximum(va, 1e-300))
+        w = np.where(span > 0, (np.log(np.maximum(x, 1e-300)) - np.log(np.maximum(va, 1e-300))) / np.where(span > 0, span, 1), 0.0)
+        val = np.exp((1 - w) * np.log(np.maximum(a, 1e-300)) + w * np.log(np.maximum(b, 1e-300)))
+    else:
+        span = vb - va
+        w = np.where(span > 0, (x - va) / np.where(span > 0, span, 1), 0.0)
+        val = (1 - w) * a + w * b
+    return np.where(ok & np.isfinite(a) & np.isfinite(b), np.where(exact, a, val), np.nan)
+
+
+# (q_per_kv, KV heads per GPU, head dim) -> the per-layer table of each planner kernel
+ShapeKey = tuple[int, int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredAttention:
+    """One backend's measured attention rows at one KV dtype, built into tables lazily (a calibration
+    holds many shapes; a workload asks for one). rows: kernel -> [(shape key, point (4,), time_s)]
+    for the planner's kernels "per_sequence" (decode over shared prefix pages), "per_sequence_dup"
+    (private copies: no prefix caching) and "cascade" (the whole cascade: prefix, suffix and merge)."""
+
+    backend: str
+    kv_dtype: str
+    rows: dict[str, list[tuple[ShapeKey, tuple[float, ...], float]]]
+    _tables: dict = field(default_factory=dict, repr=False)
+
+    def table(self, kernel: str, shape: ShapeKey) -> MeasuredTable | None:
+        key = (kernel, shape)
+        if key not in self._tables:
+            sel = [(p, t) for s, p, t in self.rows.get(kernel, ()) if s == shape]
+            self._tables[key] = (MeasuredTable(np.array([p for p, _ in sel], float), np.array([t for _, t in sel], float))
+                                 if sel else None)
+        return self._tables[key]
+
+    def shapes(self, kernel: str) -> list[ShapeKey]:
+        return sorted({s for s, _, _ in self.rows.get(kernel, ())})
+
+
+@dataclass(frozen=True)
+class SingleLevel:
+    """A step's attention load in the probe's coordinates (arrays over the step grid), and where it is
+    one shared level read by every sequence with one suffix length (the only cascades the probe times)."""
+
+    query: np.ndarray            # (..., 4): n_groups, group_size, prefix_tokens, suffix_tokens
+    valid: np.ndarray            # bool (...)
+
+
+def single_level(load) -> SingleLevel:
+    """The probe's coordinates of a StepLoad (cost_model.StepLoad), elementwise."""
+    seqs = np.asarray(load.active_seqs, float)
+    node_tok = np.asarray(load.node_tokens, float)
+    inst_tok = np.asarray(load.node_instance_tokens, float)
+    read = node_tok > 0
+    one = read.sum(0) == 1                                        # exactly one shared node read
+    tok = np.where(read, node_tok, 0).sum(0)
+    prefix = np.where(read, inst_tok, 0).sum(0)
+    groups = np.where(prefix > 0, tok / np.maximum(prefix, 1), 0)
+    per_group = np.where(groups > 0, np.where(read, load.node_query_tokens, 0).sum(0) / np.maximum(tok, 1), 0)
+    suffix = np.asarray(load.suffix_tokens, float) / np.maximum(seqs, 1)
+    uniform = np.abs(suffix - np.asarray(load.longest_suffix, float)) <= 1e-6 * np.maximum(suffix, 1)
+    everyone = np.abs(groups * per_group - seqs) <= 1e-6 * np.maximum(seqs, 1)
+    all_read = np.abs(np.asarray(load.ps_prefix_tokens, float) - seqs * prefix) <= 1e-6 * np.maximum(seqs * prefix, 1)
+    q = np.stack(np.broadcast_arrays(groups, per_group, prefix, suffix), axis=-1)
+    valid = one & uniform & everyone & all_read & (seqs > 0)
+    return SingleLevel(q, np.broadcast_to(valid, q.shape[:-1]))
+
+
+def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel) -> np.ndarray:
+    """Interpolated per-layer times at every valid point of the step grid; NaN elsewhere."""
+    out = np.full(sl.valid.shape, np.nan)
+    tab = None if measured is None else measured.table(kernel, shape)
+    if tab is None or not sl.valid.any():
+        return out
+    out[sl.valid] = tab(sl.query[sl.valid])
+    return out
+
+
+KERNEL_WORDS = {"per_sequence": "per-sequence decode over shared pages", "per_sequence_dup": "per-sequence decode",
+                "cascade": "cascade"}
+AXIS_WORDS = {"n_groups": "groups", "group_size": "sequences per group", "prefix_tokens": "prefix tokens",
+              "suffix_tokens": "suffix tokens"}
+
+
+def _shape_words(shape: ShapeKey) -> str:
+    g, h, d = shape
+    return f"{g} query heads per KV head, {h} KV heads per GPU, head dim {d}"
+
+
+def _span(lo: float, hi: float) -> str:
+    return f"{lo:,.0f}" if hi - lo < 0.5 else f"{lo:,.0f}-{hi:,.0f}"
+
+
+def backend_words(measured: MeasuredAttention) -> str:
+    return f"{measured.backend} {measured.kv_dtype}"
+
+
+def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
+                   inside: np.ndarray, mla: bool = False) -> str | None:
+    """Why some steps of a load fall back to the fitted model (None: every step measured)."""
+    if inside.all():
+        return None
+    if measured is None:
+        return "this calibration has no measured attention rows for its backend and KV dtype"
+    what = KERNEL_WORDS[kernel]
+    if mla:
+        return f"the {measured.backend} {measured.kv_dtype} rows are GQA kernels; MLA has no rows of its own here"
+    tab = measured.table(kernel, shape)
+    if tab is None:
+        have = "; ".join(_shape_words(s) for s in measured.shapes(kernel)) or "none"
+        return f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured: {have})"
+    if not sl.valid.all():
+        return "steps whose sequences do not share one prefix level with equal suffixes (the probe times one shared level)"
+    q = sl.query[~inside]
+    for a, name in enumerate(AXES):
+        lo, hi = tab.axis_range(a)
+        x = q[:, a]
+        if (x < lo * (1 - REL_TOL)).any() or (x > hi * (1 + REL_TOL)).any():
+            v = x[(x < lo * (1 - REL_TOL)) | (x > hi * (1 + REL_TOL))]
+            return (f"{AXIS_WORDS[name]} {_span(v.min(), v.max())} outside the measured {_span(lo, hi)} of the "
+                    f"{backend_words(measured)} {what} rows")
+    n, g, p, s = q[0]
+    return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} x {g:,.0f} sequences, {p:,.0f} prefix and {s:,.0f} suffix tokens "
+            "(a sparse grid: each axis must be bracketed by rows)")
+
+
+def source_label(measured_share: float, reason: str | None, steps: float = 0.0) -> str:
+    """The words `estimate`, `report` and the JSON show for one mode's attention over a run of `steps`
+    decode steps."""
+    if measured_share >= 1.0 - 1e-12:
+        return MEASURED
+    if measured_share <= 1e-12:
+        return f"{FITTED} (outside the measured grid: {reason})"
+    part = (f"on {max(1, round(measured_share * steps)):,} of {round(steps):,} decode steps" if steps
+            else f"on {measured_share:.1%} of the decode steps")
+    return f"{MEASURED} {part}, {FITTED} on the rest (outside the measured grid: {reason})"
+
+
+def attention_op(name: str, bytes_, flops, time_s, measured_mask) -> OpCost:
+    """One mode's attention as an OpCost; its source says whether the rows or the fit priced it."""
+    m = np.asarray(measured_mask, float)
+    src = MEASURED if m.size and m.min() > 0 else FITTED if not m.size or m.max() == 0 else f"{MEASURED} / {FITTED}"
+    return OpCost(name=name, bytes=np.asarray(bytes_, float), flops=np.asarray(flops, float),
+                  time_s=np.asarray(time_s, float), source=src)
