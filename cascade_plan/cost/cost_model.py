@@ -283,7 +283,8 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         ps_attn = np.where(np.isfinite(ps_meas), ps_meas, ps_attn)
         # the measured cascade is one time for all its passes: split it in the fitted passes' proportions
         scale = np.where(np.isfinite(cas_meas), cas_meas / np.maximum(cas_attn, 1e-300), 1.0)
-        pre_s, suf_s, merge_s, cas_attn = pre_s * scale, suf_s * scale, merge_s * scale, cas_attn * scale
+        pre_s, suf_s, merge_s = pre_s * scale, suf_s * scale, merge_s * scale
+        cas_attn = np.where(np.isfinite(cas_meas), cas_meas, cas_attn)
     cas_attn = np.where(load.node_redundant_tokens.sum(0) > 0, cas_attn, np.maximum(cas_attn, ps_attn))
 
     return StepCosts(
