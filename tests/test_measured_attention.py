@@ -65,14 +65,32 @@ def test_measured_points_are_reproduced_exactly(probe):
 
 
 def test_between_rows_geometric_over_batch_and_linear_over_suffix(probe):
-    """128 sequences (halfway between 64 and 256 in log), 576 suffix tokens (halfway between 128 and 1024)."""
+    """128 sequences (halfway between 64 and 256 in log), 576 suffix tokens (halfway between 128 and 1024).
+    The table alone interpolates the times; the planner interpolates the rows' ratio to the fitted model
+    the same way and multiplies the fit at the query by it, within the bracketing rows' times."""
     params = params_from_probe(probe, "flashinfer", "bf16", H200)
+    q = np.array([[1, 128, 4096, 576]])
     at64 = (FI_DECODE_SHARED[(64, 4096, 128)] + FI_DECODE_SHARED[(64, 4096, 1024)]) / 2
     at256 = (FI_DECODE_SHARED[(256, 4096, 128)] + FI_DECODE_SHARED[(256, 4096, 1024)]) / 2
-    want = math.sqrt(at64 * at256)
+    assert params.measured.table("per_sequence", (4, 8, 128))(q)[0] == pytest.approx(math.sqrt(at64 * at256), rel=1e-12)
+
+    fitted_only = dataclasses.replace(params, measured=None)
+    ratio = {k: t / float(one_layer(fitted_only, k[1], k[0], 1, k[2]).ps_attention_s) for k, t in FI_DECODE_SHARED.items()}
+    r64 = (ratio[(64, 4096, 128)] + ratio[(64, 4096, 1024)]) / 2
+    r256 = (ratio[(256, 4096, 128)] + ratio[(256, 4096, 1024)]) / 2
+    fit_q = float(one_layer(fitted_only, 4096, 128, 1, 576).ps_attention_s)
+    want = min(max(fit_q * math.sqrt(r64 * r256), min(FI_DECODE_SHARED.values())), max(FI_DECODE_SHARED.values()))
     c = one_layer(params, 4096, 128, 1, 576)
-    assert float(c.ps_attention_s) == pytest.approx(want, rel=1e-12)
+    assert float(c.ps_attention_s) == pytest.approx(want, rel=1e-12) and float(c.ps_measured) == 1.0
     assert min(FI_DECODE_SHARED.values()) < float(c.ps_attention_s) < max(FI_DECODE_SHARED.values())
+
+
+def test_ratio_interpolation_stays_within_the_bracketing_rows():
+    pts = np.array([[1, 1, 1024, 0], [1, 1, 4096, 0]], float)
+    tab = MeasuredTable(pts, np.array([1.0, 2.0]), fit_s=np.array([1.0, 1.0]))
+    assert tab(np.array([[1, 1, 2048, 0]]), np.array([10.0]))[0] == 2.0      # a wild fit is held within the rows
+    assert tab(np.array([[1, 1, 2048, 0]]), np.array([1.2]))[0] == pytest.approx(1.2 * math.sqrt(2.0))
+    assert tab(pts, np.array([5.0, 5.0])).tolist() == [1.0, 2.0]              # at a row: the row
 
 
 def test_outside_the_grid_is_the_fitted_model_and_says_why(probe):
@@ -199,3 +217,16 @@ def test_measured_attention_builds_only_the_tables_asked_for():
     m = MeasuredAttention("x", "bf16", {"per_sequence": [((4, 8, 128), (1, 1, 1024, 0), 1e-5)]})
     assert m.table("per_sequence", (4, 8, 128)) is not None and m.table("cascade", (4, 8, 128)) is None
     assert list(m._tables) == [("per_sequence", (4, 8, 128)), ("cascade", (4, 8, 128))]
+
+
+def test_validate_reports_the_interpolation_error_apart_from_the_fit():
+    from cascade_plan.calibration.validation import validate
+
+    res = validate(find_committed(H200))
+    for name in ("flashinfer", "triton", "triton/fp8"):
+        interp = res["backends"][name]["interpolation"]
+        assert set(interp) >= {"per_sequence", "cascade"}
+        for s in interp.values():
+            assert s["interpolation"]["n"] <= s["rows"] and s["interpolation"]["n"] == s["fit_same_rows"]["n"]
+    # the interpolation as the planner applies it, held out row by row: within 2% median on FlashInfer decode
+    assert res["backends"]["flashinfer"]["interpolation"]["per_sequence"]["interpolation"]["median_ape"] < 0.02

@@ -333,23 +333,30 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)), step=step,
         origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
         measured_grid=measured_grid(probe.doc, kv_dtype if key == kv_dtype else None),
-        measured=measured_rows(probe, backend, kv_dtype) if key == kv_dtype and origin == "probe" else None,
+        measured=measured_rows(probe, backend, kv_dtype, k) if key == kv_dtype and origin == "probe" else None,
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.get("train_rows") else [])),
     )
 
 
-def measured_rows(probe: ProbeData, backend: str, kv_dtype: str) -> MeasuredAttention | None:
+def measured_rows(probe: ProbeData, backend: str, kv_dtype: str, fits: dict | None = None) -> MeasuredAttention | None:
     """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
-    planner kernel: decode over shared pages, decode over private copies, the whole cascade."""
+    planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
+    the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
+    from cascade_plan.calibration.fitting import predict_kind
+
     src = BACKENDS[backend]
     db, dv = src["decode"]
     tb, tv = src.get("total", src["prefix"])
     out: dict[str, list] = {}
-    for kernel, (b, name, v) in {"per_sequence": (db, "decode_shared", dv), "per_sequence_dup": (db, "decode_dup", dv),
-                                 "cascade": (tb, "cascade_total", tv)}.items():
+    for kernel, (b, name, v, kind) in {"per_sequence": (db, "decode_shared", dv, "decode_shared"),
+                                       "per_sequence_dup": (db, "decode_dup", dv, "decode_dup"),
+                                       "cascade": (tb, "cascade_total", tv, "cascade_total")}.items():
+        sel = probe.select(b, name, v, kv_dtype)
+        cfgs = [r["config"] for r in sel]
+        fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))
         out[kernel] = [((c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
-                        (c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"]), r["median_s"])
-                       for r in probe.select(b, name, v, kv_dtype) for c in (r["config"],)]
+                        (c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"]), r["median_s"], f)
+                       for r, c, f in zip(sel, cfgs, fit)]
     return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None
 
 

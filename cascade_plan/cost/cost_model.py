@@ -277,7 +277,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
     # split in pieces, never cheaper than the per-sequence kernel itself (fitted parameters of different
     # kernels must not turn into a "win" without sharing).
-    m = measured_attention(load, g, model, params, prefix_caching)
+    m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn)
     if m is not None:
         ps_meas, cas_meas, ps_why, cas_why = m
         ps_attn = np.where(np.isfinite(ps_meas), ps_meas, ps_attn)
@@ -302,10 +302,12 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     )
 
 
-def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: CostParams, prefix_caching: bool):
+def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: CostParams, prefix_caching: bool,
+                       fitted_ps_s=None, fitted_cas_s=None):
     """All layers' attention time of each mode interpolated from the calibration's measured rows (NaN
-    where they do not bracket the step), and why the fitted model prices the rest; None when the
-    calibration carries no rows (ideal, defaults, imported tables)."""
+    where they do not bracket the step; given each mode's fitted time, the rows' ratio to the fit is
+    what is interpolated), and why the fitted model prices the rest; None when the calibration carries
+    no rows (ideal, defaults, imported tables)."""
     if params.measured is None:
         return None
     from cascade_plan.cost.ops.attention import measured_layer_s, outside_reason, single_level
@@ -314,8 +316,9 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
     shape = (g.q_heads // g.kv_heads, g.kv_heads, model.head_dim)
     mla = model.attention == "mla"
     out = []
-    for kernel in ("per_sequence" if prefix_caching else "per_sequence_dup", "cascade"):
-        t = np.full(sl.valid.shape, np.nan) if mla else measured_layer_s(params.measured, kernel, shape, sl)
+    for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s), ("cascade", fitted_cas_s)):
+        per_layer = None if fitted is None else np.asarray(fitted, float) / g.layers
+        t = np.full(sl.valid.shape, np.nan) if mla else measured_layer_s(params.measured, kernel, shape, sl, per_layer)
         out.append((g.layers * t, outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)))
     (ps, ps_why), (cas, cas_why) = out
     return ps, cas, ps_why, cas_why

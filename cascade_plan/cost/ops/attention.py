@@ -32,21 +32,33 @@ FITTED = "fitted model"
 
 @dataclass(frozen=True, eq=False)
 class MeasuredTable:
-    """Per-layer times of one kernel at one attention shape, over AXES (points: (N, 4))."""
+    """Per-layer times of one kernel at one attention shape, over AXES (points: (N, 4)); fit_s: the fitted
+    model's time at each row, where the table is to interpolate the rows' ratio to the fit (None: the
+    times themselves)."""
 
     points: np.ndarray
     time_s: np.ndarray
+    fit_s: np.ndarray | None = None
 
-    def __call__(self, query: np.ndarray) -> np.ndarray:
-        """Interpolated times at queries (Q, 4); NaN where the rows do not bracket a query."""
+    def __call__(self, query: np.ndarray, fit_at_query: np.ndarray | None = None) -> np.ndarray:
+        """Times at queries (Q, 4); NaN where the rows do not bracket a query. With the fit at the
+        queries (and at the rows), the fit times the interpolated measured/fitted ratio, held within the
+        bracketing rows' times: the fit supplies the shape between rows the grid spaces widely, the rows
+        its level; at a row it is the row."""
         q = np.atleast_2d(np.asarray(query, float))
-        return _interp(self.points, self.time_s, q, 0)
+        if fit_at_query is None or self.fit_s is None:
+            return _interp(self.points, self.time_s, q, 0)
+        ratio = _interp(self.points, self.time_s / self.fit_s, q, 0)
+        lo = _interp(self.points, self.time_s, q, 0, "min")
+        hi = _interp(self.points, self.time_s, q, 0, "max")
+        return np.clip(np.asarray(fit_at_query, float) * ratio, lo, hi)
 
     def axis_range(self, axis: int) -> tuple[float, float]:
         return float(self.points[:, axis].min()), float(self.points[:, axis].max())
 
 
-def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndarray:
+def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int, how: str = "interp") -> np.ndarray:
+    """Axis-by-axis interpolation; how="min"/"max": the least/greatest of the rows that bracket each query."""
     if axis == len(AXES):                   # every axis matched: one row (duplicates: their median)
         return np.full(q.shape[0], float(np.median(t)))
     out = np.full(q.shape[0], np.nan)
@@ -66,11 +78,15 @@ def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndar
     for i in np.unique(np.concatenate([lo_c[ok], hi_c[ok]])):
         need = ok & ((lo_c == i) | (hi_c == i))
         rows = pts[:, axis] == values[i]
-        sub[i, need] = _interp(pts[rows], t[rows], q[need], axis + 1)
+        sub[i, need] = _interp(pts[rows], t[rows], q[need], axis + 1, how)
     cols = np.arange(q.shape[0])
     a, b = sub[lo_c, cols], sub[hi_c, cols]
     va, vb = values[lo_c], values[hi_c]
-    if GEOMETRIC[axis]:
+    if how == "min":
+        val = np.minimum(a, b)
+    elif how == "max":
+        val = np.maximum(a, b)
+    elif GEOMETRIC[axis]:
         span = np.log(np.maximum(vb, 1e-300)) - np.log(np.maximum(va, 1e-300))
         w = np.where(span > 0, (np.log(np.maximum(x, 1e-300)) - np.log(np.maximum(va, 1e-300))) / np.where(span > 0, span, 1), 0.0)
         val = np.exp((1 - w) * np.log(np.maximum(a, 1e-300)) + w * np.log(np.maximum(b, 1e-300)))
@@ -88,25 +104,28 @@ ShapeKey = tuple[int, int, int]
 @dataclass(frozen=True, eq=False)
 class MeasuredAttention:
     """One backend's measured attention rows at one KV dtype, built into tables lazily (a calibration
-    holds many shapes; a workload asks for one). rows: kernel -> [(shape key, point (4,), time_s)]
-    for the planner's kernels "per_sequence" (decode over shared prefix pages), "per_sequence_dup"
-    (private copies: no prefix caching) and "cascade" (the whole cascade: prefix, suffix and merge)."""
+    holds many shapes; a workload asks for one). rows: kernel -> [(shape key, point (4,), time_s, fitted
+    time_s or None)] for the planner's kernels "per_sequence" (decode over shared prefix pages),
+    "per_sequence_dup" (private copies: no prefix caching) and "cascade" (the whole cascade: prefix,
+    suffix and merge)."""
 
     backend: str
     kv_dtype: str
-    rows: dict[str, list[tuple[ShapeKey, tuple[float, ...], float]]]
+    rows: dict[str, list[tuple]]
     _tables: dict = field(default_factory=dict, repr=False)
 
     def table(self, kernel: str, shape: ShapeKey) -> MeasuredTable | None:
         key = (kernel, shape)
         if key not in self._tables:
-            sel = [(p, t) for s, p, t in self.rows.get(kernel, ()) if s == shape]
-            self._tables[key] = (MeasuredTable(np.array([p for p, _ in sel], float), np.array([t for _, t in sel], float))
+            sel = [r for r in self.rows.get(kernel, ()) if r[0] == shape]
+            fit = [r[3] if len(r) > 3 else None for r in sel]
+            self._tables[key] = (MeasuredTable(np.array([r[1] for r in sel], float), np.array([r[2] for r in sel], float),
+                                               None if any(f is None for f in fit) else np.array(fit, float))
                                  if sel else None)
         return self._tables[key]
 
     def shapes(self, kernel: str) -> list[ShapeKey]:
-        return sorted({s for s, _, _ in self.rows.get(kernel, ())})
+        return sorted({r[0] for r in self.rows.get(kernel, ())})
 
 
 @dataclass(frozen=True)
@@ -138,13 +157,16 @@ def single_level(load) -> SingleLevel:
     return SingleLevel(q, np.broadcast_to(valid, q.shape[:-1]))
 
 
-def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel) -> np.ndarray:
-    """Interpolated per-layer times at every valid point of the step grid; NaN elsewhere."""
+def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
+                     fitted_layer_s=None) -> np.ndarray:
+    """Interpolated per-layer times at every valid point of the step grid (given the fitted model's
+    per-layer time there, the rows' ratio to it is interpolated); NaN elsewhere."""
     out = np.full(sl.valid.shape, np.nan)
     tab = None if measured is None else measured.table(kernel, shape)
     if tab is None or not sl.valid.any():
         return out
-    out[sl.valid] = tab(sl.query[sl.valid])
+    fit = None if fitted_layer_s is None else np.broadcast_to(np.asarray(fitted_layer_s, float), sl.valid.shape)[sl.valid]
+    out[sl.valid] = tab(sl.query[sl.valid], fit)
     return out
 
 
