@@ -100,7 +100,7 @@ def test_outside_the_grid_is_the_fitted_model_and_says_why(probe):
         c, f = one_layer(params, *args), one_layer(fitted_only, *args)
         assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) == float(f.ps_attention_s)
         assert float(c.cas_attention_s) == float(f.cas_attention_s)
-        assert c.ps_outside and ("outside the measured" in c.ps_outside[0] or "bracket" in c.ps_outside[0])
+        assert c.ps_outside and ("rows span" in c.ps_outside[0] or "bracket" in c.ps_outside[0])
     # a shape the probe never measured (5 query heads per KV head): no rows, the fit
     c = one_layer(params, 4096, 64, 1, 128, model=one_layer_model(8, 5))
     assert float(c.ps_measured) == 0.0 and "5 query heads per KV head" in c.ps_outside[0]
@@ -179,7 +179,7 @@ def test_rl_rollouts_fp8_on_the_h200_gets_a_measured_verdict():
     doc = json.loads(res.stdout)
     assert doc["calibration"]["numbers"] == "probe/triton"      # the backend measured with fp8 KV
     assert doc["go_no_go"]["level"] in ("go", "marginal", "no-go") and doc["go_no_go"]["speedup_range"] is None
-    assert "flashinfer has no fp8 KV rows" in doc["calibration"]["label"]
+    assert "flashinfer has no fp8 KV rows, so triton" in doc["calibration"]["label"]
 
 
 def test_source_label_in_estimate_json_table_and_report(tmp_path):

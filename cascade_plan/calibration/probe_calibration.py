@@ -305,7 +305,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 decode "
                      f"at half the bytes): its bf16 numbers are shown only as one end of a range")
     elif asked is None and backend != default_backend(probe):
-        notes_info = (f"{default_backend(probe)} has no {kv_dtype} KV rows; {backend} is measured with {kv_dtype} KV",)
+        notes_info = (f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} KV) "
+                      "prices it",)
     notes += k.get("notes", [])          # what an imported file says about its own coverage
     decode_shared, decode_dup = k["decode_shared"], k["decode_dup"]
     if mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages

@@ -211,8 +211,8 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
         x = q[:, a]
         if (x < lo * (1 - REL_TOL)).any() or (x > hi * (1 + REL_TOL)).any():
             v = x[(x < lo * (1 - REL_TOL)) | (x > hi * (1 + REL_TOL))]
-            return (f"{AXIS_WORDS[name]} {_span(v.min(), v.max())} outside the measured {_span(lo, hi)} of the "
-                    f"{backend_words(measured)} {what} rows")
+            return (f"{AXIS_WORDS[name]} {_span(v.min(), v.max())}, where the {backend_words(measured)} {what} rows "
+                    f"span {_span(lo, hi)}")
     n, g, p, s = q[0]
     return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} x {g:,.0f} sequences, {p:,.0f} prefix and {s:,.0f} suffix tokens "
             "(a sparse grid: each axis must be bracketed by rows)")
