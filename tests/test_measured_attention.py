@@ -230,3 +230,53 @@ def test_validate_reports_the_interpolation_error_apart_from_the_fit():
             assert s["interpolation"]["n"] <= s["rows"] and s["interpolation"]["n"] == s["fit_same_rows"]["n"]
     # the interpolation as the planner applies it, held out row by row: within 2% median on FlashInfer decode
     assert res["backends"]["flashinfer"]["interpolation"]["per_sequence"]["interpolation"]["median_ape"] < 0.02
+
+
+def test_fp8_coverage_notes_come_from_the_fp8_rows(probe):
+    """The shipped fp8 rows cover 4 query heads per KV head only: Llama-3-70B's 8 is measured in bf16 but
+    not in fp8, so its fp8 verdict carries the note (a range), its bf16 one does not."""
+    from cascade_plan.inputs.model_spec import load_model
+
+    m = load_model("llama-3-70b")
+    assert not params_from_probe(probe, "triton", "bf16", H200, m).notes
+    assert any("8 query heads per KV head is beyond the measured 4 (fp8 KV rows)" in n
+               for n in params_from_probe(probe, "triton", "fp8", H200, m).notes)
+
+
+@pytest.fixture(scope="module")
+def synthetic(probe, tmp_path_factory):
+    """The shipped file plus rows of shapes it lacks, as a new probe run would add them: FlashInfer with
+    fp8 KV (every FlashInfer row again, 1.25x slower: fp8 decode is slower on the H200), and 16 query
+    heads per KV head (the 8-per-KV rows again, 1.2x); then calibrated as `calibrate` does."""
+    from cascade_plan.calibration.probe_calibration import ProbeData, calibrate
+
+    doc = json.loads(json.dumps(probe.doc))
+    extra = []
+    for m in doc["measurements"]:
+        c = m["config"]
+        if m["backend"].startswith("flashinfer") and c["kv_dtype"] == "bf16":
+            extra.append({**m, "config": {**c, "kv_dtype": "fp8"}, "median_s": m["median_s"] * 1.25})
+        if m["backend"] == "flashinfer" and c["kv_dtype"] == "bf16" and c["q_per_kv"] == 8 and c["num_kv_heads"] == 8:
+            extra.append({**m, "config": {**c, "q_per_kv": 16}, "median_s": m["median_s"] * 1.2})
+    doc["measurements"] += extra
+    path = tmp_path_factory.mktemp("cal") / "h200-synthetic.json"
+    with np.errstate(all="ignore"):
+        doc["fitted"] = calibrate(ProbeData(str(path), doc))
+    path.write_text(json.dumps(doc))
+    return ProbeData(str(path), doc)
+
+
+def test_new_rows_are_fitted_and_interpolated_generically(synthetic):
+    assert "flashinfer" in synthetic.fitted["kv_dtypes"]["fp8"]
+    p = params_from_probe(synthetic, None, "fp8", H200)
+    assert p.backend == "flashinfer" and p.measured.kv_dtype == "fp8" and not p.info
+    c = one_layer(p, 4096, 64, 1, 128, "fp8")
+    assert float(c.ps_attention_s) == pytest.approx(FI_DECODE_SHARED[(64, 4096, 128)] * 1.25, rel=1e-12)
+    assert float(c.cas_attention_s) == pytest.approx(FI_CASCADE_TOTAL_64_4096_128 * 1.25, rel=1e-12)
+    # 16 query heads per KV head: its own rows, no extrapolation note
+    m16 = one_layer_model(8, 16)
+    p16 = params_from_probe(synthetic, "flashinfer", "bf16", H200, m16)
+    assert not p16.notes and (16, 8, 128) in p16.measured.shapes("per_sequence")
+    c16 = one_layer(p16, 4096, 64, 1, 128, model=m16)
+    c8 = one_layer(p16, 4096, 64, 1, 128, model=one_layer_model(8, 8))
+    assert float(c16.ps_measured) == 1.0 and float(c16.ps_attention_s) == pytest.approx(1.2 * float(c8.ps_attention_s))

@@ -263,10 +263,22 @@ def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
                      file=probe.path)
 
 
-def coverage_notes(probe: ProbeData, model, has_mla_fit: bool = False) -> list[str]:
-    """Where a model's attention shape lies outside what the probe measured."""
-    axes = (probe.doc.get("grid") or {}).get("axes", {})
-    head_dim = (probe.doc.get("grid") or {}).get("head_dim")
+def coverage_notes(probe: ProbeData, model, has_mla_fit: bool = False, kv_dtype: str | None = None,
+                   backend: str | None = None) -> list[str]:
+    """Where a model's attention shape lies outside what the probe measured: query heads per KV head and
+    head dim of the rows of this KV dtype and backend where given (fp8 may cover fewer shapes than bf16),
+    else the grid's axes."""
+    grid = probe.doc.get("grid") or {}
+    q_per_kv = sorted(set((grid.get("axes") or {}).get("q_per_kv") or []))
+    head_dims = [grid["head_dim"]] if grid.get("head_dim") else []
+    rows = ([m["config"] for m in probe.doc.get("measurements") or []
+             if m["config"]["kv_dtype"] == kv_dtype and (backend is None or m["backend"] in
+                                                          {b for b, _ in BACKENDS.get(backend, {}).values()})]
+            if kv_dtype else [])
+    if rows:
+        q_per_kv = sorted({c["q_per_kv"] for c in rows})
+        head_dims = sorted({c["head_dim"] for c in rows})
+    what = f" ({kv_dtype} KV rows)" if rows and kv_dtype != "bf16" else ""
     notes = []
     if model.attention == "mla" and has_mla_fit:
         notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
@@ -275,10 +287,12 @@ def coverage_notes(probe: ProbeData, model, has_mla_fit: bool = False) -> list[s
                      "heads) is outside them, so these numbers extrapolate")
     else:
         g = model.num_q_heads // max(model.num_kv_heads, 1)
-        if axes.get("q_per_kv") and g > max(axes["q_per_kv"]):
-            notes.append(f"{g} query heads per KV head is beyond the measured {max(axes['q_per_kv'])}")
-        if head_dim and model.head_dim != head_dim:
-            notes.append(f"head dim {model.head_dim} differs from the measured {head_dim}")
+        if q_per_kv and g > max(q_per_kv):
+            notes.append(f"{g} query heads per KV head is beyond the measured {max(q_per_kv)}{what}")
+        elif q_per_kv and g < min(q_per_kv):
+            notes.append(f"{g} query head{'s' if g > 1 else ''} per KV head is below the measured {min(q_per_kv)}{what}")
+        if head_dims and model.head_dim not in head_dims:
+            notes.append(f"head dim {model.head_dim} differs from the measured {', '.join(map(str, head_dims))}{what}")
     return notes
 
 
@@ -297,7 +311,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         raise InputError(f"backend {backend!r} is not in this calibration; it has: {', '.join(have)}", file=probe.path)
     k = per_dtype[key][backend]
     mla = model is not None and model.attention == "mla" and bool(k.get("decode_mla"))
-    notes = coverage_notes(probe, model, mla) if model is not None else []
+    notes = coverage_notes(probe, model, mla, kv_dtype if key == kv_dtype else None, backend) if model is not None else []
     notes_info: tuple[str, ...] = ()
     if key != kv_dtype:
         # never a stand-in: the note turns the verdict into a range over the sources we have
