@@ -14,10 +14,9 @@ import numpy as np
 
 from cascade_plan import __version__
 from cascade_plan.cost.cost_params import CostParams, KernelParams
-from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.errors import InputError
 from cascade_plan.calibration.calibration_schema import check_calibration
-from cascade_plan.calibration.measured_grid import measured_grid
+from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
 from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
                                    predict)
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -263,39 +262,6 @@ def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
                      file=probe.path)
 
 
-def coverage_notes(probe: ProbeData, model, has_mla_fit: bool = False, kv_dtype: str | None = None,
-                   backend: str | None = None) -> list[str]:
-    """Where a model's attention shape lies outside what the probe measured: query heads per KV head and
-    head dim of the rows of this KV dtype and backend where given (fp8 may cover fewer shapes than bf16),
-    else the grid's axes."""
-    grid = probe.doc.get("grid") or {}
-    q_per_kv = sorted(set((grid.get("axes") or {}).get("q_per_kv") or []))
-    head_dims = [grid["head_dim"]] if grid.get("head_dim") else []
-    rows = ([m["config"] for m in probe.doc.get("measurements") or []
-             if m["config"]["kv_dtype"] == kv_dtype and (backend is None or m["backend"] in
-                                                          {b for b, _ in BACKENDS.get(backend, {}).values()})]
-            if kv_dtype else [])
-    if rows:
-        q_per_kv = sorted({c["q_per_kv"] for c in rows})
-        head_dims = sorted({c["head_dim"] for c in rows})
-    what = f" ({kv_dtype} KV rows)" if rows and kv_dtype != "bf16" else ""
-    notes = []
-    if model.attention == "mla" and has_mla_fit:
-        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
-    elif model.attention == "mla":
-        notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
-                     "heads) is outside them, so these numbers extrapolate")
-    else:
-        g = model.num_q_heads // max(model.num_kv_heads, 1)
-        if q_per_kv and g > max(q_per_kv):
-            notes.append(f"{g} query heads per KV head is beyond the measured {max(q_per_kv)}{what}")
-        elif q_per_kv and g < min(q_per_kv):
-            notes.append(f"{g} query head{'s' if g > 1 else ''} per KV head is below the measured {min(q_per_kv)}{what}")
-        if head_dims and model.head_dim not in head_dims:
-            notes.append(f"head dim {model.head_dim} differs from the measured {', '.join(map(str, head_dims))}{what}")
-    return notes
-
-
 def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: HardwareProfile,
                       model=None) -> CostParams:
     fitted = probe.fitted
@@ -319,8 +285,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 decode "
                      f"at half the bytes): its bf16 numbers are shown only as one end of a range")
     elif asked is None and backend != default_backend(probe):
-        notes_info = (f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} KV) "
-                      "prices it",)
+        stand_in = f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} KV) prices it"
+        notes_info = (stand_in,)
     notes += k.get("notes", [])          # what an imported file says about its own coverage
     decode_shared, decode_dup = k["decode_shared"], k["decode_dup"]
     if mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages
@@ -351,28 +317,6 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         measured=measured_rows(probe, backend, kv_dtype, k) if key == kv_dtype and origin == "probe" else None,
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.get("train_rows") else [])),
     )
-
-
-def measured_rows(probe: ProbeData, backend: str, kv_dtype: str, fits: dict | None = None) -> MeasuredAttention | None:
-    """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
-    planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
-    the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
-    from cascade_plan.calibration.fitting import predict_kind
-
-    src = BACKENDS[backend]
-    db, dv = src["decode"]
-    tb, tv = src.get("total", src["prefix"])
-    out: dict[str, list] = {}
-    for kernel, (b, name, v, kind) in {"per_sequence": (db, "decode_shared", dv, "decode_shared"),
-                                       "per_sequence_dup": (db, "decode_dup", dv, "decode_dup"),
-                                       "cascade": (tb, "cascade_total", tv, "cascade_total")}.items():
-        sel = probe.select(b, name, v, kv_dtype)
-        cfgs = [r["config"] for r in sel]
-        fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))
-        out[kernel] = [((c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
-                        (c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"]), r["median_s"], f)
-                       for r, c, f in zip(sel, cfgs, fit)]
-    return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None
 
 
 def source_kind(doc: dict) -> str:
