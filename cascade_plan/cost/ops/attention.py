@@ -25,6 +25,7 @@ from cascade_plan.cost.ops.base import OpCost
 AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
 GEOMETRIC = (True, True, True, False)       # interpolate time geometrically (log axis) or linearly
 REL_TOL = 1e-9                               # a query this close to a measured value is that value
+DEDUPE_ABOVE = 4096                          # queries beyond which repeated ones are evaluated once
 
 MEASURED = "measured (interpolated)"
 FITTED = "fitted model"
@@ -46,55 +47,88 @@ class MeasuredTable:
         bracketing rows' times: the fit supplies the shape between rows the grid spaces widely, the rows
         its level; at a row it is the row."""
         q = np.atleast_2d(np.asarray(query, float))
-        if fit_at_query is None or self.fit_s is None:
-            return _interp(self.points, self.time_s, q, 0)
-        ratio = _interp(self.points, self.time_s / self.fit_s, q, 0)
-        lo = _interp(self.points, self.time_s, q, 0, "min")
-        hi = _interp(self.points, self.time_s, q, 0, "max")
-        return np.clip(np.asarray(fit_at_query, float) * ratio, lo, hi)
+        out = np.full(q.shape[0], np.nan)
+        lo_box, hi_box = self.points.min(0), self.points.max(0)
+        box = np.all((q >= lo_box * (1 - REL_TOL)) & (q <= hi_box * (1 + REL_TOL)), axis=1)   # cheap reject
+        if not box.any():
+            return out
+        ratio = fit_at_query is not None and self.fit_s is not None
+        cols = [self.time_s / self.fit_s, self.time_s, self.time_s] if ratio else [self.time_s]
+        v = _interp(self.points, np.stack(cols, axis=1), q[box], 0)
+        if ratio:
+            fit = np.broadcast_to(np.asarray(fit_at_query, float), q.shape[:1])[box]
+            out[box] = np.clip(fit * v[:, 0], v[:, 1], v[:, 2])
+        else:
+            out[box] = v[:, 0]
+        return out
 
     def axis_range(self, axis: int) -> tuple[float, float]:
         return float(self.points[:, axis].min()), float(self.points[:, axis].max())
 
 
-def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int, how: str = "interp") -> np.ndarray:
-    """Axis-by-axis interpolation; how="min"/"max": the least/greatest of the rows that bracket each query."""
+def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndarray:
+    """Axis-by-axis interpolation of the columns of t (N, C) at queries q (Q, 4): column 0 interpolated,
+    columns 1 and 2 (where present) the least and the greatest of the rows that bracket each query;
+    (Q, C), NaN where the rows do not bracket a query."""
+    ncol = t.shape[1]
     if axis == len(AXES):                   # every axis matched: one row (duplicates: their median)
-        return np.full(q.shape[0], float(np.median(t)))
-    out = np.full(q.shape[0], np.nan)
+        return np.broadcast_to(np.median(t, axis=0), (q.shape[0], ncol)).copy()
+    if axis >= 2 and q.shape[0] > DEDUPE_ABOVE:   # a sweep grid repeats the last axes' values many times
+        codes = [np.unique(q[:, k], return_inverse=True) for k in range(axis, len(AXES))]
+        sizes = [c[0].size for c in codes]
+        if np.prod(np.array(sizes, float)) < 0.5 * q.shape[0]:
+            key = np.zeros(q.shape[0], np.int64)
+            for (_, inv), n in zip(codes, sizes):
+                key = key * n + inv.ravel()
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            return _interp(pts, t, q[first], axis)[inverse.ravel()]
+    out = np.full((q.shape[0], ncol), np.nan)
     values = np.unique(pts[:, axis])
     x = q[:, axis]
-    close = np.abs(x[:, None] - values[None, :]) <= REL_TOL * np.maximum(np.abs(values[None, :]), 1.0)
-    exact = close.any(1)
-    lo = np.searchsorted(values, x, side="right") - 1        # largest measured value <= x
-    hi = lo + 1                                              # smallest measured value > x
-    lo = np.where(exact, close.argmax(1), lo)
-    hi = np.where(exact, lo, hi)
-    ok = (lo >= 0) & (hi < values.size)
+    tol = REL_TOL * np.maximum(np.abs(values), 1.0)
+    right = np.searchsorted(values, x, side="right")          # values[right - 1] <= x < values[right]
+    below = np.clip(right - 1, 0, values.size - 1)
+    above = np.clip(right, 0, values.size - 1)
+    near_below = (right >= 1) & (np.abs(x - values[below]) <= tol[below])
+    near_above = (right < values.size) & (np.abs(x - values[above]) <= tol[above])
+    exact = near_below | near_above
+    lo = np.where(near_above & ~near_below, above, below)
+    hi = np.where(exact, lo, above)
+    ok = exact | ((right >= 1) & (right < values.size))
     if not ok.any():
         return out
-    lo_c, hi_c = np.clip(lo, 0, values.size - 1), np.clip(hi, 0, values.size - 1)
-    sub = np.full((values.size, q.shape[0]), np.nan)
-    for i in np.unique(np.concatenate([lo_c[ok], hi_c[ok]])):
-        need = ok & ((lo_c == i) | (hi_c == i))
+    if exact.all() and (lo == lo[0]).all():       # every query on one measured value (one group, say)
+        rows = pts[:, axis] == values[lo[0]]
+        return _interp(pts[rows], t[rows], q, axis + 1)
+    present = np.zeros(values.size, bool)
+    present[lo[ok]] = True
+    present[hi[ok]] = True
+    a = np.full((q.shape[0], ncol), np.nan)
+    b = np.full((q.shape[0], ncol), np.nan)
+    for i in np.flatnonzero(present):
+        at_lo, at_hi = ok & (lo == i), ok & (hi == i)
+        need = np.flatnonzero(at_lo | at_hi)
         rows = pts[:, axis] == values[i]
-        sub[i, need] = _interp(pts[rows], t[rows], q[need], axis + 1, how)
-    cols = np.arange(q.shape[0])
-    a, b = sub[lo_c, cols], sub[hi_c, cols]
-    va, vb = values[lo_c], values[hi_c]
-    if how == "min":
-        val = np.minimum(a, b)
-    elif how == "max":
-        val = np.maximum(a, b)
-    elif GEOMETRIC[axis]:
-        span = np.log(np.maximum(vb, 1e-300)) - np.log(np.maximum(va, 1e-300))
+        r = _interp(pts[rows], t[rows], q[need], axis + 1)
+        a[need[at_lo[need]]] = r[at_lo[need]]
+        b[need[at_hi[need]]] = r[at_hi[need]]
+    va, vb = values[lo], values[hi]
+    if GEOMETRIC[axis]:
+        span = np.log(vb) - np.log(va) if va.min() > 0 else np.log(np.maximum(vb, 1e-300)) - np.log(np.maximum(va, 1e-300))
         w = np.where(span > 0, (np.log(np.maximum(x, 1e-300)) - np.log(np.maximum(va, 1e-300))) / np.where(span > 0, span, 1), 0.0)
-        val = np.exp((1 - w) * np.log(np.maximum(a, 1e-300)) + w * np.log(np.maximum(b, 1e-300)))
+        val0 = np.exp((1 - w) * np.log(np.maximum(a[:, 0], 1e-300)) + w * np.log(np.maximum(b[:, 0], 1e-300)))
     else:
         span = vb - va
         w = np.where(span > 0, (x - va) / np.where(span > 0, span, 1), 0.0)
-        val = (1 - w) * a + w * b
-    return np.where(ok & np.isfinite(a) & np.isfinite(b), np.where(exact, a, val), np.nan)
+        val0 = (1 - w) * a[:, 0] + w * b[:, 0]
+    val = np.empty_like(a)
+    val[:, 0] = np.where(exact, a[:, 0], val0)
+    if ncol > 1:
+        val[:, 1] = np.minimum(a[:, 1], b[:, 1])
+        val[:, 2] = np.maximum(a[:, 2], b[:, 2])
+    good = ok & np.isfinite(a[:, 0]) & np.isfinite(b[:, 0])
+    out[good] = val[good]
+    return out
 
 
 # (q_per_kv, KV heads per GPU, head dim) -> the per-layer table of each planner kernel
