@@ -280,3 +280,16 @@ def test_new_rows_are_fitted_and_interpolated_generically(synthetic):
     c16 = one_layer(p16, 4096, 64, 1, 128, model=m16)
     c8 = one_layer(p16, 4096, 64, 1, 128, model=one_layer_model(8, 8))
     assert float(c16.ps_measured) == 1.0 and float(c16.ps_attention_s) == pytest.approx(1.2 * float(c8.ps_attention_s))
+
+
+def test_estimate_with_measured_rows_imports_no_heavy_modules(root):
+    """The H200's probe file is interpolated on every estimate there: still no torch, pandas or matplotlib
+    (start-up itself is measured by benchmarks/estimate_startup.py, not asserted here)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from cascade_plan.cli.app import main; sys.argv=['cascade-plan','estimate','rl-rollouts-64',"
+            "'--hardware','h200','--kv-dtype','fp8']\ntry: main()\nexcept SystemExit: pass\n"
+            "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert "HEAVY []" in out.stdout and "Attention" in out.stdout, out.stdout[-500:] + out.stderr
