@@ -101,6 +101,10 @@ def test_outside_the_grid_is_the_fitted_model_and_says_why(probe):
         assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) == float(f.ps_attention_s)
         assert float(c.cas_attention_s) == float(f.cas_attention_s)
         assert c.ps_outside and ("rows span" in c.ps_outside[0] or "bracket" in c.ps_outside[0])
+    # every axis the step leaves is named
+    c = one_layer(params, 65536, 512, 1, 8192)
+    why = c.ps_outside[0]
+    assert "sequences per group 512 (rows span 1-256)" in why and "prefix tokens 65,536" in why and "suffix" in why
     # a shape the probe never measured (5 query heads per KV head): no rows, the fit
     c = one_layer(params, 4096, 64, 1, 128, model=one_layer_model(8, 5))
     assert float(c.ps_measured) == 0.0 and "5 query heads per KV head" in c.ps_outside[0]
@@ -293,3 +297,14 @@ def test_estimate_with_measured_rows_imports_no_heavy_modules(root):
             "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert "HEAVY []" in out.stdout and "Attention" in out.stdout, out.stdout[-500:] + out.stderr
+
+
+def test_attention_as_an_op(probe):
+    from cascade_plan.cost.ops.attention import attention_ops
+
+    params = params_from_probe(probe, "flashinfer", "bf16", H200)
+    c = one_layer(params, 4096, 64, 1, 128)
+    ops = attention_ops(c)
+    assert ops["per_sequence"].name == ops["cascade"].name == "attention"
+    assert float(ops["per_sequence"].time_s) == FI_DECODE_SHARED[(64, 4096, 128)] and ops["cascade"].source == MEASURED
+    assert attention_ops(one_layer(dataclasses.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source == FITTED

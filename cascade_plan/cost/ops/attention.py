@@ -240,16 +240,18 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
     if not sl.valid.all():
         return "steps whose sequences do not share one prefix level with equal suffixes (the probe times one shared level)"
     q = sl.query[~inside]
+    beyond = []
     for a, name in enumerate(AXES):
         lo, hi = tab.axis_range(a)
         x = q[:, a]
-        if (x < lo * (1 - REL_TOL)).any() or (x > hi * (1 + REL_TOL)).any():
-            v = x[(x < lo * (1 - REL_TOL)) | (x > hi * (1 + REL_TOL))]
-            return (f"{AXIS_WORDS[name]} {_span(v.min(), v.max())}, where the {backend_words(measured)} {what} rows "
-                    f"span {_span(lo, hi)}")
+        out = (x < lo * (1 - REL_TOL)) | (x > hi * (1 + REL_TOL))
+        if out.any():
+            beyond.append(f"{AXIS_WORDS[name]} {_span(x[out].min(), x[out].max())} (rows span {_span(lo, hi)})")
+    if beyond:      # every axis the workload leaves, not only the first
+        return f"the {backend_words(measured)} {what} rows do not reach {', '.join(beyond)}"
     n, g, p, s = q[0]
-    return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} x {g:,.0f} sequences, {p:,.0f} prefix and {s:,.0f} suffix tokens "
-            "(a sparse grid: each axis must be bracketed by rows)")
+    return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} x {g:,.0f} sequences, {p:,.0f} prefix "
+            f"and {s:,.0f} suffix tokens (a sparse grid: each axis must be bracketed by rows)")
 
 
 def source_label(measured_share: float, reason: str | None, steps: float = 0.0) -> str:
@@ -264,9 +266,18 @@ def source_label(measured_share: float, reason: str | None, steps: float = 0.0) 
     return f"{MEASURED} {part}, {FITTED} on the rest (outside the measured grid: {reason})"
 
 
-def attention_op(name: str, bytes_, flops, time_s, measured_mask) -> OpCost:
-    """One mode's attention as an OpCost; its source says whether the rows or the fit priced it."""
-    m = np.asarray(measured_mask, float)
+def attention_op(bytes_, flops, time_s, measured_mask=None) -> OpCost:
+    """One mode's attention as an OpCost; its source says whether the rows or the fit priced it (None:
+    no rows to interpolate)."""
+    m = np.zeros(0) if measured_mask is None else np.asarray(measured_mask, float)
     src = MEASURED if m.size and m.min() > 0 else FITTED if not m.size or m.max() == 0 else f"{MEASURED} / {FITTED}"
-    return OpCost(name=name, bytes=np.asarray(bytes_, float), flops=np.asarray(flops, float),
+    return OpCost(name="attention", bytes=np.asarray(bytes_, float), flops=np.asarray(flops, float),
                   time_s=np.asarray(time_s, float), source=src)
+
+
+def attention_ops(c) -> dict[str, OpCost]:
+    """Both modes' attention of a cost_model.StepCosts as the step model's op: per-sequence (HBM bytes
+    after L2 hits) and cascade (prefix, suffix and merge together)."""
+    return {"per_sequence": attention_op(c.ps_hbm_bytes, c.ps_flops, c.ps_attention_s, c.ps_measured),
+            "cascade": attention_op(c.cas_attention_bytes, c.cas_prefix_flops + c.cas_suffix_flops, c.cas_attention_s,
+                                    c.cas_measured)}
