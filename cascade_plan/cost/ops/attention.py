@@ -212,7 +212,7 @@ AXIS_WORDS = {"n_groups": "groups", "group_size": "sequences per group", "prefix
 
 def _shape_words(shape: ShapeKey) -> str:
     g, h, d = shape
-    return f"{g} query heads per KV head, {h} KV heads per GPU, head dim {d}"
+    return f"{g} query head{'s' if g != 1 else ''} per KV head, {h} KV head{'s' if h != 1 else ''} per GPU, head dim {d}"
 
 
 def _span(lo: float, hi: float) -> str:
@@ -235,8 +235,9 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
         return f"the {measured.backend} {measured.kv_dtype} rows are GQA kernels; MLA has no rows of its own here"
     tab = measured.table(kernel, shape)
     if tab is None:
-        have = "; ".join(_shape_words(s) for s in measured.shapes(kernel)) or "none"
-        return f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured: {have})"
+        have = ", ".join(f"{g}/{h}/{d}" for g, h, d in measured.shapes(kernel)) or "none"
+        return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured, as query "
+                f"heads per KV head/KV heads/head dim: {have})")
     if not sl.valid.all():
         return "steps whose sequences do not share one prefix level with equal suffixes (the probe times one shared level)"
     q = sl.query[~inside]
