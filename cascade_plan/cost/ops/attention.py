@@ -167,8 +167,12 @@ class SingleLevel:
     """A step's attention load in the probe's coordinates (arrays over the step grid), and where it is
     one shared level read by every sequence with one suffix length (the only cascades the probe times)."""
 
-    query: np.ndarray            # (..., 4): n_groups, group_size, prefix_tokens, suffix_tokens
-    valid: np.ndarray            # bool (...)
+    coords: tuple[np.ndarray, ...]   # n_groups, group_size, prefix_tokens, suffix_tokens (broadcast views)
+    valid: np.ndarray                # bool (...)
+
+    def query(self, mask: np.ndarray) -> np.ndarray:
+        """(M, 4) coordinates of the points where mask holds."""
+        return np.stack([c[mask] for c in self.coords], axis=-1)
 
 
 def single_level(load) -> SingleLevel:
@@ -186,9 +190,9 @@ def single_level(load) -> SingleLevel:
     uniform = np.abs(suffix - np.asarray(load.longest_suffix, float)) <= 1e-6 * np.maximum(suffix, 1)
     everyone = np.abs(groups * per_group - seqs) <= 1e-6 * np.maximum(seqs, 1)
     all_read = np.abs(np.asarray(load.ps_prefix_tokens, float) - seqs * prefix) <= 1e-6 * np.maximum(seqs * prefix, 1)
-    q = np.stack(np.broadcast_arrays(groups, per_group, prefix, suffix), axis=-1)
-    valid = one & uniform & everyone & all_read & (seqs > 0)
-    return SingleLevel(q, np.broadcast_to(valid, q.shape[:-1]))
+    coords = tuple(np.broadcast_arrays(groups, per_group, prefix, suffix, one))[:4]
+    valid = np.broadcast_to(one & uniform & everyone & all_read & (seqs > 0), coords[0].shape)
+    return SingleLevel(coords, valid)
 
 
 def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
@@ -199,8 +203,14 @@ def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: Sha
     tab = None if measured is None else measured.table(kernel, shape)
     if tab is None or not sl.valid.any():
         return out
-    fit = None if fitted_layer_s is None else np.broadcast_to(np.asarray(fitted_layer_s, float), sl.valid.shape)[sl.valid]
-    out[sl.valid] = tab(sl.query[sl.valid], fit)
+    take = sl.valid.copy()
+    for a, c in enumerate(sl.coords):        # outside the rows' box: no need to look further (cheap, no copies)
+        lo, hi = tab.axis_range(a)
+        take &= (c >= lo * (1 - REL_TOL)) & (c <= hi * (1 + REL_TOL))
+    if not take.any():
+        return out
+    fit = None if fitted_layer_s is None else np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
+    out[take] = tab(sl.query(take), fit)
     return out
 
 
@@ -240,17 +250,17 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
                 f"heads per KV head/KV heads/head dim: {have})")
     if not sl.valid.all():
         return "steps whose sequences do not share one prefix level with equal suffixes (the probe times one shared level)"
-    q = sl.query[~inside]
+    miss = ~np.asarray(inside, bool)
     beyond = []
     for a, name in enumerate(AXES):
         lo, hi = tab.axis_range(a)
-        x = q[:, a]
+        x = sl.coords[a][miss]
         out = (x < lo * (1 - REL_TOL)) | (x > hi * (1 + REL_TOL))
         if out.any():
             beyond.append(f"{AXIS_WORDS[name]} {_span(x[out].min(), x[out].max())} (rows span {_span(lo, hi)})")
     if beyond:      # every axis the workload leaves, not only the first
         return f"the {backend_words(measured)} {what} rows do not reach {', '.join(beyond)}"
-    n, g, p, s = q[0]
+    n, g, p, s = (c[miss][0] for c in sl.coords)
     return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} x {g:,.0f} sequences, {p:,.0f} prefix "
             f"and {s:,.0f} suffix tokens (a sparse grid: each axis must be bracketed by rows)")
 
