@@ -165,7 +165,7 @@ class StepCosts:
     glue_s: np.ndarray | None = None
     comm_s: np.ndarray | None = None
     # 1 where a mode's attention was interpolated from measured rows (cost/ops/attention.py), 0 where the
-    # fitted kernels priced it; and why the fitted model was used where it was (None: nowhere)
+    # fitted kernels priced it (None: no rows to interpolate); and why the fitted model priced steps (empty: none)
     ps_measured: np.ndarray | None = None
     cas_measured: np.ndarray | None = None
     ps_outside: tuple[str, ...] = ()       # a tuple, not a str: run_load broadcasts every scalar field
@@ -274,9 +274,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         from cascade_plan.calibration.fitting import overlapped_total
 
         cas_attn = overlapped_total(pre_s, suf_s, pre_roof, suf_roof, params.prefix_suffix_overlap) + merge_s
-    # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
-    # split in pieces, never cheaper than the per-sequence kernel itself (fitted parameters of different
-    # kernels must not turn into a "win" without sharing).
+    # Inside the measured grid, the measured rows (cost/ops/attention.py) instead of the fitted kernels.
     m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn)
     if m is not None:
         ps_meas, cas_meas, ps_why, cas_why = m
@@ -285,6 +283,9 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         scale = np.where(np.isfinite(cas_meas), cas_meas / np.maximum(cas_attn, 1e-300), 1.0)
         pre_s, suf_s, merge_s = pre_s * scale, suf_s * scale, merge_s * scale
         cas_attn = np.where(np.isfinite(cas_meas), cas_meas, cas_attn)
+    # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
+    # split in pieces, never cheaper than the per-sequence kernel itself (fitted parameters of different
+    # kernels must not turn into a "win" without sharing).
     cas_attn = np.where(load.node_redundant_tokens.sum(0) > 0, cas_attn, np.maximum(cas_attn, ps_attn))
 
     return StepCosts(
