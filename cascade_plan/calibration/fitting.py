@@ -278,3 +278,22 @@ def fit_merge_overlap(f: Features, t_total, t_pre, t_suf, roof_pre, roof_suf, bw
     fit = KernelFit(bw_bytes_per_s=bw, flop_per_s=flop_rate, overhead_s=float(o), row_s=float(c), q_row_s=float(cq),
                     token_latency_s=float(tau), n_train=int(t_total.size), train_median_ape=float(np.median(ape)))
     return fit, float(k)
+
+
+def predict_kind(fits: dict, kind: str, cfgs: list[dict], l2: float) -> np.ndarray:
+    """One kernel kind's fitted time at probe configurations, as the planner computes it; kind is a
+    fitted kind (decode_shared, decode_dup, prefix, suffix, merge) or cascade_total (the passes, their
+    overlap and the merge). `fits`: one backend's fitted section."""
+    if kind == "cascade_total":
+        pre_fit, suf_fit = KernelFit.from_dict(fits["prefix"]), KernelFit.from_dict(fits["suffix"])
+        fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+        has_suffix = np.array([c["suffix_tokens"] > 0 for c in cfgs])
+        t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
+        total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
+                                 np.where(has_suffix, t_suf - fixed_part(suf_fit, fs), 0.0),
+                                 fits.get("prefix_suffix_overlap", 0.0))
+        if fits.get("merge"):
+            total = total + predict_kind(fits, "merge", cfgs, l2)
+        return total
+    feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
+    return predict(KernelFit.from_dict(fits[kind]), features(feature_kind, cfgs), l2)

@@ -2,9 +2,13 @@
 largest batch, and the largest shared prefix per layer (all groups' prefixes of one layer, the L2
 working set), separately for the per-sequence decode kernel and for the cascade kernels, which may
 come from different sources (an AIConfigurator import measures decode and transfers the cascade
-kernels from the probe). cost/coverage.py checks workloads against it."""
+kernels from the probe). cost/coverage.py checks workloads against it. Also the rows themselves, as the
+planner interpolates them (per backend and KV dtype: cost/ops/attention.py), and the attention shapes
+they cover."""
 
 from __future__ import annotations
+
+from cascade_plan.cost.ops.attention import MeasuredAttention
 
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
@@ -22,15 +26,74 @@ def grid_of_configs(cfgs: list[dict]) -> dict | None:
             "layer_prefix_bytes": float(max(c["n_groups"] * c["prefix_tokens"] * kvb(c) for c in cfgs))}
 
 
-def measured_grid(doc: dict) -> dict | None:
+def measured_grid(doc: dict, kv_dtype: str | None = None) -> dict | None:
     """{"decode": grid, "cascade": grid} of a calibration document: written by the importer
-    (grid.measured), else computed from the probe's measurement rows; None when neither exists."""
+    (grid.measured), else computed from the probe's measurement rows (of `kv_dtype` only, where given:
+    a grid measured in bf16 says nothing about fp8); None when neither exists."""
     stored = (doc.get("grid") or {}).get("measured")
     if stored:
         return stored
-    rows = doc.get("measurements") or []
+    rows = [r for r in doc.get("measurements") or [] if kv_dtype is None or r["config"]["kv_dtype"] == kv_dtype]
     if not rows:
         return None
     out = {"decode": grid_of_configs([r["config"] for r in rows if r["kernel"].startswith("decode")]),
            "cascade": grid_of_configs([r["config"] for r in rows if r["kernel"].startswith("cascade")])}
     return {k: v for k, v in out.items() if v} or None
+
+
+def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None = None,
+                   backend: str | None = None) -> list[str]:
+    """Where a model's attention shape lies outside what the probe measured: query heads per KV head and
+    head dim of the rows of this KV dtype and backend where given (fp8 may cover fewer shapes than bf16),
+    else the grid's axes."""
+    from cascade_plan.calibration.probe_calibration import BACKENDS
+
+    grid = probe.doc.get("grid") or {}
+    q_per_kv = sorted(set((grid.get("axes") or {}).get("q_per_kv") or []))
+    head_dims = [grid["head_dim"]] if grid.get("head_dim") else []
+    rows = ([m["config"] for m in probe.doc.get("measurements") or []
+             if m["config"]["kv_dtype"] == kv_dtype and (backend is None or m["backend"] in
+                                                          {b for b, _ in BACKENDS.get(backend, {}).values()})]
+            if kv_dtype else [])
+    if rows:
+        q_per_kv = sorted({c["q_per_kv"] for c in rows})
+        head_dims = sorted({c["head_dim"] for c in rows})
+    what = f" ({kv_dtype} KV rows)" if rows and kv_dtype != "bf16" else ""
+    notes = []
+    if model.attention == "mla" and has_mla_fit:
+        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
+    elif model.attention == "mla":
+        notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
+                     "heads) is outside them, so these numbers extrapolate")
+    else:
+        g = model.num_q_heads // max(model.num_kv_heads, 1)
+        if q_per_kv and g > max(q_per_kv):
+            notes.append(f"{g} query heads per KV head is beyond the measured {max(q_per_kv)}{what}")
+        elif q_per_kv and g < min(q_per_kv):
+            notes.append(f"{g} query head{'s' if g > 1 else ''} per KV head is below the measured {min(q_per_kv)}{what}")
+        if head_dims and model.head_dim not in head_dims:
+            notes.append(f"head dim {model.head_dim} differs from the measured {', '.join(map(str, head_dims))}{what}")
+    return notes
+
+
+def measured_rows(probe, backend: str, kv_dtype: str, fits: dict | None = None) -> MeasuredAttention | None:
+    """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
+    planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
+    the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
+    from cascade_plan.calibration.fitting import predict_kind
+    from cascade_plan.calibration.probe_calibration import BACKENDS
+
+    src = BACKENDS[backend]
+    db, dv = src["decode"]
+    tb, tv = src.get("total", src["prefix"])
+    out: dict[str, list] = {}
+    for kernel, (b, name, v, kind) in {"per_sequence": (db, "decode_shared", dv, "decode_shared"),
+                                       "per_sequence_dup": (db, "decode_dup", dv, "decode_dup"),
+                                       "cascade": (tb, "cascade_total", tv, "cascade_total")}.items():
+        sel = probe.select(b, name, v, kv_dtype)
+        cfgs = [r["config"] for r in sel]
+        fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))
+        out[kernel] = [((c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
+                        (c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"]), r["median_s"], f)
+                       for r, c, f in zip(sel, cfgs, fit)]
+    return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None

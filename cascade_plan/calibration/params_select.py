@@ -95,7 +95,12 @@ def what_if_params(params: CostParams, base, hw) -> CostParams:
            "rate, fixed costs kept)") if scaled else " (the profile's own peaks: no kernel time scaled)"
     if hw.memory_bytes != base.memory_bytes:
         how += f"; memory {hw.memory_bytes / 1e9:,.0f} GB instead of {base.memory_bytes / 1e9:,.0f} GB (capacity only)"
-    return dataclasses.replace(params, step=step, l2_window_bytes=window,
+    # Measured attention rows were timed at the base GPU's peaks: under changed peaks the fitted kernels,
+    # scaled as above, price attention (the rows still price a what-if equal to the profile).
+    measured = params.measured if not scaled else None
+    if scaled and params.measured is not None:
+        how += "; attention from the fitted kernels (the measured rows hold for the base GPU's peaks only)"
+    return dataclasses.replace(params, step=step, l2_window_bytes=window, measured=measured,
                                what_if=f"what-if on measured kernels of {base.id}{how}")
 
 

@@ -16,7 +16,7 @@ from cascade_plan import __version__
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.calibration.calibration_schema import check_calibration
-from cascade_plan.calibration.measured_grid import measured_grid
+from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
 from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
                                    predict)
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -200,8 +200,17 @@ def calibrate(probe: ProbeData) -> dict:
               "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
               "holdout_rule": HOLDOUT_RULE, "ceilings": probe.doc["ceilings"], "kv_dtypes": {}}
     for kv in kv_dtypes:
-        per = {b: fit_backend(probe, b, kv) for b in BACKENDS}
-        per = {b: v for b, v in per.items() if v is not None}
+        # Each KV dtype from its own rows only. A dtype measured on too few configurations to hold any out
+        # (the first fp8 rows: 9 per kernel) is fitted on all of them, and says so (`train_rows`).
+        per = {}
+        for b in BACKENDS:
+            fit = fit_backend(probe, b, kv)
+            if fit is None:
+                fit = fit_backend(probe, b, kv, train_only=False)
+                if fit is not None:
+                    fit["train_rows"] = "all (too few rows to hold any out)"
+            if fit is not None:
+                per[b] = fit
         if per:
             fitted["kv_dtypes"][kv] = per
     if probe.doc.get("step_ops") and probe.hardware_id:
@@ -238,8 +247,13 @@ def _kernel_params(d: dict | None, hw: HardwareProfile) -> KernelParams:
                         overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s, surface=k.surface)
 
 
-def default_backend(probe: ProbeData) -> str:
+def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
+    """The backend a command uses when none is asked for: FlashInfer (what engines ship) where it is
+    fitted, else the next; for a KV dtype, the first fitted for that dtype, so that fp8 KV is priced by
+    a backend measured with fp8 KV when one exists."""
     kvs = probe.fitted.get("kv_dtypes", {})
+    if kv_dtype is not None and kvs.get(kv_dtype):
+        kvs = {kv_dtype: kvs[kv_dtype]}
     available = set().union(*[set(v) for v in kvs.values()]) if kvs else set()
     for b in ("flashinfer", "triton", "torch", "flashinfer-fa2"):
         if b in available:
@@ -248,42 +262,31 @@ def default_backend(probe: ProbeData) -> str:
                      file=probe.path)
 
 
-def coverage_notes(probe: ProbeData, model, has_mla_fit: bool = False) -> list[str]:
-    """Where a model's attention shape lies outside what the probe measured."""
-    axes = (probe.doc.get("grid") or {}).get("axes", {})
-    head_dim = (probe.doc.get("grid") or {}).get("head_dim")
-    notes = []
-    if model.attention == "mla" and has_mla_fit:
-        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
-    elif model.attention == "mla":
-        notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
-                     "heads) is outside them, so these numbers extrapolate")
-    else:
-        g = model.num_q_heads // max(model.num_kv_heads, 1)
-        if axes.get("q_per_kv") and g > max(axes["q_per_kv"]):
-            notes.append(f"{g} query heads per KV head is beyond the measured {max(axes['q_per_kv'])}")
-        if head_dim and model.head_dim != head_dim:
-            notes.append(f"head dim {model.head_dim} differs from the measured {head_dim}")
-    return notes
-
-
 def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: HardwareProfile,
                       model=None) -> CostParams:
     fitted = probe.fitted
     if not fitted.get("kv_dtypes"):
         raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
                          file=probe.path)
-    backend = backend or default_backend(probe)
     per_dtype = fitted["kv_dtypes"]
+    asked = backend
+    backend = backend or default_backend(probe, kv_dtype)
     key = kv_dtype if kv_dtype in per_dtype and backend in per_dtype[kv_dtype] else "bf16"
     if backend not in per_dtype.get(key, {}):
         have = sorted(per_dtype.get(key, {}))
         raise InputError(f"backend {backend!r} is not in this calibration; it has: {', '.join(have)}", file=probe.path)
     k = per_dtype[key][backend]
     mla = model is not None and model.attention == "mla" and bool(k.get("decode_mla"))
-    notes = coverage_notes(probe, model, mla) if model is not None else []
+    notes = coverage_notes(probe, model, mla, kv_dtype if key == kv_dtype else None, backend) if model is not None else []
+    notes_info: tuple[str, ...] = ()
     if key != kv_dtype:
-        notes.append(f"no {kv_dtype} KV measurements for {backend}: using its bf16 fit")
+        # never a stand-in: the note turns the verdict into a range over the sources we have
+        # (verdict_evidence.py), and no bf16 row is interpolated for it (measured=None below)
+        notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 decode "
+                     f"at half the bytes): its bf16 numbers are shown only as one end of a range")
+    elif asked is None and backend != default_backend(probe):
+        stand_in = f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} KV) prices it"
+        notes_info = (stand_in,)
     notes += k.get("notes", [])          # what an imported file says about its own coverage
     decode_shared, decode_dup = k["decode_shared"], k["decode_dup"]
     if mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages
@@ -310,7 +313,9 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)), step=step,
         origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
-        measured_grid=measured_grid(probe.doc),
+        measured_grid=measured_grid(probe.doc, kv_dtype if key == kv_dtype else None),
+        measured=measured_rows(probe, backend, kv_dtype, k) if key == kv_dtype and origin == "probe" else None,
+        info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.get("train_rows") else [])),
     )
 
 

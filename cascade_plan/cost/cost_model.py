@@ -164,6 +164,12 @@ class StepCosts:
     # the rest of the step, the same in both modes (zeros when the params carry no StepParts)
     glue_s: np.ndarray | None = None
     comm_s: np.ndarray | None = None
+    # 1 where a mode's attention was interpolated from measured rows (cost/ops/attention.py), 0 where the
+    # fitted kernels priced it (None: no rows to interpolate); and why the fitted model priced steps (empty: none)
+    ps_measured: np.ndarray | None = None
+    cas_measured: np.ndarray | None = None
+    ps_outside: tuple[str, ...] = ()       # a tuple, not a str: run_load broadcasts every scalar field
+    cas_outside: tuple[str, ...] = ()
 
     @property
     def other_s(self) -> np.ndarray:
@@ -268,6 +274,15 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         from cascade_plan.calibration.fitting import overlapped_total
 
         cas_attn = overlapped_total(pre_s, suf_s, pre_roof, suf_roof, params.prefix_suffix_overlap) + merge_s
+    # Inside the measured grid, the measured rows (cost/ops/attention.py) instead of the fitted kernels.
+    m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn)
+    if m is not None:
+        ps_meas, cas_meas, ps_why, cas_why = m
+        ps_attn = np.where(np.isfinite(ps_meas), ps_meas, ps_attn)
+        # the measured cascade is one time for all its passes: split it in the fitted passes' proportions
+        scale = np.where(np.isfinite(cas_meas), cas_meas / np.maximum(cas_attn, 1e-300), 1.0)
+        pre_s, suf_s, merge_s = pre_s * scale, suf_s * scale, merge_s * scale
+        cas_attn = np.where(np.isfinite(cas_meas), cas_meas, cas_attn)
     # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
     # split in pieces, never cheaper than the per-sequence kernel itself (fitted parameters of different
     # kernels must not turn into a "win" without sharing).
@@ -281,4 +296,30 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         cas_merge_bytes=merge_bytes, cas_prefix_flops=node_flops.sum(0), cas_suffix_flops=suf_flops,
         cas_prefix_s=pre_s, cas_suffix_s=suf_s, cas_merge_s=merge_s, cas_levels=load.levels_on,
         cas_attention_s=cas_attn, cas_step_s=other_s + cas_attn, glue_s=glue_s, comm_s=comm_s,
+        ps_measured=None if m is None else np.isfinite(ps_meas).astype(float),
+        cas_measured=None if m is None else np.isfinite(cas_meas).astype(float),
+        ps_outside=() if m is None or ps_why is None else (ps_why,),
+        cas_outside=() if m is None or cas_why is None else (cas_why,),
     )
+
+
+def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: CostParams, prefix_caching: bool,
+                       fitted_ps_s=None, fitted_cas_s=None):
+    """All layers' attention time of each mode interpolated from the calibration's measured rows (NaN
+    where they do not bracket the step; given each mode's fitted time, the rows' ratio to the fit is
+    what is interpolated), and why the fitted model prices the rest; None when the calibration carries
+    no rows (ideal, defaults, imported tables)."""
+    if params.measured is None:
+        return None
+    from cascade_plan.cost.ops.attention import measured_layer_s, outside_reason, single_level
+
+    sl = single_level(load)
+    shape = (g.q_heads // g.kv_heads, g.kv_heads, model.head_dim)
+    mla = model.attention == "mla"
+    out = []
+    for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s), ("cascade", fitted_cas_s)):
+        per_layer = None if fitted is None else np.asarray(fitted, float) / g.layers
+        t = np.full(sl.valid.shape, np.nan) if mla else measured_layer_s(params.measured, kernel, shape, sl, per_layer)
+        out.append((g.layers * t, outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)))
+    (ps, ps_why), (cas, cas_why) = out
+    return ps, cas, ps_why, cas_why

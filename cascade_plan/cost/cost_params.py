@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
 from cascade_plan.cost.step_parts import StepParts
 from cascade_plan.cost.surface import Surface
@@ -65,6 +66,13 @@ class CostParams:
     # A what-if GPU's numbers: the base GPU's calibration scaled to the user's peaks, in words
     # ("what-if on measured kernels of h100-sxm: ..."); None for numbers of the GPU as it is.
     what_if: str | None = None
+    # The measured attention rows of this backend and KV dtype (cost/ops/attention.py): inside their grid
+    # the step's attention is interpolated from them, outside it the fitted kernels above price it.
+    # None: nothing measured to interpolate (ideal, defaults, imported tables, a dtype without rows).
+    measured: MeasuredAttention | None = None
+    # What the label should say that does not qualify the verdict (unlike notes): which backend stood in
+    # for the default one, how a dtype with few rows was fitted.
+    info: tuple[str, ...] = ()
 
     @property
     def numbers(self) -> str:
@@ -80,7 +88,7 @@ class CostParams:
         if self.mode == "calibrated":
             from pathlib import Path
 
-            note = "".join(f"; {n}" for n in self.notes)
+            note = "".join(f"; {n}" for n in self.info + self.notes)
             if self.origin == "aic":
                 return f"{self.origin_label}, {self.backend} kernels ({Path(self.source).name}){note}"
             return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source).name}){note}"

@@ -76,4 +76,40 @@ def grid_notes(c: StepCosts, params: CostParams, layers: int, kv_heads: int, kv_
         notes.append(f"one layer's shared prefix ({_size(prefix_layer)}: "
                      f"{prefix_layer * layers / kv_bytes_per_token:,.0f} tokens over all shared nodes) is beyond the "
                      f"{_size(edge)} per layer measured, so the prefix pass and the L2 re-read term extrapolate")
+    if notes:   # the way back inside: measure this workload's own shapes on the GPU
+        notes[-1] += f" (measure it: `{PROBE_COMMAND}`)"
     return tuple(notes)
+
+
+PROBE_COMMAND = "cascade-plan probe --workload FILE"
+NOT_MEASURED = {"ideal": "ideal (bytes at peak bandwidth; nothing measured)",
+                "default": "default efficiencies (uncalibrated; nothing measured)"}
+
+
+def attention_sources(c: StepCosts, weights: np.ndarray, params: CostParams) -> dict:
+    """Per mode, where the run's attention times come from: the measured rows (interpolated inside their
+    grid) or the fitted model (outside it, and why), with the share of decode steps each priced."""
+    from cascade_plan.cost.ops.attention import FITTED, source_label
+
+    if params.mode in NOT_MEASURED:
+        return {mode: {"source": NOT_MEASURED[params.mode], "measured_share": 0.0, "outside": None}
+                for mode in ("per_sequence", "cascade")}
+    out = {}
+    w = np.asarray(weights, float)
+    for mode, mask, why in (("per_sequence", c.ps_measured, c.ps_outside), ("cascade", c.cas_measured, c.cas_outside)):
+        if mask is None:
+            out[mode] = {"source": f"{FITTED} (this calibration carries no measured rows of {params.backend} at this KV "
+                                   "dtype to interpolate)", "measured_share": 0.0, "outside": None}
+            continue
+        share = float((np.asarray(mask, float) * w).sum() / max(w.sum(), 1e-300))
+        reason = why[0] if why else None
+        out[mode] = {"source": source_label(share, reason, float(w.sum())), "measured_share": share, "outside": reason}
+    return out
+
+
+def sources_line(sources: dict) -> str:
+    """One line for tables and the report: per-sequence and cascade attention sources."""
+    ps, cas = sources["per_sequence"]["source"], sources["cascade"]["source"]
+    if ps == cas:
+        return f"Attention (both modes): {ps}"
+    return f"Attention: per-sequence {ps}; cascade {cas}"

@@ -8,7 +8,7 @@ import numpy as np
 
 from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
-from cascade_plan.cost.coverage import grid_notes
+from cascade_plan.cost.coverage import attention_sources, grid_notes
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
@@ -27,6 +27,7 @@ class ModeStep:
     attention_flops: float
     attention_s: float
     step_s: float
+    attention_source: str = ""   # "measured (interpolated)" or "fitted model" (cost/ops/attention.py)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ class Estimate:
     memory: MemoryFit | None = None
     # where this workload leaves the calibration's measured grid (cost/coverage.py); joins params.notes
     coverage: tuple[str, ...] = ()
+    # per mode: where the attention times come from (measured rows or the fitted model), cost/coverage.py
+    attention_source: dict | None = None
 
     @property
     def run_speedup(self) -> float:
@@ -79,17 +82,26 @@ class Estimate:
         return self.steps[-1]
 
 
-def _summary(c: StepCosts, idx: int, label: str) -> StepSummary:
+def _source(mask, idx: int, mode: str) -> str:
+    from cascade_plan.cost.ops.attention import FITTED, MEASURED
+
+    if mask is None:
+        return mode if mode in ("ideal", "default") else FITTED
+    return MEASURED if mask[idx] > 0 else FITTED
+
+
+def _summary(c: StepCosts, idx: int, label: str, mode: str = "calibrated") -> StepSummary:
     ps = ModeStep(attention_bytes=float(c.ps_attention_bytes[idx]), hbm_bytes=float(c.ps_hbm_bytes[idx]),
                   prefix_bytes=float(c.ps_prefix_bytes[idx]),
                   suffix_bytes=float(c.ps_attention_bytes[idx] - c.ps_prefix_bytes[idx]), merge_bytes=0.0,
                   attention_flops=float(c.ps_flops[idx]), attention_s=float(c.ps_attention_s[idx]),
-                  step_s=float(c.ps_step_s[idx]))
+                  step_s=float(c.ps_step_s[idx]), attention_source=_source(c.ps_measured, idx, mode))
     cas_bytes = float(c.cas_attention_bytes[idx])
     cas = ModeStep(attention_bytes=cas_bytes, hbm_bytes=cas_bytes, prefix_bytes=float(c.cas_prefix_bytes[idx]),
                    suffix_bytes=float(c.cas_suffix_bytes[idx]), merge_bytes=float(c.cas_merge_bytes[idx]),
                    attention_flops=float(c.cas_prefix_flops[idx] + c.cas_suffix_flops[idx]),
-                   attention_s=float(c.cas_attention_s[idx]), step_s=float(c.cas_step_s[idx]))
+                   attention_s=float(c.cas_attention_s[idx]), step_s=float(c.cas_step_s[idx]),
+                   attention_source=_source(c.cas_measured, idx, mode))
     return StepSummary(label=label, step=int(c.steps[idx]), active_seqs=int(c.active_seqs[idx]),
                        weight_bytes=float(c.weight_bytes[idx]), weight_s=float(c.weight_s[idx]),
                        per_sequence=ps, cascade=cas, glue_s=0.0 if c.glue_s is None else float(c.glue_s[idx]),
@@ -107,7 +119,7 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
     at = tree_costs_at(flat, np.array(sorted(set(picks)), float), g, scn.model, scn.weight_dtype, scn.tp, params,
                        scn.prefix_caching)
     index = {int(step): i for i, step in enumerate(at.steps)}
-    steps = [_summary(at, index[p], label) for p, label in zip(picks, ("first", "middle", "final"))]
+    steps = [_summary(at, index[p], label, params.mode) for p, label in zip(picks, ("first", "middle", "final"))]
 
     first = steps[0]
     run_ps, run_cas = run.run_total(run.costs.ps_step_s), run.run_total(run.costs.cas_step_s)
@@ -134,14 +146,14 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
         kv_bytes_per_token=kv_bytes_per_token(m, scn.kv_dtype, scn.tp), steps=steps,
         run_per_sequence_s=run_ps, run_cascade_s=run_cas,
         output_tokens=int((flat.leaf_seqs * flat.leaf_output).sum()), verdict=verdict, warnings=warnings,
-        memory=mem, coverage=coverage,
+        memory=mem, coverage=coverage, attention_source=attention_sources(run.costs, run.weights, params),
     )
 
 
 def _mode_json(m: ModeStep) -> dict:
     return {"attention_bytes": m.attention_bytes, "hbm_bytes": m.hbm_bytes, "prefix_bytes": m.prefix_bytes,
             "suffix_bytes": m.suffix_bytes, "merge_bytes": m.merge_bytes, "attention_flops": m.attention_flops,
-            "attention_s": m.attention_s, "step_s": m.step_s}
+            "attention_s": m.attention_s, "step_s": m.step_s, "attention_source": m.attention_source}
 
 
 def _step_json(s: StepSummary) -> dict:
@@ -207,6 +219,7 @@ def to_json(est: Estimate, version: str) -> dict:
         "memory": est.memory.to_json() if est.memory else None,
         "warnings": est.warnings,
         "coverage": list(est.coverage),
+        "attention_source": est.attention_source,
     }
 
 

@@ -71,6 +71,10 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(Text(f"cascade-plan estimate: {est.scenario.name}", style="bold"))
     console.print(inputs_line(est))
     console.print(Text(f"Numbers: {est.params.label}", style="dim"))
+    if est.attention_source:
+        from cascade_plan.cost.coverage import sources_line
+
+        console.print(Text(sources_line(est.attention_source), style="dim"))
     sp = est.params.step
     if sp is not None:
         ar = sp.allreduce_for(est.scenario.tp) if est.scenario.tp > 1 else None

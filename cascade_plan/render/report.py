@@ -243,6 +243,10 @@ def workload_section(r: WorkloadReport) -> list[str]:
     est = r.est
     title = est.scenario.name
     lines = [f"## {title}", "", f"*Numbers: {est.params.label}.*", ""]
+    if est.attention_source:
+        from cascade_plan.cost.coverage import sources_line
+
+        lines += [f"*{sources_line(est.attention_source)}.*", ""]
     lines += [f"**Verdict:** {est.verdict.text} Whole-run speedup **{speedup_cell(est)}**.", ""]
     lines += [f"> **Warning:** {w}" for w in est.warnings] + ([""] if est.warnings else [])
     lines += _inputs(r) + _arithmetic(r) + _steps_table(est) + _run(est) + _breakeven(r.breakeven)

@@ -1,0 +1,294 @@
+"""Attention as an operation: measured per-layer times interpolated inside the probe's grid, the fitted
+kernel model outside it.
+
+A probe row times one attention layer (all KV heads of one layer on one GPU) at one configuration:
+`n_groups` prompts of `prefix_tokens`, each shared by `group_size` sequences that read `suffix_tokens`
+private tokens, at one attention shape (KV dtype, query heads per KV head, KV heads per GPU, head dim).
+Inside the measured grid of a shape the time comes from the rows themselves, as AIConfigurator prices
+its per-op tables: interpolated axis by axis (geometric over n_groups, group_size and prefix_tokens,
+which the grid spans in powers; linear over suffix_tokens, which adds to the context linearly and is
+measured from 0). The grid is sparse, so a query counts as inside only where it is bracketed on every
+axis by measured rows: along the first axis by the nearest measured values below and above it, each of
+those slices bracketing it along the next axis, and so on. The result is then a convex combination of
+measured times: exact at a measured point, between its neighbours in between, monotone where they are.
+Everywhere else (another shape or dtype, a multi-level tree, a point no rows bracket) the answer is
+NaN and the caller keeps the fitted model, saying why (`outside_reason`). Pure numpy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cascade_plan.cost.ops.base import OpCost
+
+AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
+GEOMETRIC = (True, True, True, False)       # interpolate time geometrically (log axis) or linearly
+REL_TOL = 1e-9                               # a query this close to a measured value is that value
+DEDUPE_ABOVE = 4096                          # queries beyond which repeated ones are evaluated once
+
+MEASURED = "measured (interpolated)"
+FITTED = "fitted model"
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredTable:
+    """Per-layer times of one kernel at one attention shape, over AXES (points: (N, 4)); fit_s: the fitted
+    model's time at each row, where the table is to interpolate the rows' ratio to the fit (None: the
+    times themselves)."""
+
+    points: np.ndarray
+    time_s: np.ndarray
+    fit_s: np.ndarray | None = None
+
+    def __call__(self, query: np.ndarray, fit_at_query: np.ndarray | None = None) -> np.ndarray:
+        """Times at queries (Q, 4); NaN where the rows do not bracket a query. With the fit at the
+        queries (and at the rows), the fit times the interpolated measured/fitted ratio, held within the
+        bracketing rows' times: the fit supplies the shape between rows the grid spaces widely, the rows
+        its level; at a row it is the row."""
+        q = np.atleast_2d(np.asarray(query, float))
+        out = np.full(q.shape[0], np.nan)
+        lo_box, hi_box = self.points.min(0), self.points.max(0)
+        box = np.all((q >= lo_box * (1 - REL_TOL)) & (q <= hi_box * (1 + REL_TOL)), axis=1)   # cheap reject
+        if not box.any():
+            return out
+        ratio = fit_at_query is not None and self.fit_s is not None
+        cols = [self.time_s / self.fit_s, self.time_s, self.time_s] if ratio else [self.time_s]
+        v = _interp(self.points, np.stack(cols, axis=1), q[box], 0)
+        if ratio:
+            fit = np.broadcast_to(np.asarray(fit_at_query, float), q.shape[:1])[box]
+            out[box] = np.clip(fit * v[:, 0], v[:, 1], v[:, 2])
+        else:
+            out[box] = v[:, 0]
+        return out
+
+    def axis_range(self, axis: int) -> tuple[float, float]:
+        return float(self.points[:, axis].min()), float(self.points[:, axis].max())
+
+
+def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndarray:
+    """Axis-by-axis interpolation of the columns of t (N, C) at queries q (Q, 4): column 0 interpolated,
+    columns 1 and 2 (where present) the least and the greatest of the rows that bracket each query;
+    (Q, C), NaN where the rows do not bracket a query."""
+    ncol = t.shape[1]
+    if axis == len(AXES):                   # every axis matched: one row (duplicates: their median)
+        return np.broadcast_to(np.median(t, axis=0), (q.shape[0], ncol)).copy()
+    if axis >= 2 and q.shape[0] > DEDUPE_ABOVE:   # a sweep grid repeats the last axes' values many times
+        codes = [np.unique(q[:, k], return_inverse=True) for k in range(axis, len(AXES))]
+        sizes = [c[0].size for c in codes]
+        if np.prod(np.array(sizes, float)) < 0.5 * q.shape[0]:
+            key = np.zeros(q.shape[0], np.int64)
+            for (_, inv), n in zip(codes, sizes):
+                key = key * n + inv.ravel()
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            return _interp(pts, t, q[first], axis)[inverse.ravel()]
+    out = np.full((q.shape[0], ncol), np.nan)
+    values = np.unique(pts[:, axis])
+    x = q[:, axis]
+    tol = REL_TOL * np.maximum(np.abs(values), 1.0)
+    right = np.searchsorted(values, x, side="right")          # values[right - 1] <= x < values[right]
+    below = np.clip(right - 1, 0, values.size - 1)
+    above = np.clip(right, 0, values.size - 1)
+    near_below = (right >= 1) & (np.abs(x - values[below]) <= tol[below])
+    near_above = (right < values.size) & (np.abs(x - values[above]) <= tol[above])
+    exact = near_below | near_above
+    lo = np.where(near_above & ~near_below, above, below)
+    hi = np.where(exact, lo, above)
+    ok = exact | ((right >= 1) & (right < values.size))
+    if not ok.any():
+        return out
+    if exact.all() and (lo == lo[0]).all():       # every query on one measured value (one group, say)
+        rows = pts[:, axis] == values[lo[0]]
+        return _interp(pts[rows], t[rows], q, axis + 1)
+    present = np.zeros(values.size, bool)
+    present[lo[ok]] = True
+    present[hi[ok]] = True
+    a = np.full((q.shape[0], ncol), np.nan)
+    b = np.full((q.shape[0], ncol), np.nan)
+    for i in np.flatnonzero(present):
+        at_lo, at_hi = ok & (lo == i), ok & (hi == i)
+        need = np.flatnonzero(at_lo | at_hi)
+        rows = pts[:, axis] == values[i]
+        r = _interp(pts[rows], t[rows], q[need], axis + 1)
+        a[need[at_lo[need]]] = r[at_lo[need]]
+        b[need[at_hi[need]]] = r[at_hi[need]]
+    va, vb = values[lo], values[hi]
+    if GEOMETRIC[axis]:
+        span = np.log(vb) - np.log(va) if va.min() > 0 else np.log(np.maximum(vb, 1e-300)) - np.log(np.maximum(va, 1e-300))
+        w = np.where(span > 0, (np.log(np.maximum(x, 1e-300)) - np.log(np.maximum(va, 1e-300))) / np.where(span > 0, span, 1), 0.0)
+        val0 = np.exp((1 - w) * np.log(np.maximum(a[:, 0], 1e-300)) + w * np.log(np.maximum(b[:, 0], 1e-300)))
+    else:
+        span = vb - va
+        w = np.where(span > 0, (x - va) / np.where(span > 0, span, 1), 0.0)
+        val0 = (1 - w) * a[:, 0] + w * b[:, 0]
+    val = np.empty_like(a)
+    val[:, 0] = np.where(exact, a[:, 0], val0)
+    if ncol > 1:
+        val[:, 1] = np.minimum(a[:, 1], b[:, 1])
+        val[:, 2] = np.maximum(a[:, 2], b[:, 2])
+    good = ok & np.isfinite(a[:, 0]) & np.isfinite(b[:, 0])
+    out[good] = val[good]
+    return out
+
+
+# (q_per_kv, KV heads per GPU, head dim) -> the per-layer table of each planner kernel
+ShapeKey = tuple[int, int, int]
+
+
+@dataclass(frozen=True, eq=False)
+class MeasuredAttention:
+    """One backend's measured attention rows at one KV dtype, built into tables lazily (a calibration
+    holds many shapes; a workload asks for one). rows: kernel -> [(shape key, point (4,), time_s, fitted
+    time_s or None)] for the planner's kernels "per_sequence" (decode over shared prefix pages),
+    "per_sequence_dup" (private copies: no prefix caching) and "cascade" (the whole cascade: prefix,
+    suffix and merge)."""
+
+    backend: str
+    kv_dtype: str
+    rows: dict[str, list[tuple]]
+    _tables: dict = field(default_factory=dict, repr=False)
+
+    def table(self, kernel: str, shape: ShapeKey) -> MeasuredTable | None:
+        key = (kernel, shape)
+        if key not in self._tables:
+            sel = [r for r in self.rows.get(kernel, ()) if r[0] == shape]
+            fit = [r[3] if len(r) > 3 else None for r in sel]
+            self._tables[key] = (MeasuredTable(np.array([r[1] for r in sel], float), np.array([r[2] for r in sel], float),
+                                               None if any(f is None for f in fit) else np.array(fit, float))
+                                 if sel else None)
+        return self._tables[key]
+
+    def shapes(self, kernel: str) -> list[ShapeKey]:
+        return sorted({r[0] for r in self.rows.get(kernel, ())})
+
+
+@dataclass(frozen=True)
+class SingleLevel:
+    """A step's attention load in the probe's coordinates (arrays over the step grid), and where it is
+    one shared level read by every sequence with one suffix length (the only cascades the probe times)."""
+
+    coords: tuple[np.ndarray, ...]   # n_groups, group_size, prefix_tokens, suffix_tokens (broadcast views)
+    valid: np.ndarray                # bool (...)
+
+    def query(self, mask: np.ndarray) -> np.ndarray:
+        """(M, 4) coordinates of the points where mask holds."""
+        return np.stack([c[mask] for c in self.coords], axis=-1)
+
+
+def single_level(load) -> SingleLevel:
+    """The probe's coordinates of a StepLoad (cost_model.StepLoad), elementwise."""
+    seqs = np.asarray(load.active_seqs, float)
+    node_tok = np.asarray(load.node_tokens, float)
+    inst_tok = np.asarray(load.node_instance_tokens, float)
+    read = node_tok > 0
+    one = read.sum(0) == 1                                        # exactly one shared node read
+    tok = np.where(read, node_tok, 0).sum(0)
+    prefix = np.where(read, inst_tok, 0).sum(0)
+    groups = np.where(prefix > 0, tok / np.maximum(prefix, 1), 0)
+    per_group = np.where(groups > 0, np.where(read, load.node_query_tokens, 0).sum(0) / np.maximum(tok, 1), 0)
+    suffix = np.asarray(load.suffix_tokens, float) / np.maximum(seqs, 1)
+    uniform = np.abs(suffix - np.asarray(load.longest_suffix, float)) <= 1e-6 * np.maximum(suffix, 1)
+    everyone = np.abs(groups * per_group - seqs) <= 1e-6 * np.maximum(seqs, 1)
+    all_read = np.abs(np.asarray(load.ps_prefix_tokens, float) - seqs * prefix) <= 1e-6 * np.maximum(seqs * prefix, 1)
+    coords = tuple(np.broadcast_arrays(groups, per_group, prefix, suffix, one))[:4]
+    valid = np.broadcast_to(one & uniform & everyone & all_read & (seqs > 0), coords[0].shape)
+    return SingleLevel(coords, valid)
+
+
+def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
+                     fitted_layer_s=None) -> np.ndarray:
+    """Interpolated per-layer times at every valid point of the step grid (given the fitted model's
+    per-layer time there, the rows' ratio to it is interpolated); NaN elsewhere."""
+    out = np.full(sl.valid.shape, np.nan)
+    tab = None if measured is None else measured.table(kernel, shape)
+    if tab is None or not sl.valid.any():
+        return out
+    take = sl.valid.copy()
+    for a, c in enumerate(sl.coords):        # outside the rows' box: no need to look further (cheap, no copies)
+        lo, hi = tab.axis_range(a)
+        take &= (c >= lo * (1 - REL_TOL)) & (c <= hi * (1 + REL_TOL))
+    if not take.any():
+        return out
+    fit = None if fitted_layer_s is None else np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
+    out[take] = tab(sl.query(take), fit)
+    return out
+
+
+KERNEL_WORDS = {"per_sequence": "per-sequence decode over shared pages", "per_sequence_dup": "per-sequence decode",
+                "cascade": "cascade"}
+AXIS_WORDS = {"n_groups": "groups", "group_size": "sequences per group", "prefix_tokens": "prefix tokens",
+              "suffix_tokens": "suffix tokens"}
+
+
+def _shape_words(shape: ShapeKey) -> str:
+    g, h, d = shape
+    return f"{g} query head{'s' if g != 1 else ''} per KV head, {h} KV head{'s' if h != 1 else ''} per GPU, head dim {d}"
+
+
+def _span(lo: float, hi: float) -> str:
+    return f"{lo:,.0f}" if hi - lo < 0.5 else f"{lo:,.0f}-{hi:,.0f}"
+
+
+def backend_words(measured: MeasuredAttention) -> str:
+    return f"{measured.backend} {measured.kv_dtype}"
+
+
+def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
+                   inside: np.ndarray, mla: bool = False) -> str | None:
+    """Why some steps of a load fall back to the fitted model (None: every step measured)."""
+    if inside.all():
+        return None
+    if measured is None:
+        return "this calibration has no measured attention rows for its backend and KV dtype"
+    what = KERNEL_WORDS[kernel]
+    if mla:
+        return f"the {measured.backend} {measured.kv_dtype} rows are GQA kernels; MLA has no rows of its own here"
+    tab = measured.table(kernel, shape)
+    if tab is None:
+        have = ", ".join(f"{g}/{h}/{d}" for g, h, d in measured.shapes(kernel)) or "none"
+        return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured, as query "
+                f"heads per KV head/KV heads/head dim: {have})")
+    if not sl.valid.all():
+        return "steps whose sequences do not share one prefix level with equal suffixes (the probe times one shared level)"
+    miss = ~np.asarray(inside, bool)
+    beyond = []
+    for a, name in enumerate(AXES):
+        lo, hi = tab.axis_range(a)
+        x = sl.coords[a][miss]
+        out = (x < lo * (1 - REL_TOL)) | (x > hi * (1 + REL_TOL))
+        if out.any():
+            beyond.append(f"{AXIS_WORDS[name]} {_span(x[out].min(), x[out].max())} (rows span {_span(lo, hi)})")
+    if beyond:      # every axis the workload leaves, not only the first
+        return f"the {backend_words(measured)} {what} rows do not reach {', '.join(beyond)}"
+    n, g, p, s = (c[miss][0] for c in sl.coords)
+    return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} x {g:,.0f} sequences, {p:,.0f} prefix "
+            f"and {s:,.0f} suffix tokens (a sparse grid: each axis must be bracketed by rows)")
+
+
+def source_label(measured_share: float, reason: str | None, steps: float = 0.0) -> str:
+    """The words `estimate`, `report` and the JSON show for one mode's attention over a run of `steps`
+    decode steps."""
+    if measured_share >= 1.0 - 1e-12:
+        return MEASURED
+    if measured_share <= 1e-12:
+        return f"{FITTED} (outside the measured grid: {reason})"
+    part = (f"on {max(1, round(measured_share * steps)):,} of {round(steps):,} decode steps" if steps
+            else f"on {measured_share:.1%} of the decode steps")
+    return f"{MEASURED} {part}, {FITTED} on the rest (outside the measured grid: {reason})"
+
+
+def attention_op(bytes_, flops, time_s, measured_mask=None) -> OpCost:
+    """One mode's attention as an OpCost; its source says whether the rows or the fit priced it (None:
+    no rows to interpolate)."""
+    m = np.zeros(0) if measured_mask is None else np.asarray(measured_mask, float)
+    src = MEASURED if m.size and m.min() > 0 else FITTED if not m.size or m.max() == 0 else f"{MEASURED} / {FITTED}"
+    return OpCost(name="attention", bytes=np.asarray(bytes_, float), flops=np.asarray(flops, float),
+                  time_s=np.asarray(time_s, float), source=src)
+
+
+def attention_ops(c) -> dict[str, OpCost]:
+    """Both modes' attention of a cost_model.StepCosts as the step model's op: per-sequence (HBM bytes
+    after L2 hits) and cascade (prefix, suffix and merge together)."""
+    return {"per_sequence": attention_op(c.ps_hbm_bytes, c.ps_flops, c.ps_attention_s, c.ps_measured),
+            "cascade": attention_op(c.cas_attention_bytes, c.cas_prefix_flops + c.cas_suffix_flops, c.cas_attention_s,
+                                    c.cas_measured)}
