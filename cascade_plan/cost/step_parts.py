@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cascade_plan.cost.glue_widths import LEGACY_BASIS, LEGACY_LAYER_BYTES_PER_TOKEN, LEGACY_STEP_BYTES_PER_TOKEN
+from cascade_plan.cost.glue_widths import (
+    LEGACY_BASIS,
+    LEGACY_LAYER_BYTES_PER_TOKEN,
+    LEGACY_STEP_BYTES_PER_TOKEN,
+)
 
 STEP_PARTS_VERSION = 1
 
@@ -90,7 +94,7 @@ class GemmShapeTable:
 
 
 def gemm_time_s(eff: GemmEfficiency, m, n: float, k: float, element_bytes: float, hbm_bytes_per_s: float,
-                flop_per_s: float, shapes: "GemmShapeTable | None" = None) -> np.ndarray:
+                flop_per_s: float, shapes: GemmShapeTable | None = None) -> np.ndarray:
     """One GEMM of M tokens against an N x K weight: roofline times the measured ratio, plus its launch.
     Activation bytes (M x (N + K)) count towards the bytes term; they matter only at large M.
     With `shapes` (a per-(M, N, K) measured table), a shape inside it is read from it instead."""

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cascade_plan.cost.glue_widths import kv_append_bytes_per_token, layer_bytes_per_token, step_bytes_per_token
+from cascade_plan.cost.glue_widths import (
+    kv_append_bytes_per_token,
+    layer_bytes_per_token,
+    step_bytes_per_token,
+)
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.step_parts import StepParts
 

@@ -17,7 +17,9 @@ def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_by
     """None for a model without routed experts."""
     if not (model.num_moe_layers and model.num_experts):
         return None
-    from cascade_plan.cost.cost_model import expected_experts_touched   # uniform routing, shared with weight bytes
+    from cascade_plan.cost.cost_model import (
+        expected_experts_touched,  # uniform routing, shared with weight bytes
+    )
 
     m = np.asarray(tokens, float)
     eff = parts.gemm[gemm_table_key(parts, weight_dtype)]
