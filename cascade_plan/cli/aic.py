@@ -36,8 +36,8 @@ def import_aic(
                                                    "every profile AIConfigurator covers.")],
     framework: Annotated[Framework, typer.Option("--framework", help="Serving framework whose tables to use.")] = Framework.vllm,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", help="File to write (one GPU), or a folder (several). Default: the package's calibrations/ "
-                      "folder as `GPU-aic-FRAMEWORK.json`, picked up automatically.")] = None,
+        "--out", help="File to write (one GPU), or a folder (several). Default: ./calibrations/GPU-aic-FRAMEWORK.json "
+                      "in the current folder (never the installed package); use it with --calibration FILE.")] = None,
     aic_data: Annotated[Optional[Path], typer.Option(
         "--aic-data", help="AIConfigurator's systems/data folder (default: the installed aiconfigurator-core's).")] = None,
     json_out: JsonOpt = False,
@@ -113,3 +113,4 @@ def _render(summaries: list[dict]) -> None:
     Console().print(t)
     for s in summaries:
         Console().print(f"{s['hardware']}: numbers {s['label']}")
+        Console().print(f"wrote {s['file']} (use it with --calibration {s['file']})", soft_wrap=True)

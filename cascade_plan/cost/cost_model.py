@@ -221,11 +221,13 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     if params.step is None:
         w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
         glue_s = comm_s = np.zeros_like(np.asarray(seqs, float))
+        kv_append_s = 0.0
     else:
         from cascade_plan.cost.step_terms import step_terms
 
         terms = step_terms(model, tp, weight_dtype, seqs, params.step, bw, g.gemm_flop_per_s)
         w_s, glue_s, comm_s = terms.gemm_s, terms.glue_s, terms.comm_s
+        kv_append_s = terms.kv_append_s   # per-sequence decode includes it (AIC); cascade kernels do not
     other_s = w_s + glue_s + comm_s
 
     # Per-sequence: one decode kernel per layer over each sequence's whole context.
@@ -268,6 +270,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         from cascade_plan.calibration.fitting import overlapped_total
 
         cas_attn = overlapped_total(pre_s, suf_s, pre_roof, suf_roof, params.prefix_suffix_overlap) + merge_s
+    cas_attn = cas_attn + kv_append_s
     # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
     # split in pieces, never cheaper than the per-sequence kernel itself (fitted parameters of different
     # kernels must not turn into a "win" without sharing).

@@ -127,8 +127,10 @@ class GlueParams:
     step_bytes_per_token: float = LEGACY_STEP_BYTES_PER_TOKEN
     basis: str = LEGACY_BASIS
     # True where the calibration's decode attention already writes the new token's K/V (AIConfigurator's
-    # generation attention does): the glue then leaves the append out (cost/ops/glue.py).
+    # generation attention does): the glue's costs then exclude the append (per_layer_s without the append
+    # kernel's share, which is kept here; per-token costs over the bytes without it), cost/ops/glue.py.
     kv_append_in_attention: bool = False
+    kv_append_per_layer_s: float = 0.0
 
     def time_s(self, tokens, layers: int, layer_bytes: float | None = None, step_bytes: float | None = None) -> np.ndarray:
         """Seconds of glue for steps of `tokens`; layer_bytes / step_bytes: the priced model's glue bytes
@@ -177,6 +179,16 @@ class AllReduceFit:
         return f"{self.gpus} GPUs: {self.algorithm or infer_algorithm(self.origin, self.basis)}, {where}"
 
 
+def carried_curve(base: AllReduceFit, n: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A measured `base.gpus`-GPU curve carried to `n` GPUs (a model, not a measurement): every GPU keeps
+    its bus bandwidth, so a message of b bytes moves like one of b x ring(n) / ring(base) on the measured
+    count (ring traffic 2(k-1)/k), and the fixed part grows with log2 of the count (NCCL's tree for small
+    messages), by the base line's latency x (log2 n / log2 base - 1)."""
+    scale = (2 * (n - 1) / n) / (2 * (base.gpus - 1) / base.gpus)
+    extra = base.latency_s * (np.log2(n) / np.log2(base.gpus) - 1.0)
+    return base.table_bytes, tuple(float(base.time_s(b * scale)) + float(extra) for b in base.table_bytes)
+
+
 AIC_FRAMEWORKS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 
@@ -218,7 +230,8 @@ def step_parts_to_json(p: StepParts) -> dict:
                  "per_token_layer_s": p.glue.per_token_layer_s, "per_step_s": p.glue.per_step_s,
                  "per_token_step_s": p.glue.per_token_step_s, "layer_bytes_per_token": p.glue.layer_bytes_per_token,
                  "step_bytes_per_token": p.glue.step_bytes_per_token, "basis": p.glue.basis}
-        | ({"kv_append_in_attention": True} if p.glue.kv_append_in_attention else {}),
+        | ({"kv_append_in_attention": True, "kv_append_per_layer_s": p.glue.kv_append_per_layer_s}
+           if p.glue.kv_append_in_attention else {}),
         "allreduce": {str(n): {"latency_s": a.latency_s, "bytes_per_s": a.bytes_per_s, "origin": a.origin,
                                "basis": a.basis, "algorithm": a.algorithm or infer_algorithm(a.origin, a.basis)}
                       | ({"table": [[b, t] for b, t in zip(a.table_bytes, a.table_s)]} if a.table_bytes else {})
@@ -244,7 +257,8 @@ def step_parts_from_json(doc: dict) -> StepParts:
                           layer_bytes_per_token=float(g.get("layer_bytes_per_token", LEGACY_LAYER_BYTES_PER_TOKEN)),
                           step_bytes_per_token=float(g.get("step_bytes_per_token", LEGACY_STEP_BYTES_PER_TOKEN)),
                           basis=str(g.get("basis", LEGACY_BASIS)),
-                          kv_append_in_attention=bool(g.get("kv_append_in_attention", False)))
+                          kv_append_in_attention=bool(g.get("kv_append_in_attention", False)),
+                          kv_append_per_layer_s=float(g.get("kv_append_per_layer_s", 0.0)))
         ar = {int(n): AllReduceFit(gpus=int(n), latency_s=float(a["latency_s"]), bytes_per_s=float(a["bytes_per_s"]),
                                    origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")),
                                    algorithm=str(a.get("algorithm") or infer_algorithm(str(a.get("origin", "measured")),
@@ -280,7 +294,7 @@ def step_parts_from_json(doc: dict) -> StepParts:
                              "both positive")
     if not (glue.layer_bytes_per_token > 0 and glue.step_bytes_per_token > 0):
         raise ValueError("step parts: glue.layer_bytes_per_token and step_bytes_per_token must be positive")
-    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s]
+    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s, glue.kv_append_per_layer_s]
     vals += [a.latency_s for a in ar.values()] + [a.bytes_per_s for a in ar.values()]
     if not all(np.isfinite(v) and v >= 0 for v in vals) or any(a.bytes_per_s <= 0 for a in ar.values()):
         raise ValueError("step parts: glue and all-reduce parameters must be finite and non-negative")

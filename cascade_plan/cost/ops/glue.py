@@ -33,14 +33,15 @@ def cost(model, tp: int, tokens, parts: StepParts) -> OpCost:
 
 
 def kv_append(model, tp: int, tokens, parts: StepParts) -> OpCost:
-    """The K/V append alone, when the glue leaves it to attention (zero otherwise): its bytes per token
-    at the glue's fitted per-byte rate."""
+    """The K/V append alone, when the glue leaves it to attention (zero otherwise): its kernel's fixed
+    share per layer, and its bytes per token at the glue's fitted per-byte rate."""
     g = parts.glue
     m = np.asarray(tokens, float)
     app = kv_append_bytes_per_token(model, tp)
     b = np.where(m > 0, m * model.num_layers * app, 0.0)
     if not g.kv_append_in_attention:
         return OpCost(name="kv_append", bytes=np.zeros_like(b), flops=np.zeros_like(b), time_s=np.zeros_like(b))
-    t = np.where(m > 0, model.num_layers * m * g.per_token_layer_s * app / g.layer_bytes_per_token, 0.0)
+    per_token = g.per_token_layer_s * app / g.layer_bytes_per_token
+    t = np.where(m > 0, model.num_layers * (g.kv_append_per_layer_s + m * per_token), 0.0)
     return OpCost(name="kv_append", bytes=b, flops=np.zeros_like(b), time_s=t,
                   source=f"{parts.source}, glue per-byte rate")
