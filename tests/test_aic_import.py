@@ -231,7 +231,7 @@ def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
     rows = kernel_table(aic, twin)
     gemm = [r for r in rows if "Llama-3-8B bf16 GEMMs" in r["what"]]
     ar = [r for r in rows if r["what"].startswith("all-reduce")]
-    assert len(gemm) == 2 and len(ar) == 5
+    assert len(gemm) == 2 and len(ar) == 6
     assert all(r["ratio"] == pytest.approx(1.0) for r in gemm + ar)
 
 

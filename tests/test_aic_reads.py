@@ -179,8 +179,12 @@ def test_gemm_between_shapes_interpolates_and_outside_falls_back(tmp_path):
     # M between grid points: linear in log2 M between the neighbours' ratios (all 1.5 for this shape)
     assert float(gemm_time_s(eff, 100, 14336, 4096, 2.0, HBM, FLOP, shapes)) / _roof(100, 14336, 4096) == \
         pytest.approx(1.5, rel=1e-3)
-    # a lm_head-like N beyond the measured shapes: the (M, weight bytes) ratio table prices it
-    assert not shapes.covers(128256, 4096)
-    assert float(gemm_time_s(eff, 16, 128256, 4096, 2.0, HBM, FLOP, shapes)) == \
-        pytest.approx(float(gemm_time_s(eff, 16, 128256, 4096, 2.0, HBM, FLOP)))
+    # a lm_head-like N beyond the widest measured: column blocks of the widest, its ratio (1.5 at K 4096)
+    assert shapes.covers(128256, 4096)
+    assert float(gemm_time_s(eff, 16, 128256, 4096, 2.0, HBM, FLOP, shapes)) / _roof(16, 128256, 4096) == \
+        pytest.approx(1.5, rel=1e-3)
+    # K beyond the measured shapes (or N below them): the (M, weight bytes) ratio table prices it
+    assert not shapes.covers(4096, 65536) and not shapes.covers(128, 4096)
+    assert float(gemm_time_s(eff, 16, 4096, 65536, 2.0, HBM, FLOP, shapes)) == \
+        pytest.approx(float(gemm_time_s(eff, 16, 4096, 65536, 2.0, HBM, FLOP)))
     assert isinstance(eff, GemmEfficiency)

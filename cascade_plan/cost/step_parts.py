@@ -61,8 +61,10 @@ class GemmEfficiency:
 class GemmShapeTable:
     """Measured GEMM time over its roofline per (M, N, K), for one weight dtype: AIConfigurator's
     `gemm_perf` grid kept per shape (its estimator interpolates in (m, n, k) too). Trilinear in
-    (log2 M, log2 N, log2 K); M clamped at the grid's edges; a shape whose N or K lies outside the grid
-    is not covered (the (M, weight bytes) table prices it instead). The ratio holds the launch."""
+    (log2 M, log2 N, log2 K); M clamped at the grid's edges, and N above the widest measured too (a wider
+    GEMM runs as column blocks of the widest one: the same ratio to its roofline, e.g. a 128K-vocab
+    lm_head); a shape with N below the grid or K outside it is not covered (the (M, weight bytes) table
+    prices it instead). The ratio holds the launch."""
 
     dtype: str
     log2_m: tuple[float, ...]
@@ -72,8 +74,7 @@ class GemmShapeTable:
 
     def covers(self, n: float, k: float) -> bool:
         ln, lk = np.log2(max(float(n), 1.0)), np.log2(max(float(k), 1.0))
-        return bool(self.log2_n[0] - 1e-9 <= ln <= self.log2_n[-1] + 1e-9
-                    and self.log2_k[0] - 1e-9 <= lk <= self.log2_k[-1] + 1e-9)
+        return bool(self.log2_n[0] - 1e-9 <= ln and self.log2_k[0] - 1e-9 <= lk <= self.log2_k[-1] + 1e-9)
 
     def ratio_at(self, m, n: float, k: float) -> np.ndarray:
         r = np.asarray(self.ratio, float)
