@@ -12,7 +12,12 @@ import numpy as np
 import pytest
 
 from cascade_plan.calibration import aic_fit, aic_tables
-from cascade_plan.cost.step_parts import GemmEfficiency, GlueParams, StepParts, gemm_time_s
+from cascade_plan.cost.step_parts import (
+    GemmEfficiency,
+    GlueParams,
+    StepParts,
+    gemm_time_s,
+)
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -73,7 +78,10 @@ def test_allreduce_is_the_measured_curve_interpolated_not_a_line(tmp_path):
 
 
 def test_every_shipped_allreduce_is_a_curve_per_gpu_count():
-    from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
+    from cascade_plan.calibration.probe_calibration import (
+        find_committed,
+        params_from_probe,
+    )
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.model_spec import load_preset
@@ -94,9 +102,9 @@ def test_every_shipped_allreduce_is_a_curve_per_gpu_count():
 # ---- the K/V append, counted once -----------------------------------------------------------------
 
 def _costs(glue: GlueParams):
-    from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
     import dataclasses
 
+    from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
     from cascade_plan.cost.cost_params import DEFAULT
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
     from cascade_plan.inputs.hardware import load_hardware

@@ -21,11 +21,16 @@ fitted by calibration/step_fit.py), coarsened and rounded.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-import dataclasses
-
-from cascade_plan.cost.step_parts import AllReduceFit, GemmEfficiency, GlueParams, StepParts, carried_curve
+from cascade_plan.cost.step_parts import (
+    AllReduceFit,
+    GemmEfficiency,
+    GlueParams,
+    StepParts,
+    carried_curve,
+)
 
 _M = (1, 64, 128, 192, 256, 512, 2048)
 _W_BF16 = (16.8e6, 50.3e6, 117.4e6, 1050.7e6)   # weight-matrix bytes (fp8: half)
