@@ -59,12 +59,23 @@ def decode_rows(cols: dict, kv_dtype: str) -> tuple[list[dict], np.ndarray, str]
     return cfgs, cols["latency"][idx] * MS, kernel
 
 
+# AIConfigurator's decode tables are dense (13,540 rows on the H200 against the probe's few hundred), so
+# the efficiency surface can follow them on a finer grid than the probe's default (9 nodes, 0.3 decades):
+# on the H200 the fit's median error on its own rows falls from 4.1% to 3.1%, and against AIConfigurator's
+# own estimate on the 180-configuration grid (aic-check) attention from 4.9% to 3.5% median.
+SURFACE_NODES, SURFACE_DECADES = 17, 0.15
+
+
 def fit_decode(cfgs: list[dict], t: np.ndarray, bw_ceiling: float, flop_ceiling: float) -> KernelFit:
     """The per-sequence decode kernel over private pages (the probe's `decode_dup`), fitted as the
-    probe's rows are: fixed costs, rates, latency, and the efficiency surface."""
+    probe's rows are: fixed costs, rates, latency, and the efficiency surface (finer: SURFACE_NODES)."""
     f = features("decode_dup", cfgs)
     fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
-    fit = dataclasses.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    surface = no_faster_than_measured(fit_surface(fit, f, t, nodes=SURFACE_NODES, bandwidth_decades=SURFACE_DECADES),
+                                      fit, f, t)
+    surface = Surface(surface.log_bytes, surface.log_rows,        # log corrections: 4 digits are plenty
+                      tuple(tuple(float(f"{v:.4g}") for v in row) for row in surface.values))
+    fit = dataclasses.replace(fit, surface=surface)
     return dataclasses.replace(fit, train_median_ape=median_ape(fit, f, t))
 
 
