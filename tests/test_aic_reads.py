@@ -196,3 +196,23 @@ def test_gemm_between_shapes_interpolates_and_outside_falls_back(tmp_path):
     assert float(gemm_time_s(eff, 16, 4096, 65536, 2.0, HBM, FLOP, shapes)) == \
         pytest.approx(float(gemm_time_s(eff, 16, 4096, 65536, 2.0, HBM, FLOP)))
     assert isinstance(eff, GemmEfficiency)
+
+
+def test_aic_check_runs_aiconfigurators_own_estimate_beside_the_planner():
+    pytest.importorskip("aiconfigurator_core")
+    import json
+
+    from typer.testing import CliRunner
+
+    from cascade_plan.cli.app import app
+
+    res = CliRunner().invoke(app, ["aic-check", "h100-sxm", "--quick", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert len(doc["rows"]) == 3 * 2                   # three model/TP pairs x batch 8, 128 at 4K
+    s = doc["summary"]
+    # the all-reduce per call is AIConfigurator's own table read at tokens x hidden elements
+    assert s["allreduce_per_call_tp4_8_batch16_256"]["within_10pct"] == 1.0
+    assert s["gemm"]["median_abs"] <= 0.03 and s["step"]["median_abs"] <= 0.10
+    for r in doc["rows"]:
+        assert r["aic_s"]["step"] == pytest.approx(sum(r["aic_s"][t] for t in ("attention", "gemm", "glue", "allreduce")))
