@@ -55,8 +55,10 @@ def make_fixture(root):
                     lat = 4e-6 + max(n * k * el / t["gemm_bw"], 2 * m * n * k / (t["gemm_fl"] * (2 if el == 1 else 1)))
                     rows.append(dict(gemm_dtype=dt, m=m, n=n, k=k, latency=lat * 1e3))
         _write(rows, root, system, "gemm", "vllm", "0.24.0", "gemm_perf")
-        rows = [dict(num_gpus=g, message_size=2**p, latency=(t["ar_lat"] + 2**p / t["ar_bw"]) * 1e3,
-                     kernel_source="vLLM_custom_graph") for g in (2, 4, 8) for p in range(10, 26)]
+        # the collector's definition: message_size counts bf16 ELEMENTS (collect_all_reduce.py), 2 B each
+        rows = [dict(num_gpus=g, message_size=2**p, allreduce_dtype="bfloat16",
+                     latency=(t["ar_lat"] + 2 * 2**p / t["ar_bw"]) * 1e3, kernel_source="vLLM_custom_graph")
+                for g in (2, 4, 8) for p in range(10, 26)]
         _write(rows, root, system, "comm", "vllm", "0.24.0", "custom_allreduce_perf")
         # MoE: twice the roofline of the experts the batch touches; MLA: projections + latent streaming
         rows = []
@@ -159,7 +161,7 @@ def test_shipped_aic_file_carries_its_source_and_loads(path):
     assert source_kind(probe.doc) == "aic"
     assert src["package"] == "aiconfigurator-core" and src["version"] == "0.12.0" and src["framework"] == "vllm"
     assert src["framework_version"] and src["tables"] and src["transferred"]["from"].startswith("h200-probe")
-    assert path.stat().st_size < 64 * 1024
+    assert path.stat().st_size < 160 * 1024          # per-shape GEMM tables: ~120 KB each, 0.87 MB for all 8
     hw = load_hardware(probe.hardware_id)
     for model in ("llama-3-8b", "deepseek-v3"):
         p = params_from_probe(probe, None, "bf16", hw, load_model(model))
@@ -200,10 +202,15 @@ def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_lau
     from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_glue
     from cascade_plan.cost.step_parts import GlueParams
 
-    g = transfer_glue(GlueParams(per_layer_s=4e-6, per_token_layer_s=1e-8, per_step_s=2e-5, per_token_step_s=3e-8),
-                      TransferRatios(bandwidth=2.0, flop=1.0, fixed=0.5, l2=1.0))
+    glue = GlueParams(per_layer_s=4e-6, per_token_layer_s=1e-8, per_step_s=2e-5, per_token_step_s=3e-8)
+    ratios = TransferRatios(bandwidth=2.0, flop=1.0, fixed=0.5, l2=1.0)
+    g = transfer_glue(glue, ratios, kv_append_in_attention=False)
     assert (g.per_layer_s, g.per_step_s) == pytest.approx((2e-6, 1e-5))
     assert (g.per_token_layer_s, g.per_token_step_s) == pytest.approx((5e-9, 1.5e-8))
+    # by default the append (one of the five fused per-layer kernels) is kept apart: 2 us / 5 = 0.4 us
+    g = transfer_glue(glue, ratios)
+    assert g.kv_append_in_attention and (g.per_layer_s, g.kv_append_per_layer_s) == pytest.approx((1.6e-6, 0.4e-6))
+    assert (g.per_token_layer_s, g.per_step_s) == pytest.approx((5e-9, 1e-5))
 
 
 def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
@@ -224,7 +231,7 @@ def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
     rows = kernel_table(aic, twin)
     gemm = [r for r in rows if "Llama-3-8B bf16 GEMMs" in r["what"]]
     ar = [r for r in rows if r["what"].startswith("all-reduce")]
-    assert len(gemm) == 2 and len(ar) == 5
+    assert len(gemm) == 2 and len(ar) == 6
     assert all(r["ratio"] == pytest.approx(1.0) for r in gemm + ar)
 
 

@@ -118,10 +118,13 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
     if ar:
         for key, what in (("latency_s", "all-reduce, 2 GPUs: latency (s)"), ("bytes_per_s", "all-reduce, 2 GPUs: rate (B/s)")):
             rows.append({"what": what, "aic": ar[key], "probe": par[key] if par else None})
-        for size in (64 * 1024, 2 * 2**20, 16 * 2**20):     # a few decode steps' worth of hidden states
-            t = lambda f: f["latency_s"] + size / f["bytes_per_s"]  # noqa: E731
-            rows.append({"what": f"all-reduce, 2 GPUs, {size // 1024:,} KiB message (s)", "aic": t(ar),
-                         "probe": t(par) if par else None})
+        from cascade_plan.calibration.allreduce_source import with_measured_curves
+
+        a_fit = step_parts_of(aic).allreduce_for(2)      # each priced from its measured curve
+        p_fit = with_measured_curves(step_parts_of(probe), probe.doc).allreduce_for(2) if par else None
+        for size in (64 * 1024, 2 * 2**20, 4 * 2**20, 16 * 2**20):     # a few decode steps' worth of hidden states
+            rows.append({"what": f"all-reduce, 2 GPUs, {size // 1024:,} KiB message (s)", "aic": float(a_fit.time_s(size)),
+                         "probe": float(p_fit.time_s(size)) if p_fit else None})
     for r in rows:
         r["ratio"] = r["aic"] / r["probe"] if r["probe"] else None
     return rows

@@ -84,9 +84,10 @@ def transfer_ratios(gpu: _Gpu, ref: _Gpu | None) -> TransferRatios:
 def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRatios,
                 source: str) -> tuple[StepParts, list[dict]]:
     hw, used = gpu.hw, []
-    gemm = {}
+    gemm, shapes = {}, {}
     for d, rows in gpu.gemm_rows.items():
         gemm[d] = aic_fit.gemm_efficiency(rows, d, hw.hbm_bytes_per_s, hw.flop_per_s(d))
+        shapes[d] = aic_fit.gemm_shape_table(rows, d, hw.hbm_bytes_per_s, hw.flop_per_s(d), gemm[d])
     used.append({"table": gpu.gemm.name, "path": gpu.gemm.rel_path, "rows": int(sum(r["t"].size for r in gpu.gemm_rows.values()))})
     moe = aic_tables.load(root, gpu.system, "moe", framework, "moe_perf", MOE_COLUMNS)
     if moe is not None:
@@ -100,31 +101,37 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
             used.append({"table": moe.name, "path": moe.rel_path, "rows": n_used})
     allreduce, notes = {}, []
     op, fw, name = aic_tables.ALLREDUCE_TABLES[framework]
-    ar = aic_tables.load(root, gpu.system, op, fw, name, ["num_gpus", "message_size", "latency", "kernel_source"])
+    ar = aic_tables.load(root, gpu.system, op, fw, name, ["num_gpus", "message_size", "latency", "kernel_source",
+                                                          "allreduce_dtype"])
     if ar is not None:
         ks = ar.columns["kernel_source"]
         graph = np.char.find(ks.astype(str), "graph") >= 0
         pick = graph if graph.any() else np.ones(ks.size, bool)
-        allreduce = aic_fit.allreduce_fits(ar.columns, pick, f"{ar.rel_path} ({', '.join(sorted(set(ks[pick].tolist())))})")
+        allreduce = aic_fit.allreduce_fits(ar.columns, pick, f"{ar.rel_path} ({', '.join(sorted(set(ks[pick].tolist())))})",
+                                           "allreduce_dtype")
         used.append({"table": ar.name, "path": ar.rel_path, "rows": int(pick.sum())})
     if not allreduce:
         op, fw, name = aic_tables.NCCL_TABLE
         nc = aic_tables.load(root, gpu.system, op, fw, name, ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"])
         if nc is not None:
             pick = (nc.columns["op_name"] == "all_reduce") & (nc.columns["nccl_dtype"] == "half")
-            allreduce = aic_fit.allreduce_fits(nc.columns, pick, f"{nc.rel_path} (NCCL all_reduce, half)")
+            allreduce = aic_fit.allreduce_fits(nc.columns, pick, f"{nc.rel_path} (NCCL all_reduce, half)", "nccl_dtype")
             used.append({"table": nc.name, "path": nc.rel_path, "rows": int(pick.sum())})
     if probe.fitted.get("step_parts"):
         glue = transfer_glue(step_parts_of(probe).glue, ratios)
-        notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables; transferred from the "
-                     "H200 probe (per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio)")
+        notes.append("glue (norms, RoPE, sampling): not in AIConfigurator's tables; transferred from the "
+                     "H200 probe (per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio); "
+                     "the K/V append left out of it: AIConfigurator's decode attention includes it")
     else:
         glue = GlueParams(variant="not measured")
         notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables and not measured by the "
                      "H200 probe file used; left at zero")
     if probe.fitted.get("step_parts"):
         source += f"; glue transferred from the {probe.hardware_id.upper()} probe"
-    return StepParts(gemm=gemm, glue=glue, allreduce=allreduce, source=source, notes=tuple(notes)), used
+    notes.append("GEMMs: AIConfigurator's gemm_perf kept per (M, N, K) and interpolated in it (N, K >= 256, "
+                 "M <= 8192); shapes outside it (e.g. a lm_head of N > 65536) from its (M, weight bytes) ratio table")
+    return StepParts(gemm=gemm, glue=glue, allreduce=allreduce, source=source, notes=tuple(notes),
+                     gemm_shapes=shapes), used
 
 
 def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None = None) -> dict:
@@ -221,10 +228,10 @@ def _q_per_kv(gpu: _Gpu) -> list[int]:
     return [int(x) for x in np.unique(c["num_heads"][ok] // np.maximum(c["num_key_value_heads"][ok], 1))]
 
 
-def default_out(hardware_id: str, framework: str) -> Path:
-    from cascade_plan.resources import data_dir
-
-    return data_dir("calibrations") / f"{hardware_id}-aic-{framework}.json"
+def default_out(hardware_id: str, framework: str, cwd: Path | None = None) -> Path:
+    """`./calibrations/GPU-aic-FRAMEWORK.json` in the current folder: never into the installed package
+    (site-packages may be read-only or shared, and a reinstall would silently drop the file)."""
+    return (Path.cwd() if cwd is None else cwd) / "calibrations" / f"{hardware_id}-aic-{framework}.json"
 
 
 def _rounded(x, digits: int = 6):

@@ -88,7 +88,7 @@ def find_table(root: Path, system: str, op: str, framework: str, table: str) -> 
 
 
 # Columns older tables lack, with the value they imply (A100's vLLM 0.14 tables have no sliding window).
-OPTIONAL_COLUMNS = {"window_size": 0, "beam_width": 1}
+OPTIONAL_COLUMNS = {"window_size": 0, "beam_width": 1, "allreduce_dtype": "bfloat16"}
 
 
 def read_table(root: Path, path: Path, columns: list[str]) -> Table:

@@ -66,11 +66,28 @@ def transfer_backend(probe_fits: dict, decode: dict, r: TransferRatios) -> dict:
     }
 
 
-def transfer_glue(glue, r: TransferRatios):
+# The probe's fused glue runs five kernels per layer (kernels_probe/glue.py: add-RMSNorm twice, RoPE, the
+# paged K/V append, SiLU-and-mul); the append's share of the per-layer fixed cost is one of them.
+GLUE_LAYER_KERNELS = 5
+
+
+def transfer_glue(glue, r: TransferRatios, kv_append_in_attention: bool = True):
     """The engine's glue (norms, RoPE, KV append, activation, sampling: memory-bound elementwise work)
-    moved to the other GPU: per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio."""
+    moved to the other GPU: per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio.
+
+    AIConfigurator's generation attention includes the K/V append (its collector times vLLM's attention
+    layer forward, which writes the new token's K and V into the paged cache before the decode kernel),
+    so by default the imported glue leaves it out: one of the five per-layer kernels' fixed cost is kept
+    apart (`kv_append_per_layer_s`), and ops/glue.py prices the per-token part over the bytes without the
+    append. The decode then counts the write once; the cascade step, whose kernels come from the probe
+    and do not write the cache, adds it once (StepTerms.kv_append_s)."""
     import dataclasses
 
-    return dataclasses.replace(glue, per_layer_s=glue.per_layer_s * r.fixed, per_step_s=glue.per_step_s * r.fixed,
-                               per_token_layer_s=glue.per_token_layer_s / r.bandwidth,
-                               per_token_step_s=glue.per_token_step_s / r.bandwidth)
+    out = dataclasses.replace(glue, per_layer_s=glue.per_layer_s * r.fixed, per_step_s=glue.per_step_s * r.fixed,
+                              per_token_layer_s=glue.per_token_layer_s / r.bandwidth,
+                              per_token_step_s=glue.per_token_step_s / r.bandwidth)
+    if not kv_append_in_attention or out.kv_append_in_attention:
+        return out
+    share = out.per_layer_s / GLUE_LAYER_KERNELS
+    return dataclasses.replace(out, per_layer_s=out.per_layer_s - share, kv_append_in_attention=True,
+                               kv_append_per_layer_s=share)

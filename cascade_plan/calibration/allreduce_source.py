@@ -3,7 +3,8 @@ machine it ran on had (2 on the H200 run), and models 4 and 8 GPUs from that fit
 tables for the same GPU measured a count the probe only modelled, the measured figure is used instead,
 labelled with its origin and its algorithm: AIConfigurator's vLLM table times vLLM's custom all-reduce,
 not NCCL (docs/aic.md), which is what vLLM runs for decode-sized messages. Counts the probe measured keep
-the probe's figure."""
+the probe's figure. Every count is priced from a curve over message size, never a line: the probe's
+measured rows, the AIConfigurator table, or (extrapolated counts) the measured curve carried over."""
 
 from __future__ import annotations
 
@@ -31,9 +32,39 @@ def measured_allreduce(hw) -> tuple[str, dict[int, AllReduceFit]] | None:
     return Path(aic.path).name, {n: a for n, a in fits.items() if a.origin == "aic"}
 
 
-def prefer_measured_allreduce(step: StepParts, hw) -> StepParts:
+def with_measured_curves(step: StepParts, doc: dict | None) -> StepParts:
+    """`step` with each all-reduce that has no curve of its own given the probe file's measured one: the
+    rows of `step_ops` for a measured count, that curve carried over for an extrapolated count (files
+    fitted before the curve was kept store only the line). Nothing changes where a fit has a table."""
+    rows = (doc or {}).get("step_ops") or []
+    if not rows or all(a.table_bytes for a in step.allreduce.values()):
+        return step
+    from cascade_plan.calibration.step_fit import allreduce_curve
+    from cascade_plan.cost.step_parts import carried_curve
+
+    ar = dict(step.allreduce)
+    for n, a in step.allreduce.items():
+        if a.origin == "measured" and not a.table_bytes:
+            tb, ts = allreduce_curve(rows, n)
+            if len(tb) >= 2:
+                ar[n] = dataclasses.replace(a, table_bytes=tb, table_s=ts,
+                                            basis=a.basis + "; the measured curve (step_ops rows), interpolated")
+    measured = [n for n, a in ar.items() if a.origin == "measured" and a.table_bytes]
+    if measured:
+        base = ar[max(measured)]
+        for n, a in step.allreduce.items():
+            if a.origin == "extrapolated" and not a.table_bytes:
+                tb, ts = carried_curve(base, n)
+                ar[n] = dataclasses.replace(a, table_bytes=tb, table_s=ts,
+                                            basis=a.basis + f"; the measured {base.gpus}-GPU curve carried over")
+    return dataclasses.replace(step, allreduce=ar)
+
+
+def prefer_measured_allreduce(step: StepParts, hw, doc: dict | None = None) -> StepParts:
     """`step` with every extrapolated all-reduce GPU count replaced by the same GPU's AIConfigurator
-    measurement where one exists; a note says which counts and from where."""
+    measurement where one exists; a note says which counts and from where. `doc`: the probe document,
+    whose measured all-reduce rows give every count its curve (with_measured_curves)."""
+    step = with_measured_curves(step, doc)
     modelled = sorted(n for n, a in step.allreduce.items() if a.origin == "extrapolated")
     found = measured_allreduce(hw) if modelled else None
     if not found:

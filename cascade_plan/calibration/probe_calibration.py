@@ -302,7 +302,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     if origin == "probe" and probe.hardware_id == hw.id:
         from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
 
-        step = prefer_measured_allreduce(step, hw)
+        step = prefer_measured_allreduce(step, hw, probe.doc)
     if step.source == "default":
         notes.append("no step parts in this calibration: GEMMs, glue and all-reduce use the defaults")
     return CostParams(

@@ -16,7 +16,14 @@ import math
 
 import numpy as np
 
-from cascade_plan.cost.step_parts import AllReduceFit, GemmEfficiency, GlueParams, StepParts, step_parts_to_json
+from cascade_plan.cost.step_parts import (
+    AllReduceFit,
+    GemmEfficiency,
+    GlueParams,
+    StepParts,
+    carried_curve,
+    step_parts_to_json,
+)
 
 LAUNCH_CORRECTION = False   # subtract (graph_single_kernel_s - graph_kernel_launch_s) from each op row
 
@@ -102,7 +109,21 @@ def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama
                       step_bytes_per_token=step_bytes_per_token(spec, tp), basis=f"{model} TP{tp}")
 
 
+def allreduce_curve(rows: list[dict], gpus: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The probe's measured all-reduce curve for one GPU count: (message bytes ascending, median seconds);
+    the rows' `bytes` are bytes (the probe builds bf16 tensors of bytes / 2 elements)."""
+    by: dict[float, list[float]] = {}
+    for r in rows:
+        if r["op"] == "allreduce" and r.get("correct", True) and int(r["config"]["gpus"]) == gpus:
+            by.setdefault(float(r["config"]["bytes"]), []).append(float(r["median_s"]))
+    sizes = sorted(by)
+    return tuple(sizes), tuple(float(np.median(by[b])) for b in sizes)
+
+
 def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllReduceFit]:
+    """Per measured GPU count the measured curve (a table; NCCL switches protocols with message size, so a
+    line misses it: 2-4 MB took 34-40 us on two H200s where the line gave 19), plus latency + bytes / rate
+    as a one-line summary; 4 and 8 GPUs, where not measured, the measured curve carried over (a model)."""
     out: dict[int, AllReduceFit] = {}
     by_n: dict[int, list[dict]] = {}
     for r in rows:
@@ -112,10 +133,12 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
         if len(rs) < 3:
             continue
         lat, inv_bw = _linear_fit([r["config"]["bytes"] for r in rs], [r["median_s"] for r in rs])
+        tb, ts = allreduce_curve(rs, n)
         out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured", algorithm="NCCL",
                               basis=f"NCCL all-reduce of bf16, {len(rs)} message sizes "
                                     f"{min(r['config']['bytes'] for r in rs)}-{max(r['config']['bytes'] for r in rs)} B, "
-                                    "marginal cost inside a CUDA graph")
+                                    "marginal cost inside a CUDA graph; the measured curve, interpolated",
+                              table_bytes=tb, table_s=ts)
     if out:
         base_n = max(out)
         base = out[base_n]
@@ -124,14 +147,15 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
         for n in (4, 8):
             if n in out:
                 continue
+            tb, ts = carried_curve(base, n)
             out[n] = AllReduceFit(
                 gpus=n, latency_s=base.latency_s * math.log2(n) / math.log2(base_n),
                 bytes_per_s=busbw / (2 * (n - 1) / n), origin="extrapolated", algorithm="NCCL (modelled)",
-                basis=(f"from the measured {base_n}-GPU fit: bus bandwidth per GPU kept ({busbw / 1e9:.0f} GB/s; "
+                basis=(f"from the measured {base_n}-GPU curve: bus bandwidth per GPU kept ({busbw / 1e9:.0f} GB/s; "
                        f"NVSwitch gives every GPU its full links at any count; {source}"
                        + (f", {link / 1e9:.0f} GB/s per direction" if link else "")
                        + f"), ring traffic 2(n-1)/n; latency x log2(n)/log2({base_n}) (NCCL's tree for small "
-                         "messages)"))
+                         "messages)"), table_bytes=tb, table_s=ts)
     return out
 
 

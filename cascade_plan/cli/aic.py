@@ -36,8 +36,8 @@ def import_aic(
                                                    "every profile AIConfigurator covers.")],
     framework: Annotated[Framework, typer.Option("--framework", help="Serving framework whose tables to use.")] = Framework.vllm,
     out: Annotated[Optional[Path], typer.Option(
-        "--out", help="File to write (one GPU), or a folder (several). Default: the package's calibrations/ "
-                      "folder as `GPU-aic-FRAMEWORK.json`, picked up automatically.")] = None,
+        "--out", help="File to write (one GPU), or a folder (several). Default: ./calibrations/GPU-aic-FRAMEWORK.json "
+                      "in the current folder (never the installed package); use it with --calibration FILE.")] = None,
     aic_data: Annotated[Optional[Path], typer.Option(
         "--aic-data", help="AIConfigurator's systems/data folder (default: the installed aiconfigurator-core's).")] = None,
     json_out: JsonOpt = False,
@@ -113,3 +113,64 @@ def _render(summaries: list[dict]) -> None:
     Console().print(t)
     for s in summaries:
         Console().print(f"{s['hardware']}: numbers {s['label']}")
+        Console().print(f"wrote {s['file']} (use it with --calibration {s['file']})", soft_wrap=True)
+
+
+def aic_check(
+    gpus: Annotated[Optional[list[str]], typer.Argument(
+        help="GPUs to check (default: a100-80gb h100-sxm h200 b200, the issue's grid).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Batch 8 and 128, context 4K only (a few seconds).")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """AIConfigurator's own per-op decode estimate beside the planner's, term by term (needs the `aic`
+    extra: pip install 'cascade-plan[aic]').
+
+    Grid: Llama-3.1-8B at TP 1 and 70B at TP 4 and 8, batch 1-256, prompt 1K-8K, one decode step after
+    it, vLLM tables, each GPU's shipped imported calibration. Prints per term (attention, GEMMs, glue,
+    all-reduce, whole step) the median and worst planner / AIConfigurator - 1, and the all-reduce per
+    call at TP 4/8 and 16-256 sequences. AIConfigurator's glue is a formula, not measured: docs/aic.md
+    explains every whole-step difference over 10% term by term.
+
+    Examples:
+
+      cascade-plan aic-check
+
+      cascade-plan aic-check h100-sxm --quick --json
+    """
+    from cascade_plan.calibration import aic_estimates as est
+
+    kw = {"gpus": tuple(gpus) if gpus else est.GRID_GPUS}
+    if quick:
+        kw |= {"batches": (8, 128), "isls": (4096,)}
+    res = est.crosscheck_grid(**kw)
+    if json_out:
+        print_json(res)
+        return
+    _render_check(res)
+
+
+def _render_check(res: dict) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from cascade_plan.units import fmt_pct
+
+    s = res["summary"]
+    n = len(res["rows"])
+    t = Table(title=f"Planner vs AIConfigurator's own estimate, {n} configurations (planner / AIC - 1)",
+              title_justify="left", box=box.SIMPLE_HEAD, caption="glue: AIConfigurator computes it by formula, the "
+              "planner uses the H200 probe's measured glue (docs/aic.md)", caption_justify="left")
+    for col in ("term", "configs", "median |diff|", "median", "min", "max", "> 10%"):
+        t.add_column(col, justify="left" if col == "term" else "right")
+    for term in ("attention", "gemm", "glue", "allreduce", "step"):
+        if term in s:
+            x = s[term]
+            t.add_row(term, str(x["n"]), fmt_pct(x["median_abs"]), fmt_pct(x["median"], True), fmt_pct(x["min"], True),
+                      fmt_pct(x["max"], True), str(x["over_10pct"]))
+    Console().print(t)
+    c = s.get("allreduce_per_call_tp4_8_batch16_256")
+    if c:
+        Console().print(f"all-reduce per call, TP 4/8, 16-256 sequences: {c['n']} configurations, median |diff| "
+                        f"{fmt_pct(c['median_abs'])}, range {fmt_pct(c['min'], True)} to {fmt_pct(c['max'], True)}, "
+                        f"{c['within_10pct']:.0%} within 10%")

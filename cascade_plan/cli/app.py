@@ -195,6 +195,7 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
             ("workloads", "cascade_plan.cli.workloads"), ("schema", "cascade_plan.cli.workloads"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
             ("validate", "cascade_plan.cli.calibrate"), ("import-aic", "cascade_plan.cli.aic"),
+            ("aic-check", "cascade_plan.cli.aic"),
             ("analyze", "cascade_plan.cli.logs_cli"), ("simulate-log", "cascade_plan.cli.logs_cli"),
             ("route", "cascade_plan.cli.serving_cli"), ("rl", "cascade_plan.cli.serving_cli")]
 

@@ -227,11 +227,13 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     if params.step is None:
         w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
         glue_s = comm_s = np.zeros_like(np.asarray(seqs, float))
+        kv_append_s = 0.0
     else:
         from cascade_plan.cost.step_terms import step_terms
 
         terms = step_terms(model, tp, weight_dtype, seqs, params.step, bw, g.gemm_flop_per_s)
         w_s, glue_s, comm_s = terms.gemm_s, terms.glue_s, terms.comm_s
+        kv_append_s = terms.kv_append_s   # per-sequence decode includes it (AIC); cascade kernels do not
     other_s = w_s + glue_s + comm_s
 
     # Per-sequence: one decode kernel per layer over each sequence's whole context.
@@ -283,6 +285,8 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         scale = np.where(np.isfinite(cas_meas), cas_meas / np.maximum(cas_attn, 1e-300), 1.0)
         pre_s, suf_s, merge_s = pre_s * scale, suf_s * scale, merge_s * scale
         cas_attn = np.where(np.isfinite(cas_meas), cas_meas, cas_attn)
+    # the new token's K/V write where the per-sequence timings include it and the cascade kernels do not
+    cas_attn = cas_attn + kv_append_s
     # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
     # split in pieces, never cheaper than the per-sequence kernel itself (fitted parameters of different
     # kernels must not turn into a "win" without sharing).

@@ -54,6 +54,14 @@ def layer_bytes_per_token(model, tp: int) -> float:
     return (8 * h + rope + append + 3 * mlp) * ACT_BYTES
 
 
+def kv_append_bytes_per_token(model, tp: int) -> float:
+    """The new token's K/V append alone (part of `layer_bytes_per_token`): read k and v, write both;
+    MLA appends its latent."""
+    if model.attention == "mla":
+        return 2 * (model.kv_lora_rank + model.qk_rope_head_dim) * ACT_BYTES
+    return 4 * _per_gpu(model.num_kv_heads, tp) * model.head_dim * ACT_BYTES
+
+
 def step_bytes_per_token(model, tp: int) -> float:
     """Glue bytes per token once per step: embedding gather, final norm, argmax over vocab / TP."""
     return (2 * model.hidden_size + 4 * model.hidden_size + model.vocab_size / tp) * ACT_BYTES

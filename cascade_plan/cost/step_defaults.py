@@ -13,15 +13,24 @@ fitted by calibration/step_fit.py), coarsened and rounded.
   layer (add-RMSNorm x2, RoPE, KV append, SiLU-and-mul), ~41 us + 0.11 us per token per step
   (embedding, final norm, argmax). In seconds, as measured on the H200 for Llama-3-8B at TP 1; the
   per-token parts scale to other shapes by their glue bytes per token (cost/glue_widths.py).
-* All-reduce: 2 GPUs measured (NCCL over NVLink 4, 10 us + bytes / 242 GB/s); 4 and 8 GPUs
-  extrapolated (bus bandwidth per GPU kept, ring traffic 2(n-1)/n, latency x log2 n).
+* All-reduce: 2 GPUs measured (NCCL over NVLink 4): the probe's curve of 14 message sizes, 8 KiB-64 MiB,
+  interpolated (flat at ~10 us up to 256 KiB, 28.6 us at 2 MiB, 34.7 us at 4 MiB: a line, 10 us + bytes /
+  242 GB/s, gave 19 us there); 4 and 8 GPUs: that curve carried over (bus bandwidth per GPU kept, ring
+  traffic 2(n-1)/n, latency x log2 n), a model.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
-from cascade_plan.cost.step_parts import AllReduceFit, GemmEfficiency, GlueParams, StepParts
+from cascade_plan.cost.step_parts import (
+    AllReduceFit,
+    GemmEfficiency,
+    GlueParams,
+    StepParts,
+    carried_curve,
+)
 
 _M = (1, 64, 128, 192, 256, 512, 2048)
 _W_BF16 = (16.8e6, 50.3e6, 117.4e6, 1050.7e6)   # weight-matrix bytes (fp8: half)
@@ -38,18 +47,25 @@ def _table(dtype: str, ratio, weight_bytes) -> GemmEfficiency:
                           overhead_s=_LAUNCH_S)
 
 
-_BASIS = "H200 probe 2026-11-30, 2-GPU fit"
+_BASIS = "H200 probe 2026-11-30, 2-GPU measured curve"
+# The probe's NCCL all-reduce rows (bf16, inside a CUDA graph): message bytes, median seconds.
+_AR_BYTES = tuple(float(2**k) for k in range(13, 27))
+_AR_S = tuple(x * 1e-6 for x in (9.88, 9.51, 10.0, 10.3, 9.96, 10.6, 12.3, 16.9, 28.6, 34.7, 46.0, 75.7, 140.0, 253.0))
+_AR2 = AllReduceFit(gpus=2, latency_s=10e-6, bytes_per_s=242e9, origin="measured", basis=_BASIS,
+                    table_bytes=_AR_BYTES, table_s=_AR_S)
+
+
+def _carried(n: int, latency_s: float, bytes_per_s: float) -> AllReduceFit:
+    tb, ts = carried_curve(_AR2, n)
+    return dataclasses.replace(_AR2, gpus=n, latency_s=latency_s, bytes_per_s=bytes_per_s, origin="extrapolated",
+                               basis=_BASIS + "; carried over: bus bandwidth per GPU kept, ring 2(n-1)/n, latency x "
+                                              "log2 n", table_bytes=tb, table_s=ts)
+
 DEFAULT_STEP_PARTS = StepParts(
     gemm={"bf16": _table("bf16", _BF16, _W_BF16), "fp8": _table("fp8", _FP8, tuple(w / 2 for w in _W_BF16))},
     glue=GlueParams(variant="fused", per_layer_s=18e-6, per_token_layer_s=0.038e-6, per_step_s=41e-6,
                     per_token_step_s=0.105e-6),
-    allreduce={
-        2: AllReduceFit(gpus=2, latency_s=10e-6, bytes_per_s=242e9, origin="measured", basis=_BASIS),
-        4: AllReduceFit(gpus=4, latency_s=20e-6, bytes_per_s=161e9, origin="extrapolated",
-                        basis=_BASIS + "; bus bandwidth per GPU kept, ring 2(n-1)/n, latency x log2 n"),
-        8: AllReduceFit(gpus=8, latency_s=30e-6, bytes_per_s=138e9, origin="extrapolated",
-                        basis=_BASIS + "; bus bandwidth per GPU kept, ring 2(n-1)/n, latency x log2 n"),
-    },
+    allreduce={2: _AR2, 4: _carried(4, 20e-6, 161e9), 8: _carried(8, 30e-6, 138e9)},
     source="default",
     notes=("uncalibrated step parts: H200-measured GEMM ratios, glue and all-reduce (cost/step_defaults.py)",),
 )

@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cascade_plan.cost.glue_widths import LEGACY_BASIS, LEGACY_LAYER_BYTES_PER_TOKEN, LEGACY_STEP_BYTES_PER_TOKEN
+from cascade_plan.cost.glue_widths import (
+    LEGACY_BASIS,
+    LEGACY_LAYER_BYTES_PER_TOKEN,
+    LEGACY_STEP_BYTES_PER_TOKEN,
+)
 
 STEP_PARTS_VERSION = 1
 
@@ -53,15 +57,57 @@ class GemmEfficiency:
         return lo + t * (hi - lo)
 
 
+@dataclass(frozen=True)
+class GemmShapeTable:
+    """Measured GEMM time over its roofline per (M, N, K), for one weight dtype: AIConfigurator's
+    `gemm_perf` grid kept per shape (its estimator interpolates in (m, n, k) too). Trilinear in
+    (log2 M, log2 N, log2 K); M clamped at the grid's edges, and N above the widest measured too (a wider
+    GEMM runs as column blocks of the widest one: the same ratio to its roofline, e.g. a 128K-vocab
+    lm_head); a shape with N below the grid or K outside it is not covered (the (M, weight bytes) table
+    prices it instead). The ratio holds the launch."""
+
+    dtype: str
+    log2_m: tuple[float, ...]
+    log2_n: tuple[float, ...]
+    log2_k: tuple[float, ...]
+    ratio: tuple[tuple[tuple[float, ...], ...], ...]     # [i_m][i_n][i_k]
+
+    def covers(self, n: float, k: float) -> bool:
+        ln, lk = np.log2(max(float(n), 1.0)), np.log2(max(float(k), 1.0))
+        return bool(self.log2_n[0] - 1e-9 <= ln and self.log2_k[0] - 1e-9 <= lk <= self.log2_k[-1] + 1e-9)
+
+    def ratio_at(self, m, n: float, k: float) -> np.ndarray:
+        r = np.asarray(self.ratio, float)
+        gn, gk = np.asarray(self.log2_n), np.asarray(self.log2_k)
+
+        def bracket(g, v):
+            if g.size == 1:
+                return 0, 0, 0.0
+            j = int(np.clip(np.searchsorted(g, v) - 1, 0, g.size - 2))
+            return j, j + 1, float(np.clip((v - g[j]) / (g[j + 1] - g[j]), 0.0, 1.0))
+
+        n0, n1, tn = bracket(gn, np.log2(max(float(n), 1.0)))
+        k0, k1, tk = bracket(gk, np.log2(max(float(k), 1.0)))
+        plane = ((1 - tn) * (1 - tk) * r[:, n0, k0] + tn * (1 - tk) * r[:, n1, k0]
+                 + (1 - tn) * tk * r[:, n0, k1] + tn * tk * r[:, n1, k1])
+        x = np.log2(np.maximum(np.asarray(m, float), 1.0))
+        return np.interp(x, np.asarray(self.log2_m), plane)
+
+
 def gemm_time_s(eff: GemmEfficiency, m, n: float, k: float, element_bytes: float, hbm_bytes_per_s: float,
-                flop_per_s: float) -> np.ndarray:
+                flop_per_s: float, shapes: GemmShapeTable | None = None) -> np.ndarray:
     """One GEMM of M tokens against an N x K weight: roofline times the measured ratio, plus its launch.
-    Activation bytes (M x (N + K)) count towards the bytes term; they matter only at large M."""
+    Activation bytes (M x (N + K)) count towards the bytes term; they matter only at large M.
+    With `shapes` (a per-(M, N, K) measured table), a shape inside it is read from it instead."""
     m = np.asarray(m, float)
     w_bytes = n * k * element_bytes
     bytes_ = w_bytes + m * (n + k) * 2.0
     roof = np.maximum(bytes_ / hbm_bytes_per_s, 2.0 * m * n * k / flop_per_s)
-    return np.where(m > 0, roof * eff.ratio_at(m, w_bytes) + eff.overhead_s, 0.0)
+    ratio = eff.ratio_at(m, w_bytes)
+    overhead = eff.overhead_s
+    if shapes is not None and shapes.covers(n, k):
+        ratio, overhead = shapes.ratio_at(m, n, k), 0.0     # measured per shape, launch included
+    return np.where(m > 0, roof * ratio + overhead, 0.0)
 
 
 @dataclass(frozen=True)
@@ -81,6 +127,11 @@ class GlueParams:
     layer_bytes_per_token: float = LEGACY_LAYER_BYTES_PER_TOKEN
     step_bytes_per_token: float = LEGACY_STEP_BYTES_PER_TOKEN
     basis: str = LEGACY_BASIS
+    # True where the calibration's decode attention already writes the new token's K/V (AIConfigurator's
+    # generation attention does): the glue's costs then exclude the append (per_layer_s without the append
+    # kernel's share, which is kept here; per-token costs over the bytes without it), cost/ops/glue.py.
+    kv_append_in_attention: bool = False
+    kv_append_per_layer_s: float = 0.0
 
     def time_s(self, tokens, layers: int, layer_bytes: float | None = None, step_bytes: float | None = None) -> np.ndarray:
         """Seconds of glue for steps of `tokens`; layer_bytes / step_bytes: the priced model's glue bytes
@@ -104,9 +155,21 @@ class AllReduceFit:
     origin: str = "measured"
     basis: str = ""
     algorithm: str = ""      # what was timed or modelled: "NCCL", "vLLM custom all-reduce", ...
+    # The measured curve (message bytes ascending, seconds): NCCL and custom all-reduces switch protocol
+    # with size, so the time is a curve with steps. Where present it prices every message: log-log
+    # interpolation inside, the smallest message's time below it, the last segment's slope above it.
+    # The line (latency, rate) then only summarises it for output.
+    table_bytes: tuple[float, ...] = ()
+    table_s: tuple[float, ...] = ()
 
     def time_s(self, message_bytes) -> np.ndarray:
         b = np.asarray(message_bytes, float)
+        if len(self.table_bytes) >= 2:
+            x, y = np.log(np.asarray(self.table_bytes)), np.log(np.asarray(self.table_s))
+            inside = np.exp(np.interp(np.log(np.maximum(b, 1.0)), x, y))
+            slope = (self.table_s[-1] - self.table_s[-2]) / (self.table_bytes[-1] - self.table_bytes[-2])
+            above = self.table_s[-1] + (b - self.table_bytes[-1]) * max(slope, 0.0)
+            return np.where(b > 0, np.where(b > self.table_bytes[-1], above, inside), 0.0)
         return np.where(b > 0, self.latency_s + b / self.bytes_per_s, 0.0)
 
     @property
@@ -115,6 +178,16 @@ class AllReduceFit:
         where = {"measured": "measured by the probe", "aic": "measured by AIConfigurator",
                  "extrapolated": "extrapolated (a model, not measured)"}.get(self.origin, self.origin)
         return f"{self.gpus} GPUs: {self.algorithm or infer_algorithm(self.origin, self.basis)}, {where}"
+
+
+def carried_curve(base: AllReduceFit, n: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A measured `base.gpus`-GPU curve carried to `n` GPUs (a model, not a measurement): every GPU keeps
+    its bus bandwidth, so a message of b bytes moves like one of b x ring(n) / ring(base) on the measured
+    count (ring traffic 2(k-1)/k), and the fixed part grows with log2 of the count (NCCL's tree for small
+    messages), by the base line's latency x (log2 n / log2 base - 1)."""
+    scale = (2 * (n - 1) / n) / (2 * (base.gpus - 1) / base.gpus)
+    extra = base.latency_s * (np.log2(n) / np.log2(base.gpus) - 1.0)
+    return base.table_bytes, tuple(float(base.time_s(b * scale)) + float(extra) for b in base.table_bytes)
 
 
 AIC_FRAMEWORKS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -138,6 +211,7 @@ class StepParts:
     allreduce: dict[int, AllReduceFit] = field(default_factory=dict)   # by GPU count
     source: str = "default"                    # "probe:<file>", "aic:<package version, framework>", "default"
     notes: tuple[str, ...] = ()
+    gemm_shapes: dict[str, GemmShapeTable] = field(default_factory=dict)   # by weight dtype, where measured
 
     def allreduce_for(self, gpus: int) -> AllReduceFit | None:
         if gpus <= 1:
@@ -156,11 +230,16 @@ def step_parts_to_json(p: StepParts) -> dict:
         "glue": {"variant": p.glue.variant, "per_layer_s": p.glue.per_layer_s,
                  "per_token_layer_s": p.glue.per_token_layer_s, "per_step_s": p.glue.per_step_s,
                  "per_token_step_s": p.glue.per_token_step_s, "layer_bytes_per_token": p.glue.layer_bytes_per_token,
-                 "step_bytes_per_token": p.glue.step_bytes_per_token, "basis": p.glue.basis},
+                 "step_bytes_per_token": p.glue.step_bytes_per_token, "basis": p.glue.basis}
+        | ({"kv_append_in_attention": True, "kv_append_per_layer_s": p.glue.kv_append_per_layer_s}
+           if p.glue.kv_append_in_attention else {}),
         "allreduce": {str(n): {"latency_s": a.latency_s, "bytes_per_s": a.bytes_per_s, "origin": a.origin,
                                "basis": a.basis, "algorithm": a.algorithm or infer_algorithm(a.origin, a.basis)}
+                      | ({"table": [[b, t] for b, t in zip(a.table_bytes, a.table_s)]} if a.table_bytes else {})
                       for n, a in sorted(p.allreduce.items())},
-    }
+    } | ({"gemm_shapes": {d: {"log2_m": list(e.log2_m), "log2_n": list(e.log2_n), "log2_k": list(e.log2_k),
+                              "ratio": [[list(r) for r in plane] for plane in e.ratio]}
+                          for d, e in p.gemm_shapes.items()}} if p.gemm_shapes else {})
 
 
 def step_parts_from_json(doc: dict) -> StepParts:
@@ -178,12 +257,20 @@ def step_parts_from_json(doc: dict) -> StepParts:
                           per_token_step_s=float(g["per_token_step_s"]),
                           layer_bytes_per_token=float(g.get("layer_bytes_per_token", LEGACY_LAYER_BYTES_PER_TOKEN)),
                           step_bytes_per_token=float(g.get("step_bytes_per_token", LEGACY_STEP_BYTES_PER_TOKEN)),
-                          basis=str(g.get("basis", LEGACY_BASIS)))
+                          basis=str(g.get("basis", LEGACY_BASIS)),
+                          kv_append_in_attention=bool(g.get("kv_append_in_attention", False)),
+                          kv_append_per_layer_s=float(g.get("kv_append_per_layer_s", 0.0)))
         ar = {int(n): AllReduceFit(gpus=int(n), latency_s=float(a["latency_s"]), bytes_per_s=float(a["bytes_per_s"]),
                                    origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")),
                                    algorithm=str(a.get("algorithm") or infer_algorithm(str(a.get("origin", "measured")),
-                                                                                       str(a.get("basis", "")))))
+                                                                                       str(a.get("basis", "")))),
+                                   table_bytes=tuple(float(x[0]) for x in a.get("table", ())),
+                                   table_s=tuple(float(x[1]) for x in a.get("table", ())))
               for n, a in doc.get("allreduce", {}).items()}
+        shapes = {d: GemmShapeTable(dtype=d, log2_m=tuple(map(float, e["log2_m"])), log2_n=tuple(map(float, e["log2_n"])),
+                                    log2_k=tuple(map(float, e["log2_k"])),
+                                    ratio=tuple(tuple(tuple(map(float, r)) for r in plane) for plane in e["ratio"]))
+                  for d, e in doc.get("gemm_shapes", {}).items()}
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"step parts: missing or malformed field ({exc!r})") from None
     for d, e in gemm.items():
@@ -193,11 +280,24 @@ def step_parts_from_json(doc: dict) -> StepParts:
                              f"{len(e.log2_weight_bytes)} table")
         if np.any(np.diff(e.log2_m) <= 0) or np.any(np.diff(e.log2_weight_bytes) <= 0):
             raise ValueError(f"step parts: gemm.{d} grids must be strictly ascending")
+    for d, e in shapes.items():
+        r = np.asarray(e.ratio, float)
+        if r.shape != (len(e.log2_m), len(e.log2_n), len(e.log2_k)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
+            raise ValueError(f"step parts: gemm_shapes.{d}.ratio must be a finite positive {len(e.log2_m)}x"
+                             f"{len(e.log2_n)}x{len(e.log2_k)} table")
+        if any(np.any(np.diff(g) <= 0) for g in (e.log2_m, e.log2_n, e.log2_k)):
+            raise ValueError(f"step parts: gemm_shapes.{d} grids must be strictly ascending")
+    for n, a in ar.items():
+        tb, ts = np.asarray(a.table_bytes), np.asarray(a.table_s)
+        if tb.size and (tb.size < 2 or np.any(np.diff(tb) <= 0) or not np.all(np.isfinite(ts)) or np.any(ts <= 0)
+                        or tb[0] <= 0):
+            raise ValueError(f"step parts: allreduce.{n}.table must be [bytes, seconds] pairs, bytes ascending, "
+                             "both positive")
     if not (glue.layer_bytes_per_token > 0 and glue.step_bytes_per_token > 0):
         raise ValueError("step parts: glue.layer_bytes_per_token and step_bytes_per_token must be positive")
-    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s]
+    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s, glue.kv_append_per_layer_s]
     vals += [a.latency_s for a in ar.values()] + [a.bytes_per_s for a in ar.values()]
     if not all(np.isfinite(v) and v >= 0 for v in vals) or any(a.bytes_per_s <= 0 for a in ar.values()):
         raise ValueError("step parts: glue and all-reduce parameters must be finite and non-negative")
     return StepParts(gemm=gemm, glue=glue, allreduce=ar, source=str(doc.get("source", "unknown")),
-                     notes=tuple(doc.get("notes", ())))
+                     notes=tuple(doc.get("notes", ())), gemm_shapes=shapes)
