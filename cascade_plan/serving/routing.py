@@ -68,19 +68,42 @@ def consistent_hash(keys: np.ndarray, replicas: int, virtual_nodes: int = VIRTUA
 
 
 def least_loaded(start_s: np.ndarray, duration_s: np.ndarray, replicas: int) -> np.ndarray:
-    """Each arrival to the replica with the fewest running requests (ties: lowest index)."""
-    out = np.empty(start_s.size, np.int64)
+    """Each arrival to the replica with the fewest running requests (ties: lowest index).
+
+    A request's end does not depend on where it runs, so every arrival and departure is put in time
+    order up front (departures at or before an arrival first, as they free their slot; a request that
+    ends the instant it starts leaves right after its own arrival). One pass then keeps the replicas
+    in a heap keyed (running, index); a count that changed leaves its old entry behind, skipped when
+    it surfaces. O(N log N), whatever the replica count."""
+    n = start_s.size
+    idx = np.arange(n)
+    end = start_s + duration_s
+    instant = end <= start_s
+    t = np.concatenate([end, start_s])
+    kind = np.concatenate([instant.astype(np.int64), np.ones(n, np.int64)])
+    sub = np.concatenate([2 * idx + instant, 2 * idx])
+    order = np.lexsort((sub, kind, t))
+    events = np.where(order < n, -(order + 1), order - n).tolist()   # < 0: request -e-1 leaves; else arrives
+    out = [0] * n
     active = [0] * replicas
-    finishing: list[tuple[float, int]] = []
-    push, pop = heapq.heappush, heapq.heappop
-    for i, (now, dur) in enumerate(zip(start_s.tolist(), duration_s.tolist())):
-        while finishing and finishing[0][0] <= now:
-            active[pop(finishing)[1]] -= 1
-        r = active.index(min(active))
-        active[r] += 1
-        out[i] = r
-        push(finishing, (now + dur, r))
-    return out
+    ready = [(0, r) for r in range(replicas)]            # sorted, so already a heap
+    push, pop, replace = heapq.heappush, heapq.heappop, heapq.heapreplace
+    for e in events:
+        if e < 0:
+            r = out[-e - 1]
+            c = active[r] - 1
+            active[r] = c
+            push(ready, (c, r))
+            continue
+        while True:
+            c, r = ready[0]
+            if active[r] == c:
+                break
+            pop(ready)
+        active[r] = c + 1
+        replace(ready, (c + 1, r))
+        out[e] = r
+    return np.asarray(out, np.int64)
 
 
 def assign(stream: Stream, replicas: int, policy: str, forks_together: bool = False, seed: int = 0) -> np.ndarray:
