@@ -1,0 +1,66 @@
+"""Work linear in the output: simulate-log, analyze's per-replica tables, --show-bad; each checked
+against the plain definition it replaces (the figures: benchmarks/bounded_commands.py)."""
+
+import gzip
+
+import msgspec
+import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
+
+from cascade_plan.inputs.workload import TreeNode
+from cascade_plan.logs import simulate
+
+
+def tree_of(tree: str):
+    return msgspec.convert(yaml.safe_load(tree), TreeNode)
+
+
+def records_by_definition(tree, replica, step_s):
+    """Step k holds every sequence with output_tokens >= k, in tree order (the module's docstring)."""
+    seqs = simulate.tree_sequences(tree)
+    for k in range(1, max(s.output_tokens for s in seqs) + 1):
+        rows = [{"request": s.request, "group": s.group, "shared": s.shared, "private": s.private_tokens + k,
+                 **({"levels": list(s.levels)} if len(s.levels) > 1 else {})} for s in seqs if s.output_tokens >= k]
+        yield {"ts": round(k * step_s, 6), "replica": replica, "step": k, "seqs": rows}
+
+
+leaf = st.builds(lambda t, s, o, p: f"{{tokens: {t}, samples: {s}, output_tokens: {o}, private_tokens: {p}}}",
+                 st.integers(0, 50), st.integers(1, 3), st.integers(1, 12), st.integers(0, 5))
+trees = st.recursive(leaf, lambda kids: st.builds(
+    lambda t, c, ch: f"{{tokens: {t}, copies: {c}, children: [{', '.join(ch)}]}}",
+    st.integers(0, 50), st.integers(1, 2), st.lists(kids, min_size=1, max_size=3)), max_leaves=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(trees, st.sampled_from(["r0", 'odd "replica" \u00e9', "7"]), st.sampled_from([0.01, 0.013, 1e-7]))
+def test_simulated_lines_are_the_definition_byte_for_byte(tree, replica, step_s):
+    t = tree_of(tree)
+    enc = msgspec.json.Encoder()
+    want = [enc.encode(r) + b"\n" for r in records_by_definition(t, replica, step_s)]
+    assert list(simulate.encoded_records(t, replica, step_s)) == want
+    assert [enc.encode(r) + b"\n" for r in simulate.log_records(t, replica, step_s)] == want
+    assert sum(len(r["seqs"]) for r in records_by_definition(t, replica, step_s)) == simulate.log_size(t)[1]
+
+
+def test_gzip_log_is_the_plain_log(tmp_path):
+    t = tree_of("{tokens: 100, children: [{tokens: 10, samples: 30, output_tokens: 3}, "
+                "{tokens: 5, samples: 2, output_tokens: 400}]}")
+    simulate.write_log(t, tmp_path / "a.jsonl")
+    simulate.write_log(t, tmp_path / "a.jsonl.gz")
+    plain = (tmp_path / "a.jsonl").read_bytes()
+    assert gzip.decompress((tmp_path / "a.jsonl.gz").read_bytes()) == plain
+    assert plain.count(b"\n") == 400
+
+
+def test_one_long_child_costs_its_rows_not_steps_times_sequences():
+    # 10,000 one-step sequences beside one 20,000-step sequence: 30,000 rows, not 2 x 10^8 visits
+    t = tree_of("{tokens: 100, children: [{tokens: 10, samples: 10000, output_tokens: 1}, "
+                "{tokens: 5, samples: 1, output_tokens: 20000}]}")
+    runs = list(simulate._active_runs(simulate.tree_sequences(t)))
+    assert [(a, b, len(active)) for a, b, active in runs] == [(1, 1, 10001), (2, 20000, 1)]
+    assert sum(1 for _ in simulate.encoded_records(t)) == 20000
+
+
+if __name__ == "__main__":
+    pytest.main([__file__])
