@@ -62,5 +62,67 @@ def test_one_long_child_costs_its_rows_not_steps_times_sequences():
     assert sum(1 for _ in simulate.encoded_records(t)) == 20000
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "c10", "\u00e9", "r2"]), st.floats(0, 1e6), st.floats(0, 1e6)),
+                min_size=1, max_size=60))
+def test_per_replica_tables_are_each_replica_alone(steps):
+    """The grouped figures equal np.quantile / mean / max / sums over each replica's own steps."""
+    import numpy as np
+
+    from cascade_plan.logs import analysis
+    from cascade_plan.logs.log_costs import StepTimes
+
+    rep = np.array([r for r, _, _ in steps], dtype=object)
+    x = np.array([v for _, v, _ in steps])
+    ps = np.array([v for _, _, v in steps])
+    cas = x / 2 + 1
+    t = type("T", (), {"replica": rep})()
+    per_replica, verdicts = analysis._by_replica(t, {"batch": x}, StepTimes(ps, cas, np.zeros_like(ps)))
+    assert sorted(per_replica) == sorted(set(rep))
+    for r in set(rep):
+        mine = rep == r
+        want = analysis.distribution(x[mine])
+        got = per_replica[r]["batch"]
+        assert got.quantiles == want.quantiles and got.max == want.max       # bit for bit
+        assert got.mean == pytest.approx(want.mean, rel=1e-12, abs=1e-300)
+        v, w = verdicts[r], analysis.verdict(StepTimes(ps, cas, np.zeros_like(ps)), mine)
+        assert (v.steps, v.steps_paying) == (w.steps, w.steps_paying)
+        for f in ("per_sequence_s", "cascade_s", "best_s", "time_paying_s"):
+            assert getattr(v, f) == pytest.approx(getattr(w, f), rel=1e-12, abs=1e-300)
+
+
+def test_json_text_is_json_dumps_indented():
+    import json
+
+    from cascade_plan.cli.common import dumps_json
+
+    doc = {"a": [], "b": {}, "c": [1, 2.5, {"x": None, "y": True}], "d": "\u00e9, \"q\": [1, 2]\n", "e": 1e-300,
+           "f": 2**70, "g": [[]], "h": {"k": {}}, "i": -0.0, "j": 1e16}
+    assert dumps_json(doc) == json.dumps(doc, indent=2)
+    assert dumps_json(doc, indent=1) == json.dumps(doc, indent=1)
+
+
+def test_a_log_of_more_replicas_than_a_fleet_is_answered_overall(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cascade_plan.cli.app import app
+    from cascade_plan.logs.analysis import MAX_REPLICA_TABLES
+
+    n = MAX_REPLICA_TABLES + 1
+    log = tmp_path / "many.jsonl"
+    log.write_text("".join(f'{{"ts": 0.01, "replica": "r{i}", "batch": 64, "prefix": 2048, "siblings": 16, '
+                           f'"private": 100}}\n' for i in range(n)))
+    res = CliRunner().invoke(app, ["analyze", str(log), "--model", "llama-3-8b", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert len(doc["replicas"]) == n and doc["distributions"]["per_replica"] == {}
+    assert doc["per_replica_left_out"].startswith(f"{n:,} replicas")
+    assert doc["decode_time"]["overall"]["steps"] == n
+    text = CliRunner().invoke(app, ["analyze", str(log), "--model", "llama-3-8b"])
+    assert text.exit_code == 0 and f"{n:,} replicas: per-replica figures are kept" in text.output
+
+
 if __name__ == "__main__":
     pytest.main([__file__])
