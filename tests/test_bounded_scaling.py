@@ -124,5 +124,32 @@ def test_a_log_of_more_replicas_than_a_fleet_is_answered_overall(tmp_path):
     assert text.exit_code == 0 and f"{n:,} replicas: per-replica figures are kept" in text.output
 
 
+def test_a_chain_deeper_than_a_workload_is_malformed_and_show_bad_is_bounded(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cascade_plan.cli.app import app
+    from cascade_plan.inputs import limits
+    from cascade_plan.logs.log_format import check_record
+
+    def rec(levels):
+        return {"ts": 1.0, "replica": "r0", "seqs": [{"request": "q", "group": "/".join(f"h{i}" for i in range(levels)),
+                                                      "shared": levels, "private": 1,
+                                                      "levels": list(range(1, levels + 1))}]}
+    deep, ok = rec(limits.MAX_DEPTH + 1), rec(limits.MAX_DEPTH)
+    assert check_record(ok, "seq") is None
+    assert "at most 64 levels" in check_record(deep, "seq")
+    log = tmp_path / "deep.jsonl"
+    log.write_text(json.dumps(ok) + "\n" + json.dumps(deep) + "\n")
+    res = CliRunner().invoke(app, ["analyze", str(log), "--model", "llama-3-8b", "--json"])
+    doc = json.loads(res.stdout)
+    assert (doc["records"], doc["malformed"]) == (2, 1)
+    assert doc["malformed_examples"][0]["line"] == 2
+    too_many = CliRunner().invoke(app, ["analyze", str(log), "--model", "llama-3-8b", "--show-bad",
+                                        str(limits.MAX_SHOW_BAD + 1)])
+    assert too_many.exit_code == 2
+
+
 if __name__ == "__main__":
     pytest.main([__file__])

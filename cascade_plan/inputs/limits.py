@@ -68,4 +68,5 @@ MAX_SECONDS = 1e12                 # any duration given in seconds (~32,000 year
 MAX_LOG_SEQUENCES = 100_000        # sequences in one simulated log
 MAX_LOG_ROWS = 5_000_000           # (step, sequence) rows of one simulated log (~300 MB of JSON Lines)
 MAX_THREADS = 1_024                # DuckDB threads
+MAX_SHOW_BAD = 10_000              # malformed log records listed by file and line (all are counted)
 MAX_SEED = 2**63 - 1
