@@ -106,7 +106,8 @@ def route(
              "groups_per_replica_batch": o.groups, "siblings_per_group": o.siblings,
              "load_imbalance": o.routing.load_imbalance, "prefix_copies_per_prompt": o.routing.prefix_copies,
              "speedup": o.speedup, "per_sequence_s": o.per_sequence_s, "cascade_s": o.cascade_s,
-             "max_sequences_per_replica": o.max_sequences} for o in outs]
+             "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
+            for o in outs]
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id,
                     "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
@@ -123,15 +124,27 @@ def route(
               f"{scn.model.id} on {scn.hardware.id}; numbers: {params.label}")
     t = Table(title="Routing and what it leaves of the sharing", title_justify="left")
     for col in ("policy", "siblings beside a request", "alone", "batch shape", "busiest / mean load",
-                "prompt copies", "cascade speedup", "sequences that fit / replica"):
+                "prompt copies", "cascade speedup", "sequences that fit / replica", "runs as"):
         t.add_column(col, justify="left" if col == "policy" else "right")
     for r in rows:
         t.add_row(r["policy"], f"{r['siblings_mean']:.2f}", f"{r['alone_share']:.1%}",
                   f"{r['groups_per_replica_batch']} x {r['siblings_per_group']}", f"{r['load_imbalance']:.2f}",
-                  f"{r['prefix_copies_per_prompt']:.2f}", fmt_speedup(r["speedup"]), f"{r['max_sequences_per_replica']:,}")
+                  f"{r['prefix_copies_per_prompt']:.2f}", fmt_speedup(r["speedup"]), f"{r['max_sequences_per_replica']:,}",
+                  _runs_as(r["memory"]))
     con.print(t)
+    for o in outs:
+        if o.memory is not None and o.memory.mode != "fits":
+            con.print(f"{o.routing.policy}: {o.memory.describe()}; times and speedup are those of the waves", soft_wrap=True)
     for w in written:
         con.print(f"wrote {w}")
+
+
+def _runs_as(memory: dict | None) -> str:
+    if memory is None or memory["mode"] == "fits":
+        return "at once"
+    if memory["mode"] == "does-not-fit":
+        return "does not fit"
+    return f"{memory['waves']:,} waves" + (" (preempts)" if memory["mode"] == "preempts" else "")
 
 
 def rl(
@@ -200,6 +213,8 @@ def rl(
     con.print(f"Longest completion {res.longest_completion:,.0f} tokens vs median {res.median_completion:,.0f}: the "
               f"tail is {res.tail_per_sequence_s / res.per_sequence_s:.0%} of generation per-sequence and "
               f"{res.tail_cascade_s / res.cascade_s:.0%} with cascade (a thin batch shares little).")
+    if res.memory is not None:
+        con.print(f"KV memory per replica: {res.memory.describe()}", soft_wrap=True)
     saved = res.saved_per_1000_steps_s
     verb = "saved" if saved >= 0 else "LOST (cascade is slower here)"
     con.print(f"[bold]Wall time {verb} per 1,000 RL steps: {fmt_seconds(abs(saved))} ({abs(saved) / 3600:.1f} h)[/bold]")
