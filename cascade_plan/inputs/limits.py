@@ -61,9 +61,9 @@ def finite_positive(value: float) -> bool:
 MAX_REPLICAS = 4_096               # engine replicas of one fleet
 MAX_ROUTE_REQUESTS = 1_000_000     # requests one `route` run simulates: issue 12's design point (co-residency converges long before)
 MAX_SPREAD = 1_000.0               # coefficients of variation, sibling spread (in decodes): lognormal sigma ~3.7
-MAX_RL_SEQUENCES = 1 << 20         # completions drawn over all sampled RL steps (sampled steps x prompts x samples)
-MAX_RL_ROLLOUTS = 1_024            # replica rollouts priced (sampled steps x replicas holding a prompt)
-MAX_SAMPLED_STEPS = 1_000          # RL steps drawn to average over
+MAX_RL_SEQUENCES = 1 << 16         # completions drawn over all sampled RL steps (sampled steps x prompts x samples)
+MAX_RL_ROLLOUTS = 256              # batches priced: sampled steps x replicas holding a prompt x waves of what fits
+MAX_SAMPLED_STEPS = 256            # RL steps drawn to average over
 MAX_SECONDS = 1e12                 # any duration given in seconds (~32,000 years)
 MAX_LOG_SEQUENCES = 100_000        # sequences in one simulated log
 MAX_LOG_ROWS = 5_000_000           # (step, sequence) rows of one simulated log (~300 MB of JSON Lines)
