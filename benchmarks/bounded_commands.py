@@ -122,6 +122,11 @@ CASES = {
     "compare 2,047 leaves x 13 GPUs x 5 KV dtypes": (
         workload(wide_tree(2046)),
         ["compare", "{d}/w.yaml", "--hardware", GPUS, "--kv-dtype", "bf16,fp16,fp8,int8,int4", "--json"]),
+    "compare 2,047 leaves x 5 pairs (the cap)": (
+        workload(wide_tree(2046)),
+        ["compare", "{d}/w.yaml", "--hardware", "a100-80gb,b200,h100-sxm,h200,mi300x", "--json"]),
+    "compare rl-rollouts-64 x 13 GPUs x 5 KV dtypes": (
+        None, ["compare", "rl-rollouts-64", "--hardware", GPUS, "--kv-dtype", "bf16,fp16,fp8,int8,int4", "--json"]),
 }
 
 

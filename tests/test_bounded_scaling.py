@@ -151,5 +151,23 @@ def test_a_chain_deeper_than_a_workload_is_malformed_and_show_bad_is_bounded(tmp
     assert too_many.exit_code == 2
 
 
+def test_compare_of_a_wide_tree_on_many_gpus_is_refused_before_pricing(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from cascade_plan.cli.app import app
+    from cascade_plan.cost import compare
+
+    kids = ", ".join(f"{{tokens: {10 + i}, samples: 2, output_tokens: {100 + i}}}" for i in range(40))
+    w = tmp_path / "w.yaml"
+    w.write_text(f"schema_version: 1\nmodel: llama-3-8b\nhardware: h200\ntree: {{tokens: 1000, children: [{kids}]}}\n")
+    cells = 41 * 40                              # nodes x distinct output lengths
+    monkeypatch.setattr(compare, "MAX_COMPARE_CELLS", 3 * cells)
+    ok = CliRunner().invoke(app, ["compare", str(w), "--hardware", "h200,b200,h100-sxm", "--json"])
+    assert ok.exit_code == 0, ok.output
+    res = CliRunner().invoke(app, ["compare", str(w), "--hardware", "h200,b200", "--kv-dtype", "bf16,fp8", "--json"])
+    assert res.exit_code == 2 and "compare at most 3 GPU x KV dtype pairs" in res.output
+    assert "Traceback" not in res.output and res.stdout.count("\n") <= 2
+
+
 if __name__ == "__main__":
     pytest.main([__file__])
