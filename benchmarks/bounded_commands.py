@@ -6,10 +6,12 @@ process each: exit code, wall time, CPU time and peak RSS of that process.
 
 Target (README, "Limits"): every case answers within 5 s and 500 MB on two cores. The machine's load
 average is printed beside the figures: on a shared machine wall time grows with the load, CPU time
-much less. Exit status 1 if a case misses the target or does not exit 0/1/2."""
+much less. Peak RSS is the child's (ru_maxrss from wait4; it counts the runner's own pages at the fork,
+about 30 MiB). Exit status 1 if a case misses the target or does not exit 0/1/2."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -57,8 +59,8 @@ def deep_chain(levels: int, steps: int, seqs: int = 8):
 def malformed(n: int):
     def setup(d: Path) -> None:
         good = '{"ts":0.01,"replica":"r0","batch":64,"prefix":2048,"siblings":16,"private":100}\n'
-        _write(d / "bad.jsonl", [good] + [f'{{"ts":{i},"replica":"r0","batch":-1,"prefix":2048,"siblings":16,'
-                                          f'"private":100}}\n' for i in range(n)])
+        _write(d / "bad.jsonl", itertools.chain([good], (f'{{"ts":{i},"replica":"r0","batch":-1,"prefix":2048,'
+                                                          f'"siblings":16,"private":100}}\n' for i in range(n))))
     return setup
 
 
