@@ -108,6 +108,8 @@ CASES = {
                                                    "--show-bad", "10000", "--json"]),
     "route --replicas 4096": (None, ["route", "--model", "llama-3-8b", "--hardware", "h200", "--replicas", "4096",
                                      "--json"]),
+    "route --replicas 4096 --plot": (None, ["route", "--model", "llama-3-8b", "--hardware", "h200", "--replicas", "4096",
+                                            "--plot", "{d}/plots"]),
     "route --replicas 4096 --batch 4096": (None, ["route", "--model", "llama-3-8b", "--hardware", "h200",
                                                   "--replicas", "4096", "--batch", "4096", "--json"]),
     "rl 256 replica rollouts (the cap)": (None, ["rl", "--model", "llama-3-8b", "--hardware", "h200", "--replicas", "4",

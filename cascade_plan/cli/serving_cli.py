@@ -14,6 +14,10 @@ from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_p
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 
+# requests per point of the --plot sweep (7 replica counts x 4 policies): enough for co-residency at up to
+# 64 replicas (~400 requests each), and the whole sweep within a second or two
+SWEEP_REQUESTS = 25_000
+
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=limits.MAX_SEED, help="Random seed.")]
 
 
@@ -98,7 +102,7 @@ def route(
     if plot:
         from cascade_plan.render.serving_plots import plot_route_sweep
 
-        sweep = sweep_replicas(scn, params, mix, counts, b, min(requests, 100_000), forks_together, seed)
+        sweep = sweep_replicas(scn, params, mix, counts, b, min(requests, SWEEP_REQUESTS), forks_together, seed)
         title = (f"{scn.model.id} on {scn.hardware.id}: {samples} siblings, {prefix:,}-token prefix, {b} sequences "
                  f"per replica{', forks together' if forks_together else ''}")
         written = [str(p) for p in plot_route_sweep(counts, sweep, title, Path(plot) / "route-speedup-vs-replicas")]
