@@ -4,6 +4,7 @@ makes, and a share of them through the CLI itself; prints the figures.
     python benchmarks/fuzz_campaign.py                 # 3,000 + 600 + 150 library inputs, 150 through the CLI
     python benchmarks/fuzz_campaign.py --library 30000 --cli 300
     python benchmarks/fuzz_campaign.py --library 0 --cli 0 --commands 2000     # route, rl, logs, probe args, ...
+    python benchmarks/fuzz_campaign.py --library 0 --cli 0 --commands 0 --scaling 40   # time and memory by size
 
 Figures: inputs tried, outcomes (answered / refused / each defect class), tracebacks, wrong exit
 codes, non-finite or negative outputs, invariant violations, peak traced memory of one input and the
@@ -21,6 +22,7 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -122,12 +124,71 @@ def commands_campaign(n: int, tmp: Path) -> tuple[fz.Tally, float]:
     return tally, slowest
 
 
+def scaling_cases(n: int, seed: int = 0) -> list[tuple[str, object, list[str]]]:
+    """n worst-shaped valid inputs drawn log-uniformly up to the documented limits, by sequences
+    (simulate-log: many short sequences beside one long child), replicas (analyze: one-step replicas;
+    route) and chain levels (analyze: chains of up to 64 levels, and one over, which is malformed)."""
+    import random
+
+    import bounded_commands as bc
+
+    rng = random.Random(seed)
+
+    def log_uniform(lo: int, hi: int) -> int:
+        return round(lo * (hi / lo) ** rng.random())
+
+    kinds = ["sequences", "replicas", "route replicas", "levels"]
+    out = []
+    for i in range(n):
+        kind = kinds[i % len(kinds)]
+        if kind == "sequences":
+            short = log_uniform(10, 99_000)
+            long_steps = max(1, (5_000_000 - short) // 10)
+            tree = (f"{{tokens: 1000, children: [{{tokens: 10, samples: {short}, output_tokens: 1}}, "
+                    f"{{tokens: 10, samples: 10, output_tokens: {min(long_steps, 10_000_000)}}}]}}")
+            out.append((f"simulate-log {short + 10:,} sequences", bc.workload(tree),
+                        ["simulate-log", "{d}/w.yaml", "--out", "{d}/sim.jsonl"]))
+        elif kind == "replicas":
+            r = log_uniform(10, 200_000)
+            out.append((f"analyze {r:,} one-step replicas", bc.one_step_replicas(r),
+                        ["analyze", "{d}/replicas.jsonl", "--model", "llama-3-8b", "--json"]))
+        elif kind == "route replicas":
+            r = log_uniform(1, 4096)
+            out.append((f"route --replicas {r:,}", None, ["route", "--model", "llama-3-8b", "--hardware", "h200",
+                                                           "--replicas", str(r), "--json"]))
+        else:
+            lv = rng.choice([1, 2, 8, 32, 64, 65, 1000])
+            out.append((f"analyze chain of {lv} levels", bc.deep_chain(lv, 500),
+                        ["analyze", "{d}/chain.jsonl", "--model", "llama-3-8b", "--json"]))
+    return out
+
+
+def scaling_campaign(n: int) -> tuple[int, list[str], float, float]:
+    """Each scaling case in a process of its own: (tried, misses, worst CPU s, worst peak RSS MiB).
+    A miss: an exit other than 0/1/2, a traceback, or more than 5 s (CPU time while the machine is
+    loaded, wall time otherwise) or 500 MiB."""
+    import bounded_commands as bc
+
+    misses, worst_cpu, worst_rss = [], 0.0, 0.0
+    cases = scaling_cases(n)
+    for name, setup, argv in cases:
+        with tempfile.TemporaryDirectory() as d:
+            rc, wall, cpu, rss, line = bc.run_case(setup, argv, Path(d))
+        loaded = __import__("os").getloadavg()[0] > (__import__("os").cpu_count() or 1)
+        worst_cpu, worst_rss = max(worst_cpu, cpu), max(worst_rss, rss)
+        if rc not in (0, 1, 2) or "Traceback" in line or (cpu if loaded else wall) > bc.WALL_S or rss > bc.RSS_MIB:
+            misses.append(f"{name}: exit {rc}, {wall:.1f} s wall, {cpu:.1f} s CPU, {rss:.0f} MiB {line[:80]}")
+    return len(cases), misses, worst_cpu, worst_rss
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--library", type=int, default=3000, help="inputs through the library calls")
     ap.add_argument("--cli", type=int, default=150, help="inputs through the CLI")
     ap.add_argument("--commands", type=int, default=300, help="command lines of route, rl, simulate-log, analyze, "
                     "import-aic, workloads, schema, probe")
+    ap.add_argument("--scaling", type=int, default=12, help="worst-shaped inputs by sequences, replicas and chain "
+                    "levels, one process each, timed (benchmarks/bounded_commands.py's budget)")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
@@ -163,7 +224,12 @@ def main() -> int:
     print(f"  peak traced memory of one command: {cmd.peak_bytes / 2**20:.1f} MiB; slowest {slowest[0]:.1f} s: {slowest[1]}")
     for k, v in sorted(cmd_defects.items()):
         print(f"COMMAND DEFECT x{v}: {k}\n  first input: {cmd.examples[k]!r}"[:600])
-    return 1 if defects or wrong_exit or cli_tb or cmd_defects else 0
+    scaled, misses, worst_cpu, worst_rss = scaling_campaign(a.scaling) if a.scaling else (0, [], 0.0, 0.0)
+    print(f"scaling: {scaled} inputs by sequences, replicas and chain levels: {len(misses)} over 5 s / 500 MiB or "
+          f"a wrong exit; worst {worst_cpu:.1f} s CPU, {worst_rss:.0f} MiB peak RSS")
+    for m in misses:
+        print(f"SCALING MISS: {m}")
+    return 1 if defects or wrong_exit or cli_tb or cmd_defects or misses else 0
 
 
 if __name__ == "__main__":

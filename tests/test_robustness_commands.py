@@ -29,7 +29,8 @@ def test_counts_beyond_the_bounds_are_one_line(args, option):
 
 def test_rl_work_is_bounded_across_options():
     refused(run("rl", *M, "--prompts", "4096", "--samples", "256", "--sampled-steps", "2"), "--sampled-steps x --prompts")
-    refused(run("rl", *M, "--prompts", "4096", "--replicas", "4096", "--sampled-steps", "2"), "--sampled-steps x --replicas")
+    refused(run("rl", *M, "--prompts", "4096", "--samples", "1", "--replicas", "4096", "--sampled-steps", "2"),
+            "--sampled-steps x --replicas")
 
 
 def test_route_with_more_siblings_than_requests_allocates_per_request():

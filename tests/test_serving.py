@@ -12,7 +12,8 @@ from cascade_plan.cli.app import app
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.serving.rl import RlSchedule, rl_generation
-from cascade_plan.serving.routing import POLICIES, Stream, co_resident, consistent_hash, make_stream, route
+from cascade_plan.serving.routing import (POLICIES, Stream, co_resident, consistent_hash, least_loaded, make_stream,
+                                         route)
 
 runner = CliRunner()
 
@@ -39,6 +40,35 @@ def test_siblings_per_policy_known_answers():
     for p in POLICIES:
         together = route(s, 8, p, forks_together=True)
         assert together.siblings_mean == 16.0 and together.alone_share == 0.0
+
+
+def _least_loaded_by_scan(start_s, duration_s, replicas):
+    """The policy read literally: free the finished, then the first replica with the fewest running."""
+    import heapq
+
+    out, active, finishing = [], [0] * replicas, []
+    for now, dur in zip(start_s.tolist(), duration_s.tolist()):
+        while finishing and finishing[0][0] <= now:
+            active[heapq.heappop(finishing)[1]] -= 1
+        r = active.index(min(active))
+        active[r] += 1
+        out.append(r)
+        heapq.heappush(finishing, (now + dur, r))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 2000), st.sampled_from([0.0, 0.5, 3.0, 1000.0]), st.integers(0, 9))
+def test_least_loaded_is_the_literal_scan(replicas, n, cv, seed):
+    s = make_stream(n, 4, rate_per_s=replicas * 8, duration_s=1.0, duration_cv=cv, seed=seed)
+    assert least_loaded(s.start_s, s.duration_s, replicas).tolist() == _least_loaded_by_scan(s.start_s, s.duration_s,
+                                                                                             replicas)
+
+
+def test_least_loaded_ties_and_instant_requests():
+    # all at t=0; request 2 ends the instant it starts, so request 3 takes its replica (0) again
+    start, dur = np.zeros(5), np.array([1.0, 1.0, 0.0, 1.0, 1.0])
+    assert least_loaded(start, dur, 3).tolist() == _least_loaded_by_scan(start, dur, 3) == [0, 1, 2, 2, 0]
 
 
 @settings(max_examples=20, deadline=None)

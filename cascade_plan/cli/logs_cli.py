@@ -31,7 +31,7 @@ def analyze(
     force: ForceOpt = False,
     uncalibrated: UncalibratedOpt = False,
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record (exit 2).")] = False,
-    show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=1_000_000, help="Malformed records to list by file and line.")] = 10,
+    show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=limits.MAX_SHOW_BAD, help="Malformed records to list by file and line (all are counted).")] = 10,
     plots: Annotated[Optional[Path], typer.Option("--plots", help="Write distribution plots (PNG + SVG) here.")] = None,
     workload_out: Annotated[Optional[Path], typer.Option(
         "--workload-out", help="Write the workload tree that best summarises the log as a workload YAML.")] = None,

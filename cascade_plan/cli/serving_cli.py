@@ -14,6 +14,10 @@ from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_p
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 
+# requests per point of the --plot sweep (7 replica counts x 4 policies): enough for co-residency at up to
+# 64 replicas (~400 requests each), and the whole sweep within a second or two
+SWEEP_REQUESTS = 25_000
+
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=limits.MAX_SEED, help="Random seed.")]
 
 
@@ -98,7 +102,7 @@ def route(
     if plot:
         from cascade_plan.render.serving_plots import plot_route_sweep
 
-        sweep = sweep_replicas(scn, params, mix, counts, b, min(requests, 100_000), forks_together, seed)
+        sweep = sweep_replicas(scn, params, mix, counts, b, min(requests, SWEEP_REQUESTS), forks_together, seed)
         title = (f"{scn.model.id} on {scn.hardware.id}: {samples} siblings, {prefix:,}-token prefix, {b} sequences "
                  f"per replica{', forks together' if forks_together else ''}")
         written = [str(p) for p in plot_route_sweep(counts, sweep, title, Path(plot) / "route-speedup-vs-replicas")]
@@ -106,7 +110,8 @@ def route(
              "groups_per_replica_batch": o.groups, "siblings_per_group": o.siblings,
              "load_imbalance": o.routing.load_imbalance, "prefix_copies_per_prompt": o.routing.prefix_copies,
              "speedup": o.speedup, "per_sequence_s": o.per_sequence_s, "cascade_s": o.cascade_s,
-             "max_sequences_per_replica": o.max_sequences} for o in outs]
+             "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
+            for o in outs]
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id,
                     "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
@@ -127,15 +132,27 @@ def route(
     t = Table(title="Routing and what it leaves of the sharing", title_justify="left", box=box.SIMPLE_HEAD,
               padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
     for col in ("policy", "siblings\nbeside a\nrequest", "alone", "batch\nshape", "busiest\n/ mean\nload",
-                "prompt\ncopies", "cascade\nspeedup", "seqs\nthat fit\n/ replica"):
+                "prompt\ncopies", "cascade\nspeedup", "seqs\nthat fit\n/ replica", "runs\nas"):
         t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for r in rows:
         t.add_row(r["policy"], f"{r['siblings_mean']:.2f}", f"{r['alone_share']:.1%}",
                   f"{r['groups_per_replica_batch']} x {r['siblings_per_group']}", f"{r['load_imbalance']:.2f}",
-                  f"{r['prefix_copies_per_prompt']:.2f}", fmt_speedup(r["speedup"]), f"{r['max_sequences_per_replica']:,}")
+                  f"{r['prefix_copies_per_prompt']:.2f}", fmt_speedup(r["speedup"]), f"{r['max_sequences_per_replica']:,}",
+                  _runs_as(r["memory"]))
     con.print(t)
+    for o in outs:
+        if o.memory is not None and o.memory.mode != "fits":
+            con.print(f"{o.routing.policy}: {o.memory.describe()}; times and speedup are those of the waves")
     for w in written:
         con.print(f"wrote {w}")
+
+
+def _runs_as(memory: dict | None) -> str:
+    if memory is None or memory["mode"] == "fits":
+        return "at once"
+    if memory["mode"] == "does-not-fit":
+        return "does not fit"
+    return f"{memory['waves']:,} waves" + (" (preempts)" if memory["mode"] == "preempts" else "")
 
 
 def rl(
@@ -204,6 +221,8 @@ def rl(
     con.print(f"Longest completion {res.longest_completion:,.0f} tokens vs median {res.median_completion:,.0f}: the "
               f"tail is {res.tail_per_sequence_s / res.per_sequence_s:.0%} of generation per-sequence and "
               f"{res.tail_cascade_s / res.cascade_s:.0%} with cascade (a thin batch shares little).")
+    if res.memory is not None:
+        con.print(f"KV memory per replica: {res.memory.describe()}", soft_wrap=True)
     saved = res.saved_per_1000_steps_s
     verb = "saved" if saved >= 0 else "LOST (cascade is slower here)"
     con.print(f"[bold]Wall time {verb} per 1,000 RL steps: {fmt_seconds(abs(saved))} ({abs(saved) / 3600:.1f} h)[/bold]")

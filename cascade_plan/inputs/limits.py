@@ -56,16 +56,17 @@ def finite_positive(value: float) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 # Serving and log commands (route, rl, simulate-log, analyze): bounds that keep one run within
-# seconds and a few hundred MB. Measured on a 2-core machine: `route` simulates ~500k requests/s
-# (1M in 2 s, 175 MB); `rl` prices ~300 replica rollouts/s and draws 1M completions in ~1.5 s; `simulate-log` writes ~1M rows/s (60 MB).
+# seconds and a few hundred MB (benchmarks/bounded_commands.py runs the worst cases, ~5 s of CPU at most:
+# `route` 10^6 requests over 4,096 replicas, `rl` ~80 priced batches/s, `simulate-log` ~1.5M rows/s).
 MAX_REPLICAS = 4_096               # engine replicas of one fleet
 MAX_ROUTE_REQUESTS = 1_000_000     # requests one `route` run simulates: issue 12's design point (co-residency converges long before)
 MAX_SPREAD = 1_000.0               # coefficients of variation, sibling spread (in decodes): lognormal sigma ~3.7
-MAX_RL_SEQUENCES = 1 << 20         # completions drawn over all sampled RL steps (sampled steps x prompts x samples)
-MAX_RL_ROLLOUTS = 1_024            # replica rollouts priced (sampled steps x replicas holding a prompt)
-MAX_SAMPLED_STEPS = 1_000          # RL steps drawn to average over
+MAX_RL_SEQUENCES = 1 << 16         # completions drawn over all sampled RL steps (sampled steps x prompts x samples)
+MAX_RL_ROLLOUTS = 256              # batches priced: sampled steps x replicas holding a prompt x waves of what fits
+MAX_SAMPLED_STEPS = 256            # RL steps drawn to average over
 MAX_SECONDS = 1e12                 # any duration given in seconds (~32,000 years)
 MAX_LOG_SEQUENCES = 100_000        # sequences in one simulated log
 MAX_LOG_ROWS = 5_000_000           # (step, sequence) rows of one simulated log (~300 MB of JSON Lines)
 MAX_THREADS = 1_024                # DuckDB threads
+MAX_SHOW_BAD = 10_000              # malformed log records listed by file and line (all are counted)
 MAX_SEED = 2**63 - 1

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cascade_plan.inputs import limits
 from cascade_plan.logs.bad_lines import BadRecord
 from cascade_plan.logs.duck_reader import LogTables
 from cascade_plan.logs.engine_share import EngineShare
@@ -14,6 +15,9 @@ from cascade_plan.logs.log_costs import StepTimes
 from cascade_plan.logs.vllm_logged import LoggedGate
 
 QUANTILES = (0.1, 0.5, 0.9, 0.99)
+# Per-replica tables are kept for a fleet of up to this many replicas (route's bound); a log with more
+# is analysed overall only, and says so: its per-replica figures would be a larger output than the log.
+MAX_REPLICA_TABLES = limits.MAX_REPLICAS
 # name -> (unit, what it is), one value per logged step
 METRICS = {
     "batch": ("sequences", "sequences decoding in the step"),
@@ -86,6 +90,11 @@ class Analysis:
     engine: EngineShare
     bad: list[BadRecord] = field(default_factory=list)
     vllm_logged: LoggedGate | None = None    # vLLM's own gate input, where the log carries it
+    replica_names: list[str] = field(default_factory=list)     # every replica, sorted (tables or not)
+
+    @property
+    def per_replica_left_out(self) -> bool:
+        return len(self.replica_names) > len(self.per_replica)
 
     @property
     def records(self) -> int:
@@ -123,18 +132,63 @@ def verdict(times: StepTimes, mask: np.ndarray | slice = slice(None)) -> Verdict
                    time_paying_s=float(ps[pays].sum()))
 
 
+def _group_quantiles(values: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+    """np.quantile's default ('linear') of each group of `values` (sorted within each group, groups
+    contiguous at `starts`), for every group at once, with numpy's own index and interpolation
+    arithmetic, so each figure is the one np.quantile gives for that group alone."""
+    n = counts.astype(np.float64)
+    out = []
+    for q in QUANTILES:
+        virtual = (n - 1) * q                                    # numpy's 'linear' virtual index
+        below = np.floor(virtual)
+        top = virtual >= n - 1                                   # numpy takes the last value twice there
+        lo = np.where(top, n - 1, below).astype(np.int64)
+        hi = np.where(top, n - 1, below + 1).astype(np.int64)
+        gamma = virtual - np.where(top, -1.0, below)
+        a, b = values[starts + lo], values[starts + hi]
+        diff = b - a
+        res = a + diff * gamma                                   # numpy's _lerp
+        high = gamma >= 0.5
+        res[high] = (b - diff * (1 - gamma))[high]
+        out.append(res)
+    return out
+
+
+def _by_replica(t: LogTables, m: dict[str, np.ndarray], times: StepTimes):
+    """Per-replica distributions and verdicts in a few sorts over the steps (never one pass over the
+    steps per replica)."""
+    names, inv = np.unique(t.replica, return_inverse=True)
+    counts = np.bincount(inv, minlength=names.size)
+    starts = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64)
+    order = np.argsort(inv, kind="stable")
+    dists: dict[str, list[Distribution]] = {}
+    for key, x in m.items():
+        x = np.asarray(x, dtype=float)
+        sorted_x = x[np.lexsort((x, inv))]
+        means = (np.add.reduceat(x[order], starts) / counts).tolist()
+        qs = [v.tolist() for v in _group_quantiles(sorted_x, starts, counts)]
+        maxs = np.maximum.reduceat(sorted_x, starts).tolist()
+        dists[key] = [Distribution(mean, dict(zip(QUANTILES, qv)), mx) for mean, *qv, mx in zip(means, *qs, maxs)]
+    ps, cas = times.per_sequence_s[order], times.cascade_s[order]
+    pays = cas < ps
+    sums = [np.add.reduceat(v, starts).tolist() for v in (ps, cas, np.minimum(ps, cas), np.where(pays, ps, 0.0))]
+    paying = np.add.reduceat(pays.astype(np.int64), starts).tolist()
+    per_replica = {str(r): {k: dists[k][i] for k in m} for i, r in enumerate(names)}
+    verdicts = {str(r): Verdict(steps=int(counts[i]), per_sequence_s=sums[0][i], cascade_s=sums[1][i],
+                                best_s=sums[2][i], steps_paying=paying[i], time_paying_s=sums[3][i])
+                for i, r in enumerate(names)}
+    return per_replica, verdicts
+
+
 def analyze_tables(t: LogTables, times: StepTimes, engine: EngineShare,
                    bad: list[BadRecord] | None = None) -> Analysis:
     m = step_metrics(t, engine.common_prefix_tokens)
-    per_replica, v_rep = {}, {}
-    replicas = np.unique(t.replica) if t.steps else np.zeros(0, object)
-    for r in replicas:
-        mask = t.replica == r
-        per_replica[str(r)] = {k: distribution(v[mask]) for k, v in m.items()}
-        v_rep[str(r)] = verdict(times, mask)
+    names = [str(r) for r in np.unique(t.replica)] if t.steps else []
+    keep = 0 < len(names) <= MAX_REPLICA_TABLES
+    per_replica, v_rep = _by_replica(t, m, times) if keep else ({}, {})
     return Analysis(tables=t, times=times, metrics=m, overall={k: distribution(v) for k, v in m.items()},
                     per_replica=per_replica, verdict=verdict(times), verdict_per_replica=v_rep, engine=engine,
-                    bad=bad or [])
+                    bad=bad or [], replica_names=names)
 
 
 def to_json(a: Analysis, header: dict) -> dict:
@@ -144,7 +198,9 @@ def to_json(a: Analysis, header: dict) -> dict:
         "files": [{"file": f, "records": r, "malformed": m, "form": t.forms.get(f)} for f, r, m in t.files],
         "records": a.records, "malformed": a.malformed,
         "malformed_examples": [{"file": b.file, "line": b.line, "reason": b.reason} for b in a.bad],
-        "steps": t.steps, "replicas": sorted(a.per_replica), "requests": int(t.request_steps.size),
+        "steps": t.steps, "replicas": a.replica_names, "requests": int(t.request_steps.size),
+        "per_replica_left_out": (f"{len(a.replica_names):,} replicas: per-replica tables are kept for up to "
+                                 f"{MAX_REPLICA_TABLES:,}" if a.per_replica_left_out else None),
         "metrics": {k: {"unit": u, "what": w} for k, (u, w) in METRICS.items()},
         "distributions": {"overall": {k: d.to_json() for k, d in a.overall.items()},
                           "per_replica": {r: {k: d.to_json() for k, d in ds.items()} for r, ds in a.per_replica.items()}},

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS, MAX_SEQUENCES
+from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS, MAX_DEPTH, MAX_SEQUENCES
 from cascade_plan.logs.log_format import MAX_TS_S
 from cascade_plan.logs.sources import LogFile
 
@@ -25,7 +25,7 @@ JSON_COLUMNS = ("{ts: 'DOUBLE', replica: 'VARCHAR', step: 'BIGINT', seqs: '" + S
 
 
 def _levels_bad(lv: str, grp: str, shared: str) -> str:
-    return (f"({lv} IS NOT NULL AND (len({lv}) = 0 OR len({lv}) != len(string_split({grp}, '/')) "
+    return (f"({lv} IS NOT NULL AND (len({lv}) = 0 OR len({lv}) > {MAX_DEPTH} OR len({lv}) != len(string_split({grp}, '/')) "
             f"OR {lv}[-1] IS DISTINCT FROM {shared} OR coalesce(list_bool_or(list_transform({lv}, lambda v: v IS NULL OR v < 0)), false) "
             f"OR list_sort({lv}) != {lv}))")
 

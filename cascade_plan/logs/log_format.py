@@ -129,6 +129,8 @@ def check_record(record, form: str, flat: bool = False) -> str | None:
     if isinstance(rec, StepRecord):
         for i, s in enumerate(rec.seqs):
             if s.levels is not None:
+                if len(s.levels) > limits.MAX_DEPTH:
+                    return f"seqs[{i}].levels: at most {limits.MAX_DEPTH} levels (a workload's deepest tree)"
                 if len(s.levels) != len(s.group.split("/")) or not s.levels or s.levels[-1] != s.shared:
                     return f"seqs[{i}].levels: one cumulative end per group of the chain, the last equal to shared"
                 if any(b < a for a, b in zip(s.levels, s.levels[1:])) or min(s.levels) < 0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.limits import MAX_DEPTH
 from cascade_plan.logs.sources import LogFile
 
 
@@ -75,7 +76,7 @@ def _form(spark, f: LogFile) -> str:
 
 
 def _levels_bad(F, lv, grp, shared):
-    return lv.isNotNull() & ((F.size(lv) == 0) | (F.size(lv) != F.size(F.split(grp, "/")))
+    return lv.isNotNull() & ((F.size(lv) == 0) | (F.size(lv) > MAX_DEPTH) | (F.size(lv) != F.size(F.split(grp, "/")))
                              | ~F.element_at(lv, -1).eqNullSafe(shared)
                              | F.coalesce(F.exists(lv, lambda v: v.isNull() | (v < 0)), F.lit(False))
                              | (F.array_sort(lv) != lv))

@@ -56,7 +56,7 @@ def plot_log_distributions(a: Analysis, title: str, out_stem: Path) -> list[Path
         box.set_axis_off()
         v, e = a.verdict, a.engine.to_json(a.times.pays)
         box.text(0.0, 0.95, "\n".join([
-            f"{v.steps:,} steps on {len(a.per_replica)} replica(s)",
+            f"{v.steps:,} steps on {len(a.replica_names)} replica(s)",
             f"cascade pays in {v.share_steps_paying:.1%} of steps,",
             f"  {v.share_time_paying:.1%} of decode time",
             f"decode: {v.per_sequence_s:,.3g} s per-sequence,",

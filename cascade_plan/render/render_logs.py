@@ -5,8 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from cascade_plan.logs.analysis import METRICS, QUANTILES, Analysis
+from cascade_plan.logs.analysis import MAX_REPLICA_TABLES, METRICS, QUANTILES, Analysis
 from cascade_plan.units import fmt_seconds, fmt_speedup
+
+REPLICA_ROWS = 32        # per-replica rows printed per table (--json has them all)
 
 
 def _num(x: float) -> str:
@@ -22,7 +24,7 @@ def distribution_table(a: Analysis) -> Table:
     for name in ("mean", *(f"p{round(q * 100)}" for q in QUANTILES), "max"):
         t.add_column(name, justify="right")
     for key, (unit, _) in METRICS.items():
-        rows = [("all", a.overall[key])] + ([(r, ds[key]) for r, ds in a.per_replica.items()]
+        rows = [("all", a.overall[key])] + ([(r, ds[key]) for r, ds in list(a.per_replica.items())[:REPLICA_ROWS]]
                                             if len(a.per_replica) > 1 else [])
         for n, (scope, d) in enumerate(rows):
             t.add_row(f"{key} ({unit})" if n == 0 else "", scope, _num(d.mean), *(_num(v) for v in d.quantiles.values()),
@@ -35,7 +37,8 @@ def verdict_table(a: Analysis) -> Table:
     for col in ("scope", "steps", "per-sequence", "cascade always", "cascade where it pays", "saving",
                 "steps where it pays", "time where it pays"):
         t.add_column(col, justify="right" if col != "scope" else "left")
-    rows = [("all", a.verdict)] + ([(r, v) for r, v in a.verdict_per_replica.items()] if len(a.verdict_per_replica) > 1 else [])
+    rows = [("all", a.verdict)] + ([(r, v) for r, v in list(a.verdict_per_replica.items())[:REPLICA_ROWS]]
+                                   if len(a.verdict_per_replica) > 1 else [])
     for scope, v in rows:
         t.add_row(scope, f"{v.steps:,}", fmt_seconds(v.per_sequence_s),
                   f"{fmt_seconds(v.cascade_s)} ({fmt_speedup(v.speedup)})", fmt_seconds(v.best_s),
@@ -48,7 +51,7 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
                     written: list[str]) -> None:
     t = a.tables
     console.print(f"[bold]{len(t.files)} file(s), {a.records:,} records, {t.steps:,} decode steps on "
-                  f"{len(a.per_replica)} replica(s), {t.request_steps.size:,} requests[/bold]")
+                  f"{len(a.replica_names)} replica(s), {t.request_steps.size:,} requests[/bold]")
     console.print(f"{scenario_line}; numbers: {params_label}")
     if a.malformed:
         console.print(f"[yellow]{a.malformed:,} malformed record(s) skipped[/yellow] "
@@ -59,6 +62,12 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
             console.print(f"  ... {a.malformed - len(a.bad):,} more (--show-bad N lists more; --strict stops at the first)")
     console.print(distribution_table(a))
     console.print(verdict_table(a))
+    n = len(a.replica_names)
+    if a.per_replica_left_out:
+        console.print(f"{n:,} replicas: per-replica figures are kept for up to {MAX_REPLICA_TABLES:,} replicas; "
+                      "these are the whole log's.")
+    elif n > REPLICA_ROWS:
+        console.print(f"per-replica rows: the first {REPLICA_ROWS} of {n:,} replicas (--json lists every one)")
     v = a.verdict
     console.print(f"Cascade would pay in {v.share_steps_paying:.1%} of the steps, {v.share_time_paying:.1%} of the "
                   f"decode time; using it there saves {fmt_seconds(v.saving_s)} of {fmt_seconds(v.per_sequence_s)} "

@@ -15,11 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cascade_plan.cost.cost_model import gpu_shape
 from cascade_plan.cost.cost_params import CostParams
-from cascade_plan.cost.estimate import estimate
+from cascade_plan.cost.flat_tree import flatten
+from cascade_plan.cost.memory_fit import memory_fit
+from cascade_plan.cost.run_load import tree_run_costs
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.workload import Scenario, TreeNode
+from cascade_plan.serving.memory_waves import FITS, MODES_BY_SEVERITY, NO_ROOM, WavePlan, budget_tokens, pack_prompts
 
 TAIL_FINISHED = 0.9     # the tail: decode steps after 90% of a replica's completions have finished
 
@@ -67,26 +71,66 @@ class ReplicaRollout:
     cascade_s: float
     longest_completion: int
     median_completion: float
-    tail_steps: int                 # decode steps after TAIL_FINISHED of completions finished
+    tail_steps: int                 # decode steps after TAIL_FINISHED of completions finished (summed over waves)
     tail_per_sequence_s: float
     tail_cascade_s: float
+    memory: WavePlan | None = None  # how the batch meets the replica's KV memory
 
 
-def rollout(scn: Scenario, params: CostParams, tree: TreeNode) -> ReplicaRollout:
-    est = estimate(dataclasses.replace(scn, tree=tree), params)
-    c, f, w = est.costs, est.flat, est.step_weights       # costs at the steps the run is summed over, and weights
+def _wave_costs(scn: Scenario, params: CostParams, tree: TreeNode) -> tuple[float, float, int, float, float]:
+    """(per-sequence s, cascade s, tail steps, tail per-sequence s, tail cascade s) of one batch run
+    to completion: `estimate`'s run sum (tree_run_costs), without the rest of its answer."""
+    f = flatten(tree)
+    g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
+    run = tree_run_costs(f, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)
+    c, w = run.costs, run.weights
     order = np.argsort(f.leaf_output, kind="stable")
     outs, seqs_done = f.leaf_output[order], np.concatenate([[0.0], np.cumsum(f.leaf_seqs[order])])
     done = seqs_done[np.searchsorted(outs, c.steps, side="left")]   # sequences finished before step k
+    tail = done >= TAIL_FINISHED * f.total_seqs
+    return (run.run_total(c.ps_step_s), run.run_total(c.cas_step_s), int(w[tail].sum()),
+            float((c.ps_step_s * w)[tail].sum()), float((c.cas_step_s * w)[tail].sum()))
+
+
+def plan_rollout(scn: Scenario, tree: TreeNode) -> tuple[WavePlan, list[TreeNode]]:
+    """How one replica's rollout meets its KV memory, and the batches it then runs, one after another."""
+    flat = flatten(tree)
+    mem = memory_fit(dataclasses.replace(scn, tree=tree), flat=flat, alternatives=False)
+    seqs = int(flat.total_seqs)
+    if mem.fits or not mem.weights_fit:
+        mode = FITS if mem.fits else NO_ROOM
+        return WavePlan(mode, seqs, mem.max_sequences, 1, seqs), [tree]
+    mode, waves = pack_prompts(tree.children, budget_tokens(scn), scn.prefix_caching)
+    if mode == NO_ROOM:
+        return WavePlan(mode, seqs, mem.max_sequences, 1, seqs), [tree]
+    trees = [TreeNode(tokens=tree.tokens, children=w) for w in waves]
+    largest = max(int(flatten(t).total_seqs) for t in trees)
+    return WavePlan(mode, seqs, mem.max_sequences, len(trees), largest), trees
+
+
+def rollout(scn: Scenario, params: CostParams, tree: TreeNode, plan: tuple[WavePlan, list[TreeNode]] | None = None
+            ) -> ReplicaRollout:
+    """One replica's rollout, run in the waves its memory allows (see memory_waves)."""
+    memory, waves = plan or plan_rollout(scn, tree)
+    parts = np.array([_wave_costs(scn, params, w) for w in waves]).sum(axis=0)
+    f = flatten(tree)
+    order = np.argsort(f.leaf_output, kind="stable")
+    outs, seqs_done = f.leaf_output[order], np.concatenate([[0.0], np.cumsum(f.leaf_seqs[order])])
     total = f.total_seqs
-    tail = done >= TAIL_FINISHED * total
     # median completion length over sequences, without one array element per sequence
     middle = [seqs_done[1:].searchsorted(r, side="right") for r in ((total - 1) // 2, total // 2)]
-    median = float(np.mean(outs[middle]))
-    return ReplicaRollout(per_sequence_s=est.run_per_sequence_s, cascade_s=est.run_cascade_s,
-                          longest_completion=int(f.max_output), median_completion=median,
-                          tail_steps=int(w[tail].sum()), tail_per_sequence_s=float((c.ps_step_s * w)[tail].sum()),
-                          tail_cascade_s=float((c.cas_step_s * w)[tail].sum()))
+    return ReplicaRollout(per_sequence_s=float(parts[0]), cascade_s=float(parts[1]),
+                          longest_completion=int(f.max_output), median_completion=float(np.mean(outs[middle])),
+                          tail_steps=int(parts[2]), tail_per_sequence_s=float(parts[3]),
+                          tail_cascade_s=float(parts[4]), memory=memory)
+
+
+def worst_plan(plans: list[WavePlan]) -> WavePlan:
+    """The plan to report for a run: the most severe mode met, the fewest sequences that fit, the
+    most waves, the largest batch asked of one replica."""
+    worst = max(plans, key=lambda p: MODES_BY_SEVERITY.index(p.mode))
+    return WavePlan(worst.mode, max(p.sequences for p in plans), min(p.max_sequences for p in plans),
+                    max(p.waves for p in plans), max(p.largest_wave for p in plans))
 
 
 @dataclass(frozen=True)
@@ -100,6 +144,7 @@ class RlResult:
     longest_completion: float       # mean over sampled steps of the longest completion
     median_completion: float
     replica_spread: float           # slowest / mean replica generation time (per-sequence), mean over steps
+    memory: WavePlan | None = None  # how the replicas' batches meet their KV memory (the worst met)
 
     @property
     def speedup(self) -> float:
@@ -127,6 +172,7 @@ class RlResult:
                               "tail_share_cascade": self.tail_cascade_s / self.cascade_s,
                               "slowest_over_mean_replica": self.replica_spread},
                 "saved_per_1000_rl_steps_s": self.saved_per_1000_steps_s,
+                "memory_per_replica": self.memory.to_json() if self.memory else None,
                 "rl_step": {"other_s": s.other_s, "per_sequence_s": self.per_sequence_s + s.other_s,
                             "cascade_s": self.cascade_s + s.other_s, "speedup": self.rl_step_speedup}}
 
@@ -163,9 +209,16 @@ def check_schedule(s: RlSchedule, sampled_steps: int) -> None:
 def rl_generation(scn: Scenario, params: CostParams, s: RlSchedule, sampled_steps: int = 8, seed: int = 0) -> RlResult:
     check_schedule(s, sampled_steps)
     rng = np.random.default_rng(seed)
+    steps = [[t for t in replica_trees(s, rng) if t is not None] for _ in range(sampled_steps)]
+    plans = [[plan_rollout(scn, t) for t in trees] for trees in steps]
+    priced = sum(len(w) for ps in plans for _, w in ps)
+    if priced > limits.MAX_RL_ROLLOUTS:
+        raise InputError(f"--sampled-steps: {priced:,} batches to price ({sampled_steps} RL steps x replicas x "
+                         f"waves of what fits in memory), more than the {limits.MAX_RL_ROLLOUTS:,} one run handles; "
+                         "lower --sampled-steps")
     rows = []
-    for _ in range(sampled_steps):
-        outs = [rollout(scn, params, t) for t in replica_trees(s, rng) if t is not None]
+    for trees, ps in zip(steps, plans):
+        outs = [rollout(scn, params, t, p) for t, p in zip(trees, ps)]
         slow_ps = max(outs, key=lambda o: o.per_sequence_s)
         slow_cas = max(outs, key=lambda o: o.cascade_s)
         rows.append((slow_ps.per_sequence_s, slow_cas.cascade_s, slow_ps.tail_per_sequence_s, slow_cas.tail_cascade_s,
@@ -174,4 +227,5 @@ def rl_generation(scn: Scenario, params: CostParams, s: RlSchedule, sampled_step
     m = np.mean(np.array(rows), axis=0)
     return RlResult(schedule=s, sampled_steps=sampled_steps, per_sequence_s=float(m[0]), cascade_s=float(m[1]),
                     tail_per_sequence_s=float(m[2]), tail_cascade_s=float(m[3]), longest_completion=float(m[4]),
-                    median_completion=float(m[5]), replica_spread=float(m[6]))
+                    median_completion=float(m[5]), replica_spread=float(m[6]),
+                    memory=worst_plan([p for ps in plans for p, _ in ps]))

@@ -11,6 +11,7 @@ from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.workload import Scenario, simple_tree
+from cascade_plan.serving.memory_waves import FITS, NO_ROOM, WavePlan, budget_tokens, uniform_waves
 from cascade_plan.serving.routing import POLICIES, RoutingResult, Stream, make_stream, route
 
 
@@ -33,6 +34,7 @@ class PolicyOutcome:
     per_sequence_s: float
     cascade_s: float
     max_sequences: int              # KV capacity per replica at this sharing (prefix stored once per group)
+    memory: WavePlan | None = None  # how the batch meets that capacity: at once, in waves, or preempting siblings
 
 
 def mix_from_log(patterns: list[str], output_cv: float = 0.0, sibling_spread: float = 0.0) -> Mix:
@@ -59,14 +61,30 @@ def batch_scenario(base: Scenario, mix: Mix, groups: int, siblings: int) -> Scen
 
 
 def outcome(base: Scenario, params: CostParams, mix: Mix, batch: int, res: RoutingResult) -> PolicyOutcome:
+    """The replica's batch priced as it runs: at once when it fits in KV memory, else in the waves of
+    what fits (memory_waves); times are for the whole batch, the speedup is theirs."""
     groups = max(1, round(batch * res.groups_per_seq))
     siblings = max(1, round(batch / groups))
     scn = batch_scenario(base, mix, groups, siblings)
     est = estimate(scn, params)
     cap = capacity(scn, flat=est.flat)
-    return PolicyOutcome(routing=res, groups=groups, siblings=siblings, speedup=est.run_speedup,
-                         per_sequence_s=est.run_per_sequence_s, cascade_s=est.run_cascade_s,
-                         max_sequences=cap.max_sequences_shared)
+    mem = est.memory
+    seqs = groups * siblings
+    ps, cas = est.run_per_sequence_s, est.run_cascade_s
+    if mem.fits or not mem.weights_fit:
+        plan = WavePlan(FITS if mem.fits else NO_ROOM, seqs, mem.max_sequences, 1, seqs)
+    else:
+        mode, shapes = uniform_waves(groups, siblings, mix.prefix_tokens, mix.private_tokens + mix.output_tokens,
+                                     budget_tokens(scn), scn.prefix_caching)
+        if mode != NO_ROOM:
+            ps = cas = 0.0
+            for repeats, g, s in shapes:
+                e = estimate(batch_scenario(base, mix, g, s), params)
+                ps, cas = ps + repeats * e.run_per_sequence_s, cas + repeats * e.run_cascade_s
+        plan = WavePlan(mode, seqs, mem.max_sequences, sum(r for r, _, _ in shapes),
+                        max(g * s for _, g, s in shapes))
+    return PolicyOutcome(routing=res, groups=groups, siblings=siblings, speedup=ps / cas, per_sequence_s=ps,
+                         cascade_s=cas, max_sequences=cap.max_sequences_shared, memory=plan)
 
 
 def batch_for_rate(base: Scenario, params: CostParams, mix: Mix, rate_per_s: float, replicas: int) -> int:
