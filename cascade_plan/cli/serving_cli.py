@@ -132,7 +132,7 @@ def route(
     t = Table(title="Routing and what it leaves of the sharing", title_justify="left", box=box.SIMPLE_HEAD,
               padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
     for col in ("policy", "siblings\nbeside a\nrequest", "alone", "batch\nshape", "busiest\n/ mean\nload",
-                "prompt\ncopies", "cascade\nspeedup", "seqs\nthat fit\n/ replica", "runs\nas"):
+                "prompt\ncopies", "cascade\nspeedup", "seqs\nfit per\nreplica", "waves"):
         t.add_column(col, justify="left" if col == "policy" else "right", no_wrap=True)
     for r in rows:
         t.add_row(r["policy"], f"{r['siblings_mean']:.2f}", f"{r['alone_share']:.1%}",
@@ -148,11 +148,13 @@ def route(
 
 
 def _runs_as(memory: dict | None) -> str:
+    """Batches per replica step: 1 when the batch fits at once; the waves of what fits otherwise (a note
+    below the table says how, and whether siblings are preempted)."""
     if memory is None or memory["mode"] == "fits":
-        return "at once"
+        return "1"
     if memory["mode"] == "does-not-fit":
-        return "does not fit"
-    return f"{memory['waves']:,} waves" + (" (preempts)" if memory["mode"] == "preempts" else "")
+        return "-"
+    return f"{memory['waves']:,}"
 
 
 def rl(
