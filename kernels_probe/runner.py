@@ -166,10 +166,7 @@ def _measure_config(ctx: _Ctx, cfg: ProbeConfig, backends: list[str], seed: int)
     if "flashinfer" in backends:
         from kernels_probe.flashinfer_backend import FlashInferCascade, FlashInferDecode
 
-        if cfg.kv_dtype == "fp8":
-            for k in kernels_all:
-                ctx.skip(cfg, "flashinfer", k, "fp8 KV not attempted with FlashInfer")
-        else:
+        if True:  # fp8 (e4m3) KV: bf16 queries over an fp8 cache, as vLLM's --kv-cache-dtype fp8 runs it
             for shared in (True, False):
                 kname = "decode_shared" if shared else "decode_dup"
                 for tcores in (False, True):
@@ -269,7 +266,8 @@ def _time(ctx: _Ctx, fn) -> dict:
 
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
               console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
-              skip_ceilings: bool = False, step: bool = False, attention: bool = True) -> dict:
+              skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
+              held_out: bool = True) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
@@ -302,7 +300,14 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     if "flashinfer" in wanted:
         fi_ok, fi_reason = flashinfer_backend.available()
     device_info = _device_info(torch, flashinfer_backend.version() if fi_ok else None)
-    cfgs, grid_desc = build_grid(quick=quick, page_size=page_size)
+    if grid not in ("full", "coverage", "full+coverage"):
+        raise ValueError(f"grid must be full, coverage or full+coverage, got {grid!r}")
+    cfgs, grid_desc = build_grid(quick=quick, page_size=page_size, coverage=grid != "full")
+    if grid == "coverage":
+        from kernels_probe.grid import coverage_grid
+
+        cfgs = coverage_grid(page_size)
+        grid_desc = {**grid_desc, "mode": "coverage", "n_configs": len(cfgs)}
     if configs is not None:
         cfgs = list(configs)
         grid_desc = {**grid_desc, "mode": "custom", "n_configs": len(cfgs)}
@@ -402,7 +407,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             timings["step_flashinfer_wait_s"] = time.perf_counter() - t0
             fi_step = fi_ok and bool(fi_build.get("ok")) and not fi_build.get("glue_errors")
             step_out = run_step_probe(flusher, device, device_info["sm_count"], quick=quick, fi_ok=fi_step,
-                                      out=step_out)
+                                      out=step_out, held_out=held_out)
             timings["step_probe_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
     notes = dict(NOTES)

@@ -14,7 +14,7 @@ import torch
 
 from kernels_probe.step_shapes import (GEMM_FIT_MODELS, GEMM_FIT_MODELS_QUICK, GLUE_M_GRID,
                                        GLUE_M_GRID_QUICK, M_GRID, M_GRID_QUICK, STEP_BACKENDS, LayerShape,
-                                       StepPoint, layer_shape, step_points)
+                                       StepPoint, held_out_points, layer_shape, step_points)
 from kernels_probe.timing import time_fn
 
 STEP_TOLERANCE = 1e-2      # attention output vs float32 reference, and per-sequence vs cascade
@@ -206,16 +206,21 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
 
     rows, skipped = [], []
     pts = points if points is not None else step_points(quick)
-    by_model: dict[str, list[StepPoint]] = {}
+    by_model: dict[tuple[str, str], list[StepPoint]] = {}
     for pt in pts:
-        by_model.setdefault(pt.model, []).append(pt)
+        by_model.setdefault((pt.model, pt.weight_dtype), []).append(pt)
     timer = timer or time_step
-    for model, mpts in by_model.items():
+    for (model, wdtype), mpts in by_model.items():
         shape = layer_shape(model, tp)
-        weights = StepWeights(shape, device, seed=seed)
+        from kernels_probe.step_shapes import model_config
+
+        mcfg = model_config(model)
+        weights = StepWeights(shape, device, seed=seed, weight_dtype=wdtype)
         for pt in mpts:
             base = {"workload": pt.workload, "model": model, "tp": tp, "position": pt.position,
-                    "config": pt.as_dict(), "glue": glue}
+                    "config": pt.as_dict(), "glue": glue, "kv_dtype": pt.kv_dtype, "weight_dtype": wdtype}
+            if model_held_out(model):
+                base["model_config"] = mcfg   # validation prices the step from this config
             kv = StepKV(shape, pt, device, seed=seed + 1)
             steps = {}
             for b in backends:
@@ -264,6 +269,12 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
     return rows, skipped
 
 
+def model_held_out(model: str) -> bool:
+    from cascade_plan.inputs.model_presets import PRESETS
+
+    return model not in PRESETS
+
+
 def _checkpoint(out: dict) -> None:
     """With PROBE_STEP_PARTIAL set, write what has been measured so far there (debugging a long run)."""
     import json
@@ -293,7 +304,8 @@ def run_step_ops(flusher, device, *, quick: bool) -> dict:
     return out
 
 
-def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, out: dict) -> dict:
+def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, out: dict,
+                   held_out: bool = True) -> dict:
     """Phase 2: fused glue (FlashInfer), single-GPU steps, then all-reduce and TP-2 steps where 2+ GPUs
     are visible. Adds to `out` (phase 1's dict) and returns it."""
     budget = 0.01 if quick else 0.015
@@ -317,8 +329,18 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
                                    "reason": f"{type(exc).__name__}: {exc}"[:300]})
     out["timings_s"]["glue_fused_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    from kernels_probe.layer_graph import measure_layer_graphs
+
+    shape = layer_shape(GEMM_FIT_MODELS[0][0], 1)
+    r, s = measure_layer_graphs(flusher, device, shape, glue=glue, dtypes=["bf16"] + (["fp8"] if has_fp8(device) else []),
+                                quick=quick, budget_s=budget)
+    out["step_ops"] += r
+    out["skipped"] += s
+    out["timings_s"]["layer_graph_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     backends = [b for b in STEP_BACKENDS if fi_ok or b == "triton"]
-    r, s = measure_steps(flusher, device, sm_count, quick=quick, backends=backends, glue=glue)
+    pts = step_points(quick) + (held_out_points(quick) if held_out else [])
+    r, s = measure_steps(flusher, device, sm_count, quick=quick, backends=backends, glue=glue, points=pts)
     out["steps"] += r
     out["skipped"] += s
     out["timings_s"]["steps_s"] = time.perf_counter() - t0

@@ -1,0 +1,116 @@
+"""Probe 1.2 on the CPU: the coverage grid spans what the issue names, held-out models come from
+config.json files, fp8 KV steps run through the Triton interpreter, the layer graph computes what the
+step computes, and merging runs keeps every row exactly once."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels_probe.grid import COVERAGE_LONG_PREFIX, build_grid, coverage_grid
+from kernels_probe.merge import merge_documents
+from kernels_probe.step_shapes import HELD_OUT_WORKLOADS, held_out_points, layer_shape
+
+
+def test_coverage_grid_spans_the_issue():
+    cov = coverage_grid()
+    backends_fp8 = {c for c in cov if c.kv_dtype == "fp8"}
+    assert len(backends_fp8) >= 20
+    assert {c.q_per_kv for c in cov} >= {1, 4, 5, 7, 8, 16}
+    assert min(c.batch for c in cov) == 1 and max(c.batch for c in cov) == 1024
+    assert max(c.prefix_tokens for c in cov) == COVERAGE_LONG_PREFIX == 65536
+    assert any(c.q_per_kv == 1 and c.num_kv_heads == 40 for c in cov)       # MHA at CodeLlama-13B's width
+    assert len(set(cov)) == len(cov)
+    full, _ = build_grid()
+    both, desc = build_grid(coverage=True)
+    assert both[:len(full)] == full and set(both) == set(full) | set(cov)
+    assert desc["mode"] == "full+coverage" and 65536 in desc["axes"]["prefix_tokens"]
+
+
+def test_held_out_models_from_config_files():
+    s = layer_shape("codellama-13b")
+    assert (s.q_heads, s.kv_heads, s.layers) == (40, 40, 40)               # MHA
+    q = layer_shape("qwen2.5-14b")
+    assert q.q_heads // q.kv_heads == 5 and q.qkv_bias
+    n = layer_shape("mistral-nemo-12b")
+    assert n.gemms()["o"] == (5120, 4096)                                  # head_dim from the file, not hidden/heads
+    pts = held_out_points()
+    assert {p.batch for p in pts} >= {8, 512}
+    assert {p.kv_dtype for p in pts} == {"bf16", "fp8"} and {p.weight_dtype for p in pts} == {"bf16", "fp8"}
+    assert max(p.prefix_tokens for p in pts) == 32768
+    assert len(pts) == 3 * len(HELD_OUT_WORKLOADS)
+    with pytest.raises(ValueError, match="neither a model preset"):
+        layer_shape("no-such-model")
+
+
+def test_fp8_kv_step_through_the_interpreter():
+    torch = pytest.importorskip("torch")
+    from kernels_probe.interpret import enable_interpreter
+
+    if not enable_interpreter():
+        pytest.skip("triton was imported without the interpreter in this process")
+    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
+    from kernels_probe.step_probe import compare_modes
+    from kernels_probe.step_shapes import LayerShape, StepPoint
+
+    s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, False, 1e4)
+    pt = StepPoint("w", "tiny", "first", 32, 2, 2, 0, 5, 16, kv_dtype="fp8")
+    w, kv = StepWeights(s, "cpu"), StepKV(s, pt, "cpu")
+    assert kv.k.dtype == torch.float8_e4m3fn and kv.bytes() == 2 * kv.k.numel()
+    steps = {("triton", m): DecodeStep(s, w, kv, "triton", m, glue="torch", sm_count=8)
+             for m in ("per_sequence", "cascade")}
+    chk = compare_modes(kv, steps, pt)
+    assert all(e < 1e-2 for e in chk["ref_err"].values())
+    assert chk["mode_err"][("triton", "cascade")] < 1e-2
+
+
+def test_layer_graph_runs_the_steps_layer():
+    torch = pytest.importorskip("torch")
+    from kernels_probe.layer_graph import LayerGraph
+    from kernels_probe.step_shapes import LayerShape
+
+    s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, False, 1e4)
+    lg = LayerGraph(s, 8, "bf16", "torch", "cpu", layers=2)
+    res0, x0, attn = lg.res.clone(), lg.x.clone(), lg.attn
+    y = lg()
+    assert y.shape == (8, 64) and torch.isfinite(y.float()).all()
+    # by hand: the second layer's output from the first layer's, with the same glue
+    g, F = lg.glue, torch.nn.functional
+    res = res0.clone()
+    x = x0.clone()
+    for lw in lg.w:
+        g.add_rmsnorm(x, res, lg.norm)
+        o = F.linear(attn, lw["o"])
+        g.add_rmsnorm(o, res, lg.norm)
+        x = F.linear(g.silu_mul(F.linear(o, lw["gate_up"])), lw["down"])
+    assert torch.allclose(x.float(), y.float(), rtol=2e-2, atol=2e-2)
+    # the new tokens' K/V were written into the cache
+    assert lg.kc.abs().sum() > 0
+
+
+def _doc(created, rows, ops=(), steps=()):
+    return {"schema_version": 1, "kind": "cascade-plan-calibration", "hardware_id": "h200", "created_utc": created,
+            "device": {"name": "NVIDIA H200"}, "probe_version": "x", "grid": {}, "measurements": list(rows),
+            "skipped": [], "step_ops": list(ops), "steps": list(steps), "step_skipped": [], "fitted": {"a": 1},
+            "notes": {}}
+
+
+def test_merge_replaces_remeasured_rows_and_keeps_the_rest():
+    cfg = {"prefix_tokens": 1024, "kv_dtype": "bf16"}
+    old = _doc("2026-11-30T00:00:00Z",
+               [{"backend": "triton", "kernel": "decode_dup", "variant": None, "config": cfg, "median_s": 1.0},
+                {"backend": "triton", "kernel": "decode_shared", "variant": None, "config": cfg, "median_s": 2.0}],
+               ops=[{"op": "allreduce", "config": {"gpus": 2, "bytes": 8192}, "median_s": 1e-5}],
+               steps=[{"workload": "w", "model": "m", "tp": 2, "position": "first", "backend": "triton",
+                       "mode": "cascade", "glue": "fused", "config": {}, "median_s": 0.01}])
+    new = _doc("2026-12-01T00:00:00Z",
+               [{"backend": "triton", "kernel": "decode_dup", "variant": None, "config": cfg, "median_s": 1.5}])
+    m = merge_documents(new, old)
+    dup = [r for r in m["measurements"] if r["kernel"] == "decode_dup"]
+    assert len(dup) == 1 and dup[0]["median_s"] == 1.5 and dup[0]["run"] == "2026-12-01T00:00:00Z"
+    shared = [r for r in m["measurements"] if r["kernel"] == "decode_shared"]
+    assert shared[0]["run"] == "2026-11-30T00:00:00Z"
+    assert len(m["step_ops"]) == 1 and len(m["steps"]) == 1          # only the old run had 2 GPUs
+    assert m["fitted"] == {} and len(m["notes"]["runs"]) == 2
+    assert old["measurements"][0].get("run") is None                 # inputs untouched
+    with pytest.raises(ValueError, match="different GPUs"):
+        merge_documents({**new, "hardware_id": "h100-sxm", "device": {"name": "NVIDIA H100"}}, old)
