@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 left() { echo $(( total - ($(date +%s) - t0) )); }
 for st in ${stages//,/ }; do
   case $st in
-    coverage) timeout $(left) python3 -m kernels_probe --out $OUT/cov.json --grid coverage --time-budget $(( $(left) - 60 )) ;;
+    coverage) timeout $(left) python3 -m kernels_probe --out $OUT/cov.json --grid coverage --time-budget $(( $(left) - 190 )) ;;
     step) timeout $(left) python3 -m kernels_probe --out $OUT/step.json --step --no-attention ;;
     quick) timeout $(left) python3 -m kernels_probe --out $OUT/quick.json --quick ;;
   esac
