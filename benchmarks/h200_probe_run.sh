@@ -3,6 +3,7 @@
 # wheels carried in .whl, then run the stages named in $1 (comma-separated) within $2 seconds in all:
 #   coverage  attention coverage grid (fp8 on every backend, group sizes, batch ends, 64K prefix) -> cov.json
 #   step      GEMMs, glue, layer graphs, whole steps (shipped + held-out models)               -> step.json
+#   workload  probe --workload rl-rollouts-64 --kv-dtype fp8 (plan derived on the CPU)           -> workload.json
 #   quick     --quick attention grid (a smoke check)                                            -> quick.json
 # Run from the staged copy (cd .stage); the wheels are at ../.whl. Files land in $OUT.
 set -o pipefail
@@ -17,6 +18,7 @@ for st in ${stages//,/ }; do
   case $st in
     coverage) timeout $(left) python3 -m kernels_probe --out $OUT/cov.json --grid coverage --time-budget $(( $(left) - 190 )) ;;
     step) timeout $(left) python3 -m kernels_probe --out $OUT/step.json --step --no-attention ;;
+    workload) timeout $(left) python3 -m kernels_probe --out $OUT/workload.json --plan benchmarks/plan-rl-rollouts-64-fp8.json ;;
     quick) timeout $(left) python3 -m kernels_probe --out $OUT/quick.json --quick ;;
   esac
   echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"

@@ -79,12 +79,12 @@ class LayerGraph:
 
 
 def measure_layer_graphs(flusher, device, shape: LayerShape, *, glue: str, dtypes: list[str], quick: bool,
-                         budget_s: float) -> tuple[list, list]:
+                         budget_s: float, m_grid=None) -> tuple[list, list]:
     from kernels_probe.timing import time_fn
 
     rows, skipped = [], []
     for dtype in dtypes:
-        for m in (LAYER_M_GRID_QUICK if quick else LAYER_M_GRID):
+        for m in (m_grid or (LAYER_M_GRID_QUICK if quick else LAYER_M_GRID)):
             cfg = {"model": shape.model, "tp": shape.tp, "m": m, "dtype": dtype, "glue": glue, "layers": LAYERS}
             try:
                 lg = LayerGraph(shape, m, dtype, glue, device)

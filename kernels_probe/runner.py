@@ -267,7 +267,7 @@ def _time(ctx: _Ctx, fn) -> dict:
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
               console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
               skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
-              held_out: bool = True) -> dict:
+              held_out: bool = True, plan=None) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
@@ -303,7 +303,10 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     if grid not in ("full", "coverage", "full+coverage"):
         raise ValueError(f"grid must be full, coverage or full+coverage, got {grid!r}")
     cfgs, grid_desc = build_grid(quick=quick, page_size=page_size, coverage=grid != "full")
-    if grid == "coverage":
+    if plan is not None:     # probe --workload: exactly that workload's shapes
+        cfgs, step = list(plan.attention), True
+        grid_desc = {**grid_desc, "mode": "workload", "n_configs": len(cfgs), "workload": plan.describe()}
+    elif grid == "coverage":
         from kernels_probe.grid import coverage_grid
 
         cfgs = coverage_grid(page_size)
@@ -370,7 +373,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 from kernels_probe.step_probe import run_step_ops
 
                 progress.update(task, description="step parts: GEMMs and torch glue")
-                step_out = run_step_ops(flusher, device, quick=quick)
+                step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
                 timings["step_ops_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
             if pass_backends == ["flashinfer"] and fi_thread is not None:
@@ -395,7 +398,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             from kernels_probe.step_probe import run_step_ops, run_step_probe
 
             if step_out is None:
-                step_out = run_step_ops(flusher, device, quick=quick)
+                step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
             progress.update(task, description="step parts: fused glue, whole steps, all-reduce")
             t0 = time.perf_counter()
             for th in (fi_thread, glue_thread):
@@ -407,9 +410,11 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             timings["step_flashinfer_wait_s"] = time.perf_counter() - t0
             fi_step = fi_ok and bool(fi_build.get("ok")) and not fi_build.get("glue_errors")
             step_out = run_step_probe(flusher, device, device_info["sm_count"], quick=quick, fi_ok=fi_step,
-                                      out=step_out, held_out=held_out)
+                                      out=step_out, held_out=held_out, plan=plan)
             timings["step_probe_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
+    timings["measuring_s"] = timings["total_s"] - timings.get("flashinfer_build_wait_s", 0.0) - \
+        timings.get("step_flashinfer_wait_s", 0.0)   # JIT builds apart
     notes = dict(NOTES)
     notes["ceiling_details"] = ceil_details
     notes["run_timings_s"] = timings

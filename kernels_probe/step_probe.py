@@ -38,12 +38,16 @@ def has_fp8(device) -> bool:
     return (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm")
 
 
-def measure_gemms(flusher, device, *, quick: bool, budget_s: float, progress=None) -> tuple[list, list]:
+def measure_gemms(flusher, device, *, quick: bool, budget_s: float, progress=None, shapes=None, m_grid=None,
+                  dtypes=None) -> tuple[list, list]:
     rows, skipped = [], []
-    dtypes = ["bf16"] + (["fp8"] if has_fp8(device) else [])
-    m_grid = M_GRID_QUICK if quick else M_GRID
-    for model, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS):
-        shape = layer_shape(model, tp)
+    dtypes = dtypes or (["bf16"] + (["fp8"] if has_fp8(device) else []))
+    dtypes = [d for d in dtypes if d == "bf16" or has_fp8(device)]
+    m_grid = m_grid or (M_GRID_QUICK if quick else M_GRID)
+    if shapes is None:
+        shapes = [layer_shape(model, tp) for model, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS)]
+    for shape in shapes:
+        model, tp = shape.model, shape.tp
         for name, (n, k) in shape.gemms().items():
             w = torch.randn((n, k), dtype=torch.bfloat16, device=device) / (k ** 0.5)
             for dtype in dtypes:
@@ -142,12 +146,14 @@ def check_glue(shape: LayerShape, device) -> float:
                _rel(b.vc, a.vc))
 
 
-def measure_glue(flusher, device, variants: list[str], *, quick: bool, budget_s: float, progress=None):
+def measure_glue(flusher, device, variants: list[str], *, quick: bool, budget_s: float, progress=None, shapes=None,
+                 m_grid=None):
     rows, skipped = [], []
-    shapes = [layer_shape(m, tp) for m, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS)]
+    if shapes is None:
+        shapes = [layer_shape(m, tp) for m, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS)]
     for shape in shapes:
         for variant in variants:
-            for m in (GLUE_M_GRID_QUICK if quick else GLUE_M_GRID):
+            for m in (m_grid or (GLUE_M_GRID_QUICK if quick else GLUE_M_GRID)):
                 cfg = {"model": shape.model, "tp": shape.tp, "m": m, "variant": variant, "hidden": shape.hidden,
                        "intermediate": shape.intermediate, "vocab": shape.vocab}
                 try:
@@ -200,7 +206,7 @@ def compare_modes(kv, steps: dict, pt: StepPoint) -> dict:
 
 def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list[str], glue: str,
                   budget_s: float = 0.15, tp: int = 1, allreduce=None, rank: int = 0, points=None,
-                  timer=None, progress=None, seed: int = 0) -> tuple[list, list]:
+                  timer=None, progress=None, seed: int = 0, shapes=None) -> tuple[list, list]:
     """Whole decode steps at each step point, per attention backend and mode."""
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
 
@@ -211,15 +217,15 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
         by_model.setdefault((pt.model, pt.weight_dtype), []).append(pt)
     timer = timer or time_step
     for (model, wdtype), mpts in by_model.items():
-        shape = layer_shape(model, tp)
         from kernels_probe.step_shapes import model_config
 
-        mcfg = model_config(model)
+        shape = (shapes or {}).get(model) or layer_shape(model, tp)
+        mcfg = None if (shapes or {}).get(model) else model_config(model)
         weights = StepWeights(shape, device, seed=seed, weight_dtype=wdtype)
         for pt in mpts:
             base = {"workload": pt.workload, "model": model, "tp": tp, "position": pt.position,
                     "config": pt.as_dict(), "glue": glue, "kv_dtype": pt.kv_dtype, "weight_dtype": wdtype}
-            if model_held_out(model):
+            if mcfg is not None and model_held_out(model):
                 base["model_config"] = mcfg   # validation prices the step from this config
             kv = StepKV(shape, pt, device, seed=seed + 1)
             steps = {}
@@ -286,17 +292,20 @@ def _checkpoint(out: dict) -> None:
             json.dump(out, f, default=str)
 
 
-def run_step_ops(flusher, device, *, quick: bool) -> dict:
-    """Phase 1 (no FlashInfer needed, runs while its kernels build): GEMMs and the torch glue."""
+def run_step_ops(flusher, device, *, quick: bool, plan=None) -> dict:
+    """Phase 1 (no FlashInfer needed, runs while its kernels build): GEMMs and the torch glue.
+    With a WorkloadProbePlan: that workload's GEMM shapes, weight dtype and tokens only."""
     out = {"step_ops": [], "steps": [], "skipped": [], "timings_s": {}}
     budget = 0.01 if quick else 0.015
     t0 = time.perf_counter()
-    r, s = measure_gemms(flusher, device, quick=quick, budget_s=budget)
+    wkw = {} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m, "dtypes": [plan.weight_dtype]}
+    gkw = {} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m}
+    r, s = measure_gemms(flusher, device, quick=quick, budget_s=budget, **wkw)
     out["step_ops"] += r
     out["skipped"] += s
     out["timings_s"]["gemm_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    r, s = measure_glue(flusher, device, ["torch"], quick=quick, budget_s=budget)
+    r, s = measure_glue(flusher, device, ["torch"], quick=quick, budget_s=budget, **gkw)
     out["step_ops"] += r
     out["skipped"] += s
     out["timings_s"]["glue_torch_s"] = time.perf_counter() - t0
@@ -305,7 +314,7 @@ def run_step_ops(flusher, device, *, quick: bool) -> dict:
 
 
 def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, out: dict,
-                   held_out: bool = True) -> dict:
+                   held_out: bool = True, plan=None) -> dict:
     """Phase 2: fused glue (FlashInfer), single-GPU steps, then all-reduce and TP-2 steps where 2+ GPUs
     are visible. Adds to `out` (phase 1's dict) and returns it."""
     budget = 0.01 if quick else 0.015
@@ -318,7 +327,8 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
             out["glue_fused_vs_torch_rel_err"] = err
             if err <= STEP_TOLERANCE:
                 glue = "fused"
-                r, s = measure_glue(flusher, device, ["fused"], quick=quick, budget_s=budget)
+                r, s = measure_glue(flusher, device, ["fused"], quick=quick, budget_s=budget,
+                                    **({} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m}))
                 out["step_ops"] += r
                 out["skipped"] += s
             else:
@@ -331,16 +341,20 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     t0 = time.perf_counter()
     from kernels_probe.layer_graph import measure_layer_graphs
 
-    shape = layer_shape(GEMM_FIT_MODELS[0][0], 1)
-    r, s = measure_layer_graphs(flusher, device, shape, glue=glue, dtypes=["bf16"] + (["fp8"] if has_fp8(device) else []),
-                                quick=quick, budget_s=budget)
+    shape = layer_shape(GEMM_FIT_MODELS[0][0], 1) if plan is None else plan.shape
+    lg_dtypes = (["bf16"] + (["fp8"] if has_fp8(device) else [])) if plan is None else [plan.weight_dtype]
+    r, s = measure_layer_graphs(flusher, device, shape, glue=glue, dtypes=lg_dtypes, quick=quick, budget_s=budget,
+                                m_grid=None if plan is None else plan.gemm_m)
     out["step_ops"] += r
     out["skipped"] += s
     out["timings_s"]["layer_graph_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     backends = [b for b in STEP_BACKENDS if fi_ok or b == "triton"]
     pts = step_points(quick) + (held_out_points(quick) if held_out else [])
-    r, s = measure_steps(flusher, device, sm_count, quick=quick, backends=backends, glue=glue, points=pts)
+    if plan is not None:
+        pts = list(plan.steps)
+    r, s = measure_steps(flusher, device, sm_count, quick=quick, backends=backends, glue=glue, points=pts,
+                         shapes=None if plan is None else {plan.shape.model: plan.shape})
     out["steps"] += r
     out["skipped"] += s
     out["timings_s"]["steps_s"] = time.perf_counter() - t0
@@ -348,7 +362,7 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     out["step_glue"] = glue
     out["step_backends"] = backends
     n_gpu = torch.cuda.device_count()
-    if n_gpu >= 2:
+    if n_gpu >= 2 and plan is None:
         from kernels_probe.multi_gpu import run_multi_gpu
 
         t0 = time.perf_counter()
