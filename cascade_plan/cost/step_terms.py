@@ -84,6 +84,9 @@ def step_terms(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_
                    + gemm_time_s(eff, m_e, touched * h, ei, eb, hbm_bytes_per_s, flop_per_s))
         gemm = gemm + model.num_moe_layers * grouped
     glue = parts.glue.time_s(m, model.num_layers, layer_bytes_per_token(model, tp), step_bytes_per_token(model, tp))
+    if parts.composition is not None and parts.composition.applied:   # ops back to back vs each priced alone
+        f = parts.composition.factor_at(key, m)
+        gemm, glue = gemm * f, glue * f
     comm = np.zeros_like(m)
     ar = parts.allreduce_for(tp)
     if tp > 1 and ar is not None:
