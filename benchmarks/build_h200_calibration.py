@@ -1,7 +1,7 @@
 """Build calibrations/h200-probe-2026-12-01.json from the raw runs of 2026-12-01 (calibrations/raw/h200-2026-12-01/)
 merged over the 2026-11-30 file: the new runs' rows replace re-measured points; what only the old run has
 (the full bf16 attention grid, 2-GPU all-reduce and TP-2 steps) is kept with its `run` tag. Then
-`cascade-plan calibrate` fits it. Usage: python benchmarks/build_h200_calibration.py [OLD.json]"""
+`cascade-plan calibrate` fits it. Usage: python benchmarks/build_h200_calibration.py OLD.json"""
 
 import json
 import pathlib
@@ -12,7 +12,8 @@ from kernels_probe.merge import merge_documents
 
 root = pathlib.Path(__file__).resolve().parents[1]
 raw = root / "calibrations" / "raw" / "h200-2026-12-01"
-old = json.loads(pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else root / "calibrations" / "h200-probe-2026-11-30.json").read_text())
+# the 2026-11-30 file (git show 6671a0c:calibrations/h200-probe-2026-11-30.json > old.json)
+old = json.loads(pathlib.Path(sys.argv[1]).read_text())
 doc = old
 for name in ("coverage.json", "step-run2.json", "workload-rl-rollouts-64-fp8.json"):
     doc = merge_documents(json.loads((raw / name).read_text()), doc)
