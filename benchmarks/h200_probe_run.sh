@@ -19,6 +19,7 @@ for st in ${stages//,/ }; do
     coverage) timeout $(left) python3 -m kernels_probe --out $OUT/cov.json --grid coverage --time-budget $(( $(left) - 190 )) ;;
     step) timeout $(left) python3 -m kernels_probe --out $OUT/step.json --step --no-attention ;;
     workload) timeout $(left) python3 -m kernels_probe --out $OUT/workload.json --plan benchmarks/plan-rl-rollouts-64-fp8.json ;;
+    mla) timeout $(left) python3 -m kernels_probe --out $OUT/mla.json --mla --no-attention --backend flashinfer ;;
     quick) timeout $(left) python3 -m kernels_probe --out $OUT/quick.json --quick ;;
   esac
   echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"

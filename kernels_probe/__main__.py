@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", type=pathlib.Path, default=None,
                     help="a workload probe plan (JSON of WorkloadProbePlan.describe(), as `cascade-plan probe "
                          "--workload` derives it): measure exactly that workload's shapes")
+    ap.add_argument("--mla", action="store_true", help="also MLA rows (FlashInfer's MLA wrapper, DeepSeek-V3 shape)")
     ap.add_argument("--no-held-out", action="store_true", help="with --step: skip the held-out model steps")
     ap.add_argument("--merge-into", type=pathlib.Path, default=None,
                     help="an existing calibration file: write its rows plus this run's (re-measured points replaced)")
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = run_probe(args.out, quick=args.quick, backends=args.backends, page_size=args.page_size, console=console,
                     time_budget_s=args.time_budget, step=args.step,
                     attention=not args.no_attention, grid=args.grid, held_out=not args.no_held_out,
-                    plan=plan)
+                    plan=plan, mla=args.mla)
     if args.merge_into is not None:
         doc = merge_into_file(args.out, args.merge_into, doc)
     console.print(summary_table(doc))

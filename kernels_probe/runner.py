@@ -267,7 +267,7 @@ def _time(ctx: _Ctx, fn) -> dict:
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
               console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
               skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
-              held_out: bool = True, plan=None) -> dict:
+              held_out: bool = True, plan=None, mla: bool = False) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
@@ -320,7 +320,9 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     # the Triton and torch rows are measured, then measure FlashInfer's rows in a second pass.
     fi_build: dict = {}
     fi_thread = glue_thread = None
-    if fi_ok:
+    if fi_ok and not (attention or step or plan is not None):   # MLA alone: its own modules build on first use
+        fi_build.update({"ok": True, "seconds": 0.0, "errors": [], "note": "decode/prefill modules not needed"})
+    elif fi_ok:
         def _build():
             s = torch.cuda.Stream()
             with torch.cuda.stream(s):
@@ -394,6 +396,14 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                     _measure_config(ctx, cfg, pass_backends, seed=1000 + i)
                 progress.advance(task)
             timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
+        mla_out = None
+        if mla and fi_ok and fi_build.get("ok"):
+            from kernels_probe.mla import measure_mla
+
+            progress.update(task, description="MLA (FlashInfer, DeepSeek-V3 shape)")
+            t0 = time.perf_counter()
+            mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item)
+            timings["mla_s"] = time.perf_counter() - t0
         if step:
             from kernels_probe.step_probe import run_step_ops, run_step_probe
 
@@ -426,6 +436,8 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     doc = new_document(device=device_info, ceilings=ceilings, grid=grid_desc, measurements=ctx.measurements,
                        skipped=ctx.skipped, notes=notes)
     doc["probe_version"] = PROBE_VERSION
+    if mla_out is not None:
+        doc["mla"], doc["mla_skipped"] = mla_out
     if step_out is not None:
         doc["step_ops"] = step_out.pop("step_ops")
         doc["steps"] = step_out.pop("steps")

@@ -114,3 +114,32 @@ def test_merge_replaces_remeasured_rows_and_keeps_the_rest():
     assert old["measurements"][0].get("run") is None                 # inputs untouched
     with pytest.raises(ValueError, match="different GPUs"):
         merge_documents({**new, "hardware_id": "h100-sxm", "device": {"name": "NVIDIA H100"}}, old)
+
+
+def test_mla_reference_equals_a_two_pass_cascade_by_hand():
+    torch = pytest.importorskip("torch")
+    from kernels_probe.mla import MlaConfig, MlaData, mla_cost, mla_grid, reference_mla
+
+    c = MlaConfig(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, num_heads=4, kv_lora_rank=16,
+                  qk_rope_head_dim=8)
+    d = MlaData(c, "cpu")
+    ref = reference_mla(d, list(range(c.batch)))
+
+    def part(b, table, length):                 # (out, lse) of one pass, natural log
+        pg = table[:-(-length // c.page_size)].long()
+        ckv = d.ckv[pg].reshape(-1, c.kv_lora_rank)[:length].float()
+        kpe = d.kpe[pg].reshape(-1, c.qk_rope_head_dim)[:length].float()
+        s = (d.q_nope[b].float() @ ckv.T + d.q_pe[b].float() @ kpe.T) * d.sm_scale
+        return torch.softmax(s, -1) @ ckv, torch.logsumexp(s, -1)
+
+    for b in range(c.batch):
+        o0, l0 = part(b, d.prefix_table[b // c.group_size], c.prefix_tokens)
+        o1, l1 = part(b, d.suffix_table[b], c.suffix_tokens)
+        m = torch.maximum(l0, l1)
+        w0, w1 = torch.exp(l0 - m)[:, None], torch.exp(l1 - m)[:, None]
+        assert torch.allclose((o0 * w0 + o1 * w1) / (w0 + w1), ref[b], atol=1e-5)
+    # bytes: the cascade reads each group's prefix once; per-sequence reads it once per sequence
+    tb = 24 * 2
+    assert mla_cost(c, "decode_shared")["bytes"] - mla_cost(c, "cascade_total")["bytes"] == (c.batch - 2) * 32 * tb
+    g = mla_grid()
+    assert {x.num_heads for x in g} == {128} and {x.kv_lora_rank + x.qk_rope_head_dim for x in g} == {576}
