@@ -155,7 +155,12 @@ class FlashInferMla:
             return self._run(self.w[0], False)
         o0, l0 = self._run(self.w[0], True)
         o1, l1 = self._run(self.w[1], True)
-        return self.fi.merge_state(o0, l0, o1, l1)[0]
+        # merge_state launches one thread block row per head: 128 heads x 512 dims exceeds a block, so each
+        # (sequence, head) is merged as a sequence of one head (same arithmetic, a launch that fits)
+        B, H, D = o0.shape
+        out, _ = self.fi.merge_state(o0.reshape(B * H, 1, D), l0.reshape(B * H, 1), o1.reshape(B * H, 1, D),
+                                     l1.reshape(B * H, 1))
+        return out.view(B, H, D)
 
 
 def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02) -> tuple[list, list]:
