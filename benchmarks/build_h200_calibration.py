@@ -15,7 +15,7 @@ raw = root / "calibrations" / "raw" / "h200-2026-12-01"
 # the 2026-11-30 file (git show 6671a0c:calibrations/h200-probe-2026-11-30.json > old.json)
 old = json.loads(pathlib.Path(sys.argv[1]).read_text())
 doc = old
-for name in ("coverage.json", "step-run2.json", "workload-rl-rollouts-64-fp8.json"):
+for name in ("coverage.json", "step-run2.json", "workload-rl-rollouts-64-fp8.json", "mla.json"):
     doc = merge_documents(json.loads((raw / name).read_text()), doc)
 cov = json.loads((raw / "coverage.json").read_text())
 axes = {k: sorted(set(old["grid"]["axes"].get(k, [])) | set(cov["grid"]["axes"].get(k, []))) for k in

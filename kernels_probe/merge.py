@@ -30,7 +30,13 @@ def step_key(r: dict) -> str:
                     r.get("mode"), r.get("glue"), c.get("kv_dtype", "bf16"), c.get("weight_dtype", "bf16")])
 
 
+def mla_key(r: dict) -> str:
+    return _freeze(["mla", r.get("backend"), r.get("kernel"), r.get("variant"), r.get("config")])
+
+
 def _skip_key(r: dict) -> str:
+    if (r.get("config") or {}).get("kv_lora_rank"):
+        return mla_key(r)
     if "op" in r:
         return step_op_key(r)
     if "workload" in r:
@@ -53,9 +59,11 @@ def merge_documents(new: dict, base: dict) -> dict:
     run_new, run_base = new.get("created_utc"), base.get("created_utc")
     out = json.loads(json.dumps(new))
     base = json.loads(json.dumps(base))
-    new_keys = {_skip_key(r) for sec in ("measurements", "skipped", "step_ops", "steps", "step_skipped")
-                for r in out.get(sec) or []}
-    for sec in ("measurements", "skipped", "step_ops", "steps", "step_skipped"):
+    sections = ("measurements", "skipped", "step_ops", "steps", "step_skipped", "mla", "mla_skipped")
+    new_keys = {_skip_key(r) for sec in sections for r in out.get(sec) or []}
+    for sec in sections:
+        if not (out.get(sec) or base.get(sec)):
+            continue
         _tag(out.setdefault(sec, []), run_new)
         kept = [r for r in base.get(sec) or [] if _skip_key(r) not in new_keys]
         out[sec] += _tag(kept, run_base)
@@ -63,7 +71,8 @@ def merge_documents(new: dict, base: dict) -> dict:
                                                                  "probe_version": base.get("probe_version"),
                                                                  "grid": base.get("grid")}])]
     runs.append({"created_utc": run_new, "probe_version": new.get("probe_version"), "grid": new.get("grid")})
-    out.setdefault("notes", {})["runs"] = runs
+    out["notes"] = {**(base.get("notes") or {}), **(out.get("notes") or {})}   # a newer run's note wins
+    out["notes"]["runs"] = runs
     out["notes"]["merged"] = ("rows of several probe runs on the same GPU kind: each row's `run` names the run "
                               "(created_utc) that measured it; a re-measured point replaces the older row")
     out["fitted"] = {}
