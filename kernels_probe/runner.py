@@ -271,7 +271,13 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from kernels_probe import flashinfer_backend
     from kernels_probe.environment import missing_requirements

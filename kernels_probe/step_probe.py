@@ -12,9 +12,20 @@ import time
 
 import torch
 
-from kernels_probe.step_shapes import (GEMM_FIT_MODELS, GEMM_FIT_MODELS_QUICK, GLUE_M_GRID,
-                                       GLUE_M_GRID_QUICK, M_GRID, M_GRID_QUICK, STEP_BACKENDS, LayerShape,
-                                       StepPoint, held_out_points, layer_shape, step_points)
+from kernels_probe.step_shapes import (
+    GEMM_FIT_MODELS,
+    GEMM_FIT_MODELS_QUICK,
+    GLUE_M_GRID,
+    GLUE_M_GRID_QUICK,
+    M_GRID,
+    M_GRID_QUICK,
+    STEP_BACKENDS,
+    LayerShape,
+    StepPoint,
+    held_out_points,
+    layer_shape,
+    step_points,
+)
 from kernels_probe.timing import time_fn
 
 STEP_TOLERANCE = 1e-2      # attention output vs float32 reference, and per-sequence vs cascade
@@ -367,9 +378,11 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
 
         t0 = time.perf_counter()
         out["multi_gpu_error"] = {}
-        # every GPU count this host has (2, 4, 8): all-reduce rows at each; TP-2 whole steps at 2 only
-        for n in [c for c in (2, 4, 8) if c <= n_gpu]:
-            mg = run_multi_gpu(n, quick=quick, backends=backends, glue=glue, tp_steps=(n == 2))
+        # every GPU count this host has (2, 4, 8): all-reduce rows and whole TP steps at each
+        from kernels_probe.step_shapes import multi_gpu_plan
+
+        for n in [p["world"] for p in multi_gpu_plan(n_gpu, quick)]:
+            mg = run_multi_gpu(n, quick=quick, backends=backends, glue=glue, tp_steps=True)
             out["step_ops"] += mg.get("step_ops", [])
             out["steps"] += mg.get("steps", [])
             out["skipped"] += mg.get("skipped", [])

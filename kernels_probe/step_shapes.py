@@ -18,6 +18,17 @@ GLUE_M_GRID_QUICK = (1, 64, 256, 1024)
 # All-reduce message sizes: tokens x hidden x 2 B for 1..2048 tokens at hidden 4096-16384 (8 KiB - 64 MiB).
 ALLREDUCE_BYTES = tuple(1 << k for k in range(13, 27))
 ALLREDUCE_BYTES_QUICK = tuple(1 << k for k in (13, 16, 19, 21, 23, 25))
+# Dense enough to show NCCL's protocol and algorithm switches (LL -> LL128 -> Simple, tree -> ring): 8-32 KiB,
+# then powers of 2 and 1.5x from 64 KiB to 64 MiB (25 sizes). A decode step sends M x hidden x 2 B.
+ALLREDUCE_BYTES_DENSE = tuple(sorted({1 << k for k in (13, 14, 15)}
+                                     | {m << k for k in range(16, 27) for m in (1, 3) if (m << k) <= 1 << 26}))
+for _b in ALLREDUCE_BYTES_DENSE:   # 1.5x points: 3 << k counted as 1.5 x 2^(k+1); all bf16-sized
+    assert _b % 2 == 0
+
+# Tensor-parallel whole steps at every GPU count a host has (issue 21): a Llama-3-70B-shaped GRPO step
+# (4 prompts of 4,096 tokens x 16 samples, 512 output tokens) at TP = the GPU count, first/middle/final.
+TP_STEP_WORKLOADS = (("grpo-70b", "llama-3-70b", 4096, 16, 4, 0, 512),)
+MULTI_GPU_COUNTS = (2, 4, 8)
 
 # The presets whose GEMM shapes are measured (fit set). Other presets are predicted from the fitted
 # table: the stepped workloads on Mistral-7B and Qwen2.5-7B hold out their shapes entirely.
@@ -161,3 +172,25 @@ def held_out_points(quick: bool = False) -> list[StepPoint]:
         for pos, k in positions:
             pts.append(StepPoint(name, model, pos, p, n, ng, priv, k, out, kv_dtype=kvd, weight_dtype=wd))
     return pts
+
+
+def tp_step_points(quick: bool = False) -> list[StepPoint]:
+    pts = []
+    for name, model, p, n, ng, priv, out in TP_STEP_WORKLOADS:
+        positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
+        pts += [StepPoint(name, model, pos, p, n, ng, priv, k, out) for pos, k in positions]
+    return pts
+
+
+def multi_gpu_plan(n_gpu: int, quick: bool = False) -> list[dict]:
+    """What the multi-GPU probe runs on a host of n_gpu GPUs: per GPU count (2, 4, 8 that fit) the
+    all-reduce sizes and the whole TP steps (the 70B GRPO step at every count; the 8B rl-rollouts steps at
+    TP 2 as before). Pure: the CPU tests check it."""
+    out = []
+    for world in (c for c in MULTI_GPU_COUNTS if c <= n_gpu):
+        pts = tp_step_points(quick)
+        if world == 2:
+            pts = [p for p in step_points(quick) if p.workload == "rl-rollouts-64"] + pts
+        out.append({"world": world, "allreduce_bytes": ALLREDUCE_BYTES_QUICK if quick else ALLREDUCE_BYTES_DENSE,
+                    "points": pts})
+    return out

@@ -143,3 +143,44 @@ def test_mla_reference_equals_a_two_pass_cascade_by_hand():
     assert mla_cost(c, "decode_shared")["bytes"] - mla_cost(c, "cascade_total")["bytes"] == (c.batch - 2) * 32 * tb
     g = mla_grid()
     assert {x.num_heads for x in g} == {128} and {x.kv_lora_rank + x.qk_rope_head_dim for x in g} == {576}
+
+
+def test_multi_gpu_plan_covers_every_gpu_count_with_70b_steps():
+    from kernels_probe.step_shapes import ALLREDUCE_BYTES_DENSE, multi_gpu_plan
+
+    assert multi_gpu_plan(1) == []
+    assert [p["world"] for p in multi_gpu_plan(2)] == [2]
+    assert [p["world"] for p in multi_gpu_plan(4)] == [2, 4]
+    plans = multi_gpu_plan(8)
+    assert [p["world"] for p in plans] == [2, 4, 8]
+    for p in plans:
+        seventy = [pt for pt in p["points"] if pt.model == "llama-3-70b"]
+        assert [pt.position for pt in seventy] == ["first", "middle", "final"]
+        s = layer_shape("llama-3-70b", p["world"])                  # the shard each rank builds
+        assert s.q_heads * p["world"] == 64 and s.kv_heads == 8 // p["world"]
+        assert p["allreduce_bytes"] == ALLREDUCE_BYTES_DENSE
+    assert {pt.model for pt in plans[0]["points"]} == {"llama-3-8b", "llama-3-70b"}   # 8B TP-2 steps kept
+    # 64 KiB .. 64 MiB at least every 1.5-2x (protocol switches), plus the small sizes
+    big = [b for b in ALLREDUCE_BYTES_DENSE if b >= 64 << 10]
+    assert big[0] == 64 << 10 and big[-1] == 64 << 20
+    assert all(1.3 < b / a <= 2.0 for a, b in zip(big, big[1:]))
+    assert len(big) >= 20
+
+
+def test_run_step_probe_launches_every_gpu_count(monkeypatch):
+    pytest.importorskip("torch")
+    import kernels_probe.multi_gpu as mg
+    import kernels_probe.step_probe as sp
+
+    calls = []
+    monkeypatch.setattr(mg, "run_multi_gpu", lambda n, **kw: calls.append((n, kw["tp_steps"])) or {"step_ops": []})
+    monkeypatch.setattr(sp, "measure_steps", lambda *a, **k: ([], []))
+    monkeypatch.setattr(sp, "measure_layer_graphs", lambda *a, **k: ([], []), raising=False)
+    import kernels_probe.layer_graph as lg
+
+    monkeypatch.setattr(lg, "measure_layer_graphs", lambda *a, **k: ([], []))
+    monkeypatch.setattr(sp, "has_fp8", lambda d: False)
+    monkeypatch.setattr(sp.torch.cuda, "device_count", lambda: 8)
+    out = sp.run_step_probe(None, "cpu", 8, quick=True, fi_ok=False,
+                            out={"step_ops": [], "steps": [], "skipped": [], "timings_s": {}})
+    assert calls == [(2, True), (4, True), (8, True)] and out["gpus_visible"] == 8

@@ -16,8 +16,14 @@ import math
 
 import numpy as np
 
-from cascade_plan.cost.step_parts import (AllReduceFit, Composition, GemmEfficiency, GlueParams, StepParts,
-                                          step_parts_to_json)
+from cascade_plan.cost.step_parts import (
+    AllReduceFit,
+    Composition,
+    GemmEfficiency,
+    GlueParams,
+    StepParts,
+    step_parts_to_json,
+)
 
 LAUNCH_CORRECTION = False   # subtract (graph_single_kernel_s - graph_kernel_launch_s) from each op row
 
@@ -94,7 +100,10 @@ def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama
         return None
     a, b = _linear_fit([r["config"]["m"] for r in lay], [r["median_s"] - corr for r in lay])
     c, d = _linear_fit([r["config"]["m"] for r in stp], [r["median_s"] - corr for r in stp])
-    from cascade_plan.cost.glue_widths import layer_bytes_per_token, step_bytes_per_token
+    from cascade_plan.cost.glue_widths import (
+        layer_bytes_per_token,
+        step_bytes_per_token,
+    )
     from cascade_plan.inputs.model_spec import load_preset
 
     spec = load_preset(model)       # the basis other shapes' per-token costs scale from
