@@ -184,3 +184,53 @@ def test_run_step_probe_launches_every_gpu_count(monkeypatch):
     out = sp.run_step_probe(None, "cpu", 8, quick=True, fi_ok=False,
                             out={"step_ops": [], "steps": [], "skipped": [], "timings_s": {}})
     assert calls == [(2, True), (4, True), (8, True)] and out["gpus_visible"] == 8
+
+
+def _probe(*args):
+    from typer.testing import CliRunner
+
+    from cascade_plan.cli.app import app
+
+    return CliRunner().invoke(app, ["probe", *map(str, args)])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workload", "no-such-workload"], "no-such-workload"),
+    (["--samples", "64"], "--samples describes a workload to probe: give --workload FILE or --model ID"),
+    (["--workload", "rl-rollouts-64", "--model", "llama-3-8b"], "not both"),
+    (["--model", "deepseek-v3", "--prefix", "4096", "--samples", "8", "--output-tokens", "64"], "probe --workload"),
+    (["--grid", "nope"], "--grid: unknown grid"),
+    (["--merge-into", "missing.json"], "--merge-into: no such file"),
+])
+def test_probe_workload_arguments_fail_before_any_gpu_work(tmp_path, args, message):
+    res = _probe("--out", tmp_path / "cal.json", *args)
+    assert res.exit_code == 2, res.output
+    assert message in res.stderr and "Traceback" not in res.output
+    assert not (tmp_path / "cal.json").exists()
+
+
+def test_probe_workload_plan_from_the_shipped_file():
+    from pathlib import Path
+
+    from cascade_plan.cli.app import probe_plan_from_options
+    from cascade_plan.cli.common import KvDtypeOpt
+    from kernels_probe.workload_probe import plan_from_json
+
+    plan = probe_plan_from_options(Path("rl-rollouts-64"), model=None, prefix=None, groups=1, samples=None,
+                                   output_tokens=None, private_tokens=0, kv_dtype=KvDtypeOpt("fp8"), weight_dtype=None,
+                                   tp=None)
+    # 2 prompts of 4,096 shared by 64 samples each; suffix 1 / 512 / 1,024 tokens rounded to pages of 16
+    first, mid, final = plan.attention[:3]
+    assert (first.prefix_tokens, first.group_size, first.n_groups, first.kv_dtype) == (4096, 64, 2, "fp8")
+    assert [c.suffix_tokens for c in (first, mid, final)] == [16, 512, 1024]
+    assert (first.q_per_kv, first.num_kv_heads, first.head_dim) == (4, 8, 128)
+    assert {(c.group_size, c.prefix_tokens) for c in plan.attention[3:]} == {(32, 4096), (128, 4096), (64, 2048),
+                                                                            (64, 8192)}
+    assert plan.gemm_m[0] == 1 and 128 in plan.gemm_m and min(plan.gemm_m[1:]) >= 32 and max(plan.gemm_m) <= 512
+    assert [p.generated for p in plan.steps] == [1, 512, 1024] and plan.steps[0].batch == 128
+    assert plan_from_json(plan.describe()) == plan
+    # at TP 2 the shard halves the heads and says its all-reduces are not in a one-GPU step
+    tp2 = probe_plan_from_options(None, model="llama-3-70b", prefix=1000, groups=1, samples=8, output_tokens=100,
+                                  private_tokens=0, kv_dtype=None, weight_dtype=None, tp=2)
+    assert tp2.shape.kv_heads == 4 and tp2.attention[0].prefix_tokens == 1008
+    assert any("TP 2" in n for n in tp2.notes) and any("rounded up to 1008" in n for n in tp2.notes)
