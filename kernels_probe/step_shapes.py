@@ -63,8 +63,12 @@ class LayerShape:
         return asdict(self)
 
 
-# Held-out models: config.json files (Hugging Face format) of shapes the fit never saw, by id.
-CONFIG_DIR = pathlib.Path(__file__).resolve().parents[1] / "calibrations" / "configs"
+# Held-out models: config.json files (Hugging Face format) of shapes the fit never saw, by id, shipped
+# beside the calibrations (calibrations/configs/ in a checkout, cascade_plan/_data/ in a wheel).
+def config_dir() -> pathlib.Path:
+    from cascade_plan.resources import data_dir
+
+    return data_dir("calibrations") / "configs"
 
 
 def model_config(model_id: str) -> dict:
@@ -73,7 +77,7 @@ def model_config(model_id: str) -> dict:
 
     if model_id in PRESETS:
         return dict(PRESETS[model_id][1])
-    path = CONFIG_DIR / f"{model_id}.json"
+    path = config_dir() / f"{model_id}.json"
     if not path.is_file():
         raise ValueError(f"{model_id}: neither a model preset nor a config file {path}")
     return json.loads(path.read_text())
