@@ -18,6 +18,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="also measure the rest of the decode step: GEMMs, glue, all-reduce, whole model steps")
     ap.add_argument("--no-attention", action="store_true", help="skip the attention grid (with --step)")
     ap.add_argument("--time-budget", type=float, default=None, help="seconds; later points are skipped past it")
+    ap.add_argument("--grid", choices=("full", "coverage", "full+coverage"), default="full",
+                    help="attention grid: the full grid, the coverage grid (fp8 on every backend, group sizes 1-16, "
+                         "batches to 1024, 64K prefix), or both")
+    ap.add_argument("--plan", type=pathlib.Path, default=None,
+                    help="a workload probe plan (JSON of WorkloadProbePlan.describe(), as `cascade-plan probe "
+                         "--workload` derives it): measure exactly that workload's shapes")
+    ap.add_argument("--mla", action="store_true", help="also MLA rows (FlashInfer's MLA wrapper, DeepSeek-V3 shape)")
+    ap.add_argument("--no-held-out", action="store_true", help="with --step: skip the held-out model steps")
+    ap.add_argument("--merge-into", type=pathlib.Path, default=None,
+                    help="an existing calibration file: write its rows plus this run's (re-measured points replaced)")
     args = ap.parse_args(argv)
 
     from kernels_probe.environment import missing_requirements
@@ -33,12 +43,34 @@ def main(argv: list[str] | None = None) -> int:
     from kernels_probe.runner import run_probe
 
     console = Console()
+    plan = None
+    if args.plan is not None:
+        import json
+
+        from kernels_probe.workload_probe import plan_from_json
+
+        plan = plan_from_json(json.loads(args.plan.read_text()))
     doc = run_probe(args.out, quick=args.quick, backends=args.backends, page_size=args.page_size, console=console,
                     time_budget_s=args.time_budget, step=args.step,
-                    attention=not args.no_attention)
+                    attention=not args.no_attention, grid=args.grid, held_out=not args.no_held_out,
+                    plan=plan, mla=args.mla)
+    if args.merge_into is not None:
+        doc = merge_into_file(args.out, args.merge_into, doc)
     console.print(summary_table(doc))
     console.print(f"wrote {args.out} ({len(doc['measurements'])} measurements, {len(doc['skipped'])} skipped)")
     return 0
+
+
+def merge_into_file(out, base_path, doc: dict) -> dict:
+    """Write base_path's rows plus doc's to out (atomically); returns the merged document."""
+    import json
+
+    from kernels_probe.calibration_file import write_atomic
+    from kernels_probe.merge import merge_documents
+
+    merged = merge_documents(doc, json.loads(pathlib.Path(base_path).read_text()))
+    write_atomic(pathlib.Path(out), merged)
+    return merged
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def validate_document(doc: dict) -> list[str]:
     return errs
 
 
-STEP_OPS = ("gemm", "glue_layer", "glue_step", "allreduce")
+STEP_OPS = ("gemm", "glue_layer", "glue_step", "allreduce", "layer_graph")
 STEP_ROW_KEYS = ("workload", "model", "tp", "position", "config", "glue", "backend", "mode", "median_s", "p10_s",
                  "p90_s", "n_reps", "max_rel_err")
 

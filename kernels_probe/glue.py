@@ -74,6 +74,9 @@ class TorchGlue:
         """k, v: [M, Hkv, D]; caches [pages, page_size, Hkv, D]."""
         kc = k_cache.view(-1, *k_cache.shape[2:])
         vc = v_cache.view(-1, *v_cache.shape[2:])
+        if kc.dtype == torch.float8_e4m3fn:   # no fp8 index_copy on CUDA: quantise, then scatter the bytes
+            kc, vc = kc.view(torch.uint8), vc.view(torch.uint8)
+            k, v = k.to(torch.float8_e4m3fn).view(torch.uint8), v.to(torch.float8_e4m3fn).view(torch.uint8)
         kc.index_copy_(0, target.slots, k.to(kc.dtype))
         vc.index_copy_(0, target.slots, v.to(vc.dtype))
 

@@ -63,7 +63,55 @@ SUFFIX_AXIS = (0, 128, 1024, 4096)
 G_AXIS = (1, 4, 8)
 
 
-def build_grid(*, quick: bool = False, page_size: int = 16) -> tuple[list[ProbeConfig], dict]:
+# The coverage grid (probe 1.2): what the full grid lacks, spanning the breakeven and the corners rather than
+# the cartesian product. fp8 KV on every backend at the bf16 grid's points plus its corners; query-group
+# sizes 1 (MHA, 40 KV heads as CodeLlama-13B), 5, 7 and 16 with realistic KV-head counts; batches 512-1024
+# (and 8); a 64K shared prefix. (G, KV heads): 5 as Qwen2.5-14B (40/8), 7 as Qwen2.5-7B (28/4), 16 as 2 KV
+# heads of 32 query heads (Llama-3-70B at TP 4).
+COVERAGE_G_SHAPES = ((1, 40), (5, 8), (7, 4), (16, 2))
+COVERAGE_BATCH_ENDS = (8, 512, 1024)
+COVERAGE_LONG_PREFIX = 65536
+
+
+def coverage_grid(page_size: int = 16) -> list[ProbeConfig]:
+    ps = page_size
+    cfgs: list[ProbeConfig] = []
+
+    def add(**kw):
+        kw.setdefault("page_size", ps)
+        c = ProbeConfig(**kw)
+        if c not in cfgs:
+            cfgs.append(c)
+
+    for p in (1024, 4096, 16384):           # fp8 KV at the bf16 core points (all backends now)
+        for n in (4, 64, 256):
+            add(prefix_tokens=p, group_size=n, kv_dtype="fp8")
+    for p, n in ((256, 64), (4096, 1), (4096, 16), (32768, 16), (4096, 1024), (1024, 512)):
+        add(prefix_tokens=p, group_size=n, kv_dtype="fp8")
+    for p, n, s in ((4096, 64, 1024), (16384, 16, 4096)):
+        add(prefix_tokens=p, group_size=n, suffix_tokens=s, kv_dtype="fp8")
+    for g in (1, 8):                        # fp8 with other group widths
+        add(prefix_tokens=4096, group_size=64, q_per_kv=g, kv_dtype="fp8")
+    add(prefix_tokens=4096, group_size=64, q_per_kv=8, num_kv_heads=1, kv_dtype="fp8")
+    for g, hkv in COVERAGE_G_SHAPES:       # query-group sizes
+        for p in (1024, 4096, 16384):
+            for n in (8, 128):
+                add(prefix_tokens=p, group_size=n, q_per_kv=g, num_kv_heads=hkv)
+        add(prefix_tokens=4096, group_size=512, q_per_kv=g, num_kv_heads=hkv)
+        add(prefix_tokens=4096, group_size=64, q_per_kv=g, num_kv_heads=hkv, kv_dtype="fp8")
+    for p in (256, 1024, 4096, 16384):      # batch ends
+        for n in COVERAGE_BATCH_ENDS:
+            add(prefix_tokens=p, group_size=n)
+    add(prefix_tokens=1024, group_size=64, n_groups=16)   # 1024 sequences in 16 groups
+    for n in (1, 4, 16, 64, 256):           # 64K shared prefix
+        add(prefix_tokens=COVERAGE_LONG_PREFIX, group_size=n)
+    for n in (16, 64):
+        add(prefix_tokens=COVERAGE_LONG_PREFIX, group_size=n, kv_dtype="fp8")
+    add(prefix_tokens=COVERAGE_LONG_PREFIX, group_size=16, suffix_tokens=1024)
+    return cfgs
+
+
+def build_grid(*, quick: bool = False, page_size: int = 16, coverage: bool = False) -> tuple[list[ProbeConfig], dict]:
     """(configurations, description). The full grid crosses prefix x group size for the Llama-3-8B
     layer shape (8 KV heads, G=4, suffix 128) and spans suffix, G, KV heads (1, as Llama-3-70B at TP8),
     fp8 KV and several groups around it; --quick keeps a handful of points across the breakeven."""
@@ -112,6 +160,11 @@ def build_grid(*, quick: bool = False, page_size: int = 16) -> tuple[list[ProbeC
         axes = {"prefix_tokens": list(PREFIX_AXIS), "group_size": list(GROUP_AXIS), "suffix_tokens": list(SUFFIX_AXIS),
                 "q_per_kv": list(G_AXIS), "num_kv_heads": [1, 8], "kv_dtype": ["bf16", "fp8"],
                 "n_groups": [1, 4, 8, 16]}
-    desc = {"mode": "quick" if quick else "full", "page_size": ps, "head_dim": 128, "axes": axes,
-            "n_configs": len(cfgs)}
+    if coverage:
+        for c in coverage_grid(ps):
+            if c not in cfgs:
+                cfgs.append(c)
+        axes = {k: sorted(set(v) | {getattr(c, k) for c in cfgs}) for k, v in axes.items()}
+    desc = {"mode": ("quick" if quick else "full") + ("+coverage" if coverage else ""), "page_size": ps,
+            "head_dim": 128, "axes": axes, "n_configs": len(cfgs)}
     return cfgs, desc

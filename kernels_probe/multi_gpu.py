@@ -5,7 +5,9 @@ All-reduce: a CUDA graph of R back-to-back all-reduces and one of a single all-r
 ranks aligned by a host barrier before each repetition; the marginal cost (t_R - t_1) / (R - 1) is one
 all-reduce as a step sees it (ranks already in lock-step), t_1 the first one with its launch.
 TP steps: the model's shard on each rank (heads, intermediate and vocabulary split), two all-reduces
-per layer inside the step's graph, timed on rank 0 with the same barrier per repetition.
+per layer inside the step's graph, timed on rank 0 with the same barrier per repetition. What runs at
+each GPU count (all-reduce sizes, the Llama-3-70B GRPO steps at TP 2, 4 and 8, the 8B steps at TP 2) is
+step_shapes.multi_gpu_plan.
 """
 
 from __future__ import annotations
@@ -82,13 +84,14 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=60), device_id=dev)
         gloo = dist.new_group(backend="gloo")
-        from kernels_probe.step_shapes import ALLREDUCE_BYTES, ALLREDUCE_BYTES_QUICK, step_points
+        from kernels_probe.step_shapes import multi_gpu_plan
         from kernels_probe.timing import L2Flusher
 
         props = torch.cuda.get_device_properties(dev)
         flusher = L2Flusher(int(getattr(props, "L2_cache_size", 0)) or (50 << 20), dev)
         timer = _dist_timer(dist, gloo)
-        for nbytes in (ALLREDUCE_BYTES_QUICK if quick else ALLREDUCE_BYTES):
+        plan = next(p for p in multi_gpu_plan(world, quick) if p["world"] == world)
+        for nbytes in plan["allreduce_bytes"]:
             x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
             dist.all_reduce(x)
             torch.cuda.synchronize()
@@ -116,7 +119,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         _save(out_dir, rank, result)
         from kernels_probe.step_probe import measure_steps
 
-        pts = [p for p in step_points(quick) if p.workload == "rl-rollouts-64"] if tp_steps else []
+        pts = plan["points"] if tp_steps else []
         rows, skipped = measure_steps(flusher, dev, props.multi_processor_count, quick=quick, backends=backends,
                                       glue=glue, tp=world, allreduce=lambda t: dist.all_reduce(t), rank=rank,
                                       points=pts, timer=lambda st, fl, budget_s: timer(st, fl, budget_s=budget_s,
@@ -133,7 +136,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         pass
 
 
-def run_multi_gpu(world: int, *, quick: bool, backends: list[str], glue: str, timeout_s: float = 150.0,
+def run_multi_gpu(world: int, *, quick: bool, backends: list[str], glue: str, timeout_s: float = 180.0,
                   tp_steps: bool = True) -> dict:
     """Run the workers (one process per GPU) with a hard time limit: a hung collective costs at most
     timeout_s, and what the ranks saved before it is kept. Returns rank 0's rows (and the first error)."""

@@ -166,10 +166,7 @@ def _measure_config(ctx: _Ctx, cfg: ProbeConfig, backends: list[str], seed: int)
     if "flashinfer" in backends:
         from kernels_probe.flashinfer_backend import FlashInferCascade, FlashInferDecode
 
-        if cfg.kv_dtype == "fp8":
-            for k in kernels_all:
-                ctx.skip(cfg, "flashinfer", k, "fp8 KV not attempted with FlashInfer")
-        else:
+        if True:  # fp8 (e4m3) KV: bf16 queries over an fp8 cache, as vLLM's --kv-cache-dtype fp8 runs it
             for shared in (True, False):
                 kname = "decode_shared" if shared else "decode_dup"
                 for tcores in (False, True):
@@ -269,11 +266,18 @@ def _time(ctx: _Ctx, fn) -> dict:
 
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
               console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
-              skip_ceilings: bool = False, step: bool = False, attention: bool = True) -> dict:
+              skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
+              held_out: bool = True, plan=None, mla: bool = False) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from kernels_probe import flashinfer_backend
     from kernels_probe.environment import missing_requirements
@@ -302,7 +306,17 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     if "flashinfer" in wanted:
         fi_ok, fi_reason = flashinfer_backend.available()
     device_info = _device_info(torch, flashinfer_backend.version() if fi_ok else None)
-    cfgs, grid_desc = build_grid(quick=quick, page_size=page_size)
+    if grid not in ("full", "coverage", "full+coverage"):
+        raise ValueError(f"grid must be full, coverage or full+coverage, got {grid!r}")
+    cfgs, grid_desc = build_grid(quick=quick, page_size=page_size, coverage=grid != "full")
+    if plan is not None:     # probe --workload: exactly that workload's shapes
+        cfgs, step = list(plan.attention), True
+        grid_desc = {**grid_desc, "mode": "workload", "n_configs": len(cfgs), "workload": plan.describe()}
+    elif grid == "coverage":
+        from kernels_probe.grid import coverage_grid
+
+        cfgs = coverage_grid(page_size)
+        grid_desc = {**grid_desc, "mode": "coverage", "n_configs": len(cfgs)}
     if configs is not None:
         cfgs = list(configs)
         grid_desc = {**grid_desc, "mode": "custom", "n_configs": len(cfgs)}
@@ -312,7 +326,9 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     # the Triton and torch rows are measured, then measure FlashInfer's rows in a second pass.
     fi_build: dict = {}
     fi_thread = glue_thread = None
-    if fi_ok:
+    if fi_ok and not (attention or step or plan is not None):   # MLA alone: its own modules build on first use
+        fi_build.update({"ok": True, "seconds": 0.0, "errors": [], "note": "decode/prefill modules not needed"})
+    elif fi_ok:
         def _build():
             s = torch.cuda.Stream()
             with torch.cuda.stream(s):
@@ -365,7 +381,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 from kernels_probe.step_probe import run_step_ops
 
                 progress.update(task, description="step parts: GEMMs and torch glue")
-                step_out = run_step_ops(flusher, device, quick=quick)
+                step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
                 timings["step_ops_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
             if pass_backends == ["flashinfer"] and fi_thread is not None:
@@ -386,11 +402,19 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                     _measure_config(ctx, cfg, pass_backends, seed=1000 + i)
                 progress.advance(task)
             timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
+        mla_out = None
+        if mla and fi_ok and fi_build.get("ok"):
+            from kernels_probe.mla import measure_mla
+
+            progress.update(task, description="MLA (FlashInfer, DeepSeek-V3 shape)")
+            t0 = time.perf_counter()
+            mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item)
+            timings["mla_s"] = time.perf_counter() - t0
         if step:
             from kernels_probe.step_probe import run_step_ops, run_step_probe
 
             if step_out is None:
-                step_out = run_step_ops(flusher, device, quick=quick)
+                step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
             progress.update(task, description="step parts: fused glue, whole steps, all-reduce")
             t0 = time.perf_counter()
             for th in (fi_thread, glue_thread):
@@ -402,9 +426,11 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             timings["step_flashinfer_wait_s"] = time.perf_counter() - t0
             fi_step = fi_ok and bool(fi_build.get("ok")) and not fi_build.get("glue_errors")
             step_out = run_step_probe(flusher, device, device_info["sm_count"], quick=quick, fi_ok=fi_step,
-                                      out=step_out)
+                                      out=step_out, held_out=held_out, plan=plan)
             timings["step_probe_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
+    timings["measuring_s"] = timings["total_s"] - timings.get("flashinfer_build_wait_s", 0.0) - \
+        timings.get("step_flashinfer_wait_s", 0.0)   # JIT builds apart
     notes = dict(NOTES)
     notes["ceiling_details"] = ceil_details
     notes["run_timings_s"] = timings
@@ -416,6 +442,8 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     doc = new_document(device=device_info, ceilings=ceilings, grid=grid_desc, measurements=ctx.measurements,
                        skipped=ctx.skipped, notes=notes)
     doc["probe_version"] = PROBE_VERSION
+    if mla_out is not None:
+        doc["mla"], doc["mla_skipped"] = mla_out
     if step_out is not None:
         doc["step_ops"] = step_out.pop("step_ops")
         doc["steps"] = step_out.pop("steps")

@@ -1,5 +1,5 @@
-"""A whole model-shaped decode step on one GPU (or one tensor-parallel rank): random bf16 weights of a
-dense GQA preset, the probe's paged KV cache (one cache per layer, prefix pages shared through the
+"""A whole model-shaped decode step on one GPU (or one tensor-parallel rank): random bf16 (or fp8 e4m3)
+weights of a dense GQA preset or held-out config, the probe's paged KV cache (one cache per layer, prefix pages shared through the
 block table), the engine's glue, and a choice of attention kernels per mode:
 
 * per-sequence: FlashInfer's batch decode (tensor cores) or the probe's Triton paged decode, both over
@@ -19,7 +19,8 @@ import math
 
 import torch
 
-from kernels_probe.glue import AppendTarget, make_glue, rope_cache
+from kernels_probe.glue import AppendTarget, TorchGlue, make_glue, rope_cache
+from kernels_probe.layer_graph import linear
 from kernels_probe.step_shapes import LayerShape, StepPoint
 
 PAGE_SIZE = 16
@@ -28,13 +29,15 @@ PAGE_SIZE = 16
 class StepWeights:
     """Random bf16 weights, one tensor per matrix per layer (so every layer streams its own bytes)."""
 
-    def __init__(self, shape: LayerShape, device, *, seed: int = 0, dtype=torch.bfloat16):
+    def __init__(self, shape: LayerShape, device, *, seed: int = 0, dtype=torch.bfloat16, weight_dtype: str = "bf16"):
         g = torch.Generator(device=device)
         g.manual_seed(seed)
         s = shape
+        self.weight_dtype = weight_dtype
+        wdt = torch.float8_e4m3fn if weight_dtype == "fp8" else dtype   # fp8: the four layer GEMMs and lm_head
 
         def mat(n, k):
-            return (torch.randn((n, k), dtype=dtype, device=device, generator=g) * (1.0 / math.sqrt(k))).to(dtype)
+            return (torch.randn((n, k), dtype=dtype, device=device, generator=g) * (1.0 / math.sqrt(k))).to(wdt)
 
         gm = s.gemms()
         self.layers = []
@@ -57,7 +60,7 @@ class StepKV:
     The new token of step k sits at position P + S - 1 of its sequence (the last suffix slot)."""
 
     def __init__(self, shape: LayerShape, pt: StepPoint, device, *, seed: int = 0, page_size: int = PAGE_SIZE,
-                 dtype=torch.bfloat16):
+                 dtype=None):
         ps = page_size
         if pt.prefix_tokens % ps:
             raise ValueError("prefix_tokens must be a multiple of the page size")
@@ -70,11 +73,16 @@ class StepKV:
         cache_shape = (shape.layers, num_pages, ps, shape.kv_heads, shape.head_dim)
         g = torch.Generator(device=device)
         g.manual_seed(seed)
+        if dtype is None:
+            dtype = torch.float8_e4m3fn if getattr(pt, "kv_dtype", "bf16") == "fp8" else torch.bfloat16
         self.k = torch.empty(cache_shape, dtype=dtype, device=device)
         self.v = torch.empty(cache_shape, dtype=dtype, device=device)
         for cache in (self.k, self.v):
             for layer in range(shape.layers):
-                cache[layer].normal_(generator=g)
+                if dtype == torch.float8_e4m3fn:   # random bf16 converted, as the attention rows do
+                    cache[layer].copy_(torch.randn(cache_shape[1:], dtype=torch.bfloat16, device=device, generator=g))
+                else:
+                    cache[layer].normal_(generator=g)
         ar = lambda k: torch.arange(k, device=device, dtype=torch.int32)  # noqa: E731
         self.prefix_table = (ar(ng)[:, None] * pp + ar(pp)[None, :]).contiguous()
         self.suffix_table = (prefix_pages + ar(B)[:, None] * sp + ar(sp)[None, :]).contiguous()
@@ -188,6 +196,10 @@ class DecodeStep:
         self.q = torch.empty((B, shape.q_heads, shape.head_dim), dtype=torch.bfloat16, device=dev)
         self.attn = Attention(kv, backend, mode, self.q, sm_count=sm_count)
         self.glue = make_glue(glue, rope_cache(int(kv.seq_lens.max()) + 1, shape.head_dim, shape.rope_theta, dev))
+        if kv.k.dtype == torch.float8_e4m3fn and glue == "fused":
+            # FlashInfer's append takes the cache's dtype: quantise-and-scatter as torch ops (vLLM fuses
+            # the same two steps into reshape_and_cache_flash)
+            self.glue.append = TorchGlue.append.__get__(self.glue)
         self.allreduce = allreduce
         self.layer0_attn = torch.empty_like(self.q)  # copy of layer 0's attention output (mode comparison)
         self.hidden_out = None
@@ -202,7 +214,7 @@ class DecodeStep:
         for i, lw in enumerate(w.layers):
             if i > 0:
                 glue.add_rmsnorm(x, residual, lw["norm1"])
-            qkv = F.linear(x, lw["qkv"], lw["qkv_bias"])
+            qkv = linear(x, lw["qkv"], bias=lw["qkv_bias"])
             q, k, v = qkv[:, :hq * d], qkv[:, hq * d:(hq + hkv) * d], qkv[:, (hq + hkv) * d:]
             glue.rope(q, k, kv.append.positions, d)
             glue.append(k.view(B, hkv, d), v.view(B, hkv, d), kv.k[i], kv.v[i], kv.append)
@@ -210,16 +222,16 @@ class DecodeStep:
             a = self.attn(i)
             if i == 0:
                 self.layer0_attn.copy_(a)
-            x = F.linear(a.view(B, hq * d), lw["o"])
+            x = linear(a.view(B, hq * d), lw["o"])
             if self.allreduce is not None:
                 self.allreduce(x)
             glue.add_rmsnorm(x, residual, lw["norm2"])
-            x = F.linear(glue.silu_mul(F.linear(x, lw["gate_up"])), lw["down"])
+            x = linear(glue.silu_mul(linear(x, lw["gate_up"])), lw["down"])
             if self.allreduce is not None:
                 self.allreduce(x)
         glue.add_rmsnorm(x, residual, w.final_norm)
         self.hidden_out = x
-        logits = F.linear(x, w.lm_head)
+        logits = linear(x, w.lm_head)
         self.next_tokens = torch.argmax(logits, dim=-1)
         return self.next_tokens
 

@@ -12,9 +12,20 @@ import time
 
 import torch
 
-from kernels_probe.step_shapes import (GEMM_FIT_MODELS, GEMM_FIT_MODELS_QUICK, GLUE_M_GRID,
-                                       GLUE_M_GRID_QUICK, M_GRID, M_GRID_QUICK, STEP_BACKENDS, LayerShape,
-                                       StepPoint, layer_shape, step_points)
+from kernels_probe.step_shapes import (
+    GEMM_FIT_MODELS,
+    GEMM_FIT_MODELS_QUICK,
+    GLUE_M_GRID,
+    GLUE_M_GRID_QUICK,
+    M_GRID,
+    M_GRID_QUICK,
+    STEP_BACKENDS,
+    LayerShape,
+    StepPoint,
+    held_out_points,
+    layer_shape,
+    step_points,
+)
 from kernels_probe.timing import time_fn
 
 STEP_TOLERANCE = 1e-2      # attention output vs float32 reference, and per-sequence vs cascade
@@ -38,12 +49,16 @@ def has_fp8(device) -> bool:
     return (major, minor) >= (8, 9) and hasattr(torch, "_scaled_mm")
 
 
-def measure_gemms(flusher, device, *, quick: bool, budget_s: float, progress=None) -> tuple[list, list]:
+def measure_gemms(flusher, device, *, quick: bool, budget_s: float, progress=None, shapes=None, m_grid=None,
+                  dtypes=None) -> tuple[list, list]:
     rows, skipped = [], []
-    dtypes = ["bf16"] + (["fp8"] if has_fp8(device) else [])
-    m_grid = M_GRID_QUICK if quick else M_GRID
-    for model, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS):
-        shape = layer_shape(model, tp)
+    dtypes = dtypes or (["bf16"] + (["fp8"] if has_fp8(device) else []))
+    dtypes = [d for d in dtypes if d == "bf16" or has_fp8(device)]
+    m_grid = m_grid or (M_GRID_QUICK if quick else M_GRID)
+    if shapes is None:
+        shapes = [layer_shape(model, tp) for model, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS)]
+    for shape in shapes:
+        model, tp = shape.model, shape.tp
         for name, (n, k) in shape.gemms().items():
             w = torch.randn((n, k), dtype=torch.bfloat16, device=device) / (k ** 0.5)
             for dtype in dtypes:
@@ -142,12 +157,14 @@ def check_glue(shape: LayerShape, device) -> float:
                _rel(b.vc, a.vc))
 
 
-def measure_glue(flusher, device, variants: list[str], *, quick: bool, budget_s: float, progress=None):
+def measure_glue(flusher, device, variants: list[str], *, quick: bool, budget_s: float, progress=None, shapes=None,
+                 m_grid=None):
     rows, skipped = [], []
-    shapes = [layer_shape(m, tp) for m, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS)]
+    if shapes is None:
+        shapes = [layer_shape(m, tp) for m, tp in (GEMM_FIT_MODELS_QUICK if quick else GEMM_FIT_MODELS)]
     for shape in shapes:
         for variant in variants:
-            for m in (GLUE_M_GRID_QUICK if quick else GLUE_M_GRID):
+            for m in (m_grid or (GLUE_M_GRID_QUICK if quick else GLUE_M_GRID)):
                 cfg = {"model": shape.model, "tp": shape.tp, "m": m, "variant": variant, "hidden": shape.hidden,
                        "intermediate": shape.intermediate, "vocab": shape.vocab}
                 try:
@@ -200,22 +217,32 @@ def compare_modes(kv, steps: dict, pt: StepPoint) -> dict:
 
 def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list[str], glue: str,
                   budget_s: float = 0.15, tp: int = 1, allreduce=None, rank: int = 0, points=None,
-                  timer=None, progress=None, seed: int = 0) -> tuple[list, list]:
+                  timer=None, progress=None, seed: int = 0, shapes=None) -> tuple[list, list]:
     """Whole decode steps at each step point, per attention backend and mode."""
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
 
     rows, skipped = [], []
     pts = points if points is not None else step_points(quick)
-    by_model: dict[str, list[StepPoint]] = {}
+    by_model: dict[tuple[str, str], list[StepPoint]] = {}
     for pt in pts:
-        by_model.setdefault(pt.model, []).append(pt)
+        by_model.setdefault((pt.model, pt.weight_dtype), []).append(pt)
     timer = timer or time_step
-    for model, mpts in by_model.items():
-        shape = layer_shape(model, tp)
-        weights = StepWeights(shape, device, seed=seed)
+    for (model, wdtype), mpts in by_model.items():
+        from kernels_probe.step_shapes import model_config
+
+        try:
+            shape = (shapes or {}).get(model) or layer_shape(model, tp)
+            mcfg = None if (shapes or {}).get(model) else model_config(model)
+        except ValueError as exc:       # a held-out config missing from this install, a shape TP cannot split
+            skipped += [{"workload": pt.workload, "model": model, "tp": tp, "position": pt.position,
+                         "reason": str(exc)[:300]} for pt in mpts]
+            continue
+        weights = StepWeights(shape, device, seed=seed, weight_dtype=wdtype)
         for pt in mpts:
             base = {"workload": pt.workload, "model": model, "tp": tp, "position": pt.position,
-                    "config": pt.as_dict(), "glue": glue}
+                    "config": pt.as_dict(), "glue": glue, "kv_dtype": pt.kv_dtype, "weight_dtype": wdtype}
+            if mcfg is not None and model_held_out(model):
+                base["model_config"] = mcfg   # validation prices the step from this config
             kv = StepKV(shape, pt, device, seed=seed + 1)
             steps = {}
             for b in backends:
@@ -264,6 +291,12 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
     return rows, skipped
 
 
+def model_held_out(model: str) -> bool:
+    from cascade_plan.inputs.model_presets import PRESETS
+
+    return model not in PRESETS
+
+
 def _checkpoint(out: dict) -> None:
     """With PROBE_STEP_PARTIAL set, write what has been measured so far there (debugging a long run)."""
     import json
@@ -275,17 +308,20 @@ def _checkpoint(out: dict) -> None:
             json.dump(out, f, default=str)
 
 
-def run_step_ops(flusher, device, *, quick: bool) -> dict:
-    """Phase 1 (no FlashInfer needed, runs while its kernels build): GEMMs and the torch glue."""
+def run_step_ops(flusher, device, *, quick: bool, plan=None) -> dict:
+    """Phase 1 (no FlashInfer needed, runs while its kernels build): GEMMs and the torch glue.
+    With a WorkloadProbePlan: that workload's GEMM shapes, weight dtype and tokens only."""
     out = {"step_ops": [], "steps": [], "skipped": [], "timings_s": {}}
     budget = 0.01 if quick else 0.015
     t0 = time.perf_counter()
-    r, s = measure_gemms(flusher, device, quick=quick, budget_s=budget)
+    wkw = {} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m, "dtypes": [plan.weight_dtype]}
+    gkw = {} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m}
+    r, s = measure_gemms(flusher, device, quick=quick, budget_s=budget, **wkw)
     out["step_ops"] += r
     out["skipped"] += s
     out["timings_s"]["gemm_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    r, s = measure_glue(flusher, device, ["torch"], quick=quick, budget_s=budget)
+    r, s = measure_glue(flusher, device, ["torch"], quick=quick, budget_s=budget, **gkw)
     out["step_ops"] += r
     out["skipped"] += s
     out["timings_s"]["glue_torch_s"] = time.perf_counter() - t0
@@ -293,7 +329,8 @@ def run_step_ops(flusher, device, *, quick: bool) -> dict:
     return out
 
 
-def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, out: dict) -> dict:
+def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, out: dict,
+                   held_out: bool = True, plan=None) -> dict:
     """Phase 2: fused glue (FlashInfer), single-GPU steps, then all-reduce and TP-2 steps where 2+ GPUs
     are visible. Adds to `out` (phase 1's dict) and returns it."""
     budget = 0.01 if quick else 0.015
@@ -306,7 +343,8 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
             out["glue_fused_vs_torch_rel_err"] = err
             if err <= STEP_TOLERANCE:
                 glue = "fused"
-                r, s = measure_glue(flusher, device, ["fused"], quick=quick, budget_s=budget)
+                r, s = measure_glue(flusher, device, ["fused"], quick=quick, budget_s=budget,
+                                    **({} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m}))
                 out["step_ops"] += r
                 out["skipped"] += s
             else:
@@ -317,8 +355,22 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
                                    "reason": f"{type(exc).__name__}: {exc}"[:300]})
     out["timings_s"]["glue_fused_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    from kernels_probe.layer_graph import measure_layer_graphs
+
+    shape = layer_shape(GEMM_FIT_MODELS[0][0], 1) if plan is None else plan.shape
+    lg_dtypes = (["bf16"] + (["fp8"] if has_fp8(device) else [])) if plan is None else [plan.weight_dtype]
+    r, s = measure_layer_graphs(flusher, device, shape, glue=glue, dtypes=lg_dtypes, quick=quick, budget_s=budget,
+                                m_grid=None if plan is None else plan.gemm_m)
+    out["step_ops"] += r
+    out["skipped"] += s
+    out["timings_s"]["layer_graph_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     backends = [b for b in STEP_BACKENDS if fi_ok or b == "triton"]
-    r, s = measure_steps(flusher, device, sm_count, quick=quick, backends=backends, glue=glue)
+    pts = step_points(quick) + (held_out_points(quick) if held_out else [])
+    if plan is not None:
+        pts = list(plan.steps)
+    r, s = measure_steps(flusher, device, sm_count, quick=quick, backends=backends, glue=glue, points=pts,
+                         shapes=None if plan is None else {plan.shape.model: plan.shape})
     out["steps"] += r
     out["skipped"] += s
     out["timings_s"]["steps_s"] = time.perf_counter() - t0
@@ -326,14 +378,16 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     out["step_glue"] = glue
     out["step_backends"] = backends
     n_gpu = torch.cuda.device_count()
-    if n_gpu >= 2:
+    if n_gpu >= 2 and plan is None:
         from kernels_probe.multi_gpu import run_multi_gpu
 
         t0 = time.perf_counter()
         out["multi_gpu_error"] = {}
-        # every GPU count this host has (2, 4, 8): all-reduce rows at each; TP-2 whole steps at 2 only
-        for n in [c for c in (2, 4, 8) if c <= n_gpu]:
-            mg = run_multi_gpu(n, quick=quick, backends=backends, glue=glue, tp_steps=(n == 2))
+        # every GPU count this host has (2, 4, 8): all-reduce rows and whole TP steps at each
+        from kernels_probe.step_shapes import multi_gpu_plan
+
+        for n in [p["world"] for p in multi_gpu_plan(n_gpu, quick)]:
+            mg = run_multi_gpu(n, quick=quick, backends=backends, glue=glue, tp_steps=True)
             out["step_ops"] += mg.get("step_ops", [])
             out["steps"] += mg.get("steps", [])
             out["skipped"] += mg.get("skipped", [])

@@ -5,6 +5,8 @@ read the same definitions.
 
 from __future__ import annotations
 
+import json
+import pathlib
 from dataclasses import asdict, dataclass
 
 # Tokens per step M: a log grid (powers of 2 and 1.5x) spanning 1..2048; it holds the batch sizes of
@@ -16,6 +18,17 @@ GLUE_M_GRID_QUICK = (1, 64, 256, 1024)
 # All-reduce message sizes: tokens x hidden x 2 B for 1..2048 tokens at hidden 4096-16384 (8 KiB - 64 MiB).
 ALLREDUCE_BYTES = tuple(1 << k for k in range(13, 27))
 ALLREDUCE_BYTES_QUICK = tuple(1 << k for k in (13, 16, 19, 21, 23, 25))
+# Dense enough to show NCCL's protocol and algorithm switches (LL -> LL128 -> Simple, tree -> ring): 8-32 KiB,
+# then powers of 2 and 1.5x from 64 KiB to 64 MiB (25 sizes). A decode step sends M x hidden x 2 B.
+ALLREDUCE_BYTES_DENSE = tuple(sorted({1 << k for k in (13, 14, 15)}
+                                     | {m << k for k in range(16, 27) for m in (1, 3) if (m << k) <= 1 << 26}))
+for _b in ALLREDUCE_BYTES_DENSE:   # 1.5x points: 3 << k counted as 1.5 x 2^(k+1); all bf16-sized
+    assert _b % 2 == 0
+
+# Tensor-parallel whole steps at every GPU count a host has (issue 21): a Llama-3-70B-shaped GRPO step
+# (4 prompts of 4,096 tokens x 16 samples, 512 output tokens) at TP = the GPU count, first/middle/final.
+TP_STEP_WORKLOADS = (("grpo-70b", "llama-3-70b", 4096, 16, 4, 0, 512),)
+MULTI_GPU_COUNTS = (2, 4, 8)
 
 # The presets whose GEMM shapes are measured (fit set). Other presets are predicted from the fitted
 # table: the stepped workloads on Mistral-7B and Qwen2.5-7B hold out their shapes entirely.
@@ -50,11 +63,29 @@ class LayerShape:
         return asdict(self)
 
 
-def layer_shape(model_id: str, tp: int = 1) -> LayerShape:
-    """Per-GPU shapes of a dense GQA preset at tensor parallelism tp."""
+# Held-out models: config.json files (Hugging Face format) of shapes the fit never saw, by id, shipped
+# beside the calibrations (calibrations/configs/ in a checkout, cascade_plan/_data/ in a wheel).
+def config_dir() -> pathlib.Path:
+    from cascade_plan.resources import data_dir
+
+    return data_dir("calibrations") / "configs"
+
+
+def model_config(model_id: str) -> dict:
+    """The Hugging Face config dict of a preset id, or of a held-out model under calibrations/configs/."""
     from cascade_plan.inputs.model_presets import PRESETS
 
-    cfg = PRESETS[model_id][1]
+    if model_id in PRESETS:
+        return dict(PRESETS[model_id][1])
+    path = config_dir() / f"{model_id}.json"
+    if not path.is_file():
+        raise ValueError(f"{model_id}: neither a model preset nor a config file {path}")
+    return json.loads(path.read_text())
+
+
+def layer_shape(model_id: str, tp: int = 1, cfg: dict | None = None) -> LayerShape:
+    """Per-GPU shapes of a dense GQA model (preset, held-out config id, or the given config) at TP tp."""
+    cfg = cfg if cfg is not None else model_config(model_id)
     heads, kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
     if cfg.get("kv_lora_rank") or cfg.get("num_local_experts") or cfg.get("n_routed_experts"):
         raise ValueError(f"{model_id}: the step probe builds dense GQA models only")
@@ -83,6 +114,8 @@ class StepPoint:
     private_tokens: int
     generated: int
     output_tokens: int
+    kv_dtype: str = "bf16"       # "fp8": e4m3 KV cache (queries bf16)
+    weight_dtype: str = "bf16"   # "fp8": e4m3 weights through torch._scaled_mm
 
     @property
     def batch(self) -> int:
@@ -97,7 +130,7 @@ class StepPoint:
 
     def label(self) -> str:
         return (f"{self.workload} {self.position} (P={self.prefix_tokens} n={self.group_size}x{self.n_groups} "
-                f"S={self.suffix_tokens})")
+                f"S={self.suffix_tokens} kv {self.kv_dtype} w {self.weight_dtype})")
 
 
 # The stepped workloads: the shipped rl-rollouts-64 and parallel-sampling-n8 (tests check these match
@@ -123,3 +156,45 @@ def step_points(quick: bool = False) -> list[StepPoint]:
 
 # Attention backends of a whole step: (backend, per-sequence kernel, cascade kernel).
 STEP_BACKENDS = ("flashinfer", "flashinfer-fa2", "triton")
+
+
+# Held-out whole steps (never fitted): models through config.json files the fit never saw, covering MHA,
+# query groups of 5, fp8 KV, fp8 weights, 8 and 512 sequences and a 32K-token prefix.
+#   name, model (config id), prefix, group size, groups, private, output tokens, kv dtype, weight dtype
+HELD_OUT_WORKLOADS = (
+    ("heldout-mha-8", "codellama-13b", 2048, 8, 1, 0, 512, "bf16", "bf16"),
+    ("heldout-g5-512-fp8kv", "qwen2.5-14b", 4096, 64, 8, 0, 256, "fp8", "bf16"),
+    ("heldout-32k-fp8", "mistral-nemo-12b", 32768, 16, 1, 0, 256, "fp8", "fp8"),
+    ("heldout-32k-bf16", "mistral-nemo-12b", 32768, 16, 1, 0, 256, "bf16", "bf16"),
+)
+
+
+def held_out_points(quick: bool = False) -> list[StepPoint]:
+    pts = []
+    for name, model, p, n, ng, priv, out, kvd, wd in HELD_OUT_WORKLOADS[:1] if quick else HELD_OUT_WORKLOADS:
+        positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
+        for pos, k in positions:
+            pts.append(StepPoint(name, model, pos, p, n, ng, priv, k, out, kv_dtype=kvd, weight_dtype=wd))
+    return pts
+
+
+def tp_step_points(quick: bool = False) -> list[StepPoint]:
+    pts = []
+    for name, model, p, n, ng, priv, out in TP_STEP_WORKLOADS:
+        positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
+        pts += [StepPoint(name, model, pos, p, n, ng, priv, k, out) for pos, k in positions]
+    return pts
+
+
+def multi_gpu_plan(n_gpu: int, quick: bool = False) -> list[dict]:
+    """What the multi-GPU probe runs on a host of n_gpu GPUs: per GPU count (2, 4, 8 that fit) the
+    all-reduce sizes and the whole TP steps (the 70B GRPO step at every count; the 8B rl-rollouts steps at
+    TP 2 as before). Pure: the CPU tests check it."""
+    out = []
+    for world in (c for c in MULTI_GPU_COUNTS if c <= n_gpu):
+        pts = tp_step_points(quick)
+        if world == 2:
+            pts = [p for p in step_points(quick) if p.workload == "rl-rollouts-64"] + pts
+        out.append({"world": world, "allreduce_bytes": ALLREDUCE_BYTES_QUICK if quick else ALLREDUCE_BYTES_DENSE,
+                    "points": pts})
+    return out

@@ -25,22 +25,24 @@ def _estimate(hardware: str, prefix: int, groups: int, samples: int, output: int
 
 def test_the_probes_grid_by_hand():
     g = measured_grid(find_committed(load_hardware("h200"), "probe").doc)
-    # 32,768-token prefixes + 128 suffix tokens; 16 groups x 16 (or 1 x 256) sequences; 2 x 32,768 tokens x 4 KiB
-    assert g["decode"]["context_tokens"] == g["cascade"]["context_tokens"] == 32_896
-    assert g["decode"]["sequences"] == g["cascade"]["sequences"] == 256
-    assert g["cascade"]["layer_prefix_bytes"] == 256 * MiB
+    # a 65,536-token prefix + 1,024 suffix tokens; 1 x 1,024 (or 16 x 64) sequences; one 16,384-token prefix of
+    # the MHA shape (40 KV heads: 16,384 x 2 x 40 x 128 x 2 B = 320 MiB per layer)
+    assert g["decode"]["context_tokens"] == g["cascade"]["context_tokens"] == 65_536 + 1_024
+    assert g["decode"]["sequences"] == g["cascade"]["sequences"] == 1_024
+    assert g["cascade"]["layer_prefix_bytes"] == 16_384 * 2 * 40 * 128 * 2 == 320 * MiB
     one = {"prefix_tokens": 100, "suffix_tokens": 7, "group_size": 3, "n_groups": 2, "num_kv_heads": 8,
            "head_dim": 128, "kv_dtype": "fp8"}
     assert grid_of_configs([one]) == {"context_tokens": 107, "sequences": 6, "layer_prefix_bytes": 2 * 100 * 2 * 8 * 128}
 
 
 def test_an_imported_file_carries_its_own_decode_grid_and_the_probes_cascade_grid():
-    probe = measured_grid(find_committed(load_hardware("h200"), "probe").doc)
+    # the imports were written beside the 2026-11-30 probe and carry its cascade grid (32,768 + 128 tokens,
+    # 2 x 32,768 tokens x 4 KiB per layer) until they are imported again
     for gpu in ("h200", "h100-sxm", "a100-80gb"):
         g = measured_grid(find_committed(load_hardware(gpu), "aic").doc)
         assert g["decode"]["context_tokens"] == 131_072 and g["decode"]["sequences"] == 2048
-        assert g["cascade"]["context_tokens"] == probe["cascade"]["context_tokens"]
-        assert g["cascade"]["layer_prefix_bytes"] == pytest.approx(probe["cascade"]["layer_prefix_bytes"], rel=1e-5)
+        assert g["cascade"]["context_tokens"] == 32_896
+        assert g["cascade"]["layer_prefix_bytes"] == pytest.approx(256 * MiB, rel=1e-5)
 
 
 def test_inside_the_grid_no_notes_and_the_verdict_stands():
@@ -51,11 +53,12 @@ def test_inside_the_grid_no_notes_and_the_verdict_stands():
 
 
 def test_long_context_declines_to_judge_on_probe_and_imported_numbers():
-    d = _estimate("h200", 4096, 1, 4, 60_000)                # 64,096 tokens per sequence
-    assert len(d["coverage"]) == 1 and d["coverage"][0].startswith("contexts up to 64,096 tokens")
+    d = _estimate("h200", 4096, 1, 4, 100_000)               # 104,096 tokens per sequence
+    assert len(d["coverage"]) == 1 and d["coverage"][0].startswith("contexts up to 104,096 tokens")
     v = d["go_no_go"]
     assert v["level"] == "undecided" and v["speedup_range"][0] < 1 <= v["speedup_range"][1]
-    assert "32,896 tokens per sequence" in v["text"]
+    assert "66,560 tokens per sequence" in v["text"]
+    assert _estimate("h200", 4096, 1, 4, 60_000)["coverage"] == []   # 64,096 tokens: inside the 64K-prefix rows
     h100 = _estimate("h100-sxm", 4096, 1, 4, 60_000)        # AIConfigurator decode reaches 131,072: only cascade
     (note,) = h100["coverage"]
     assert "cascade kernels were measured up to 32,896" in note and "per-sequence decode kernels" not in note
@@ -72,16 +75,17 @@ def test_ten_million_output_tokens_are_flagged_even_where_nothing_fits():
 
 
 def test_batch_beyond_the_grid():
-    d = _estimate("h200", 256, 2, 512, 64)                  # 1,024 sequences, 8,192 rows
+    d = _estimate("h200", 256, 4, 512, 64)                  # 2,048 sequences
     (note,) = d["coverage"]
-    assert note.startswith("a batch of 1,024 sequences") and "measured up to 256 sequences" in note
-    assert "8,192 rows" in note and d["go_no_go"]["speedup_range"] is not None
+    assert note.startswith("a batch of 2,048 sequences") and "measured up to 1,024 sequences" in note
+    assert d["go_no_go"]["speedup_range"] is not None
+    assert _estimate("h200", 256, 2, 512, 64)["coverage"] == []      # 1,024 sequences: measured now
 
 
 def test_per_layer_prefix_beyond_the_grid():
     d = _estimate("h200", 20_000, 16, 8, 16)                # 16 x 20,000 tokens x 4 KiB = 1,250 MiB per layer
     notes = [n for n in d["coverage"] if n.startswith("one layer's shared prefix")]
-    assert notes and "(1.2 GiB: 320,000 tokens" in notes[0] and "256 MiB per layer measured" in notes[0]
+    assert notes and "(1.2 GiB: 320,000 tokens" in notes[0] and "320 MiB per layer measured" in notes[0]
     assert d["go_no_go"]["speedup_range"] is not None
 
 

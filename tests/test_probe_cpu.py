@@ -165,7 +165,9 @@ def test_write_atomic_refuses_nan(tmp_path):
 def test_committed_h200_calibration_is_valid_and_complete():
     doc = calibration_file.load(COMMITTED[-1])
     assert calibration_file.validate_document(doc) == []
-    assert doc["hardware_id"] == "h200" and doc["grid"]["mode"] == "full"
+    assert doc["hardware_id"] == "h200" and doc["grid"]["mode"].startswith("full+coverage")
+    assert {m["config"]["kv_dtype"] for m in doc["measurements"] if m["backend"] == "flashinfer"} == {"bf16", "fp8"}
+    assert all("run" in m for m in doc["measurements"]) and len(doc["notes"]["runs"]) >= 3
     assert "H200" in doc["device"]["name"]
     have = {(m["backend"], m["kernel"]) for m in doc["measurements"]}
     for k in KERNELS:

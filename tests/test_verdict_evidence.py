@@ -83,10 +83,15 @@ def test_mla_on_gqa_kernels_declines_to_judge(root):
 
 
 def test_query_group_wider_than_measured_shows_a_range():
-    res = runner.invoke(app, ["estimate", "--model", "llama-3.1-405b", "--hardware", "h200", "--tp", "8", "--prefix",
+    # the H200 probe measures query groups up to 16 (2026-12-01): a 64-head, 2-KV-head model (G = 32) is beyond
+    cfg = Path(__file__).parent / "data" / "wide-group-config.json"
+    res = runner.invoke(app, ["estimate", "--model", str(cfg), "--hardware", "h200", "--prefix",
                               "4096", "--samples", "64", "--output-tokens", "512", "--json"])
     v = json.loads(res.stdout)["go_no_go"]
-    assert "16 query heads per KV head is beyond the measured 8" in v["text"]
+    assert "32 query heads per KV head is beyond the measured 16" in v["text"]
+    inside = runner.invoke(app, ["estimate", "--model", "llama-3.1-405b", "--hardware", "h200", "--tp", "8", "--prefix",
+                                 "4096", "--samples", "64", "--output-tokens", "512", "--json"])
+    assert "query heads per KV head is beyond" not in json.loads(inside.stdout)["go_no_go"]["text"]   # G = 16: measured
     lo, hi = v["speedup_range"]
     assert lo <= hi and v["level"] in ("undecided", "go", "marginal", "no-go")
     assert v["level"] != "undecided" or lo < 1 <= hi

@@ -17,7 +17,7 @@ import numpy as np
 # step rows' attention kernels -> the planner backend whose fit prices them
 CASCADE_BACKEND = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer-fa2", "triton": "triton"}
 PER_SEQUENCE_ROW = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer", "triton": "triton"}
-STEP_TARGETS = {"step_median": 0.05, "step_max": 0.10, "speedup_median": 0.05}
+STEP_TARGETS = {"step_median": 0.04, "step_max": 0.10, "speedup_median": 0.04}   # issue 15's targets
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class StepPoint:
     predicted_ps_s: float
     predicted_cas_s: float
     predicted_parts: dict
+    kv_dtype: str = "bf16"
+    weight_dtype: str = "bf16"
 
     @property
     def ps_err(self) -> float:
@@ -56,18 +58,32 @@ class StepPoint:
         return self.speedup_predicted / self.speedup_measured - 1
 
 
-def _predict(probe, backend: str, cfg: dict, model_id: str, tp: int, hw, params=None):
+def step_model(row: dict):
+    """The ModelSpec a step row was measured on: a preset id, or the config.json the row carries (held-out
+    models the planner has no preset for)."""
+    from cascade_plan.inputs.model_spec import load_preset, spec_from_hf_config
+
+    if row.get("model_config"):
+        return spec_from_hf_config(row["model_config"], row["model"], "probe step row")
+    return load_preset(row["model"])
+
+
+def _dtypes(row: dict) -> tuple[str, str]:
+    c = row.get("config") or {}
+    return (row.get("kv_dtype") or c.get("kv_dtype") or "bf16", row.get("weight_dtype") or c.get("weight_dtype") or "bf16")
+
+
+def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str = "bf16", weight_dtype: str = "bf16",
+             params=None):
     from cascade_plan.calibration.probe_calibration import params_from_probe
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
-    from cascade_plan.inputs.model_spec import load_preset
 
-    model = load_preset(model_id)
-    if callable(params):          # a resolver (backend, model) -> CostParams
-        params = params(backend, model)
-    params = params or params_from_probe(probe, backend, "bf16", hw, model)
-    g = gpu_shape(model, hw, "bf16", "bf16", tp)
+    if callable(params):          # a resolver (backend, model, KV dtype) -> CostParams
+        params = params(backend, model, kv_dtype)
+    params = params or params_from_probe(probe, backend, kv_dtype, hw, model)
+    g = gpu_shape(model, hw, kv_dtype, weight_dtype, tp)
     load = single_level_load(cfg["prefix_tokens"], cfg["group_size"], cfg["n_groups"], cfg["suffix_tokens"])
-    c = step_costs(load, g, model, "bf16", tp, params)
+    c = step_costs(load, g, model, weight_dtype, tp, params)
     parts = {"gemm_s": float(c.weight_s), "glue_s": float(c.glue_s), "comm_s": float(c.comm_s),
              "per_sequence_attention_s": float(c.ps_attention_s), "cascade_attention_s": float(c.cas_attention_s)}
     return float(c.ps_step_s), float(c.cas_step_s), parts
@@ -80,17 +96,18 @@ def step_points(probe, hw, params=None) -> list[StepPoint]:
     fit_models = {r["config"]["model"] for r in probe.doc.get("step_ops", []) if r["op"] == "gemm"}
     index = {}
     for r in rows:
-        key = (r["workload"], r["position"], r["tp"], r["backend"], r["mode"])
+        key = (r["workload"], *_dtypes(r), r["position"], r["tp"], r["backend"], r["mode"])
         index[key] = r
     out = []
-    for (wl, pos, tp, b, mode), r in sorted(index.items()):
+    for (wl, kvd, wd, pos, tp, b, mode), r in sorted(index.items()):
         if mode != "cascade" or b not in CASCADE_BACKEND:
             continue
-        ps = index.get((wl, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
+        ps = index.get((wl, kvd, wd, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
         if ps is None:
             continue
-        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], r["model"], tp, hw, params)
-        out.append(StepPoint(backend=b, workload=wl, model=r["model"], tp=tp, position=pos,
+        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], step_model(r), tp, hw, kvd, wd, params)
+        out.append(StepPoint(backend=b, workload=wl, model=r["model"], tp=tp, position=pos, kv_dtype=kvd,
+                             weight_dtype=wd,
                              step=int(r["config"]["generated"]), held_out_shape=r["model"] not in fit_models,
                              measured_ps_s=ps["median_s"], measured_cas_s=r["median_s"], predicted_ps_s=pred_ps,
                              predicted_cas_s=pred_cas, predicted_parts=parts))
@@ -107,16 +124,17 @@ def _trapezoid(steps, values) -> float:
 def run_speedups(points: list[StepPoint]) -> list[dict]:
     groups: dict = {}
     for p in points:
-        groups.setdefault((p.backend, p.workload, p.tp), []).append(p)
+        groups.setdefault((p.backend, p.workload, p.tp, p.kv_dtype, p.weight_dtype), []).append(p)
     out = []
-    for (b, wl, tp), ps in sorted(groups.items()):
+    for (b, wl, tp, kvd, wd), ps in sorted(groups.items()):
         ps = sorted(ps, key=lambda p: p.step)
         if len(ps) < 2:
             continue
         st = [p.step for p in ps]
         meas = _trapezoid(st, [p.measured_ps_s for p in ps]) / _trapezoid(st, [p.measured_cas_s for p in ps])
         pred = _trapezoid(st, [p.predicted_ps_s for p in ps]) / _trapezoid(st, [p.predicted_cas_s for p in ps])
-        out.append({"backend": b, "workload": wl, "tp": tp, "steps": st, "measured_speedup": meas,
+        out.append({"backend": b, "workload": wl, "tp": tp, "kv_dtype": kvd, "weight_dtype": wd, "steps": st,
+                    "measured_speedup": meas,
                     "predicted_speedup": pred, "error": pred / meas - 1})
     return out
 
@@ -129,10 +147,13 @@ def _stats(errs) -> dict:
 
 
 def summarize(points: list[StepPoint]) -> dict:
-    """Per backend: step time |error| (both modes) and speedup |error|, over all steps and held-out shapes."""
+    """Per backend (and per backend and KV dtype, as "backend/kv_dtype"): step time |error| (both modes) and
+    speedup |error|, over all steps and held-out shapes."""
     out = {}
-    for b in sorted({p.backend for p in points}):
-        pts = [p for p in points if p.backend == b]
+    keys = [(b, None) for b in sorted({p.backend for p in points})]
+    keys += sorted({(p.backend, p.kv_dtype) for p in points})
+    for b, kvd in keys:
+        pts = [p for p in points if p.backend == b and (kvd is None or p.kv_dtype == kvd)]
         held = [p for p in pts if p.held_out_shape]
         step_all = [e for p in pts for e in (p.ps_err, p.cas_err)]
         step_held = [e for p in held for e in (p.ps_err, p.cas_err)]
@@ -140,7 +161,7 @@ def summarize(points: list[StepPoint]) -> dict:
         sp_all = _stats([p.speedup_err for p in pts])
         met = (s_all["n"] > 0 and s_all["median"] <= STEP_TARGETS["step_median"]
                and s_all["max"] <= STEP_TARGETS["step_max"] and sp_all["median"] <= STEP_TARGETS["speedup_median"])
-        out[b] = {"step": s_all, "step_held_out_shape": s_held, "speedup": sp_all,
+        out[b if kvd is None else f"{b}/{kvd}"] = {"step": s_all, "step_held_out_shape": s_held, "speedup": sp_all,
                   "speedup_held_out_shape": _stats([p.speedup_err for p in held]), "targets_met": bool(met)}
     return out
 
@@ -155,7 +176,7 @@ def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
 
         from cascade_plan.calibration.probe_calibration import params_from_probe
 
-        params = functools.lru_cache(maxsize=None)(lambda b, m: params_from_probe(probe, b, "bf16", hw, m))
+        params = functools.lru_cache(maxsize=None)(lambda b, m, kvd: params_from_probe(probe, b, kvd, hw, m))
     for p in step_points(probe, hw, params):
         regime = "held_out" if p.held_out_shape else "probed"
         out.setdefault(p.backend, {"probed": [], "held_out": []})[regime].append(p.speedup_err)
@@ -166,6 +187,7 @@ def validate_steps(probe, hw) -> dict:
     pts = step_points(probe, hw)
     return {"targets": STEP_TARGETS, "summary": summarize(pts), "run_speedups": run_speedups(pts),
             "points": [{"backend": p.backend, "workload": p.workload, "model": p.model, "tp": p.tp,
+                        "kv_dtype": p.kv_dtype, "weight_dtype": p.weight_dtype,
                         "position": p.position, "step": p.step, "held_out_shape": p.held_out_shape,
                         "measured_per_sequence_s": p.measured_ps_s, "predicted_per_sequence_s": p.predicted_ps_s,
                         "measured_cascade_s": p.measured_cas_s, "predicted_cascade_s": p.predicted_cas_s,

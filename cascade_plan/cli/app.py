@@ -155,6 +155,25 @@ def probe(
         "--step", help="Also measure the rest of the decode step: weight GEMMs (bf16, fp8), engine glue (fused and "
                        "torch), NCCL all-reduce (2+ GPUs), and whole model-shaped decode steps per attention backend "
                        "(validation only).")] = False,
+    grid: Annotated[str, typer.Option(
+        "--grid", help="Attention grid: full, coverage (fp8 KV on every backend, query groups 1-16, batches to "
+                       "1024, 64K prefix) or full+coverage.")] = "full",
+    workload: Annotated[Optional[Path], typer.Option(
+        "--workload", help="Measure exactly what this workload (file or shipped name) needs on this GPU: its "
+                           "attention, GEMM and glue shapes and its first/middle/final whole steps (about 2 minutes "
+                           "of measuring, JIT builds apart).")] = None,
+    model: ModelOpt = None,
+    prefix: PrefixOpt = None,
+    groups: GroupsOpt = 1,
+    samples: SamplesOpt = None,
+    output_tokens: OutputOpt = None,
+    private_tokens: PrivateOpt = 0,
+    kv_dtype: KvDtypeOption = None,
+    weight_dtype: WeightDtypeOption = None,
+    tp: TpOpt = None,
+    merge_into: Annotated[Optional[Path], typer.Option(
+        "--merge-into", help="An existing calibration file: --out gets its rows plus this run's (a re-measured "
+                             "point replaces the old row); then run `cascade-plan calibrate` on it.")] = None,
 ) -> None:
     """Run real per-sequence and cascade attention kernels on this machine's CUDA GPU and write a
     calibration file (needs the `probe` extra: pip install 'cascade-plan[probe]').
@@ -164,6 +183,8 @@ def probe(
       cascade-plan probe --out cal.json --quick          # ~1 minute of measuring
 
       cascade-plan probe --out cal.json --step           # full grid + GEMMs, glue, all-reduce, whole steps
+
+      cascade-plan probe --out mine.json --workload rl-rollouts-64 --kv-dtype fp8 --merge-into cal.json
     """
     from cascade_plan.errors import InputError
     from cascade_plan.outputs import check_output_file
@@ -172,6 +193,13 @@ def probe(
     unknown = sorted(set(backend or []) - set(PROBE_BACKENDS))
     if unknown:
         raise InputError(f"--backend: unknown backend {unknown[0]!r}: use {', '.join(PROBE_BACKENDS)}")
+    if grid not in ("full", "coverage", "full+coverage"):
+        raise InputError(f"--grid: unknown grid {grid!r}: use full, coverage or full+coverage")
+    if merge_into is not None and not merge_into.is_file():
+        raise InputError(f"--merge-into: no such file {str(merge_into)!r}")
+    plan = probe_plan_from_options(workload, model=model, prefix=prefix, groups=groups, samples=samples,
+                                   output_tokens=output_tokens, private_tokens=private_tokens, kv_dtype=kv_dtype,
+                                   weight_dtype=weight_dtype, tp=tp, page_size=page_size)
     try:
         from kernels_probe.environment import missing_requirements
     except ImportError:
@@ -183,9 +211,38 @@ def probe(
     from kernels_probe.runner import run_probe
 
     console = make_console()
-    run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console, time_budget_s=time_budget,
-              step=step)
+    doc = run_probe(out, quick=quick, backends=backend, page_size=page_size, console=console,
+                    time_budget_s=time_budget, step=step, grid=grid, plan=plan)
+    if merge_into is not None:
+        from kernels_probe.__main__ import merge_into_file
+
+        merge_into_file(out, merge_into, doc)
+    t = doc["notes"]["run_timings_s"]
+    console.print(f"measuring {t.get('measuring_s', t['total_s']):.0f} s (JIT builds apart), {t['total_s']:.0f} s in all")
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
+
+
+def probe_plan_from_options(workload, *, model, prefix, groups, samples, output_tokens, private_tokens, kv_dtype,
+                            weight_dtype, tp, page_size: int = 16):
+    """The WorkloadProbePlan of `probe --workload` / `--model ...` (None when neither is given). Bad input
+    raises InputError before any GPU work."""
+    from cascade_plan.errors import InputError
+
+    if workload is None and model is None:
+        given = [f for f, v in (("--prefix", prefix), ("--samples", samples), ("--output-tokens", output_tokens),
+                                ("--kv-dtype", kv_dtype), ("--weight-dtype", weight_dtype), ("--tp", tp)) if v is not None]
+        if given:
+            raise InputError(f"{given[0]} describes a workload to probe: give --workload FILE or --model ID with it")
+        return None
+    from kernels_probe.workload_probe import plan_for_scenario
+
+    scn = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
+                                output_tokens=output_tokens, private_tokens=private_tokens, kv_dtype=kv_dtype,
+                                weight_dtype=weight_dtype, tp=tp)
+    try:
+        return plan_for_scenario(scn, page_size)
+    except ValueError as exc:
+        raise InputError(f"probe --workload: {exc}", file=scn.source) from None
 
 
 # name -> (module, function), in help order. Commands that live in their own modules keep cli.py small.

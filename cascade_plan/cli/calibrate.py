@@ -123,7 +123,7 @@ def validate(
 
     Examples:
 
-      cascade-plan validate h200-probe-2026-11-30.json
+      cascade-plan validate h200-probe-2026-12-01.json
 
       cascade-plan validate h200-aic-vllm.json --json
     """

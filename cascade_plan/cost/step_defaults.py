@@ -1,7 +1,7 @@
 """Default step parts for GPUs without a calibration ("uncalibrated"): not the bare roofline.
 
-Where each number comes from: the H200 probe of 2026-11-30 (calibrations/h200-probe-2026-11-30.json,
-fitted by calibration/step_fit.py), coarsened and rounded.
+Where each number comes from: the H200 probe of 2026-11-30 (its rows live on, re-measured or kept, in
+calibrations/h200-probe-2026-12-01.json), fitted by calibration/step_fit.py, coarsened and rounded.
 
 * GEMMs: measured time / datasheet roofline, over tokens per step M and weight-matrix bytes. Ratios
   travel between GPUs better than seconds (the same cuBLAS kernels reach similar fractions of peak on

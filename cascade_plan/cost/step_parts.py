@@ -203,6 +203,24 @@ def infer_algorithm(origin: str, basis: str) -> str:
 
 
 @dataclass(frozen=True)
+class Composition:
+    """How one layer's GEMMs and glue run back to back in one CUDA graph against the sum of the same ops
+    priced one by one (each fitted on its own isolated rows): factor(M) = measured layer / summed ops, per
+    weight dtype, over tokens per step M (interpolated in log2 M, clamped at the ends). The step model
+    multiplies its GEMM and glue seconds by it."""
+
+    log2_m: tuple[float, ...]
+    factor: dict[str, tuple[float, ...]]       # by weight dtype: one factor per log2_m point
+    basis: str = ""
+    applied: bool = True                       # False: measured and kept, but the step model does not use it
+
+    def factor_at(self, dtype: str, m) -> np.ndarray:
+        f = self.factor.get(dtype) or self.factor.get("bf16") or next(iter(self.factor.values()))
+        x = np.log2(np.maximum(np.asarray(m, float), 1.0))
+        return np.interp(x, np.asarray(self.log2_m), np.asarray(f, float))
+
+
+@dataclass(frozen=True)
 class StepParts:
     """Parameters of the non-attention part of a decode step on one GPU kind."""
 
@@ -212,6 +230,7 @@ class StepParts:
     source: str = "default"                    # "probe:<file>", "aic:<package version, framework>", "default"
     notes: tuple[str, ...] = ()
     gemm_shapes: dict[str, GemmShapeTable] = field(default_factory=dict)   # by weight dtype, where measured
+    composition: Composition | None = None     # back-to-back layer vs summed ops (None: not measured)
 
     def allreduce_for(self, gpus: int) -> AllReduceFit | None:
         if gpus <= 1:
@@ -223,7 +242,10 @@ class StepParts:
 
 
 def step_parts_to_json(p: StepParts) -> dict:
-    return {
+    extra = {} if p.composition is None else {"composition": {
+        "log2_m": list(p.composition.log2_m), "factor": {d: list(f) for d, f in p.composition.factor.items()},
+        "basis": p.composition.basis, "applied": p.composition.applied}}
+    return {**extra,
         "version": STEP_PARTS_VERSION, "source": p.source, "notes": list(p.notes),
         "gemm": {d: {"log2_m": list(e.log2_m), "log2_weight_bytes": list(e.log2_weight_bytes),
                      "ratio": [list(r) for r in e.ratio], "overhead_s": e.overhead_s} for d, e in p.gemm.items()},
@@ -271,8 +293,19 @@ def step_parts_from_json(doc: dict) -> StepParts:
                                     log2_k=tuple(map(float, e["log2_k"])),
                                     ratio=tuple(tuple(tuple(map(float, r)) for r in plane) for plane in e["ratio"]))
                   for d, e in doc.get("gemm_shapes", {}).items()}
+        comp = None
+        if doc.get("composition") is not None:
+            c = doc["composition"]
+            comp = Composition(log2_m=tuple(map(float, c["log2_m"])),
+                               factor={d: tuple(map(float, f)) for d, f in c["factor"].items()},
+                               basis=str(c.get("basis", "")), applied=bool(c.get("applied", True)))
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"step parts: missing or malformed field ({exc!r})") from None
+    if comp is not None:
+        if (not comp.factor or np.any(np.diff(comp.log2_m) <= 0)
+                or any(len(f) != len(comp.log2_m) or not all(np.isfinite(x) and x > 0 for x in f)
+                       for f in comp.factor.values())):
+            raise ValueError("step parts: composition needs an ascending log2_m and one finite positive factor per point")
     for d, e in gemm.items():
         r = np.asarray(e.ratio, float)
         if r.shape != (len(e.log2_m), len(e.log2_weight_bytes)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
@@ -300,4 +333,4 @@ def step_parts_from_json(doc: dict) -> StepParts:
     if not all(np.isfinite(v) and v >= 0 for v in vals) or any(a.bytes_per_s <= 0 for a in ar.values()):
         raise ValueError("step parts: glue and all-reduce parameters must be finite and non-negative")
     return StepParts(gemm=gemm, glue=glue, allreduce=ar, source=str(doc.get("source", "unknown")),
-                     notes=tuple(doc.get("notes", ())), gemm_shapes=shapes)
+                     notes=tuple(doc.get("notes", ())), gemm_shapes=shapes, composition=comp)

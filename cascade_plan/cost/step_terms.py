@@ -60,5 +60,9 @@ def step_terms(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_
     gemm = ops["gemm"].time_s + ops["lm_head"].time_s
     if "moe" in ops:
         gemm = gemm + ops["moe"].time_s
-    return StepTerms(gemm_s=gemm, glue_s=ops["glue"].time_s, comm_s=ops["allreduce"].time_s,
+    glue = ops["glue"].time_s
+    if parts.composition is not None and parts.composition.applied:   # ops back to back vs each priced alone
+        f = parts.composition.factor_at(gemm_table_key(parts, weight_dtype), np.asarray(tokens, float))
+        gemm, glue = gemm * f, glue * f
+    return StepTerms(gemm_s=gemm, glue_s=glue, comm_s=ops["allreduce"].time_s,
                      gemm_dtype=gemm_table_key(parts, weight_dtype), ops=ops, kv_append_s=ops["kv_append"].time_s)

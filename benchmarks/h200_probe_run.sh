@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One device call of the probe on the H200 kind (docs/probe.md, "Device runs"): unpack the FlashInfer
+# wheels carried in .whl, then run the stages named in $1 (comma-separated) within $2 seconds in all:
+#   coverage  attention coverage grid (fp8 on every backend, group sizes, batch ends, 64K prefix) -> cov.json
+#   step      GEMMs, glue, layer graphs, whole steps (shipped + held-out models)               -> step.json
+#   workload  probe --workload rl-rollouts-64 --kv-dtype fp8 (plan derived on the CPU)           -> workload.json
+#   quick     --quick attention grid (a smoke check)                                            -> quick.json
+# Run from the staged copy (cd .stage); the wheels are at ../.whl. Files land in $OUT.
+set -o pipefail
+stages=${1:-coverage,step}; total=${2:-585}
+t0=$(date +%s)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ../.whl/*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0a TORCH_CUDA_ARCH_LIST=9.0a MAX_JOBS=14
+export PROBE_STEP_PARTIAL=$OUT/step_partial.json
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+left() { echo $(( total - ($(date +%s) - t0) )); }
+for st in ${stages//,/ }; do
+  case $st in
+    coverage) timeout $(left) python3 -m kernels_probe --out $OUT/cov.json --grid coverage --time-budget $(( $(left) - 190 )) ;;
+    step) timeout $(left) python3 -m kernels_probe --out $OUT/step.json --step --no-attention ;;
+    workload) timeout $(left) python3 -m kernels_probe --out $OUT/workload.json --plan benchmarks/plan-rl-rollouts-64-fp8.json ;;
+    mla) timeout $(left) python3 -m kernels_probe --out $OUT/mla.json --mla --no-attention --backend flashinfer ;;
+    quick) timeout $(left) python3 -m kernels_probe --out $OUT/quick.json --quick ;;
+  esac
+  echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"
+done
+ls -la $OUT

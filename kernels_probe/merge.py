@@ -1,0 +1,79 @@
+"""Merge probe runs into one calibration file. Pure Python (no torch).
+
+``merge_documents(new, base)``: every row of ``new`` is kept; a row of ``base`` is kept unless ``new``
+has a row (measured or skipped) of the same identity, so a re-measured point replaces the old one and
+a point only the old run has (2-GPU all-reduce on a 1-GPU machine, say) survives. Rows kept from the
+base that carry no ``run`` yet get the base's ``created_utc`` as ``run``; the new rows get the new one,
+so every row says which run measured it. ``fitted`` is emptied: run ``cascade-plan calibrate`` after.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def _freeze(x) -> str:
+    return json.dumps(x, sort_keys=True, default=str)
+
+
+def measurement_key(r: dict) -> str:
+    return _freeze(["attn", r.get("backend"), r.get("kernel"), r.get("variant"), r.get("config")])
+
+
+def step_op_key(r: dict) -> str:
+    return _freeze(["op", r.get("op"), r.get("config")])
+
+
+def step_key(r: dict) -> str:
+    c = r.get("config") or {}
+    return _freeze(["step", r.get("workload"), r.get("model"), r.get("tp"), r.get("position"), r.get("backend"),
+                    r.get("mode"), r.get("glue"), c.get("kv_dtype", "bf16"), c.get("weight_dtype", "bf16")])
+
+
+def mla_key(r: dict) -> str:
+    return _freeze(["mla", r.get("backend"), r.get("kernel"), r.get("variant"), r.get("config")])
+
+
+def _skip_key(r: dict) -> str:
+    if (r.get("config") or {}).get("kv_lora_rank"):
+        return mla_key(r)
+    if "op" in r:
+        return step_op_key(r)
+    if "workload" in r:
+        return step_key(r)
+    return measurement_key(r)
+
+
+def _tag(rows, run):
+    for r in rows:
+        r.setdefault("run", run)
+    return rows
+
+
+def merge_documents(new: dict, base: dict) -> dict:
+    """A new document: `new`'s rows plus `base`'s rows that `new` does not re-measure (see module doc)."""
+    if base.get("hardware_id") != new.get("hardware_id") or (base.get("device") or {}).get("name") != \
+            (new.get("device") or {}).get("name"):
+        raise ValueError(f"cannot merge runs of different GPUs: {(base.get('device') or {}).get('name')!r} "
+                         f"and {(new.get('device') or {}).get('name')!r}")
+    run_new, run_base = new.get("created_utc"), base.get("created_utc")
+    out = json.loads(json.dumps(new))
+    base = json.loads(json.dumps(base))
+    sections = ("measurements", "skipped", "step_ops", "steps", "step_skipped", "mla", "mla_skipped")
+    new_keys = {_skip_key(r) for sec in sections for r in out.get(sec) or []}
+    for sec in sections:
+        if not (out.get(sec) or base.get(sec)):
+            continue
+        _tag(out.setdefault(sec, []), run_new)
+        kept = [r for r in base.get(sec) or [] if _skip_key(r) not in new_keys]
+        out[sec] += _tag(kept, run_base)
+    runs = [x for x in (base.get("notes", {}).get("runs") or [{"created_utc": run_base,
+                                                                 "probe_version": base.get("probe_version"),
+                                                                 "grid": base.get("grid")}])]
+    runs.append({"created_utc": run_new, "probe_version": new.get("probe_version"), "grid": new.get("grid")})
+    out["notes"] = {**(base.get("notes") or {}), **(out.get("notes") or {})}   # a newer run's note wins
+    out["notes"]["runs"] = runs
+    out["notes"]["merged"] = ("rows of several probe runs on the same GPU kind: each row's `run` names the run "
+                              "(created_utc) that measured it; a re-measured point replaces the older row")
+    out["fitted"] = {}
+    return out
