@@ -74,7 +74,8 @@ def test_llama70b_int8_flashinfer_group_table_agrees_with_the_prefix_table():
     at_2048 = next(b for b in doc["breakeven_group_size"] if b["prefix_tokens"] == 2048)
     assert g16["prefix_tokens"] <= 2048
     assert any(w["from"] <= 16 and (w["to"] is None or 16 <= w["to"]) for w in at_2048["wins"])
-    assert at_2048["wins"][-1]["to"] is not None          # loses again above a group of ~17
+    # (whether the win ends again above some group depends on the calibration's surface: on the 2026-11-30
+    # file it ended at 17, on the 2026-12-01 one it does not; a win that ends is the hand-made case below)
 
 
 def test_a_win_that_vanishes_and_reappears_is_two_exact_ranges():

@@ -36,13 +36,13 @@ def test_the_probes_grid_by_hand():
 
 
 def test_an_imported_file_carries_its_own_decode_grid_and_the_probes_cascade_grid():
-    # the imports were written beside the 2026-11-30 probe and carry its cascade grid (32,768 + 128 tokens,
-    # 2 x 32,768 tokens x 4 KiB per layer) until they are imported again
+    # the imports were written beside the 2026-12-01 probe and carry its cascade grid (65,536 + 1,024 tokens,
+    # 320 MiB of shared prefix per layer) until they are imported again
     for gpu in ("h200", "h100-sxm", "a100-80gb"):
         g = measured_grid(find_committed(load_hardware(gpu), "aic").doc)
         assert g["decode"]["context_tokens"] == 131_072 and g["decode"]["sequences"] == 2048
-        assert g["cascade"]["context_tokens"] == 32_896
-        assert g["cascade"]["layer_prefix_bytes"] == pytest.approx(256 * MiB, rel=1e-5)
+        assert g["cascade"]["context_tokens"] == 66_560
+        assert g["cascade"]["layer_prefix_bytes"] == pytest.approx(320 * MiB, rel=1e-5)
 
 
 def test_inside_the_grid_no_notes_and_the_verdict_stands():
@@ -59,9 +59,9 @@ def test_long_context_declines_to_judge_on_probe_and_imported_numbers():
     assert v["level"] == "undecided" and v["speedup_range"][0] < 1 <= v["speedup_range"][1]
     assert "66,560 tokens per sequence" in v["text"]
     assert _estimate("h200", 4096, 1, 4, 60_000)["coverage"] == []   # 64,096 tokens: inside the 64K-prefix rows
-    h100 = _estimate("h100-sxm", 4096, 1, 4, 60_000)        # AIConfigurator decode reaches 131,072: only cascade
+    h100 = _estimate("h100-sxm", 4096, 1, 4, 100_000)       # AIConfigurator decode reaches 131,072: only cascade
     (note,) = h100["coverage"]
-    assert "cascade kernels were measured up to 32,896" in note and "per-sequence decode kernels" not in note
+    assert "cascade kernels were measured up to 66,560" in note and "per-sequence decode kernels" not in note
     assert h100["go_no_go"]["speedup_range"] is not None
 
 

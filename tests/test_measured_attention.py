@@ -23,13 +23,14 @@ from cascade_plan.inputs.workload import Scenario, simple_tree
 runner = CliRunner()
 H200 = load_hardware("h200")
 
-# Rows of the shipped H200 file (calibrations/h200-probe-2026-11-30.json), one attention layer, 8 KV heads,
-# 4 query heads per KV head, head dim 128, one group: (group_size, prefix, suffix) -> median_s
+# Rows of the shipped H200 file (calibrations/h200-probe-2026-12-01.json: the bf16 rows measured on 2026-11-30,
+# the fp8 ones on 2026-12-01), one attention layer, 8 KV heads, 4 query heads per KV head, head dim 128, one
+# group: (group_size, prefix, suffix) -> median_s
 FI_DECODE_SHARED = {(64, 4096, 128): 0.00013593600690364838, (64, 4096, 1024): 0.00018636800348758697,
                     (256, 4096, 128): 0.000498528003692627, (256, 4096, 1024): 0.0006755200028419494}
 FI_CASCADE_TOTAL_64_4096_128 = 0.00014883199334144592
-TRITON_DECODE_SHARED = {"bf16": 0.00018220800161361696, "fp8": 0.00026716798543930054}   # (64, 4096, 128)
-TRITON_CASCADE_TOTAL = {"bf16": 4.595199972391129e-05, "fp8": 4.835199937224388e-05}
+TRITON_DECODE_SHARED = {"bf16": 0.00018220800161361696, "fp8": 0.00026649600267410276}   # (64, 4096, 128)
+TRITON_CASCADE_TOTAL = {"bf16": 4.595199972391129e-05, "fp8": 4.742399975657463e-05}
 
 
 def one_layer_model(kv_heads=8, g=4) -> ModelSpec:
@@ -96,18 +97,18 @@ def test_ratio_interpolation_stays_within_the_bracketing_rows():
 def test_outside_the_grid_is_the_fitted_model_and_says_why(probe):
     params = params_from_probe(probe, "flashinfer", "bf16", H200)
     fitted_only = dataclasses.replace(params, measured=None)
-    for args in ((4096, 64, 1, 5000), (256, 64, 1, 64), (65536, 64, 1, 128)):   # beyond / below / beyond
+    for args in ((4096, 64, 1, 5000), (128, 64, 1, 128), (131072, 64, 1, 128)):   # beyond / below / beyond
         c, f = one_layer(params, *args), one_layer(fitted_only, *args)
         assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) == float(f.ps_attention_s)
         assert float(c.cas_attention_s) == float(f.cas_attention_s)
         assert c.ps_outside and ("rows span" in c.ps_outside[0] or "bracket" in c.ps_outside[0])
     # every axis the step leaves is named
-    c = one_layer(params, 65536, 512, 1, 8192)
+    c = one_layer(params, 131072, 2048, 1, 8192)
     why = c.ps_outside[0]
-    assert "sequences per group 512 (rows span 1-256)" in why and "prefix tokens 65,536" in why and "suffix" in why
-    # a shape the probe never measured (5 query heads per KV head): no rows, the fit
-    c = one_layer(params, 4096, 64, 1, 128, model=one_layer_model(8, 5))
-    assert float(c.ps_measured) == 0.0 and "5 query heads per KV head" in c.ps_outside[0]
+    assert "sequences per group 2,048 (rows span 1-1,024)" in why and "prefix tokens 131,072" in why and "suffix" in why
+    # a shape the probe never measured (32 query heads per KV head): no rows, the fit
+    c = one_layer(params, 4096, 64, 1, 128, model=one_layer_model(8, 32))
+    assert float(c.ps_measured) == 0.0 and "32 query heads per KV head" in c.ps_outside[0]
 
 
 def test_a_cell_counts_as_inside_only_when_bracketed():
@@ -153,7 +154,7 @@ def test_fp8_is_priced_from_fp8_rows_never_from_bf16(probe):
     fp8 = params_from_probe(probe, "triton", "fp8", H200)
     bf16 = params_from_probe(probe, "triton", "bf16", H200)
     assert fp8.measured.kv_dtype == "fp8"
-    assert all(s == (4, 8, 128) for s in fp8.measured.shapes("per_sequence"))
+    assert (4, 8, 128) in fp8.measured.shapes("per_sequence")
     c8, c16 = one_layer(fp8, 4096, 64, 1, 128, "fp8"), one_layer(bf16, 4096, 64, 1, 128, "bf16")
     assert float(c8.ps_attention_s) == TRITON_DECODE_SHARED["fp8"]
     assert float(c16.ps_attention_s) == TRITON_DECODE_SHARED["bf16"]
@@ -166,13 +167,13 @@ def test_fp8_is_priced_from_fp8_rows_never_from_bf16(probe):
 
 
 def test_a_backend_without_fp8_rows_is_not_calibrated_for_fp8(probe):
-    """FlashInfer has no fp8 rows in the shipped file: nothing of bf16 is interpolated for it, and its
-    verdict is a range with the reason, never a bf16 number passed off as fp8."""
-    p = params_from_probe(probe, "flashinfer", "fp8", H200)
+    """torch has no fp8 rows in the shipped file (its flash attention takes no e4m3 KV): nothing of bf16 is
+    interpolated for it, and its verdict is a range with the reason, never a bf16 number passed off as fp8."""
+    p = params_from_probe(probe, "torch", "fp8", H200)
     assert p.measured is None
     assert any("not calibrated for fp8" in n for n in p.notes)
     res = runner.invoke(app, ["estimate", "rl-rollouts-64", "--hardware", "h200", "--kv-dtype", "fp8",
-                              "--backend", "flashinfer", "--json"])
+                              "--backend", "torch", "--json"])
     doc = json.loads(res.stdout)
     assert doc["go_no_go"]["speedup_range"] is not None
     assert "not calibrated for fp8" in doc["go_no_go"]["text"]
@@ -181,9 +182,9 @@ def test_a_backend_without_fp8_rows_is_not_calibrated_for_fp8(probe):
 def test_rl_rollouts_fp8_on_the_h200_gets_a_measured_verdict():
     res = runner.invoke(app, ["estimate", "rl-rollouts-64", "--hardware", "h200", "--kv-dtype", "fp8", "--json"])
     doc = json.loads(res.stdout)
-    assert doc["calibration"]["numbers"] == "probe/triton"      # the backend measured with fp8 KV
+    assert doc["calibration"]["numbers"] == "probe/flashinfer"  # the default backend, measured with fp8 KV
     assert doc["go_no_go"]["level"] in ("go", "marginal", "no-go") and doc["go_no_go"]["speedup_range"] is None
-    assert "flashinfer has no fp8 KV rows, so triton" in doc["calibration"]["label"]
+    assert "not calibrated" not in doc["calibration"]["label"]
 
 
 def test_source_label_in_estimate_json_table_and_report(tmp_path):
@@ -210,7 +211,7 @@ def test_source_label_in_estimate_json_table_and_report(tmp_path):
 
 def test_beyond_the_grid_names_the_probe_command():
     scn = Scenario(name="t", model=one_layer_model(), hardware=H200, kv_dtype="bf16", weight_dtype="bf16", tp=1,
-                   prefix_caching=True, block_size=16, tree=simple_tree(60000, 1, 64, 16))
+                   prefix_caching=True, block_size=16, tree=simple_tree(200000, 1, 64, 16))
     from cascade_plan.cost.estimate import estimate
 
     est = estimate(scn, select_params(False, scn))
@@ -237,31 +238,40 @@ def test_validate_reports_the_interpolation_error_apart_from_the_fit():
 
 
 def test_fp8_coverage_notes_come_from_the_fp8_rows(probe):
-    """The shipped fp8 rows cover 4 query heads per KV head only: Llama-3-70B's 8 is measured in bf16 but
-    not in fp8, so its fp8 verdict carries the note (a range), its bf16 one does not."""
+    """With fp8 rows of 4 query heads per KV head only (the 2026-11-30 file's case, rebuilt from the shipped
+    rows), Llama-3-70B's 8 is measured in bf16 but not in fp8, so its fp8 verdict carries the note (a range),
+    its bf16 one does not."""
+    from cascade_plan.calibration.probe_calibration import ProbeData
     from cascade_plan.inputs.model_spec import load_model
 
+    doc = json.loads(json.dumps(probe.doc))
+    doc["measurements"] = [r for r in doc["measurements"]
+                           if r["config"]["kv_dtype"] != "fp8" or r["config"]["q_per_kv"] == 4]
+    narrow = ProbeData(probe.path, doc)
     m = load_model("llama-3-70b")
-    assert not params_from_probe(probe, "triton", "bf16", H200, m).notes
+    assert not params_from_probe(narrow, "triton", "bf16", H200, m).notes
     assert any("8 query heads per KV head is beyond the measured 4 (fp8 KV rows)" in n
-               for n in params_from_probe(probe, "triton", "fp8", H200, m).notes)
+               for n in params_from_probe(narrow, "triton", "fp8", H200, m).notes)
 
 
 @pytest.fixture(scope="module")
 def synthetic(probe, tmp_path_factory):
-    """The shipped file plus rows of shapes it lacks, as a new probe run would add them: FlashInfer with
-    fp8 KV (every FlashInfer row again, 1.25x slower: fp8 decode is slower on the H200), and 16 query
-    heads per KV head (the 8-per-KV rows again, 1.2x); then calibrated as `calibrate` does."""
+    """The shipped file with FlashInfer's fp8 rows replaced by synthetic ones, and rows of a shape it lacks,
+    as a new probe run would add them: FlashInfer with fp8 KV (every FlashInfer bf16 row again, 1.25x slower:
+    fp8 decode is slower on the H200), and 32 query heads per KV head (the 8-per-KV rows again, 1.2x); then
+    calibrated as `calibrate` does."""
     from cascade_plan.calibration.probe_calibration import ProbeData, calibrate
 
     doc = json.loads(json.dumps(probe.doc))
+    doc["measurements"] = [m for m in doc["measurements"]
+                           if not (m["backend"].startswith("flashinfer") and m["config"]["kv_dtype"] == "fp8")]
     extra = []
     for m in doc["measurements"]:
         c = m["config"]
         if m["backend"].startswith("flashinfer") and c["kv_dtype"] == "bf16":
             extra.append({**m, "config": {**c, "kv_dtype": "fp8"}, "median_s": m["median_s"] * 1.25})
         if m["backend"] == "flashinfer" and c["kv_dtype"] == "bf16" and c["q_per_kv"] == 8 and c["num_kv_heads"] == 8:
-            extra.append({**m, "config": {**c, "q_per_kv": 16}, "median_s": m["median_s"] * 1.2})
+            extra.append({**m, "config": {**c, "q_per_kv": 32}, "median_s": m["median_s"] * 1.2})
     doc["measurements"] += extra
     path = tmp_path_factory.mktemp("cal") / "h200-synthetic.json"
     with np.errstate(all="ignore"):
@@ -277,10 +287,10 @@ def test_new_rows_are_fitted_and_interpolated_generically(synthetic):
     c = one_layer(p, 4096, 64, 1, 128, "fp8")
     assert float(c.ps_attention_s) == pytest.approx(FI_DECODE_SHARED[(64, 4096, 128)] * 1.25, rel=1e-12)
     assert float(c.cas_attention_s) == pytest.approx(FI_CASCADE_TOTAL_64_4096_128 * 1.25, rel=1e-12)
-    # 16 query heads per KV head: its own rows, no extrapolation note
-    m16 = one_layer_model(8, 16)
+    # 32 query heads per KV head: its own rows, no extrapolation note
+    m16 = one_layer_model(8, 32)
     p16 = params_from_probe(synthetic, "flashinfer", "bf16", H200, m16)
-    assert not p16.notes and (16, 8, 128) in p16.measured.shapes("per_sequence")
+    assert not p16.notes and (32, 8, 128) in p16.measured.shapes("per_sequence")
     c16 = one_layer(p16, 4096, 64, 1, 128, model=m16)
     c8 = one_layer(p16, 4096, 64, 1, 128, model=one_layer_model(8, 8))
     assert float(c16.ps_measured) == 1.0 and float(c16.ps_attention_s) == pytest.approx(1.2 * float(c8.ps_attention_s))

@@ -39,6 +39,6 @@ def test_report_row_names_both_kernels(root, tmp_path):
     assert res.exit_code == 0, res.output
     md = (tmp_path / "report.md").read_text()
     row = re.search(r"\| attainable: best per-sequence measured \(flashinfer decode\) vs best cascade measured "
-                    r"\(triton cascade\) \| 22\.3 ms \| 13\.3 ms \| (\d\.\d\d)x \|", md)
+                    r"\(triton cascade\) \| [\d.]+ ms \| [\d.]+ ms \| (\d\.\d\d)x \|", md)
     assert row and float(row.group(1)) < 2.17
     assert f"{row.group(1)}x is attainable: the fastest cascade measured (triton)" in md

@@ -24,7 +24,7 @@ def test_compare_marks_the_default_row_and_gives_a_range(root):
     mi = rows["mi300x"]
     assert mi["uncalibrated"] and not rows["h200"]["uncalibrated"]
     lo, hi = mi["speedup_range"]
-    assert lo < 1 < hi and hi == mi["run_speedup"]       # the defaults were optimistic on every measured step
+    assert lo < 1 < hi and lo <= mi["run_speedup"] <= hi   # the defaults' measured error, both ways
     assert mi["verdict"] != "go"                          # the issue: MI300X on defaults was the only "go"
     table = runner.invoke(app, ["compare", wl, "--hardware", GPUS], env={"COLUMNS": "200"}).stdout
     line = next(ln for ln in table.splitlines() if ln.lstrip().startswith("mi300x"))

@@ -27,10 +27,11 @@ def rollouts(root):
 
 
 def test_the_readme_first_example_is_marginal_not_go(rollouts):
-    """1.01x on the H100 (final step 0.84x): within the ±10% the flashinfer numbers were off on the H200."""
+    """1.03x on the H100 (1.01x before AIConfigurator's all-reduce and GEMMs were read right): within the error
+    the flashinfer numbers were off by on the H200's whole steps."""
     doc = json.loads(runner.invoke(app, ["estimate", "rl-rollouts-64", "--json"]).stdout)
     v = doc["go_no_go"]
-    assert doc["hardware"] == "h100-sxm" and 1.0 < doc["run"]["speedup"] < 1.02
+    assert doc["hardware"] == "h100-sxm" and 1.0 < doc["run"]["speedup"] < 1.05
     assert v["level"] == "marginal"
     assert v["text"].startswith("Marginal: within the error of these numbers (±")
     assert v["margin"]["error"] > doc["run"]["speedup"] - 1
@@ -38,7 +39,7 @@ def test_the_readme_first_example_is_marginal_not_go(rollouts):
 
 
 def test_the_margin_is_validates_largest_speedup_error_for_that_backend(root, rollouts):
-    probe = load_probe(root / "calibrations/h200-probe-2026-11-30.json")
+    probe = load_probe(root / "calibrations/h200-probe-2026-12-01.json")
     hw = load_hardware("h200")
     pts = validate_steps(probe, hw)["points"]
     for backend in ("flashinfer", "flashinfer-fa2", "triton"):
@@ -74,7 +75,7 @@ def test_a_measured_go_that_clears_its_error_stays_go(rollouts):
 def test_check_margin_judges_the_speedup_less_its_error(root):
     wl = str(root / "workloads/rl-rollouts-64.yaml")
     plain = runner.invoke(app, ["check", wl, "--min-run-speedup", "1.0"])
-    assert plain.exit_code == 0 and "min_run_speedup: 1.01x >= 1.00x" in plain.stdout
+    assert plain.exit_code == 0 and "min_run_speedup: 1.03x >= 1.00x" in plain.stdout
     res = runner.invoke(app, ["check", wl, "--min-run-speedup", "1.0", "--margin"])
     assert res.exit_code == 1
-    assert "1.01x less its ±10.1% error) < 1.00x" in res.stdout
+    assert "1.03x less its ±7.2% error) < 1.00x" in res.stdout
