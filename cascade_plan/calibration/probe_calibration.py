@@ -87,7 +87,9 @@ class ProbeData:
 
 
 def load_probe(path: Path) -> ProbeData:
-    doc = load_json(Path(path), "calibration")
+    from cascade_plan.inputs.limits import MAX_CALIBRATION_BYTES
+
+    doc = load_json(Path(path), "calibration", MAX_CALIBRATION_BYTES)
     d = doc.data
     if d.get("kind") != KIND:
         raise doc.error(("kind",), f"not a cascade-plan calibration file (kind is {d.get('kind')!r})")
