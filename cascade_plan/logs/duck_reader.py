@@ -20,8 +20,22 @@ from cascade_plan.logs.log_format import MAX_TS_S
 from cascade_plan.logs.sources import LogFile
 
 SEQ_TYPE = 'STRUCT(request VARCHAR, "group" VARCHAR, shared BIGINT, private BIGINT, levels BIGINT[])'
-JSON_COLUMNS = ("{ts: 'DOUBLE', replica: 'VARCHAR', step: 'BIGINT', seqs: '" + SEQ_TYPE + "[]', batch: 'BIGINT', "
-                "prefix: 'BIGINT', siblings: 'BIGINT', groups: 'BIGINT', private: 'DOUBLE'}")
+# Counts are read as JSON and kept only when the JSON value is an integer: a typed read would round 64.7
+# to 65 and take "64" or true as 64 and 1. Anything else becomes -1, which every rule below refuses.
+RAW_SEQ_TYPE = 'STRUCT(request VARCHAR, "group" VARCHAR, shared JSON, private JSON, levels JSON[])'
+JSON_COLUMNS = ("{ts: 'DOUBLE', replica: 'VARCHAR', step: 'BIGINT', seqs: '" + RAW_SEQ_TYPE + "[]', batch: 'JSON', "
+                "prefix: 'JSON', siblings: 'JSON', groups: 'JSON', private: 'DOUBLE'}")
+
+
+def json_int(v: str) -> str:
+    """SQL: a JSON value as BIGINT when it is a JSON integer, NULL when missing or null, else -1 (refused)."""
+    return (f"(CASE WHEN {v} IS NULL OR json_type({v}) = 'NULL' THEN NULL WHEN json_type({v}) IN ('UBIGINT', 'BIGINT') "
+            f"THEN try_cast({v} AS BIGINT) ELSE -1 END)")
+
+
+TYPED_SEQS = (f'list_transform(seqs, lambda x: struct_pack(request := x.request, "group" := x."group", '
+              f"shared := {json_int('x.shared')}, private := {json_int('x.private')}, "
+              f"levels := list_transform(x.levels, lambda v: {json_int('v')})))")
 
 
 def _levels_bad(lv: str, grp: str, shared: str) -> str:
@@ -142,8 +156,9 @@ def seq_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
                      unnest(CASE WHEN bad OR len(seqs) = 0 THEN [NULL::{SEQ_TYPE}] ELSE seqs END) AS q,
                      unnest(range(1, CASE WHEN bad THEN 2 ELSE greatest(len(seqs), 1) + 1 END)) AS k
               FROM (SELECT filename, ts, replica, seqs, {JSON_STEP_BAD} AS bad
-                    FROM read_json({paths}, format='newline_delimited', ignore_errors=true, filename=true,
-                                   columns={JSON_COLUMNS})))"""
+                    FROM (SELECT filename, ts, replica, {TYPED_SEQS} AS seqs
+                          FROM read_json({paths}, format='newline_delimited', ignore_errors=true, filename=true,
+                                         columns={JSON_COLUMNS}))))"""
     lv = cols.get("levels", "")
     if not lv:
         levels = "NULL::BIGINT[]"
@@ -202,7 +217,8 @@ def seq_aggregate_sql(rows_sql: str) -> str:
 def compact_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
     if files[0].fmt == "json":
         paths = "[" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in files) + "]"
-        src = (f"SELECT filename AS file, ts, replica, batch, prefix, siblings, groups, private FROM read_json("
+        src = (f"SELECT filename AS file, ts, replica, {json_int('batch')} AS batch, {json_int('prefix')} AS prefix, "
+               f"{json_int('siblings')} AS siblings, {json_int('groups')} AS groups, private FROM read_json("
                f"{paths}, format='newline_delimited', ignore_errors=true, filename=true, columns={JSON_COLUMNS})")
     else:
         src = (f"SELECT filename AS file, {_col(cols, 'ts', 'DOUBLE')} AS ts, {_col(cols, 'replica', 'VARCHAR')} AS replica, "
