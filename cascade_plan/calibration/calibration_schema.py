@@ -67,6 +67,8 @@ class Device(msgspec.Struct, frozen=True, kw_only=True):
 class Ceilings(msgspec.Struct, frozen=True, kw_only=True):
     hbm_read_bytes_per_s: Bandwidth
     bf16_matmul_flop_per_s: FlopRate
+    graph_single_kernel_s: Seconds | None = None       # read by the step fit (launch floor)
+    graph_kernel_launch_s: Seconds | None = None
 
 
 class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):

@@ -121,6 +121,8 @@ def form_of(con, f: LogFile) -> tuple[str, dict[str, str]]:
     try:
         cols = _columns(con, f)
     except duckdb.Error as exc:          # not gzip / zstd / Parquet after all, unreadable, ...
+        if _interrupt(exc):
+            raise
         raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=f.path) from None
     if "seqs" in cols or "request" in cols:
         return "seq", cols
@@ -252,12 +254,41 @@ def _run_with_progress(con, sql: str, progress: Callable[[float], None] | None):
         th.join()
 
 
+def _interrupt(exc: BaseException) -> bool:
+    """DuckDB reports Ctrl-C during a query as an error ("Query interrupted", "INTERRUPT Error")."""
+    return "interrupt" in str(exc).lower() or type(exc).__name__ == "InterruptException"
+
+
 def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int | None = None,
               progress: Callable[[str, float], None] | None = None) -> LogTables:
-    """Scan every file (grouped by format and form) and return the aggregated tables."""
+    """Scan every file (grouped by format and form) and return the aggregated tables. Ctrl-C during the
+    scan is a KeyboardInterrupt (the CLI's one line and exit 130), never a query error."""
     import duckdb
 
-    con = _connect(memory_limit, threads)
+    try:
+        return _read_logs(files, memory_limit, threads, progress)
+    except (RuntimeError, duckdb.Error) as exc:
+        if not _interrupt(exc):
+            raise
+    raise KeyboardInterrupt
+
+
+def require_steps(tables: LogTables, files: list[LogFile]) -> LogTables:
+    """The tables, when at least one decode step was well formed; else the one line `analyze` gives."""
+    if tables.steps == 0:
+        raise InputError("no valid decode step in the log(s)" + (f" ({sum(m for *_, m in tables.files)} malformed)"
+                                                                  if tables.files else ""), file=files[0].path)
+    return tables
+
+
+def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
+               progress: Callable[[str, float], None] | None) -> LogTables:
+    import duckdb
+
+    try:
+        con = _connect(memory_limit, threads)
+    except duckdb.Error as exc:
+        raise InputError(f"--memory-limit / --threads: DuckDB refused them: {str(exc).splitlines()[0]}") from None
     groups: dict[tuple[str, str, tuple], list[LogFile]] = {}
     forms = {}
     for f in files:
@@ -294,6 +325,8 @@ def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int |
                 con.execute("INSERT INTO nodes SELECT replica, ts, 1, prefix, g, g * siblings FROM agg "
                             "WHERE prefix > 0 AND g > 0")
         except duckdb.Error as exc:
+            if _interrupt(exc):
+                raise
             raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=fs[0].path) from None
     tables = _fetch(con)
     tables.forms = forms
