@@ -167,8 +167,9 @@ class ReportFolder:
         if self.abs.exists():
             foreign = _foreign_file(self.abs)
             if foreign is not None:
-                raise InputError(f"{self.option}: {self.out} holds files cascade-plan did not write ({foreign}); a report "
-                                 "replaces its folder whole, so give a new or empty folder (nothing was changed)")
+                raise InputError(f"{self.option}: {self.out} is not a cascade-plan report folder: it holds {foreign}, which "
+                                 "this tool did not write; a report replaces its folder whole, so give a new or empty "
+                                 "folder (nothing was changed)")
 
     def __enter__(self) -> Path:
         parent = self.abs.parent
