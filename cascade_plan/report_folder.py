@@ -26,9 +26,10 @@ REPORT_FILES = re.compile(r".*\.(md|png|svg)$")
 LEGACY_MARKER = "written by cascade-plan report"
 
 
-def _marker_files(folder: Path) -> set[str] | None:
-    """The files a report wrote into `folder`, as its marker lists them; None when `folder` has no marker
-    of this tool's (or one it cannot read). A marker from before the list was kept: every .md/.png/.svg."""
+def _marker_files(folder: Path) -> dict[str, str] | None:
+    """The files a report wrote into `folder` and their SHA-256, as its marker lists them; None when `folder`
+    has no marker of this tool's (or one it cannot read). A marker from before the list was kept: every
+    .md/.png/.svg ({"*legacy*": ""})."""
     marker = folder / REPORT_MARKER
     try:
         if not marker.is_file() or marker.is_symlink() or marker.stat().st_size > 1 << 20:
@@ -37,15 +38,25 @@ def _marker_files(folder: Path) -> set[str] | None:
     except (OSError, UnicodeDecodeError):
         return None
     if text.startswith(LEGACY_MARKER):
-        return {"*legacy*"}
+        return {"*legacy*": ""}
     try:
         doc = json.loads(text)
     except ValueError:
         return None
     if not (isinstance(doc, dict) and doc.get("kind") == REPORT_KIND and isinstance(doc.get("format"), int)
-            and isinstance(doc.get("files"), list) and all(isinstance(f, str) for f in doc["files"])):
+            and isinstance(doc.get("files"), dict) and all(isinstance(h, str) for h in doc["files"].values())):
         return None
-    return set(doc["files"])
+    return doc["files"]
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _foreign_file(folder: Path) -> str | None:
@@ -66,6 +77,8 @@ def _foreign_file(folder: Path) -> str | None:
                         return rel_path
                 elif rel_path not in listed:
                     return rel_path
+                elif os.path.islink(os.path.join(root, f)) or _sha256(Path(root, f)) != listed[rel_path]:
+                    return f"{rel_path}, changed since the report wrote it"
     except OSError:
         return "?"
     if listed is None:
@@ -77,10 +90,10 @@ def _foreign_file(folder: Path) -> str | None:
     return None
 
 
-def marker_text(files: list[str]) -> str:
+def marker_text(files: dict[str, str]) -> str:
     return json.dumps({"kind": REPORT_KIND, "format": REPORT_FORMAT,
                        "note": "written by cascade-plan report; the folder is replaced whole by the next report",
-                       "files": sorted(files)}, indent=1) + "\n"
+                       "files": dict(sorted(files.items()))}, indent=1) + "\n"
 
 
 class FolderLock:
@@ -197,7 +210,8 @@ class ReportFolder:
         out = self.abs
         try:
             written = [Path(r, f).relative_to(self.tmp).as_posix() for r, _, fs in os.walk(self.tmp) for f in fs]
-            (self.tmp / REPORT_MARKER).write_text(marker_text([w for w in written if w != REPORT_MARKER]))
+            (self.tmp / REPORT_MARKER).write_text(marker_text({w: _sha256(self.tmp / w) for w in written
+                                                              if w != REPORT_MARKER}))
         except OSError as exc:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise InputError(f"cannot write into {self.out}: {_reason(exc)}") from None

@@ -68,12 +68,17 @@ def test_report_replaces_its_own_folder_but_not_a_file_added_to_it(tmp_path):
     out = tmp_path / "rep"
     assert run("report", "rl-rollouts-64", "--out", out, "--no-plots").exit_code == 0
     marker = json.loads((out / ".cascade-plan-report").read_text())
-    assert marker["kind"] == "cascade-plan-report" and marker["format"] == 1 and marker["files"] == ["report.md"]
+    assert marker["kind"] == "cascade-plan-report" and marker["format"] == 1 and list(marker["files"]) == ["report.md"]
     assert run("report", "beam-search", "--out", out, "--no-plots").exit_code == 0      # ours: replaced
     assert "beam-search" in (out / "report.md").read_text()
     (out / "my-notes.md").write_text("mine\n")
     refused(run("report", "rl-rollouts-64", "--out", out, "--no-plots"), "my-notes.md")
     assert (out / "my-notes.md").read_text() == "mine\n" and "beam-search" in (out / "report.md").read_text()
+    (out / "my-notes.md").unlink()
+    with open(out / "report.md", "a") as fh:             # the user annotated the report itself
+        fh.write("my annotation\n")
+    refused(run("report", "rl-rollouts-64", "--out", out, "--no-plots"), "report.md, changed since")
+    assert (out / "report.md").read_text().endswith("my annotation\n")
 
 
 def test_a_forged_or_foreign_marker_does_not_make_a_folder_replaceable(tmp_path):
