@@ -128,6 +128,8 @@ def main() -> int:
     ap.add_argument("--cli", type=int, default=150, help="inputs through the CLI")
     ap.add_argument("--commands", type=int, default=300, help="command lines of route, rl, simulate-log, analyze, "
                     "import-aic, workloads, schema, probe")
+    ap.add_argument("--safety", type=int, default=0, help="cases per safety class (benchmarks/fuzz_safety_campaign.py: "
+                    "special files, names, --out folders, JSON duplicates, calibration fields, signals)")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
@@ -163,7 +165,13 @@ def main() -> int:
     print(f"  peak traced memory of one command: {cmd.peak_bytes / 2**20:.1f} MiB; slowest {slowest[0]:.1f} s: {slowest[1]}")
     for k, v in sorted(cmd_defects.items()):
         print(f"COMMAND DEFECT x{v}: {k}\n  first input: {cmd.examples[k]!r}"[:600])
-    return 1 if defects or wrong_exit or cli_tb or cmd_defects else 0
+    safety_defects = 0
+    if a.safety:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from fuzz_safety_campaign import safety_campaign
+
+        safety_defects = safety_campaign(a.safety)
+    return 1 if defects or wrong_exit or cli_tb or cmd_defects or safety_defects else 0
 
 
 if __name__ == "__main__":

@@ -268,8 +268,9 @@ def _locate(data, typ, exc: msgspec.ValidationError) -> tuple[tuple, str]:
     return path, msg
 
 
-def check_calibration(data: dict, source) -> None:
-    """Validate a calibration document; `source` is the SourceDoc (for file and field in errors)."""
+def check_calibration(data: dict, source) -> CalibrationDoc:
+    """Validate a calibration document; `source` is the SourceDoc (for file and field in errors). Returns
+    the typed document (optional fields filled in with their defaults)."""
     from cascade_plan.inputs.yaml_source import validation_error
 
     if not data.get("fitted"):             # `fitted: {}`: measured, not fitted yet
@@ -284,6 +285,13 @@ def check_calibration(data: dict, source) -> None:
     bad = _inconsistent(doc.fitted)
     if bad:
         raise source.error(*bad)
+    return doc
+
+
+def normalised_fits(doc: CalibrationDoc) -> dict | None:
+    """`fitted.kv_dtypes` as plain data with every optional field of every fit present (its default where the
+    file leaves it out), so the planner's readers never meet a missing key the schema allows."""
+    return msgspec.to_builtins(doc.fitted.kv_dtypes) if doc.fitted is not None else None
 
 
 def check_fitted(fitted: dict, file: str) -> None:
