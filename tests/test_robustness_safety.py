@@ -483,3 +483,17 @@ def test_a_second_report_into_a_folder_being_written_says_so(tmp_path):
     assert not out.exists()
     assert run("report", "rl-rollouts-64", "--out", out, "--no-plots").exit_code == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]
+
+
+@pytest.mark.parametrize("bad", ["64.7", "true", "1e3", "x"])
+def test_csv_log_counts_must_be_whole_numbers_and_the_locator_agrees(tmp_path, bad):
+    from cascade_plan.logs.bad_lines import locate
+    from cascade_plan.logs.duck_reader import read_logs
+    from cascade_plan.logs.sources import expand
+
+    log = tmp_path / "l.csv"
+    log.write_text(f"ts,replica,batch,prefix,siblings,private\n1,r0,64,100,8,10\n2,r0,{bad},100,8,10\n3,r0, 64.0 ,100,8,10\n")
+    files = expand([str(log)])
+    t = read_logs(files)
+    assert t.files[0][1:] == (3, 1)
+    assert [b.line for b in locate(files[0], t.forms[str(log)])] == [3]

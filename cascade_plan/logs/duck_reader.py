@@ -143,7 +143,14 @@ def _flat_source(files: list[LogFile], cols: dict[str, str]) -> str:
 
 def _col(cols: dict[str, str], name: str, cast: str) -> str:
     # trim(): DuckDB would otherwise push a bare cast into the CSV reader, which then fails on the row
-    return f'try_cast(trim("{name}"::VARCHAR) AS {cast})' if name in cols else f"NULL::{cast}"
+    if name not in cols:
+        return f"NULL::{cast}"
+    text = f'trim("{name}"::VARCHAR)'
+    if cast == "BIGINT":       # a count: a whole number ("64", or 64.0 from a float column), never 64.7 rounded to 65
+        return (f"(CASE WHEN {text} IS NULL OR {text} = '' THEN NULL "
+                f"WHEN regexp_full_match({text}, '[+-]?[0-9]+(\\.0*)?') THEN try_cast(try_cast({text} AS DOUBLE) AS BIGINT) "
+                "ELSE -1 END)")
+    return f"try_cast({text} AS {cast})"
 
 
 def seq_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
