@@ -96,10 +96,21 @@ def _parallel(jobs, tasks, formats, workers, done, on_done) -> None:
 
 def _ignore_sigint() -> None:
     """In a plot worker: Ctrl-C is the parent's to handle (one line, exit 130); a worker that took it too
-    would print its own traceback."""
+    would print its own traceback. And a worker ends with its parent: a report killed with SIGKILL would
+    otherwise leave its workers waiting on the task queue forever (Linux: PR_SET_PDEATHSIG)."""
+    import os
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)          # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):                           # not Linux: the parent stops them on Ctrl-C
+        pass
+    if os.getppid() == 1:                                       # the parent died before the call above
+        os._exit(1)
 
 
 def _warm(plots) -> None:
