@@ -3,7 +3,8 @@
 A report folder holds a marker file (`.cascade-plan-report`: JSON with a format version and the list
 of files the report wrote) and nothing else. A folder with any other file is refused with one line;
 nothing of the user's is ever deleted or moved. Reports from before the list was kept (a marker of one
-line) are recognised by it and may hold only .md, .png and .svg files. One report at a time writes into
+line) are recognised by it and may hold only what such a report wrote: report.md and one folder of .png
+and .svg images per workload. One report at a time writes into
 a folder: a lock beside it (`.NAME.cascade-plan.lock`, removed at the end) makes a second concurrent
 run refuse with one line, where before every run printed `wrote` and all but one were discarded."""
 
@@ -22,7 +23,6 @@ from cascade_plan.outputs import _reason, _stem, check_output_dir, clean_stale_t
 REPORT_MARKER = ".cascade-plan-report"
 REPORT_FORMAT = 1
 REPORT_KIND = "cascade-plan-report"
-REPORT_FILES = re.compile(r".*\.(md|png|svg)$")
 LEGACY_MARKER = "written by cascade-plan report"
 
 
@@ -72,12 +72,17 @@ def _foreign_file(folder: Path) -> str | None:
                     continue
                 if listed is None:
                     return rel_path
+                full = os.path.join(root, f)
+                if os.path.islink(full) or not os.path.isfile(full):
+                    return f"{rel_path} (not a regular file)"
                 if "*legacy*" in listed:
-                    if not REPORT_FILES.match(f):
+                    # what an earlier version wrote: report.md, and one folder of images per workload
+                    depth = rel_path.count("/")
+                    if not (rel_path == "report.md" or (depth == 1 and re.fullmatch(r".*\.(png|svg)", f))):
                         return rel_path
                 elif rel_path not in listed:
                     return rel_path
-                elif os.path.islink(os.path.join(root, f)) or _sha256(Path(root, f)) != listed[rel_path]:
+                elif _sha256(Path(full)) != listed[rel_path]:
                     return f"{rel_path}, changed since the report wrote it"
     except OSError:
         return "?"

@@ -90,6 +90,27 @@ def test_a_forged_or_foreign_marker_does_not_make_a_folder_replaceable(tmp_path)
     assert (out / "a.md").read_text() == "mine"
 
 
+def test_an_earlier_versions_report_is_replaced_but_not_notes_added_to_it(tmp_path):
+    out = tmp_path / "rep"
+    (out / "rl-rollouts-64").mkdir(parents=True)
+    (out / ".cascade-plan-report").write_text("written by cascade-plan report; the folder is replaced whole\n")
+    (out / "report.md").write_text("old")
+    (out / "rl-rollouts-64" / "steps.png").write_bytes(b"png")
+    (out / "notes.md").write_text("mine")
+    refused(run("report", "rl-rollouts-64", "--out", out, "--no-plots"), "notes.md")
+    (out / "notes.md").unlink()
+    assert run("report", "rl-rollouts-64", "--out", out, "--no-plots").exit_code == 0
+    assert sorted(p.name for p in out.iterdir()) == [".cascade-plan-report", "report.md"]
+
+
+def test_a_fifo_inside_a_report_folder_is_not_opened(tmp_path):
+    out = tmp_path / "rep"
+    assert run("report", "rl-rollouts-64", "--out", out, "--no-plots").exit_code == 0
+    (out / "report.md").unlink()
+    os.mkfifo(out / "report.md")
+    refused(run("report", "rl-rollouts-64", "--out", out, "--no-plots"), "not a regular file")
+
+
 def test_an_empty_folder_is_used(tmp_path):
     out = tmp_path / "empty"
     out.mkdir()
