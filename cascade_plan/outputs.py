@@ -8,7 +8,6 @@ Report folders (replaced whole, only when this tool wrote them): report_folder.p
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
