@@ -78,7 +78,9 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, delay):
 
 
 def test_ctrl_c_during_a_report_leaves_nothing(tmp_path):
-    code, err = _interrupt(["report", "rl-rollouts-64", "--out", tmp_path / "rep", "-j", "2"], 2.5, tmp_path)
+    code, err = _interrupt(["report", "--out", tmp_path / "rep", "-j", "2"], 3.0, tmp_path)   # every workload: ~15 s
+    if code == 0:
+        pytest.skip("the report finished before the signal")
     assert code == 130 and err.strip() == "interrupted", (code, err)
     assert list(tmp_path.iterdir()) == []
 
