@@ -69,6 +69,11 @@ class Ceilings(msgspec.Struct, frozen=True, kw_only=True):
     bf16_matmul_flop_per_s: FlopRate
     graph_single_kernel_s: Seconds | None = None       # read by the step fit (launch floor)
     graph_kernel_launch_s: Seconds | None = None
+    hbm_copy_bytes_per_s: Bandwidth | None = None
+
+
+class FittedCeilings(Ceilings, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The probe's ceilings as `calibrate` copied them into `fitted`: strict (a new ceiling goes into Ceilings)."""
 
 
 class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -168,7 +173,7 @@ class StepPartsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
 
 class Fitted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    ceilings: Ceilings
+    ceilings: FittedCeilings
     kv_dtypes: dict[Text, dict[Text, BackendFit]]
     step_parts: StepPartsDoc | None = None
     fit_version: Annotated[int, msgspec.Meta(ge=1)] = 1

@@ -30,6 +30,18 @@ def interrupted() -> None:
     os._exit(EXIT_INTERRUPTED)           # no interpreter teardown: nothing left to print a traceback
 
 
+def _finished() -> None:
+    """The command is done (its output written and flushed): a Ctrl-C from here on changes nothing. Without
+    this, one in the interpreter's teardown (tens of ms, after Python restores the default handler) would
+    kill the process by the signal, without the one line."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):
+        pass
+
+
 class Interrupted(Exception):
     """Ctrl-C inside a command, carried past click (which would print a blank line and 'Aborted!')."""
 
@@ -39,9 +51,14 @@ def main() -> None:
         from cascade_plan.cli.app import main as run
 
         run()
-        return
+    except SystemExit:                  # how click ends every command, answered or refused
+        _finished()
+        raise
     except (KeyboardInterrupt, Interrupted):
         pass
+    else:
+        _finished()
+        return
     # Outside the except block the traceback is gone, so what the command held (a DuckDB connection and its
     # spill files, open temporaries) is released before the exit.
     import gc
