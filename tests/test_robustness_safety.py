@@ -239,7 +239,8 @@ def test_hardware_profile_cap_is_64_kib(tmp_path):
 
 # ---- 5: names that escape -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["..", ".", "report.md", ".cascade-plan-report", "a" * 300, "../../etc", "x/../y"])
+@pytest.mark.parametrize("name", ["..", ".", "report.md", ".cascade-plan-report", "a" * 300, "../../etc", "x/../y",
+                                  "$(x) CON: step $y^"])
 def test_workload_names_never_escape_or_break_the_report(tmp_path, name):
     wl = tmp_path / "w.yaml"
     wl.write_text(GOOD.read_text().replace("schema_version: 1", f"schema_version: 1\nname: {json.dumps(name)}", 1))
