@@ -189,6 +189,8 @@ def main() -> int:
                     "import-aic, workloads, schema, probe")
     ap.add_argument("--scaling", type=int, default=12, help="worst-shaped inputs by sequences, replicas and chain "
                     "levels, one process each, timed (benchmarks/bounded_commands.py's budget)")
+    ap.add_argument("--safety", type=int, default=0, help="cases per safety class (benchmarks/fuzz_safety_campaign.py: "
+                    "special files, names, --out folders, JSON duplicates, calibration fields, signals)")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
@@ -229,7 +231,13 @@ def main() -> int:
           f"a wrong exit; worst {worst_cpu:.1f} s CPU, {worst_rss:.0f} MiB peak RSS")
     for m in misses:
         print(f"SCALING MISS: {m}")
-    return 1 if defects or wrong_exit or cli_tb or cmd_defects or misses else 0
+    safety_defects = 0
+    if a.safety:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from fuzz_safety_campaign import safety_campaign
+
+        safety_defects = safety_campaign(a.safety)
+    return 1 if defects or wrong_exit or cli_tb or cmd_defects or misses or safety_defects else 0
 
 
 if __name__ == "__main__":

@@ -1,3 +1,3 @@
-from cascade_plan.cli.app import main
+from cascade_plan.cli.entry import main
 
 main()

@@ -32,12 +32,13 @@ class open_atomic:
         import tempfile
 
         from cascade_plan.errors import InputError
-        from cascade_plan.outputs import clean_stale_temps, temp_name
+        from cascade_plan.outputs import clean_stale_temps, lock_file, temp_name
 
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             clean_stale_temps(self.path.parent, self.path.name)
             fd, self.tmp = tempfile.mkstemp(prefix=temp_name(self.path), suffix=".tmp", dir=self.path.parent)
+            lock_file(fd)              # held while the file is written: a cleaner never removes a live write
         except OSError as exc:
             raise InputError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         self.fh = os.fdopen(fd, self.mode)

@@ -183,5 +183,5 @@ def test_a_count_whose_product_overflows_int64_is_a_malformed_record(tmp_path):
 
 
 def test_a_line_break_in_a_typed_name_stays_on_the_error_line():
-    line = refused(run("workloads", "--path", "a\nb\x06"), "workload file not found")
+    line = refused(run("workloads", "--path", "a\nb\x06"), "is not a shipped workload")
     assert "a\\nb\\x06" in line

@@ -1,10 +1,17 @@
-"""The calibration file (schema_version 1) as a typed schema: what `calibrate`, `validate` and the
-planner read from it, each number finite and in range.
+"""The calibration file (schema_version 1) as one typed schema: what `calibrate`, `validate` and the
+planner read from it, each number finite and in range, every fit included (GQA and MLA decode, prefix,
+suffix, merge, their surfaces, and the step parts: GEMM tables, glue, all-reduce).
 
-The probe writes more fields than these (timing details, notes, tuning); unknown fields are kept in
-the file and ignored here. A file that fails this schema is one error line naming the field (the
-whole measurement list is checked, not its first rows), and a fit whose result fails it is refused
-before anything is written."""
+Strictness: the `fitted` section is what the planner computes with, so every struct under it forbids
+unknown fields (a misspelt or extra key is one error line, not a TypeError downstream), and every
+number is typed (a string in a surface is refused here, not in numpy). At the top level and in the
+measurement rows the probe writes more fields than these (timing details, notes, tuning): unknown
+ones there are kept in the file and ignored. A new fitted field goes into the struct it belongs to
+(KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel kind, StepPartsDoc and its
+parts for the rest of the step, Fitted for bookkeeping). A file that fails this schema is one error
+line naming the field (the whole measurement list is checked, not its first rows), and a fit whose
+result fails it is refused before anything is written. Files are read up to
+limits.MAX_CALIBRATION_BYTES (8 MiB; the largest shipped one is 1.4 MB)."""
 
 from __future__ import annotations
 
@@ -39,6 +46,11 @@ class ProbeConfig(msgspec.Struct, frozen=True, kw_only=True):
     page_size: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_BLOCK_SIZE)] = 16
 
 
+Text = Annotated[str, msgspec.Meta(max_length=100_000)]
+Positive = Annotated[float, msgspec.Meta(gt=0, le=1e30)]
+LogAxis = Annotated[float, msgspec.Meta(ge=-64, le=128)]          # log2 of a row count or a byte count
+
+
 class Measurement(msgspec.Struct, frozen=True, kw_only=True):
     backend: str
     kernel: str
@@ -55,15 +67,43 @@ class Device(msgspec.Struct, frozen=True, kw_only=True):
 class Ceilings(msgspec.Struct, frozen=True, kw_only=True):
     hbm_read_bytes_per_s: Bandwidth
     bf16_matmul_flop_per_s: FlopRate
+    graph_single_kernel_s: Seconds | None = None       # read by the step fit (launch floor)
+    graph_kernel_launch_s: Seconds | None = None
+    hbm_copy_bytes_per_s: Bandwidth | None = None
 
 
-class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True):
+class FittedCeilings(Ceilings, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The probe's ceilings as `calibrate` copied them into `fitted`: strict (a new ceiling goes into Ceilings)."""
+
+
+class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields of a step-op row's config that the step fit reads (others are kept, ignored)."""
+    m: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)] | None = None
+    n: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
+    k: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
+    tp: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
+    gpus: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    bytes: Annotated[float, msgspec.Meta(ge=0, le=1e18)] | None = None
+    dtype: str | None = None
+    model: str | None = None
+    variant: str | None = None
+
+
+class StepOpRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One op-level measurement of `probe --step` (the rows `calibrate` fits the step parts on)."""
+    op: str
+    config: StepOpConfig
+    median_s: Seconds | None = None
+    correct: bool = True
+
+
+class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     log_bytes: list[LogValue]
     log_rows: list[LogValue]
     values: list[list[Correction]]
 
 
-class KernelFitDoc(msgspec.Struct, frozen=True, kw_only=True):
+class KernelFitDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     # At least 1 MB/s and 1 MFLOP/s (anything slower is a broken fit, and divides a step into infinity);
     # at most 1e30 (a kind folded into another fits as "infinitely fast").
     bw_bytes_per_s: Annotated[float, msgspec.Meta(ge=1e6, le=1e30)]
@@ -81,18 +121,87 @@ class KernelFitDoc(msgspec.Struct, frozen=True, kw_only=True):
     train_median_ape: FiniteNonNeg = 0.0
 
 
-class BackendFit(msgspec.Struct, frozen=True, kw_only=True):
+class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     decode_dup: KernelFitDoc
     decode_shared: KernelFitDoc
     prefix: KernelFitDoc
     suffix: KernelFitDoc
     merge: KernelFitDoc | None = None
+    decode_mla: KernelFitDoc | None = None          # MLA (DeepSeek) decode over the latent cache
     prefix_suffix_overlap: Fraction = 0.0
+    notes: list[Text] = []                          # what an imported file says about its own coverage
 
 
-class Fitted(msgspec.Struct, frozen=True, kw_only=True):
-    ceilings: Ceilings
-    kv_dtypes: dict[str, dict[str, BackendFit]]
+class GemmTableDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Achieved/roofline time ratio over (log2 M, log2 weight bytes), for one weight dtype."""
+    log2_m: list[LogAxis]
+    log2_weight_bytes: list[LogAxis]
+    ratio: list[list[Positive]]
+    overhead_s: Seconds = 0.0
+
+
+class GlueDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    per_layer_s: Seconds
+    per_token_layer_s: Seconds
+    per_step_s: Seconds
+    per_token_step_s: Seconds
+    variant: Text = "fused"
+    layer_bytes_per_token: Positive | None = None
+    step_bytes_per_token: Positive | None = None
+    basis: Text | None = None
+    # AIConfigurator's attention timings include the new token's K/V write: its glue leaves it out
+    kv_append_in_attention: bool = False
+    kv_append_per_layer_s: Seconds = 0.0
+
+
+class AllReduceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    latency_s: Seconds
+    bytes_per_s: Annotated[float, msgspec.Meta(ge=MIN_RATE, le=1e30)]
+    origin: Text = "measured"
+    basis: Text = ""
+    algorithm: Text | None = None
+    table: list[tuple[Positive, Seconds]] = []      # the measured curve: (message bytes, seconds per call)
+
+
+class GemmShapeDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Achieved/roofline time ratio per (log2 M, log2 N, log2 K), for one weight dtype, where measured."""
+    log2_m: list[LogAxis]
+    log2_n: list[LogAxis]
+    log2_k: list[LogAxis]
+    ratio: list[list[list[Positive]]]
+
+
+class CompositionDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A layer's GEMMs and glue back to back in one graph over their isolated sum, per weight dtype over M."""
+    log2_m: list[LogAxis]
+    factor: dict[Text, list[Positive]]
+    basis: Text = ""
+    applied: bool = True
+
+
+GpuCount = Annotated[str, msgspec.Meta(pattern=r"^[1-9][0-9]{0,5}$")]
+
+
+class StepPartsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The rest of the decode step (cost/step_parts.py reads it): GEMM tables, glue, all-reduce per GPU count."""
+    version: Literal[1]
+    gemm: dict[Text, GemmTableDoc]
+    glue: GlueDoc
+    allreduce: dict[GpuCount, AllReduceDoc] = {}
+    source: Text = "unknown"
+    notes: list[Text] = []
+    gemm_shapes: dict[Text, GemmShapeDoc] = {}
+    composition: CompositionDoc | None = None
+
+
+class Fitted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    ceilings: FittedCeilings
+    kv_dtypes: dict[Text, dict[Text, BackendFit]]
+    step_parts: StepPartsDoc | None = None
+    fit_version: Annotated[int, msgspec.Meta(ge=1)] = 1
+    tool_version: Text = ""
+    created_utc: Text = ""
+    holdout_rule: Text | None = None
 
 
 class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,8 +210,9 @@ class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     device: Device
     ceilings: Ceilings
     measurements: list[Measurement]
-    hardware_id: str | None = None
+    hardware_id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")] | None = None
     fitted: Fitted | None = None
+    step_ops: list[StepOpRow] = []
 
 
 def _inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
@@ -110,9 +220,19 @@ def _inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
     axes, or an L2 rate that is set but tiny (it divides the step into infinity)."""
     if fitted is None:
         return None
+    if fitted.step_parts is not None:
+        for dtype, g in fitted.step_parts.gemm.items():
+            where = ("fitted", "step_parts", "gemm", dtype)
+            if (len(g.ratio) != len(g.log2_m) or any(len(r) != len(g.log2_weight_bytes) for r in g.ratio)
+                    or not g.log2_m or not g.log2_weight_bytes):
+                return where + ("ratio",), "the table's ratios do not match its axes (log2_m x log2_weight_bytes)"
+            for axis in ("log2_m", "log2_weight_bytes"):
+                v = getattr(g, axis)
+                if any(b <= a for a, b in zip(v, v[1:])):
+                    return where + (axis,), "must be strictly ascending"
     for kv, per in fitted.kv_dtypes.items():
         for backend, fit in per.items():
-            for kind in ("decode_dup", "decode_shared", "prefix", "suffix", "merge"):
+            for kind in ("decode_dup", "decode_shared", "prefix", "suffix", "merge", "decode_mla"):
                 k = getattr(fit, kind)
                 if k is None:
                     continue
@@ -127,27 +247,57 @@ def _inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
     return None
 
 
-def _fit_error(fitted) -> tuple[tuple, str] | None:
-    """msgspec names dict entries `[...]`: find the KV dtype and backend of the first bad fit."""
+def _at(data, path: tuple):
+    for part in path:
+        data = data[part]
+    return data
+
+
+def _with_only(data, path: tuple, key):
+    """`data` with the mapping at `path` cut down to its entry `key` (copies along the path only)."""
+    if not path:
+        return {key: data[key]}
+    head, rest = path[0], path[1:]
+    copy = dict(data) if isinstance(data, dict) else list(data)
+    copy[head] = _with_only(data[head], rest, key)
+    return copy
+
+
+def _locate(data, typ, exc: msgspec.ValidationError) -> tuple[tuple, str]:
+    """msgspec names a mapping's entries `[...]`: find which key holds the error, level by level, by
+    converting the document with that mapping cut down to one entry. (path, message)."""
     from cascade_plan.inputs.yaml_source import parse_at
 
-    kv_dtypes = fitted.get("kv_dtypes") if isinstance(fitted, dict) else None
-    if not isinstance(kv_dtypes, dict):
-        return None
-    for kv, per in kv_dtypes.items():
-        if not isinstance(per, dict):
-            return ("fitted", "kv_dtypes", kv), "Expected `object`"
-        for backend, fit in per.items():
+    msg, _, where = str(exc).partition(" - at `")
+    where = where.rstrip("`")
+    if where.startswith("key` in `"):
+        where = where[len("key` in `"):]
+    rest, path = where[1:], ()
+    while "[...]" in rest:
+        before, _, rest = rest.partition("[...]")
+        path += parse_at("$" + before)
+        try:
+            container = _at(data, path)
+        except (KeyError, IndexError, TypeError):
+            break
+        if not isinstance(container, dict):
+            break
+        for key in container:
             try:
-                msgspec.convert(fit, BackendFit)
-            except msgspec.ValidationError as exc:
-                msg, _, where = str(exc).partition(" - at `")
-                return ("fitted", "kv_dtypes", kv, backend) + parse_at(where.rstrip("`")), msg
-    return None
+                msgspec.convert(_with_only(data, path, key), typ)
+            except msgspec.ValidationError:
+                path += (key,)
+                break
+        else:
+            break
+    else:
+        path += parse_at("$" + rest)
+    return path, msg
 
 
-def check_calibration(data: dict, source) -> None:
-    """Validate a calibration document; `source` is the SourceDoc (for file and field in errors)."""
+def check_calibration(data: dict, source) -> CalibrationDoc:
+    """Validate a calibration document; `source` is the SourceDoc (for file and field in errors). Returns
+    the typed document (optional fields filled in with their defaults)."""
     from cascade_plan.inputs.yaml_source import validation_error
 
     if not data.get("fitted"):             # `fitted: {}`: measured, not fitted yet
@@ -155,19 +305,25 @@ def check_calibration(data: dict, source) -> None:
     try:
         doc = msgspec.convert(data, CalibrationDoc)
     except msgspec.ValidationError as exc:
-        located = _fit_error(data.get("fitted")) if "[...]" in str(exc) else None
-        if located:
-            raise source.error(located[0], located[1].replace("`", "")) from None
+        if "[...]" in str(exc):
+            path, msg = _locate(data, CalibrationDoc, exc)
+            raise source.error(path, _plain(msg)) from None
         raise validation_error(source, exc) from None
     bad = _inconsistent(doc.fitted)
     if bad:
         raise source.error(*bad)
+    return doc
+
+
+def normalised_fits(doc: CalibrationDoc) -> dict | None:
+    """`fitted.kv_dtypes` as plain data with every optional field of every fit present (its default where the
+    file leaves it out), so the planner's readers never meet a missing key the schema allows."""
+    return msgspec.to_builtins(doc.fitted.kv_dtypes) if doc.fitted is not None else None
 
 
 def check_fitted(fitted: dict, file: str) -> None:
     """A fit that produced a non-finite, negative or zero parameter is an error, not a calibration."""
     from cascade_plan.errors import format_path
-    from cascade_plan.inputs.yaml_source import parse_at
 
     try:
         bad = _inconsistent(msgspec.convert(fitted, Fitted))
@@ -175,10 +331,12 @@ def check_fitted(fitted: dict, file: str) -> None:
             raise InputError(f"the fit produced an invalid parameter ({bad[1]}): the probe file's measurements are "
                              "inconsistent; nothing written", file=file, field=format_path(bad[0]))
     except msgspec.ValidationError as exc:
-        msg, _, where = str(exc).partition(" - at `")
-        path = ("fitted",) + parse_at(where.rstrip("`"))
-        located = _fit_error(fitted)
-        if located:
-            path, msg = located
+        path, msg = _locate(fitted, Fitted, exc)
+        path = ("fitted",) + path
         raise InputError(f"the fit produced an invalid parameter ({msg.replace('`', '')}): the probe file's "
                          "measurements are inconsistent; nothing written", file=file, field=format_path(path)) from None
+
+
+def _plain(msg: str) -> str:
+    unknown = msg.startswith("Object contains unknown field")
+    return msg.replace("`", "") + (" (not a field of this fit: check the spelling)" if unknown else "")

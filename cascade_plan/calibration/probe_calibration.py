@@ -15,7 +15,7 @@ import numpy as np
 from cascade_plan import __version__
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
-from cascade_plan.calibration.calibration_schema import check_calibration
+from cascade_plan.calibration.calibration_schema import check_calibration, normalised_fits
 from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
 from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
                                    predict)
@@ -87,13 +87,18 @@ class ProbeData:
 
 
 def load_probe(path: Path) -> ProbeData:
-    doc = load_json(Path(path), "calibration")
+    from cascade_plan.inputs.limits import MAX_CALIBRATION_BYTES
+
+    doc = load_json(Path(path), "calibration", MAX_CALIBRATION_BYTES)
     d = doc.data
     if d.get("kind") != KIND:
         raise doc.error(("kind",), f"not a cascade-plan calibration file (kind is {d.get('kind')!r})")
     if d.get("schema_version") != 1:
         raise doc.error(("schema_version",), f"unsupported schema_version {d.get('schema_version')!r}")
-    check_calibration(d, doc)          # typed: every measurement, every fitted number finite and in range
+    typed = check_calibration(d, doc)   # typed: every measurement, every fitted number finite and in range
+    fits = normalised_fits(typed)
+    if fits is not None:                # optional fields filled in: readers index them directly
+        d = {**d, "fitted": {**d["fitted"], "kv_dtypes": fits}}
     return ProbeData(str(path), d)
 
 

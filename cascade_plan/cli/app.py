@@ -190,6 +190,7 @@ def probe(
     from cascade_plan.outputs import check_output_file
 
     check_output_file(out, "--out")          # the arguments first: a bad one is reported before any GPU work
+    refuse_replacing_non_calibration(out, "--out")
     unknown = sorted(set(backend or []) - set(PROBE_BACKENDS))
     if unknown:
         raise InputError(f"--backend: unknown backend {unknown[0]!r}: use {', '.join(PROBE_BACKENDS)}")
@@ -245,6 +246,27 @@ def probe_plan_from_options(workload, *, model, prefix, groups, samples, output_
         raise InputError(f"probe --workload: {exc}", file=scn.source) from None
 
 
+def refuse_replacing_non_calibration(path: Path, option: str) -> None:
+    """A calibration is written over `path` only when `path` is missing or already a calibration file:
+    `--out wl.yaml` never replaces a workload (or any other file) with a calibration."""
+    import msgspec
+
+    from cascade_plan.errors import InputError
+    from cascade_plan.inputs.limits import MAX_CALIBRATION_BYTES
+    from cascade_plan.inputs.yaml_source import read_bytes_bounded
+
+    if not Path(path).exists():
+        return
+    refusal = InputError(f"{option}: {path} exists and is not a cascade-plan calibration file; give a new file name "
+                         "(nothing was written)")
+    try:
+        doc = msgspec.json.decode(read_bytes_bounded(path, "existing --out", MAX_CALIBRATION_BYTES))
+    except (InputError, msgspec.DecodeError):
+        raise refusal from None
+    if not (isinstance(doc, dict) and doc.get("kind") == "cascade-plan-calibration"):
+        raise refusal
+
+
 # name -> (module, function), in help order. Commands that live in their own modules keep cli.py small.
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.plan"),
             ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
@@ -257,6 +279,23 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
             ("route", "cascade_plan.cli.serving_cli"), ("rl", "cascade_plan.cli.serving_cli")]
 
 
+def _interruptible(fn):
+    """Ctrl-C inside a command becomes entry.Interrupted, which click lets through (a KeyboardInterrupt it
+    turns into a blank line and 'Aborted!'); entry.main prints one line and exits 130."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KeyboardInterrupt:
+            pass
+        from cascade_plan.cli.entry import Interrupted
+
+        raise Interrupted()
+    return wrapper
+
+
 def _commands(only: str | None = None) -> list:
     import importlib
 
@@ -264,7 +303,7 @@ def _commands(only: str | None = None) -> list:
     for name, module in COMMANDS:
         if only is None or name == only:
             fn = getattr(importlib.import_module(module), name.replace("-", "_"))
-            out.append(fn if getattr(fn, "__wrapped__", None) else handles_input_errors(fn))
+            out.append(_interruptible(fn if getattr(fn, "__wrapped__", None) else handles_input_errors(fn)))
     return out
 
 

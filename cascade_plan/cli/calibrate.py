@@ -61,6 +61,10 @@ def calibrate(
     from cascade_plan.render.console import make_console
 
     target = check_output_file(out, "--out") if out else probe_file
+    if out:
+        from cascade_plan.cli.app import refuse_replacing_non_calibration
+
+        refuse_replacing_non_calibration(out, "--out")
     probe = load_probe(probe_file)
     with Console(stderr=True).status("fitting kernels..."), np.errstate(all="ignore"):
         try:

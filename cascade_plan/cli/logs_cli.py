@@ -62,7 +62,7 @@ def analyze(
 
     if engine not in ENGINES:
         raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
-    check_memory_limit(memory_limit)
+    memory_limit = check_memory_limit(memory_limit)
     _check_outputs(plots, workload_out)
     scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration,
                                       backend, force, uncalibrated)
@@ -85,12 +85,24 @@ def analyze(
     render_analysis(a, make_console(), params.label, scenario_line, [str(w) for w in written])
 
 
-def check_memory_limit(text: str) -> None:
-    """--memory-limit as DuckDB reads it: a number and a byte unit (500MB, 4GiB, 1.5TB)."""
+MEMORY_LIMIT_BYTES = (16 * 2**20, 2**50)          # 16 MiB (DuckDB needs some) .. 1 PiB
+
+
+def check_memory_limit(text: str) -> str:
+    """--memory-limit (500MB, 4GiB, 1.5TB, 1PB) as the KiB figure DuckDB is given; one error line for anything
+    else, or a size outside 16 MiB .. 1 PiB (DuckDB itself knows no PB, and fails on huge numbers)."""
     import re
 
-    if not re.fullmatch(r"\s*\d+(\.\d+)?\s*(B|bytes|[KMGTP]i?B)\s*", text, re.IGNORECASE):
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(B|bytes|[KMGTP]i?B)\s*", text, re.IGNORECASE)
+    if not m:
         raise InputError(f"--memory-limit: {text!r} is not a size: write e.g. 500MB, 4GB or 2GiB")
+    unit = m.group(2).upper()
+    power = "BKMGTP".index(unit[0]) if unit not in ("B", "BYTES") else 0
+    n = float(m.group(1)) * ((1024 if "I" in unit else 1000) ** power)
+    lo, hi = MEMORY_LIMIT_BYTES
+    if not lo <= n <= hi:
+        raise InputError(f"--memory-limit: {text.strip()} is outside 16MiB .. 1PiB")
+    return f"{int(n // 1024)}KiB"
 
 
 def _check_outputs(plots: Path | None, workload_out: Path | None) -> None:

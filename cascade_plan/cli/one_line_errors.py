@@ -37,9 +37,11 @@ class OneLineErrorGroup(NarrowSafeHelp, TyperGroup):
             message = " ".join(exc.format_message().split())
             typer.echo(f"error: {message} (see `{command} --help`)", err=True)
             sys.exit(exc.exit_code)
-        except abort:
+        except abort as exc:
             if not standalone_mode:
                 raise
+            if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):
+                raise KeyboardInterrupt from None     # Ctrl-C while click parsed: entry.main says "interrupted"
             typer.echo("error: aborted", err=True)
             sys.exit(1)
         if not standalone_mode:

@@ -168,7 +168,7 @@ def report(
 
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.params_select import ParamsChoice, select_params
-    from cascade_plan.outputs import ReportFolder
+    from cascade_plan.report_folder import ReportFolder
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
 
@@ -184,28 +184,31 @@ def report(
     if len(set(names)) != len(names):
         raise InputError("two workloads have the same name; give each a distinct `name:`")
     target = ReportFolder(out)                                     # checks --out before any work
-    choice = ParamsChoice(ideal, uncalibrated, backend)
-    reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw), choice, reserve, attention_backend)
-               for scn, params in zip(scns, chosen)]
-    # Everything is written into a temporary folder beside --out and swapped in whole at the end:
-    # a failure or an interrupt leaves the previous report as it was, never a mix of two runs.
-    with target as folder:
-        if not no_plots:
-            from cascade_plan.render.plot_jobs import default_workers, plot_tasks
+    try:
+        choice = ParamsChoice(ideal, uncalibrated, backend)
+        reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw), choice, reserve, attention_backend)
+                   for scn, params in zip(scns, chosen)]
+        # Everything is written into a temporary folder beside --out and swapped in whole at the end:
+        # a failure or an interrupt leaves the previous report as it was, never a mix of two runs.
+        with target as folder:
+            if not no_plots:
+                from cascade_plan.render.plot_jobs import default_workers, plot_tasks
 
-            jobs_ = [(r, folder / name) for r, name in zip(reports, names)]
-            # No auto-refresh: its thread would be running when the pool forks its workers (unsafe); the bar is
-            # redrawn as each plot finishes instead.
-            with Progress(transient=True, auto_refresh=False) as progress:
-                task = progress.add_task("drawing plots", total=len(plot_tasks(jobs_, KINDS)))
+                jobs_ = [(r, folder / name) for r, name in zip(reports, names)]
+                # No auto-refresh: its thread would be running when the pool forks its workers (unsafe); the bar is
+                # redrawn as each plot finishes instead.
+                with Progress(transient=True, auto_refresh=False) as progress:
+                    task = progress.add_task("drawing plots", total=len(plot_tasks(jobs_, KINDS)))
 
-                def advance() -> None:
-                    progress.advance(task)
-                    progress.refresh()
+                    def advance() -> None:
+                        progress.advance(task)
+                        progress.refresh()
 
-                for r, written in zip(reports, _plots(jobs_, folder, KINDS, svg, jobs or default_workers(), advance)):
-                    r.plots = written
-        write_text_atomic(folder / "report.md", build_report(reports))
+                    for r, written in zip(reports, _plots(jobs_, folder, KINDS, svg, jobs or default_workers(), advance)):
+                        r.plots = written
+            write_text_atomic(folder / "report.md", build_report(reports))
+    finally:
+        target.release()                                          # also when the analysis fails
     path = out / "report.md"
     typer.echo(f"wrote {path} ({len(reports)} workload{'s' if len(reports) > 1 else ''}"
                f"{'' if no_plots else ', plots beside it'})")

@@ -24,16 +24,10 @@ def workloads(
 
       cp "$(cascade-plan workloads --path rl-rollouts-64)" my-workload.yaml
     """
-    from cascade_plan.inputs.workload_catalog import resolve_workload, workload_rows
+    from cascade_plan.inputs.workload_catalog import shipped_workload, workload_rows
 
     if path is not None:
-        found = resolve_workload(path)
-        if not found.is_file():
-            from cascade_plan.errors import InputError
-
-            raise InputError("--path: not a workload file" if found.exists() else "--path: no such workload file",
-                             file=str(path))
-        typer.echo(str(found))
+        typer.echo(str(shipped_workload(path)))
         return
     rows = workload_rows()
     if json_out:

@@ -27,10 +27,16 @@ MemoryBytes = _between(limits.MEMORY_BYTES, "GPU memory, bytes")
 FlopPerS = _between(limits.FLOP_PER_S, "dense tensor rate, FLOP/s")
 
 
+# An id is printed in tables, file names and JSON: short, one line, no path separators.
+ProfileId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$",
+                                        description="letters, digits, . _ + -; at most 64")]
+OneLine = Annotated[str, msgspec.Meta(pattern=r"^[^\x00-\x1f\x7f]{0,200}$", description="one line, at most 200")]
+
+
 class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=True):
     schema_version: Literal[1]
-    id: Annotated[str, msgspec.Meta(min_length=1)]
-    name: str
+    id: ProfileId
+    name: OneLine
     vendor: Literal["nvidia", "amd", "intel", "other"]
     hbm_bytes_per_s: HbmBytesPerS
     memory_bytes: MemoryBytes
@@ -38,7 +44,7 @@ class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     l2_bytes: _between(limits.L2_BYTES, "L2 cache, bytes")
     sm_count: Annotated[int, msgspec.Meta(ge=limits.SM_COUNT[0], le=limits.SM_COUNT[1])]
     sources: dict[str, str]
-    memory_kind: str | None = None
+    memory_kind: OneLine | None = None
     dense_fp8_flop_per_s: FlopPerS | None = None
     notes: str | None = None
 
@@ -58,9 +64,9 @@ def builtin_hardware_ids() -> list[str]:
 
 
 def load_hardware_file(path: Path) -> HardwareProfile:
-    doc = load_yaml(path, "hardware profile")
+    doc = load_yaml(path, "hardware profile", max_bytes=limits.MAX_HARDWARE_BYTES)
     try:
-        hw = msgspec.convert(doc.data, HardwareProfile, strict=False)
+        hw = msgspec.convert(doc.data, HardwareProfile)      # strict: "3.35e12" in quotes is text, not a number
     except msgspec.ValidationError as exc:
         raise validation_error(doc, exc) from None
     missing = [f for f in NUMBER_FIELDS if getattr(hw, f) is not None and f not in hw.sources]

@@ -179,7 +179,9 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
 
 
 def _spec_from_file(path: Path, model_id: str) -> ModelSpec:
-    doc: SourceDoc = load_json(path, "model config")
+    from cascade_plan.inputs.limits import MAX_CONFIG_JSON_BYTES
+
+    doc: SourceDoc = load_json(path, "model config", MAX_CONFIG_JSON_BYTES)
     try:
         return spec_from_hf_config(doc.data, model_id, str(path))
     except InputError as exc:

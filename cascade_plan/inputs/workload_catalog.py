@@ -28,6 +28,21 @@ def resolve_workload(ref: Path | str) -> Path:
                      file=str(ref))
 
 
+def shipped_workload(name: str) -> Path:
+    """The file of a shipped workload, by name only (any case, `.yaml` optional): never a path the user gives
+    (`workloads --path /etc/passwd` would print any file's path as if it were a workload)."""
+    shipped = builtin_workloads()
+    text = str(name)
+    if "/" in text or "\\" in text or "\0" in text:
+        raise InputError(f"--path takes the name of a shipped workload, not a path: use one of {', '.join(shipped)}")
+    stem = text[: -len(Path(text).suffix)] if Path(text).suffix in (".yaml", ".yml") else text
+    found = match_id(stem, shipped)
+    if not found:
+        raise InputError(f"--path: {stem[:80]!r} is not a shipped workload{suggestion(stem, shipped)}: use one of "
+                         f"{', '.join(shipped)}")
+    return shipped[found]
+
+
 def description(path: Path) -> str:
     """The comment block a workload file starts with, as one paragraph."""
     lines = []

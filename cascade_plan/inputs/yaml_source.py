@@ -80,15 +80,64 @@ def check_reference(ref: str, what: str) -> None:
         raise InputError(f"{what} {ref[:60]!r} is not a valid id or file path")
 
 
-def read_text(path: Path, what: str) -> str:
+def _size(n: int) -> str:
+    return f"{n:,} bytes ({n / 2**20:.1f} MiB)" if n >= 2**20 else f"{n:,} bytes"
+
+
+def read_bytes_bounded(path: Path, what: str, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most `max_bytes`. Anything else (a folder, a FIFO, a device such as
+    /dev/zero, a socket) is refused before it is opened (opening a FIFO blocks; a device never ends), and no
+    more than max_bytes + 1 bytes are ever read, so a huge or growing file costs nothing to refuse."""
+    import os
+    import stat
+
+    path = Path(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        st = os.stat(path)
     except FileNotFoundError:
         raise InputError(f"{what} file not found", file=str(path)) from None
-    except IsADirectoryError:
-        raise InputError(f"{what} path is a directory, not a file", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read {what} file: {exc}", file=str(path)) from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {what} file: {getattr(exc, 'strerror', None) or exc}", file=str(path)) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"{what} path is a directory, not a file", file=str(path))
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
+                or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise InputError(f"{what} path is {kind}, not a regular file: give a file", file=str(path))
+    if st.st_size > max_bytes:
+        raise InputError(f"{what} file is {_size(st.st_size)}; cascade-plan reads {what} files up to "
+                         f"{_size(max_bytes)}", file=str(path))
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):        # swapped for something else since the stat
+                raise InputError(f"{what} path is not a regular file: give a file", file=str(path))
+            chunks, left = [], max_bytes + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise InputError(f"cannot read {what} file: {exc.strerror or exc}", file=str(path)) from None
+    data = b"".join(chunks)
+    if len(data) > max_bytes:                                   # grew since the stat
+        raise InputError(f"{what} file is larger than {_size(max_bytes)}, the most cascade-plan reads",
+                         file=str(path))
+    return data
+
+
+def read_text(path: Path, what: str, max_bytes: int = MAX_YAML_BYTES) -> str:
+    data = read_bytes_bounded(path, what, max_bytes)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(f"cannot read {what} file: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                         f"{exc.start:,})", file=str(path), line=line) from None
 
 
 def _count_mappings(text: str, loader_cls, path: Path, limit: int, what: str) -> None:
@@ -106,14 +155,40 @@ def _count_mappings(text: str, loader_cls, path: Path, limit: int, what: str) ->
                                  line=event.start_mark.line + 1)
 
 
-def load_yaml(path: Path, what: str = "YAML", max_mappings: int | None = None) -> SourceDoc:
+def _loader_class():
+    """PyYAML's safe loader (the C one where built) without YAML 1.1's base-60 numbers: `tokens: 1:30` would
+    be 90 there, and 5400 for `1:30:00`; here it stays the text "1:30" (which a number field refuses), as
+    YAML 1.2 reads it. Built once, on first use."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        # PyYAML's own int and float patterns (resolver.py) without their sexagesimal alternative
+        no_base60 = {
+            "tag:yaml.org,2002:int": re.compile(r"""^(?:[-+]?0b[0-1_]+
+                    |[-+]?0[0-7_]+
+                    |[-+]?(?:0|[1-9][0-9_]*)
+                    |[-+]?0x[0-9a-fA-F_]+)$""", re.X),
+            "tag:yaml.org,2002:float": re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+                    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""", re.X)}
+        resolvers = {first: [(tag, no_base60.get(tag, regexp)) for tag, regexp in entries]
+                     for first, entries in base.yaml_implicit_resolvers.items()}
+        _LOADER = type("NoBase60Loader", (base,), {"yaml_implicit_resolvers": resolvers})
+    return _LOADER
+
+
+_LOADER = None
+
+
+def load_yaml(path: Path, what: str = "YAML", max_mappings: int | None = None,
+              max_bytes: int = MAX_YAML_BYTES) -> SourceDoc:
     import yaml
 
-    text = read_text(path, what)
-    if len(text) > MAX_YAML_BYTES:
-        raise InputError(f"{what} file is {len(text.encode()):,} bytes; cascade-plan reads YAML files up to "
-                         f"{MAX_YAML_BYTES:,} bytes", file=str(path))
-    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    text = read_text(path, what, max_bytes)
+    loader_cls = _loader_class()
     try:
         if max_mappings is not None:
             _count_mappings(text, loader_cls, path, max_mappings, what)
@@ -143,26 +218,46 @@ def load_yaml(path: Path, what: str = "YAML", max_mappings: int | None = None) -
     return SourceDoc(data, lines, str(path))
 
 
-def load_json(path: Path, what: str = "JSON") -> SourceDoc:
-    import msgspec
-
-    text = read_text(path, what)
+def load_json(path: Path, what: str = "JSON", max_bytes: int = MAX_YAML_BYTES) -> SourceDoc:
+    """A JSON object, as strict as the YAML reader: a key written twice in one object is refused naming
+    the key (a parser keeps the last silently), NaN and Infinity are refused, and the file is capped."""
+    text = read_text(path, what, max_bytes)
     try:
-        data = msgspec.json.decode(text)          # ~3x faster than json on megabyte calibration files
-    except (msgspec.DecodeError, RecursionError):
-        data = None
-    try:
-        if data is None:
-            data = json.loads(text, parse_constant=_no_constant)   # for the error message with a line number
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise InputError(f"JSON syntax error: {exc.msg}", file=str(path), line=exc.lineno) from None
     except RecursionError:
         raise InputError("JSON nesting is too deep to read", file=str(path)) from None
+    except _DuplicateKey as exc:
+        raise InputError(f"duplicate key {exc.key!r} in one JSON object (JSON keeps the last silently; write each "
+                         "field once)", file=str(path), field=exc.key, line=_second_line_of(text, exc.key)) from None
     except ValueError as exc:
         raise InputError(str(exc), file=str(path)) from None
     if not isinstance(data, dict):
         raise InputError(f"{what} file must contain a JSON object", file=str(path), line=1)
     return SourceDoc(data, {}, str(path))
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+def _no_duplicates(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return out
+
+
+def _second_line_of(text: str, key: str) -> int | None:
+    """The line of the key's second occurrence, where the text makes it plain."""
+    found = [m.start() for m in re.finditer(re.escape(json.dumps(key)) + r"\s*:", text)]
+    return text.count("\n", 0, found[1]) + 1 if len(found) >= 2 else None
 
 
 def _no_constant(name: str):

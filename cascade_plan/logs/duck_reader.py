@@ -20,8 +20,22 @@ from cascade_plan.logs.log_format import MAX_TS_S
 from cascade_plan.logs.sources import LogFile
 
 SEQ_TYPE = 'STRUCT(request VARCHAR, "group" VARCHAR, shared BIGINT, private BIGINT, levels BIGINT[])'
-JSON_COLUMNS = ("{ts: 'DOUBLE', replica: 'VARCHAR', step: 'BIGINT', seqs: '" + SEQ_TYPE + "[]', batch: 'BIGINT', "
-                "prefix: 'BIGINT', siblings: 'BIGINT', groups: 'BIGINT', private: 'DOUBLE'}")
+# Counts are read as JSON and kept only when the JSON value is an integer: a typed read would round 64.7
+# to 65 and take "64" or true as 64 and 1. Anything else becomes -1, which every rule below refuses.
+RAW_SEQ_TYPE = 'STRUCT(request VARCHAR, "group" VARCHAR, shared JSON, private JSON, levels JSON[])'
+JSON_COLUMNS = ("{ts: 'DOUBLE', replica: 'VARCHAR', step: 'BIGINT', seqs: '" + RAW_SEQ_TYPE + "[]', batch: 'JSON', "
+                "prefix: 'JSON', siblings: 'JSON', groups: 'JSON', private: 'DOUBLE'}")
+
+
+def json_int(v: str) -> str:
+    """SQL: a JSON value as BIGINT when it is a JSON integer, NULL when missing or null, else -1 (refused)."""
+    return (f"(CASE WHEN {v} IS NULL OR json_type({v}) = 'NULL' THEN NULL WHEN json_type({v}) IN ('UBIGINT', 'BIGINT') "
+            f"THEN try_cast({v} AS BIGINT) ELSE -1 END)")
+
+
+TYPED_SEQS = (f'list_transform(seqs, lambda x: struct_pack(request := x.request, "group" := x."group", '
+              f"shared := {json_int('x.shared')}, private := {json_int('x.private')}, "
+              f"levels := list_transform(x.levels, lambda v: {json_int('v')})))")
 
 
 def _levels_bad(lv: str, grp: str, shared: str) -> str:
@@ -107,6 +121,8 @@ def form_of(con, f: LogFile) -> tuple[str, dict[str, str]]:
     try:
         cols = _columns(con, f)
     except duckdb.Error as exc:          # not gzip / zstd / Parquet after all, unreadable, ...
+        if _interrupt(exc):
+            raise
         raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=f.path) from None
     if "seqs" in cols or "request" in cols:
         return "seq", cols
@@ -127,7 +143,14 @@ def _flat_source(files: list[LogFile], cols: dict[str, str]) -> str:
 
 def _col(cols: dict[str, str], name: str, cast: str) -> str:
     # trim(): DuckDB would otherwise push a bare cast into the CSV reader, which then fails on the row
-    return f'try_cast(trim("{name}"::VARCHAR) AS {cast})' if name in cols else f"NULL::{cast}"
+    if name not in cols:
+        return f"NULL::{cast}"
+    text = f'trim("{name}"::VARCHAR)'
+    if cast == "BIGINT":       # a count: a whole number ("64", or 64.0 from a float column), never 64.7 rounded to 65
+        return (f"(CASE WHEN {text} IS NULL OR {text} = '' THEN NULL "
+                f"WHEN regexp_full_match({text}, '[+-]?[0-9]+(\\.0*)?') THEN try_cast(try_cast({text} AS DOUBLE) AS BIGINT) "
+                "ELSE -1 END)")
+    return f"try_cast({text} AS {cast})"
 
 
 def seq_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
@@ -142,8 +165,9 @@ def seq_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
                      unnest(CASE WHEN bad OR len(seqs) = 0 THEN [NULL::{SEQ_TYPE}] ELSE seqs END) AS q,
                      unnest(range(1, CASE WHEN bad THEN 2 ELSE greatest(len(seqs), 1) + 1 END)) AS k
               FROM (SELECT filename, ts, replica, seqs, {JSON_STEP_BAD} AS bad
-                    FROM read_json({paths}, format='newline_delimited', ignore_errors=true, filename=true,
-                                   columns={JSON_COLUMNS})))"""
+                    FROM (SELECT filename, ts, replica, {TYPED_SEQS} AS seqs
+                          FROM read_json({paths}, format='newline_delimited', ignore_errors=true, filename=true,
+                                         columns={JSON_COLUMNS}))))"""
     lv = cols.get("levels", "")
     if not lv:
         levels = "NULL::BIGINT[]"
@@ -202,7 +226,8 @@ def seq_aggregate_sql(rows_sql: str) -> str:
 def compact_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
     if files[0].fmt == "json":
         paths = "[" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in files) + "]"
-        src = (f"SELECT filename AS file, ts, replica, batch, prefix, siblings, groups, private FROM read_json("
+        src = (f"SELECT filename AS file, ts, replica, {json_int('batch')} AS batch, {json_int('prefix')} AS prefix, "
+               f"{json_int('siblings')} AS siblings, {json_int('groups')} AS groups, private FROM read_json("
                f"{paths}, format='newline_delimited', ignore_errors=true, filename=true, columns={JSON_COLUMNS})")
     else:
         src = (f"SELECT filename AS file, {_col(cols, 'ts', 'DOUBLE')} AS ts, {_col(cols, 'replica', 'VARCHAR')} AS replica, "
@@ -236,12 +261,41 @@ def _run_with_progress(con, sql: str, progress: Callable[[float], None] | None):
         th.join()
 
 
+def _interrupt(exc: BaseException) -> bool:
+    """DuckDB reports Ctrl-C during a query as an error ("Query interrupted", "INTERRUPT Error")."""
+    return "interrupt" in str(exc).lower() or type(exc).__name__ == "InterruptException"
+
+
 def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int | None = None,
               progress: Callable[[str, float], None] | None = None) -> LogTables:
-    """Scan every file (grouped by format and form) and return the aggregated tables."""
+    """Scan every file (grouped by format and form) and return the aggregated tables. Ctrl-C during the
+    scan is a KeyboardInterrupt (the CLI's one line and exit 130), never a query error."""
     import duckdb
 
-    con = _connect(memory_limit, threads)
+    try:
+        return _read_logs(files, memory_limit, threads, progress)
+    except (RuntimeError, duckdb.Error) as exc:
+        if not _interrupt(exc):
+            raise
+    raise KeyboardInterrupt
+
+
+def require_steps(tables: LogTables, files: list[LogFile]) -> LogTables:
+    """The tables, when at least one decode step was well formed; else the one line `analyze` gives."""
+    if tables.steps == 0:
+        raise InputError("no valid decode step in the log(s)" + (f" ({sum(m for *_, m in tables.files)} malformed)"
+                                                                  if tables.files else ""), file=files[0].path)
+    return tables
+
+
+def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
+               progress: Callable[[str, float], None] | None) -> LogTables:
+    import duckdb
+
+    try:
+        con = _connect(memory_limit, threads)
+    except duckdb.Error as exc:
+        raise InputError(f"--memory-limit / --threads: DuckDB refused them: {str(exc).splitlines()[0]}") from None
     groups: dict[tuple[str, str, tuple], list[LogFile]] = {}
     forms = {}
     for f in files:
@@ -278,6 +332,8 @@ def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int |
                 con.execute("INSERT INTO nodes SELECT replica, ts, 1, prefix, g, g * siblings FROM agg "
                             "WHERE prefix > 0 AND g > 0")
         except duckdb.Error as exc:
+            if _interrupt(exc):
+                raise
             raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=fs[0].path) from None
     tables = _fetch(con)
     tables.forms = forms

@@ -18,6 +18,8 @@ rules; ``docs/log-schema.json`` is generated from them (a test keeps it in step)
 
 from __future__ import annotations
 
+import re
+
 from typing import Annotated
 
 import msgspec
@@ -101,6 +103,10 @@ PER_SEQUENCE_FIELDS = ("ts", "replica", "request", "group", "shared", "private")
 COMPACT_FIELDS = ("ts", "replica", "batch", "prefix", "siblings", "private")
 
 
+_WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
+FLAT_COUNTS = {"compact": ("batch", "prefix", "siblings", "groups"), "seq": ("shared", "private")}
+
+
 def check_record(record, form: str, flat: bool = False) -> str | None:
     """The first rule a decoded record of `form` ('seq' | 'compact') breaks, as 'field: reason', or
     None. Cross-field rules a struct cannot say are checked here too (the SQL reader applies the same
@@ -110,6 +116,14 @@ def check_record(record, form: str, flat: bool = False) -> str | None:
     kind = CompactRecord if form == "compact" else (SeqRow if flat else StepRecord)
     if flat:
         record = {k: v for k, v in record.items() if v not in (None, "")}
+        for name in FLAT_COUNTS[form]:          # as the SQL reader reads them: whole numbers, "64" or 64.0, not "1e3"
+            v = record.get(name)
+            if isinstance(v, str):
+                if not _WHOLE.fullmatch(v.strip()):
+                    return f"{name}: a whole number, got {v[:40]!r}"
+                record[name] = int(float(v))
+            elif isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+                return f"{name}: a whole number, got {v!r}"
     try:
         rec = msgspec.convert(record, kind, strict=not flat)
     except msgspec.ValidationError as exc:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cascade_plan.render.plot_style import (FORMATS, _RC, _finish, _log2_edges, _log2_ticks, _mpl, _new_figure, _save,
+from cascade_plan.render.plot_style import (FORMATS, _RC, plain, _finish, _log2_edges, _log2_ticks, _mpl, _new_figure, _save,
                                             _speedup_cmap, _speedup_norm, _title, fmt_tokens)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,7 +45,7 @@ def _mark_point(ax, point: tuple[float, float, str], x_range, y_range) -> bool:
     ax.plot([x], [y], marker="*", markersize=17, color="white", markeredgecolor="black", markeredgewidth=1.4,
             zorder=5, linestyle="none")
     right = x < (x_range[0] + x_range[1]) / 2
-    ax.annotate(label, (x, y), xytext=(12 if right else -12, 10), textcoords="offset points", fontsize=9.5,
+    ax.annotate(plain(label), (x, y), xytext=(12 if right else -12, 10), textcoords="offset points", fontsize=9.5,
                 ha="left" if right else "right", va="bottom", zorder=6,
                 bbox={"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "#333333", "alpha": 0.9})
     return True

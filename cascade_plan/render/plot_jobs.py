@@ -80,12 +80,40 @@ def _parallel(jobs, tasks, formats, workers, done, on_done) -> None:
     _warm(plots)                     # forked workers inherit matplotlib imported, fonts loaded
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context, initializer=_ignore_sigint)
+    try:
         futures = {pool.submit(render_one, jobs[i][0], k, jobs[i][1], formats): (i, k) for i, k in tasks}
         for fut in as_completed(futures):
             done[futures[fut]] = fut.result()
             if on_done:
                 on_done()
+    except BaseException:
+        # Ctrl-C (or a failed plot): stop the workers now rather than wait for their plots; the caller
+        # removes the folder they were drawing into.
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _ignore_sigint() -> None:
+    """In a plot worker: Ctrl-C is the parent's to handle (one line, exit 130); a worker that took it too
+    would print its own traceback. And a worker ends with its parent: a report killed with SIGKILL would
+    otherwise leave its workers waiting on the task queue forever (Linux: PR_SET_PDEATHSIG)."""
+    import os
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)          # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):                           # not Linux: the parent stops them on Ctrl-C
+        pass
+    if os.getppid() == 1:                                       # the parent died before the call above
+        os._exit(1)
 
 
 def _warm(plots) -> None:

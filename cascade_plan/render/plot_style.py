@@ -123,8 +123,16 @@ def _fmt_x(x: float) -> str:
     return f"{x:.2f}x" if x < 10 else f"{x:.1f}x"
 
 
+def plain(text: str) -> str:
+    """Text drawn as written: a `$` in a name (a workload, a GPU, a file) would start matplotlib's math mode
+    and fail the whole plot on an unbalanced one. Escapes each unescaped `$` (idempotent)."""
+    import re
+
+    return re.sub(r"(?<!\\)\$", r"\\$", text)
+
+
 def _gpu_name(hw) -> str:
-    return hw.name or hw.id
+    return plain(hw.name or hw.id)
 
 
 def _scenario_line(est: "Estimate") -> str:
@@ -164,7 +172,7 @@ def _finish(fig, est_params=None, coverage: tuple[str, ...] = ()) -> None:
     strip_in = 0.08 + 0.17 * len(lines) + (0.3 if tagged else 0.0)
     h = fig.get_size_inches()[1]
     fig.tight_layout(pad=0.6, rect=(0, strip_in / h, 1, 1))
-    fig.text(0.01, 0.04 / h, "\n".join(lines), fontsize=9, color="#444444", ha="left", va="bottom")
+    fig.text(0.01, 0.04 / h, plain("\n".join(lines)), fontsize=9, color="#444444", ha="left", va="bottom")
     if tagged:
         fig.text(0.01, (0.1 + 0.17 * len(lines)) / h, f"{UNCALIBRATED.upper()}: default efficiencies, not measured "
                  "kernels", fontsize=9.5, color="#333333",
@@ -177,7 +185,7 @@ def _title(ax, text: str, **kw) -> None:
     an inch), so a long workload or GPU name never runs off the canvas."""
     width_chars = int(ax.figure.get_size_inches()[0] * 11)
     lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, width_chars) or [""])]
-    ax.set_title("\n".join(lines), fontsize=11, **kw)
+    ax.set_title(plain("\n".join(lines)), fontsize=11, **kw)
 
 
 def _log_if_wide(ax, axis: str, lo: float, hi: float, decade: float = 10.0) -> bool:

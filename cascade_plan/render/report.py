@@ -323,8 +323,9 @@ def build_report(reports: list[WorkloadReport]) -> str:
 
 
 def slug(name: str) -> str:
-    out = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name.lower()).strip("-")
-    return out or "workload"
+    from cascade_plan.inputs.ids import slug as safe_slug     # one rule for every folder named after a workload
+
+    return safe_slug(name)
 
 
 def rel(path: Path, base: Path) -> str:

@@ -40,12 +40,12 @@ class PolicyOutcome:
 def mix_from_log(patterns: list[str], output_cv: float = 0.0, sibling_spread: float = 0.0) -> Mix:
     """The request mix of the workload that best summarises the logs: the shared chain's tokens, the
     siblings per innermost group, the median output and private tokens."""
-    from cascade_plan.logs.duck_reader import read_logs
+    from cascade_plan.logs.duck_reader import read_logs, require_steps
     from cascade_plan.logs.sources import expand
     from cascade_plan.logs.summary_tree import summary_tree
 
     files = expand(patterns)
-    tree, _ = summary_tree(read_logs(files))
+    tree, _ = summary_tree(require_steps(read_logs(files), files))      # an all-malformed log is refused, as analyze does
     shared = 0
     node = tree
     while node.get("children"):

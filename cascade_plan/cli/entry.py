@@ -1,0 +1,67 @@
+"""The `cascade-plan` entry point: imports nothing until it runs, so that Ctrl-C at any moment, start-up
+included, is one line ("interrupted") and exit status 130, never a traceback. Whatever was being written
+is removed by the writer's own cleanup (outputs.py) as the interrupt unwinds through it."""
+
+from __future__ import annotations
+
+import sys
+
+EXIT_INTERRUPTED = 130          # 128 + SIGINT, what shells report for a command stopped by Ctrl-C
+
+
+def interrupted() -> None:
+    """Say so in one line and exit 130; a second Ctrl-C while saying it changes nothing."""
+    import os
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):       # not the main thread
+        pass
+    try:
+        sys.stderr.write("interrupted\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(EXIT_INTERRUPTED)           # no interpreter teardown: nothing left to print a traceback
+
+
+def _finished() -> None:
+    """The command is done (its output written and flushed): a Ctrl-C from here on changes nothing. Without
+    this, one in the interpreter's teardown (tens of ms, after Python restores the default handler) would
+    kill the process by the signal, without the one line."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):
+        pass
+
+
+class Interrupted(Exception):
+    """Ctrl-C inside a command, carried past click (which would print a blank line and 'Aborted!')."""
+
+
+def main() -> None:
+    try:
+        from cascade_plan.cli.app import main as run
+
+        run()
+    except SystemExit:                  # how click ends every command, answered or refused
+        _finished()
+        raise
+    except (KeyboardInterrupt, Interrupted):
+        pass
+    else:
+        _finished()
+        return
+    # Outside the except block the traceback is gone, so what the command held (a DuckDB connection and its
+    # spill files, open temporaries) is released before the exit.
+    import gc
+
+    gc.collect()
+    interrupted()
