@@ -312,7 +312,7 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
     """All layers' attention time of each mode interpolated from the calibration's measured rows (NaN
     where they do not bracket the step; given each mode's fitted time, the rows' ratio to the fit is
     what is interpolated), and why the fitted model prices the rest; None when the calibration carries
-    no rows (ideal, defaults, imported tables)."""
+    no rows (ideal, defaults; an imported file carries per-sequence decode rows only)."""
     if params.measured is None:
         return None
     from cascade_plan.cost.ops.attention import (
