@@ -100,3 +100,23 @@ def test_estimate_json_names_aiconfigurators_rows(tmp_path):
     text = CliRunner().invoke(app, ["estimate", str(wl)])
     assert text.exit_code == 0 and "AIConfigurator's rows, interpolated" in " ".join(text.stdout.split())
     assert json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("corrupt, field", [
+    (lambda d: d["decode_rows"]["kv_dtypes"]["bf16"]["4/8/128"].pop(), "4/8/128"),       # one sequences row short
+    (lambda d: d["decode_rows"]["kv_dtypes"]["bf16"].update({"4x8": [[1.0]]}), "4x8"),   # not a shape
+    (lambda d: d["decode_rows"]["kv_dtypes"]["bf16"]["4/8/128"][0].__setitem__(0, -1.0), "bf16.4/8/128"),
+])
+def test_a_malformed_decode_rows_block_is_one_error_line(tmp_path, corrupt, field):
+    from typer.testing import CliRunner
+
+    from cascade_plan.cli.app import app
+
+    doc = find_committed(load_hardware("h100-sxm"), source="aic").doc
+    doc = json.loads(json.dumps(doc))
+    corrupt(doc)
+    path = tmp_path / "h100-sxm-aic-vllm.json"
+    path.write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["estimate", "rl-rollouts-64", "--calibration", str(path)])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert field in res.output and len(res.output.strip().splitlines()) <= 3, res.output
