@@ -8,11 +8,20 @@ import json
 import numpy as np
 import pytest
 
-from cascade_plan.calibration.aic_rows import KEEP_Q_PER_KV, decode_measured, encode_rows
+from cascade_plan.calibration.aic_rows import (
+    KEEP_Q_PER_KV,
+    decode_measured,
+    encode_rows,
+)
 from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.coverage import attention_sources
-from cascade_plan.cost.ops.attention import FITTED, MEASURED_AIC, measured_layer_s, private_level
+from cascade_plan.cost.ops.attention import (
+    FITTED,
+    MEASURED_AIC,
+    measured_layer_s,
+    private_level,
+)
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 
@@ -78,7 +87,7 @@ def test_shipped_rows_price_the_step_at_a_grid_point_and_say_so():
 
 def test_outside_the_rows_and_over_shared_pages_the_fit_prices_it_and_says_why():
     hw, m, params = _h100()
-    g, c = _one(params, hw, m, 8, 200_000)                    # beyond the 131,072-token rows
+    _, c = _one(params, hw, m, 8, 200_000)                    # beyond the 131,072-token rows
     assert float(c.ps_measured) == 0.0 and "context tokens 200,000" in c.ps_outside[0]
     _, shared = _one(params, hw, m, 8, 64, prefix=1024, prefix_caching=True)
     assert float(shared.ps_measured) == 0.0 and "private pages only" in shared.ps_outside[0]
