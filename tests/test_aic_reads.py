@@ -214,5 +214,7 @@ def test_aic_check_runs_aiconfigurators_own_estimate_beside_the_planner():
     # the all-reduce per call is AIConfigurator's own table read at tokens x hidden elements
     assert s["allreduce_per_call_tp4_8_batch16_256"]["within_10pct"] == 1.0
     assert s["gemm"]["median_abs"] <= 0.03 and s["step"]["median_abs"] <= 0.10
+    # inside its decode grid the planner interpolates its rows: 0.25% median here (the fit alone: 0.99%)
+    assert s["attention"]["median_abs"] <= 0.005
     for r in doc["rows"]:
         assert r["aic_s"]["step"] == pytest.approx(sum(r["aic_s"][t] for t in ("attention", "gemm", "glue", "allreduce")))

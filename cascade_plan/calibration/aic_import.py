@@ -18,6 +18,7 @@ import numpy as np
 
 from cascade_plan import __version__
 from cascade_plan.calibration import aic_fit, aic_tables
+from cascade_plan.calibration.aic_rows import encode_rows
 from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
 from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed, step_parts_of
 from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
@@ -57,12 +58,14 @@ class _Gpu:
                              self.system, framework)
         self.gemm = _require(load("gemm", "gemm_perf", GEMM_COLUMNS), "GEMM", self.system, framework)
         self.decode: dict[str, tuple] = {}
+        self.decode_raw: dict[str, tuple] = {}      # (configurations, times s) per KV dtype, shipped as rows
         for kv in ("bf16", "fp8"):
             cfgs, t, kernel = aic_fit.decode_rows(self.attn.columns, kv)
             if kv == "bf16":
                 self.decode_cfgs = cfgs
             if len(cfgs) >= 12:
                 self.decode[kv] = (aic_fit.fit_decode(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s), kernel, len(cfgs))
+                self.decode_raw[kv] = (cfgs, t)
         if "bf16" not in self.decode:
             raise InputError(f"AIConfigurator's {self.attn.rel_path} has too few bf16 decode rows at head dim 128")
         self.gemm_rows = {d: aic_fit.gemm_rows(self.gemm.columns, a) for a, d in aic_fit.GEMM_DTYPES.items()}
@@ -214,6 +217,8 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                  "measured": {"decode": grid_of_configs(gpu.decode_cfgs),
                               "cascade": (measured_grid(probe.doc) or {}).get("cascade")}},
         "measurements": [],
+        # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic_rows.py)
+        "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
                    "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_to_json(steps)},
     }

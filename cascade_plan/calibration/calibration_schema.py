@@ -11,7 +11,7 @@ ones there are kept in the file and ignored. A new fitted field goes into the st
 parts for the rest of the step, Fitted for bookkeeping). A file that fails this schema is one error
 line naming the field (the whole measurement list is checked, not its first rows), and a fit whose
 result fails it is refused before anything is written. Files are read up to
-limits.MAX_CALIBRATION_BYTES (8 MiB; the largest shipped one is 1.4 MB)."""
+limits.MAX_CALIBRATION_BYTES (16 MiB; the largest shipped one is 2.6 MB)."""
 
 from __future__ import annotations
 
@@ -204,6 +204,19 @@ class Fitted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     holdout_rule: Text | None = None
 
 
+Microseconds = Annotated[float, msgspec.Meta(gt=0, le=1e10)]
+
+
+class DecodeRowsDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """AIConfigurator's per-sequence decode rows of an imported file (calibration/aic_rows.py): per KV
+    dtype and shape "q_per_kv/kv_heads/head_dim", times in us, one row per sequences value, one column
+    per context (null: not measured)."""
+
+    sequences: list[Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)]]
+    context_tokens: list[Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_CONTEXT_TOKENS)]]
+    kv_dtypes: dict[str, dict[str, list[list[Microseconds | None]]]]
+
+
 class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     schema_version: Literal[1]
     kind: Literal["cascade-plan-calibration"]
@@ -213,6 +226,23 @@ class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     hardware_id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")] | None = None
     fitted: Fitted | None = None
     step_ops: list[StepOpRow] = []
+    decode_rows: DecodeRowsDoc | None = None
+
+
+def _bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:
+    """The first decode-rows matrix whose size does not match the axes, or whose shape key is not
+    three positive integers."""
+    if rows is None:
+        return None
+    for kv, per in rows.kv_dtypes.items():
+        for key, m in per.items():
+            where = ("decode_rows", "kv_dtypes", kv, key)
+            parts = key.split("/")
+            if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+                return where, "a shape is 'query heads per KV head/KV heads/head dim', e.g. 4/8/128"
+            if len(m) != len(rows.sequences) or any(len(r) != len(rows.context_tokens) for r in m):
+                return where, "the matrix must be sequences x context_tokens (one row per sequences value)"
+    return None
 
 
 def _inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
@@ -295,6 +325,22 @@ def _locate(data, typ, exc: msgspec.ValidationError) -> tuple[tuple, str]:
     return path, msg
 
 
+def _rows_error(rows) -> tuple[tuple, str] | None:
+    """msgspec names dict entries `[...]`: find the KV dtype and shape of the first bad matrix."""
+    per_kv = rows.get("kv_dtypes") if isinstance(rows, dict) else None
+    if not isinstance(per_kv, dict):
+        return None
+    for kv, per in per_kv.items():
+        for key, m in (per.items() if isinstance(per, dict) else [("", per)]):
+            try:
+                msgspec.convert(m, list[list[Microseconds | None]])
+            except msgspec.ValidationError as exc:
+                msg, _, where = str(exc).partition(" - at `")
+                return ("decode_rows", "kv_dtypes", kv, key) if key else ("decode_rows", "kv_dtypes", kv), \
+                    f"{msg} (at {where.rstrip('`').replace('$', 'the matrix')})"
+    return None
+
+
 def check_calibration(data: dict, source) -> CalibrationDoc:
     """Validate a calibration document; `source` is the SourceDoc (for file and field in errors). Returns
     the typed document (optional fields filled in with their defaults)."""
@@ -306,10 +352,13 @@ def check_calibration(data: dict, source) -> CalibrationDoc:
         doc = msgspec.convert(data, CalibrationDoc)
     except msgspec.ValidationError as exc:
         if "[...]" in str(exc):
+            rows = _rows_error(data.get("decode_rows")) if "$.decode_rows" in str(exc) else None
+            if rows:
+                raise source.error(rows[0], rows[1].replace("`", "")) from None
             path, msg = _locate(data, CalibrationDoc, exc)
             raise source.error(path, _plain(msg)) from None
         raise validation_error(source, exc) from None
-    bad = _inconsistent(doc.fitted)
+    bad = _inconsistent(doc.fitted) or _bad_rows(doc.decode_rows)
     if bad:
         raise source.error(*bad)
     return doc

@@ -16,6 +16,7 @@ from cascade_plan import __version__
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.calibration.calibration_schema import check_calibration, normalised_fits
+from cascade_plan.calibration.aic_rows import decode_measured
 from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
 from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
                                    predict)
@@ -319,7 +320,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         prefix_suffix_overlap=float(k.get("prefix_suffix_overlap", 0.0)), step=step,
         origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
         measured_grid=measured_grid(probe.doc, kv_dtype if key == kv_dtype else None),
-        measured=measured_rows(probe, backend, kv_dtype, k) if key == kv_dtype and origin == "probe" else None,
+        measured=(None if key != kv_dtype else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
+                  else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.get("train_rows") else [])),
     )
 

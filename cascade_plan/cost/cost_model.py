@@ -312,18 +312,34 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
     """All layers' attention time of each mode interpolated from the calibration's measured rows (NaN
     where they do not bracket the step; given each mode's fitted time, the rows' ratio to the fit is
     what is interpolated), and why the fitted model prices the rest; None when the calibration carries
-    no rows (ideal, defaults, imported tables)."""
+    no rows (ideal, defaults; an imported file carries per-sequence decode rows only)."""
     if params.measured is None:
         return None
-    from cascade_plan.cost.ops.attention import measured_layer_s, outside_reason, single_level
+    from cascade_plan.cost.ops.attention import (
+        SingleLevel,
+        measured_layer_s,
+        outside_reason,
+        private_level,
+        single_level,
+    )
 
     sl = single_level(load)
     shape = (g.q_heads // g.kv_heads, g.kv_heads, model.head_dim)
     mla = model.attention == "mla"
     out = []
     for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s), ("cascade", fitted_cas_s)):
+        rows_kernel = kernel
+        if params.measured.private and kernel != "cascade":
+            # rows over private pages, queried by sequences and context: every per-sequence decode without
+            # prefix caching, and with it where no shared token has a second reader (pages then private)
+            sl = private_level(load)
+            rows_kernel = "per_sequence_dup"
+            if kernel == "per_sequence":
+                sl = SingleLevel(sl.coords, sl.valid & (np.asarray(load.node_redundant_tokens, float).sum(0) <= 0))
+        elif params.measured.private:
+            sl = single_level(load)
         per_layer = None if fitted is None else np.asarray(fitted, float) / g.layers
-        t = np.full(sl.valid.shape, np.nan) if mla else measured_layer_s(params.measured, kernel, shape, sl, per_layer)
+        t = np.full(sl.valid.shape, np.nan) if mla else measured_layer_s(params.measured, rows_kernel, shape, sl, per_layer)
         out.append((g.layers * t, outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)))
     (ps, ps_why), (cas, cas_why) = out
     return ps, cas, ps_why, cas_why

@@ -68,7 +68,8 @@ class CostParams:
     what_if: str | None = None
     # The measured attention rows of this backend and KV dtype (cost/ops/attention.py): inside their grid
     # the step's attention is interpolated from them, outside it the fitted kernels above price it.
-    # None: nothing measured to interpolate (ideal, defaults, imported tables, a dtype without rows).
+    # None: nothing measured to interpolate (ideal, defaults, a dtype without rows). An imported
+    # AIConfigurator file carries per-sequence decode rows over private pages only (calibration/aic_rows.py).
     measured: MeasuredAttention | None = None
     # What the label should say that does not qualify the verdict (unlike notes): which backend stood in
     # for the default one, how a dtype with few rows was fitted.

@@ -89,7 +89,7 @@ NOT_MEASURED = {"ideal": "ideal (bytes at peak bandwidth; nothing measured)",
 def attention_sources(c: StepCosts, weights: np.ndarray, params: CostParams) -> dict:
     """Per mode, where the run's attention times come from: the measured rows (interpolated inside their
     grid) or the fitted model (outside it, and why), with the share of decode steps each priced."""
-    from cascade_plan.cost.ops.attention import FITTED, source_label
+    from cascade_plan.cost.ops.attention import FITTED, MEASURED, source_label
 
     if params.mode in NOT_MEASURED:
         return {mode: {"source": NOT_MEASURED[params.mode], "measured_share": 0.0, "outside": None}
@@ -103,7 +103,8 @@ def attention_sources(c: StepCosts, weights: np.ndarray, params: CostParams) -> 
             continue
         share = float((np.asarray(mask, float) * w).sum() / max(w.sum(), 1e-300))
         reason = why[0] if why else None
-        out[mode] = {"source": source_label(share, reason, float(w.sum())), "measured_share": share, "outside": reason}
+        out[mode] = {"source": source_label(share, reason, float(w.sum()), params.measured.label if params.measured
+                                            else MEASURED), "measured_share": share, "outside": reason}
     return out
 
 

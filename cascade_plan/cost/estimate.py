@@ -82,26 +82,26 @@ class Estimate:
         return self.steps[-1]
 
 
-def _source(mask, idx: int, mode: str) -> str:
+def _source(mask, idx: int, mode: str, measured: str | None = None) -> str:
     from cascade_plan.cost.ops.attention import FITTED, MEASURED
 
     if mask is None:
         return mode if mode in ("ideal", "default") else FITTED
-    return MEASURED if mask[idx] > 0 else FITTED
+    return (measured or MEASURED) if mask[idx] > 0 else FITTED
 
 
-def _summary(c: StepCosts, idx: int, label: str, mode: str = "calibrated") -> StepSummary:
+def _summary(c: StepCosts, idx: int, label: str, mode: str = "calibrated", measured: str | None = None) -> StepSummary:
     ps = ModeStep(attention_bytes=float(c.ps_attention_bytes[idx]), hbm_bytes=float(c.ps_hbm_bytes[idx]),
                   prefix_bytes=float(c.ps_prefix_bytes[idx]),
                   suffix_bytes=float(c.ps_attention_bytes[idx] - c.ps_prefix_bytes[idx]), merge_bytes=0.0,
                   attention_flops=float(c.ps_flops[idx]), attention_s=float(c.ps_attention_s[idx]),
-                  step_s=float(c.ps_step_s[idx]), attention_source=_source(c.ps_measured, idx, mode))
+                  step_s=float(c.ps_step_s[idx]), attention_source=_source(c.ps_measured, idx, mode, measured))
     cas_bytes = float(c.cas_attention_bytes[idx])
     cas = ModeStep(attention_bytes=cas_bytes, hbm_bytes=cas_bytes, prefix_bytes=float(c.cas_prefix_bytes[idx]),
                    suffix_bytes=float(c.cas_suffix_bytes[idx]), merge_bytes=float(c.cas_merge_bytes[idx]),
                    attention_flops=float(c.cas_prefix_flops[idx] + c.cas_suffix_flops[idx]),
                    attention_s=float(c.cas_attention_s[idx]), step_s=float(c.cas_step_s[idx]),
-                   attention_source=_source(c.cas_measured, idx, mode))
+                   attention_source=_source(c.cas_measured, idx, mode, measured))
     return StepSummary(label=label, step=int(c.steps[idx]), active_seqs=int(c.active_seqs[idx]),
                        weight_bytes=float(c.weight_bytes[idx]), weight_s=float(c.weight_s[idx]),
                        per_sequence=ps, cascade=cas, glue_s=0.0 if c.glue_s is None else float(c.glue_s[idx]),
@@ -119,7 +119,8 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
     at = tree_costs_at(flat, np.array(sorted(set(picks)), float), g, scn.model, scn.weight_dtype, scn.tp, params,
                        scn.prefix_caching)
     index = {int(step): i for i, step in enumerate(at.steps)}
-    steps = [_summary(at, index[p], label, params.mode) for p, label in zip(picks, ("first", "middle", "final"))]
+    words = params.measured.label if params.measured else None
+    steps = [_summary(at, index[p], label, params.mode, words) for p, label in zip(picks, ("first", "middle", "final"))]
 
     first = steps[0]
     run_ps, run_cas = run.run_total(run.costs.ps_step_s), run.run_total(run.costs.cas_step_s)

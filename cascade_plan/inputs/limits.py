@@ -16,9 +16,10 @@ import math
 MAX_YAML_BYTES = 1 << 20
 MAX_CONFIG_JSON_BYTES = 1 << 20        # a Hugging Face config.json: a few KB (the largest known ~10 KB)
 MAX_HARDWARE_BYTES = 64 << 10          # a hardware profile: ~2 KB
-# A calibration file: the largest shipped one (the H200 probe, 1.4 MB) x 4 is 5.6 MB; 8 MiB leaves room for a
-# probe with more backends and step measurements, and still reads in well under a second.
-MAX_CALIBRATION_BYTES = 8 << 20
+# A calibration file: the largest shipped one (the H200 probe, 2.6 MB with its fp8, query-group and held-out
+# step rows) x 4 is 10.3 MB; 16 MiB leaves room for a probe with more backends and `probe --workload` rows merged
+# in, and still reads in well under a second.
+MAX_CALIBRATION_BYTES = 16 << 20
 
 # Workload tree (per node / per leaf).
 MAX_TOKENS = 10_000_000            # tokens of one node, or private prompt tokens of one sequence

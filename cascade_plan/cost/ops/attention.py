@@ -28,6 +28,7 @@ REL_TOL = 1e-9                               # a query this close to a measured 
 DEDUPE_ABOVE = 4096                          # queries beyond which repeated ones are evaluated once
 
 MEASURED = "measured (interpolated)"
+MEASURED_AIC = "measured (AIConfigurator's rows, interpolated)"
 FITTED = "fitted model"
 
 
@@ -147,6 +148,12 @@ class MeasuredAttention:
     kv_dtype: str
     rows: dict[str, list[tuple]]
     _tables: dict = field(default_factory=dict, repr=False)
+    # What outputs call an interpolated time from these rows (the probe's, or AIConfigurator's).
+    label: str = MEASURED
+    # Rows over private pages only, at points (sequences, 1, context tokens, 0) (AIConfigurator's
+    # generation-attention rows: per-sequence decode, no shared prefix, no cascade): a step is queried by
+    # its sequences and their common context (`private_level`), whatever its prefix tree.
+    private: bool = False
 
     def table(self, kernel: str, shape: ShapeKey) -> MeasuredTable | None:
         key = (kernel, shape)
@@ -195,6 +202,17 @@ def single_level(load) -> SingleLevel:
     return SingleLevel(coords, valid)
 
 
+def private_level(load) -> SingleLevel:
+    """The coordinates private-page rows are measured at (sequences, 1, context tokens, 0), elementwise:
+    valid where every sequence decodes the same context (rows time equal contexts)."""
+    seqs = np.asarray(load.active_seqs, float)
+    ctx = (np.asarray(load.ps_prefix_tokens, float) + np.asarray(load.suffix_tokens, float)) / np.maximum(seqs, 1)
+    equal = np.abs(np.asarray(load.longest_context, float) - ctx) <= 1e-6 * np.maximum(ctx, 1)
+    coords = tuple(np.broadcast_arrays(seqs, np.ones_like(seqs), ctx, np.zeros_like(seqs), equal))[:4]
+    valid = np.broadcast_to(equal & (seqs > 0) & (ctx > 0), coords[0].shape)
+    return SingleLevel(coords, valid)
+
+
 def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
                      fitted_layer_s=None) -> np.ndarray:
     """Interpolated per-layer times at every valid point of the step grid (given the fitted model's
@@ -218,6 +236,7 @@ KERNEL_WORDS = {"per_sequence": "per-sequence decode over shared pages", "per_se
                 "cascade": "cascade"}
 AXIS_WORDS = {"n_groups": "groups", "group_size": "sequences per group", "prefix_tokens": "prefix tokens",
               "suffix_tokens": "suffix tokens"}
+PRIVATE_AXIS_WORDS = {**AXIS_WORDS, "n_groups": "sequences", "prefix_tokens": "context tokens"}
 
 
 def _shape_words(shape: ShapeKey) -> str:
@@ -243,38 +262,52 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
     what = KERNEL_WORDS[kernel]
     if mla:
         return f"the {measured.backend} {measured.kv_dtype} rows are GQA kernels; MLA has no rows of its own here"
+    if measured.private and kernel == "cascade":
+        return "AIConfigurator measures no cascade kernels; they are transferred from the H200 probe"
+    if measured.private and kernel == "per_sequence" and not sl.valid.all():
+        return ("AIConfigurator times decode over private pages only; over shared pages it is the fit with the L2 "
+                "gain transferred from the H200 probe")
+    if measured.private:
+        kernel = "per_sequence_dup"
+        what = KERNEL_WORDS[kernel]
     tab = measured.table(kernel, shape)
     if tab is None:
         have = ", ".join(f"{g}/{h}/{d}" for g, h, d in measured.shapes(kernel)) or "none"
         return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured, as query "
                 f"heads per KV head/KV heads/head dim: {have})")
     if not sl.valid.all():
+        if measured.private:
+            return "steps whose sequences decode different context lengths (AIConfigurator's rows time equal contexts)"
         return "steps whose sequences do not share one prefix level with equal suffixes (the probe times one shared level)"
     miss = ~np.asarray(inside, bool)
     beyond = []
+    words = PRIVATE_AXIS_WORDS if measured.private else AXIS_WORDS
     for a, name in enumerate(AXES):
         lo, hi = tab.axis_range(a)
         x = sl.coords[a][miss]
         out = (x < lo * (1 - REL_TOL)) | (x > hi * (1 + REL_TOL))
         if out.any():
-            beyond.append(f"{AXIS_WORDS[name]} {_span(x[out].min(), x[out].max())} (rows span {_span(lo, hi)})")
+            beyond.append(f"{words[name]} {_span(x[out].min(), x[out].max())} (rows span {_span(lo, hi)})")
     if beyond:      # every axis the workload leaves, not only the first
         return f"the {backend_words(measured)} {what} rows do not reach {', '.join(beyond)}"
     n, g, p, s = (c[miss][0] for c in sl.coords)
+    if measured.private:
+        return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} sequences of {p:,.0f} tokens "
+                "(each axis must be bracketed by rows)")
     return (f"no measured {backend_words(measured)} {what} rows bracket {n:,.0f} x {g:,.0f} sequences, {p:,.0f} prefix "
             f"and {s:,.0f} suffix tokens (a sparse grid: each axis must be bracketed by rows)")
 
 
-def source_label(measured_share: float, reason: str | None, steps: float = 0.0) -> str:
+def source_label(measured_share: float, reason: str | None, steps: float = 0.0, measured: str = MEASURED) -> str:
     """The words `estimate`, `report` and the JSON show for one mode's attention over a run of `steps`
-    decode steps."""
+    decode steps (`measured`: what the rows are called, MEASURED or MEASURED_AIC)."""
     if measured_share >= 1.0 - 1e-12:
-        return MEASURED
+        return measured
     if measured_share <= 1e-12:
         return f"{FITTED} (outside the measured grid: {reason})"
     part = (f"on {max(1, round(measured_share * steps)):,} of {round(steps):,} decode steps" if steps
             else f"on {measured_share:.1%} of the decode steps")
-    return f"{MEASURED} {part}, {FITTED} on the rest (outside the measured grid: {reason})"
+    return f"{measured} {part}, {FITTED} on the rest (outside the measured grid: {reason})"
 
 
 def attention_op(bytes_, flops, time_s, measured_mask=None) -> OpCost:
