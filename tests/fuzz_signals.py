@@ -25,7 +25,7 @@ def signal_commands(folder: Path) -> list[list[str]]:
             ["analyze", str(log), "--model", "llama-3-8b", "--hardware", "h200", "--workload-out", str(folder / "s.yaml")],
             ["breakeven", "rl-rollouts-64", "--json"],
             ["plot", "rl-rollouts-64", "--out", str(folder / "plots"), "--compare-hardware", "h100"],
-            ["calibrate", str(ROOT / "calibrations" / "h200-probe-2026-11-30.json"), "--out", str(folder / "cal.json")],
+            ["calibrate", str(ROOT / "calibrations" / "h200-probe-2026-12-01.json"), "--out", str(folder / "cal.json")],
             ["check", "rl-rollouts-64", "--min-run-speedup", "1.1", "--junit", str(folder / "j.xml"), "--markdown",
              str(folder / "m.md")]]
 

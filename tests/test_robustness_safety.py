@@ -15,7 +15,7 @@ from cascade_plan.cli.app import app
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = ROOT / "workloads" / "rl-rollouts-64.yaml"
 AIC_H100 = ROOT / "calibrations" / "h100-sxm-aic-vllm.json"
-PROBE_H200 = ROOT / "calibrations" / "h200-probe-2026-11-30.json"
+PROBE_H200 = ROOT / "calibrations" / "h200-probe-2026-12-01.json"
 TINY = ROOT / "tests" / "data" / "tiny-gqa-config.json"
 runner = CliRunner()
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
