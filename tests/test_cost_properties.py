@@ -150,3 +150,26 @@ def test_l2_hits_only_lower_per_sequence_hbm_bytes():
     assert c.ps_hbm_bytes[0] == pytest.approx(c.ps_attention_bytes[0] - 0.5 * redundant)
     c0, _ = costs(small, IDEAL)
     assert np.all(c0.ps_hbm_bytes == c0.ps_attention_bytes)
+
+
+def test_prefix_pass_computes_whole_tiles_of_query_rows():
+    """One prompt's query rows per KV head (sequences x query heads per KV head) run in 128-row tiles once
+    they exceed one: 320 rows (64 sequences of Qwen2.5-14B, groups of 5) compute as 384; a single tile is
+    sized to its rows. The planner and the fit's features count the same FLOP; the reported FLOP stay useful."""
+    from cascade_plan.calibration.fitting import features
+    from cascade_plan.cost.cost_model import single_level_load, step_costs
+    from cascade_plan.cost.cost_params import KernelParams
+    from cascade_plan.cost.ops.attention import prefix_tile_rows
+
+    assert prefix_tile_rows([1, 112, 128, 129, 256, 320, 448, 2560]).tolist() == [1, 112, 128, 256, 256, 384, 512, 2560]
+    cfg = dict(prefix_tokens=4096, n_groups=8, suffix_tokens=1, num_kv_heads=8, head_dim=128, kv_dtype="fp8")
+    f5 = features("cascade_prefix", [dict(cfg, group_size=64, q_per_kv=5), dict(cfg, group_size=8, q_per_kv=5)])
+    nominal = 8 * np.array([64, 8]) * 4096 * 4 * 128 * 40
+    assert np.allclose(f5.flops / nominal, [384 / 320, 1.0])
+    model, hw = load_preset("qwen2.5-7b"), load_hardware("h200")      # 28 query heads on 4 KV heads: G = 7
+    g = gpu_shape(model, hw, "bf16", "bf16", 1)
+    flop_bound = dataclasses.replace(IDEAL, prefix=KernelParams(bw_eff=1e12))
+    for n, tiles in ((64, 512 / 448), (16, 1.0)):
+        c = step_costs(single_level_load(4096, n, 4, 1), g, model, "bf16", 1, flop_bound)
+        assert float(c.cas_prefix_flops) == pytest.approx(4 * n * 4096 * g.attn_flop_per_query_token)
+        assert float(c.cas_prefix_s) == pytest.approx(float(c.cas_prefix_flops) * tiles / g.attn_flop_per_s)

@@ -108,8 +108,9 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
     and three models from config.json files (CodeLlama-13B MHA at 8 sequences, Qwen2.5-14B groups of 5 with
     fp8 KV at 512 sequences, Mistral-Nemo-12B at a 32K prefix with bf16 and with fp8 KV + fp8 weights);
     GEMMs fitted on Llama-3-8B only; TP 2 steps included. Issue 15's targets (step median <= 4%, worst
-    <= 10%, speedup median <= 4%) hold for bf16 KV on every backend; with fp8 KV the medians hold but the
-    worst step is the 512-sequence cascade (predicted 10-12% too fast): measured, not yet met."""
+    <= 10%, speedup median <= 4%) hold for each backend and KV dtype. The worst fp8 step is the
+    512-sequence Qwen2.5-14B cascade (groups of 5: 320 query rows per prompt and KV head, run as three
+    128-row tiles), 7-9% too fast at its first step (10-12% before the prefix pass counted whole tiles)."""
     from cascade_plan.calibration.step_validation import validate_steps
 
     probe = find_committed(H200)
@@ -124,10 +125,12 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
         s = res["summary"][b]
         assert s["step"]["n"] == 54, b
         assert s["step"]["median"] <= 0.04 and s["speedup"]["median"] <= 0.04, (b, s)
-        bf = res["summary"][f"{b}/bf16"]
-        assert bf["targets_met"] and bf["step"]["max"] <= 0.10, (b, bf["step"])
-        f8 = res["summary"][f"{b}/fp8"]
-        assert f8["step"]["median"] <= 0.04 and 0.10 < f8["step"]["max"] <= 0.13, (b, f8["step"])   # the known miss
+        assert s["targets_met"], (b, s)
+        for kv in ("bf16", "fp8"):
+            d = res["summary"][f"{b}/{kv}"]
+            assert d["targets_met"] and d["step"]["max"] <= 0.10, (b, kv, d["step"])
+    g5 = [p for p in res["points"] if p["workload"] == "heldout-g5-512-fp8kv" and p["position"] == "first"]
+    assert len(g5) == 3 and all(-0.10 < p["cascade_error"] < -0.05 for p in g5), g5   # still the fp8 worst, now inside
     assert len(res["run_speedups"]) == 27
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cascade_plan.cost.ops.attention import prefix_tile_factor
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -57,8 +58,9 @@ def features(kernel: str, configs: list[dict]) -> Features:
         red = c["n_groups"] * (c["group_size"] - 1) * P * kvb if kernel == "decode_shared" else zero
         b = seqs * (P + S) * kvb
         return Features(b, seqs * (P + S) * f_tok, rows, red, shared, b, P + S, seqs * hq)
-    if kernel == "cascade_prefix":
-        return Features(shared, seqs * P * f_tok, rows, zero, shared, shared, P, seqs * hq)
+    if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows per KV head
+        tiles = prefix_tile_factor(c["group_size"] * c["q_per_kv"])
+        return Features(shared, seqs * P * f_tok * tiles, rows, zero, shared, shared, P, seqs * hq)
     if kernel == "cascade_suffix":
         b = seqs * S * kvb
         return Features(b, seqs * S * f_tok, rows, zero, shared, b, S, seqs * hq)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.cost_params import CostParams, KernelParams
+from cascade_plan.cost.ops.attention import prefix_tile_factor
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES, kv_row_bytes
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.model_spec import ModelSpec
@@ -259,8 +260,10 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
 
     # Cascade: one prefix launch per level (each node read once), a suffix pass, a merge per level.
     node_flops = load.node_query_tokens * g.attn_flop_per_query_token
-    pre_roof = corrected_roofline_s(node_bytes, node_flops, bw, g.attn_flop_per_s, params.prefix, L, rows,
-                                    longest_tokens=load.node_instance_tokens).sum(0)
+    # the pass computes whole tiles of each prompt's query rows per KV head (readers per instance x G)
+    readers = np.asarray(load.node_query_tokens, float) / np.maximum(np.asarray(load.node_tokens, float), 1e-300)
+    pre_roof = corrected_roofline_s(node_bytes, node_flops * prefix_tile_factor(readers * G), bw, g.attn_flop_per_s,
+                                    params.prefix, L, rows, longest_tokens=load.node_instance_tokens).sum(0)
     pre_s = pre_roof + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L, G)
     suf_bytes = load.suffix_tokens * kvb
     suf_flops = load.suffix_tokens * g.attn_flop_per_query_token
