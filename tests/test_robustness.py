@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
+from cli_support import refused
 
 ROOT = Path(__file__).resolve().parent.parent
 CALIBRATION = next((ROOT / "calibrations").glob("h200-*.json"))
@@ -29,17 +30,6 @@ def write(tmp_path, text, name="w.yaml"):
 
 def workload(tmp_path, tree, extra="", name="w.yaml"):
     return write(tmp_path, f"schema_version: 1\nmodel: llama-3-8b\n{extra}tree: {tree}\n", name)
-
-
-def refused(res, *fragments):
-    """Exit 2 with exactly one line on stderr that contains every fragment; no traceback."""
-    assert res.exit_code == 2, (res.exit_code, res.output, res.exception)
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), res.stderr
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
-    return lines[0]
 
 
 # ---- 1-3: wrong numbers --------------------------------------------------------------------------
