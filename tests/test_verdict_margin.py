@@ -79,3 +79,19 @@ def test_check_margin_judges_the_speedup_less_its_error(root):
     res = runner.invoke(app, ["check", wl, "--min-run-speedup", "1.0", "--margin"])
     assert res.exit_code == 1
     assert "1.03x less its ±7.2% error) < 1.00x" in res.stdout
+
+
+def test_the_stored_speedup_errors_are_the_recomputed_ones(root):
+    """`calibrate` stores the fits' and the defaults' speedup errors on the measured steps so that `estimate`
+    need not predict every step at start-up; they must be exactly what validating the file gives now."""
+    from cascade_plan.calibration.speedup_margin import measured_speedup_errors
+
+    probe = load_probe(root / "calibrations/h200-probe-2026-12-01.json")
+    stored = probe.doc["fitted"]["speedup_errors"]
+    fresh = measured_speedup_errors(probe, load_hardware("h200"))
+    assert stored["probed_models"] == fresh["probed_models"] == ["llama-3-8b"]
+    for kind in ("fits", "defaults"):
+        assert set(stored[kind]) == set(fresh[kind])
+        for backend, per in fresh[kind].items():
+            for regime, errs in per.items():
+                assert stored[kind][backend][regime] == pytest.approx(errs, rel=1e-9, abs=1e-12), (kind, backend, regime)

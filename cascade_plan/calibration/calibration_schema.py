@@ -194,10 +194,32 @@ class StepPartsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     composition: CompositionDoc | None = None
 
 
+SpeedupError = Annotated[float, msgspec.Meta(ge=-1, le=1e3)]    # predicted / measured - 1
+
+
+class SpeedupErrorsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Per backend and regime ("probed", "held_out"), the signed per-step speedup errors on the file's
+    measured whole steps: of its fits, and of the default efficiencies (calibration/speedup_margin.py)."""
+    fits: dict[Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
+    defaults: dict[Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
+    probed_models: list[Text] | None = None         # models whose GEMMs were probed: the "probed" regime
+
+
+class _FittedErrorsOnly(msgspec.Struct, frozen=True, kw_only=True):
+    speedup_errors: SpeedupErrorsDoc | None = None
+
+
+class ErrorsOnlyDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """A calibration file read for its stored speedup errors alone (every other field skipped unparsed)."""
+    hardware_id: str | None = None
+    fitted: _FittedErrorsOnly | None = None
+
+
 class Fitted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     ceilings: FittedCeilings
     kv_dtypes: dict[Text, dict[Text, BackendFit]]
     step_parts: StepPartsDoc | None = None
+    speedup_errors: SpeedupErrorsDoc | None = None
     fit_version: Annotated[int, msgspec.Meta(ge=1)] = 1
     tool_version: Text = ""
     created_utc: Text = ""

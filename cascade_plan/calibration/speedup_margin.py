@@ -1,7 +1,10 @@
 """How far a verdict's run speedup can be trusted: the measured speedup error of the numbers behind it.
 
-The error is computed, never cached on disk, from whole decode steps timed on a GPU (a probe
-calibration's ``steps`` rows, the ones `validate` reports; never used in fitting):
+The error comes from whole decode steps timed on a GPU (a probe calibration's ``steps`` rows, the ones
+`validate` reports; never used in fitting). `calibrate` stores the errors of the fits it writes in the
+file (`fitted.speedup_errors`: predicting 54 steps per backend takes about a second, which `estimate`
+cannot spend at start-up); a file without them has them computed here. A test keeps the shipped file's
+stored errors equal to the recomputed ones:
 
 - a probe calibration: the per-step cascade speedup |error| of its own backend's fit, in the workload's
   regime (a model whose GEMM shapes were probed, or a held-out shape), the largest one measured;
@@ -42,18 +45,50 @@ def _shipped_probe() -> Path | None:
     return found[-1] if found else None
 
 
+def measured_speedup_errors(probe, hw) -> dict:
+    """What `calibrate` stores as `fitted.speedup_errors`: per backend and regime, the signed per-step speedup
+    errors of the file's own fits ("fits") and of the default efficiencies ("defaults"), and the models whose
+    GEMMs were probed (the "probed" regime)."""
+    from cascade_plan.calibration.step_validation import speedup_errors
+    from cascade_plan.cost.cost_params import DEFAULT
+
+    return {"fits": speedup_errors(probe, hw), "defaults": speedup_errors(probe, hw, DEFAULT),
+            "probed_models": sorted(_gemm_models(probe.doc))}
+
+
+def _gemm_models(doc: dict) -> set[str]:
+    return {r["config"]["model"] for r in doc.get("step_ops") or [] if r.get("op") == "gemm"}
+
+
+@functools.lru_cache(maxsize=16)
+def _stored(path: str) -> tuple[str, dict | None]:
+    """(hardware id, the stored `fitted.speedup_errors`) of a calibration file, decoding only those two
+    fields (the file itself is checked where it is used as a calibration)."""
+    import msgspec
+
+    from cascade_plan.calibration.calibration_schema import ErrorsOnlyDoc
+
+    try:
+        doc = msgspec.json.decode(Path(path).read_bytes(), type=ErrorsOnlyDoc)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return "", None
+    errs = doc.fitted.speedup_errors if doc.fitted else None
+    return doc.hardware_id or "", (msgspec.to_builtins(errs) if errs else None)
+
+
 @functools.lru_cache(maxsize=16)
 def _errors(path: str, defaults: bool) -> tuple[str, dict]:
     from cascade_plan.calibration.probe_calibration import load_probe
-    from cascade_plan.calibration.step_validation import speedup_errors
-    from cascade_plan.cost.cost_params import DEFAULT
     from cascade_plan.errors import InputError
     from cascade_plan.inputs.hardware import load_hardware
 
-    try:
+    hw_id, stored = _stored(path)
+    if stored:
+        return hw_id, stored["defaults" if defaults else "fits"]
+    try:                             # a file calibrated before the errors were stored: compute them
         probe = load_probe(Path(path))
-        hw = load_hardware(probe.hardware_id)
-        return probe.hardware_id, speedup_errors(probe, hw, DEFAULT if defaults else None)
+        errs = measured_speedup_errors(probe, load_hardware(probe.hardware_id))
+        return probe.hardware_id, errs["defaults" if defaults else "fits"]
     except (InputError, OSError, KeyError, ValueError):
         return "", {}
 
@@ -112,10 +147,13 @@ def speedup_margin(params: CostParams, model_id: str) -> Margin | None:
 
 @functools.lru_cache(maxsize=16)
 def _probed_models(path: str) -> frozenset[str]:
+    _, stored = _stored(path)
+    if stored and stored.get("probed_models") is not None:
+        return frozenset(stored["probed_models"])
     import msgspec
 
     try:
         doc = msgspec.json.decode(Path(path).read_bytes())
     except (OSError, msgspec.DecodeError):
         return frozenset()
-    return frozenset(r["config"]["model"] for r in doc.get("step_ops") or [] if r.get("op") == "gemm")
+    return frozenset(_gemm_models(doc))

@@ -76,6 +76,15 @@ def calibrate(
         raise InputError("too few measurements to fit any backend (each kernel kind needs 6 training points): "
                          "run the full probe grid, not --quick", file=str(probe_file))
     doc = {**probe.doc, "fitted": fitted}
+    if doc.get("steps") and probe.hardware_id:
+        # the fits' measured speedup errors on whole steps, which every verdict's margin reads
+        from cascade_plan.calibration.probe_calibration import ProbeData
+        from cascade_plan.calibration.speedup_margin import measured_speedup_errors
+        from cascade_plan.inputs.hardware import load_hardware
+
+        with np.errstate(all="ignore"):
+            fitted["speedup_errors"] = measured_speedup_errors(ProbeData(probe.path, doc),
+                                                               load_hardware(probe.hardware_id))
     write_text_atomic(target, dumps_json(doc, indent=1) + "\n")
     if json_out:
         print_json({"schema_version": 1, "tool_version": __version__, "written": str(target),
