@@ -254,3 +254,21 @@ def test_csv_log_counts_must_be_whole_numbers_and_the_locator_agrees(tmp_path, b
     t = read_logs(files)
     assert t.files[0][1:] == (3, 1)
     assert [b.line for b in locate(files[0], t.forms[str(log)])] == [3]
+
+
+def test_duckdbs_own_interrupt_error_is_the_one_line_interrupt():
+    """A Ctrl-C during any DuckDB query surfaces as DuckDB's "Query interrupted" RuntimeError (seen in the
+    signal campaign during analyze --workload-out): it is the interrupt, not a traceback; other errors pass."""
+    from cascade_plan.cli.app import _interruptible
+    from cascade_plan.cli.entry import Interrupted
+
+    def query_interrupted():
+        raise RuntimeError("Query interrupted")
+
+    def broken():
+        raise RuntimeError("something else")
+
+    with pytest.raises(Interrupted):
+        _interruptible(query_interrupted)()
+    with pytest.raises(RuntimeError, match="something else"):
+        _interruptible(broken)()

@@ -290,6 +290,13 @@ def _interruptible(fn):
             return fn(*args, **kwargs)
         except KeyboardInterrupt:
             pass
+        except Exception as exc:   # noqa: BLE001 (re-raised unless it is DuckDB's interrupt)
+            # DuckDB turns a Ctrl-C during any of its queries into its own error ("Query interrupted"),
+            # whichever command's query it was (analyze's scan, its bad-line pass, route --log)
+            from cascade_plan.logs.duck_reader import _interrupt
+
+            if not _interrupt(exc):
+                raise
         from cascade_plan.cli.entry import Interrupted
 
         raise Interrupted()
