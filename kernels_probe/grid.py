@@ -73,15 +73,21 @@ COVERAGE_BATCH_ENDS = (8, 512, 1024)
 COVERAGE_LONG_PREFIX = 65536
 
 
-def coverage_grid(page_size: int = 16) -> list[ProbeConfig]:
-    ps = page_size
+def _collector(page_size: int):
+    """A list of distinct configurations and the function that appends one (default page size filled in)."""
     cfgs: list[ProbeConfig] = []
 
     def add(**kw):
-        kw.setdefault("page_size", ps)
+        kw.setdefault("page_size", page_size)
         c = ProbeConfig(**kw)
         if c not in cfgs:
             cfgs.append(c)
+    return cfgs, add
+
+
+def coverage_grid(page_size: int = 16) -> list[ProbeConfig]:
+    ps = page_size
+    cfgs, add = _collector(ps)
 
     for p in (1024, 4096, 16384):           # fp8 KV at the bf16 core points (all backends now)
         for n in (4, 64, 256):
@@ -116,13 +122,7 @@ def build_grid(*, quick: bool = False, page_size: int = 16, coverage: bool = Fal
     layer shape (8 KV heads, G=4, suffix 128) and spans suffix, G, KV heads (1, as Llama-3-70B at TP8),
     fp8 KV and several groups around it; --quick keeps a handful of points across the breakeven."""
     ps = page_size
-    cfgs: list[ProbeConfig] = []
-
-    def add(**kw):
-        kw.setdefault("page_size", ps)
-        c = ProbeConfig(**kw)
-        if c not in cfgs:
-            cfgs.append(c)
+    cfgs, add = _collector(ps)
 
     if quick:
         for p, n in ((256, 4), (1024, 16), (4096, 64), (4096, 256), (16384, 1), (16384, 256)):

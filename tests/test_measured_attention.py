@@ -17,8 +17,8 @@ from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.ops.attention import FITTED, MEASURED, MeasuredAttention, MeasuredTable
 from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.model_spec import ModelSpec
 from cascade_plan.inputs.workload import Scenario, simple_tree
+from test_calibration import one_layer_model
 
 runner = CliRunner()
 H200 = load_hardware("h200")
@@ -31,13 +31,6 @@ FI_DECODE_SHARED = {(64, 4096, 128): 0.00013593600690364838, (64, 4096, 1024): 0
 FI_CASCADE_TOTAL_64_4096_128 = 0.00014883199334144592
 TRITON_DECODE_SHARED = {"bf16": 0.00018220800161361696, "fp8": 0.00026649600267410276}   # (64, 4096, 128)
 TRITON_CASCADE_TOTAL = {"bf16": 4.595199972391129e-05, "fp8": 4.742399975657463e-05}
-
-
-def one_layer_model(kv_heads=8, g=4) -> ModelSpec:
-    return ModelSpec(id="one-layer", source="test", num_layers=1, hidden_size=4096, num_q_heads=kv_heads * g,
-                     num_kv_heads=kv_heads, head_dim=128, attention="gqa", kv_lora_rank=0, qk_rope_head_dim=0,
-                     total_params=1, embedding_params=0, expert_params_per_layer=0, num_moe_layers=0, num_experts=0,
-                     experts_per_token=0, sliding_window=None, alibi=False)
 
 
 @pytest.fixture(scope="module")
