@@ -1,0 +1,218 @@
+"""The package's layering, read from the source with `ast` (imports inside functions count too).
+
+Layers, lowest first: the top-level leaves (errors, units, resources, atomic, outputs, report_folder)
+< inputs < cost < engine < calibration < logs < serving < render < cli. A module may import its own
+layer and the layers below it, never above, and the import graph has no cycle. `kernels_probe` (the
+torch side) imports only leaf modules of `cascade_plan`, and only `cli/` imports `kernels_probe`.
+`cascade_plan/__init__.py` is the front door: it names the library API lazily and sits outside the order.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cascade_plan", "kernels_probe")
+LAYERS = ("", "inputs", "cost", "engine", "calibration", "logs", "serving", "render", "cli")
+MAX_LINES = 450
+# The numeric core renders nothing and needs no GPU stack: these never appear under cost/.
+COST_BANNED = ("rich", "matplotlib", "xml", "torch", "triton", "pandas", "duckdb", "pyspark", "typer")
+# The planner must run without the probe's extra.
+PLANNER_BANNED = ("torch", "triton")
+
+
+@cache
+def modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+def _is_package(name: str) -> bool:
+    return modules().get(name, Path()).name == "__init__.py"
+
+
+def _resolve_relative(module: str, level: int, target: str | None) -> str:
+    base = module.split(".")
+    if not _is_package(module):
+        base = base[:-1]
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    return ".".join(base + ([target] if target else []))
+
+
+@cache
+def imports() -> dict[str, frozenset[tuple[str, int]]]:
+    """Each module's imports of anything (first-party names resolved to modules), with line numbers."""
+    graph: dict[str, frozenset[tuple[str, int]]] = {}
+    known = modules()
+    for name, path in known.items():
+        found: set[tuple[str, int]] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found.update((alias.name, node.lineno) for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                target = _resolve_relative(name, node.level, node.module) if node.level else node.module or ""
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    found.add((sub if sub in known else target, node.lineno))
+        graph[name] = frozenset(found)
+    return graph
+
+
+def first_party(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    if parts[0] != "cascade_plan":
+        raise ValueError(module)
+    if parts[1:] == ["__main__"]:
+        return LAYERS.index("cli")
+    if len(parts) == 2 and parts[1] not in LAYERS:
+        return 0
+    return LAYERS.index(parts[1]) if len(parts) > 1 else -1
+
+
+def edges() -> dict[str, set[str]]:
+    return {
+        name: {target for target, _ in found if first_party(target) and target in modules() and target != name}
+        for name, found in imports().items()
+    }
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative; returns the components of more than one module (the cycles)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def test_the_graph_is_read() -> None:
+    graph = edges()
+    # Anchors that must be seen, including one import made inside a function.
+    assert "cascade_plan.cli.app" in graph and "cascade_plan.cost.estimate" in graph
+    assert any(target.startswith("cascade_plan.") for target in graph["cascade_plan.cli.app"])
+    assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles() -> None:
+    assert strongly_connected(edges()) == []
+
+
+def test_imports_go_down_the_layers() -> None:
+    upward = []
+    for name, found in imports().items():
+        if not name.startswith("cascade_plan.") or name == "cascade_plan":
+            continue
+        for target, line in found:
+            if target.startswith("cascade_plan.") and target in modules() and layer_of(target) > layer_of(name):
+                upward.append(f"{modules()[name].relative_to(ROOT)}:{line} imports {target}")
+    assert upward == []
+
+
+def test_cost_is_a_pure_core() -> None:
+    bad = [
+        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, found in imports().items()
+        if name.startswith("cascade_plan.cost")
+        for target, line in found
+        if target.split(".")[0] in COST_BANNED
+        or (target.startswith("cascade_plan.") and target in modules() and layer_of(target) > LAYERS.index("cost"))
+    ]
+    assert bad == []
+
+
+def test_the_planner_needs_no_gpu_stack() -> None:
+    bad = [
+        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, found in imports().items()
+        if name.startswith("cascade_plan")
+        for target, line in found
+        if target.split(".")[0] in PLANNER_BANNED
+    ]
+    assert bad == []
+
+
+def _leaf(module: str) -> bool:
+    """A cascade_plan module that imports nothing of cascade_plan above the top-level leaves."""
+    return all(layer_of(target) == 0 for target in edges()[module] if target.startswith("cascade_plan."))
+
+
+def test_kernels_probe_imports_only_leaves() -> None:
+    bad = [
+        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, found in imports().items()
+        if name.startswith("kernels_probe")
+        for target, line in found
+        if target.startswith("cascade_plan") and target in modules() and not _leaf(target)
+    ]
+    assert bad == []
+
+
+def test_only_the_cli_imports_kernels_probe() -> None:
+    bad = [
+        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
+        for name, found in imports().items()
+        if name.startswith("cascade_plan") and not name.startswith("cascade_plan.cli")
+        for target, line in found
+        if target.split(".")[0] == "kernels_probe"
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_is_too_long(package: str) -> None:
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for name, path in modules().items()
+        if name.split(".")[0] == package and (lines := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
