@@ -147,38 +147,46 @@ def test_no_import_cycles() -> None:
     assert strongly_connected(edges()) == []
 
 
+def _where(name: str, target: str, line: int) -> str:
+    return f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
+
+
+def violations(importer, rule) -> list[str]:
+    """Every import of a module `importer(name)` accepts that breaks `rule(name, target)`."""
+    return sorted(
+        _where(name, target, line)
+        for name, found in imports().items()
+        if importer(name)
+        for target, line in found
+        if rule(name, target)
+    )
+
+
+def _planner_module(target: str) -> bool:
+    return target.startswith("cascade_plan.") and target in modules()
+
+
+def _top(target: str) -> str:
+    return target.split(".")[0]
+
+
 def test_imports_go_down_the_layers() -> None:
-    upward = []
-    for name, found in imports().items():
-        if not name.startswith("cascade_plan.") or name == "cascade_plan":
-            continue
-        for target, line in found:
-            if target.startswith("cascade_plan.") and target in modules() and layer_of(target) > layer_of(name):
-                upward.append(f"{modules()[name].relative_to(ROOT)}:{line} imports {target}")
-    assert upward == []
+    assert violations(
+        lambda name: name.startswith("cascade_plan."),
+        lambda name, target: _planner_module(target) and layer_of(target) > layer_of(name),
+    ) == []
 
 
 def test_cost_is_a_pure_core() -> None:
-    bad = [
-        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
-        for name, found in imports().items()
-        if name.startswith("cascade_plan.cost")
-        for target, line in found
-        if target.split(".")[0] in COST_BANNED
-        or (target.startswith("cascade_plan.") and target in modules() and layer_of(target) > LAYERS.index("cost"))
-    ]
-    assert bad == []
+    assert violations(
+        lambda name: name.startswith("cascade_plan.cost"),
+        lambda name, target: _top(target) in COST_BANNED
+        or (_planner_module(target) and layer_of(target) > LAYERS.index("cost")),
+    ) == []
 
 
 def test_the_planner_needs_no_gpu_stack() -> None:
-    bad = [
-        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
-        for name, found in imports().items()
-        if name.startswith("cascade_plan")
-        for target, line in found
-        if target.split(".")[0] in PLANNER_BANNED
-    ]
-    assert bad == []
+    assert violations(lambda name: _top(name) == "cascade_plan", lambda name, target: _top(target) in PLANNER_BANNED) == []
 
 
 def _leaf(module: str) -> bool:
@@ -187,25 +195,26 @@ def _leaf(module: str) -> bool:
 
 
 def test_kernels_probe_imports_only_leaves() -> None:
-    bad = [
-        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
-        for name, found in imports().items()
-        if name.startswith("kernels_probe")
-        for target, line in found
-        if target.startswith("cascade_plan") and target in modules() and not _leaf(target)
-    ]
-    assert bad == []
+    assert violations(
+        lambda name: _top(name) == "kernels_probe",
+        lambda name, target: _planner_module(target) and not _leaf(target),
+    ) == []
 
 
 def test_only_the_cli_imports_kernels_probe() -> None:
-    bad = [
-        f"{modules()[name].relative_to(ROOT)}:{line} imports {target}"
-        for name, found in imports().items()
-        if name.startswith("cascade_plan") and not name.startswith("cascade_plan.cli")
-        for target, line in found
-        if target.split(".")[0] == "kernels_probe"
-    ]
-    assert bad == []
+    assert violations(
+        lambda name: _top(name) == "cascade_plan" and not name.startswith("cascade_plan.cli"),
+        lambda name, target: _top(target) == "kernels_probe",
+    ) == []
+
+
+def test_the_rules_catch_what_they_forbid() -> None:
+    # The layer order itself, on names: an upward pair and a downward pair.
+    assert layer_of("cascade_plan.cost.estimate") < layer_of("cascade_plan.calibration.fitting")
+    assert layer_of("cascade_plan.errors") == 0 and layer_of("cascade_plan.__main__") == LAYERS.index("cli")
+    # The cli imports below it, so the rule that forbids upward imports sees real edges to judge.
+    assert violations(lambda name: name.startswith("cascade_plan.cli"),
+                      lambda name, target: _planner_module(target) and layer_of(target) < layer_of(name))
 
 
 @pytest.mark.parametrize("package", PACKAGES)
