@@ -29,7 +29,8 @@ def main() -> int:
     from kernels_probe.grid import ProbeConfig
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import L2Flusher, time_fn
-    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan, DecodePlan, StateBuffer, PrefixPlan
+    from kernels_probe.triton_launch import DEFAULT_TUNE
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan, PrefixPlan, StateBuffer
 
     torch.backends.cuda.matmul.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)
@@ -170,7 +171,8 @@ def large_batch_sweep(rows, record, sm, flusher):
     from kernels_probe.grid import ProbeConfig
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import time_fn
-    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan, DecodePlan
+    from kernels_probe.triton_launch import DEFAULT_TUNE
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     dvars = [dict(), dict(decode_head_major=True), dict(decode_stages_large_batch=2),
              dict(decode_stages_large_batch=4), dict(decode_block_n_large_batch=256, decode_stages_large_batch=2,
@@ -234,7 +236,8 @@ def cascade_sweep(rows, record, sm, flusher):
     from kernels_probe.grid import ProbeConfig
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import time_fn
-    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan
+    from kernels_probe.triton_launch import DEFAULT_TUNE
+    from kernels_probe.triton_plans import CascadePlan
 
     cfgs = [ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
             ProbeConfig(prefix_tokens=16384, group_size=16, suffix_tokens=128),

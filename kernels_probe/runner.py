@@ -116,7 +116,7 @@ def _measure_config(ctx: _Ctx, cfg: ProbeConfig, backends: list[str], seed: int)
         return t
 
     if "triton" in backends:
-        from kernels_probe.triton_kernels import CascadePlan, DecodePlan
+        from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
         T = cfg.prefix_tokens + cfg.suffix_tokens
         out_ds = torch.empty_like(data.q)
@@ -282,7 +282,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     from kernels_probe import flashinfer_backend
     from kernels_probe.environment import missing_requirements
     from kernels_probe.timing import L2Flusher, measure_ceilings
-    from kernels_probe.triton_kernels import DEFAULT_TUNE
+    from kernels_probe.triton_launch import DEFAULT_TUNE
 
     t_start = time.perf_counter()
     console = console or Console()

@@ -116,7 +116,7 @@ class Attention:
         self.out = torch.empty_like(q)
         P, S = pt.prefix_tokens, pt.suffix_tokens
         if backend == "triton":
-            from kernels_probe.triton_kernels import CascadePlan, DecodePlan
+            from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
             if mode == "per_sequence":
                 self.plans = [DecodePlan(q, kv.k[i], kv.v[i], kv.shared_table, kv.seq_lens, P + S, self.out,

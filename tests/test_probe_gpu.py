@@ -29,7 +29,7 @@ CONFIGS = [ProbeConfig(prefix_tokens=1024, group_size=16, suffix_tokens=128),
 def test_triton_kernels_match_float32_reference(cfg):
     from kernels_probe.data import build_data, reference_output
     from kernels_probe.reference import max_rel_err
-    from kernels_probe.triton_kernels import CascadePlan, DecodePlan
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     d = build_data(cfg, "cuda", seed=7)
