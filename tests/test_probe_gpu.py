@@ -89,7 +89,7 @@ def test_step_gemm_and_glue_rows_are_sane():
 
 def test_tiny_model_step_modes_agree_and_replay_from_one_graph():
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_probe import compare_modes, time_step
+    from kernels_probe.whole_steps import compare_modes, time_step
     from kernels_probe.step_shapes import LayerShape, StepPoint
     from kernels_probe.timing import L2Flusher
 

@@ -59,7 +59,7 @@ def test_tiny_model_step_per_sequence_and_cascade_agree():
     if not enable_interpreter():
         pytest.skip("triton was imported without the interpreter in this process")
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_probe import compare_modes
+    from kernels_probe.whole_steps import compare_modes
     from kernels_probe.step_shapes import LayerShape, StepPoint
 
     s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, True, 1e4)
