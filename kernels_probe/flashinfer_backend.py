@@ -161,7 +161,7 @@ def warm_build(device="cuda") -> dict:
     import time
 
     from kernels_probe.data import build_data
-    from kernels_probe.grid import ProbeConfig
+    from kernels_probe.grid import AttentionConfig
 
     t0 = time.perf_counter()
     errors: list[str] = []
@@ -170,7 +170,7 @@ def warm_build(device="cuda") -> dict:
     # failure there only skips fp8 rows (recorded per row by the runner).
     for kv_dtype, errs in (("bf16", errors), ("fp8", fp8_errors)):
         try:
-            d = build_data(ProbeConfig(prefix_tokens=64, group_size=2, suffix_tokens=32, kv_dtype=kv_dtype), device)
+            d = build_data(AttentionConfig(prefix_tokens=64, group_size=2, suffix_tokens=32, kv_dtype=kv_dtype), device)
             for tc in (False, True):
                 try:
                     FlashInferDecode(d, shared=True, tensor_cores=tc)()

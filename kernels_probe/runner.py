@@ -13,7 +13,7 @@ import time
 from kernels_probe import PROBE_VERSION
 from kernels_probe.accounting import kernel_cost
 from kernels_probe.calibration_file import new_document, write_atomic
-from kernels_probe.grid import BACKENDS, KERNELS, ProbeConfig, build_grid
+from kernels_probe.grid import BACKENDS, KERNELS, AttentionConfig, build_grid
 from kernels_probe.timed import SkippedKernel, TimedKernel
 
 TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
@@ -74,7 +74,7 @@ class _Ctx:
         self.measurements: list[dict] = []
         self.skipped: list[dict] = []
 
-    def skip(self, cfg: ProbeConfig, backend: str, kernel: str, reason: str, variant=None):
+    def skip(self, cfg: AttentionConfig, backend: str, kernel: str, reason: str, variant=None):
         row = {"config": cfg.as_dict(), "backend": backend, "kernel": kernel, "reason": reason[:400]}
         if variant:
             row["variant"] = variant
@@ -108,7 +108,7 @@ def _backend_kernels(backend: str, data, ctx: _Ctx):
     return mod.timed_kernels(data, sm_count=ctx.sm_count, tune=ctx.tune)
 
 
-def _measure_config(ctx: _Ctx, cfg: ProbeConfig, backends: list[str], seed: int) -> None:
+def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: int) -> None:
     torch = ctx.torch
     from kernels_probe.data import build_data, reference_output
 
@@ -196,7 +196,7 @@ def _time(ctx: _Ctx, fn) -> dict:
 
 
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
-              console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
+              console=None, time_budget_s: float | None = None, tune=None, configs: list[AttentionConfig] | None = None,
               skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
               held_out: bool = True, plan=None, mla: bool = False) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""

@@ -11,7 +11,7 @@ import gc
 import torch
 
 from kernels_probe.reference import rel_err
-from kernels_probe.step_shapes import StepPoint, layer_shape, step_points
+from kernels_probe.step_shapes import WorkloadStep, layer_shape, step_points
 from kernels_probe.timing import time_fn
 
 STEP_TOLERANCE = 1e-2      # attention output vs float32 reference, and per-sequence vs cascade
@@ -21,7 +21,7 @@ def time_step(step, flusher, *, budget_s: float = 0.15) -> dict:
     return time_fn(step, flusher, budget_s=budget_s, lo=5, hi=30)
 
 
-def compare_modes(kv, steps: dict, pt: StepPoint) -> dict:
+def compare_modes(kv, steps: dict, pt: WorkloadStep) -> dict:
     """Run each step once eagerly on the same random q of layer 0: every attention output against a
     float32 reference on a few sequences, and each cascade against its per-sequence twin on all of them."""
     from kernels_probe.step_model import check_rows, reference_attention
@@ -53,7 +53,7 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
 
     rows, skipped = [], []
     pts = points if points is not None else step_points(quick)
-    by_model: dict[tuple[str, str], list[StepPoint]] = {}
+    by_model: dict[tuple[str, str], list[WorkloadStep]] = {}
     for pt in pts:
         by_model.setdefault((pt.model, pt.weight_dtype), []).append(pt)
     timer = timer or time_step

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kernels_probe.data import build_data, reference_output  # noqa: E402
-from kernels_probe.grid import ProbeConfig  # noqa: E402
+from kernels_probe.grid import AttentionConfig  # noqa: E402
 from kernels_probe.reference import max_rel_err, reference_paged  # noqa: E402
 from kernels_probe.triton_launch import TuneParams  # noqa: E402
 from kernels_probe.triton_plans import CascadePlan, DecodePlan, MergePlan, PrefixPlan, StateBuffer  # noqa: E402
@@ -25,7 +25,7 @@ def _cfg(**kw):
     base = dict(prefix_tokens=32, group_size=3, n_groups=1, suffix_tokens=16, q_per_kv=4, num_kv_heads=2,
                 head_dim=16, page_size=8, kv_dtype="bf16")
     base.update(kw)
-    return ProbeConfig(**base)
+    return AttentionConfig(**base)
 
 
 def _nan_like(q):
