@@ -92,3 +92,45 @@ def test_a_timed_kernel_is_run_or_prepared_not_both():
     with pytest.raises(ValueError):
         TimedKernel("x", "decode_shared", run=lambda: None, prepare=lambda: (lambda: None))
     assert SkippedKernel("x", "decode_dup", "why").variant is None
+
+
+def test_flashinfer_module_hands_over_its_variants_and_failures(monkeypatch):
+    from kernels_probe import flashinfer_backend as fb
+    from kernels_probe.data import build_data
+
+    class Decode:
+        def __init__(self, data, *, shared, tensor_cores):
+            if not shared and tensor_cores:
+                raise RuntimeError("no such module")
+            self.out = torch.zeros(2)
+
+        def __call__(self):
+            return self.out
+
+    class Cascade:
+        def __init__(self, data, *, fa2):
+            if fa2:
+                raise NotImplementedError("fa2 missing")
+
+        def __call__(self):
+            return None
+
+        def prefix(self):
+            return None
+
+    monkeypatch.setattr(fb, "FlashInferDecode", Decode)
+    monkeypatch.setattr(fb, "FlashInferCascade", Cascade)
+    got = fb.timed_kernels(build_data(AttentionConfig(prefix_tokens=16, group_size=2, **SHAPE), "cpu"))
+    assert [(type(k).__name__, k.backend, k.kernel, k.variant) for k in got] == [
+        ("TimedKernel", "flashinfer", "decode_shared", "cuda_cores"),
+        ("TimedKernel", "flashinfer", "decode_shared", "tensor_cores"),
+        ("TimedKernel", "flashinfer", "decode_dup", "cuda_cores"),
+        ("SkippedKernel", "flashinfer", "decode_dup", "tensor_cores"),
+        ("TimedKernel", "flashinfer", "cascade_total", "auto"),
+        ("TimedKernel", "flashinfer", "cascade_prefix", "auto"),
+        ("SkippedKernel", "flashinfer-fa2", "cascade_total", None),
+        ("SkippedKernel", "flashinfer-fa2", "cascade_prefix", None),
+    ]
+    assert got[3].reason == "RuntimeError: no such module"
+    assert torch.isnan(got[0].check()).all()            # a decode's check poisons the output it returns
+    assert got[5].check is None and got[4].check is not None
