@@ -26,10 +26,11 @@ def main() -> int:
     import torch
 
     from kernels_probe.data import build_data, reference_output
-    from kernels_probe.grid import ProbeConfig
+    from kernels_probe.grid import AttentionConfig
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import L2Flusher, time_fn
-    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan, DecodePlan, StateBuffer, PrefixPlan
+    from kernels_probe.triton_launch import DEFAULT_TUNE
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan, PrefixPlan, StateBuffer
 
     torch.backends.cuda.matmul.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)
@@ -51,10 +52,10 @@ def main() -> int:
         return large_batch_sweep(rows, record, sm, flusher)
 
     # decode variants
-    dec_cfgs = [ProbeConfig(prefix_tokens=16384, group_size=64, suffix_tokens=0),
-                ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
-                ProbeConfig(prefix_tokens=16384, group_size=4, suffix_tokens=128),
-                ProbeConfig(prefix_tokens=4096, group_size=64, suffix_tokens=128, q_per_kv=8, num_kv_heads=1)]
+    dec_cfgs = [AttentionConfig(prefix_tokens=16384, group_size=64, suffix_tokens=0),
+                AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
+                AttentionConfig(prefix_tokens=16384, group_size=4, suffix_tokens=128),
+                AttentionConfig(prefix_tokens=4096, group_size=64, suffix_tokens=128, q_per_kv=8, num_kv_heads=1)]
     dec_variants = [(64, 4, 3), (64, 4, 4), (128, 4, 3), (128, 8, 3), (32, 4, 4), (64, 8, 3), (128, 8, 2)]
     if args.short:
         dec_variants = dec_variants[:1]
@@ -83,11 +84,11 @@ def main() -> int:
         torch.cuda.empty_cache()
 
     # prefix variants
-    pre_cfgs = [ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=0),
-                ProbeConfig(prefix_tokens=32768, group_size=1, suffix_tokens=0),
-                ProbeConfig(prefix_tokens=16384, group_size=16, suffix_tokens=0),
-                ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=0, q_per_kv=8),
-                ProbeConfig(prefix_tokens=32768, group_size=64, suffix_tokens=0)]
+    pre_cfgs = [AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=0),
+                AttentionConfig(prefix_tokens=32768, group_size=1, suffix_tokens=0),
+                AttentionConfig(prefix_tokens=16384, group_size=16, suffix_tokens=0),
+                AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=0, q_per_kv=8),
+                AttentionConfig(prefix_tokens=32768, group_size=64, suffix_tokens=0)]
     pre_variants = [(64, 8, 3, 128), (128, 8, 2, 128), (64, 4, 3, 128), (64, 4, 3, 64), (128, 8, 3, 128),
                     (64, 8, 4, 128), (32, 4, 4, 64)]
     if args.short:
@@ -120,11 +121,11 @@ def main() -> int:
         torch.cuda.empty_cache()
 
     # cascade: serial vs concurrent passes
-    casc_cfgs = [ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
-                 ProbeConfig(prefix_tokens=4096, group_size=64, suffix_tokens=1024),
-                 ProbeConfig(prefix_tokens=16384, group_size=16, suffix_tokens=128),
-                 ProbeConfig(prefix_tokens=1024, group_size=256, suffix_tokens=128),
-                 ProbeConfig(prefix_tokens=32768, group_size=256, suffix_tokens=128)]
+    casc_cfgs = [AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
+                 AttentionConfig(prefix_tokens=4096, group_size=64, suffix_tokens=1024),
+                 AttentionConfig(prefix_tokens=16384, group_size=16, suffix_tokens=128),
+                 AttentionConfig(prefix_tokens=1024, group_size=256, suffix_tokens=128),
+                 AttentionConfig(prefix_tokens=32768, group_size=256, suffix_tokens=128)]
     for cfg in casc_cfgs:
         d = build_data(cfg, "cuda", dup_cap_bytes=0)
         ref = reference_output(d)
@@ -167,18 +168,19 @@ def large_batch_sweep(rows, record, sm, flusher):
     import torch
 
     from kernels_probe.data import build_data, reference_output
-    from kernels_probe.grid import ProbeConfig
+    from kernels_probe.grid import AttentionConfig
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import time_fn
-    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan, DecodePlan
+    from kernels_probe.triton_launch import DEFAULT_TUNE
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     dvars = [dict(), dict(decode_head_major=True), dict(decode_stages_large_batch=2),
              dict(decode_stages_large_batch=4), dict(decode_block_n_large_batch=256, decode_stages_large_batch=2,
                                                      decode_warps_large_batch=8),
              dict(decode_block_n_large_batch=64), dict(decode_warps_large_batch=8),
              dict(decode_head_major=True, decode_stages_large_batch=4)]
-    for cfg in (ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
-                ProbeConfig(prefix_tokens=16384, group_size=256, suffix_tokens=0, q_per_kv=1)):
+    for cfg in (AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
+                AttentionConfig(prefix_tokens=16384, group_size=256, suffix_tokens=0, q_per_kv=1)):
         d = build_data(cfg, "cuda")
         ref = reference_output(d)
         T = cfg.prefix_tokens + cfg.suffix_tokens
@@ -202,8 +204,8 @@ def large_batch_sweep(rows, record, sm, flusher):
     pvars = [dict(), dict(prefix_stages=4), dict(prefix_block_n=128, prefix_stages=2),
              dict(prefix_block_n=128, prefix_stages=3), dict(prefix_stages=2), dict(prefix_block_n=32),
              dict(prefix_programs_per_sm=4), dict(prefix_programs_per_sm=1)]
-    for cfg in (ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=0),
-                ProbeConfig(prefix_tokens=32768, group_size=256, suffix_tokens=0)):
+    for cfg in (AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=0),
+                AttentionConfig(prefix_tokens=32768, group_size=256, suffix_tokens=0)):
         d = build_data(cfg, "cuda", dup_cap_bytes=0)
         ref = reference_output(d)
         nbytes = cfg.prefix_tokens * 2 * cfg.num_kv_heads * cfg.head_dim * 2
@@ -231,16 +233,17 @@ def cascade_sweep(rows, record, sm, flusher):
     import torch
 
     from kernels_probe.data import build_data, reference_output
-    from kernels_probe.grid import ProbeConfig
+    from kernels_probe.grid import AttentionConfig
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import time_fn
-    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan
+    from kernels_probe.triton_launch import DEFAULT_TUNE
+    from kernels_probe.triton_plans import CascadePlan
 
-    cfgs = [ProbeConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
-            ProbeConfig(prefix_tokens=16384, group_size=16, suffix_tokens=128),
-            ProbeConfig(prefix_tokens=1024, group_size=256, suffix_tokens=128),
-            ProbeConfig(prefix_tokens=4096, group_size=64, suffix_tokens=1024),
-            ProbeConfig(prefix_tokens=1024, group_size=64, suffix_tokens=128, q_per_kv=8, num_kv_heads=1)]
+    cfgs = [AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
+            AttentionConfig(prefix_tokens=16384, group_size=16, suffix_tokens=128),
+            AttentionConfig(prefix_tokens=1024, group_size=256, suffix_tokens=128),
+            AttentionConfig(prefix_tokens=4096, group_size=64, suffix_tokens=1024),
+            AttentionConfig(prefix_tokens=1024, group_size=64, suffix_tokens=128, q_per_kv=8, num_kv_heads=1)]
     variants = [dict(), dict(decode_short_stages=1), dict(decode_short_stages=3), dict(decode_short_block_n=128,
                 decode_short_stages=1), dict(decode_short_block_n=32, decode_short_stages=2),
                 dict(decode_short_warps=2), dict(target_programs_per_sm=2), dict(cascade_concurrent=False)]

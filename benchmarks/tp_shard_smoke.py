@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from kernels_probe.step_probe import measure_steps
+from kernels_probe.whole_steps import measure_steps
 from kernels_probe.step_shapes import tp_step_points
 from kernels_probe.timing import L2Flusher
 

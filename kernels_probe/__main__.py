@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernels_probe", description=__doc__)
-    ap.add_argument("--out", required=True, type=pathlib.Path, help="calibration JSON to write")
-    ap.add_argument("--quick", action="store_true", help="a handful of points (under a minute)")
-    ap.add_argument("--backend", action="append", dest="backends", default=None,
-                    help="triton, torch, flashinfer (repeatable; default: all available)")
-    ap.add_argument("--page-size", type=int, default=16)
-    ap.add_argument("--step", action="store_true",
-                    help="also measure the rest of the decode step: GEMMs, glue, all-reduce, whole model steps")
-    ap.add_argument("--no-attention", action="store_true", help="skip the attention grid (with --step)")
-    ap.add_argument("--time-budget", type=float, default=None, help="seconds; later points are skipped past it")
-    ap.add_argument("--grid", choices=("full", "coverage", "full+coverage"), default="full",
-                    help="attention grid: the full grid, the coverage grid (fp8 on every backend, group sizes 1-16, "
-                         "batches to 1024, 64K prefix), or both")
-    ap.add_argument("--plan", type=pathlib.Path, default=None,
-                    help="a workload probe plan (JSON of WorkloadProbePlan.describe(), as `cascade-plan probe "
-                         "--workload` derives it): measure exactly that workload's shapes")
-    ap.add_argument("--mla", action="store_true", help="also MLA rows (FlashInfer's MLA wrapper, DeepSeek-V3 shape)")
-    ap.add_argument("--no-held-out", action="store_true", help="with --step: skip the held-out model steps")
-    ap.add_argument("--merge-into", type=pathlib.Path, default=None,
-                    help="an existing calibration file: write its rows plus this run's (re-measured points replaced)")
+    from kernels_probe.options import build_parser, check_choices
+
+    ap = build_parser(__doc__)
     args = ap.parse_args(argv)
+    bad = check_choices(args.backend, args.grid)
+    if bad:
+        ap.error(bad)
 
     from kernels_probe.environment import missing_requirements
 
@@ -50,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         from kernels_probe.workload_probe import plan_from_json
 
         plan = plan_from_json(json.loads(args.plan.read_text()))
-    doc = run_probe(args.out, quick=args.quick, backends=args.backends, page_size=args.page_size, console=console,
+    doc = run_probe(args.out, quick=args.quick, backends=args.backend, page_size=args.page_size, console=console,
                     time_budget_s=args.time_budget, step=args.step,
                     attention=not args.no_attention, grid=args.grid, held_out=not args.no_held_out,
                     plan=plan, mla=args.mla)

@@ -16,27 +16,27 @@ Conventions (one attention layer, all of its KV heads):
 
 from __future__ import annotations
 
-from kernels_probe.grid import ProbeConfig
+from kernels_probe.grid import AttentionConfig
 
 
-def kv_bytes_per_token(c: ProbeConfig) -> int:
+def kv_bytes_per_token(c: AttentionConfig) -> int:
     return 2 * c.num_kv_heads * c.head_dim * c.kv_elem_bytes
 
 
-def _q_bytes(c: ProbeConfig) -> int:
+def _q_bytes(c: AttentionConfig) -> int:
     """One bf16 [B, Hq, head_dim] tensor (q, or the output)."""
     return c.batch * c.num_q_heads * c.head_dim * 2
 
 
-def _state_bytes(c: ProbeConfig) -> int:
+def _state_bytes(c: AttentionConfig) -> int:
     return c.batch * c.num_q_heads * (c.head_dim + 1) * 4
 
 
-def attn_flops(c: ProbeConfig, tokens_per_seq: int) -> int:
+def attn_flops(c: AttentionConfig, tokens_per_seq: int) -> int:
     return 4 * c.batch * c.num_q_heads * c.head_dim * tokens_per_seq
 
 
-def kernel_cost(c: ProbeConfig, kernel: str) -> dict:
+def kernel_cost(c: AttentionConfig, kernel: str) -> dict:
     """{'bytes', 'unique_bytes', 'flops'} for one timed kernel of configuration c."""
     kvt = kv_bytes_per_token(c)
     qb = _q_bytes(c)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels_probe.grid import ProbeConfig
+from kernels_probe.grid import AttentionConfig
 
 TORCH_KV_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}
 DUP_CAP_BYTES = 48 << 30
@@ -26,7 +26,7 @@ DUP_CAP_BYTES = 48 << 30
 
 @dataclass
 class ProbeData:
-    cfg: ProbeConfig
+    cfg: AttentionConfig
     q: torch.Tensor
     k_cache: torch.Tensor
     v_cache: torch.Tensor
@@ -57,7 +57,7 @@ class ProbeData:
         return self.seq_dense(cache)[:, off:]
 
 
-def cache_bytes(cfg: ProbeConfig, with_dup: bool) -> int:
+def cache_bytes(cfg: AttentionConfig, with_dup: bool) -> int:
     kvt = 2 * cfg.num_kv_heads * cfg.head_dim * cfg.kv_elem_bytes
     region = cfg.suffix_tokens + (cfg.prefix_tokens if with_dup else 0)
     return kvt * (cfg.n_groups * cfg.prefix_tokens + cfg.batch * region)
@@ -75,7 +75,7 @@ def _random_kv(shape, dtype, device, gen) -> torch.Tensor:
     return torch.randn(shape, dtype=dtype, device=device, generator=gen)
 
 
-def build_data(cfg: ProbeConfig, device, *, seed: int = 0, dup_cap_bytes: int = DUP_CAP_BYTES,
+def build_data(cfg: AttentionConfig, device, *, seed: int = 0, dup_cap_bytes: int = DUP_CAP_BYTES,
                q_dtype=torch.bfloat16) -> ProbeData:
     c = cfg
     gen = torch.Generator(device=device)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from kernels_probe.data import ProbeData
+from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 
 WORKSPACE_BYTES = 256 << 20
 
@@ -129,12 +130,38 @@ class FlashInferCascade(_Common):
         return out
 
 
+def timed_kernels(data: ProbeData, **_launch) -> BackendKernels:
+    """Decode (CUDA-core and tensor-core variants) over shared and duplicated pages, KV in bf16 or fp8 (e4m3:
+    bf16 queries over an fp8 cache, as vLLM's --kv-cache-dtype fp8 runs it); the cascade as shipped (backend
+    ``flashinfer``) and built from FA2 prefill levels (``flashinfer-fa2``). A wrapper that fails to build
+    is a skipped row."""
+    out: BackendKernels = []
+    for shared in (True, False):
+        kname = "decode_shared" if shared else "decode_dup"
+        for tcores in (False, True):
+            variant = "tensor_cores" if tcores else "cuda_cores"
+            try:
+                fd = FlashInferDecode(data, shared=shared, tensor_cores=tcores)
+                out.append(TimedKernel("flashinfer", kname, fd, variant=variant, check=poisoned_run(fd.out, fd)))
+            except Exception as exc:
+                out.append(SkippedKernel("flashinfer", kname, f"{type(exc).__name__}: {exc}", variant))
+    for fa2 in (False, True):
+        bname, variant = ("flashinfer-fa2", "fa2") if fa2 else ("flashinfer", "auto")
+        try:
+            fc = FlashInferCascade(data, fa2=fa2)
+            out.append(TimedKernel(bname, "cascade_total", fc, variant=variant, check=fc))
+            out.append(TimedKernel(bname, "cascade_prefix", fc.prefix, variant=variant))
+        except Exception as exc:
+            out += [SkippedKernel(bname, k, f"{type(exc).__name__}: {exc}") for k in ("cascade_total", "cascade_prefix")]
+    return out
+
+
 def warm_build(device="cuda") -> dict:
     """JIT-build the FlashInfer modules the probe uses, on a tiny problem. Returns {'ok', 'seconds', 'error'}."""
     import time
 
     from kernels_probe.data import build_data
-    from kernels_probe.grid import ProbeConfig
+    from kernels_probe.grid import AttentionConfig
 
     t0 = time.perf_counter()
     errors: list[str] = []
@@ -143,7 +170,7 @@ def warm_build(device="cuda") -> dict:
     # failure there only skips fp8 rows (recorded per row by the runner).
     for kv_dtype, errs in (("bf16", errors), ("fp8", fp8_errors)):
         try:
-            d = build_data(ProbeConfig(prefix_tokens=64, group_size=2, suffix_tokens=32, kv_dtype=kv_dtype), device)
+            d = build_data(AttentionConfig(prefix_tokens=64, group_size=2, suffix_tokens=32, kv_dtype=kv_dtype), device)
             for tc in (False, True):
                 try:
                     FlashInferDecode(d, shared=True, tensor_cores=tc)()

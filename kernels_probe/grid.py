@@ -10,7 +10,7 @@ KV_DTYPES = {"bf16": 2, "fp16": 2, "fp8": 1}
 
 
 @dataclass(frozen=True)
-class ProbeConfig:
+class AttentionConfig:
     """One attention layer's decode step: n_groups groups of group_size sequences; each group shares a
     prefix of prefix_tokens; each sequence has suffix_tokens private tokens. num_kv_heads KV heads of
     head_dim, q_per_kv (G) query heads per KV head."""
@@ -75,17 +75,17 @@ COVERAGE_LONG_PREFIX = 65536
 
 def _collector(page_size: int):
     """A list of distinct configurations and the function that appends one (default page size filled in)."""
-    cfgs: list[ProbeConfig] = []
+    cfgs: list[AttentionConfig] = []
 
     def add(**kw):
         kw.setdefault("page_size", page_size)
-        c = ProbeConfig(**kw)
+        c = AttentionConfig(**kw)
         if c not in cfgs:
             cfgs.append(c)
     return cfgs, add
 
 
-def coverage_grid(page_size: int = 16) -> list[ProbeConfig]:
+def coverage_grid(page_size: int = 16) -> list[AttentionConfig]:
     ps = page_size
     cfgs, add = _collector(ps)
 
@@ -117,7 +117,8 @@ def coverage_grid(page_size: int = 16) -> list[ProbeConfig]:
     return cfgs
 
 
-def build_grid(*, quick: bool = False, page_size: int = 16, coverage: bool = False) -> tuple[list[ProbeConfig], dict]:
+def build_grid(*, quick: bool = False, page_size: int = 16,
+               coverage: bool = False) -> tuple[list[AttentionConfig], dict]:
     """(configurations, description). The full grid crosses prefix x group size for the Llama-3-8B
     layer shape (8 KV heads, G=4, suffix 128) and spans suffix, G, KV heads (1, as Llama-3-70B at TP8),
     fp8 KV and several groups around it; --quick keeps a handful of points across the breakeven."""

@@ -117,7 +117,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
                 "first_median_s": r1["median_s"], "graph_of_repeats": rr, "graph_of_one": r1, "correct": ok})
             del x
         _save(out_dir, rank, result)
-        from kernels_probe.step_probe import measure_steps
+        from kernels_probe.whole_steps import measure_steps
 
         pts = plan["points"] if tp_steps else []
         rows, skipped = measure_steps(flusher, dev, props.multi_processor_count, quick=quick, backends=backends,

@@ -83,3 +83,9 @@ def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     num = (o - r).norm(dim=-1)
     den = r.norm(dim=-1).clamp_min(1e-30)
     return float((num / den).max())
+
+
+def rel_err(out, ref) -> float:
+    """||out - ref||2 / ||ref||2 over the whole tensor, in float32."""
+    o, r = out.float(), ref.float()
+    return float(((o - r).norm() / r.norm().clamp_min(1e-30)).item())

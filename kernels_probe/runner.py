@@ -13,7 +13,8 @@ import time
 from kernels_probe import PROBE_VERSION
 from kernels_probe.accounting import kernel_cost
 from kernels_probe.calibration_file import new_document, write_atomic
-from kernels_probe.grid import BACKENDS, ProbeConfig, build_grid
+from kernels_probe.grid import BACKENDS, KERNELS, AttentionConfig, build_grid
+from kernels_probe.timed import SkippedKernel, TimedKernel
 
 TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
 NOTES = {
@@ -73,7 +74,7 @@ class _Ctx:
         self.measurements: list[dict] = []
         self.skipped: list[dict] = []
 
-    def skip(self, cfg: ProbeConfig, backend: str, kernel: str, reason: str, variant=None):
+    def skip(self, cfg: AttentionConfig, backend: str, kernel: str, reason: str, variant=None):
         row = {"config": cfg.as_dict(), "backend": backend, "kernel": kernel, "reason": reason[:400]}
         if variant:
             row["variant"] = variant
@@ -93,169 +94,99 @@ def _finite_or_none(x):
     return x if (x is not None and math.isfinite(x)) else None
 
 
-def _measure_config(ctx: _Ctx, cfg: ProbeConfig, backends: list[str], seed: int) -> None:
+BACKEND_ORDER = ("triton", "torch", "flashinfer")   # the order a configuration's rows are built and timed in
+
+
+def _backend_kernels(backend: str, data, ctx: _Ctx):
+    """The kernels one backend module times on this configuration (imported only when asked for)."""
+    if backend == "triton":
+        from kernels_probe import triton_backend as mod
+    elif backend == "torch":
+        from kernels_probe import torch_backend as mod
+    else:
+        from kernels_probe import flashinfer_backend as mod
+    return mod.timed_kernels(data, sm_count=ctx.sm_count, tune=ctx.tune)
+
+
+def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: int) -> None:
     torch = ctx.torch
     from kernels_probe.data import build_data, reference_output
 
-    kernels_all = ["decode_shared", "decode_dup", "cascade_prefix", "cascade_suffix", "cascade_merge", "cascade_total"]
     try:
         data = build_data(cfg, ctx.device, seed=seed)
         ref = reference_output(data)
     except torch.cuda.OutOfMemoryError as exc:
         for b in backends:
-            for k in kernels_all:
+            for k in KERNELS:
                 ctx.skip(cfg, b, k, f"out of memory building inputs: {exc}")
         gc.collect()
         torch.cuda.empty_cache()
         return
     B, HQ, D = data.q.shape
-    items = []  # (backend, kernel, variant, fn, check) check: () -> output tensor, or None
-
-    def poisoned(t):
-        t.fill_(float("nan"))
-        return t
-
-    if "triton" in backends:
-        from kernels_probe.triton_kernels import CascadePlan, DecodePlan
-
-        T = cfg.prefix_tokens + cfg.suffix_tokens
-        out_ds = torch.empty_like(data.q)
-        dec_s = DecodePlan(data.q, data.k_cache, data.v_cache, data.shared_table, data.seq_lens, T, out_ds,
-                           sm_count=ctx.sm_count, tune=ctx.tune)
-        items.append(("triton", "decode_shared", None, dec_s, lambda: (poisoned(out_ds), dec_s())[1]))
-        if data.has_dup:
-            out_dd = torch.empty_like(data.q)
-            dec_d = DecodePlan(data.q, data.k_cache, data.v_cache, data.dup_table, data.seq_lens, T, out_dd,
-                               sm_count=ctx.sm_count, tune=ctx.tune)
-            items.append(("triton", "decode_dup", None, dec_d, lambda: (poisoned(out_dd), dec_d())[1]))
-        else:
-            ctx.skip(cfg, "triton", "decode_dup", "duplicated prefix exceeds the probe's memory cap")
-        out_c = torch.empty_like(data.q)
-        casc = CascadePlan(data.q, data.k_cache, data.v_cache,
-                           [(data.prefix_table, cfg.prefix_tokens, cfg.group_size, cfg.n_groups)],
-                           data.suffix_table, data.suffix_lens, cfg.suffix_tokens, out_c, sm_count=ctx.sm_count,
-                           tune=ctx.tune)
-        items.append(("triton", "cascade_total", None, casc, lambda: (poisoned(out_c), casc())[1]))
-        items.append(("triton", "cascade_prefix", None, casc.run_prefix, None))
-        if cfg.suffix_tokens:
-            items.append(("triton", "cascade_suffix", None, casc.run_suffix, None))
-        items.append(("triton", "cascade_merge", None, casc.run_merge, None))
-
-    if "torch" in backends:
-        if cfg.kv_dtype == "fp8":
-            for k in kernels_all:
-                ctx.skip(cfg, "torch", k, "torch's flash attention takes no fp8 KV")
-        else:
-            from kernels_probe.torch_backend import TorchCascade, TorchDecode
-
-            for shared in (True, False):
-                kname = "decode_shared" if shared else "decode_dup"
-                try:
-                    td = TorchDecode(data, shared=shared)
-                    items.append(("torch", kname, None, td, td))
-                except (NotImplementedError, MemoryError) as exc:
-                    ctx.skip(cfg, "torch", kname, str(exc))
-            out_t = torch.empty_like(data.q)
-            tc = TorchCascade(data, out_t)
-            items.append(("torch", "cascade_total", None, tc.total, lambda: (poisoned(out_t), tc.total())[1]))
-            items.append(("torch", "cascade_prefix", None, tc.prefix, None))
-            if cfg.suffix_tokens:
-                items.append(("torch", "cascade_suffix", None, tc.suffix, None))
-            items.append(("torch", "cascade_merge", None, ("torch-merge", tc), None))
-
-    if "flashinfer" in backends:
-        from kernels_probe.flashinfer_backend import FlashInferCascade, FlashInferDecode
-
-        if True:  # fp8 (e4m3) KV: bf16 queries over an fp8 cache, as vLLM's --kv-cache-dtype fp8 runs it
-            for shared in (True, False):
-                kname = "decode_shared" if shared else "decode_dup"
-                for tcores in (False, True):
-                    variant = "tensor_cores" if tcores else "cuda_cores"
-                    try:
-                        fd = FlashInferDecode(data, shared=shared, tensor_cores=tcores)
-                        items.append(("flashinfer", kname, variant, fd, lambda fd=fd: (poisoned(fd.out), fd())[1]))
-                    except Exception as exc:
-                        ctx.skip(cfg, "flashinfer", kname, f"{type(exc).__name__}: {exc}", variant)
-            for fa2 in (False, True):
-                bname = "flashinfer-fa2" if fa2 else "flashinfer"
-                try:
-                    fc = FlashInferCascade(data, fa2=fa2)
-                    items.append((bname, "cascade_total", "fa2" if fa2 else "auto", fc, fc))
-                    items.append((bname, "cascade_prefix", "fa2" if fa2 else "auto", fc.prefix, None))
-                except Exception as exc:
-                    for k in ("cascade_total", "cascade_prefix"):
-                        ctx.skip(cfg, bname, k, f"{type(exc).__name__}: {exc}")
+    items: list[TimedKernel] = []
+    for backend in (b for b in BACKEND_ORDER if b in backends):
+        for k in _backend_kernels(backend, data, ctx):
+            if isinstance(k, SkippedKernel):
+                ctx.skip(cfg, k.backend, k.kernel, k.reason, k.variant)
+            else:
+                items.append(k)
 
     # correctness first, then timing
     errs: dict = {}
     failed: set = set()
     outs = {}
-    for backend, kernel, variant, fn, check in items:
-        if check is None:
+    for it in items:
+        if it.check is None:
             continue
-        key = (backend, kernel, variant)
         try:
-            o = check()
+            o = it.check()
             torch.cuda.synchronize()
             e = _err(torch, o, ref)
-            errs[key] = e
-            outs[key] = o.detach().reshape(B, HQ, D).clone() if backend == "triton" else None
+            errs[it.key] = e
+            outs[it.key] = o.detach().reshape(B, HQ, D).clone() if it.keep_output else None
             if not (e <= TOLERANCE):
-                failed.add(backend if kernel == "cascade_total" else key)
-                ctx.skip(cfg, backend, kernel, f"correctness: max_rel_err={e:.3g} > {TOLERANCE}", variant)
+                failed.add(it.backend if it.kernel == "cascade_total" else it.key)
+                ctx.skip(cfg, it.backend, it.kernel, f"correctness: max_rel_err={e:.3g} > {TOLERANCE}", it.variant)
         except Exception as exc:
-            failed.add(key)
-            ctx.skip(cfg, backend, kernel, f"{type(exc).__name__}: {exc}", variant)
-    vs_decode = None
-    if ("triton", "cascade_total", None) in outs and ("triton", "decode_shared", None) in outs:
-        from kernels_probe.reference import max_rel_err
+            failed.add(it.key)
+            ctx.skip(cfg, it.backend, it.kernel, f"{type(exc).__name__}: {exc}", it.variant)
+    vs_decode = {}     # a backend's cascade against its own per-sequence decode over shared pages
+    for it in items:
+        casc, dec = (it.backend, "cascade_total", it.variant), (it.backend, "decode_shared", it.variant)
+        if it.kernel == "cascade_total" and it.keep_output and outs.get(casc) is not None \
+                and outs.get(dec) is not None:
+            from kernels_probe.reference import max_rel_err
 
-        vs_decode = max_rel_err(outs[("triton", "cascade_total", None)], outs[("triton", "decode_shared", None)].float())
+            vs_decode[casc] = max_rel_err(outs[casc], outs[dec].float())
     del outs
 
-    casc_err = {b: errs.get((b, "cascade_total", v)) for (b, k, v, _, _) in items if k == "cascade_total"}
-    for backend, kernel, variant, fn, check in items:
-        key = (backend, kernel, variant)
-        if key in failed or (kernel.startswith("cascade") and backend in failed):
-            if check is None:
+    casc_err = {it.backend: errs.get(it.key) for it in items if it.kernel == "cascade_total"}
+    for it in items:
+        backend, kernel, variant = it.key
+        if it.key in failed or (kernel.startswith("cascade") and backend in failed):
+            if it.check is None:
                 ctx.skip(cfg, backend, kernel, "not timed: the composite failed its correctness check", variant)
             continue
         try:
-            if isinstance(fn, tuple) and fn[0] == "torch-merge":
-                tc_ = fn[1]
-                inputs = tc_.merge_inputs()
-                fn = (lambda tc_=tc_, inputs=inputs: tc_.merge(*inputs))
-            res = _time(ctx, fn)
+            res = _time(ctx, it.timed_callable())
         except Exception as exc:
             ctx.skip(cfg, backend, kernel, f"timing failed: {type(exc).__name__}: {exc}", variant)
             torch.cuda.synchronize()
             continue
         row = {"backend": backend, "kernel": kernel, "variant": variant, "config": cfg.as_dict(),
                **kernel_cost(cfg, kernel), **res,
-               "max_rel_err": _finite_or_none(errs.get(key)) if check is not None else None}
-        if kernel == "cascade_total" and backend == "triton":
-            row["max_rel_err_vs_decode"] = _finite_or_none(vs_decode)
+               "max_rel_err": _finite_or_none(errs.get(it.key)) if it.check is not None else None}
+        if kernel == "cascade_total" and it.keep_output:
+            row["max_rel_err_vs_decode"] = _finite_or_none(vs_decode.get(it.key))
         if kernel in ("cascade_prefix", "cascade_suffix", "cascade_merge"):
             row["composite_max_rel_err"] = _finite_or_none(casc_err.get(backend))
-        if backend == "triton" and kernel.startswith("cascade"):
-            row["launch"] = _triton_launch_info(items, kernel)
+        if it.launch is not None:
+            row["launch"] = it.launch
         ctx.measurements.append(row)
     del items, data, ref
     gc.collect()
     if torch.cuda.memory_reserved() > (16 << 30):
         torch.cuda.empty_cache()
-
-
-def _triton_launch_info(items, kernel):
-    for backend, k, _, fn, _ in items:
-        if backend == "triton" and k == "cascade_total":
-            casc = fn
-            info = {"slots": casc.num_slots, "prefix_splits": [p.splits for p in casc.prefix_plans],
-                    "prefix_block_m": [p.block_m for p in casc.prefix_plans],
-                    "suffix_splits": casc.suffix_plan.splits if casc.suffix_plan is not None else 0,
-                    "kernels": len(casc.prefix_plans) + (1 if casc.suffix_plan is not None else 0) + 1}
-            return info
-    return None
 
 
 def _time(ctx: _Ctx, fn) -> dict:
@@ -265,7 +196,7 @@ def _time(ctx: _Ctx, fn) -> dict:
 
 
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
-              console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
+              console=None, time_budget_s: float | None = None, tune=None, configs: list[AttentionConfig] | None = None,
               skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
               held_out: bool = True, plan=None, mla: bool = False) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
@@ -282,7 +213,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     from kernels_probe import flashinfer_backend
     from kernels_probe.environment import missing_requirements
     from kernels_probe.timing import L2Flusher, measure_ceilings
-    from kernels_probe.triton_kernels import DEFAULT_TUNE
+    from kernels_probe.triton_launch import DEFAULT_TUNE
 
     t_start = time.perf_counter()
     console = console or Console()

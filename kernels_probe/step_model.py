@@ -21,7 +21,7 @@ import torch
 
 from kernels_probe.glue import AppendTarget, TorchGlue, make_glue, rope_cache
 from kernels_probe.layer_graph import linear
-from kernels_probe.step_shapes import LayerShape, StepPoint
+from kernels_probe.step_shapes import LayerShape, WorkloadStep
 
 PAGE_SIZE = 16
 
@@ -59,7 +59,7 @@ class StepKV:
     Pages: each group's prefix (contiguous), then each sequence's private pages (ceil(S / page_size)).
     The new token of step k sits at position P + S - 1 of its sequence (the last suffix slot)."""
 
-    def __init__(self, shape: LayerShape, pt: StepPoint, device, *, seed: int = 0, page_size: int = PAGE_SIZE,
+    def __init__(self, shape: LayerShape, pt: WorkloadStep, device, *, seed: int = 0, page_size: int = PAGE_SIZE,
                  dtype=None):
         ps = page_size
         if pt.prefix_tokens % ps:
@@ -116,7 +116,7 @@ class Attention:
         self.out = torch.empty_like(q)
         P, S = pt.prefix_tokens, pt.suffix_tokens
         if backend == "triton":
-            from kernels_probe.triton_kernels import CascadePlan, DecodePlan
+            from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
             if mode == "per_sequence":
                 self.plans = [DecodePlan(q, kv.k[i], kv.v[i], kv.shared_table, kv.seq_lens, P + S, self.out,
@@ -244,7 +244,7 @@ def reference_attention(kv: StepKV, layer: int, q: torch.Tensor, rows: list[int]
     return reference_paged(q[idx], kv.k[layer], kv.v[layer], kv.shared_table[idx], kv.seq_lens[idx])
 
 
-def check_rows(pt: StepPoint, limit: int = 8) -> list[int]:
+def check_rows(pt: WorkloadStep, limit: int = 8) -> list[int]:
     """A few sequences to check against the reference: first and last of the first and last groups."""
     n, B = pt.group_size, pt.batch
     rows = sorted({0, n - 1, B - n, B - 1, B // 2})

@@ -1,13 +1,13 @@
 """The rest of the decode step on one GPU: weight GEMMs (bf16, and fp8 through torch._scaled_mm where the
 GPU has fp8), the engine glue (fused FlashInfer and plain torch), and whole model-shaped decode steps
-per attention backend. Same method as the attention rows: correctness first, then CUDA-graph replays
-between CUDA events with L2 flushed before each, medians. Rows go into the calibration file's
+per attention backend (``whole_steps``; on 2+ GPUs also through ``multi_gpu``). Same method as the
+attention rows: correctness first, then CUDA-graph replays between CUDA events with L2 flushed before
+each, medians. Rows go into the calibration file's
 ``step_ops`` (fitted by the planner) and ``steps`` (never fitted: validation only).
 """
 
 from __future__ import annotations
 
-import gc
 import time
 
 import torch
@@ -21,20 +21,15 @@ from kernels_probe.step_shapes import (
     M_GRID_QUICK,
     STEP_BACKENDS,
     LayerShape,
-    StepPoint,
     held_out_points,
     layer_shape,
     step_points,
 )
+from kernels_probe.reference import rel_err
 from kernels_probe.timing import time_fn
+from kernels_probe.whole_steps import STEP_TOLERANCE, measure_steps
 
-STEP_TOLERANCE = 1e-2      # attention output vs float32 reference, and per-sequence vs cascade
 GEMM_TOLERANCE = 2e-2      # bf16/fp8 GEMM vs float32 reference (fp8: against the quantized inputs)
-
-
-def _rel(out, ref) -> float:
-    o, r = out.float(), ref.float()
-    return float(((o - r).norm() / r.norm().clamp_min(1e-30)).item())
 
 
 def _row(op: str, res: dict, **kw) -> dict:
@@ -76,7 +71,7 @@ def measure_gemms(flusher, device, *, quick: bool, budget_s: float, progress=Non
                         else:
                             fn = (lambda x=x, w=w: torch.nn.functional.linear(x, w))
                             ref = x.float() @ w.float().t()
-                        err = _rel(fn(), ref) if m <= 512 else None
+                        err = rel_err(fn(), ref) if m <= 512 else None
                         del ref
                         if err is not None and not err <= GEMM_TOLERANCE:
                             skipped.append({"op": "gemm", "config": cfg, "reason": f"correctness: rel err {err:.3g}"})
@@ -153,8 +148,8 @@ def check_glue(shape: LayerShape, device) -> float:
         getattr(b, t).copy_(getattr(a, t))
     b.target = a.target
     ya, yb = a.layer(), b.layer()
-    return max(_rel(yb, ya), _rel(b.x, a.x), _rel(b.res, a.res), _rel(b.qkv, a.qkv), _rel(b.kc, a.kc),
-               _rel(b.vc, a.vc))
+    return max(rel_err(yb, ya), rel_err(b.x, a.x), rel_err(b.res, a.res), rel_err(b.qkv, a.qkv), rel_err(b.kc, a.kc),
+               rel_err(b.vc, a.vc))
 
 
 def measure_glue(flusher, device, variants: list[str], *, quick: bool, budget_s: float, progress=None, shapes=None,
@@ -182,119 +177,6 @@ def measure_glue(flusher, device, variants: list[str], *, quick: bool, budget_s:
                     progress()
     torch.cuda.empty_cache()
     return rows, skipped
-
-
-# ----------------------------------------------------------------------------------------- whole steps
-
-
-def time_step(step, flusher, *, budget_s: float = 0.15) -> dict:
-    return time_fn(step, flusher, budget_s=budget_s, lo=5, hi=30)
-
-
-def compare_modes(kv, steps: dict, pt: StepPoint) -> dict:
-    """Run each step once eagerly on the same random q of layer 0: every attention output against a
-    float32 reference on a few sequences, and each cascade against its per-sequence twin on all of them."""
-    from kernels_probe.step_model import check_rows, reference_attention
-
-    q0 = torch.randn_like(next(iter(steps.values())).q)
-    rows = check_rows(pt)
-    ref = reference_attention(kv, 0, q0, rows)
-    outs, errs = {}, {}
-    for key, st in steps.items():
-        st.q.copy_(q0)
-        st.attn.out.fill_(float("nan"))
-        o = st.attn(0).clone()
-        outs[key] = o
-        errs[key] = _rel(o[torch.tensor(rows, device=o.device)], ref)
-    pairs = {}
-    for (b, mode), o in outs.items():
-        if mode == "cascade":
-            twin = ("triton" if b == "triton" else "flashinfer", "per_sequence")
-            if twin in outs:
-                pairs[(b, mode)] = _rel(o, outs[twin])
-    return {"ref_err": errs, "mode_err": pairs}
-
-
-def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list[str], glue: str,
-                  budget_s: float = 0.15, tp: int = 1, allreduce=None, rank: int = 0, points=None,
-                  timer=None, progress=None, seed: int = 0, shapes=None) -> tuple[list, list]:
-    """Whole decode steps at each step point, per attention backend and mode."""
-    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-
-    rows, skipped = [], []
-    pts = points if points is not None else step_points(quick)
-    by_model: dict[tuple[str, str], list[StepPoint]] = {}
-    for pt in pts:
-        by_model.setdefault((pt.model, pt.weight_dtype), []).append(pt)
-    timer = timer or time_step
-    for (model, wdtype), mpts in by_model.items():
-        from kernels_probe.step_shapes import model_config
-
-        try:
-            shape = (shapes or {}).get(model) or layer_shape(model, tp)
-            mcfg = None if (shapes or {}).get(model) else model_config(model)
-        except ValueError as exc:       # a held-out config missing from this install, a shape TP cannot split
-            skipped += [{"workload": pt.workload, "model": model, "tp": tp, "position": pt.position,
-                         "reason": str(exc)[:300]} for pt in mpts]
-            continue
-        weights = StepWeights(shape, device, seed=seed, weight_dtype=wdtype)
-        for pt in mpts:
-            base = {"workload": pt.workload, "model": model, "tp": tp, "position": pt.position,
-                    "config": pt.as_dict(), "glue": glue, "kv_dtype": pt.kv_dtype, "weight_dtype": wdtype}
-            if mcfg is not None and model_held_out(model):
-                base["model_config"] = mcfg   # validation prices the step from this config
-            kv = StepKV(shape, pt, device, seed=seed + 1)
-            steps = {}
-            for b in backends:
-                modes = ["cascade"] if b == "flashinfer-fa2" else ["per_sequence", "cascade"]
-                for mode in modes:
-                    try:
-                        steps[(b, mode)] = DecodeStep(shape, weights, kv, b, mode, glue=glue, allreduce=allreduce,
-                                                      sm_count=sm_count, seed=seed)
-                    except Exception as exc:
-                        skipped.append({**base, "backend": b, "mode": mode,
-                                        "reason": f"{type(exc).__name__}: {exc}"[:300]})
-            try:
-                chk = compare_modes(kv, steps, pt)
-            except Exception as exc:
-                for (b, mode) in list(steps):
-                    skipped.append({**base, "backend": b, "mode": mode,
-                                    "reason": f"check failed: {type(exc).__name__}: {exc}"[:300]})
-                steps = {}
-                chk = {"ref_err": {}, "mode_err": {}}
-            for (b, mode), st in steps.items():
-                e_ref = chk["ref_err"].get((b, mode))
-                e_mode = chk["mode_err"].get((b, mode))
-                bad = [x for x in (e_ref, e_mode) if x is not None and not x <= STEP_TOLERANCE]
-                if e_ref is None or bad:
-                    skipped.append({**base, "backend": b, "mode": mode,
-                                    "reason": f"correctness: ref err {e_ref}, vs per-sequence {e_mode}"})
-                    continue
-                try:
-                    res = timer(st, flusher, budget_s=budget_s)
-                except Exception as exc:
-                    skipped.append({**base, "backend": b, "mode": mode,
-                                    "reason": f"timing failed: {type(exc).__name__}: {exc}"[:300]})
-                    torch.cuda.synchronize()
-                    continue
-                rows.append({**base, "backend": b, "mode": mode, "attention_variant": st.attn.variant,
-                             "kv_cache_bytes": kv.bytes(), **res, "max_rel_err": e_ref,
-                             "max_rel_err_vs_per_sequence": e_mode})
-                if progress:
-                    progress()
-            del steps, kv
-            gc.collect()
-            torch.cuda.empty_cache()
-        del weights
-        gc.collect()
-        torch.cuda.empty_cache()
-    return rows, skipped
-
-
-def model_held_out(model: str) -> bool:
-    from cascade_plan.inputs.model_presets import PRESETS
-
-    return model not in PRESETS
 
 
 def _checkpoint(out: dict) -> None:

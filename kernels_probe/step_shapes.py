@@ -100,7 +100,7 @@ def layer_shape(model_id: str, tp: int = 1, cfg: dict | None = None) -> LayerSha
 
 
 @dataclass(frozen=True)
-class StepPoint:
+class WorkloadStep:
     """One decode step of a single-level workload: n_groups prompts of prefix_tokens, each shared by
     group_size sequences that have generated `generated` tokens (the new one included) after a private
     prompt of private_tokens."""
@@ -143,12 +143,12 @@ STEPPED_WORKLOADS = (
 )
 
 
-def step_points(quick: bool = False) -> list[StepPoint]:
+def step_points(quick: bool = False) -> list[WorkloadStep]:
     pts = []
     for name, model, p, n, ng, priv, out in STEPPED_WORKLOADS:
         positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
         for pos, k in positions:
-            pts.append(StepPoint(name, model, pos, p, n, ng, priv, k, out))
+            pts.append(WorkloadStep(name, model, pos, p, n, ng, priv, k, out))
         if quick:
             break
     return pts
@@ -169,20 +169,20 @@ HELD_OUT_WORKLOADS = (
 )
 
 
-def held_out_points(quick: bool = False) -> list[StepPoint]:
+def held_out_points(quick: bool = False) -> list[WorkloadStep]:
     pts = []
     for name, model, p, n, ng, priv, out, kvd, wd in HELD_OUT_WORKLOADS[:1] if quick else HELD_OUT_WORKLOADS:
         positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
         for pos, k in positions:
-            pts.append(StepPoint(name, model, pos, p, n, ng, priv, k, out, kv_dtype=kvd, weight_dtype=wd))
+            pts.append(WorkloadStep(name, model, pos, p, n, ng, priv, k, out, kv_dtype=kvd, weight_dtype=wd))
     return pts
 
 
-def tp_step_points(quick: bool = False) -> list[StepPoint]:
+def tp_step_points(quick: bool = False) -> list[WorkloadStep]:
     pts = []
     for name, model, p, n, ng, priv, out in TP_STEP_WORKLOADS:
         positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
-        pts += [StepPoint(name, model, pos, p, n, ng, priv, k, out) for pos, k in positions]
+        pts += [WorkloadStep(name, model, pos, p, n, ng, priv, k, out) for pos, k in positions]
     return pts
 
 

@@ -14,6 +14,11 @@ import math
 import torch
 
 from kernels_probe.data import ProbeData
+from kernels_probe.grid import KERNELS
+from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
+
+BACKEND = "torch"
+KV_DTYPES = ("bf16", "fp16")      # torch's flash attention takes no fp8 KV
 
 
 def flash(q4, k4, v4, scale):
@@ -102,3 +107,32 @@ class TorchDecode:
     def __call__(self):
         o, _ = flash(self.q4, self.k4, self.v4, self.scale)
         return o  # [B, HKV, G, D] == [B, HQ, D] up to layout; no copy is timed
+
+
+def timed_kernels(data: ProbeData, **_launch) -> BackendKernels:
+    """Per-sequence decode (shared pages where expressible, duplicated pages) and the cascade and its pieces."""
+    cfg = data.cfg
+    if cfg.kv_dtype not in KV_DTYPES:
+        return [SkippedKernel(BACKEND, k, "torch's flash attention takes no fp8 KV") for k in KERNELS]
+    out: BackendKernels = []
+    for shared in (True, False):
+        kname = "decode_shared" if shared else "decode_dup"
+        try:
+            td = TorchDecode(data, shared=shared)
+            out.append(TimedKernel(BACKEND, kname, td, check=td))
+        except (NotImplementedError, MemoryError) as exc:
+            out.append(SkippedKernel(BACKEND, kname, str(exc)))
+    out_t = torch.empty_like(data.q)
+    tc = TorchCascade(data, out_t)
+    out.append(TimedKernel(BACKEND, "cascade_total", tc.total, check=poisoned_run(out_t, tc.total)))
+    out.append(TimedKernel(BACKEND, "cascade_prefix", tc.prefix))
+    if cfg.suffix_tokens:
+        out.append(TimedKernel(BACKEND, "cascade_suffix", tc.suffix))
+    out.append(TimedKernel(BACKEND, "cascade_merge", prepare=lambda: _merge_alone(tc)))
+    return out
+
+
+def _merge_alone(tc: TorchCascade):
+    """The merge timed alone: both passes' outputs computed eagerly once, then only the merge replayed."""
+    inputs = tc.merge_inputs()
+    return lambda: tc.merge(*inputs)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernels_probe.grid import ProbeConfig
-from kernels_probe.step_shapes import M_GRID, LayerShape, StepPoint
+from kernels_probe.grid import AttentionConfig
+from kernels_probe.step_shapes import M_GRID, LayerShape, WorkloadStep
 
 MEASURE_BUDGET_S = 120.0        # the limit on measuring (JIT builds excluded)
 
@@ -33,9 +33,9 @@ class WorkloadProbePlan:
     shape: LayerShape
     kv_dtype: str
     weight_dtype: str
-    attention: tuple[ProbeConfig, ...]
+    attention: tuple[AttentionConfig, ...]
     gemm_m: tuple[int, ...]
-    steps: tuple[StepPoint, ...]
+    steps: tuple[WorkloadStep, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def describe(self) -> dict:
@@ -85,10 +85,10 @@ def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
     g = shape.q_heads // shape.kv_heads
     kw = dict(q_per_kv=g, num_kv_heads=shape.kv_heads, head_dim=shape.head_dim, kv_dtype=scn.kv_dtype,
               page_size=page_size)
-    cfgs: list[ProbeConfig] = []
+    cfgs: list[AttentionConfig] = []
 
     def add(**k):
-        c = ProbeConfig(**{**kw, **k})
+        c = AttentionConfig(**{**kw, **k})
         if c not in cfgs:
             cfgs.append(c)
 
@@ -103,7 +103,7 @@ def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
             add(prefix_tokens=_round_up(p, page_size), group_size=samples, n_groups=groups, suffix_tokens=s_mid)
     B = samples * groups
     ms = sorted({1, B} | {m for m in M_GRID if B / 4 <= m <= 4 * B})
-    steps = tuple(StepPoint(scn.name, shape.model, pos, P, samples, groups, private, k, out, kv_dtype=scn.kv_dtype,
+    steps = tuple(WorkloadStep(scn.name, shape.model, pos, P, samples, groups, private, k, out, kv_dtype=scn.kv_dtype,
                             weight_dtype=scn.weight_dtype) for pos, k in positions)
     notes = []
     if P != prefix:
@@ -121,7 +121,7 @@ def plan_from_json(d: dict) -> WorkloadProbePlan:
     pts = []
     for p in d["steps"]:
         p = {k: v for k, v in p.items() if k not in ("suffix_tokens", "batch")}
-        pts.append(StepPoint(**p))
+        pts.append(WorkloadStep(**p))
     return WorkloadProbePlan(name=d["workload"], shape=sh, kv_dtype=d["kv_dtype"], weight_dtype=d["weight_dtype"],
-                             attention=tuple(ProbeConfig(**c) for c in d["attention_configs"]),
+                             attention=tuple(AttentionConfig(**c) for c in d["attention_configs"]),
                              gemm_m=tuple(d["gemm_m"]), steps=tuple(pts), notes=tuple(d.get("notes", ())))

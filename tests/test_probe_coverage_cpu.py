@@ -49,11 +49,11 @@ def test_fp8_kv_step_through_the_interpreter():
     if not enable_interpreter():
         pytest.skip("triton was imported without the interpreter in this process")
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_probe import compare_modes
-    from kernels_probe.step_shapes import LayerShape, StepPoint
+    from kernels_probe.whole_steps import compare_modes
+    from kernels_probe.step_shapes import LayerShape, WorkloadStep
 
     s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, False, 1e4)
-    pt = StepPoint("w", "tiny", "first", 32, 2, 2, 0, 5, 16, kv_dtype="fp8")
+    pt = WorkloadStep("w", "tiny", "first", 32, 2, 2, 0, 5, 16, kv_dtype="fp8")
     w, kv = StepWeights(s, "cpu"), StepKV(s, pt, "cpu")
     assert kv.k.dtype == torch.float8_e4m3fn and kv.bytes() == 2 * kv.k.numel()
     steps = {("triton", m): DecodeStep(s, w, kv, "triton", m, glue="torch", sm_count=8)

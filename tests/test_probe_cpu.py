@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from kernels_probe import accounting, calibration_file
-from kernels_probe.grid import BACKENDS, KERNELS, ProbeConfig, build_grid
+from kernels_probe.grid import BACKENDS, KERNELS, AttentionConfig, build_grid
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "calibrations").glob("h200-probe-*.json"))
@@ -46,10 +46,10 @@ def test_grid_page_size_and_config_validation():
     cfgs, desc = build_grid(quick=True, page_size=32)
     assert desc["page_size"] == 32 and all(c.page_size == 32 for c in cfgs)
     with pytest.raises(ValueError):
-        ProbeConfig(prefix_tokens=100, group_size=1, page_size=16)
+        AttentionConfig(prefix_tokens=100, group_size=1, page_size=16)
     with pytest.raises(ValueError):
-        ProbeConfig(prefix_tokens=256, group_size=1, kv_dtype="int4")
-    c = ProbeConfig(prefix_tokens=4096, group_size=64, n_groups=2)
+        AttentionConfig(prefix_tokens=256, group_size=1, kv_dtype="int4")
+    c = AttentionConfig(prefix_tokens=4096, group_size=64, n_groups=2)
     assert c.batch == 128 and c.num_q_heads == 32 and c.as_dict()["n_groups"] == 2
 
 
@@ -58,13 +58,13 @@ def test_grid_page_size_and_config_validation():
 
 def test_kv_bytes_per_token_matches_the_seed():
     # Llama-3-8B: 32 layers x 2 x 8 heads x 128 x 2 B = 128 KiB per token; one layer is 4 KiB.
-    c = ProbeConfig(prefix_tokens=4096, group_size=64)
+    c = AttentionConfig(prefix_tokens=4096, group_size=64)
     assert accounting.kv_bytes_per_token(c) * 32 == 131072
-    assert accounting.kv_bytes_per_token(ProbeConfig(prefix_tokens=4096, group_size=1, kv_dtype="fp8")) == 2048
+    assert accounting.kv_bytes_per_token(AttentionConfig(prefix_tokens=4096, group_size=1, kv_dtype="fp8")) == 2048
 
 
 def test_kernel_costs_by_hand():
-    c = ProbeConfig(prefix_tokens=4096, group_size=64, suffix_tokens=128)
+    c = AttentionConfig(prefix_tokens=4096, group_size=64, suffix_tokens=128)
     kvt, q = 4096, 64 * 32 * 128 * 2
     state = 64 * 32 * 129 * 4
     dup = accounting.kernel_cost(c, "decode_dup")
@@ -91,7 +91,7 @@ def test_cascade_never_moves_more_than_per_sequence():
 
 
 def _doc(**over):
-    cfg = ProbeConfig(prefix_tokens=256, group_size=4).as_dict()
+    cfg = AttentionConfig(prefix_tokens=256, group_size=4).as_dict()
     m = {"backend": "triton", "kernel": "cascade_total", "variant": None, "config": cfg, "bytes": 10, "flops": 20,
          "median_s": 2e-6, "p10_s": 1e-6, "p90_s": 3e-6, "n_reps": 10, "max_rel_err": 1e-3}
     doc = calibration_file.new_document(
@@ -255,10 +255,10 @@ def test_torch_backend_layout_and_merge_with_a_stand_in_kernel(monkeypatch):
         return o, torch.logsumexp(s, -1)
 
     monkeypatch.setattr(tb, "flash", stand_in)
-    for cfg in (ProbeConfig(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, q_per_kv=4, num_kv_heads=2,
-                            head_dim=16, page_size=16),
-                ProbeConfig(prefix_tokens=32, group_size=3, suffix_tokens=0, q_per_kv=2, num_kv_heads=2, head_dim=16,
-                            page_size=16)):
+    for cfg in (AttentionConfig(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, q_per_kv=4,
+                                num_kv_heads=2, head_dim=16, page_size=16),
+                AttentionConfig(prefix_tokens=32, group_size=3, suffix_tokens=0, q_per_kv=2, num_kv_heads=2,
+                                head_dim=16, page_size=16)):
         d = build_data(cfg, "cpu")
         ref = reference_output(d)
         tc = tb.TorchCascade(d, torch.full_like(d.q, float("nan")))
@@ -276,7 +276,7 @@ def test_probe_data_layout_shares_and_duplicates_pages():
     torch = pytest.importorskip("torch")
     from kernels_probe.data import build_data, cache_bytes
 
-    cfg = ProbeConfig(prefix_tokens=32, group_size=2, n_groups=2, suffix_tokens=16, q_per_kv=2, num_kv_heads=1,
+    cfg = AttentionConfig(prefix_tokens=32, group_size=2, n_groups=2, suffix_tokens=16, q_per_kv=2, num_kv_heads=1,
                       head_dim=8, page_size=8)
     d = build_data(cfg, "cpu")
     pp = 4

@@ -17,19 +17,19 @@ pytest.importorskip("triton")
 
 pytestmark = pytest.mark.gpu
 
-from kernels_probe.grid import ProbeConfig  # noqa: E402
+from kernels_probe.grid import AttentionConfig  # noqa: E402
 
-CONFIGS = [ProbeConfig(prefix_tokens=1024, group_size=16, suffix_tokens=128),
-           ProbeConfig(prefix_tokens=4096, group_size=64, suffix_tokens=0, q_per_kv=8, num_kv_heads=1),
-           ProbeConfig(prefix_tokens=1024, group_size=8, n_groups=3, suffix_tokens=256, q_per_kv=1),
-           ProbeConfig(prefix_tokens=2048, group_size=32, suffix_tokens=64, kv_dtype="fp8", page_size=32)]
+CONFIGS = [AttentionConfig(prefix_tokens=1024, group_size=16, suffix_tokens=128),
+           AttentionConfig(prefix_tokens=4096, group_size=64, suffix_tokens=0, q_per_kv=8, num_kv_heads=1),
+           AttentionConfig(prefix_tokens=1024, group_size=8, n_groups=3, suffix_tokens=256, q_per_kv=1),
+           AttentionConfig(prefix_tokens=2048, group_size=32, suffix_tokens=64, kv_dtype="fp8", page_size=32)]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.label().replace(" ", "_"))
 def test_triton_kernels_match_float32_reference(cfg):
     from kernels_probe.data import build_data, reference_output
     from kernels_probe.reference import max_rel_err
-    from kernels_probe.triton_kernels import CascadePlan, DecodePlan
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     d = build_data(cfg, "cuda", seed=7)
@@ -89,12 +89,12 @@ def test_step_gemm_and_glue_rows_are_sane():
 
 def test_tiny_model_step_modes_agree_and_replay_from_one_graph():
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_probe import compare_modes, time_step
-    from kernels_probe.step_shapes import LayerShape, StepPoint
+    from kernels_probe.whole_steps import compare_modes, time_step
+    from kernels_probe.step_shapes import LayerShape, WorkloadStep
     from kernels_probe.timing import L2Flusher
 
     s = LayerShape("tiny", 1, 4, 1024, 8, 2, 128, 2048, 4096, False, 1e4)
-    pt = StepPoint("w", "tiny", "first", 512, 8, 3, 0, 17, 64)
+    pt = WorkloadStep("w", "tiny", "first", 512, 8, 3, 0, 17, 64)
     w, kv = StepWeights(s, "cuda"), StepKV(s, pt, "cuda")
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     steps = {("triton", m): DecodeStep(s, w, kv, "triton", m, glue="torch", sm_count=sm)

@@ -12,18 +12,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kernels_probe.data import build_data, reference_output  # noqa: E402
-from kernels_probe.grid import ProbeConfig  # noqa: E402
+from kernels_probe.grid import AttentionConfig  # noqa: E402
 from kernels_probe.reference import max_rel_err, reference_paged  # noqa: E402
-from kernels_probe.triton_kernels import (  # noqa: E402
-    CascadePlan,
-    DecodePlan,
-    MergePlan,
-    PrefixPlan,
-    StateBuffer,
-    TuneParams,
-    choose_splits,
-    choose_splits_waves,
-)
+from kernels_probe.triton_launch import TuneParams  # noqa: E402
+from kernels_probe.triton_plans import CascadePlan, DecodePlan, MergePlan, PrefixPlan, StateBuffer  # noqa: E402
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16)
 TOL = 1e-2
@@ -33,7 +25,7 @@ def _cfg(**kw):
     base = dict(prefix_tokens=32, group_size=3, n_groups=1, suffix_tokens=16, q_per_kv=4, num_kv_heads=2,
                 head_dim=16, page_size=8, kv_dtype="bf16")
     base.update(kw)
-    return ProbeConfig(**base)
+    return AttentionConfig(**base)
 
 
 def _nan_like(q):
@@ -142,19 +134,3 @@ def test_prefix_pass_state_and_splits():
     MergePlan(st, out.view(-1, cfg.head_dim), num_slots=p.splits)()
     assert max_rel_err(out, ref) < TOL
 
-
-def test_choose_splits_fills_the_gpu_and_respects_minimum():
-    splits, tps = choose_splits(8, 32768, 132, 64, min_tokens=256, target_per_sm=4)
-    assert splits * 8 >= 0.9 * 4 * 132 and tps % 64 == 0 and splits * tps >= 32768
-    splits, tps = choose_splits(2048, 4096, 132, 64, min_tokens=256, target_per_sm=4)
-    assert splits == 1 and tps >= 4096
-    splits, tps = choose_splits(1, 300, 132, 64, min_tokens=256, target_per_sm=4)
-    assert splits == 1
-
-
-def test_choose_splits_waves_avoids_a_partial_last_wave():
-    # 64 programs x 5 splits = 320 = 2.4 waves of 132; 4 splits = 256 fills 1.94 waves
-    assert choose_splits(64, 4096, 132, 64, min_tokens=256, target_per_sm=2)[0] == 5
-    s, tps = choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2)
-    assert s == 4 and s * tps >= 4096 and tps % 64 == 0
-    assert choose_splits_waves(8, 256, 132, 64, min_tokens=256, target_per_sm=2)[0] == 1

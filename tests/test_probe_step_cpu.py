@@ -59,11 +59,11 @@ def test_tiny_model_step_per_sequence_and_cascade_agree():
     if not enable_interpreter():
         pytest.skip("triton was imported without the interpreter in this process")
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_probe import compare_modes
-    from kernels_probe.step_shapes import LayerShape, StepPoint
+    from kernels_probe.whole_steps import compare_modes
+    from kernels_probe.step_shapes import LayerShape, WorkloadStep
 
     s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, True, 1e4)
-    pt = StepPoint("w", "tiny", "first", 64, 2, 2, 0, 19, 32)
+    pt = WorkloadStep("w", "tiny", "first", 64, 2, 2, 0, 19, 32)
     w, kv = StepWeights(s, "cpu"), StepKV(s, pt, "cpu")
     steps = {("triton", m): DecodeStep(s, w, kv, "triton", m, glue="torch", sm_count=8)
              for m in ("per_sequence", "cascade")}

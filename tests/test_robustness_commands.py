@@ -159,11 +159,13 @@ def test_arguments_and_output_paths_are_checked_before_any_work(tmp_path, args, 
     assert not list(tmp_path.iterdir())
 
 
-def test_probe_backends_match_the_probe_package():
-    from cascade_plan.cli.app import PROBE_BACKENDS
+def test_probe_backends_are_the_probe_packages():
+    # the CLI has no list of its own: it refuses a backend by kernels_probe.grid.BACKENDS
     from kernels_probe.grid import BACKENDS
+    from kernels_probe.options import check_choices
 
-    assert tuple(PROBE_BACKENDS) == tuple(BACKENDS)
+    assert check_choices(["nope"], "full") == f"--backend: unknown backend 'nope': use {', '.join(BACKENDS)}"
+    assert check_choices(list(BACKENDS), "full") is None
 
 
 def test_a_log_spark_cannot_read_is_one_line(tmp_path):

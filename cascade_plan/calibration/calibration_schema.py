@@ -34,7 +34,9 @@ Rate = Annotated[float, msgspec.Meta(ge=0, le=1e30)]              # 0 (not fitte
 MIN_RATE = 1e6
 
 
-class ProbeConfig(msgspec.Struct, frozen=True, kw_only=True):
+class AttentionConfigDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """A measured row's `config`: the attention layer and batch shape the probe timed (its AttentionConfig)."""
+
     prefix_tokens: Count
     group_size: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SAMPLES)]
     n_groups: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_COPIES)]
@@ -54,7 +56,7 @@ LogAxis = Annotated[float, msgspec.Meta(ge=-64, le=128)]          # log2 of a ro
 class Measurement(msgspec.Struct, frozen=True, kw_only=True):
     backend: str
     kernel: str
-    config: ProbeConfig
+    config: AttentionConfigDoc
     median_s: Seconds | None          # None or 0: not timed (the row is skipped)
     variant: str | None = None
 

@@ -21,7 +21,9 @@ STEP_TARGETS = {"step_median": 0.04, "step_max": 0.10, "speedup_median": 0.04}  
 
 
 @dataclass(frozen=True)
-class StepPoint:
+class StepComparison:
+    """One whole decode step the probe timed, per-sequence and cascade, beside the planner's prediction of it."""
+
     backend: str
     workload: str
     model: str
@@ -89,7 +91,7 @@ def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str =
     return float(c.ps_step_s), float(c.cas_step_s), parts
 
 
-def step_points(probe, hw, params=None) -> list[StepPoint]:
+def step_points(probe, hw, params=None) -> list[StepComparison]:
     """Every measured step pair, predicted with each backend's fit (or with `params` for all of them,
     e.g. the default efficiencies, to measure their error)."""
     rows = probe.doc.get("steps") or []
@@ -106,7 +108,7 @@ def step_points(probe, hw, params=None) -> list[StepPoint]:
         if ps is None:
             continue
         pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], step_model(r), tp, hw, kvd, wd, params)
-        out.append(StepPoint(backend=b, workload=wl, model=r["model"], tp=tp, position=pos, kv_dtype=kvd,
+        out.append(StepComparison(backend=b, workload=wl, model=r["model"], tp=tp, position=pos, kv_dtype=kvd,
                              weight_dtype=wd,
                              step=int(r["config"]["generated"]), held_out_shape=r["model"] not in fit_models,
                              measured_ps_s=ps["median_s"], measured_cas_s=r["median_s"], predicted_ps_s=pred_ps,
@@ -121,7 +123,7 @@ def _trapezoid(steps, values) -> float:
     return float(np.trapezoid(v, s) / (s[-1] - s[0])) if hasattr(np, "trapezoid") else float(np.trapz(v, s) / (s[-1] - s[0]))
 
 
-def run_speedups(points: list[StepPoint]) -> list[dict]:
+def run_speedups(points: list[StepComparison]) -> list[dict]:
     groups: dict = {}
     for p in points:
         groups.setdefault((p.backend, p.workload, p.tp, p.kv_dtype, p.weight_dtype), []).append(p)
@@ -146,7 +148,7 @@ def _stats(errs) -> dict:
     return {"n": int(a.size), "median": float(np.median(a)), "max": float(a.max())}
 
 
-def summarize(points: list[StepPoint]) -> dict:
+def summarize(points: list[StepComparison]) -> dict:
     """Per backend (and per backend and KV dtype, as "backend/kv_dtype"): step time |error| (both modes) and
     speedup |error|, over all steps and held-out shapes."""
     out = {}

@@ -15,6 +15,7 @@ from cascade_plan.cli.common import (TP_FLAGS, BackendOpt, KvCacheDtypeChoice, _
                                      ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt, SamplesOpt, TpOpt,
                                      UncalibratedOpt, WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
                                      scenario_from_options, with_what_if)
+from kernels_probe.options import PROBE_OPTIONS, check_choices
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
             "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
@@ -138,26 +139,22 @@ def hardware(
         render_hardware(rows, full=profile is not None)
 
 
-PROBE_BACKENDS = ("triton", "torch", "flashinfer", "flashinfer-fa2")     # kernels_probe.grid.BACKENDS (a test checks)
-PROBE_MAX_PAGE = 4_096                                   # tokens per KV page: every engine uses 1..256
+def _probe_option(name: str):
+    """The typer option of one of the probe's options (kernels_probe.options: python -m kernels_probe has the
+    same names, help, defaults and bounds)."""
+    o = PROBE_OPTIONS[name]
+    return typer.Option(o.flag, help=o.help, min=o.min, max=o.max)
 
 
 @handles_input_errors
 def probe(
-    out: Annotated[Path, typer.Option("--out", help="Calibration JSON to write (atomically).")],
-    quick: Annotated[bool, typer.Option("--quick", help="A small grid that finishes in under a minute.")] = False,
-    backend: Annotated[Optional[list[str]], typer.Option(
-        "--backend", help="Backends to time: triton (ours), torch, flashinfer. Repeat the option; default all available.")] = None,
-    page_size: Annotated[int, typer.Option("--page-size", min=1, max=PROBE_MAX_PAGE, help="KV page size in tokens.")] = 16,
-    time_budget: Annotated[Optional[float], typer.Option(
-        "--time-budget", min=1, max=MAX_SECONDS, help="Stop timing new grid points after this many seconds (what was measured is kept).")] = None,
-    step: Annotated[bool, typer.Option(
-        "--step", help="Also measure the rest of the decode step: weight GEMMs (bf16, fp8), engine glue (fused and "
-                       "torch), NCCL all-reduce (2+ GPUs), and whole model-shaped decode steps per attention backend "
-                       "(validation only).")] = False,
-    grid: Annotated[str, typer.Option(
-        "--grid", help="Attention grid: full, coverage (fp8 KV on every backend, query groups 1-16, batches to "
-                       "1024, 64K prefix) or full+coverage.")] = "full",
+    out: Annotated[Path, _probe_option("out")],
+    quick: Annotated[bool, _probe_option("quick")] = PROBE_OPTIONS["quick"].default,
+    backend: Annotated[Optional[list[str]], _probe_option("backend")] = PROBE_OPTIONS["backend"].default,
+    page_size: Annotated[int, _probe_option("page_size")] = PROBE_OPTIONS["page_size"].default,
+    time_budget: Annotated[Optional[float], _probe_option("time_budget")] = PROBE_OPTIONS["time_budget"].default,
+    step: Annotated[bool, _probe_option("step")] = PROBE_OPTIONS["step"].default,
+    grid: Annotated[str, _probe_option("grid")] = PROBE_OPTIONS["grid"].default,
     workload: Annotated[Optional[Path], typer.Option(
         "--workload", help="Measure exactly what this workload (file or shipped name) needs on this GPU: its "
                            "attention, GEMM and glue shapes and its first/middle/final whole steps (about 2 minutes "
@@ -171,9 +168,7 @@ def probe(
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
-    merge_into: Annotated[Optional[Path], typer.Option(
-        "--merge-into", help="An existing calibration file: --out gets its rows plus this run's (a re-measured "
-                             "point replaces the old row); then run `cascade-plan calibrate` on it.")] = None,
+    merge_into: Annotated[Optional[Path], _probe_option("merge_into")] = PROBE_OPTIONS["merge_into"].default,
 ) -> None:
     """Run real per-sequence and cascade attention kernels on this machine's CUDA GPU and write a
     calibration file (needs the `probe` extra: pip install 'cascade-plan[probe]').
@@ -191,11 +186,9 @@ def probe(
 
     check_output_file(out, "--out")          # the arguments first: a bad one is reported before any GPU work
     refuse_replacing_non_calibration(out, "--out")
-    unknown = sorted(set(backend or []) - set(PROBE_BACKENDS))
-    if unknown:
-        raise InputError(f"--backend: unknown backend {unknown[0]!r}: use {', '.join(PROBE_BACKENDS)}")
-    if grid not in ("full", "coverage", "full+coverage"):
-        raise InputError(f"--grid: unknown grid {grid!r}: use full, coverage or full+coverage")
+    bad = check_choices(backend, grid)
+    if bad:
+        raise InputError(bad)
     if merge_into is not None and not merge_into.is_file():
         raise InputError(f"--merge-into: no such file {str(merge_into)!r}")
     plan = probe_plan_from_options(workload, model=model, prefix=prefix, groups=groups, samples=samples,

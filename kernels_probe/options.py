@@ -1,0 +1,133 @@
+"""The probe's options, defined once: ``python -m kernels_probe`` builds its argparse parser from them and
+``cascade-plan probe`` its typer options, so both have the same names, help, defaults and bounds (a test
+compares the two). Pure Python (no torch); the CLI reads it at start-up, so argparse and the grid are
+imported only where they are used.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cascade_plan.inputs.limits import MAX_SECONDS
+
+if TYPE_CHECKING:
+    import argparse
+
+GRIDS = ("full", "coverage", "full+coverage")
+MAX_PAGE_TOKENS = 4_096                 # tokens per KV page: every engine uses 1..256
+
+
+@dataclass(frozen=True)
+class ProbeOption:
+    """One option: `name` is the Python parameter (and argparse dest); `kind` is "flag" (a bool switch),
+    "value" (one value of `type`) or "repeat" (a value that may be given several times)."""
+
+    name: str
+    flag: str
+    help: str
+    kind: str = "value"
+    type: Callable[[str], Any] = str
+    default: Any = None
+    required: bool = False
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+
+
+class Bounded:
+    """argparse type: `kind`(text) within [min, max], else argparse's one-line usage error (exit 2)."""
+
+    def __init__(self, kind: Callable[[str], Any], lo: float | None, hi: float | None):
+        self.kind, self.min, self.max = kind, lo, hi
+        self.__name__ = getattr(kind, "__name__", "value")    # argparse names the type in its errors
+
+    def __call__(self, text: str):
+        import argparse
+
+        try:
+            v = self.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid {self.__name__} value: {text!r}") from None
+        if (self.min is not None and v < self.min) or (self.max is not None and v > self.max):
+            lo = "" if self.min is None else f"{self.min:g}<="
+            hi = "" if self.max is None else f"<={self.max:g}"
+            raise argparse.ArgumentTypeError(f"{text} is not in the range {lo}x{hi}")
+        return v
+
+
+_OPTIONS = (
+    ProbeOption("out", "--out", "Calibration JSON to write (atomically).", type=pathlib.Path, required=True,
+                metavar="FILE"),
+    ProbeOption("quick", "--quick", "A small grid that finishes in under a minute.", kind="flag", default=False),
+    ProbeOption("backend", "--backend", "Backends to time: triton (ours), torch, flashinfer. Repeat the option; "
+                                        "default all available.", kind="repeat", metavar="NAME"),
+    ProbeOption("page_size", "--page-size", "KV page size in tokens.", type=int, default=16, min=1,
+                max=MAX_PAGE_TOKENS, metavar="N"),
+    ProbeOption("time_budget", "--time-budget", "Stop timing new grid points after this many seconds (what was "
+                                                "measured is kept).", type=float, min=1, max=MAX_SECONDS,
+                metavar="SECONDS"),
+    ProbeOption("step", "--step", "Also measure the rest of the decode step: weight GEMMs (bf16, fp8), engine glue "
+                                  "(fused and torch), NCCL all-reduce (2+ GPUs), and whole model-shaped decode steps "
+                                  "per attention backend (validation only).", kind="flag", default=False),
+    ProbeOption("grid", "--grid", "Attention grid: full, coverage (fp8 KV on every backend, query groups 1-16, "
+                                  "batches to 1024, 64K prefix) or full+coverage.", default="full", choices=GRIDS),
+    ProbeOption("merge_into", "--merge-into", "An existing calibration file: --out gets its rows plus this run's (a "
+                                              "re-measured point replaces the old row); then run `cascade-plan "
+                                              "calibrate` on it.", type=pathlib.Path, metavar="FILE"),
+    # python -m kernels_probe only (cascade-plan probe derives the plan itself, from --workload)
+    ProbeOption("no_attention", "--no-attention", "Skip the attention grid (with --step).", kind="flag",
+                default=False),
+    ProbeOption("plan", "--plan", "A workload probe plan (JSON of WorkloadProbePlan.describe(), as `cascade-plan "
+                                  "probe --workload` derives it): measure exactly that workload's shapes.",
+                type=pathlib.Path, metavar="FILE"),
+    ProbeOption("mla", "--mla", "Also MLA rows (FlashInfer's MLA wrapper, DeepSeek-V3 shape).", kind="flag",
+                default=False),
+    ProbeOption("no_held_out", "--no-held-out", "With --step: skip the held-out model steps.", kind="flag",
+                default=False),
+)
+PROBE_OPTIONS: dict[str, ProbeOption] = {o.name: o for o in _OPTIONS}
+# The options both front ends have; the rest are python -m kernels_probe's alone.
+SHARED = ("out", "quick", "backend", "page_size", "time_budget", "step", "grid", "merge_into")
+MODULE_ORDER = ("out", "quick", "backend", "page_size", "step", "no_attention", "time_budget", "grid", "plan",
+                "mla", "no_held_out", "merge_into")
+
+
+def add_to_parser(ap: argparse.ArgumentParser, name: str) -> None:
+    o = PROBE_OPTIONS[name]
+    if o.kind == "flag":
+        ap.add_argument(o.flag, dest=o.name, action="store_true", help=o.help)
+        return
+    kw: dict[str, Any] = {"dest": o.name, "help": o.help, "metavar": o.metavar, "default": o.default}
+    if o.choices:
+        kw["choices"] = o.choices
+    kw["type"] = Bounded(o.type, o.min, o.max) if (o.min is not None or o.max is not None) else o.type
+    if o.kind == "repeat":
+        kw["action"] = "append"
+    if o.required:
+        kw["required"] = True
+    ap.add_argument(o.flag, **kw)
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m kernels_probe", description=description)
+    for name in MODULE_ORDER:
+        add_to_parser(ap, name)
+    return ap
+
+
+def check_choices(backends: list[str] | None, grid: str) -> str | None:
+    """The one-line error for an unknown backend or grid (None when both are known)."""
+    from kernels_probe.grid import BACKENDS
+
+    unknown = sorted(set(backends or []) - set(BACKENDS))
+    if unknown:
+        return f"--backend: unknown backend {unknown[0]!r}: use {', '.join(BACKENDS)}"
+    if grid not in GRIDS:
+        return f"--grid: unknown grid {grid!r}: use full, coverage or full+coverage"
+    return None

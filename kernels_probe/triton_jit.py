@@ -1,0 +1,254 @@
+"""Triton decode-attention kernels over a paged KV cache: the JIT kernels only (their launch plans are
+``triton_plans``, the host-side launch arithmetic ``triton_launch``).
+
+Layout (the one vLLM's flash backend and FlashInfer's ``NHD`` use):
+
+* ``k_cache``, ``v_cache``: ``[num_pages, page_size, num_kv_heads, head_dim]`` (bf16/fp16, or fp8 e4m3
+  read and widened to bf16 in registers);
+* ``q``: ``[batch, num_q_heads, head_dim]``; query head ``hq`` uses KV head ``hq // G`` (GQA);
+* a block table row per sequence (int32 page numbers) and a length per sequence.
+
+Attention *states* are ``(o, lse)`` pairs in float32: ``o_state[slot, row, :]`` is the output normalised
+over the keys one split saw, ``lse_state[slot, row]`` the natural-log log-sum-exp of its scaled scores
+(``-inf`` for a split that saw no key). ``row = b * num_q_heads + hq``. Every pass writes states into
+slots of one buffer and a single merge kernel combines any number of slots (split-K partials, the
+cascade's prefix level(s) and the suffix), which is how one or several cascade levels are merged.
+
+Kernels:
+
+* ``paged_decode_kernel``: per-sequence decode, one program per (sequence, KV head, split); the G query
+  heads of one KV head form the M rows of a ``tl.dot`` (padded to 16), so each KV byte is read once per
+  KV head; split-K along the sequence fills the GPU at small batch. Used for the per-sequence baseline
+  and for the cascade's suffix pass.
+* ``prefix_kernel``: the cascade prefix pass: all sequences' queries of one KV head (``n * G`` rows) as
+  one matrix against the shared prefix pages, split along the prefix so that it fills the GPU at any batch.
+* ``merge_kernel``: merges the states of any number of slots into the final bf16 output (and optionally
+  the merged LSE, for chaining).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
+                 offs_n, offs_d, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr):
+    """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
+    tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles)."""
+    t = t0 + offs_n
+    if MASKED:
+        mask_n = t < end
+        page = tl.load(bt_row + t // PAGE_SIZE, mask=mask_n, other=0)
+    else:
+        page = tl.load(bt_row + t // PAGE_SIZE)
+    kv_off = page.to(tl.int64) * stride_kp + (t % PAGE_SIZE) * stride_kt + h_off
+    if MASKED:
+        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
+    else:
+        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :])
+    s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)))
+    if MASKED:
+        s = tl.where(mask_n[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1) * sm_scale_log2)
+    alpha = tl.exp2(m_i - m_new)
+    p = tl.exp2(s * sm_scale_log2 - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    if MASKED:
+        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
+    else:
+        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :])
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), acc)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
+                  offs_n, offs_d, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    """Tokens [start, end): full tiles without masks, then at most one masked tail tile."""
+    n_full = tl.maximum(end - start, 0) // BLOCK_N
+    for i in range(0, n_full):
+        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr, stride_kp,
+                                     stride_kt, h_off, sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, False)
+    tail = start + n_full * BLOCK_N
+    if tail < end:
+        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, tail, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
+                                     sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, True)
+    return m_i, l_i, acc
+
+
+@triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "tokens_per_split"])
+def paged_decode_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    seq_lens_ptr,
+    o_state_ptr,
+    lse_state_ptr,
+    out_ptr,
+    sm_scale_log2,
+    stride_bt,
+    stride_kp,
+    stride_kt,
+    stride_kh,
+    rows_total,
+    slot_offset,
+    tokens_per_split,
+    HKV: tl.constexpr,
+    G: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    D: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    WRITE_FINAL: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+    HEAD_MAJOR: tl.constexpr,
+):
+    pid_bh = tl.program_id(0)
+    split = tl.program_id(1)
+    if HEAD_MAJOR:  # consecutive programs: same KV head, consecutive sequences
+        n_seqs = rows_total // (HKV * G)
+        h = pid_bh // n_seqs
+        b = pid_bh % n_seqs
+    else:
+        b = pid_bh // HKV
+        h = pid_bh % HKV
+    HQ: tl.constexpr = HKV * G
+    seq_len = tl.load(seq_lens_ptr + b)
+    start = split * tokens_per_split
+    end = tl.minimum(start + tokens_per_split, seq_len)
+
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, D)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_g = offs_g < G
+    rows = b * HQ + h * G + offs_g
+    q = tl.load(q_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], mask=mask_g[:, None], other=0.0).to(DOT_DTYPE)
+
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, D], tl.float32)
+    bt_row = bt_ptr + b.to(tl.int64) * stride_bt
+    m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
+                                  h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE)
+
+    has = l_i > 0.0
+    l_safe = tl.where(has, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    if WRITE_FINAL:
+        tl.store(out_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
+                 mask=mask_g[:, None])
+    else:
+        lse = tl.where(has, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+        slot = slot_offset + split
+        srow = slot.to(tl.int64) * rows_total + rows
+        tl.store(o_state_ptr + srow[:, None] * D + offs_d[None, :], o, mask=mask_g[:, None])
+        tl.store(lse_state_ptr + srow, lse, mask=mask_g)
+
+
+@triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "seqs_per_group", "first_seq",
+                              "prefix_len", "tokens_per_split"])
+def prefix_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    bt_ptr,
+    o_state_ptr,
+    lse_state_ptr,
+    sm_scale_log2,
+    stride_bt,
+    stride_kp,
+    stride_kt,
+    stride_kh,
+    rows_total,
+    slot_offset,
+    seqs_per_group,
+    first_seq,
+    prefix_len,
+    tokens_per_split,
+    HKV: tl.constexpr,
+    G: tl.constexpr,
+    D: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    DOT_DTYPE: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_gh = tl.program_id(1)
+    split = tl.program_id(2)
+    grp = pid_gh // HKV
+    h = pid_gh % HKV
+    HQ: tl.constexpr = HKV * G
+    n_rows = seqs_per_group * G
+    start = split * tokens_per_split
+    end = tl.minimum(start + tokens_per_split, prefix_len)
+
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, D)
+    offs_n = tl.arange(0, BLOCK_N)
+    mask_m = offs_m < n_rows
+    seq = first_seq + grp * seqs_per_group + offs_m // G
+    rows = seq * HQ + h * G + offs_m % G
+    q = tl.load(q_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], mask=mask_m[:, None], other=0.0).to(DOT_DTYPE)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D], tl.float32)
+    bt_row = bt_ptr + grp.to(tl.int64) * stride_bt
+    m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
+                                  h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE)
+
+    has = l_i > 0.0
+    l_safe = tl.where(has, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    lse = tl.where(has, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+    slot = slot_offset + split
+    srow = slot.to(tl.int64) * rows_total + rows
+    tl.store(o_state_ptr + srow[:, None] * D + offs_d[None, :], o, mask=mask_m[:, None])
+    tl.store(lse_state_ptr + srow, lse, mask=mask_m)
+
+
+@triton.jit(do_not_specialize=["num_slots", "rows_total"])
+def merge_kernel(
+    o_state_ptr,
+    lse_state_ptr,
+    out_ptr,
+    lse_out_ptr,
+    num_slots,
+    rows_total,
+    D: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    WRITE_LSE: tl.constexpr,
+):
+    """One pass over the slots with a running max (each state read once); grid = (row blocks, D / BLOCK_D)."""
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    mask_r = rows < rows_total
+    m = tl.full([BLOCK_R], float("-inf"), tl.float32)
+    acc = tl.zeros([BLOCK_R, BLOCK_D], tl.float32)
+    den = tl.zeros([BLOCK_R], tl.float32)
+    for s in range(num_slots):
+        srow = s * rows_total + rows
+        lse = tl.load(lse_state_ptr + srow, mask=mask_r, other=float("-inf"))
+        o = tl.load(o_state_ptr + srow[:, None].to(tl.int64) * D + offs_d[None, :], mask=mask_r[:, None], other=0.0)
+        m_new = tl.maximum(m, lse)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        scale_old = tl.exp(m - m_safe)
+        w = tl.exp(lse - m_safe)
+        acc = acc * scale_old[:, None] + w[:, None] * o
+        den = den * scale_old + w
+        m = m_new
+    den_safe = tl.where(den > 0.0, den, 1.0)
+    out = acc / den_safe[:, None]
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
+             mask=mask_r[:, None])
+    if WRITE_LSE:
+        if tl.program_id(1) == 0:
+            m_fin = tl.where(m == float("-inf"), 0.0, m)
+            tl.store(lse_out_ptr + rows, tl.where(den > 0.0, m_fin + tl.log(den_safe), float("-inf")), mask=mask_r)

@@ -1,0 +1,94 @@
+"""Launch arithmetic of the probe's Triton kernels: tile sizes, split counts and the softmax scale, chosen
+on the host before any launch. Pure Python (no torch, no triton): its tests run where neither is installed,
+and they check the numbers the GPU runs use."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class TuneParams:
+    """Tile sizes and launch shape; defaults are the ones picked on the H200 (see docs/probe.md)."""
+
+    decode_block_n: int = 64
+    decode_warps: int = 4
+    decode_stages: int = 3
+    prefix_block_n: int = 64
+    prefix_warps: int = 4
+    prefix_stages: int = 3
+    prefix_max_block_m: int = 128
+    min_tokens_per_split: int = 256
+    target_programs_per_sm: int = 4  # split-K target for per-sequence decode (and the suffix pass)
+    # split target for the prefix pass: 2 programs per SM leaves room for the concurrent suffix pass and
+    # halves the merge's state traffic (H200: cascade 110 -> 97.5 us at B=256 P=4096 S=128; 58 -> 41 us
+    # at B=16 P=16384), although the prefix pass alone is slower (56 -> 68 us at B=256)
+    prefix_programs_per_sm: int = 2
+    merge_block_r: int = 16  # upper bound; smaller when there are few rows (see MergePlan)
+    merge_block_d: int = 64
+    merge_stages: int = 3
+    # per-sequence programs with few tokens (the cascade's suffix pass): their own tile / pipeline depth
+    decode_short_tokens: int = 256
+    decode_short_block_n: int = 64
+    decode_short_stages: int = 2
+    decode_short_warps: int = 4
+    # decode tiles of 128 tokens once the batch alone fills the GPU (no split): +8% over shared pages
+    decode_block_n_large_batch: int = 128
+    decode_stages_large_batch: int = 2
+    decode_warps_large_batch: int = 4
+    decode_head_major: bool = False  # program order: (sequence, head) [False] or (head, sequence) [True]
+    # cascade: run the suffix pass on a second stream, concurrently with the prefix pass (graph branches)
+    cascade_concurrent: bool = True
+
+
+DEFAULT_TUNE = TuneParams()
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,
+                  target_per_sm: int) -> tuple[int, int]:
+    """Split count and tokens per split (a multiple of block_n) so that work_items * splits fills the GPU."""
+    if tokens <= 0:
+        return 1, block_n
+    want = ceil_div(target_per_sm * sm_count, max(work_items, 1))
+    max_splits = max(1, tokens // max(min_tokens, block_n))
+    splits = max(1, min(want, max_splits))
+    tps = ceil_div(ceil_div(tokens, splits), block_n) * block_n
+    splits = ceil_div(tokens, tps)
+    return splits, tps
+
+
+def choose_splits_waves(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,
+                        target_per_sm: int, ctas_per_sm: int = 1) -> tuple[int, int]:
+    """Like choose_splits, but among split counts within 2x of the target it takes the one whose program count
+    fills its last wave best (wave quantization: on the H200, 320 prefix programs of one per SM ran 20% slower
+    than 256 or 512 at B=256, P=4096)."""
+    s0, _ = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=min_tokens, target_per_sm=target_per_sm)
+    max_splits = max(1, tokens // max(min_tokens, block_n))
+    best = None
+    for s in range(max(1, s0 // 2), min(max_splits, 2 * s0) + 1):
+        x = work_items * s / (sm_count * ctas_per_sm)
+        eff = x / math.ceil(x)
+        key = (round(eff, 2), -abs(s - s0), -s)
+        if best is None or key > best[0]:
+            best = (key, s)
+    s = best[1] if best else s0
+    tps = ceil_div(ceil_div(tokens, s), block_n) * block_n
+    return ceil_div(tokens, tps), tps
+
+
+def prefix_block_m(rows: int, max_block_m: int) -> int:
+    bm = 16
+    while bm < rows and bm < max_block_m:
+        bm *= 2
+    return bm
+
+
+def scale_log2(head_dim: int, sm_scale: float | None) -> float:
+    return (sm_scale if sm_scale is not None else 1.0 / math.sqrt(head_dim)) * LOG2E

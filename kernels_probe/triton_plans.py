@@ -1,0 +1,254 @@
+"""Launch plans of the probe's Triton kernels (``triton_jit``): each plan chooses its split counts and tile
+sizes on the host once (``triton_launch``), owns the state buffers it needs, and launches without host syncs,
+so that it can be captured in a CUDA graph.
+
+Attention states are ``(o, lse)`` pairs in float32 in the slots of one ``StateBuffer`` (see ``triton_jit``);
+``CascadePlan`` runs the prefix level(s) and the suffix pass into slots of one buffer and merges them once.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels_probe.triton_jit import merge_kernel, paged_decode_kernel, prefix_kernel
+from kernels_probe.triton_launch import (
+    DEFAULT_TUNE,
+    TuneParams,
+    ceil_div,
+    choose_splits,
+    choose_splits_waves,
+    prefix_block_m,
+    scale_log2,
+)
+
+
+def dot_dtype(q_dtype):
+    """Operand type of tl.dot: q's type on a GPU; float32 under Triton's interpreter for bf16, whose
+    interpreted tl.dot multiplies bf16 bit patterns as integers (Triton 3.6)."""
+    if q_dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1":
+        return tl.float32
+    return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[q_dtype]
+
+
+
+class StateBuffer:
+    """Float32 (o, lse) slots for `rows` rows; slots are handed out in order."""
+
+    def __init__(self, num_slots: int, rows: int, head_dim: int, device):
+        self.o = torch.empty((num_slots, rows, head_dim), dtype=torch.float32, device=device)
+        self.lse = torch.empty((num_slots, rows), dtype=torch.float32, device=device)
+        self.rows = rows
+        self.num_slots = num_slots
+
+
+class DecodePlan:
+    """Per-sequence split-K paged decode: one launch (splits == 1, writes bf16 output) or decode + merge."""
+
+    def __init__(self, q, k_cache, v_cache, block_table, seq_lens, max_seq_len, out, *, sm_count,
+                 tune: TuneParams = DEFAULT_TUNE, sm_scale=None, states: StateBuffer | None = None,
+                 slot_offset: int = 0, force_splits: int | None = None):
+        B, HQ, D = q.shape
+        _, PS, HKV, D2 = k_cache.shape
+        assert D == D2 and HQ % HKV == 0
+        self.q, self.k, self.v, self.bt, self.seq_lens, self.out = q, k_cache, v_cache, block_table, seq_lens, out
+        self.B, self.HQ, self.HKV, self.D, self.PS, self.G = B, HQ, HKV, D, PS, HQ // HKV
+        self.tune = tune
+        self.scale_log2 = scale_log2(D, sm_scale)
+        self.block_n = tune.decode_block_n
+        if force_splits is not None:
+            tps = ceil_div(ceil_div(max(max_seq_len, 1), force_splits), self.block_n) * self.block_n
+            self.splits, self.tps = ceil_div(max(max_seq_len, 1), tps), tps
+        else:
+            self.splits, self.tps = choose_splits(B * HKV, max_seq_len, sm_count, self.block_n,
+                                                  min_tokens=tune.min_tokens_per_split,
+                                                  target_per_sm=tune.target_programs_per_sm)
+        large_batch = force_splits is None and self.splits == 1 and B * HKV >= tune.target_programs_per_sm * sm_count
+        self.stages, self.warps = tune.decode_stages, tune.decode_warps
+        if large_batch:  # the batch alone fills the GPU: longer tiles
+            self.block_n = tune.decode_block_n_large_batch
+            self.stages, self.warps = tune.decode_stages_large_batch, tune.decode_warps_large_batch
+        if self.tps <= tune.decode_short_tokens:  # one or two tiles per program: shallow pipeline, more CTAs/SM
+            self.block_n, self.stages, self.warps = (tune.decode_short_block_n, tune.decode_short_stages,
+                                                     tune.decode_short_warps)
+        # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
+        self.external_states = states is not None
+        if states is None and self.splits > 1:
+            states = StateBuffer(self.splits, B * HQ, D, q.device)
+        self.states = states
+        self.slot_offset = slot_offset
+        self.write_final = states is None
+        self.merge = None
+        if self.states is not None and not self.external_states:
+            self.merge = MergePlan(self.states, out, tune=tune, sm_count=sm_count)
+
+    def launch_partial(self):
+        st = self.states
+        o_state = st.o if st is not None else self.out
+        lse_state = st.lse if st is not None else self.out
+        grid = (self.B * self.HKV, self.splits)
+        paged_decode_kernel[grid](
+            self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out,
+            self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
+            self.B * self.HQ, self.slot_offset, self.tps,
+            HKV=self.HKV, G=self.G, BLOCK_G=max(16, triton.next_power_of_2(self.G)), D=self.D,
+            PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
+            DOT_DTYPE=dot_dtype(self.q.dtype), HEAD_MAJOR=self.tune.decode_head_major,
+            num_warps=self.warps, num_stages=self.stages,
+        )
+
+    def __call__(self):
+        self.launch_partial()
+        if self.merge is not None:
+            self.merge()
+        return self.out
+
+
+class PrefixPlan:
+    """Cascade prefix pass for one level: n_groups groups of seqs_per_group consecutive sequences, each
+    group attending to its own shared prefix (a row of prefix_table) of prefix_len tokens."""
+
+    def __init__(self, q, k_cache, v_cache, prefix_table, prefix_len, seqs_per_group, n_groups, states: StateBuffer,
+                 *, sm_count, slot_offset=0, first_seq=0, tune: TuneParams = DEFAULT_TUNE, sm_scale=None,
+                 force_splits: int | None = None):
+        B, HQ, D = q.shape
+        _, PS, HKV, _ = k_cache.shape
+        self.q, self.k, self.v, self.bt, self.states = q, k_cache, v_cache, prefix_table, states
+        self.HQ, self.HKV, self.D, self.PS, self.G = HQ, HKV, D, PS, HQ // HKV
+        self.prefix_len, self.n, self.n_groups, self.first_seq = prefix_len, seqs_per_group, n_groups, first_seq
+        self.tune = tune
+        self.scale_log2 = scale_log2(D, sm_scale)
+        rows = seqs_per_group * self.G
+        self.block_m = prefix_block_m(rows, tune.prefix_max_block_m)
+        self.m_tiles = ceil_div(rows, self.block_m)
+        if force_splits is not None:
+            tps = ceil_div(ceil_div(prefix_len, force_splits), tune.prefix_block_n) * tune.prefix_block_n
+            self.splits, self.tps = ceil_div(prefix_len, tps), tps
+        else:
+            self.splits, self.tps = choose_splits_waves(self.m_tiles * HKV * n_groups, prefix_len, sm_count,
+                                                        tune.prefix_block_n, min_tokens=tune.min_tokens_per_split,
+                                                        target_per_sm=tune.prefix_programs_per_sm)
+        self.slot_offset = slot_offset
+        assert slot_offset + self.splits <= states.num_slots
+
+    def __call__(self):
+        grid = (self.m_tiles, self.HKV * self.n_groups, self.splits)
+        prefix_kernel[grid](
+            self.q, self.k, self.v, self.bt, self.states.o, self.states.lse,
+            self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
+            self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
+            HKV=self.HKV, G=self.G, D=self.D, PAGE_SIZE=self.PS, BLOCK_M=self.block_m,
+            BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype), num_warps=self.tune.prefix_warps, num_stages=self.tune.prefix_stages,
+        )
+
+
+class MergePlan:
+    """Merge all slots [0, num_slots) of a StateBuffer into out ([rows, D] view), optionally the LSE too."""
+
+    def __init__(self, states: StateBuffer, out, *, num_slots: int | None = None, lse_out=None,
+                 tune: TuneParams = DEFAULT_TUNE, sm_count: int = 132):
+        self.states, self.out, self.lse_out = states, out, lse_out
+        self.num_slots = states.num_slots if num_slots is None else num_slots
+        self.D = states.o.shape[-1]
+        self.block_d = min(tune.merge_block_d, self.D)
+        self.stages = tune.merge_stages
+        col_blocks = ceil_div(self.D, self.block_d)
+        br = tune.merge_block_r  # shrink the row block until there are >= 4 programs per SM
+        while br > 1 and ceil_div(states.rows, br) * col_blocks < 4 * sm_count:
+            br //= 2
+        self.block_r = br
+
+    def __call__(self):
+        rows = self.states.rows
+        grid = (ceil_div(rows, self.block_r), ceil_div(self.D, self.block_d))
+        merge_kernel[grid](
+            self.states.o, self.states.lse, self.out, self.lse_out if self.lse_out is not None else self.states.lse,
+            self.num_slots, rows, D=self.D, BLOCK_R=self.block_r, BLOCK_D=self.block_d,
+            WRITE_LSE=self.lse_out is not None, num_warps=4, num_stages=self.stages,
+        )
+        return self.out
+
+
+class CascadePlan:
+    """Prefix level(s) + suffix pass + one merge.
+
+    levels: list of (prefix_table [n_groups, pages], prefix_len, seqs_per_group, n_groups); each level's
+    groups cover all B sequences in order. The suffix pass reads suffix_table/suffix_lens (private pages).
+    """
+
+    def __init__(self, q, k_cache, v_cache, levels, suffix_table, suffix_lens, max_suffix_len, out, *, sm_count,
+                 tune: TuneParams = DEFAULT_TUNE, sm_scale=None):
+        B, HQ, D = q.shape
+        self.out = out
+        # size the slots: the split count of each pass is known before any buffer exists.
+        prefix_splits = []
+        for (table, plen, n, ng) in levels:
+            rows = n * (HQ // k_cache.shape[2])
+            bm = prefix_block_m(rows, tune.prefix_max_block_m)
+            s, _ = choose_splits_waves(ceil_div(rows, bm) * k_cache.shape[2] * ng, plen, sm_count,
+                                       tune.prefix_block_n, min_tokens=tune.min_tokens_per_split,
+                                       target_per_sm=tune.prefix_programs_per_sm)
+            prefix_splits.append(s)
+        if max_suffix_len > 0:
+            suffix_splits, _ = choose_splits(B * k_cache.shape[2], max_suffix_len, sm_count, tune.decode_block_n,
+                                             min_tokens=tune.min_tokens_per_split,
+                                             target_per_sm=tune.target_programs_per_sm)
+        else:
+            suffix_splits = 0
+        n_slots = sum(prefix_splits) + suffix_splits
+        self.states = StateBuffer(n_slots, B * HQ, D, q.device)
+        self.prefix_plans = []
+        slot = 0
+        for (table, plen, n, ng), s in zip(levels, prefix_splits):
+            p = PrefixPlan(q, k_cache, v_cache, table, plen, n, ng, self.states, sm_count=sm_count,
+                           slot_offset=slot, tune=tune, sm_scale=sm_scale)
+            assert p.splits == s
+            self.prefix_plans.append(p)
+            slot += s
+        self.suffix_plan = None
+        if suffix_splits:
+            self.suffix_plan = DecodePlan(q, k_cache, v_cache, suffix_table, suffix_lens, max_suffix_len, out,
+                                          sm_count=sm_count, tune=tune, sm_scale=sm_scale, states=self.states,
+                                          slot_offset=slot)
+            assert self.suffix_plan.splits == suffix_splits
+        self.merge_plan = MergePlan(self.states, out.view(B * HQ, D), tune=tune, sm_count=sm_count)
+        self.side_stream = None
+        if tune.cascade_concurrent and self.suffix_plan is not None and q.is_cuda:
+            self.side_stream = torch.cuda.Stream(device=q.device)
+
+    @property
+    def num_slots(self) -> int:
+        return self.states.num_slots
+
+    def run_prefix(self):
+        for p in self.prefix_plans:
+            p()
+
+    def run_suffix(self):
+        if self.suffix_plan is not None:
+            self.suffix_plan.launch_partial()
+
+    def run_merge(self):
+        self.merge_plan()
+
+    def run_passes(self):
+        """Prefix level(s) and suffix pass; on CUDA the suffix runs on a second stream so that the memory-bound
+        suffix overlaps the (often compute-bound) prefix pass; inside a CUDA graph these become parallel branches."""
+        if self.side_stream is None:
+            self.run_prefix()
+            self.run_suffix()
+            return
+        main = torch.cuda.current_stream(self.out.device)
+        self.side_stream.wait_stream(main)
+        self.run_prefix()
+        with torch.cuda.stream(self.side_stream):
+            self.run_suffix()
+        main.wait_stream(self.side_stream)
+
+    def __call__(self):
+        self.run_passes()
+        self.run_merge()
+        return self.out

@@ -1,0 +1,136 @@
+"""The runner's correctness-then-timing pass over what each backend module hands it, on the CPU: the Triton
+kernels through the interpreter, torch's flash kernel replaced by a float32 stand-in (it needs CUDA), timing
+replaced by a counter, FlashInfer absent."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels_probe.interpret import enable_interpreter
+
+if not enable_interpreter():  # triton was imported earlier in this process without the interpreter
+    pytest.skip("triton already imported without TRITON_INTERPRET=1", allow_module_level=True)
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernels_probe import runner, torch_backend  # noqa: E402
+from kernels_probe.grid import KERNELS, AttentionConfig  # noqa: E402
+from kernels_probe.timed import SkippedKernel, TimedKernel  # noqa: E402
+from kernels_probe.triton_launch import TuneParams  # noqa: E402
+
+TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16)
+SHAPE = dict(q_per_kv=4, num_kv_heads=2, head_dim=16, page_size=8)
+
+
+def _stand_in(q4, k4, v4, scale):
+    s = torch.einsum("bhld,bhtd->bhlt", q4.float(), k4.float()) * scale
+    o = torch.einsum("bhlt,bhtd->bhld", torch.softmax(s, -1), v4.float()).to(q4.dtype)
+    return o, torch.logsumexp(s, -1)
+
+
+@pytest.fixture
+def ctx(monkeypatch):
+    timed = []
+
+    def fake_time(ctx, fn):
+        fn()
+        timed.append(fn)
+        return {"median_s": float(len(timed))}
+
+    monkeypatch.setattr(runner, "_time", fake_time)
+    monkeypatch.setattr(torch_backend, "flash", _stand_in)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 0)
+    return runner._Ctx(torch, "cpu", 2, None, TINY)
+
+
+def test_rows_of_every_backend_checked_then_timed(ctx):
+    cfg = AttentionConfig(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, **SHAPE)
+    runner._measure_config(ctx, cfg, ["flashinfer", "torch", "triton"], seed=1)
+    rows = {(r["backend"], r["kernel"]): r for r in ctx.measurements}
+    # triton: all six; torch: all but decode_shared (no block table: a shared prefix needs one group, no suffix)
+    assert set(rows) == {("triton", k) for k in KERNELS} | {("torch", k) for k in KERNELS if k != "decode_shared"}
+    assert [r["backend"] for r in ctx.measurements] == ["triton"] * 6 + ["torch"] * 5   # the order rows are built in
+    for (b, k), r in rows.items():
+        composite = k in ("decode_shared", "decode_dup", "cascade_total")
+        assert (r["max_rel_err"] is not None) == composite and (not composite or r["max_rel_err"] < 1e-2)
+        assert ("composite_max_rel_err" in r) == (k in ("cascade_prefix", "cascade_suffix", "cascade_merge"))
+        assert ("launch" in r) == (b == "triton" and k.startswith("cascade"))
+        assert ("max_rel_err_vs_decode" in r) == ((b, k) == ("triton", "cascade_total"))
+    assert rows[("triton", "cascade_total")]["max_rel_err_vs_decode"] < 1e-2
+    launch = rows[("triton", "cascade_merge")]["launch"]
+    assert launch["kernels"] == 3 and launch["slots"] == sum(launch["prefix_splits"]) + launch["suffix_splits"]
+    skipped = {(s["backend"], s["kernel"]) for s in ctx.skipped}
+    assert ("torch", "decode_shared") in skipped
+    assert {("flashinfer", "decode_shared"), ("flashinfer", "cascade_total"), ("flashinfer-fa2", "cascade_total")} <= skipped
+    assert all("flashinfer" in s["reason"] for s in ctx.skipped if s["backend"].startswith("flashinfer"))
+
+
+def test_fp8_kv_skips_torch_and_a_failed_composite_is_not_timed(ctx, monkeypatch):
+    cfg = AttentionConfig(prefix_tokens=16, group_size=2, suffix_tokens=8, kv_dtype="fp8", **SHAPE)
+    runner._measure_config(ctx, cfg, ["torch"], seed=2)
+    assert ctx.measurements == []
+    assert [(s["kernel"], s["reason"]) for s in ctx.skipped] == [(k, "torch's flash attention takes no fp8 KV")
+                                                                  for k in KERNELS]
+    # a stand-in that gets the answer wrong: its composites fail the check, and the pieces are not timed either
+    monkeypatch.setattr(torch_backend, "flash", lambda *a: tuple(2 * t for t in _stand_in(*a)))
+    ctx.skipped.clear()
+    runner._measure_config(ctx, AttentionConfig(prefix_tokens=16, group_size=2, suffix_tokens=8, **SHAPE),
+                           ["torch"], seed=3)
+    reasons = {s["kernel"]: s["reason"] for s in ctx.skipped}
+    assert ctx.measurements == []
+    assert reasons["cascade_total"].startswith("correctness: max_rel_err=")
+    assert reasons["cascade_prefix"] == "not timed: the composite failed its correctness check"
+
+
+def test_a_timed_kernel_is_run_or_prepared_not_both():
+    TimedKernel("x", "decode_shared", run=lambda: None)
+    prepared = TimedKernel("x", "cascade_merge", prepare=lambda: (lambda: 7))
+    assert prepared.timed_callable()() == 7
+    with pytest.raises(ValueError):
+        TimedKernel("x", "decode_shared")
+    with pytest.raises(ValueError):
+        TimedKernel("x", "decode_shared", run=lambda: None, prepare=lambda: (lambda: None))
+    assert SkippedKernel("x", "decode_dup", "why").variant is None
+
+
+def test_flashinfer_module_hands_over_its_variants_and_failures(monkeypatch):
+    from kernels_probe import flashinfer_backend as fb
+    from kernels_probe.data import build_data
+
+    class Decode:
+        def __init__(self, data, *, shared, tensor_cores):
+            if not shared and tensor_cores:
+                raise RuntimeError("no such module")
+            self.out = torch.zeros(2)
+
+        def __call__(self):
+            return self.out
+
+    class Cascade:
+        def __init__(self, data, *, fa2):
+            if fa2:
+                raise NotImplementedError("fa2 missing")
+
+        def __call__(self):
+            return None
+
+        def prefix(self):
+            return None
+
+    monkeypatch.setattr(fb, "FlashInferDecode", Decode)
+    monkeypatch.setattr(fb, "FlashInferCascade", Cascade)
+    got = fb.timed_kernels(build_data(AttentionConfig(prefix_tokens=16, group_size=2, **SHAPE), "cpu"))
+    assert [(type(k).__name__, k.backend, k.kernel, k.variant) for k in got] == [
+        ("TimedKernel", "flashinfer", "decode_shared", "cuda_cores"),
+        ("TimedKernel", "flashinfer", "decode_shared", "tensor_cores"),
+        ("TimedKernel", "flashinfer", "decode_dup", "cuda_cores"),
+        ("SkippedKernel", "flashinfer", "decode_dup", "tensor_cores"),
+        ("TimedKernel", "flashinfer", "cascade_total", "auto"),
+        ("TimedKernel", "flashinfer", "cascade_prefix", "auto"),
+        ("SkippedKernel", "flashinfer-fa2", "cascade_total", None),
+        ("SkippedKernel", "flashinfer-fa2", "cascade_prefix", None),
+    ]
+    assert got[3].reason == "RuntimeError: no such module"
+    assert torch.isnan(got[0].check()).all()            # a decode's check poisons the output it returns
+    assert got[5].check is None and got[4].check is not None

@@ -1,0 +1,74 @@
+"""The Triton kernels' launch arithmetic (kernels_probe.triton_launch) without torch or triton: golden numbers
+from hand arithmetic, and the module imported in a process where torch and triton cannot be imported."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from kernels_probe.triton_launch import (
+    DEFAULT_TUNE,
+    LOG2E,
+    ceil_div,
+    choose_splits,
+    choose_splits_waves,
+    prefix_block_m,
+    scale_log2,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_choose_splits_fills_the_gpu_and_respects_minimum():
+    # 4 x 132 = 528 programs wanted over 8 items: 66 splits; ceil(32768 / 66) = 497 tokens, rounded up to a
+    # multiple of 64 = 512 per split; 32768 / 512 = 64 splits
+    assert choose_splits(8, 32768, 132, 64, min_tokens=256, target_per_sm=4) == (64, 512)
+    # 2048 items already fill 528 programs: one split of all 4096 tokens
+    assert choose_splits(2048, 4096, 132, 64, min_tokens=256, target_per_sm=4) == (1, 4096)
+    # 300 tokens hold one split of the 256-token minimum: one split, 300 rounded up to 320
+    assert choose_splits(1, 300, 132, 64, min_tokens=256, target_per_sm=4) == (1, 320)
+    assert choose_splits(5, 0, 132, 64, min_tokens=256, target_per_sm=4) == (1, 64)
+
+
+def test_choose_splits_waves_avoids_a_partial_last_wave():
+    # 2 x 132 = 264 programs over 64 items: 5 splits = 320 programs = 2.42 waves of 132; among 2..10 splits,
+    # 4 (256 programs, 1.94 waves: 97% of its last wave) fills best: 1024 tokens each
+    assert choose_splits(64, 4096, 132, 64, min_tokens=256, target_per_sm=2)[0] == 5
+    assert choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2) == (4, 1024)
+    assert choose_splits_waves(8, 256, 132, 64, min_tokens=256, target_per_sm=2) == (1, 256)
+
+
+def test_prefix_block_m_and_scale():
+    assert [prefix_block_m(r, 128) for r in (1, 16, 17, 64, 65, 1000)] == [16, 16, 32, 64, 128, 128]
+    assert prefix_block_m(1000, 64) == 64
+    assert ceil_div(7, 2) == 4 and ceil_div(8, 2) == 4 and ceil_div(0, 3) == 0
+    assert math.isclose(scale_log2(128, None), LOG2E / math.sqrt(128))
+    assert scale_log2(64, 0.5) == 0.5 * LOG2E
+    assert DEFAULT_TUNE.prefix_programs_per_sm == 2 and DEFAULT_TUNE.target_programs_per_sm == 4
+
+
+BLOCKED = """
+import json, sys
+sys.modules['torch'] = None     # `import torch` now raises ImportError
+sys.modules['triton'] = None
+from kernels_probe import triton_launch as tl_
+print(json.dumps({
+    "splits": tl_.choose_splits(8, 32768, 132, 64, min_tokens=256, target_per_sm=4),
+    "waves": tl_.choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2),
+    "block_m": tl_.prefix_block_m(65, 128),
+    "loaded": sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy') and sys.modules[m]),
+}))
+"""
+
+
+def test_launch_arithmetic_imports_and_runs_without_torch_or_triton():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True, cwd=ROOT, env=env,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out == {"splits": [64, 512], "waves": [4, 1024], "block_m": 128, "loaded": []}
