@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.fitting import KernelFit, features, predict
-from cascade_plan.calibration.probe_calibration import (find_committed, load_probe, params_from_probe, source_kind,
-                                                       step_parts_of)
+from cascade_plan.calibration.calibration_file import find_committed, load_probe, source_kind
+from cascade_plan.calibration.probe_params import params_from_probe, step_parts_of
 from cascade_plan.cli.app import app
 from cascade_plan.cost.step_parts import gemm_time_s, step_parts_from_json
 from cascade_plan.inputs.hardware import load_hardware
@@ -221,7 +221,7 @@ def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_lau
 
 def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
     from cascade_plan.calibration.aic_crosscheck import kernel_table
-    from cascade_plan.calibration.probe_calibration import ProbeData
+    from cascade_plan.calibration.calibration_file import ProbeData
 
     aic = load_probe(data_dir("calibrations") / "h200-aic-vllm.json")
     probe = find_committed(load_hardware("h200"), source="probe")

@@ -78,10 +78,8 @@ def test_allreduce_is_the_measured_curve_interpolated_not_a_line(tmp_path):
 
 
 def test_every_shipped_allreduce_is_a_curve_per_gpu_count():
-    from cascade_plan.calibration.probe_calibration import (
-        find_committed,
-        params_from_probe,
-    )
+    from cascade_plan.calibration.calibration_file import find_committed
+    from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.model_spec import load_preset
@@ -137,7 +135,8 @@ def test_kv_append_counted_once_with_an_attention_that_includes_it():
 
 
 def test_shipped_imports_leave_the_append_to_attention_and_the_probe_keeps_it():
-    from cascade_plan.calibration.probe_calibration import find_committed, step_parts_of
+    from cascade_plan.calibration.calibration_file import find_committed
+    from cascade_plan.calibration.probe_params import step_parts_of
     from cascade_plan.inputs.hardware import load_hardware
 
     for gpu in ("h100-sxm", "a100-80gb", "b200"):

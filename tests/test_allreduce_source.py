@@ -8,7 +8,8 @@ import types
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
-from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe, step_parts_of
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.probe_params import params_from_probe, step_parts_of
 from cascade_plan.cli.app import app
 from cascade_plan.cost.step_parts import infer_algorithm, step_parts_from_json, step_parts_to_json
 from cascade_plan.inputs.hardware import load_hardware

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from cascade_plan.calibration.probe_calibration import find_committed
+from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.step_fit import fit_glue
 from cascade_plan.cost.glue_widths import (LEGACY_LAYER_BYTES_PER_TOKEN, LEGACY_STEP_BYTES_PER_TOKEN,
                                            layer_bytes_per_token, step_bytes_per_token)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.calibration.step_fit import fit_allreduce, fit_gemm, fit_glue, gemm_roofline_s
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs

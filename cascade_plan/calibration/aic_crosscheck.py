@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cascade_plan.calibration.probe_calibration import ProbeData, config_key, step_parts_of
+from cascade_plan.calibration.calibration_file import ProbeData
+from cascade_plan.calibration.holdout import config_key
+from cascade_plan.calibration.probe_params import step_parts_of
 
 PROBE_DECODE = {"flashinfer": ("flashinfer", "tensor_cores"), "triton": ("triton", None), "torch": ("torch", None)}
 PROBE_MATMUL = 8192          # the probe's bf16 matmul ceiling is timed at 8192^3
@@ -160,7 +162,7 @@ def gemm_rows(aic: ProbeData, probe: ProbeData) -> list[dict]:
 
 def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer") -> list[dict]:
     """Every shipped workload on this GPU through the planner with each calibration (same backend)."""
-    from cascade_plan.calibration.probe_calibration import params_from_probe
+    from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.workload import load_scenario

@@ -18,7 +18,7 @@ def measured_allreduce(hw) -> tuple[str, dict[int, AllReduceFit]] | None:
     counts only; None where there is none."""
     from pathlib import Path
 
-    from cascade_plan.calibration.probe_calibration import find_committed
+    from cascade_plan.calibration.calibration_file import find_committed
     from cascade_plan.cost.step_parts import step_parts_from_json
 
     aic = find_committed(hw, "aic")

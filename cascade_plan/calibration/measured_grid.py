@@ -46,7 +46,7 @@ def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None
     """Where a model's attention shape lies outside what the probe measured: query heads per KV head and
     head dim of the rows of this KV dtype and backend where given (fp8 may cover fewer shapes than bf16),
     else the grid's axes."""
-    from cascade_plan.calibration.probe_calibration import BACKENDS
+    from cascade_plan.calibration.backends import BACKENDS
 
     grid = probe.doc.get("grid") or {}
     q_per_kv = sorted(set((grid.get("axes") or {}).get("q_per_kv") or []))
@@ -81,7 +81,7 @@ def measured_rows(probe, backend: str, kv_dtype: str, fits: dict | None = None) 
     planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
     the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
     from cascade_plan.calibration.fitting import predict_kind
-    from cascade_plan.calibration.probe_calibration import BACKENDS
+    from cascade_plan.calibration.backends import BACKENDS
 
     src = BACKENDS[backend]
     db, dv = src["decode"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cascade_plan.calibration.probe_calibration import BACKENDS, ProbeData, config_key, is_held_out
+from cascade_plan.calibration.backends import BACKENDS
+from cascade_plan.calibration.calibration_file import ProbeData
+from cascade_plan.calibration.holdout import config_key, is_held_out
 from cascade_plan.calibration.fitting import predict_kind
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct

@@ -126,7 +126,7 @@ def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
     alts, names = [], []
     if p.source:
         from cascade_plan.calibration.params_select import calibrated_for
-        from cascade_plan.calibration.probe_calibration import load_probe
+        from cascade_plan.calibration.calibration_file import load_probe
         from cascade_plan.errors import InputError
 
         try:

@@ -1,0 +1,89 @@
+"""A calibration file, read: the document checked against the shared format (cascade_plan/calibration_format.py)
+at the edge, and the shipped files found by GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cascade_plan.calibration.file_validation import check_calibration, normalised_fits
+from cascade_plan.calibration_format import KIND, MAX_CALIBRATION_BYTES, READABLE_VERSIONS
+from cascade_plan.inputs.hardware import HardwareProfile
+from cascade_plan.inputs.yaml_source import load_json
+from cascade_plan.resources import data_dir
+
+
+@dataclass(frozen=True)
+class ProbeData:
+    path: str
+    doc: dict
+
+    @property
+    def hardware_id(self) -> str | None:
+        return self.doc.get("hardware_id")
+
+    @property
+    def device_name(self) -> str:
+        return self.doc.get("device", {}).get("name", "unknown GPU")
+
+    @property
+    def l2_bytes(self) -> float:
+        return float(self.doc["device"]["l2_bytes"])
+
+    @property
+    def fitted(self) -> dict:
+        return self.doc.get("fitted") or {}
+
+    def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
+        return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel
+                and (variant is None or m.get("variant") == variant) and m["config"]["kv_dtype"] == kv_dtype
+                and m.get("median_s")]
+
+
+def load_probe(path: Path) -> ProbeData:
+    doc = load_json(Path(path), "calibration", MAX_CALIBRATION_BYTES)
+    d = doc.data
+    if d.get("kind") != KIND:
+        raise doc.error(("kind",), f"not a cascade-plan calibration file (kind is {d.get('kind')!r})")
+    if d.get("schema_version") not in READABLE_VERSIONS:
+        raise doc.error(("schema_version",), f"unsupported schema_version {d.get('schema_version')!r}: this version "
+                        f"of cascade-plan reads {', '.join(map(str, READABLE_VERSIONS))} (newer files need a newer one)")
+    typed = check_calibration(d, doc)   # typed: every measurement, every fitted number finite and in range
+    fits = normalised_fits(typed)
+    if fits is not None:                # optional fields filled in: readers index them directly
+        d = {**d, "fitted": {**d["fitted"], "kv_dtypes": fits}}
+    return ProbeData(str(path), d)
+
+
+def source_kind(doc: dict) -> str:
+    """"probe" (our GPU probe) or "aic" (imported from AIConfigurator's tables)."""
+    return "aic" if doc.get("source_kind") == "aic" else "probe"
+
+
+# The best source first: the project's own probe measures the cascade kernels nobody else does.
+SOURCE_PREFERENCE = ("probe", "aic")
+
+
+def find_committed(hw: HardwareProfile, source: str | None = None) -> ProbeData | None:
+    """The shipped calibration for this profile that has fitted numbers: the project's probe file where
+    there is one, else one imported from AIConfigurator (newest first within a kind); `source`
+    restricts the kind. Shipped files are named <hardware id>-<kind>-....json, so only those are opened,
+    the preferred kind first."""
+    import msgspec
+
+    for kind in (source,) if source else SOURCE_PREFERENCE:
+        found = []
+        for p in sorted(data_dir("calibrations").glob(f"{hw.id}-{kind}-*.json")):
+            try:
+                d = msgspec.json.decode(p.read_bytes())
+            except (OSError, msgspec.DecodeError):
+                continue
+            if (d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes")
+                    and source_kind(d) == kind):
+                found.append((d.get("created_utc", ""), str(p), d))
+        if found:
+            _, path, doc = max(found, key=lambda x: x[:2])
+            return ProbeData(path, doc)
+    return None
+
+
