@@ -263,7 +263,7 @@ Microseconds = Annotated[float, msgspec.Meta(gt=0, le=1e10)]
 
 
 class DecodeRowsDoc(msgspec.Struct, frozen=True, kw_only=True):
-    """AIConfigurator's per-sequence decode rows of an imported file (calibration/aic_rows.py): per KV
+    """AIConfigurator's per-sequence decode rows of an imported file (calibration/aic/rows.py): per KV
     dtype and shape "q_per_kv/kv_heads/head_dim", times in us, one row per sequences value, one column
     per context (null: not measured)."""
 

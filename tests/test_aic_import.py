@@ -205,7 +205,7 @@ def test_hardware_listing_says_where_each_gpus_numbers_come_from():
 
 
 def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_launch_floor():
-    from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_glue
+    from cascade_plan.calibration.aic.transfer import TransferRatios, transfer_glue
     from cascade_plan.cost.step_parts import GlueParams
 
     glue = GlueParams(per_layer_s=4e-6, per_token_layer_s=1e-8, per_step_s=2e-5, per_token_step_s=3e-8)
@@ -220,7 +220,7 @@ def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_lau
 
 
 def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
-    from cascade_plan.calibration.aic_crosscheck import kernel_table
+    from cascade_plan.calibration.aic.crosscheck import kernel_table
     from cascade_plan.calibration.calibration_file import ProbeData
 
     aic = load_probe(data_dir("calibrations") / "h200-aic-vllm.json")

@@ -11,7 +11,7 @@ expected numbers follow by hand from the collector's definition:
 import numpy as np
 import pytest
 
-from cascade_plan.calibration import aic_fit, aic_tables
+from cascade_plan.calibration.aic import fit as aic_fit, tables as aic_tables
 from cascade_plan.cost.step_parts import (
     GemmEfficiency,
     GlueParams,
@@ -116,7 +116,7 @@ def _costs(glue: GlueParams):
 
 
 def test_kv_append_counted_once_with_an_attention_that_includes_it():
-    from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_glue
+    from cascade_plan.calibration.aic.transfer import TransferRatios, transfer_glue
 
     probe_glue = GlueParams(per_layer_s=18e-6, per_token_layer_s=0.038e-6, per_step_s=41e-6, per_token_step_s=0.105e-6)
     own = _costs(probe_glue)                      # probe kernels: no append inside attention, glue has it

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from cascade_plan.calibration.aic_rows import (
+from cascade_plan.calibration.aic.rows import (
     KEEP_Q_PER_KV,
     decode_measured,
     encode_rows,

@@ -4,7 +4,7 @@ check that a file describes the GPU it is applied to."""
 
 from __future__ import annotations
 
-from cascade_plan.calibration.aic_rows import decode_measured
+from cascade_plan.calibration.aic.rows import decode_measured
 from cascade_plan.calibration.calibration_file import ProbeData, source_kind
 from cascade_plan.calibration.fitting import KernelFit
 from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows

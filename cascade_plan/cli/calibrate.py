@@ -200,7 +200,7 @@ def validate(
 
 def _crosscheck_for(cal):
     """The AIConfigurator-vs-probe cross-check for this file's GPU, when both kinds ship for it."""
-    from cascade_plan.calibration.aic_crosscheck import crosscheck
+    from cascade_plan.calibration.aic.crosscheck import crosscheck
     from cascade_plan.calibration.calibration_file import find_committed, source_kind
     from cascade_plan.inputs.hardware import load_hardware
 

@@ -2,7 +2,7 @@
 
 Measured (AIConfigurator): per-sequence decode attention (GQA, and MLA where the tables have it), the
 weight GEMMs' time over their roofline by (M, weight bytes) and dtype, MoE expert GEMMs, all-reduce by
-GPU count and message size. Transferred from our H200 probe (aic_transfer.py, labelled in the file
+GPU count and message size. Transferred from our H200 probe (aic/transfer.py, labelled in the file
 and in every output): the cascade prefix pass, suffix pass and merge, and the L2 gain of decode over
 shared pages. The file has the probe files' layout (`fitted.kv_dtypes.<kv>.<backend>`), so the
 planner reads both through one path, plus `source` (what it came from) and `fitted.step_parts`
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from cascade_plan import __version__
-from cascade_plan.calibration import aic_fit, aic_tables
-from cascade_plan.calibration.aic_rows import encode_rows
-from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
+from cascade_plan.calibration.aic import fit as aic_fit, tables as aic_tables
+from cascade_plan.calibration.aic.rows import encode_rows
+from cascade_plan.calibration.aic.transfer import TransferRatios, transfer_backend, transfer_glue
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.probe_fit import FIT_VERSION
 from cascade_plan.calibration.probe_params import step_parts_of
@@ -195,7 +195,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
     own_probe = find_committed(hw, source="probe")
     cross = None
     if own_probe is not None:      # both exist: keep what the cross-check needs from the tables
-        from cascade_plan.calibration.aic_crosscheck import pairs_at_import
+        from cascade_plan.calibration.aic.crosscheck import pairs_at_import
 
         cross = pairs_at_import(gpu.attn.columns, gpu.decode["bf16"][1], gpu.gemm_rows, own_probe)
     doc = {
@@ -210,7 +210,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                       + (", all-reduce" if steps.allreduce else "")],
                    "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]
                                    + (["step_parts glue"] if probe.fitted.get("step_parts") else []),
-                                   "ratios": ratios.to_dict(), "method": "aic_transfer.py: rates scaled by the "
+                                   "ratios": ratios.to_dict(), "method": "aic/transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
         # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's
         "grid": {"head_dim": (probe.doc.get("grid") or {}).get("head_dim", aic_fit.HEAD_DIM),
@@ -220,7 +220,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                  "measured": {"decode": grid_of_configs(gpu.decode_cfgs),
                               "cascade": (measured_grid(probe.doc) or {}).get("cascade")}},
         "measurements": [],
-        # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic_rows.py)
+        # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
                    "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_to_json(steps)},
