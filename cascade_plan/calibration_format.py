@@ -174,12 +174,12 @@ class GemmTableDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
 
 class GlueDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    variant: Text = "fused"
     per_layer_s: Seconds
     per_token_layer_s: Seconds
     per_step_s: Seconds
     per_token_step_s: Seconds
-    variant: Text = "fused"
-    layer_bytes_per_token: Positive | None = None
+    layer_bytes_per_token: Positive | None = None   # None (files before glue widths): the legacy Llama-3-8B TP1 widths
     step_bytes_per_token: Positive | None = None
     basis: Text | None = None
     # AIConfigurator's attention timings include the new token's K/V write: its glue leaves it out
@@ -193,7 +193,7 @@ class AllReduceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     origin: Text = "measured"
     basis: Text = ""
     algorithm: Text | None = None
-    table: list[tuple[Positive, Seconds]] = []      # the measured curve: (message bytes, seconds per call)
+    table: list[tuple[Positive, Positive]] = []     # the measured curve: (message bytes, seconds per call)
 
 
 class GemmShapeDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -216,15 +216,16 @@ GpuCount = Annotated[str, msgspec.Meta(pattern=r"^[1-9][0-9]{0,5}$")]
 
 
 class StepPartsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The rest of the decode step (cost/step_parts.py reads it): GEMM tables, glue, all-reduce per GPU count."""
-    version: Literal[1]
+    """The rest of the decode step (cost/step_parts.py prices it; calibration/step_parts_doc.py converts):
+    GEMM tables, glue, all-reduce per GPU count. Fields in the order files have always written them."""
+    composition: CompositionDoc | None = None
+    version: Literal[1]                             # always 1: the file's schema_version governs
+    source: Text = "unknown"
+    notes: list[Text] = []
     gemm: dict[Text, GemmTableDoc]
     glue: GlueDoc
     allreduce: dict[GpuCount, AllReduceDoc] = {}
-    source: Text = "unknown"
-    notes: list[Text] = []
     gemm_shapes: dict[Text, GemmShapeDoc] = {}
-    composition: CompositionDoc | None = None
 
 
 SpeedupError = Annotated[float, msgspec.Meta(ge=-1, le=1e3)]    # predicted / measured - 1
@@ -300,21 +301,48 @@ def bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:
     return None
 
 
+def _ascending(v) -> bool:
+    return bool(v) and all(b > a for a, b in zip(v, v[1:]))
+
+
+def step_parts_problem(sp: StepPartsDoc) -> tuple[tuple, str] | None:
+    """The first step-parts table whose values do not match its axes or whose axes do not ascend (the
+    ranges of every number are the fields' annotations)."""
+    for dtype, g in sp.gemm.items():
+        if len(g.ratio) != len(g.log2_m) or any(len(r) != len(g.log2_weight_bytes) for r in g.ratio):
+            return ("gemm", dtype, "ratio"), "the table's ratios do not match its axes (log2_m x log2_weight_bytes)"
+        for axis in ("log2_m", "log2_weight_bytes"):
+            if not _ascending(getattr(g, axis)):
+                return ("gemm", dtype, axis), "must be strictly ascending"
+    for dtype, t in sp.gemm_shapes.items():
+        if (len(t.ratio) != len(t.log2_m) or any(len(p) != len(t.log2_n) for p in t.ratio)
+                or any(len(r) != len(t.log2_k) for p in t.ratio for r in p)):
+            return ("gemm_shapes", dtype, "ratio"), "the table's ratios do not match its axes (log2_m x log2_n x log2_k)"
+        for axis in ("log2_m", "log2_n", "log2_k"):
+            if not _ascending(getattr(t, axis)):
+                return ("gemm_shapes", dtype, axis), "must be strictly ascending"
+    for n, a in sp.allreduce.items():
+        if a.table and (len(a.table) < 2 or not _ascending([b for b, _ in a.table])):
+            return ("allreduce", n, "table"), "must be at least two [bytes, seconds] pairs, bytes strictly ascending"
+    c = sp.composition
+    if c is not None:
+        if not c.factor or not _ascending(c.log2_m):
+            return ("composition",), "needs a strictly ascending log2_m and a factor per weight dtype"
+        for dtype, f in c.factor.items():
+            if len(f) != len(c.log2_m):
+                return ("composition", "factor", dtype), "needs one factor per log2_m point"
+    return None
+
+
 def inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
     """The first fit a field-by-field schema cannot refuse: a surface whose grid does not match its
     axes, or an L2 rate that is set but tiny (it divides the step into infinity)."""
     if fitted is None:
         return None
     if fitted.step_parts is not None:
-        for dtype, g in fitted.step_parts.gemm.items():
-            where = ("fitted", "step_parts", "gemm", dtype)
-            if (len(g.ratio) != len(g.log2_m) or any(len(r) != len(g.log2_weight_bytes) for r in g.ratio)
-                    or not g.log2_m or not g.log2_weight_bytes):
-                return where + ("ratio",), "the table's ratios do not match its axes (log2_m x log2_weight_bytes)"
-            for axis in ("log2_m", "log2_weight_bytes"):
-                v = getattr(g, axis)
-                if any(b <= a for a, b in zip(v, v[1:])):
-                    return where + (axis,), "must be strictly ascending"
+        bad = step_parts_problem(fitted.step_parts)
+        if bad:
+            return ("fitted", "step_parts") + bad[0], bad[1]
     for kv, per in fitted.kv_dtypes.items():
         for backend, fit in per.items():
             for kind in ("decode_dup", "decode_shared", "prefix", "suffix", "merge", "decode_mla"):

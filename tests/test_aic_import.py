@@ -8,11 +8,16 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan.calibration.calibration_file import (
+    find_committed,
+    load_probe,
+    source_kind,
+)
 from cascade_plan.calibration.fitting import KernelFit, features, predict
-from cascade_plan.calibration.calibration_file import find_committed, load_probe, source_kind
 from cascade_plan.calibration.probe_params import params_from_probe, step_parts_of
+from cascade_plan.calibration.step_parts_doc import read_step_parts
 from cascade_plan.cli.app import app
-from cascade_plan.cost.step_parts import gemm_time_s, step_parts_from_json
+from cascade_plan.cost.step_parts import gemm_time_s
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_model
 from cascade_plan.resources import data_dir
@@ -114,7 +119,7 @@ def test_cascade_parts_are_transferred_with_the_measured_ratios(imported):
 
 def test_step_parts_from_gemm_and_allreduce_tables(imported):
     _, doc, _ = imported
-    sp = step_parts_from_json(doc["fitted"]["step_parts"])
+    sp = read_step_parts(doc["fitted"]["step_parts"])
     assert sp.source.startswith("aic:") and {"bf16", "fp8"} <= set(sp.gemm)
     hw = load_hardware("h100-sxm")
     t = TRUTH["h100_sxm"]
@@ -243,7 +248,7 @@ def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
 
 def test_moe_and_mla_fits_recover_the_fixture(imported):
     _, doc, _ = imported
-    sp = step_parts_from_json(doc["fitted"]["step_parts"])
+    sp = read_step_parts(doc["fitted"]["step_parts"])
     moe = sp.gemm["moe:bf16"]
     hw, t = load_hardware("h100-sxm"), TRUTH["h100_sxm"]
     # 2x the fixture's roofline, against the datasheet's: between the bandwidth and the FLOP ratio

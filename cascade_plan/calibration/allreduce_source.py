@@ -19,14 +19,14 @@ def measured_allreduce(hw) -> tuple[str, dict[int, AllReduceFit]] | None:
     from pathlib import Path
 
     from cascade_plan.calibration.calibration_file import find_committed
-    from cascade_plan.cost.step_parts import step_parts_from_json
+    from cascade_plan.calibration.step_parts_doc import read_step_parts
 
     aic = find_committed(hw, "aic")
     doc = (aic.fitted.get("step_parts") if aic is not None else None) or {}
     if not doc.get("allreduce"):
         return None
     try:
-        fits = step_parts_from_json(doc).allreduce
+        fits = read_step_parts(doc).allreduce
     except ValueError:
         return None
     return Path(aic.path).name, {n: a for n, a in fits.items() if a.origin == "aic"}

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cascade_plan.calibration.file_validation import check_calibration, normalised_fits
-from cascade_plan.calibration_format import KIND, MAX_CALIBRATION_BYTES, READABLE_VERSIONS
+from cascade_plan.calibration_format import (
+    KIND,
+    MAX_CALIBRATION_BYTES,
+    READABLE_VERSIONS,
+)
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
 from cascade_plan.resources import data_dir

@@ -13,8 +13,16 @@ import numpy as np
 from cascade_plan import __version__
 from cascade_plan.calibration.backends import BACKENDS
 from cascade_plan.calibration.calibration_file import ProbeData
-from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface,
-                                              fixed_part, predict)
+from cascade_plan.calibration.fitting import (
+    KernelFit,
+    features,
+    fit_kernel,
+    fit_l2,
+    fit_merge_overlap,
+    fit_surface,
+    fixed_part,
+    predict,
+)
 from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
 
 FIT_VERSION = 1

@@ -7,7 +7,11 @@ from __future__ import annotations
 from cascade_plan.calibration.aic.rows import decode_measured
 from cascade_plan.calibration.calibration_file import ProbeData, source_kind
 from cascade_plan.calibration.fitting import KernelFit
-from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
+from cascade_plan.calibration.measured_grid import (
+    coverage_notes,
+    measured_grid,
+    measured_rows,
+)
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -15,14 +19,14 @@ from cascade_plan.inputs.hardware import HardwareProfile
 
 def step_parts_of(probe: ProbeData):
     """The fitted StepParts of a calibration, or the documented defaults when it has none."""
+    from cascade_plan.calibration.step_parts_doc import read_step_parts
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
-    from cascade_plan.cost.step_parts import step_parts_from_json
 
     doc = probe.fitted.get("step_parts")
     if not doc:
         return DEFAULT_STEP_PARTS
     try:
-        return step_parts_from_json(doc)
+        return read_step_parts(doc)
     except ValueError as exc:
         raise InputError(str(exc), file=probe.path, field="fitted.step_parts") from None
 

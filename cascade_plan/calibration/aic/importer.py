@@ -17,15 +17,21 @@ from pathlib import Path
 import numpy as np
 
 from cascade_plan import __version__
-from cascade_plan.calibration.aic import fit as aic_fit, tables as aic_tables
+from cascade_plan.calibration.aic import fit as aic_fit
+from cascade_plan.calibration.aic import tables as aic_tables
 from cascade_plan.calibration.aic.rows import encode_rows
-from cascade_plan.calibration.aic.transfer import TransferRatios, transfer_backend, transfer_glue
+from cascade_plan.calibration.aic.transfer import (
+    TransferRatios,
+    transfer_backend,
+    transfer_glue,
+)
 from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
 from cascade_plan.calibration.probe_fit import FIT_VERSION
 from cascade_plan.calibration.probe_params import step_parts_of
+from cascade_plan.calibration.step_parts_doc import step_parts_json
 from cascade_plan.calibration_format import KIND
-from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
-from cascade_plan.cost.step_parts import GlueParams, StepParts, step_parts_to_json
+from cascade_plan.cost.step_parts import GlueParams, StepParts
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
 
@@ -223,7 +229,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
-                   "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_to_json(steps)},
+                   "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_json(steps)},
     }
     if cross is not None:
         doc["crosscheck"] = cross
