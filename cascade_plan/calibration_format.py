@@ -24,7 +24,8 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
   - probe 1.1 (`--step`, 2026-11-30): step_ops, steps, step_skipped; fitted.step_parts (GEMM tables, glue,
     all-reduce per GPU count; its own `version` is always 1 and the file's schema_version governs);
   - AIConfigurator imports (2026-11-30): source_kind "aic", source, decode_rows, crosscheck,
-    grid.measured, BackendFit.notes;
+    grid.measured, BackendFit.notes; the first of them wrote `step_parts` at the top level instead of
+    in `fitted` (read as fitted.step_parts: calibration_file.upgraded);
   - later fits: KernelFitDoc.surface, l2_* fields, token_latency_s, q_row_s; GlueDoc byte widths and
     kv_append_*; AllReduceDoc.algorithm and table; StepPartsDoc.gemm_shapes and composition;
     fitted.speedup_errors; BackendFit.decode_mla (MLA decode);

@@ -52,11 +52,21 @@ def load_probe(path: Path) -> ProbeData:
     if d.get("schema_version") not in READABLE_VERSIONS:
         raise doc.error(("schema_version",), f"unsupported schema_version {d.get('schema_version')!r}: this version "
                         f"of cascade-plan reads {', '.join(map(str, READABLE_VERSIONS))} (newer files need a newer one)")
+    d = upgraded(d)
     typed = check_calibration(d, doc)   # typed: every measurement, every fitted number finite and in range
     fits = normalised_fits(typed)
     if fits is not None:                # optional fields filled in: readers index them directly
         d = {**d, "fitted": {**d["fitted"], "kv_dtypes": fits}}
     return ProbeData(str(path), d)
+
+
+def upgraded(d: dict) -> dict:
+    """An older layout of the format as today's (calibration_format's history): the first AIConfigurator
+    imports (2026-11-30) wrote `step_parts` at the top level, where `fitted.step_parts` is read now."""
+    fitted = d.get("fitted")
+    if isinstance(d.get("step_parts"), dict) and isinstance(fitted, dict) and fitted and "step_parts" not in fitted:
+        d = {k: v for k, v in d.items() if k != "step_parts"} | {"fitted": {**fitted, "step_parts": d["step_parts"]}}
+    return d
 
 
 def source_kind(doc: dict) -> str:
