@@ -164,6 +164,7 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     decode_mla: KernelFitDoc | None = None          # MLA (DeepSeek) decode over the latent cache
     prefix_suffix_overlap: Fraction = 0.0
     notes: list[Text] = []                          # what an imported file says about its own coverage
+    train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
 
 
 class GemmTableDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

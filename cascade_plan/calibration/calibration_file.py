@@ -3,15 +3,15 @@ at the edge, and the shipped files found by GPU."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
+import msgspec
+
 from cascade_plan.calibration.file_validation import check_calibration, normalised_fits
-from cascade_plan.calibration_format import (
-    KIND,
-    MAX_CALIBRATION_BYTES,
-    READABLE_VERSIONS,
-)
+from cascade_plan.calibration_format import KIND, MAX_CALIBRATION_BYTES, READABLE_VERSIONS, Fitted, inconsistent
+from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
 from cascade_plan.resources import data_dir
@@ -19,8 +19,29 @@ from cascade_plan.resources import data_dir
 
 @dataclass(frozen=True)
 class ProbeData:
+    """A calibration file: `fits`, its fitted section typed (what the planner computes with), and `doc`, the
+    document as read (the probe's measurement rows and the rest of what it wrote)."""
+
     path: str
     doc: dict
+    checked: Fitted | None = field(default=None, repr=False, compare=False)   # `fits`, where already checked
+
+    @cached_property
+    def fits(self) -> Fitted | None:
+        """The fitted section as typed structs; None where the file is not fitted yet."""
+        if self.checked is not None:
+            return self.checked
+        f = self.doc.get("fitted")
+        if not (isinstance(f, dict) and f.get("kv_dtypes")):
+            return None
+        try:
+            fits = msgspec.convert(f, Fitted)
+        except msgspec.ValidationError as exc:
+            raise InputError(str(exc).replace("`", ""), file=self.path, field="fitted") from None
+        bad = inconsistent(fits)
+        if bad:
+            raise InputError(bad[1], file=self.path, field=format_path(bad[0]))
+        return fits
 
     @property
     def hardware_id(self) -> str | None:
@@ -57,7 +78,7 @@ def load_probe(path: Path) -> ProbeData:
     fits = normalised_fits(typed)
     if fits is not None:                # optional fields filled in: readers index them directly
         d = {**d, "fitted": {**d["fitted"], "kv_dtypes": fits}}
-    return ProbeData(str(path), d)
+    return ProbeData(str(path), d, typed.fitted)
 
 
 def upgraded(d: dict) -> dict:

@@ -8,6 +8,7 @@ they cover."""
 
 from __future__ import annotations
 
+from cascade_plan.calibration_format import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
@@ -76,7 +77,7 @@ def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None
     return notes
 
 
-def measured_rows(probe, backend: str, kv_dtype: str, fits: dict | None = None) -> MeasuredAttention | None:
+def measured_rows(probe, backend: str, kv_dtype: str, fits: BackendFit | None = None) -> MeasuredAttention | None:
     """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
     planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
     the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
