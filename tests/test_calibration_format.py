@@ -55,3 +55,16 @@ def test_an_unknown_version_is_one_line_naming_the_file_and_field(tmp_path, vers
 
 def test_the_shipped_probe_file_is_the_current_version():
     assert json.loads(PROBE_H200.read_text())["schema_version"] == fmt.SCHEMA_VERSION
+
+
+def test_a_fit_on_all_rows_says_so_and_passes_the_strict_schema():
+    """calibrate marks a KV dtype with too few rows to hold any out (`train_rows`); the fitted section's
+    strict structs used to refuse that key, so such a fit could not be written."""
+    from cascade_plan.calibration.file_validation import check_fitted
+
+    fitted = json.loads(PROBE_H200.read_text())["fitted"]
+    fitted["kv_dtypes"]["fp8"]["triton"]["train_rows"] = "all (too few rows to hold any out)"
+    check_fitted(fitted, "x.json")
+    fitted["kv_dtypes"]["fp8"]["triton"]["train_row"] = "typo"
+    with pytest.raises(Exception, match="train_row"):
+        check_fitted(fitted, "x.json")

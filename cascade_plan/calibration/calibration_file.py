@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from cascade_plan.calibration.file_validation import check_calibration, normalised_fits
-from cascade_plan.calibration_format import KIND, MAX_CALIBRATION_BYTES, READABLE_VERSIONS, Fitted, inconsistent
+from cascade_plan.calibration_format import KIND, MAX_CALIBRATION_BYTES, READABLE_VERSIONS, Fitted, StepPartsDoc, inconsistent
 from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
@@ -58,6 +58,11 @@ class ProbeData:
     @property
     def fitted(self) -> dict:
         return self.doc.get("fitted") or {}
+
+    @property
+    def step_parts_doc(self) -> StepPartsDoc | None:
+        """The fitted step parts as typed structs (probe_params.step_parts_of prices them); None: none fitted."""
+        return self.fits.step_parts if self.fits is not None else None
 
     def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
         return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel

@@ -131,7 +131,7 @@ def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
 
         try:
             probe = load_probe(p.source)
-            kvs = probe.fitted.get("kv_dtypes", {})
+            kvs = probe.fits.kv_dtypes if probe.fits is not None else {}
             backends = [b for b in (kvs.get(scn.kv_dtype) or kvs.get("bf16") or {}) if b != p.backend]
             alts += [calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model) for b in backends]
             names += backends

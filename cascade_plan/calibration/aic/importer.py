@@ -129,7 +129,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
             pick = (nc.columns["op_name"] == "all_reduce") & (nc.columns["nccl_dtype"] == "half")
             allreduce = aic_fit.allreduce_fits(nc.columns, pick, f"{nc.rel_path} (NCCL all_reduce, half)", "nccl_dtype")
             used.append({"table": nc.name, "path": nc.rel_path, "rows": int(pick.sum())})
-    if probe.fitted.get("step_parts"):
+    if probe.step_parts_doc:
         glue = transfer_glue(step_parts_of(probe).glue, ratios)
         notes.append("glue (norms, RoPE, sampling): not in AIConfigurator's tables; transferred from the "
                      "H200 probe (per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio); "
@@ -138,7 +138,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
         glue = GlueParams(variant="not measured")
         notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables and not measured by the "
                      "H200 probe file used; left at zero")
-    if probe.fitted.get("step_parts"):
+    if probe.step_parts_doc:
         source += f"; glue transferred from the {probe.hardware_id.upper()} probe"
     notes.append("GEMMs: AIConfigurator's gemm_perf kept per (M, N, K) and interpolated in it (N, K >= 256, "
                  "M <= 8192); shapes outside it (e.g. a lm_head of N > 65536) from its (M, weight bytes) ratio table")
@@ -215,7 +215,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                    + ["step_parts: GEMMs" + (", MoE experts" if any(k.startswith("moe:") for k in steps.gemm) else "")
                       + (", all-reduce" if steps.allreduce else "")],
                    "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]
-                                   + (["step_parts glue"] if probe.fitted.get("step_parts") else []),
+                                   + (["step_parts glue"] if probe.step_parts_doc else []),
                                    "ratios": ratios.to_dict(), "method": "aic/transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
         # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's
