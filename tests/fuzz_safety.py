@@ -176,7 +176,7 @@ def _dump_with_duplicate(doc, target_path, dup_value):
 def json_duplicates(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
     """A config.json or a calibration file with one key written twice, in a random object: always refused,
     naming the key (a JSON parser keeps the last silently)."""
-    from cascade_plan.calibration.probe_calibration import load_probe
+    from cascade_plan.calibration.calibration_file import load_probe
     from cascade_plan.inputs.model_spec import load_model
 
     rng, tally = random.Random(seed), fz.Tally()
@@ -243,7 +243,7 @@ SPECIAL_KINDS = ("fifo", "dev-zero-link", "dev-null-link", "folder", "broken-lin
 def special_files(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
     """Each input role given a FIFO, a device, a folder, a broken link, a huge (sparse) file, a file one byte over
     its cap, bytes that are not UTF-8, or nothing: refused in one line, quickly, without reading it whole."""
-    from cascade_plan.calibration.probe_calibration import load_probe
+    from cascade_plan.calibration.calibration_file import load_probe
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.model_spec import load_model
     from cascade_plan.inputs.workload import load_scenario

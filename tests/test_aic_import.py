@@ -8,11 +8,16 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan.calibration.calibration_file import (
+    find_committed,
+    load_probe,
+    source_kind,
+)
 from cascade_plan.calibration.fitting import KernelFit, features, predict
-from cascade_plan.calibration.probe_calibration import (find_committed, load_probe, params_from_probe, source_kind,
-                                                       step_parts_of)
+from cascade_plan.calibration.probe_params import params_from_probe, step_parts_of
+from cascade_plan.calibration.step_parts_doc import read_step_parts
 from cascade_plan.cli.app import app
-from cascade_plan.cost.step_parts import gemm_time_s, step_parts_from_json
+from cascade_plan.cost.step_parts import gemm_time_s
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_model
 from cascade_plan.resources import data_dir
@@ -114,7 +119,7 @@ def test_cascade_parts_are_transferred_with_the_measured_ratios(imported):
 
 def test_step_parts_from_gemm_and_allreduce_tables(imported):
     _, doc, _ = imported
-    sp = step_parts_from_json(doc["fitted"]["step_parts"])
+    sp = read_step_parts(doc["fitted"]["step_parts"])
     assert sp.source.startswith("aic:") and {"bf16", "fp8"} <= set(sp.gemm)
     hw = load_hardware("h100-sxm")
     t = TRUTH["h100_sxm"]
@@ -205,7 +210,7 @@ def test_hardware_listing_says_where_each_gpus_numbers_come_from():
 
 
 def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_launch_floor():
-    from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_glue
+    from cascade_plan.calibration.aic.transfer import TransferRatios, transfer_glue
     from cascade_plan.cost.step_parts import GlueParams
 
     glue = GlueParams(per_layer_s=4e-6, per_token_layer_s=1e-8, per_step_s=2e-5, per_token_step_s=3e-8)
@@ -220,8 +225,8 @@ def test_glue_transfer_scales_per_token_work_by_bandwidth_and_fixed_costs_by_lau
 
 
 def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
-    from cascade_plan.calibration.aic_crosscheck import kernel_table
-    from cascade_plan.calibration.probe_calibration import ProbeData
+    from cascade_plan.calibration.aic.crosscheck import kernel_table
+    from cascade_plan.calibration.calibration_file import ProbeData
 
     aic = load_probe(data_dir("calibrations") / "h200-aic-vllm.json")
     probe = find_committed(load_hardware("h200"), source="probe")
@@ -243,7 +248,7 @@ def test_gemm_and_allreduce_cross_check_once_the_probe_file_has_step_parts():
 
 def test_moe_and_mla_fits_recover_the_fixture(imported):
     _, doc, _ = imported
-    sp = step_parts_from_json(doc["fitted"]["step_parts"])
+    sp = read_step_parts(doc["fitted"]["step_parts"])
     moe = sp.gemm["moe:bf16"]
     hw, t = load_hardware("h100-sxm"), TRUTH["h100_sxm"]
     # 2x the fixture's roofline, against the datasheet's: between the bandwidth and the FLOP ratio

@@ -11,7 +11,7 @@ expected numbers follow by hand from the collector's definition:
 import numpy as np
 import pytest
 
-from cascade_plan.calibration import aic_fit, aic_tables
+from cascade_plan.calibration.aic import fit as aic_fit, tables as aic_tables
 from cascade_plan.cost.step_parts import (
     GemmEfficiency,
     GlueParams,
@@ -78,10 +78,8 @@ def test_allreduce_is_the_measured_curve_interpolated_not_a_line(tmp_path):
 
 
 def test_every_shipped_allreduce_is_a_curve_per_gpu_count():
-    from cascade_plan.calibration.probe_calibration import (
-        find_committed,
-        params_from_probe,
-    )
+    from cascade_plan.calibration.calibration_file import find_committed
+    from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.model_spec import load_preset
@@ -118,7 +116,7 @@ def _costs(glue: GlueParams):
 
 
 def test_kv_append_counted_once_with_an_attention_that_includes_it():
-    from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_glue
+    from cascade_plan.calibration.aic.transfer import TransferRatios, transfer_glue
 
     probe_glue = GlueParams(per_layer_s=18e-6, per_token_layer_s=0.038e-6, per_step_s=41e-6, per_token_step_s=0.105e-6)
     own = _costs(probe_glue)                      # probe kernels: no append inside attention, glue has it
@@ -137,7 +135,8 @@ def test_kv_append_counted_once_with_an_attention_that_includes_it():
 
 
 def test_shipped_imports_leave_the_append_to_attention_and_the_probe_keeps_it():
-    from cascade_plan.calibration.probe_calibration import find_committed, step_parts_of
+    from cascade_plan.calibration.calibration_file import find_committed
+    from cascade_plan.calibration.probe_params import step_parts_of
     from cascade_plan.inputs.hardware import load_hardware
 
     for gpu in ("h100-sxm", "a100-80gb", "b200"):

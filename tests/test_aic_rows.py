@@ -8,12 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from cascade_plan.calibration.aic_rows import (
+from cascade_plan.calibration.aic.rows import (
     KEEP_Q_PER_KV,
     decode_measured,
     encode_rows,
 )
-from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.coverage import attention_sources
 from cascade_plan.cost.ops.attention import (

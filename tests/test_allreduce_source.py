@@ -8,9 +8,11 @@ import types
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
-from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe, step_parts_of
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.probe_params import params_from_probe, step_parts_of
+from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_json
 from cascade_plan.cli.app import app
-from cascade_plan.cost.step_parts import infer_algorithm, step_parts_from_json, step_parts_to_json
+from cascade_plan.cost.step_parts import infer_algorithm
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 
@@ -50,7 +52,7 @@ def test_algorithm_is_named_for_every_source_and_survives_json():
     assert infer_algorithm("aic", "x/comm/nccl/2.21/nccl_perf.parquet (NCCL all_reduce, half)") == "NCCL"
     assert infer_algorithm("extrapolated", "from the measured 2-GPU fit") == "NCCL (modelled)"
     step = params_from_probe(find_committed(H200, "probe"), None, "bf16", H200, load_preset("llama-3-8b")).step
-    back = step_parts_from_json(step_parts_to_json(step))
+    back = read_step_parts(step_parts_json(step))
     assert {n: a.algorithm for n, a in back.allreduce.items()} == {n: a.algorithm for n, a in step.allreduce.items()}
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.errors import InputError
@@ -91,15 +92,15 @@ def test_planner_applies_the_fit_exactly(h200_params, cfg):
     c = {"prefix_tokens": P, "group_size": n, "n_groups": gr, "suffix_tokens": S, "q_per_kv": g,
          "num_kv_heads": hkv, "head_dim": 128, "kv_dtype": "bf16", "page_size": 16}
     for backend, params in per_backend.items():
-        fits = probe.fitted["kv_dtypes"]["bf16"][backend]
+        fits = probe.fits.kv_dtypes["bf16"][backend]
         costs = step_costs(single_level_load(P, n, gr, S), sh, model, "bf16", 1, params, prefix_caching=True)
         l2 = probe.l2_bytes
-        want_ps = predict(KernelFit.from_dict(fits["decode_shared"]), features("decode_shared", [c]), l2)[0]
+        want_ps = predict(KernelFit.from_doc(fits.decode_shared), features("decode_shared", [c]), l2)[0]
         assert float(costs.ps_attention_s) == pytest.approx(want_ps, rel=1e-6)
-        want_pre = predict(KernelFit.from_dict(fits["prefix"]), features("cascade_prefix", [c]), l2)[0]
+        want_pre = predict(KernelFit.from_doc(fits.prefix), features("cascade_prefix", [c]), l2)[0]
         assert float(costs.cas_prefix_s) == pytest.approx(want_pre, rel=1e-6)
         if S:
-            want_suf = predict(KernelFit.from_dict(fits["suffix"]), features("cascade_suffix", [c]), l2)[0]
+            want_suf = predict(KernelFit.from_doc(fits.suffix), features("cascade_suffix", [c]), l2)[0]
             assert float(costs.cas_suffix_s) == pytest.approx(want_suf, rel=1e-6)
             # the whole cascade (overlap of the passes, merge) as validate predicts it
             want_total = _predict_kernel(fits, "cascade_total", [c], l2)[0]

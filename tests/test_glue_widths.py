@@ -6,12 +6,17 @@ import json
 import numpy as np
 import pytest
 
-from cascade_plan.calibration.probe_calibration import find_committed
+from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.step_fit import fit_glue
-from cascade_plan.cost.glue_widths import (LEGACY_LAYER_BYTES_PER_TOKEN, LEGACY_STEP_BYTES_PER_TOKEN,
-                                           layer_bytes_per_token, step_bytes_per_token)
+from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_json
+from cascade_plan.cost.glue_widths import (
+    LEGACY_LAYER_BYTES_PER_TOKEN,
+    LEGACY_STEP_BYTES_PER_TOKEN,
+    layer_bytes_per_token,
+    step_bytes_per_token,
+)
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
-from cascade_plan.cost.step_parts import GlueParams, step_parts_from_json, step_parts_to_json
+from cascade_plan.cost.step_parts import GlueParams
 from cascade_plan.cost.step_terms import step_terms
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
@@ -65,13 +70,13 @@ def test_glue_time_scales_only_its_per_token_part():
 def test_fitted_glue_records_its_basis_and_old_files_read_as_llama_tp1():
     g = find_committed(H200, "probe").fitted["step_parts"]["glue"]
     assert g["basis"] == "llama-3-8b TP1" and g["layer_bytes_per_token"] == LEGACY_LAYER_BYTES_PER_TOKEN
-    doc = step_parts_to_json(DEFAULT_STEP_PARTS)
+    doc = step_parts_json(DEFAULT_STEP_PARTS)
     for key in ("layer_bytes_per_token", "step_bytes_per_token", "basis"):
         del doc["glue"][key]
-    assert step_parts_from_json(doc).glue == DEFAULT_STEP_PARTS.glue
+    assert read_step_parts(doc).glue == DEFAULT_STEP_PARTS.glue
     doc["glue"]["layer_bytes_per_token"] = 0
-    with pytest.raises(ValueError, match="positive"):
-        step_parts_from_json(json.loads(json.dumps(doc)))
+    with pytest.raises(ValueError, match=r"> 0.0 - at \$.glue.layer_bytes_per_token"):
+        read_step_parts(json.loads(json.dumps(doc)))
 
 
 def test_planner_glue_follows_each_models_widths():

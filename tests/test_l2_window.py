@@ -7,7 +7,10 @@ import numpy as np
 import pytest
 
 from cascade_plan.calibration.fitting import KernelFit, features, fit_l2, predict
-from cascade_plan.calibration.probe_calibration import _xy, find_committed, is_held_out, params_from_probe
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.holdout import is_held_out
+from cascade_plan.calibration.probe_fit import _xy
+from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.inputs.hardware import load_hardware
 
 L2 = 62914560          # the H200's 60 MiB

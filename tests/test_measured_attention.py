@@ -12,7 +12,8 @@ from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
-from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.ops.attention import FITTED, MEASURED, MeasuredAttention, MeasuredTable
@@ -234,7 +235,7 @@ def test_fp8_coverage_notes_come_from_the_fp8_rows(probe):
     """With fp8 rows of 4 query heads per KV head only (the 2026-11-30 file's case, rebuilt from the shipped
     rows), Llama-3-70B's 8 is measured in bf16 but not in fp8, so its fp8 verdict carries the note (a range),
     its bf16 one does not."""
-    from cascade_plan.calibration.probe_calibration import ProbeData
+    from cascade_plan.calibration.calibration_file import ProbeData
     from cascade_plan.inputs.model_spec import load_model
 
     doc = json.loads(json.dumps(probe.doc))
@@ -253,7 +254,8 @@ def synthetic(probe, tmp_path_factory):
     as a new probe run would add them: FlashInfer with fp8 KV (every FlashInfer bf16 row again, 1.25x slower:
     fp8 decode is slower on the H200), and 32 query heads per KV head (the 8-per-KV rows again, 1.2x); then
     calibrated as `calibrate` does."""
-    from cascade_plan.calibration.probe_calibration import ProbeData, calibrate
+    from cascade_plan.calibration.calibration_file import ProbeData
+    from cascade_plan.calibration.probe_fit import calibrate
 
     doc = json.loads(json.dumps(probe.doc))
     doc["measurements"] = [m for m in doc["measurements"]

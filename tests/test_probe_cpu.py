@@ -124,6 +124,18 @@ def test_validation_names_the_problem():
     assert calibration_file.validate_document(_doc(schema_version=2))
 
 
+def test_the_probe_checks_its_file_with_the_shared_format():
+    from cascade_plan import calibration_format
+
+    assert calibration_file.SCHEMA_VERSION is calibration_format.SCHEMA_VERSION
+    d = _doc()
+    d["measurements"][0]["n_reps"] = 0                    # a range the shared struct annotates (n_reps >= 1)
+    assert calibration_file.validate_document(d) == ["Expected `int` >= 1 - at `$.measurements[0].n_reps`"]
+    d = _doc()
+    del d["skipped"][0]["reason"]
+    assert calibration_file.validate_document(d) == ["Object missing required field `reason` - at `$.skipped[0]`"]
+
+
 @pytest.mark.parametrize("name,hid", [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
                                       ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA GeForce RTX 4090", None), (None, None)])
 def test_hardware_id(name, hid):

@@ -126,16 +126,16 @@ def test_calibrate_on_a_zero_ceiling_or_negative_median_writes_nothing(tmp_path)
 
 
 def test_a_fit_with_a_non_positive_parameter_is_an_error(monkeypatch, tmp_path):
-    from cascade_plan.calibration import probe_calibration
+    from cascade_plan.calibration import probe_fit
 
-    real = probe_calibration.calibrate
+    real = probe_fit.calibrate
 
     def broken(probe):
         fitted = real(probe)
         fitted["kv_dtypes"]["bf16"]["triton"]["prefix"]["bw_bytes_per_s"] = float("nan")
         return fitted
 
-    monkeypatch.setattr(probe_calibration, "calibrate", broken)
+    monkeypatch.setattr(probe_fit, "calibrate", broken)
     src = _calibration(tmp_path, lambda d: d.__setitem__("fitted", {}))
     refused(run("calibrate", src, "--out", tmp_path / "out.json"), "fitted.kv_dtypes.bf16.triton.prefix.bw_bytes_per_s")
     assert not (tmp_path / "out.json").exists()

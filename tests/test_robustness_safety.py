@@ -129,7 +129,7 @@ def test_a_string_in_a_surface_is_one_line(tmp_path):
 
 
 def test_every_shipped_calibration_passes_the_schema():
-    from cascade_plan.calibration.probe_calibration import load_probe
+    from cascade_plan.calibration.calibration_file import load_probe
 
     for path in sorted((ROOT / "calibrations").glob("*.json")):
         load_probe(path)

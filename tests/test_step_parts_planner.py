@@ -9,13 +9,19 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.probe_calibration import find_committed, params_from_probe
-from cascade_plan.calibration.step_fit import fit_allreduce, fit_gemm, fit_glue, gemm_roofline_s
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration.step_fit import (
+    fit_allreduce,
+    fit_gemm,
+    fit_glue,
+    gemm_roofline_s,
+)
+from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_json
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
-from cascade_plan.cost.step_parts import step_parts_from_json, step_parts_to_json
 from cascade_plan.cost.step_terms import layer_gemms
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
@@ -84,8 +90,8 @@ def test_a_step_is_the_sum_of_its_parts_and_ideal_keeps_the_seed():
 
 
 def test_default_step_parts_round_trip_through_json():
-    doc = json.loads(json.dumps(step_parts_to_json(DEFAULT_STEP_PARTS)))
-    back = step_parts_from_json(doc)
+    doc = json.loads(json.dumps(step_parts_json(DEFAULT_STEP_PARTS)))
+    back = read_step_parts(doc)
     assert back.allreduce[8].origin == "extrapolated" and back.glue == DEFAULT_STEP_PARTS.glue
     assert np.allclose(back.gemm["bf16"].ratio, DEFAULT_STEP_PARTS.gemm["bf16"].ratio)
 
@@ -177,3 +183,10 @@ def test_the_step_is_the_sum_of_its_op_modules_keyed_by_name():
         assert np.all((ops["allreduce"].time_s > 0) == (tp > 1))
         # lm_head by hand: vocab / TP x hidden x 2 B of weights once per step
         assert ops["lm_head"].bytes[0] == pytest.approx(m.vocab_size / tp * m.hidden_size * 2 + (m.vocab_size / tp + m.hidden_size) * 2)
+
+
+def test_every_shipped_step_parts_section_round_trips_through_the_typed_form_unchanged(root):
+    """The typed form (calibration_format.StepPartsDoc) reads and writes what the files hold, key order included."""
+    for path in sorted((root / "calibrations").glob("*.json")):
+        sp = json.loads(path.read_text())["fitted"]["step_parts"]
+        assert json.dumps(step_parts_json(read_step_parts(sp))) == json.dumps(sp), path.name

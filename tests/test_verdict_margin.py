@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
-from cascade_plan.calibration.probe_calibration import load_probe
+from cascade_plan.calibration.calibration_file import load_probe
 from cascade_plan.calibration.speedup_margin import speedup_margin
 from cascade_plan.calibration.step_validation import speedup_errors, validate_steps
 from cascade_plan.calibration.verdict_evidence import assess

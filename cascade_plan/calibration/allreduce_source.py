@@ -18,17 +18,14 @@ def measured_allreduce(hw) -> tuple[str, dict[int, AllReduceFit]] | None:
     counts only; None where there is none."""
     from pathlib import Path
 
-    from cascade_plan.calibration.probe_calibration import find_committed
-    from cascade_plan.cost.step_parts import step_parts_from_json
+    from cascade_plan.calibration.calibration_file import find_committed
+    from cascade_plan.calibration.step_parts_doc import step_parts_from_doc
 
     aic = find_committed(hw, "aic")
-    doc = (aic.fitted.get("step_parts") if aic is not None else None) or {}
-    if not doc.get("allreduce"):
+    doc = aic.fits.step_parts if aic is not None and aic.fits is not None else None
+    if doc is None or not doc.allreduce:
         return None
-    try:
-        fits = step_parts_from_json(doc).allreduce
-    except ValueError:
-        return None
+    fits = step_parts_from_doc(doc).allreduce
     return Path(aic.path).name, {n: a for n, a in fits.items() if a.origin == "aic"}
 
 

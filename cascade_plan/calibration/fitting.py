@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cascade_plan.calibration_format import BackendFit, KernelFitDoc
 from cascade_plan.cost.ops.attention import prefix_tile_factor
 from cascade_plan.cost.surface import Surface
 
@@ -91,6 +92,14 @@ class KernelFit:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "surface"}
         d["surface"] = self.surface.to_dict() if self.surface else None
         return d
+
+    @classmethod
+    def from_doc(cls, d: KernelFitDoc) -> "KernelFit":
+        """The typed form in a calibration file (calibration_format.KernelFitDoc) as a fit."""
+        s = d.surface
+        return cls(**{f: getattr(d, f) for f in cls.__dataclass_fields__ if f != "surface"},
+                   surface=None if s is None else Surface(tuple(s.log_bytes), tuple(s.log_rows),
+                                                          tuple(tuple(r) for r in s.values)))
 
     @classmethod
     def from_dict(cls, d: dict) -> "KernelFit":
@@ -282,20 +291,20 @@ def fit_merge_overlap(f: Features, t_total, t_pre, t_suf, roof_pre, roof_suf, bw
     return fit, float(k)
 
 
-def predict_kind(fits: dict, kind: str, cfgs: list[dict], l2: float) -> np.ndarray:
+def predict_kind(fits: BackendFit, kind: str, cfgs: list[dict], l2: float) -> np.ndarray:
     """One kernel kind's fitted time at probe configurations, as the planner computes it; kind is a
     fitted kind (decode_shared, decode_dup, prefix, suffix, merge) or cascade_total (the passes, their
     overlap and the merge). `fits`: one backend's fitted section."""
     if kind == "cascade_total":
-        pre_fit, suf_fit = KernelFit.from_dict(fits["prefix"]), KernelFit.from_dict(fits["suffix"])
+        pre_fit, suf_fit = KernelFit.from_doc(fits.prefix), KernelFit.from_doc(fits.suffix)
         fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
         has_suffix = np.array([c["suffix_tokens"] > 0 for c in cfgs])
         t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
         total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
                                  np.where(has_suffix, t_suf - fixed_part(suf_fit, fs), 0.0),
-                                 fits.get("prefix_suffix_overlap", 0.0))
-        if fits.get("merge"):
+                                 fits.prefix_suffix_overlap)
+        if fits.merge is not None:
             total = total + predict_kind(fits, "merge", cfgs, l2)
         return total
     feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
-    return predict(KernelFit.from_dict(fits[kind]), features(feature_kind, cfgs), l2)
+    return predict(KernelFit.from_doc(getattr(fits, kind)), features(feature_kind, cfgs), l2)

@@ -8,6 +8,7 @@ they cover."""
 
 from __future__ import annotations
 
+from cascade_plan.calibration_format import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
@@ -46,7 +47,7 @@ def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None
     """Where a model's attention shape lies outside what the probe measured: query heads per KV head and
     head dim of the rows of this KV dtype and backend where given (fp8 may cover fewer shapes than bf16),
     else the grid's axes."""
-    from cascade_plan.calibration.probe_calibration import BACKENDS
+    from cascade_plan.calibration.backends import BACKENDS
 
     grid = probe.doc.get("grid") or {}
     q_per_kv = sorted(set((grid.get("axes") or {}).get("q_per_kv") or []))
@@ -76,12 +77,12 @@ def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None
     return notes
 
 
-def measured_rows(probe, backend: str, kv_dtype: str, fits: dict | None = None) -> MeasuredAttention | None:
+def measured_rows(probe, backend: str, kv_dtype: str, fits: BackendFit | None = None) -> MeasuredAttention | None:
     """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
     planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
     the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
     from cascade_plan.calibration.fitting import predict_kind
-    from cascade_plan.calibration.probe_calibration import BACKENDS
+    from cascade_plan.calibration.backends import BACKENDS
 
     src = BACKENDS[backend]
     db, dv = src["decode"]

@@ -39,7 +39,9 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
         return what_if_params(measured, base, scn.hardware)
     if calibration is None and backend is None and shipped_source(scn.hardware.id) == "default":
         return DEFAULT        # nothing shipped for this GPU: skip loading the calibration machinery
-    from cascade_plan.calibration.probe_calibration import BACKENDS, check_device, find_committed, load_probe, params_from_probe
+    from cascade_plan.calibration.backends import BACKENDS
+    from cascade_plan.calibration.calibration_file import find_committed, load_probe
+    from cascade_plan.calibration.probe_params import check_device, params_from_probe
 
     if backend is not None and backend not in BACKENDS:
         raise InputError(f"--backend: unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
@@ -106,7 +108,7 @@ def what_if_params(params: CostParams, base, hw) -> CostParams:
 
 def calibrated_for(probe, backend: str | None, kv_dtype: str, hw, model=None) -> CostParams:
     """`params_from_probe` for any GPU, what-ifs included (fitted against the base GPU, then scaled)."""
-    from cascade_plan.calibration.probe_calibration import params_from_probe
+    from cascade_plan.calibration.probe_params import params_from_probe
 
     base = what_if_base(hw)
     if base is None:

@@ -66,7 +66,7 @@ def _stored(path: str) -> tuple[str, dict | None]:
     fields (the file itself is checked where it is used as a calibration)."""
     import msgspec
 
-    from cascade_plan.calibration.calibration_schema import ErrorsOnlyDoc
+    from cascade_plan.calibration_format import ErrorsOnlyDoc
 
     try:
         doc = msgspec.json.decode(Path(path).read_bytes(), type=ErrorsOnlyDoc)
@@ -78,7 +78,7 @@ def _stored(path: str) -> tuple[str, dict | None]:
 
 @functools.lru_cache(maxsize=16)
 def _errors(path: str, defaults: bool) -> tuple[str, dict]:
-    from cascade_plan.calibration.probe_calibration import load_probe
+    from cascade_plan.calibration.calibration_file import load_probe
     from cascade_plan.errors import InputError
     from cascade_plan.inputs.hardware import load_hardware
 

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from cascade_plan.calibration.step_parts_doc import step_parts_json
 from cascade_plan.cost.step_parts import (
     AllReduceFit,
     Composition,
@@ -23,7 +24,6 @@ from cascade_plan.cost.step_parts import (
     GlueParams,
     StepParts,
     carried_curve,
-    step_parts_to_json,
 )
 
 LAUNCH_CORRECTION = False   # subtract (graph_single_kernel_s - graph_kernel_launch_s) from each op row
@@ -239,4 +239,4 @@ def fit_step_parts(doc: dict, hw, source: str) -> StepParts | None:
 
 def fitted_step_parts_json(doc: dict, hw, source: str) -> dict | None:
     p = fit_step_parts(doc, hw, source)
-    return step_parts_to_json(p) if p is not None else None
+    return step_parts_json(p) if p is not None else None

@@ -77,7 +77,7 @@ def _dtypes(row: dict) -> tuple[str, str]:
 
 def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str = "bf16", weight_dtype: str = "bf16",
              params=None):
-    from cascade_plan.calibration.probe_calibration import params_from_probe
+    from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 
     if callable(params):          # a resolver (backend, model, KV dtype) -> CostParams
@@ -176,7 +176,7 @@ def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
     if params is None:            # each backend's fit, built once per (backend, model) rather than per row
         import functools
 
-        from cascade_plan.calibration.probe_calibration import params_from_probe
+        from cascade_plan.calibration.probe_params import params_from_probe
 
         params = functools.lru_cache(maxsize=None)(lambda b, m, kvd: params_from_probe(probe, b, kvd, hw, m))
     for p in step_points(probe, hw, params):

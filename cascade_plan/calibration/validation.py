@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cascade_plan.calibration.probe_calibration import BACKENDS, ProbeData, config_key, is_held_out
+from cascade_plan.calibration.backends import BACKENDS
+from cascade_plan.calibration.calibration_file import ProbeData
+from cascade_plan.calibration.holdout import config_key, is_held_out
 from cascade_plan.calibration.fitting import predict_kind
+from cascade_plan.calibration_format import BackendFit
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct
 
@@ -48,9 +51,9 @@ _predict_kernel = predict_kind      # the name the tests and step validation imp
 
 def validate(probe: ProbeData) -> dict:
     """Per backend: per-kernel error, speedup error and mode picks on held-out points, and vLLM's picks."""
-    fitted = probe.fitted["kv_dtypes"]
+    fitted = probe.fits.kv_dtypes if probe.fits is not None else {}
     l2, sms = probe.l2_bytes, int(probe.doc["device"]["sm_count"])
-    out: dict = {"holdout_rule": probe.fitted.get("holdout_rule"), "source": probe.path, "backends": {}, "points": []}
+    out: dict = {"holdout_rule": probe.fits.holdout_rule if probe.fits is not None else None, "source": probe.path, "backends": {}, "points": []}
     for kv, per_backend in fitted.items():
         for backend, fits in per_backend.items():
             src = BACKENDS[backend]
@@ -65,7 +68,7 @@ def validate(probe: ProbeData) -> dict:
             }
             # a dtype with too few rows to hold any out was fitted on all of them: its "held-out" points were
             # seen by the fit, and the table says so
-            res: dict = {"kv_dtype": kv, "kernels": {}, "in_sample": bool(fits.get("train_rows"))}
+            res: dict = {"kv_dtype": kv, "kernels": {}, "in_sample": bool(fits.train_rows)}
             for kind, rows in measured.items():
                 held = [r for r in rows if is_held_out(r["config"])]
                 if not held:
@@ -109,7 +112,7 @@ def validate(probe: ProbeData) -> dict:
 INTERPOLATED = (("per_sequence", "decode_shared"), ("per_sequence_dup", "decode_dup"), ("cascade", "cascade_total"))
 
 
-def interpolation_loo(measured: dict[str, list[dict]], fits: dict, l2: float) -> dict:
+def interpolation_loo(measured: dict[str, list[dict]], fits: BackendFit, l2: float) -> dict:
     """Leave-one-out error of the measured-row interpolation as the planner applies it (the fit times the
     rows' interpolated ratio to it, within the bracketing rows), per planner kernel: each row is predicted
     from the others of its shape where they still bracket it (a row on the grid's edge or in a sparse

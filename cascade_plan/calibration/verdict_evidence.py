@@ -126,12 +126,12 @@ def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
     alts, names = [], []
     if p.source:
         from cascade_plan.calibration.params_select import calibrated_for
-        from cascade_plan.calibration.probe_calibration import load_probe
+        from cascade_plan.calibration.calibration_file import load_probe
         from cascade_plan.errors import InputError
 
         try:
             probe = load_probe(p.source)
-            kvs = probe.fitted.get("kv_dtypes", {})
+            kvs = probe.fits.kv_dtypes if probe.fits is not None else {}
             backends = [b for b in (kvs.get(scn.kv_dtype) or kvs.get("bf16") or {}) if b != p.backend]
             alts += [calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model) for b in backends]
             names += backends

@@ -60,8 +60,8 @@ def import_aic(
       cascade-plan estimate rl-rollouts-64 --hardware h100-sxm
     """
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.aic_import import default_out, import_aic as run_import, to_json_text
-    from cascade_plan.calibration.aic_tables import AIC_SYSTEMS
+    from cascade_plan.calibration.aic.importer import default_out, import_aic as run_import, to_json_text
+    from cascade_plan.calibration.aic.tables import AIC_SYSTEMS
     from cascade_plan.errors import InputError
 
     ids = sorted(AIC_SYSTEMS) if gpus == ["all"] else gpus
@@ -137,7 +137,7 @@ def aic_check(
 
       cascade-plan aic-check h100-sxm --quick --json
     """
-    from cascade_plan.calibration import aic_estimates as est
+    from cascade_plan.calibration.aic import estimates as est
 
     kw = {"gpus": tuple(gpus) if gpus else est.GRID_GPUS}
     if quick:

@@ -54,8 +54,9 @@ def calibrate(
     from rich.table import Table
 
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.calibration_schema import check_fitted
-    from cascade_plan.calibration.probe_calibration import calibrate as fit_all, load_probe
+    from cascade_plan.calibration.file_validation import check_fitted
+    from cascade_plan.calibration.calibration_file import load_probe
+    from cascade_plan.calibration.probe_fit import calibrate as fit_all
     from cascade_plan.errors import InputError
     from cascade_plan.outputs import check_output_file
     from cascade_plan.render.console import make_console
@@ -78,7 +79,7 @@ def calibrate(
     doc = {**probe.doc, "fitted": fitted}
     if doc.get("steps") and probe.hardware_id:
         # the fits' measured speedup errors on whole steps, which every verdict's margin reads
-        from cascade_plan.calibration.probe_calibration import ProbeData
+        from cascade_plan.calibration.calibration_file import ProbeData
         from cascade_plan.calibration.speedup_margin import measured_speedup_errors
         from cascade_plan.inputs.hardware import load_hardware
 
@@ -140,7 +141,7 @@ def validate(
 
       cascade-plan validate h200-aic-vllm.json --json
     """
-    from cascade_plan.calibration.probe_calibration import load_probe, source_kind
+    from cascade_plan.calibration.calibration_file import load_probe, source_kind
     from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
 
@@ -199,8 +200,8 @@ def validate(
 
 def _crosscheck_for(cal):
     """The AIConfigurator-vs-probe cross-check for this file's GPU, when both kinds ship for it."""
-    from cascade_plan.calibration.aic_crosscheck import crosscheck
-    from cascade_plan.calibration.probe_calibration import find_committed, source_kind
+    from cascade_plan.calibration.aic.crosscheck import crosscheck
+    from cascade_plan.calibration.calibration_file import find_committed, source_kind
     from cascade_plan.inputs.hardware import load_hardware
 
     if not cal.hardware_id:

@@ -66,7 +66,7 @@ def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_b
     backend_ests = []
     if params.mode == "calibrated":
         from cascade_plan.calibration.params_select import calibrated_for
-        from cascade_plan.calibration.probe_calibration import load_probe
+        from cascade_plan.calibration.calibration_file import load_probe
 
         probe = load_probe(Path(params.source))
         backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]

@@ -69,7 +69,7 @@ class CostParams:
     # The measured attention rows of this backend and KV dtype (cost/ops/attention.py): inside their grid
     # the step's attention is interpolated from them, outside it the fitted kernels above price it.
     # None: nothing measured to interpolate (ideal, defaults, a dtype without rows). An imported
-    # AIConfigurator file carries per-sequence decode rows over private pages only (calibration/aic_rows.py).
+    # AIConfigurator file carries per-sequence decode rows over private pages only (calibration/aic/rows.py).
     measured: MeasuredAttention | None = None
     # What the label should say that does not qualify the verdict (unlike notes): which backend stood in
     # for the default one, how a dtype with few rows was fitted.

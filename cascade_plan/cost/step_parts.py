@@ -1,5 +1,5 @@
 """The parts of a decode step that cascade does not touch: weight GEMMs, engine glue, tensor-parallel
-all-reduce. Their parameters, how they price a step, and their JSON form in calibration files.
+all-reduce. Their parameters and how they price a step (their form in calibration files: calibration/step_parts_doc.py).
 
 Pure numpy, SI units. Filled by three sources (see DESIGN.md): the project's probe
 (`kernels_probe`, fitted in calibration/), AIConfigurator's measured tables (calibration/aic_import),
@@ -18,8 +18,6 @@ from cascade_plan.cost.glue_widths import (
     LEGACY_LAYER_BYTES_PER_TOKEN,
     LEGACY_STEP_BYTES_PER_TOKEN,
 )
-
-STEP_PARTS_VERSION = 1
 
 # The GEMMs of one dense transformer layer, per GPU after TP (column-parallel qkv and gate_up,
 # row-parallel o and down), and the lm_head once per step. MoE expert GEMMs use "expert".
@@ -239,98 +237,3 @@ class StepParts:
             return self.allreduce[gpus]
         known = sorted(self.allreduce)
         return self.allreduce[min(known, key=lambda n: abs(n - gpus))] if known else None
-
-
-def step_parts_to_json(p: StepParts) -> dict:
-    extra = {} if p.composition is None else {"composition": {
-        "log2_m": list(p.composition.log2_m), "factor": {d: list(f) for d, f in p.composition.factor.items()},
-        "basis": p.composition.basis, "applied": p.composition.applied}}
-    return {**extra,
-        "version": STEP_PARTS_VERSION, "source": p.source, "notes": list(p.notes),
-        "gemm": {d: {"log2_m": list(e.log2_m), "log2_weight_bytes": list(e.log2_weight_bytes),
-                     "ratio": [list(r) for r in e.ratio], "overhead_s": e.overhead_s} for d, e in p.gemm.items()},
-        "glue": {"variant": p.glue.variant, "per_layer_s": p.glue.per_layer_s,
-                 "per_token_layer_s": p.glue.per_token_layer_s, "per_step_s": p.glue.per_step_s,
-                 "per_token_step_s": p.glue.per_token_step_s, "layer_bytes_per_token": p.glue.layer_bytes_per_token,
-                 "step_bytes_per_token": p.glue.step_bytes_per_token, "basis": p.glue.basis}
-        | ({"kv_append_in_attention": True, "kv_append_per_layer_s": p.glue.kv_append_per_layer_s}
-           if p.glue.kv_append_in_attention else {}),
-        "allreduce": {str(n): {"latency_s": a.latency_s, "bytes_per_s": a.bytes_per_s, "origin": a.origin,
-                               "basis": a.basis, "algorithm": a.algorithm or infer_algorithm(a.origin, a.basis)}
-                      | ({"table": [[b, t] for b, t in zip(a.table_bytes, a.table_s)]} if a.table_bytes else {})
-                      for n, a in sorted(p.allreduce.items())},
-    } | ({"gemm_shapes": {d: {"log2_m": list(e.log2_m), "log2_n": list(e.log2_n), "log2_k": list(e.log2_k),
-                              "ratio": [[list(r) for r in plane] for plane in e.ratio]}
-                          for d, e in p.gemm_shapes.items()}} if p.gemm_shapes else {})
-
-
-def step_parts_from_json(doc: dict) -> StepParts:
-    """The inverse of step_parts_to_json. Structure and range errors raise ValueError with the field
-    path; callers turn it into an InputError naming the file."""
-    try:
-        gemm = {d: GemmEfficiency(dtype=d, log2_m=tuple(map(float, e["log2_m"])),
-                                  log2_weight_bytes=tuple(map(float, e["log2_weight_bytes"])),
-                                  ratio=tuple(tuple(map(float, r)) for r in e["ratio"]),
-                                  overhead_s=float(e.get("overhead_s", 0.0)))
-                for d, e in doc["gemm"].items()}
-        g = doc["glue"]
-        glue = GlueParams(variant=str(g.get("variant", "fused")), per_layer_s=float(g["per_layer_s"]),
-                          per_token_layer_s=float(g["per_token_layer_s"]), per_step_s=float(g["per_step_s"]),
-                          per_token_step_s=float(g["per_token_step_s"]),
-                          layer_bytes_per_token=float(g.get("layer_bytes_per_token", LEGACY_LAYER_BYTES_PER_TOKEN)),
-                          step_bytes_per_token=float(g.get("step_bytes_per_token", LEGACY_STEP_BYTES_PER_TOKEN)),
-                          basis=str(g.get("basis", LEGACY_BASIS)),
-                          kv_append_in_attention=bool(g.get("kv_append_in_attention", False)),
-                          kv_append_per_layer_s=float(g.get("kv_append_per_layer_s", 0.0)))
-        ar = {int(n): AllReduceFit(gpus=int(n), latency_s=float(a["latency_s"]), bytes_per_s=float(a["bytes_per_s"]),
-                                   origin=str(a.get("origin", "measured")), basis=str(a.get("basis", "")),
-                                   algorithm=str(a.get("algorithm") or infer_algorithm(str(a.get("origin", "measured")),
-                                                                                       str(a.get("basis", "")))),
-                                   table_bytes=tuple(float(x[0]) for x in a.get("table", ())),
-                                   table_s=tuple(float(x[1]) for x in a.get("table", ())))
-              for n, a in doc.get("allreduce", {}).items()}
-        shapes = {d: GemmShapeTable(dtype=d, log2_m=tuple(map(float, e["log2_m"])), log2_n=tuple(map(float, e["log2_n"])),
-                                    log2_k=tuple(map(float, e["log2_k"])),
-                                    ratio=tuple(tuple(tuple(map(float, r)) for r in plane) for plane in e["ratio"]))
-                  for d, e in doc.get("gemm_shapes", {}).items()}
-        comp = None
-        if doc.get("composition") is not None:
-            c = doc["composition"]
-            comp = Composition(log2_m=tuple(map(float, c["log2_m"])),
-                               factor={d: tuple(map(float, f)) for d, f in c["factor"].items()},
-                               basis=str(c.get("basis", "")), applied=bool(c.get("applied", True)))
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"step parts: missing or malformed field ({exc!r})") from None
-    if comp is not None:
-        if (not comp.factor or np.any(np.diff(comp.log2_m) <= 0)
-                or any(len(f) != len(comp.log2_m) or not all(np.isfinite(x) and x > 0 for x in f)
-                       for f in comp.factor.values())):
-            raise ValueError("step parts: composition needs an ascending log2_m and one finite positive factor per point")
-    for d, e in gemm.items():
-        r = np.asarray(e.ratio, float)
-        if r.shape != (len(e.log2_m), len(e.log2_weight_bytes)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
-            raise ValueError(f"step parts: gemm.{d}.ratio must be a finite positive {len(e.log2_m)}x"
-                             f"{len(e.log2_weight_bytes)} table")
-        if np.any(np.diff(e.log2_m) <= 0) or np.any(np.diff(e.log2_weight_bytes) <= 0):
-            raise ValueError(f"step parts: gemm.{d} grids must be strictly ascending")
-    for d, e in shapes.items():
-        r = np.asarray(e.ratio, float)
-        if r.shape != (len(e.log2_m), len(e.log2_n), len(e.log2_k)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
-            raise ValueError(f"step parts: gemm_shapes.{d}.ratio must be a finite positive {len(e.log2_m)}x"
-                             f"{len(e.log2_n)}x{len(e.log2_k)} table")
-        if any(np.any(np.diff(g) <= 0) for g in (e.log2_m, e.log2_n, e.log2_k)):
-            raise ValueError(f"step parts: gemm_shapes.{d} grids must be strictly ascending")
-    for n, a in ar.items():
-        tb, ts = np.asarray(a.table_bytes), np.asarray(a.table_s)
-        if tb.size and (tb.size < 2 or np.any(np.diff(tb) <= 0) or not np.all(np.isfinite(ts)) or np.any(ts <= 0)
-                        or tb[0] <= 0):
-            raise ValueError(f"step parts: allreduce.{n}.table must be [bytes, seconds] pairs, bytes ascending, "
-                             "both positive")
-    if not (glue.layer_bytes_per_token > 0 and glue.step_bytes_per_token > 0):
-        raise ValueError("step parts: glue.layer_bytes_per_token and step_bytes_per_token must be positive")
-    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s, glue.kv_append_per_layer_s]
-    vals += [a.latency_s for a in ar.values()] + [a.bytes_per_s for a in ar.values()]
-    if not all(np.isfinite(v) and v >= 0 for v in vals) or any(a.bytes_per_s <= 0 for a in ar.values()):
-        raise ValueError("step parts: glue and all-reduce parameters must be finite and non-negative")
-    return StepParts(gemm=gemm, glue=glue, allreduce=ar, source=str(doc.get("source", "unknown")),
-                     notes=tuple(doc.get("notes", ())), gemm_shapes=shapes, composition=comp)

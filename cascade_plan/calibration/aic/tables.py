@@ -2,7 +2,7 @@
 
 AIConfigurator (`aiconfigurator-core`, Apache-2.0) ships parquet tables under
 `aiconfigurator_core/systems/data/<system>/<op>/<framework>/<version>/<table>.parquet`. This module
-only locates and reads them into numpy columns; the fits live in aic_fit.py. pyarrow is imported
+only locates and reads them into numpy columns; the fits live in aic/fit.py. pyarrow is imported
 inside the function that reads, so nothing here costs start-up time.
 """
 

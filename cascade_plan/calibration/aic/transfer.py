@@ -30,7 +30,7 @@ class TransferRatios:
 
 
 def transfer_fit(d: dict | None, r: TransferRatios) -> dict | None:
-    """One KernelFit dict (probe_calibration's format) moved to the other GPU."""
+    """One KernelFit dict (fitting.KernelFit.to_dict's format) moved to the other GPU."""
     if d is None:
         return None
     out = dict(d)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cascade_plan.calibration_format import BackendFit
 from cascade_plan.cost.ops.attention import MEASURED_AIC, MeasuredAttention
 
 KEEP_Q_PER_KV = (1, 2, 4, 8, 16)
@@ -56,7 +57,7 @@ def encode_rows(decode: dict[str, tuple[list[dict], np.ndarray]], kernel: str, t
             "sequences": seqs, "context_tokens": ctx, "kv_dtypes": out}
 
 
-def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: dict | None, l2_bytes: float) -> MeasuredAttention | None:
+def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: BackendFit | None, l2_bytes: float) -> MeasuredAttention | None:
     """The rows of one KV dtype as the planner interpolates them: kernel "per_sequence_dup" at points
     (sequences, 1, context, 0), each with the backend's fitted decode time there (the rows' ratio to the
     fit is what is interpolated); None when the file ships none for that dtype."""

@@ -99,11 +99,9 @@ def planner_step(model, hw, params, tp: int, batch: int, context: int) -> tuple[
 
 def crosscheck_grid(gpus=GRID_GPUS, models=GRID_MODELS, batches=GRID_BATCH, isls=GRID_ISL) -> dict:
     """Every configuration of the grid, both estimates per term, and the summary per term."""
-    from cascade_plan.calibration.aic_tables import AIC_SYSTEMS
-    from cascade_plan.calibration.probe_calibration import (
-        find_committed,
-        params_from_probe,
-    )
+    from cascade_plan.calibration.aic.tables import AIC_SYSTEMS
+    from cascade_plan.calibration.calibration_file import find_committed
+    from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.model_spec import load_preset
 

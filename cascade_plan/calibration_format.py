@@ -1,17 +1,36 @@
-"""The calibration file (schema_version 1) as one typed schema: what `calibrate`, `validate` and the
-planner read from it, each number finite and in range, every fit included (GQA and MLA decode, prefix,
-suffix, merge, their surfaces, and the step parts: GEMM tables, glue, all-reduce).
+"""The calibration file's format, in one place: its version and history, and the typed structs that the
+probe (the writer, kernels_probe/calibration_file.py) and the planner (the reader, calibration/) share.
+A leaf: msgspec and the standard library only, no torch, nothing of cascade_plan above the top level.
 
 Strictness: the `fitted` section is what the planner computes with, so every struct under it forbids
 unknown fields (a misspelt or extra key is one error line, not a TypeError downstream), and every
-number is typed (a string in a surface is refused here, not in numpy). At the top level and in the
-measurement rows the probe writes more fields than these (timing details, notes, tuning): unknown
-ones there are kept in the file and ignored. A new fitted field goes into the struct it belongs to
-(KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel kind, StepPartsDoc and its
-parts for the rest of the step, Fitted for bookkeeping). A file that fails this schema is one error
-line naming the field (the whole measurement list is checked, not its first rows), and a fit whose
-result fails it is refused before anything is written. Files are read up to
-limits.MAX_CALIBRATION_BYTES (16 MiB; the largest shipped one is 2.6 MB)."""
+number is typed, its range an annotation (a string in a surface is refused here, not in numpy). At the
+top level and in the measurement rows the probe writes more fields than the reader needs (timing
+details, notes, tuning): unknown ones there are kept in the file and ignored by the reader; the writer's
+own rows (TimedMeasurement, ProbeCeilings) require them. A new fitted field goes into the struct it
+belongs to (KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel kind such as
+`decode_mla`, StepPartsDoc and its parts for the rest of the step, Fitted for a new fitted section or
+bookkeeping): one struct field each.
+
+Version history of `schema_version` (pyperf's _bench.py keeps its JSON versions the same way). Every
+change so far added optional fields with defaults, so every file ever written reads as version 1; a
+change that removes or reinterprets a field bumps SCHEMA_VERSION, adds a line here, and adds the older
+number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
+
+1 (2026-11-29) probe 1.0: device, ceilings, grid, measurements (per-sequence decode, cascade prefix,
+  suffix, merge, total), skipped; `fitted` filled by `calibrate` (per KV dtype and backend, one
+  KernelFitDoc per kernel kind, prefix/suffix overlap).
+  Added since, all optional (older files lack them and still read):
+  - probe 1.1 (`--step`, 2026-11-30): step_ops, steps, step_skipped; fitted.step_parts (GEMM tables, glue,
+    all-reduce per GPU count; its own `version` is always 1 and the file's schema_version governs);
+  - AIConfigurator imports (2026-11-30): source_kind "aic", source, decode_rows, crosscheck,
+    grid.measured, BackendFit.notes; the first of them wrote `step_parts` at the top level instead of
+    in `fitted` (read as fitted.step_parts: calibration_file.upgraded);
+  - later fits: KernelFitDoc.surface, l2_* fields, token_latency_s, q_row_s; GlueDoc byte widths and
+    kv_append_*; AllReduceDoc.algorithm and table; StepPartsDoc.gemm_shapes and composition;
+    fitted.speedup_errors; BackendFit.decode_mla (MLA decode);
+  - probe 1.2 (2026-12-01): fp8 rows, `mla`/`mla_skipped` rows, `run` on every row, notes.runs.
+"""
 
 from __future__ import annotations
 
@@ -19,14 +38,29 @@ from typing import Annotated, Literal
 
 import msgspec
 
-from cascade_plan.errors import InputError
-from cascade_plan.inputs import limits
+SCHEMA_VERSION = 1
+READABLE_VERSIONS = (1,)           # versions the planner reads (older ones upgraded on reading)
+KIND = "cascade-plan-calibration"
+
+# Bounds of the counts and physical quantities a calibration may hold: the same numbers as
+# inputs/limits.py (a test pins them equal), here so that the probe can check its file without the planner.
+MAX_CALIBRATION_BYTES = 16 << 20
+MAX_COPIES = 1_000_000
+MAX_SAMPLES = 1_000_000
+MAX_SEQUENCES = 1_000_000_000
+MAX_CONTEXT_TOKENS = 100_000_000
+MAX_BLOCK_SIZE = 1_048_576
+MAX_HEADS = 65_536
+MAX_HEAD_DIM = 65_536
+HBM_BYTES_PER_S = (1e9, 1e15)
+FLOP_PER_S = (1e11, 1e19)
+L2_BYTES = (0.0, 1e11)
 
 Seconds = Annotated[float, msgspec.Meta(ge=0, le=1e4)]           # one kernel, one layer: well under hours
 Fraction = Annotated[float, msgspec.Meta(ge=0, le=1)]
-Count = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_CONTEXT_TOKENS)]
-Bandwidth = Annotated[float, msgspec.Meta(ge=limits.HBM_BYTES_PER_S[0], le=limits.HBM_BYTES_PER_S[1] * 100)]
-FlopRate = Annotated[float, msgspec.Meta(ge=limits.FLOP_PER_S[0], le=limits.FLOP_PER_S[1])]
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_CONTEXT_TOKENS)]
+Bandwidth = Annotated[float, msgspec.Meta(ge=HBM_BYTES_PER_S[0], le=HBM_BYTES_PER_S[1] * 100)]
+FlopRate = Annotated[float, msgspec.Meta(ge=FLOP_PER_S[0], le=FLOP_PER_S[1])]
 FiniteNonNeg = Annotated[float, msgspec.Meta(ge=0, le=1e30)]
 LogValue = Annotated[float, msgspec.Meta(ge=-1e3, le=1e3)]       # log10 axes of the surface
 Correction = Annotated[float, msgspec.Meta(ge=-20, le=20)]        # natural-log corrections: e^20 is 5e8x already
@@ -38,14 +72,14 @@ class AttentionConfigDoc(msgspec.Struct, frozen=True, kw_only=True):
     """A measured row's `config`: the attention layer and batch shape the probe timed (its AttentionConfig)."""
 
     prefix_tokens: Count
-    group_size: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SAMPLES)]
-    n_groups: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_COPIES)]
+    group_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAMPLES)]
+    n_groups: Annotated[int, msgspec.Meta(ge=1, le=MAX_COPIES)]
     suffix_tokens: Count
-    q_per_kv: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_HEADS)]
-    num_kv_heads: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_HEADS)]
-    head_dim: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_HEAD_DIM)]
+    q_per_kv: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
+    num_kv_heads: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
+    head_dim: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEAD_DIM)]
     kv_dtype: str
-    page_size: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_BLOCK_SIZE)] = 16
+    page_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCK_SIZE)] = 16
 
 
 Text = Annotated[str, msgspec.Meta(max_length=100_000)]
@@ -62,7 +96,7 @@ class Measurement(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Device(msgspec.Struct, frozen=True, kw_only=True):
-    l2_bytes: Annotated[float, msgspec.Meta(ge=limits.L2_BYTES[0], le=limits.L2_BYTES[1])]
+    l2_bytes: Annotated[float, msgspec.Meta(ge=L2_BYTES[0], le=L2_BYTES[1])]
     name: str = "unknown GPU"
 
 
@@ -80,7 +114,7 @@ class FittedCeilings(Ceilings, frozen=True, kw_only=True, forbid_unknown_fields=
 
 class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The fields of a step-op row's config that the step fit reads (others are kept, ignored)."""
-    m: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)] | None = None
+    m: Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQUENCES)] | None = None
     n: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
     k: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
     tp: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
@@ -132,6 +166,7 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     decode_mla: KernelFitDoc | None = None          # MLA (DeepSeek) decode over the latent cache
     prefix_suffix_overlap: Fraction = 0.0
     notes: list[Text] = []                          # what an imported file says about its own coverage
+    train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
 
 
 class GemmTableDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -143,12 +178,12 @@ class GemmTableDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
 
 
 class GlueDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    variant: Text = "fused"
     per_layer_s: Seconds
     per_token_layer_s: Seconds
     per_step_s: Seconds
     per_token_step_s: Seconds
-    variant: Text = "fused"
-    layer_bytes_per_token: Positive | None = None
+    layer_bytes_per_token: Positive | None = None   # None (files before glue widths): the legacy Llama-3-8B TP1 widths
     step_bytes_per_token: Positive | None = None
     basis: Text | None = None
     # AIConfigurator's attention timings include the new token's K/V write: its glue leaves it out
@@ -162,7 +197,7 @@ class AllReduceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     origin: Text = "measured"
     basis: Text = ""
     algorithm: Text | None = None
-    table: list[tuple[Positive, Seconds]] = []      # the measured curve: (message bytes, seconds per call)
+    table: list[tuple[Positive, Positive]] = []     # the measured curve: (message bytes, seconds per call)
 
 
 class GemmShapeDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -185,15 +220,16 @@ GpuCount = Annotated[str, msgspec.Meta(pattern=r"^[1-9][0-9]{0,5}$")]
 
 
 class StepPartsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The rest of the decode step (cost/step_parts.py reads it): GEMM tables, glue, all-reduce per GPU count."""
-    version: Literal[1]
+    """The rest of the decode step (cost/step_parts.py prices it; calibration/step_parts_doc.py converts):
+    GEMM tables, glue, all-reduce per GPU count. Fields in the order files have always written them."""
+    composition: CompositionDoc | None = None
+    version: Literal[1]                             # always 1: the file's schema_version governs
+    source: Text = "unknown"
+    notes: list[Text] = []
     gemm: dict[Text, GemmTableDoc]
     glue: GlueDoc
     allreduce: dict[GpuCount, AllReduceDoc] = {}
-    source: Text = "unknown"
-    notes: list[Text] = []
     gemm_shapes: dict[Text, GemmShapeDoc] = {}
-    composition: CompositionDoc | None = None
 
 
 SpeedupError = Annotated[float, msgspec.Meta(ge=-1, le=1e3)]    # predicted / measured - 1
@@ -232,12 +268,12 @@ Microseconds = Annotated[float, msgspec.Meta(gt=0, le=1e10)]
 
 
 class DecodeRowsDoc(msgspec.Struct, frozen=True, kw_only=True):
-    """AIConfigurator's per-sequence decode rows of an imported file (calibration/aic_rows.py): per KV
+    """AIConfigurator's per-sequence decode rows of an imported file (calibration/aic/rows.py): per KV
     dtype and shape "q_per_kv/kv_heads/head_dim", times in us, one row per sequences value, one column
     per context (null: not measured)."""
 
-    sequences: list[Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)]]
-    context_tokens: list[Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_CONTEXT_TOKENS)]]
+    sequences: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQUENCES)]]
+    context_tokens: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_CONTEXT_TOKENS)]]
     kv_dtypes: dict[str, dict[str, list[list[Microseconds | None]]]]
 
 
@@ -253,7 +289,7 @@ class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     decode_rows: DecodeRowsDoc | None = None
 
 
-def _bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:
+def bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:
     """The first decode-rows matrix whose size does not match the axes, or whose shape key is not
     three positive integers."""
     if rows is None:
@@ -269,21 +305,48 @@ def _bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:
     return None
 
 
-def _inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
+def _ascending(v) -> bool:
+    return bool(v) and all(b > a for a, b in zip(v, v[1:]))
+
+
+def step_parts_problem(sp: StepPartsDoc) -> tuple[tuple, str] | None:
+    """The first step-parts table whose values do not match its axes or whose axes do not ascend (the
+    ranges of every number are the fields' annotations)."""
+    for dtype, g in sp.gemm.items():
+        if len(g.ratio) != len(g.log2_m) or any(len(r) != len(g.log2_weight_bytes) for r in g.ratio):
+            return ("gemm", dtype, "ratio"), "the table's ratios do not match its axes (log2_m x log2_weight_bytes)"
+        for axis in ("log2_m", "log2_weight_bytes"):
+            if not _ascending(getattr(g, axis)):
+                return ("gemm", dtype, axis), "must be strictly ascending"
+    for dtype, t in sp.gemm_shapes.items():
+        if (len(t.ratio) != len(t.log2_m) or any(len(p) != len(t.log2_n) for p in t.ratio)
+                or any(len(r) != len(t.log2_k) for p in t.ratio for r in p)):
+            return ("gemm_shapes", dtype, "ratio"), "the table's ratios do not match its axes (log2_m x log2_n x log2_k)"
+        for axis in ("log2_m", "log2_n", "log2_k"):
+            if not _ascending(getattr(t, axis)):
+                return ("gemm_shapes", dtype, axis), "must be strictly ascending"
+    for n, a in sp.allreduce.items():
+        if a.table and (len(a.table) < 2 or not _ascending([b for b, _ in a.table])):
+            return ("allreduce", n, "table"), "must be at least two [bytes, seconds] pairs, bytes strictly ascending"
+    c = sp.composition
+    if c is not None:
+        if not c.factor or not _ascending(c.log2_m):
+            return ("composition",), "needs a strictly ascending log2_m and a factor per weight dtype"
+        for dtype, f in c.factor.items():
+            if len(f) != len(c.log2_m):
+                return ("composition", "factor", dtype), "needs one factor per log2_m point"
+    return None
+
+
+def inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
     """The first fit a field-by-field schema cannot refuse: a surface whose grid does not match its
     axes, or an L2 rate that is set but tiny (it divides the step into infinity)."""
     if fitted is None:
         return None
     if fitted.step_parts is not None:
-        for dtype, g in fitted.step_parts.gemm.items():
-            where = ("fitted", "step_parts", "gemm", dtype)
-            if (len(g.ratio) != len(g.log2_m) or any(len(r) != len(g.log2_weight_bytes) for r in g.ratio)
-                    or not g.log2_m or not g.log2_weight_bytes):
-                return where + ("ratio",), "the table's ratios do not match its axes (log2_m x log2_weight_bytes)"
-            for axis in ("log2_m", "log2_weight_bytes"):
-                v = getattr(g, axis)
-                if any(b <= a for a, b in zip(v, v[1:])):
-                    return where + (axis,), "must be strictly ascending"
+        bad = step_parts_problem(fitted.step_parts)
+        if bad:
+            return ("fitted", "step_parts") + bad[0], bad[1]
     for kv, per in fitted.kv_dtypes.items():
         for backend, fit in per.items():
             for kind in ("decode_dup", "decode_shared", "prefix", "suffix", "merge", "decode_mla"):
@@ -301,115 +364,44 @@ def _inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
     return None
 
 
-def _at(data, path: tuple):
-    for part in path:
-        data = data[part]
-    return data
+# ---- the probe's own rows, as it writes them (kernels_probe/calibration_file.py checks its file with these)
+
+class ProbeCeilings(Ceilings, frozen=True, kw_only=True):
+    """The ceilings a probe run measures: every one present."""
+    hbm_copy_bytes_per_s: Bandwidth
+    graph_kernel_launch_s: Seconds
 
 
-def _with_only(data, path: tuple, key):
-    """`data` with the mapping at `path` cut down to its entry `key` (copies along the path only)."""
-    if not path:
-        return {key: data[key]}
-    head, rest = path[0], path[1:]
-    copy = dict(data) if isinstance(data, dict) else list(data)
-    copy[head] = _with_only(data[head], rest, key)
-    return copy
+class TimedMeasurement(Measurement, frozen=True, kw_only=True):
+    """One measurement row as the probe writes it: timings and the correctness check beside the median."""
+    median_s: Annotated[float, msgspec.Meta(gt=0, le=1e4)]
+    bytes: FiniteNonNeg
+    flops: FiniteNonNeg
+    p10_s: Seconds
+    p90_s: Seconds
+    n_reps: Annotated[int, msgspec.Meta(ge=1)]
+    max_rel_err: Annotated[float, msgspec.Meta(ge=0, le=1e30)] | None
 
 
-def _locate(data, typ, exc: msgspec.ValidationError) -> tuple[tuple, str]:
-    """msgspec names a mapping's entries `[...]`: find which key holds the error, level by level, by
-    converting the document with that mapping cut down to one entry. (path, message)."""
-    from cascade_plan.inputs.yaml_source import parse_at
-
-    msg, _, where = str(exc).partition(" - at `")
-    where = where.rstrip("`")
-    if where.startswith("key` in `"):
-        where = where[len("key` in `"):]
-    rest, path = where[1:], ()
-    while "[...]" in rest:
-        before, _, rest = rest.partition("[...]")
-        path += parse_at("$" + before)
-        try:
-            container = _at(data, path)
-        except (KeyError, IndexError, TypeError):
-            break
-        if not isinstance(container, dict):
-            break
-        for key in container:
-            try:
-                msgspec.convert(_with_only(data, path, key), typ)
-            except msgspec.ValidationError:
-                path += (key,)
-                break
-        else:
-            break
-    else:
-        path += parse_at("$" + rest)
-    return path, msg
+class SkippedRow(msgspec.Struct, frozen=True, kw_only=True):
+    config: dict
+    backend: str
+    kernel: str
+    reason: str
 
 
-def _rows_error(rows) -> tuple[tuple, str] | None:
-    """msgspec names dict entries `[...]`: find the KV dtype and shape of the first bad matrix."""
-    per_kv = rows.get("kv_dtypes") if isinstance(rows, dict) else None
-    if not isinstance(per_kv, dict):
-        return None
-    for kv, per in per_kv.items():
-        for key, m in (per.items() if isinstance(per, dict) else [("", per)]):
-            try:
-                msgspec.convert(m, list[list[Microseconds | None]])
-            except msgspec.ValidationError as exc:
-                msg, _, where = str(exc).partition(" - at `")
-                return ("decode_rows", "kv_dtypes", kv, key) if key else ("decode_rows", "kv_dtypes", kv), \
-                    f"{msg} (at {where.rstrip('`').replace('$', 'the matrix')})"
-    return None
-
-
-def check_calibration(data: dict, source) -> CalibrationDoc:
-    """Validate a calibration document; `source` is the SourceDoc (for file and field in errors). Returns
-    the typed document (optional fields filled in with their defaults)."""
-    from cascade_plan.inputs.yaml_source import validation_error
-
-    if not data.get("fitted"):             # `fitted: {}`: measured, not fitted yet
-        data = {**data, "fitted": None}
-    try:
-        doc = msgspec.convert(data, CalibrationDoc)
-    except msgspec.ValidationError as exc:
-        if "[...]" in str(exc):
-            rows = _rows_error(data.get("decode_rows")) if "$.decode_rows" in str(exc) else None
-            if rows:
-                raise source.error(rows[0], rows[1].replace("`", "")) from None
-            path, msg = _locate(data, CalibrationDoc, exc)
-            raise source.error(path, _plain(msg)) from None
-        raise validation_error(source, exc) from None
-    bad = _inconsistent(doc.fitted) or _bad_rows(doc.decode_rows)
-    if bad:
-        raise source.error(*bad)
-    return doc
-
-
-def normalised_fits(doc: CalibrationDoc) -> dict | None:
-    """`fitted.kv_dtypes` as plain data with every optional field of every fit present (its default where the
-    file leaves it out), so the planner's readers never meet a missing key the schema allows."""
-    return msgspec.to_builtins(doc.fitted.kv_dtypes) if doc.fitted is not None else None
-
-
-def check_fitted(fitted: dict, file: str) -> None:
-    """A fit that produced a non-finite, negative or zero parameter is an error, not a calibration."""
-    from cascade_plan.errors import format_path
-
-    try:
-        bad = _inconsistent(msgspec.convert(fitted, Fitted))
-        if bad:
-            raise InputError(f"the fit produced an invalid parameter ({bad[1]}): the probe file's measurements are "
-                             "inconsistent; nothing written", file=file, field=format_path(bad[0]))
-    except msgspec.ValidationError as exc:
-        path, msg = _locate(fitted, Fitted, exc)
-        path = ("fitted",) + path
-        raise InputError(f"the fit produced an invalid parameter ({msg.replace('`', '')}): the probe file's "
-                         "measurements are inconsistent; nothing written", file=file, field=format_path(path)) from None
-
-
-def _plain(msg: str) -> str:
-    unknown = msg.startswith("Object contains unknown field")
-    return msg.replace("`", "") + (" (not a field of this fit: check the spelling)" if unknown else "")
+class ProbeDocument(msgspec.Struct, frozen=True, kw_only=True):
+    """The top level of a file the probe writes (before `calibrate` fills `fitted`)."""
+    schema_version: Literal[1]
+    kind: Literal["cascade-plan-calibration"]
+    probe_version: str
+    created_utc: str
+    hardware_id: str | None
+    device: dict
+    ceilings: ProbeCeilings
+    grid: dict
+    measurements: list[TimedMeasurement]
+    skipped: list[SkippedRow]
+    fitted: dict
+    notes: dict = {}
+    step_ops: list[StepOpRow] = []

@@ -2,7 +2,7 @@
 
 Measured (AIConfigurator): per-sequence decode attention (GQA, and MLA where the tables have it), the
 weight GEMMs' time over their roofline by (M, weight bytes) and dtype, MoE expert GEMMs, all-reduce by
-GPU count and message size. Transferred from our H200 probe (aic_transfer.py, labelled in the file
+GPU count and message size. Transferred from our H200 probe (aic/transfer.py, labelled in the file
 and in every output): the cascade prefix pass, suffix pass and merge, and the L2 gain of decode over
 shared pages. The file has the probe files' layout (`fitted.kv_dtypes.<kv>.<backend>`), so the
 planner reads both through one path, plus `source` (what it came from) and `fitted.step_parts`
@@ -17,12 +17,21 @@ from pathlib import Path
 import numpy as np
 
 from cascade_plan import __version__
-from cascade_plan.calibration import aic_fit, aic_tables
-from cascade_plan.calibration.aic_rows import encode_rows
-from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
-from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed, step_parts_of
+from cascade_plan.calibration.aic import fit as aic_fit
+from cascade_plan.calibration.aic import tables as aic_tables
+from cascade_plan.calibration.aic.rows import encode_rows
+from cascade_plan.calibration.aic.transfer import (
+    TransferRatios,
+    transfer_backend,
+    transfer_glue,
+)
+from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
-from cascade_plan.cost.step_parts import GlueParams, StepParts, step_parts_to_json
+from cascade_plan.calibration.probe_fit import FIT_VERSION
+from cascade_plan.calibration.probe_params import step_parts_of
+from cascade_plan.calibration.step_parts_doc import step_parts_json
+from cascade_plan.calibration_format import KIND
+from cascade_plan.cost.step_parts import GlueParams, StepParts
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
 
@@ -120,7 +129,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
             pick = (nc.columns["op_name"] == "all_reduce") & (nc.columns["nccl_dtype"] == "half")
             allreduce = aic_fit.allreduce_fits(nc.columns, pick, f"{nc.rel_path} (NCCL all_reduce, half)", "nccl_dtype")
             used.append({"table": nc.name, "path": nc.rel_path, "rows": int(pick.sum())})
-    if probe.fitted.get("step_parts"):
+    if probe.step_parts_doc:
         glue = transfer_glue(step_parts_of(probe).glue, ratios)
         notes.append("glue (norms, RoPE, sampling): not in AIConfigurator's tables; transferred from the "
                      "H200 probe (per-token costs by the bandwidth ratio, fixed costs by the launch-floor ratio); "
@@ -129,7 +138,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
         glue = GlueParams(variant="not measured")
         notes.append("glue (norms, RoPE, KV append, sampling): not in AIConfigurator's tables and not measured by the "
                      "H200 probe file used; left at zero")
-    if probe.fitted.get("step_parts"):
+    if probe.step_parts_doc:
         source += f"; glue transferred from the {probe.hardware_id.upper()} probe"
     notes.append("GEMMs: AIConfigurator's gemm_perf kept per (M, N, K) and interpolated in it (N, K >= 256, "
                  "M <= 8192); shapes outside it (e.g. a lm_head of N > 65536) from its (M, weight bytes) ratio table")
@@ -192,7 +201,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
     own_probe = find_committed(hw, source="probe")
     cross = None
     if own_probe is not None:      # both exist: keep what the cross-check needs from the tables
-        from cascade_plan.calibration.aic_crosscheck import pairs_at_import
+        from cascade_plan.calibration.aic.crosscheck import pairs_at_import
 
         cross = pairs_at_import(gpu.attn.columns, gpu.decode["bf16"][1], gpu.gemm_rows, own_probe)
     doc = {
@@ -206,8 +215,8 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                    + ["step_parts: GEMMs" + (", MoE experts" if any(k.startswith("moe:") for k in steps.gemm) else "")
                       + (", all-reduce" if steps.allreduce else "")],
                    "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]
-                                   + (["step_parts glue"] if probe.fitted.get("step_parts") else []),
-                                   "ratios": ratios.to_dict(), "method": "aic_transfer.py: rates scaled by the "
+                                   + (["step_parts glue"] if probe.step_parts_doc else []),
+                                   "ratios": ratios.to_dict(), "method": "aic/transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
         # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's
         "grid": {"head_dim": (probe.doc.get("grid") or {}).get("head_dim", aic_fit.HEAD_DIM),
@@ -217,10 +226,10 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                  "measured": {"decode": grid_of_configs(gpu.decode_cfgs),
                               "cascade": (measured_grid(probe.doc) or {}).get("cascade")}},
         "measurements": [],
-        # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic_rows.py)
+        # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
-                   "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_to_json(steps)},
+                   "ceilings": ceilings, "kv_dtypes": kv_fits, "step_parts": step_parts_json(steps)},
     }
     if cross is not None:
         doc["crosscheck"] = cross

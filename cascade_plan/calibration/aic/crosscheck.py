@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from cascade_plan.calibration.probe_calibration import ProbeData, config_key, step_parts_of
+from cascade_plan.calibration.calibration_file import ProbeData
+from cascade_plan.calibration.holdout import config_key
+from cascade_plan.calibration.probe_params import step_parts_of
 
 PROBE_DECODE = {"flashinfer": ("flashinfer", "tensor_cores"), "triton": ("triton", None), "torch": ("torch", None)}
 PROBE_MATMUL = 8192          # the probe's bf16 matmul ceiling is timed at 8192^3
@@ -113,11 +115,11 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
     rows.append({"what": "streaming read (B/s): AIC small-M GEMM vs probe read kernel", "aic": ac["hbm_read_bytes_per_s"],
                  "probe": pc["hbm_read_bytes_per_s"]})
     rows += gemm_rows(aic, probe)
-    ar = (aic.fitted.get("step_parts") or {}).get("allreduce", {}).get("2")
-    par = ((probe.fitted.get("step_parts") or {}).get("allreduce") or {}).get("2")
+    ar = aic.step_parts_doc.allreduce.get("2") if aic.step_parts_doc else None
+    par = probe.step_parts_doc.allreduce.get("2") if probe.step_parts_doc else None
     if ar:
         for key, what in (("latency_s", "all-reduce, 2 GPUs: latency (s)"), ("bytes_per_s", "all-reduce, 2 GPUs: rate (B/s)")):
-            rows.append({"what": what, "aic": ar[key], "probe": par[key] if par else None})
+            rows.append({"what": what, "aic": getattr(ar, key), "probe": getattr(par, key) if par else None})
         from cascade_plan.calibration.allreduce_source import with_measured_curves
 
         a_fit = step_parts_of(aic).allreduce_for(2)      # each priced from its measured curve
@@ -138,7 +140,7 @@ GEMM_M = (1, 16, 64, 256, 1024, 4096)
 def gemm_rows(aic: ProbeData, probe: ProbeData) -> list[dict]:
     """Where the probe file has its own GEMM ratio table: Llama-3-8B's GEMMs priced with each table
     (same roofline, datasheet peaks), AIC time / probe time, median and range per M band."""
-    if not (aic.fitted.get("step_parts") and probe.fitted.get("step_parts")):
+    if not (aic.step_parts_doc and probe.step_parts_doc):
         return []
     a, p = step_parts_of(aic), step_parts_of(probe)
     if "bf16" not in a.gemm or "bf16" not in p.gemm:
@@ -160,7 +162,7 @@ def gemm_rows(aic: ProbeData, probe: ProbeData) -> list[dict]:
 
 def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer") -> list[dict]:
     """Every shipped workload on this GPU through the planner with each calibration (same backend)."""
-    from cascade_plan.calibration.probe_calibration import params_from_probe
+    from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.workload import load_scenario

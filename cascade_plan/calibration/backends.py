@@ -1,0 +1,15 @@
+"""The attention backends a calibration fits, and where each one's kernels are in the probe file."""
+
+from __future__ import annotations
+
+# Where each backend's kernels come from in the probe file: (backend, variant) per planner kernel kind.
+# FlashInfer's cascade is timed as prefix level and whole cascade; its suffix level and merge are
+# fitted together from (whole - prefix).
+BACKENDS: dict[str, dict[str, tuple[str, str | None]]] = {
+    "triton": {"decode": ("triton", None), "prefix": ("triton", None), "suffix": ("triton", None), "merge": ("triton", None)},
+    "torch": {"decode": ("torch", None), "prefix": ("torch", None), "suffix": ("torch", None), "merge": ("torch", None)},
+    "flashinfer": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer", "auto"),
+                   "total": ("flashinfer", "auto")},
+    "flashinfer-fa2": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer-fa2", "fa2"),
+                       "total": ("flashinfer-fa2", "fa2")},
+}

@@ -1,0 +1,152 @@
+"""Fitting a probe file: per KV dtype and backend, every kernel kind's parameters from the training rows
+(holdout.py says which are held out), and the step parts where the file has op rows. The result is the
+file's `fitted` section."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from pathlib import Path
+
+import numpy as np
+
+from cascade_plan import __version__
+from cascade_plan.calibration.backends import BACKENDS
+from cascade_plan.calibration.calibration_file import ProbeData
+from cascade_plan.calibration.fitting import (
+    KernelFit,
+    features,
+    fit_kernel,
+    fit_l2,
+    fit_merge_overlap,
+    fit_surface,
+    fixed_part,
+    predict,
+)
+from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
+
+FIT_VERSION = 1
+
+
+def _xy(rows: list[dict], kernel: str):
+    f = features(kernel, [r["config"] for r in rows])
+    return f, np.array([r["median_s"] for r in rows], dtype=float)
+
+
+def _fit_one(f, t, bw, fl, l2=0.0) -> KernelFit:
+    fit = fit_kernel(f, t, bw, fl)
+    return dataclasses.replace(fit, surface=fit_surface(fit, f, t, l2))
+
+
+def _by_config(rows: list[dict]) -> dict[str, dict]:
+    return {config_key(r["config"]): r for r in rows}
+
+
+def _residual_rows(total: list[dict], parts: list[list[dict]]) -> list[dict]:
+    """Whole-cascade time minus the parts timed alone, per configuration: what the merge (or, for
+    FlashInfer, suffix level + merge) costs inside the cascade."""
+    maps = [_by_config(p) for p in parts]
+    out = []
+    for r in total:
+        key = config_key(r["config"])
+        if all(key in m for m in maps):
+            rest = r["median_s"] - sum(m[key]["median_s"] for m in maps)
+            out.append({**r, "median_s": max(rest, 0.02 * r["median_s"])})
+    return out
+
+
+def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool = True) -> dict | None:
+    """KernelFits for one backend and KV dtype, from the training subset of the grid."""
+    src = BACKENDS[backend]
+    ceil = probe.doc["ceilings"]
+    bw, fl, l2 = ceil["hbm_read_bytes_per_s"], ceil["bf16_matmul_flop_per_s"], probe.l2_bytes
+
+    def rows(b, k, v):
+        sel = probe.select(b, k, v, kv_dtype)
+        return [r for r in sel if not (train_only and is_held_out(r["config"]))]
+
+    out: dict[str, dict] = {}
+    db, dv = src["decode"]
+    dup = rows(db, "decode_dup", dv)
+    if len(dup) < 6:
+        return None
+    f, t = _xy(dup, "decode_dup")
+    dup_fit = _fit_one(f, t, bw, fl)
+    out["decode_dup"] = dup_fit.to_dict()
+    shared = rows(db, "decode_shared", dv)
+    if len(shared) >= 6:
+        f2, t2 = _xy(shared, "decode_shared")
+        sh = fit_l2(dataclasses.replace(dup_fit, surface=None), f2, t2, l2)
+        out["decode_shared"] = dataclasses.replace(sh, surface=fit_surface(sh, f2, t2, l2)).to_dict()
+    else:
+        out["decode_shared"] = dup_fit.to_dict()   # no block table: shared pages are not expressible
+    pb, pv = src["prefix"]
+    pre = rows(pb, "cascade_prefix", pv)
+    if len(pre) < 6:
+        return None
+    out["prefix"] = _fit_one(*_xy(pre, "cascade_prefix"), bw, fl).to_dict()
+    if "total" in src:
+        tb, tv = src["total"]
+        rest = _residual_rows(rows(tb, "cascade_total", tv), [pre])
+        rest = [r for r in rest if r["config"]["suffix_tokens"] > 0]
+        out["suffix"] = _fit_one(*_xy(rest, "cascade_suffix"), bw, fl).to_dict()
+        out["merge"] = None                       # folded into the suffix fit
+    else:
+        suf = rows(pb, "cascade_suffix", pv)
+        suf_fit = _fit_one(*_xy(suf, "cascade_suffix"), bw, fl)
+        out["suffix"] = suf_fit.to_dict()
+        merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, KernelFit.from_dict(out["prefix"]),
+                                    suf_fit, bw, fl)
+        out["merge"] = merge.to_dict() if merge else None
+        out["prefix_suffix_overlap"] = overlap
+    return out
+
+
+def _fit_merge(total: list[dict], pre: list[dict], suf: list[dict], pre_fit: KernelFit, suf_fit: KernelFit,
+               bw: float, fl: float) -> tuple[KernelFit | None, float]:
+    """Merge costs and prefix/suffix overlap from whole cascades whose passes were also timed alone
+    (a cascade without suffix tokens has no suffix pass)."""
+    pmap, smap = _by_config(pre), _by_config(suf)
+    keep = [r for r in total if config_key(r["config"]) in pmap
+            and (r["config"]["suffix_tokens"] == 0 or config_key(r["config"]) in smap)]
+    if len(keep) < 6:
+        return None, 0.0
+    cfgs = [r["config"] for r in keep]
+    keys = [config_key(c) for c in cfgs]
+    t_pre = np.array([pmap[k]["median_s"] for k in keys])
+    t_suf = np.array([smap[k]["median_s"] if k in smap else 0.0 for k in keys])
+    fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+    roof_pre = predict(pre_fit, fp) - fixed_part(pre_fit, fp)
+    roof_suf = np.where(t_suf > 0, predict(suf_fit, fs) - fixed_part(suf_fit, fs), 0.0)
+    return fit_merge_overlap(features("cascade_merge", cfgs), np.array([r["median_s"] for r in keep]), t_pre, t_suf,
+                             roof_pre, roof_suf, bw, fl)
+
+
+def calibrate(probe: ProbeData) -> dict:
+    """The `fitted` section: per KV dtype and backend, every kernel kind's parameters."""
+    kv_dtypes = sorted({m["config"]["kv_dtype"] for m in probe.doc["measurements"]})
+    fitted = {"fit_version": FIT_VERSION, "tool_version": __version__,
+              "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "holdout_rule": HOLDOUT_RULE, "ceilings": probe.doc["ceilings"], "kv_dtypes": {}}
+    for kv in kv_dtypes:
+        # Each KV dtype from its own rows only. A dtype measured on too few configurations to hold any out
+        # (the first fp8 rows: 9 per kernel) is fitted on all of them, and says so (`train_rows`).
+        per = {}
+        for b in BACKENDS:
+            fit = fit_backend(probe, b, kv)
+            if fit is None:
+                fit = fit_backend(probe, b, kv, train_only=False)
+                if fit is not None:
+                    fit["train_rows"] = "all (too few rows to hold any out)"
+            if fit is not None:
+                per[b] = fit
+        if per:
+            fitted["kv_dtypes"][kv] = per
+    if probe.doc.get("step_ops") and probe.hardware_id:
+        from cascade_plan.calibration.step_fit import fitted_step_parts_json
+        from cascade_plan.inputs.hardware import load_hardware
+
+        sp = fitted_step_parts_json(probe.doc, load_hardware(probe.hardware_id), Path(probe.path).name)
+        if sp is not None:
+            fitted["step_parts"] = sp
+    return fitted

@@ -1,0 +1,117 @@
+"""A calibration turned into the planner's parameters: CostParams for one backend and KV dtype (its
+kernel fits, step parts, measured rows and the notes on what it covers), the default backend, and the
+check that a file describes the GPU it is applied to."""
+
+from __future__ import annotations
+
+import msgspec
+
+from cascade_plan.calibration.aic.rows import decode_measured
+from cascade_plan.calibration.calibration_file import ProbeData, source_kind
+from cascade_plan.calibration.fitting import KernelFit
+from cascade_plan.calibration_format import KernelFitDoc
+from cascade_plan.calibration.measured_grid import (
+    coverage_notes,
+    measured_grid,
+    measured_rows,
+)
+from cascade_plan.cost.cost_params import CostParams, KernelParams
+from cascade_plan.errors import InputError
+from cascade_plan.inputs.hardware import HardwareProfile
+
+
+def step_parts_of(probe: ProbeData):
+    """The fitted StepParts of a calibration, or the documented defaults when it has none."""
+    from cascade_plan.calibration.step_parts_doc import step_parts_from_doc
+    from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
+
+    doc = probe.fits.step_parts if probe.fits is not None else None
+    return DEFAULT_STEP_PARTS if doc is None else step_parts_from_doc(doc)
+
+
+def _kernel_params(d: KernelFitDoc | None, hw: HardwareProfile) -> KernelParams:
+    if d is None:   # folded into another kind: costs nothing of its own
+        return KernelParams(bw_eff=1e9, flop_eff=1e9)
+    k = KernelFit.from_doc(d)
+    return KernelParams(bw_eff=k.bw_bytes_per_s / hw.hbm_bytes_per_s, flop_eff=k.flop_per_s / hw.dense_bf16_flop_per_s,
+                        overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s, surface=k.surface)
+
+
+def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
+    """The backend a command uses when none is asked for: FlashInfer (what engines ship) where it is
+    fitted, else the next; for a KV dtype, the first fitted for that dtype, so that fp8 KV is priced by
+    a backend measured with fp8 KV when one exists."""
+    kvs = probe.fits.kv_dtypes if probe.fits is not None else {}
+    if kv_dtype is not None and kvs.get(kv_dtype):
+        kvs = {kv_dtype: kvs[kv_dtype]}
+    available = set().union(*[set(v) for v in kvs.values()]) if kvs else set()
+    for b in ("flashinfer", "triton", "torch", "flashinfer-fa2"):
+        if b in available:
+            return b
+    raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
+                     file=probe.path)
+
+
+def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: HardwareProfile,
+                      model=None) -> CostParams:
+    fitted = probe.fits
+    if fitted is None or not fitted.kv_dtypes:
+        raise InputError("the calibration file has no fitted parameters: run `cascade-plan calibrate` on it first",
+                         file=probe.path)
+    per_dtype = fitted.kv_dtypes
+    asked = backend
+    backend = backend or default_backend(probe, kv_dtype)
+    key = kv_dtype if kv_dtype in per_dtype and backend in per_dtype[kv_dtype] else "bf16"
+    if backend not in per_dtype.get(key, {}):
+        have = sorted(per_dtype.get(key, {}))
+        raise InputError(f"backend {backend!r} is not in this calibration; it has: {', '.join(have)}", file=probe.path)
+    k = per_dtype[key][backend]
+    mla = model is not None and model.attention == "mla" and k.decode_mla is not None
+    notes = coverage_notes(probe, model, mla, kv_dtype if key == kv_dtype else None, backend) if model is not None else []
+    notes_info: tuple[str, ...] = ()
+    if key != kv_dtype:
+        # never a stand-in: the note turns the verdict into a range over the sources we have
+        # (verdict_evidence.py), and no bf16 row is interpolated for it (measured=None below)
+        notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 decode "
+                     f"at half the bytes): its bf16 numbers are shown only as one end of a range")
+    elif asked is None and backend != default_backend(probe):
+        stand_in = f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} KV) prices it"
+        notes_info = (stand_in,)
+    notes += k.notes                     # what an imported file says about its own coverage
+    decode_shared, decode_dup = k.decode_shared, k.decode_dup
+    if k.decode_mla is not None and mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages
+        decode_dup = k.decode_mla
+        decode_shared = msgspec.structs.replace(k.decode_mla, **{f: getattr(k.decode_shared, f) for f in
+                                                                 ("l2_hit_max", "l2_window_bytes", "l2_bytes_per_s")})
+    origin = source_kind(probe.doc)
+    ceil = fitted.ceilings
+    gemm = KernelParams(bw_eff=min(1.0, ceil.hbm_read_bytes_per_s / hw.hbm_bytes_per_s),
+                        flop_eff=min(1.0, ceil.bf16_matmul_flop_per_s / hw.dense_bf16_flop_per_s))
+    shared = KernelFit.from_doc(decode_shared)
+    step = step_parts_of(probe)
+    if origin == "probe" and probe.hardware_id == hw.id:
+        from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
+
+        step = prefer_measured_allreduce(step, hw, probe.doc)
+    if step.source == "default":
+        notes.append("no step parts in this calibration: GEMMs, glue and all-reduce use the defaults")
+    return CostParams(
+        mode="calibrated", decode=_kernel_params(decode_shared, hw), prefix=_kernel_params(k.prefix, hw),
+        suffix=_kernel_params(k.suffix, hw), merge=_kernel_params(k.merge, hw), gemm=gemm,
+        l2_hit_max=shared.l2_hit_max, l2_window_bytes=shared.l2_window_bytes or None,
+        l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
+        decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
+        prefix_suffix_overlap=k.prefix_suffix_overlap, step=step,
+        origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
+        measured_grid=measured_grid(probe.doc, kv_dtype if key == kv_dtype else None),
+        measured=(None if key != kv_dtype else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
+                  else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
+        info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else [])),
+    )
+
+
+def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:
+    if probe.hardware_id != hw.id and not force:
+        raise InputError(f"calibration measured on {probe.device_name} (hardware_id {probe.hardware_id!r}) cannot "
+                         f"describe {hw.id}; use a calibration from that GPU, or --force to apply it anyway",
+                         file=probe.path)

@@ -1,0 +1,112 @@
+"""The step parts (cost/step_parts.py) to and from their typed form in a calibration file
+(calibration_format.StepPartsDoc): the ranges are the struct's annotations and the table shapes its
+step_parts_problem, so this module only maps fields."""
+
+from __future__ import annotations
+
+import msgspec
+
+from cascade_plan.calibration_format import (
+    AllReduceDoc,
+    CompositionDoc,
+    GemmShapeDoc,
+    GemmTableDoc,
+    GlueDoc,
+    StepPartsDoc,
+    step_parts_problem,
+)
+from cascade_plan.cost.glue_widths import (
+    LEGACY_BASIS,
+    LEGACY_LAYER_BYTES_PER_TOKEN,
+    LEGACY_STEP_BYTES_PER_TOKEN,
+)
+from cascade_plan.cost.step_parts import (
+    AllReduceFit,
+    Composition,
+    GemmEfficiency,
+    GemmShapeTable,
+    GlueParams,
+    StepParts,
+    infer_algorithm,
+)
+from cascade_plan.errors import format_path
+
+
+def _tuples(x):
+    return tuple(_tuples(v) for v in x) if isinstance(x, list | tuple) else x
+
+
+def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
+    g = d.glue
+    glue = GlueParams(variant=g.variant, per_layer_s=g.per_layer_s, per_token_layer_s=g.per_token_layer_s,
+                      per_step_s=g.per_step_s, per_token_step_s=g.per_token_step_s,
+                      layer_bytes_per_token=g.layer_bytes_per_token or LEGACY_LAYER_BYTES_PER_TOKEN,
+                      step_bytes_per_token=g.step_bytes_per_token or LEGACY_STEP_BYTES_PER_TOKEN,
+                      basis=LEGACY_BASIS if g.basis is None else g.basis,
+                      kv_append_in_attention=g.kv_append_in_attention, kv_append_per_layer_s=g.kv_append_per_layer_s)
+    c = d.composition
+    return StepParts(
+        gemm={k: GemmEfficiency(dtype=k, log2_m=_tuples(e.log2_m), log2_weight_bytes=_tuples(e.log2_weight_bytes),
+                                ratio=_tuples(e.ratio), overhead_s=e.overhead_s) for k, e in d.gemm.items()},
+        glue=glue,
+        allreduce={int(n): AllReduceFit(gpus=int(n), latency_s=a.latency_s, bytes_per_s=a.bytes_per_s, origin=a.origin,
+                                        basis=a.basis, algorithm=a.algorithm or infer_algorithm(a.origin, a.basis),
+                                        table_bytes=tuple(b for b, _ in a.table), table_s=tuple(t for _, t in a.table))
+                   for n, a in d.allreduce.items()},
+        source=d.source, notes=tuple(d.notes),
+        gemm_shapes={k: GemmShapeTable(dtype=k, log2_m=_tuples(e.log2_m), log2_n=_tuples(e.log2_n),
+                                       log2_k=_tuples(e.log2_k), ratio=_tuples(e.ratio))
+                     for k, e in d.gemm_shapes.items()},
+        composition=None if c is None else Composition(log2_m=_tuples(c.log2_m),
+                                                       factor={k: _tuples(f) for k, f in c.factor.items()},
+                                                       basis=c.basis, applied=c.applied))
+
+
+def read_step_parts(data: dict) -> StepParts:
+    """A file's `fitted.step_parts` (plain JSON data) as StepParts; ValueError naming the field when it
+    breaks the format."""
+    try:
+        doc = msgspec.convert(data, StepPartsDoc)
+    except msgspec.ValidationError as exc:
+        raise ValueError(f"step parts: {str(exc).replace('`', '')}") from None
+    bad = step_parts_problem(doc)
+    if bad:
+        raise ValueError(f"step parts: {format_path(bad[0])}: {bad[1]}")
+    return step_parts_from_doc(doc)
+
+
+def _number(x):
+    """numpy scalars as the Python numbers they hold (json writes them the same)."""
+    if hasattr(x, "item"):
+        return x.item()
+    raise TypeError(f"not JSON data: {type(x).__name__}")
+
+
+def step_parts_json(p: StepParts) -> dict:
+    """`p` as the file writes it: optional parts only where present (no composition, shape tables, K/V-append
+    split or all-reduce curve: no key), every all-reduce naming its algorithm."""
+    c = p.composition
+    doc = StepPartsDoc(
+        composition=None if c is None else CompositionDoc(log2_m=c.log2_m, factor=c.factor, basis=c.basis,
+                                                          applied=c.applied),
+        version=1, source=p.source, notes=list(p.notes),
+        gemm={k: GemmTableDoc(log2_m=e.log2_m, log2_weight_bytes=e.log2_weight_bytes, ratio=e.ratio,
+                              overhead_s=e.overhead_s) for k, e in p.gemm.items()},
+        glue=GlueDoc(**{f: getattr(p.glue, f) for f in GlueDoc.__struct_fields__}),
+        allreduce={str(n): AllReduceDoc(latency_s=a.latency_s, bytes_per_s=a.bytes_per_s, origin=a.origin, basis=a.basis,
+                                        algorithm=a.algorithm or infer_algorithm(a.origin, a.basis),
+                                        table=list(zip(a.table_bytes, a.table_s)))
+                   for n, a in sorted(p.allreduce.items())},
+        gemm_shapes={k: GemmShapeDoc(log2_m=e.log2_m, log2_n=e.log2_n, log2_k=e.log2_k, ratio=e.ratio)
+                     for k, e in p.gemm_shapes.items()})
+    out = msgspec.to_builtins(doc, enc_hook=_number)
+    if c is None:
+        del out["composition"]
+    if not p.gemm_shapes:
+        del out["gemm_shapes"]
+    if not p.glue.kv_append_in_attention:
+        del out["glue"]["kv_append_in_attention"], out["glue"]["kv_append_per_layer_s"]
+    for a in out["allreduce"].values():
+        if not a["table"]:
+            del a["table"]
+    return out
