@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cascade_plan import __version__
-from cascade_plan.render.breakeven_report import BreakevenResult, breakeven_cell, memory_line
+from cascade_plan.cost.breakeven import BreakevenResult
+from cascade_plan.render.breakeven_report import breakeven_cell, memory_line
 from cascade_plan.cost.capacity import Capacity, preemption_warnings
-from cascade_plan.cost.checks import md_cell
+from cascade_plan.render.check_report import md_cell
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.engine.engine_gate import EngineView
 from cascade_plan.cost.estimate import Estimate, step_rows
