@@ -19,6 +19,9 @@ from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit, single_level_fits
 from cascade_plan.inputs.workload import Scenario
 
+# The axes a workload's breakeven is swept over when nobody gives them (`report`; `breakeven`'s option defaults).
+DEFAULT_PREFIX_AXIS = "64:65536:log"
+DEFAULT_BATCH_AXIS = "1:512:log"
 MAX_PREFIX_TOKENS = 1 << 20
 MAX_GROUP_SIZE = 1 << 14
 SCAN_POINTS_PER_OCTAVE = 8

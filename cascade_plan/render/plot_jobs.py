@@ -30,7 +30,7 @@ def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
 
     est, stem = r.est, Path(folder) / STEMS[kind]
     if kind == "heatmap":
-        from cascade_plan.render.breakeven_report import workload_point
+        from cascade_plan.cost.breakeven import workload_point
 
         name = f"{est.scenario.model.id} on {est.scenario.hardware.id}"
         group, prefix = workload_point(est.scenario)
