@@ -6,7 +6,7 @@ tables; the driver hands them to DuckDB (duck_reader's final step) and prices th
 
 Local mode (`cascade-plan analyze LOGS --engine spark`) or on a cluster:
 
-    spark-submit --master yarn "$(python -c 'import cascade_plan.logs.spark_job as m; print(m.__file__)')" \\
+    spark-submit --master yarn "$(python -c 'import cascade_plan.cli.spark_submit as m; print(m.__file__)')" \\
         'hdfs:///logs/2026-11-29/*.jsonl.gz' --model llama-3-8b --hardware h200 --json > verdict.json
 
 Needs the `spark` extra (pip install 'cascade-plan[spark]') and a Java runtime (17 or newer).
@@ -254,17 +254,3 @@ def _local_name(uri: str, local: dict[str, str]) -> str:
         if uri == k or uri.endswith(str(Path(v).resolve())):
             return v
     return uri
-
-
-def main(argv: list[str] | None = None) -> None:
-    """spark-submit entry point: `analyze` with the Spark engine."""
-    import sys
-
-    from cascade_plan.cli.app import _new_app, _populate
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    _populate(_new_app(), only="analyze")(["analyze", *args, "--engine", "spark"])
-
-
-if __name__ == "__main__":
-    main()
