@@ -15,6 +15,8 @@ from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
 from cascade_plan.cost.run_load import tree_costs_at, tree_run_costs
 from cascade_plan.cost.verdict import GO_RATIO, MARGINAL_RATIO, Verdict, does_not_fit, go_no_go  # noqa: F401
 from cascade_plan.inputs.workload import Scenario
+from cascade_plan.cost.ops.attention import FITTED, MEASURED
+from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_seconds, fmt_speedup
 
 
 @dataclass(frozen=True)
@@ -83,8 +85,6 @@ class Estimate:
 
 
 def _source(mask, idx: int, mode: str, measured: str | None = None) -> str:
-    from cascade_plan.cost.ops.attention import FITTED, MEASURED
-
     if mask is None:
         return mode if mode in ("ideal", "default") else FITTED
     return (measured or MEASURED) if mask[idx] > 0 else FITTED
@@ -227,8 +227,6 @@ def to_json(est: Estimate, version: str) -> dict:
 def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
     """The per-step breakdown as (label, one cell per summarised step, emphasised) rows, shared by the
     terminal table and the markdown report."""
-    from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_seconds, fmt_speedup
-
     cols = est.steps
     rows = [
         ("sequences decoding", [str(s.active_seqs) for s in cols], False),

@@ -15,9 +15,13 @@ Needs the `spark` extra (pip install 'cascade-plan[spark]') and a Java runtime (
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_DEPTH
+from cascade_plan.logs.duck_reader import _connect, _fetch
 from cascade_plan.logs.sources import LogFile
 
 
@@ -26,9 +30,6 @@ def _session():
         from pyspark.sql import SparkSession
     except ImportError:
         raise InputError("--engine spark needs PySpark: pip install 'cascade-plan[spark]' (and a Java runtime)") from None
-    import os
-    import shutil
-
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise InputError("--engine spark needs a Java runtime (17 or newer) on PATH or in JAVA_HOME")
     # getOrCreate: under spark-submit this is the cluster's session; alone, a local one on every core.
@@ -212,8 +213,6 @@ def read_logs_spark(files: list[LogFile]):
 def _read_with(spark, files: list[LogFile]):
     from pyspark.sql import functions as F
 
-    from cascade_plan.logs.duck_reader import _connect, _fetch
-
     groups: dict[tuple[str, str], list[LogFile]] = {}
     forms = {}
     for f in files:
@@ -248,8 +247,6 @@ def _read_with(spark, files: list[LogFile]):
 
 def _local_name(uri: str, local: dict[str, str]) -> str:
     """Spark names files file:/abs/path; give back the name the user passed."""
-    from pathlib import Path
-
     for k, v in local.items():
         if uri == k or uri.endswith(str(Path(v).resolve())):
             return v
