@@ -203,6 +203,15 @@ def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_gr
     )
 
 
+def unfit_counts(res: BreakevenResult) -> tuple[int, int]:
+    """(sweep points, breakevens found) whose step does not fit in GPU memory (0, 0 without a memory check)."""
+    misses = [f for f in (res.sweep.fits, res.prefix_at_group_fits, res.group_at_prefix_fits) if f is not None]
+    found = [res.prefix_at_group >= 0, res.group_at_prefix >= 0]
+    bad = int((~misses[0]).sum()) if misses else 0
+    bad_be = sum(int((~f & ok).sum()) for f, ok in zip(misses[1:], found))
+    return bad, bad_be
+
+
 def in_spans(x: int, spans: list[Span]) -> bool:
     return any(a <= x and (b is None or x <= b) for a, b in spans)
 

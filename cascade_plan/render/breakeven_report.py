@@ -7,7 +7,7 @@ import io
 import numpy as np
 from rich.table import Table
 
-from cascade_plan.cost.breakeven import BreakevenResult, Sweep
+from cascade_plan.cost.breakeven import BreakevenResult, Sweep, unfit_counts
 from cascade_plan.units import fmt_bytes_binary
 
 MAX_JSON_POINTS = 200_000
@@ -135,10 +135,7 @@ def memory_line(res: BreakevenResult) -> str | None:
         return None
     if not m.weights_fit:
         return f"No point of this sweep runs: {m.reason}."
-    misses = [f for f in (res.sweep.fits, res.prefix_at_group_fits, res.group_at_prefix_fits) if f is not None]
-    found = [res.prefix_at_group >= 0, res.group_at_prefix >= 0]
-    bad = int((~misses[0]).sum()) if misses else 0
-    bad_be = sum(int((~f & ok).sum()) for f, ok in zip(misses[1:], found))
+    bad, bad_be = unfit_counts(res)
     if not bad and not bad_be:
         return None
     return (f"{bad:,} of {res.sweep.speedup.size:,} sweep points and {bad_be} breakevens need more KV (each prompt's "

@@ -14,7 +14,8 @@ from cascade_plan.cost.capacity import Capacity, preemption_warnings
 from cascade_plan.render.check_report import md_cell
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.engine.engine_gate import EngineView
-from cascade_plan.cost.estimate import Estimate, step_rows
+from cascade_plan.cost.estimate import Estimate
+from cascade_plan.render.step_table import step_rows
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GRAPH_NOTE, VLLM_VERSION_MODELLED
 from cascade_plan.inputs.workload import TreeNode
