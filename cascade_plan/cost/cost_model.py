@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.cost_params import CostParams, KernelParams
+from cascade_plan.cost.moe_routing import expected_experts_touched
 from cascade_plan.cost.ops.attention import (
     SingleLevel,
     measured_layer_s,
@@ -21,7 +22,6 @@ from cascade_plan.cost.ops.attention import (
     private_level,
     single_level,
 )
-from cascade_plan.cost.moe_routing import expected_experts_touched
 from cascade_plan.cost.step_terms import step_terms
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES, kv_row_bytes
 from cascade_plan.inputs.hardware import HardwareProfile
