@@ -4,13 +4,14 @@ results engine/checks.py judges."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 
 from cascade_plan.engine.checks import CheckResult
 
 NO_CHECKS = "no checks: add a `checks:` section to the workload or pass threshold options"
 
 
-def junit_xml(results: dict[str, list[CheckResult]], unchecked: list[str] = ()) -> str:
+def junit_xml(results: dict[str, list[CheckResult]], unchecked: Sequence[str] = ()) -> str:
     """One testsuite per workload, one testcase per check; a workload without checks is one skipped testcase.
     Built with ElementTree, which escapes every attribute and text (well-formed whatever the names hold)."""
     failed = sum(not c.passed for r in results.values() for c in r)
@@ -38,7 +39,7 @@ def md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_summary(results: dict[str, list[CheckResult]], label: str, unchecked: list[str] = ()) -> str:
+def markdown_summary(results: dict[str, list[CheckResult]], label: str, unchecked: Sequence[str] = ()) -> str:
     """A table GitHub's step summary renders as is."""
     failed = sum(not c.passed for r in results.values() for c in r)
     head = "all checks pass" if not failed else f"{failed} check{'s' if failed > 1 else ''} failed"
