@@ -30,6 +30,7 @@ def default_workers() -> int:
 
 def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
     """One plot of one analysed workload; returns the first file written (the PNG)."""
+    # imported here: estimate's start-up imports this module (for KINDS), never the drawing or the breakeven search
     from cascade_plan.render import plots
 
     est, stem = r.est, Path(folder) / STEMS[kind]
