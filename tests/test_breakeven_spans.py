@@ -123,3 +123,20 @@ def test_every_grid_point_agrees_with_both_tables(gpu, model, kv, tp, backend, p
     res = run_breakeven(scn, params, prefix, group, suffix, n_groups)
     assert contradictions(res) == []
     assert np.array_equal(res.prefix_at_group >= 0, np.array([[bool(c) for c in r] for r in res.prefix_spans]))
+
+
+def test_memory_counts_the_sweep_points_and_breakevens_that_do_not_fit():
+    """Llama-3-8B on one H100 (bf16 KV: 128 KiB a token; 80 GiB less a 10% reserve less 16.06 GB of weights
+    leaves 57.04 GiB for KV, 467,291 tokens), 8 prompt groups, 128 private tokens a sequence. A point needs
+    8 x prefix + 8 x group x 128 tokens: (1024, 1) 9,216 fits; (1024, 512) 532,480, (65536, 1) 525,312 and
+    (65536, 512) do not. Breakevens: prefix 1 at group 512 (524,296 tokens: no fit), none at group 1 (a group
+    of one shares nothing: not counted), group 2 at prefix 1024 (10,240: fits) and at prefix 65536 (526,336: no fit)."""
+    from cascade_plan.cost.breakeven import unfit_counts
+    from cascade_plan.render.breakeven_report import memory_line
+
+    scn = _scenario("llama-3-8b", "h100-sxm", "bf16", 1)
+    res = run_breakeven(scn, IDEAL, np.array([1024, 65536]), np.array([1, 512]), np.array([128]), 8)
+    assert int(res.memory.kv_budget_bytes // (128 * 1024)) == 467_291
+    assert res.prefix_at_group.ravel().tolist() == [-1, 1] and res.group_at_prefix.ravel().tolist() == [2, 2]
+    assert unfit_counts(res) == (3, 2)
+    assert memory_line(res).startswith("3 of 4 sweep points and 2 breakevens need more KV")

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
-from cascade_plan.cost.checks import md_cell, markdown_summary, CheckResult
+from cascade_plan.engine.checks import CheckResult
+from cascade_plan.render.check_report import markdown_summary, md_cell
 from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.inputs.workload_catalog import builtin_workloads
 
@@ -81,7 +82,7 @@ def test_markdown_cells_escape_pipes():
 
 
 def test_junit_is_well_formed_whatever_the_names_hold():
-    from cascade_plan.cost.checks import junit_xml
+    from cascade_plan.render.check_report import junit_xml
 
     odd = 'a<b>&"c\' ]]>'
     xml = junit_xml({odd: [CheckResult("min_run_speedup", False, 1.0, 2.0, 'min_run_speedup: 1 < 2 & "x"')]}, ["u|v"])

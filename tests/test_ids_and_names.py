@@ -42,6 +42,18 @@ def test_unknown_workload_name_suggests_the_nearest(tmp_path, monkeypatch):
     assert "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
 
 
+def test_workload_rows_count_the_sequences_flatten_counts():
+    """The listing counts a tree's sequences without the cost model's flatten: both counts agree."""
+    from cascade_plan.cost.flat_tree import flatten
+    from cascade_plan.inputs.workload import parse_workload
+    from cascade_plan.inputs.workload_rows import workload_rows
+
+    rows = workload_rows()
+    assert len(rows) == len(builtin_workloads()) > 1
+    for row in rows:
+        assert row["sequences"] == flatten(parse_workload(row["path"])[0].tree).total_seqs, row["name"]
+
+
 def test_workloads_command_lists_every_shipped_workload():
     doc = json.loads(run("workloads", "--json").stdout)
     assert [r["name"] for r in doc["workloads"]] == list(builtin_workloads())

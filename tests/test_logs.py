@@ -327,3 +327,24 @@ def test_vllm_would_cascade_one_common_prefix(tmp_path):
     assert doc["vllm"]["share_of_steps_vllm_would_cascade"] == 0.75
     assert doc["distributions"]["overall"]["common_prefix_tokens"]["max"] == 4096
     assert doc["distributions"]["overall"]["common_prefix_tokens"]["mean"] == 3072
+
+
+def test_spark_submit_script_runs_analyze_on_the_spark_engine(monkeypatch):
+    """The file spark-submit runs passes its arguments to `analyze` with --engine spark."""
+    from cascade_plan.cli import spark_submit
+    from cascade_plan.logs import pipeline, sources
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run_analysis(files, scn, params, engine, **kw):
+        seen.update(files=files, model=scn.model.id, engine=engine)
+        raise Stop
+
+    monkeypatch.setattr(sources, "expand", lambda logs: list(logs))
+    monkeypatch.setattr(pipeline, "run_analysis", fake_run_analysis)
+    with pytest.raises(Stop):
+        spark_submit.main(["hdfs:///logs/*.jsonl.gz", "--model", "llama-3-8b", "--hardware", "h200", "--json"])
+    assert seen == {"files": ["hdfs:///logs/*.jsonl.gz"], "model": "llama-3-8b", "engine": "spark"}

@@ -20,7 +20,7 @@ from cascade_plan.cost.verdict import extrapolated, go_no_go
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.render import plots
-from cascade_plan.render.breakeven_report import workload_point
+from cascade_plan.cost.breakeven import workload_point
 
 runner = CliRunner()
 

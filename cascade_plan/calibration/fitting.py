@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.calibration_format import BackendFit, KernelFitDoc
-from cascade_plan.cost.ops.attention import prefix_tile_factor
+from cascade_plan.cost.ops.attention import overlapped_total, prefix_tile_factor
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -252,15 +252,6 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
 
 def fixed_part(fit: KernelFit, f: Features) -> np.ndarray:
     return fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows
-
-
-def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.ndarray:
-    """Prefix and suffix passes of one cascade. Run one after the other they add up; run concurrently
-    (two streams) their fixed costs overlap but their bytes still share the bus: the larger of the two
-    and of the two bandwidth parts together. `overlap` in [0, 1] mixes the two cases."""
-    both = t_pre + t_suf
-    concurrent = np.maximum(np.maximum(t_pre, t_suf), roof_pre + roof_suf)
-    return (1.0 - overlap) * both + overlap * concurrent
 
 
 def fit_merge_overlap(f: Features, t_total, t_pre, t_suf, roof_pre, roof_suf, bw: float,

@@ -71,13 +71,14 @@ def breakeven(
 
       cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
     """
+    from cascade_plan.cost.breakeven import run_breakeven, workload_axes
     from cascade_plan.render import breakeven_report as br
     from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import select_params
 
     scn = with_what_if(_scenario(workload, model, hardware, kv_dtype, weight_dtype, tp), hbm_bandwidth, memory,
                        bf16_tflops, l2)
-    wl_groups, wl_suffix = br.workload_axes(scn) if workload is not None else (1, 128)
+    wl_groups, wl_suffix = workload_axes(scn) if workload is not None else (1, 128)
     p_axis = parse_axis(prefix, "--prefix")
     n_axis = parse_axis(batch, "--batch", minimum=1)
     s_axis = parse_axis(suffix, "--suffix") if suffix else parse_axis(str(wl_suffix), "--suffix")
@@ -86,7 +87,7 @@ def breakeven(
         raise InputError(f"the sweep has {points:,} points (--prefix x --batch x --suffix); cascade-plan sweeps at most "
                          f"{MAX_GRID_POINTS:,}: use fewer values per axis")
     params = select_params(ideal, scn, calibration, backend, force, uncalibrated)
-    res = br.run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups, reserve)
+    res = run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups, reserve)
     if json_out:
         print_json(br.to_json(res, __version__))
     elif csv_out:
@@ -127,7 +128,8 @@ def compare(
     """
     import dataclasses
 
-    from cascade_plan.cost.compare import compare_rows, render_compare, rows_csv
+    from cascade_plan.cost.compare import compare_rows
+    from cascade_plan.render.compare_table import render_compare, rows_csv
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.calibration.params_select import ParamsChoice, params_for_gpu, sources_note
 
@@ -208,8 +210,8 @@ def check(
       cascade-plan check rl-rollouts-64 --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml --markdown "$GITHUB_STEP_SUMMARY"
     """
     from cascade_plan.cost.capacity import capacity
-    from cascade_plan.cost.checks import (NO_CHECKS, has_checks, junit_xml, markdown_summary, merge_checks,
-                                          run_checks)
+    from cascade_plan.engine.checks import has_checks, merge_checks, run_checks
+    from cascade_plan.render.check_report import NO_CHECKS, junit_xml, markdown_summary
     from cascade_plan.outputs import check_output_file, write_files_together
     from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.calibration.params_select import select_params

@@ -41,7 +41,7 @@ def _with_own_gpu(scn, compare_hw: list) -> list:
 
 def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
     """Everything a report section needs, computed without writing anything."""
-    from cascade_plan.render import breakeven_report as br
+    from cascade_plan.cost.breakeven import DEFAULT_BATCH_AXIS, DEFAULT_PREFIX_AXIS, run_breakeven, workload_axes
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.cost.estimate import estimate
@@ -51,10 +51,10 @@ def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_b
     from cascade_plan.render.report import WorkloadReport
 
     est = assess(scn, params, reserve)
-    groups, suffix = br.workload_axes(scn)
-    prefix_axis = parse_axis(br.DEFAULT_PREFIX_AXIS, "--prefix")
-    batch_axis = parse_axis(br.DEFAULT_BATCH_AXIS, "--batch")
-    be = br.run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups, reserve)
+    groups, suffix = workload_axes(scn)
+    prefix_axis = parse_axis(DEFAULT_PREFIX_AXIS, "--prefix")
+    batch_axis = parse_axis(DEFAULT_BATCH_AXIS, "--batch")
+    be = run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups, reserve)
 
     # Other GPUs: through the same path as `estimate` and `compare` (each GPU's own best source, or what
     # the user asked for); the workload's own GPU keeps the numbers it was given.

@@ -24,7 +24,8 @@ def workloads(
 
       cp "$(cascade-plan workloads --path rl-rollouts-64)" my-workload.yaml
     """
-    from cascade_plan.inputs.workload_catalog import shipped_workload, workload_rows
+    from cascade_plan.inputs.workload_catalog import shipped_workload
+    from cascade_plan.inputs.workload_rows import workload_rows
 
     if path is not None:
         typer.echo(str(shipped_workload(path)))

@@ -19,6 +19,9 @@ from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit, single_level_fits
 from cascade_plan.inputs.workload import Scenario
 
+# The axes a workload's breakeven is swept over when nobody gives them (`report`; `breakeven`'s option defaults).
+DEFAULT_PREFIX_AXIS = "64:65536:log"
+DEFAULT_BATCH_AXIS = "1:512:log"
 MAX_PREFIX_TOKENS = 1 << 20
 MAX_GROUP_SIZE = 1 << 14
 SCAN_POINTS_PER_OCTAVE = 8
@@ -198,6 +201,15 @@ def run_breakeven(scn: Scenario, params: CostParams, prefix, group, suffix, n_gr
         single_level_fits(scn, p, np.maximum(at_prefix, 1), s, n_groups, reserve_fraction),
         memory_fit(scn, reserve_fraction), p_spans, n_spans,
     )
+
+
+def unfit_counts(res: BreakevenResult) -> tuple[int, int]:
+    """(sweep points, breakevens found) whose step does not fit in GPU memory (0, 0 without a memory check)."""
+    misses = [f for f in (res.sweep.fits, res.prefix_at_group_fits, res.group_at_prefix_fits) if f is not None]
+    found = [res.prefix_at_group >= 0, res.group_at_prefix >= 0]
+    bad = int((~misses[0]).sum()) if misses else 0
+    bad_be = sum(int((~f & ok).sum()) for f, ok in zip(misses[1:], found))
+    return bad, bad_be
 
 
 def in_spans(x: int, spans: list[Span]) -> bool:

@@ -11,6 +11,7 @@ from cascade_plan.cost.cost_model import kv_bytes_per_token
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.inputs.workload import Scenario
+from cascade_plan.units import fmt_bytes_binary
 
 # vLLM's default gpu_memory_utilization is 0.9: the last 10% is left for activations, CUDA graphs
 # and the allocator. Users change it with --reserve.
@@ -78,8 +79,6 @@ def capacity(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRACTION, 
 
 
 def preemption_warnings(cap: Capacity, prefix_caching: bool) -> list[str]:
-    from cascade_plan.units import fmt_bytes_binary
-
     out = []
     if not cap.group_fits:
         out.append(f"one sibling group ({cap.group_sequences} sequences, {fmt_bytes_binary(cap.group_kv_bytes)} of KV "

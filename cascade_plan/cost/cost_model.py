@@ -12,7 +12,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.cost_params import CostParams, KernelParams
-from cascade_plan.cost.ops.attention import prefix_tile_factor
+from cascade_plan.cost.moe_routing import expected_experts_touched
+from cascade_plan.cost.ops.attention import (
+    SingleLevel,
+    measured_layer_s,
+    outside_reason,
+    overlapped_total,
+    prefix_tile_factor,
+    private_level,
+    single_level,
+)
+from cascade_plan.cost.step_terms import step_terms
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES, kv_row_bytes
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.model_spec import ModelSpec
@@ -37,16 +47,6 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str, tp: int = 1) -> float:
     if model.attention == "mla":
         return model.num_layers * kv_row_bytes(kv_dtype, model.kv_lora_rank + model.qk_rope_head_dim)
     return 2 * model.num_layers * kv_heads_per_gpu(model, tp) * kv_row_bytes(kv_dtype, model.head_dim)
-
-
-def expected_experts_touched(model: ModelSpec, batch: np.ndarray | float) -> np.ndarray:
-    """Distinct experts one MoE layer reads for `batch` tokens, assuming uniform independent routing:
-    E x (1 - (1 - k/E)^B). One token reads its k experts; a large batch reads them all."""
-    e, k = model.num_experts, model.experts_per_token
-    batch = np.asarray(batch, dtype=float)
-    if not e:
-        return np.zeros_like(batch)
-    return e * (1.0 - (1.0 - k / e) ** np.maximum(batch, 0.0))
 
 
 def weight_params_read(model: ModelSpec, batch: np.ndarray | float) -> np.ndarray:
@@ -230,8 +230,6 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         glue_s = comm_s = np.zeros_like(np.asarray(seqs, float))
         kv_append_s = 0.0
     else:
-        from cascade_plan.cost.step_terms import step_terms
-
         terms = step_terms(model, tp, weight_dtype, seqs, params.step, bw, g.gemm_flop_per_s)
         w_s, glue_s, comm_s = terms.gemm_s, terms.glue_s, terms.comm_s
         kv_append_s = terms.kv_append_s   # per-sequence decode includes it (AIC); cascade kernels do not
@@ -276,8 +274,6 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
                + fixed_s(params.merge, load.levels_on, rows * load.levels_on, L, G))
     cas_attn = pre_s + suf_s + merge_s
     if params.prefix_suffix_overlap:
-        from cascade_plan.calibration.fitting import overlapped_total
-
         cas_attn = overlapped_total(pre_s, suf_s, pre_roof, suf_roof, params.prefix_suffix_overlap) + merge_s
     # Inside the measured grid, the measured rows (cost/ops/attention.py) instead of the fitted kernels.
     m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn)
@@ -318,14 +314,6 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
     no rows (ideal, defaults; an imported file carries per-sequence decode rows only)."""
     if params.measured is None:
         return None
-    from cascade_plan.cost.ops.attention import (
-        SingleLevel,
-        measured_layer_s,
-        outside_reason,
-        private_level,
-        single_level,
-    )
-
     sl = single_level(load)
     shape = (g.q_heads // g.kv_heads, g.kv_heads, model.head_dim)
     mla = model.attention == "mla"

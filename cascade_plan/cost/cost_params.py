@@ -6,6 +6,7 @@ Three sources: `ideal` (peaks, no overheads: the seed's arithmetic), `default` (
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
@@ -87,8 +88,6 @@ class CostParams:
         if self.what_if:
             return f"{self.what_if}; {replace(self, what_if=None).label}"
         if self.mode == "calibrated":
-            from pathlib import Path
-
             note = "".join(f"; {n}" for n in self.info + self.notes)
             if self.origin == "aic":
                 return f"{self.origin_label}, {self.backend} kernels ({Path(self.source).name}){note}"

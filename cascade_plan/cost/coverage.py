@@ -22,6 +22,7 @@ import numpy as np
 
 from cascade_plan.cost.cost_model import StepCosts
 from cascade_plan.cost.cost_params import CostParams
+from cascade_plan.cost.ops.attention import FITTED, MEASURED, source_label
 from cascade_plan.cost.surface import Surface
 
 TOLERANCE = 1.1     # beyond the measured edge by more than 10%: a clamped surface is no longer the data
@@ -89,8 +90,6 @@ NOT_MEASURED = {"ideal": "ideal (bytes at peak bandwidth; nothing measured)",
 def attention_sources(c: StepCosts, weights: np.ndarray, params: CostParams) -> dict:
     """Per mode, where the run's attention times come from: the measured rows (interpolated inside their
     grid) or the fitted model (outside it, and why), with the share of decode steps each priced."""
-    from cascade_plan.cost.ops.attention import FITTED, MEASURED, source_label
-
     if params.mode in NOT_MEASURED:
         return {mode: {"source": NOT_MEASURED[params.mode], "measured_share": 0.0, "outside": None}
                 for mode in ("per_sequence", "cascade")}

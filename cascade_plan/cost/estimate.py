@@ -15,6 +15,7 @@ from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
 from cascade_plan.cost.run_load import tree_costs_at, tree_run_costs
 from cascade_plan.cost.verdict import GO_RATIO, MARGINAL_RATIO, Verdict, does_not_fit, go_no_go  # noqa: F401
 from cascade_plan.inputs.workload import Scenario
+from cascade_plan.cost.ops.attention import FITTED, MEASURED
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,6 @@ class Estimate:
 
 
 def _source(mask, idx: int, mode: str, measured: str | None = None) -> str:
-    from cascade_plan.cost.ops.attention import FITTED, MEASURED
-
     if mask is None:
         return mode if mode in ("ideal", "default") else FITTED
     return (measured or MEASURED) if mask[idx] > 0 else FITTED
@@ -222,37 +221,3 @@ def to_json(est: Estimate, version: str) -> dict:
         "coverage": list(est.coverage),
         "attention_source": est.attention_source,
     }
-
-
-def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
-    """The per-step breakdown as (label, one cell per summarised step, emphasised) rows, shared by the
-    terminal table and the markdown report."""
-    from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_seconds, fmt_speedup
-
-    cols = est.steps
-    rows = [
-        ("sequences decoding", [str(s.active_seqs) for s in cols], False),
-        ("weights read", [fmt_bytes_decimal(s.weight_bytes) for s in cols], False),
-        ("GEMMs (qkv, o, MLP, lm_head)", [fmt_seconds(s.weight_s) for s in cols], False),
-    ]
-    if any(s.glue_s for s in cols):
-        rows.append(("engine glue (norms, RoPE, KV append, ...)", [fmt_seconds(s.glue_s) for s in cols], False))
-    if any(s.comm_s for s in cols):
-        rows.append(("all-reduce (2 per layer, TP)", [fmt_seconds(s.comm_s) for s in cols], False))
-    rows += [
-        ("per-sequence: KV read", [fmt_bytes_binary(s.per_sequence.attention_bytes) for s in cols], False),
-    ]
-    if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in cols):
-        rows.append(("per-sequence: KV from HBM (rest from L2)", [fmt_bytes_binary(s.per_sequence.hbm_bytes) for s in cols],
-                     False))
-    rows += [
-        ("per-sequence: attention time", [fmt_seconds(s.per_sequence.attention_s) for s in cols], False),
-        ("cascade: shared prefix read", [fmt_bytes_binary(s.cascade.prefix_bytes) for s in cols], False),
-        ("cascade: private suffix read", [fmt_bytes_binary(s.cascade.suffix_bytes) for s in cols], False),
-        ("cascade: merge traffic", [fmt_bytes_binary(s.cascade.merge_bytes) for s in cols], False),
-        ("cascade: attention time", [fmt_seconds(s.cascade.attention_s) for s in cols], False),
-        ("step, per-sequence", [fmt_seconds(s.per_sequence.step_s) for s in cols], True),
-        ("step, cascade", [fmt_seconds(s.cascade.step_s) for s in cols], True),
-        ("speedup", [fmt_speedup(s.speedup) for s in cols], True),
-    ]
-    return rows

@@ -14,6 +14,7 @@ from cascade_plan.cost.capacity import (DEFAULT_RESERVE_FRACTION, Capacity, capa
 from cascade_plan.cost.cost_model import kv_bytes_per_token
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.inputs.workload import Scenario
+from cascade_plan.units import fmt_bytes, fmt_bytes_binary, fmt_count
 
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 SMALLER_DTYPES = {"bf16": ("fp8", "int4"), "fp16": ("fp8", "int4"), "fp8": ("int4",), "int8": ("int4",), "int4": ()}
@@ -78,8 +79,6 @@ def _first(variants: list[tuple[str, Scenario]], reserve: float, flat: FlatTree)
 def _alternatives(scn: Scenario, reserve: float, flat: FlatTree, here: MemoryFit) -> list[str]:
     """Single changes to the configuration under which it runs: the smallest tensor-parallel degree,
     the next smaller dtype, the largest batch of this shape."""
-    from cascade_plan.units import fmt_count
-
     tps = [(f"tensor parallelism {t} (--tp {t})", dataclasses.replace(scn, tp=t)) for t in _valid_tps(scn)]
     out = [_first(tps, reserve, flat)]
     if not here.weights_fit:
@@ -100,8 +99,6 @@ def _alternatives(scn: Scenario, reserve: float, flat: FlatTree, here: MemoryFit
 
 def memory_fit(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRACTION,
                flat: FlatTree | None = None, alternatives: bool = True) -> MemoryFit:
-    from cascade_plan.units import fmt_bytes, fmt_bytes_binary
-
     flat = flat or flatten(scn.tree)
     cap = capacity(scn, reserve_fraction, flat)
     usable = cap.memory_bytes - cap.reserve_bytes

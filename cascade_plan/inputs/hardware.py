@@ -9,8 +9,9 @@ import msgspec
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
-from cascade_plan.resources import data_dir
+from cascade_plan.inputs.ids import match_id, suggestion
 from cascade_plan.inputs.yaml_source import check_reference, load_yaml, validation_error
+from cascade_plan.resources import data_dir
 
 NUMBER_FIELDS = ("hbm_bytes_per_s", "memory_bytes", "dense_bf16_flop_per_s", "dense_fp8_flop_per_s",
                  "l2_bytes", "sm_count")
@@ -83,8 +84,6 @@ ALIASES = {"h100": "h100-sxm", "h100-sxm5": "h100-sxm", "a100": "a100-80gb", "a1
 def load_hardware(ref: str, base_dir: Path | None = None) -> HardwareProfile:
     """A built-in id (`h100-sxm`, any case, or an alias such as `h100`) or a path to a profile YAML
     (relative to base_dir when given)."""
-    from cascade_plan.inputs.ids import match_id, suggestion
-
     check_reference(ref, "hardware")
     if "/" not in ref and not ref.endswith((".yaml", ".yml")):
         ids = builtin_hardware_ids()

@@ -7,14 +7,14 @@ import os
 import re
 from pathlib import Path
 
+from cascade_plan.inputs.model_presets import PRESETS
+
 _REPO_IN_URL = re.compile(r"huggingface\.co/([^/]+/[^/]+)/")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def preset_for_repo(repo_id: str) -> str | None:
     """The preset whose source cites this repo (case-insensitive), or None."""
-    from cascade_plan.inputs.model_presets import PRESETS
-
     for preset, (source, *_rest) in PRESETS.items():
         m = _REPO_IN_URL.search(source)
         if m and m.group(1).lower() == repo_id.strip().lower():

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cascade_plan.errors import InputError
+from cascade_plan.inputs import hf_ids
 from cascade_plan.inputs.hf_config import parse_hf_config
+from cascade_plan.inputs.ids import match_id, suggestion
+from cascade_plan.inputs.limits import MAX_CONFIG_JSON_BYTES
 from cascade_plan.inputs.model_presets import PRESETS
 from cascade_plan.inputs.yaml_source import SourceDoc, check_reference, load_json
 
@@ -153,9 +156,6 @@ def load_preset(model_id: str) -> ModelSpec:
 def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
     """A preset id (any case), a Hugging Face repo id a preset cites or that the local HF cache holds, a path to
     a config.json, or a model folder holding one (relative to base_dir when given)."""
-    from cascade_plan.inputs import hf_ids
-    from cascade_plan.inputs.ids import match_id, suggestion
-
     check_reference(ref, "model")
     preset = match_id(ref, PRESETS) or (hf_ids.preset_for_repo(ref) if hf_ids.REPO_ID.match(ref) else None)
     if preset:
@@ -179,8 +179,6 @@ def load_model(ref: str, base_dir: Path | None = None) -> ModelSpec:
 
 
 def _spec_from_file(path: Path, model_id: str) -> ModelSpec:
-    from cascade_plan.inputs.limits import MAX_CONFIG_JSON_BYTES
-
     doc: SourceDoc = load_json(path, "model config", MAX_CONFIG_JSON_BYTES)
     try:
         return spec_from_hf_config(doc.data, model_id, str(path))

@@ -13,6 +13,7 @@ from cascade_plan.inputs.dtypes import KvDtype, WeightDtype
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec, load_model
+from cascade_plan.inputs.workload_catalog import resolve_workload
 from cascade_plan.inputs.yaml_source import load_yaml, validation_error
 
 
@@ -131,13 +132,14 @@ def _check_tree_totals(tree: TreeNode, doc) -> None:
         if context > limits.MAX_CONTEXT_TOKENS:
             raise doc.error(path + ("output_tokens",), f"a sequence here reaches {context:,} tokens of context; "
                                                        f"cascade-plan plans contexts up to {limits.MAX_CONTEXT_TOKENS:,}")
-    total = _total_sequences(tree)
+    total = total_sequences(tree)
     if total > limits.MAX_SEQUENCES:
         raise doc.error(("tree",), f"{total:,} sequences in the batch; cascade-plan plans batches up to "
                                    f"{limits.MAX_SEQUENCES:,}")
 
 
-def _total_sequences(tree: TreeNode) -> int:
+def total_sequences(tree: TreeNode) -> int:
+    """Sequences in the batch, in exact integers (the sum over leaves of samples x instances)."""
     total, stack = 0, [(tree, 1)]
     while stack:
         node, instances = stack.pop()
@@ -171,8 +173,6 @@ def check_tp(model: ModelSpec, tp: int) -> None:
 
 def load_scenario(path: Path, hardware_override: str | None = None) -> Scenario:
     """A workload file, or a shipped workload by name, resolved against its model and hardware."""
-    from cascade_plan.inputs.workload_catalog import resolve_workload
-
     path = resolve_workload(path)
     wl, doc = parse_workload(path)
     base = Path(path).parent

@@ -51,20 +51,3 @@ def description(path: Path) -> str:
             break
         lines.append(line.lstrip("#").strip())
     return " ".join(x for x in lines if x)
-
-
-def workload_rows() -> list[dict]:
-    """One row per shipped workload: what `cascade-plan workloads` lists."""
-    from cascade_plan.cost.flat_tree import flatten
-    from cascade_plan.inputs.workload import parse_workload
-
-    rows = []
-    for name, path in builtin_workloads().items():
-        wl, _ = parse_workload(path)
-        flat = flatten(wl.tree)
-        rows.append({"name": name, "model": wl.model, "hardware": wl.hardware, "tp": wl.tp,
-                     "kv_dtype": wl.kv_dtype, "sequences": int(flat.total_seqs),
-                     "checks": sorted(k for k in (wl.checks.__struct_fields__ if wl.checks else ())
-                                      if getattr(wl.checks, k) is not None),
-                     "description": description(path), "path": str(path)})
-    return rows

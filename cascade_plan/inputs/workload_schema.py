@@ -4,6 +4,14 @@ committed copy (a test keeps the two equal): regenerate with `cascade-plan schem
 
 from __future__ import annotations
 
+import json
+
+import msgspec
+
+from cascade_plan.inputs.hardware import ALIASES, builtin_hardware_ids
+from cascade_plan.inputs.model_presets import PRESETS
+from cascade_plan.inputs.workload import Workload
+
 # What editors show on hover. Keyed by struct, then field; a test requires one for every property.
 DESCRIPTIONS: dict[str, dict[str, str]] = {
     "Workload": {
@@ -43,12 +51,6 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
 
 
 def workload_json_schema() -> dict:
-    import msgspec
-
-    from cascade_plan.inputs.hardware import ALIASES, builtin_hardware_ids
-    from cascade_plan.inputs.model_presets import PRESETS
-    from cascade_plan.inputs.workload import Workload
-
     schema = msgspec.json.schema(Workload)
     defs = schema["$defs"]
     for struct, fields in DESCRIPTIONS.items():
@@ -62,6 +64,4 @@ def workload_json_schema() -> dict:
 
 
 def schema_text() -> str:
-    import json
-
     return json.dumps(workload_json_schema(), indent=2) + "\n"

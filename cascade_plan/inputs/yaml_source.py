@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +90,6 @@ def read_bytes_bounded(path: Path, what: str, max_bytes: int) -> bytes:
     """The bytes of a regular file of at most `max_bytes`. Anything else (a folder, a FIFO, a device such as
     /dev/zero, a socket) is refused before it is opened (opening a FIFO blocks; a device never ends), and no
     more than max_bytes + 1 bytes are ever read, so a huge or growing file costs nothing to refuse."""
-    import os
-    import stat
-
     path = Path(path)
     try:
         st = os.stat(path)

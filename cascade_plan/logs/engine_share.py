@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cascade_plan.cost.cost_model import kv_heads_per_gpu, q_heads_per_gpu
+from cascade_plan.engine.vllm_gate import FLASHINFER_NEVER_USES_CASCADE, VllmGateInputs, vllm_uses_cascade
 from cascade_plan.logs.duck_reader import LogTables
 
 
@@ -34,8 +36,6 @@ class EngineShare:
     def to_json(self, pays: np.ndarray) -> dict:
         v = self.vllm_would_cascade
         n = max(v.size, 1)
-        from cascade_plan.engine.vllm_gate import FLASHINFER_NEVER_USES_CASCADE
-
         return {"share_of_steps_vllm_would_cascade": float(v.sum() / n),
                 "share_of_steps_model_pays_vllm_does_not": float((pays & ~v).sum() / n),
                 "share_of_steps_vllm_cascades_model_says_slower": float((v & ~pays).sum() / n),
@@ -44,9 +44,6 @@ class EngineShare:
 
 
 def engine_share(t: LogTables, scn) -> EngineShare:
-    from cascade_plan.cost.cost_model import kv_heads_per_gpu, q_heads_per_gpu
-    from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
-
     common = common_prefix_per_step(t)
     m = scn.model
     pairs, inverse = np.unique(np.stack([common, t.seqs]).astype(np.int64), axis=1, return_inverse=True)

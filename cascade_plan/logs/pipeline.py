@@ -7,7 +7,13 @@ from typing import Callable
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.errors import InputError
 from cascade_plan.logs.analysis import Analysis, analyze_tables
+from cascade_plan.logs.bad_lines import locate
+from cascade_plan.logs.duck_reader import read_logs
+from cascade_plan.logs.engine_share import engine_share
+from cascade_plan.logs.log_costs import price_steps
 from cascade_plan.logs.sources import LogFile
+from cascade_plan.logs.spark_job import read_logs_spark
+from cascade_plan.logs.vllm_logged import logged_gate
 
 ENGINES = ("duckdb", "spark")
 
@@ -15,12 +21,8 @@ ENGINES = ("duckdb", "spark")
 def scan(files: list[LogFile], engine: str = "duckdb", progress: Callable[[str, float], None] | None = None,
          memory_limit: str = "1GB", threads: int | None = None):
     if engine == "duckdb":
-        from cascade_plan.logs.duck_reader import read_logs
-
         return read_logs(files, memory_limit=memory_limit, threads=threads, progress=progress)
     if engine == "spark":
-        from cascade_plan.logs.spark_job import read_logs_spark
-
         return read_logs_spark(files)
     raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
 
@@ -28,9 +30,6 @@ def scan(files: list[LogFile], engine: str = "duckdb", progress: Callable[[str, 
 def run_analysis(files: list[LogFile], scn, params: CostParams, *, engine: str = "duckdb", strict: bool = False,
                  show_bad: int = 10, progress=None, memory_limit: str = "1GB", threads: int | None = None) -> Analysis:
     """Scan, then (strict) fail on the first malformed record or (lenient) list up to `show_bad`."""
-    from cascade_plan.logs.bad_lines import locate
-    from cascade_plan.logs.log_costs import price_steps
-
     tables = scan(files, engine, progress, memory_limit, threads)
     bad = []
     by_path = {f.path: f for f in files}
@@ -46,11 +45,7 @@ def run_analysis(files: list[LogFile], scn, params: CostParams, *, engine: str =
     if tables.steps == 0:
         raise InputError("no valid decode step in the log(s)" + (f" ({sum(m for *_, m in tables.files)} malformed)"
                                                                   if tables.files else ""), file=files[0].path)
-    from cascade_plan.logs.engine_share import engine_share
-
     a = analyze_tables(tables, price_steps(tables, scn, params), engine_share(tables, scn), bad)
     if engine == "duckdb":            # vLLM's own gate input, where the vLLM logger wrote it
-        from cascade_plan.logs.vllm_logged import logged_gate
-
         a.vllm_logged = logged_gate(files, tables, scn, a.engine.common_prefix_tokens)
     return a

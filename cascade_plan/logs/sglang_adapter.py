@@ -24,11 +24,14 @@ copies each request's id, length and last node, the rest runs in the logger's th
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from typing import Any
 
 import msgspec
+
+from cascade_plan.logs.vllm_logger import ENV_DIR, ENV_REPLICA, StepLogger, chain_signals, log_path
 
 
 def path_of(node: Any) -> tuple[tuple[int, int], ...]:
@@ -115,19 +118,9 @@ def log_batch(scheduler: Any, batch: Any) -> None:
     key = id(scheduler)
     lg = _LOGGERS.get(key, False)
     if lg is False:
-        from cascade_plan.logs.vllm_logger import (
-            ENV_DIR,
-            ENV_REPLICA,
-            StepLogger,
-            chain_signals,
-            log_path,
-        )
-
         try:
             out_dir = os.environ.get(ENV_DIR) or "cascade-plan-logs"
             os.makedirs(out_dir, exist_ok=True)
-            import socket
-
             replica = os.environ.get(ENV_REPLICA) or f"{socket.gethostname()}-dp{getattr(scheduler, 'dp_rank', None) or 0}"
             lg = StepLogger(log_path(out_dir, replica), SglangBatchWriter(replica))
             chain_signals(lg.flush)

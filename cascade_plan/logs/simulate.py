@@ -13,6 +13,7 @@ from typing import Iterator
 
 import msgspec
 
+from cascade_plan.atomic import open_atomic
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.workload import TreeNode
@@ -142,8 +143,6 @@ def open_for_write(path: Path, fh):
 
 def write_log(tree: TreeNode, path: Path, replica: str = "r0", step_s: float = 0.01) -> int:
     """Write the simulated log as JSON Lines (atomically). Returns the number of records."""
-    from cascade_plan.atomic import open_atomic
-
     check_log_size(tree)
     n = 0
     with open_atomic(path) as raw:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,8 +62,6 @@ def check_zstd_complete(path: str) -> None:
     """Refuse a .zst file that ends inside a frame (a copy cut short): DuckDB reads such a file up to the cut
     without a word, where a cut .gz is an error. Walks the frame and block headers only (3 bytes per block
     of at most 128 KiB), so it costs a few seeks, not a decompression."""
-    import os
-
     size = os.path.getsize(path)
 
     def cut() -> InputError:

@@ -6,7 +6,7 @@ tables; the driver hands them to DuckDB (duck_reader's final step) and prices th
 
 Local mode (`cascade-plan analyze LOGS --engine spark`) or on a cluster:
 
-    spark-submit --master yarn "$(python -c 'import cascade_plan.logs.spark_job as m; print(m.__file__)')" \\
+    spark-submit --master yarn "$(python -c 'import cascade_plan.cli.spark_submit as m; print(m.__file__)')" \\
         'hdfs:///logs/2026-11-29/*.jsonl.gz' --model llama-3-8b --hardware h200 --json > verdict.json
 
 Needs the `spark` extra (pip install 'cascade-plan[spark]') and a Java runtime (17 or newer).
@@ -15,9 +15,13 @@ Needs the `spark` extra (pip install 'cascade-plan[spark]') and a Java runtime (
 from __future__ import annotations
 
 import json
+import os
+import shutil
+from pathlib import Path
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_DEPTH
+from cascade_plan.logs.duck_reader import _connect, _fetch
 from cascade_plan.logs.sources import LogFile
 
 
@@ -26,9 +30,6 @@ def _session():
         from pyspark.sql import SparkSession
     except ImportError:
         raise InputError("--engine spark needs PySpark: pip install 'cascade-plan[spark]' (and a Java runtime)") from None
-    import os
-    import shutil
-
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise InputError("--engine spark needs a Java runtime (17 or newer) on PATH or in JAVA_HOME")
     # getOrCreate: under spark-submit this is the cluster's session; alone, a local one on every core.
@@ -212,8 +213,6 @@ def read_logs_spark(files: list[LogFile]):
 def _read_with(spark, files: list[LogFile]):
     from pyspark.sql import functions as F
 
-    from cascade_plan.logs.duck_reader import _connect, _fetch
-
     groups: dict[tuple[str, str], list[LogFile]] = {}
     forms = {}
     for f in files:
@@ -248,23 +247,7 @@ def _read_with(spark, files: list[LogFile]):
 
 def _local_name(uri: str, local: dict[str, str]) -> str:
     """Spark names files file:/abs/path; give back the name the user passed."""
-    from pathlib import Path
-
     for k, v in local.items():
         if uri == k or uri.endswith(str(Path(v).resolve())):
             return v
     return uri
-
-
-def main(argv: list[str] | None = None) -> None:
-    """spark-submit entry point: `analyze` with the Spark engine."""
-    import sys
-
-    from cascade_plan.cli.app import _new_app, _populate
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    _populate(_new_app(), only="analyze")(["analyze", *args, "--engine", "spark"])
-
-
-if __name__ == "__main__":
-    main()

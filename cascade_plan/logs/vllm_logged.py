@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cascade_plan.cost.cost_model import kv_heads_per_gpu, q_heads_per_gpu
+from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.logs.duck_reader import LogTables
 from cascade_plan.logs.sources import LogFile
 
@@ -54,9 +56,6 @@ def _has_fields(con, f: LogFile) -> bool:
 def logged_gate(files: list[LogFile], t: LogTables, scn, common_prefix_tokens: np.ndarray) -> LoggedGate | None:
     """None when no file carries vLLM's fields (or none of their steps is in `t`)."""
     import duckdb
-
-    from cascade_plan.cost.cost_model import kv_heads_per_gpu, q_heads_per_gpu
-    from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 
     json_files = [f for f in files if f.fmt == "json" and "://" not in f.path]
     if not json_files or t.steps == 0:

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
+from rich.table import Table
 
-# The computation lives in cost/; these names stay importable from here for the report and plots.
-from cascade_plan.cost.breakeven import (  # noqa: F401
-    BreakevenResult,
-    Span,
-    Sweep,
-    run_breakeven,
-    workload_axes,
-    workload_point,
-)
+from cascade_plan.cost.breakeven import BreakevenResult, Sweep, unfit_counts
+from cascade_plan.units import fmt_bytes_binary
 
-DEFAULT_PREFIX_AXIS = "64:65536:log"
-DEFAULT_BATCH_AXIS = "1:512:log"
 MAX_JSON_POINTS = 200_000
 
 
@@ -92,8 +86,6 @@ def to_csv(res: BreakevenResult) -> str:
     p, n, s = np.meshgrid(sw.prefix_tokens, sw.group_size, sw.suffix_tokens, indexing="ij")
     table = np.column_stack([p.ravel(), n.ravel(), s.ravel(), sw.per_sequence_step_s.ravel(),
                              sw.cascade_step_s.ravel(), sw.speedup.ravel(), _fits(sw).ravel()])
-    import io
-
     buf = io.StringIO()
     buf.write("prefix_tokens,group_size,suffix_tokens,per_sequence_step_s,cascade_step_s,speedup,fits\n")
     np.savetxt(buf, table, delimiter=",", fmt=["%d", "%d", "%d", "%.6e", "%.6e", "%.5f", "%d"])
@@ -138,17 +130,12 @@ def breakeven_cell(values: np.ndarray, fits: np.ndarray | None, i: int, j: int, 
 
 def memory_line(res: BreakevenResult) -> str | None:
     """One sentence on memory for the breakeven output, or None when every point shown fits."""
-    from cascade_plan.units import fmt_bytes_binary
-
     m = res.memory
     if m is None:
         return None
     if not m.weights_fit:
         return f"No point of this sweep runs: {m.reason}."
-    misses = [f for f in (res.sweep.fits, res.prefix_at_group_fits, res.group_at_prefix_fits) if f is not None]
-    found = [res.prefix_at_group >= 0, res.group_at_prefix >= 0]
-    bad = int((~misses[0]).sum()) if misses else 0
-    bad_be = sum(int((~f & ok).sum()) for f, ok in zip(misses[1:], found))
+    bad, bad_be = unfit_counts(res)
     if not bad and not bad_be:
         return None
     return (f"{bad:,} of {res.sweep.speedup.size:,} sweep points and {bad_be} breakevens need more KV (each prompt's "
@@ -158,8 +145,6 @@ def memory_line(res: BreakevenResult) -> str | None:
 
 
 def render(res: BreakevenResult, console) -> None:
-    from rich.table import Table
-
     sw, scn = res.sweep, res.scenario
     console.print(f"[bold]Breakeven[/bold]: {scn.model.id} on {scn.hardware.name}, KV {scn.kv_dtype}, TP {scn.tp}, "
                   f"{sw.n_groups} prompt group(s) in the batch")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from rich import box
+from rich.table import Table
+
 from cascade_plan.units import fmt_pct
 
 
@@ -18,9 +21,6 @@ def _num(x, unit: str) -> str:
 
 
 def render_crosscheck(res: dict, console) -> None:
-    from rich import box
-    from rich.table import Table
-
     console.print(f"\nCross-check on the {res['gpu']}: AIConfigurator ({res['aic_file']}, decode kernel "
                   f"{res['aic_kernel']}) against our probe ({res['probe_file']}); docs/aic.md explains the differences")
     t = Table(title="Per-sequence decode attention, shapes both measured (AIC time / probe time)", title_justify="left",

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from rich.table import Table
+
+from cascade_plan.calibration.params_select import shipped_source
 from cascade_plan.cost.cost_model import kv_bytes_per_token, kv_heads_per_gpu, weight_bytes_per_gpu
 from cascade_plan.inputs.hardware import builtin_hardware_ids, load_hardware
 from cascade_plan.inputs.model_spec import load_preset, preset_ids
+from cascade_plan.render.console import make_console
 from cascade_plan.units import fmt_bytes_binary, fmt_count
 
 
@@ -27,10 +31,6 @@ def model_rows(kv_dtype: str, weight_dtype: str, tp: int) -> list[dict]:
 
 
 def render_models(rows: list[dict], kv_dtype: str, weight_dtype: str, tp: int) -> None:
-    from rich.table import Table
-
-    from cascade_plan.render.console import make_console
-
     t = Table(title=f"Built-in models (per GPU at TP {tp}; KV {kv_dtype}, weights {weight_dtype})", title_justify="left")
     t.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
     for col in ("attention", "layers", "heads q/kv", "params total / active", "KV bytes per token",
@@ -53,8 +53,6 @@ def render_models(rows: list[dict], kv_dtype: str, weight_dtype: str, tp: int) -
 
 
 def hardware_rows(profile: str | None) -> list[dict]:
-    from cascade_plan.calibration.params_select import shipped_source
-
     ids = [profile] if profile else builtin_hardware_ids()
     rows = [load_hardware(i).to_dict() for i in ids]
     for r in rows:
@@ -63,10 +61,6 @@ def hardware_rows(profile: str | None) -> list[dict]:
 
 
 def render_hardware(rows: list[dict], full: bool) -> None:
-    from rich.table import Table
-
-    from cascade_plan.render.console import make_console
-
     t = Table(title="Hardware profiles (datasheet peaks; measured numbers live in calibration files)", title_justify="left")
     t.add_column("id", no_wrap=True)
     for col in ("HBM TB/s", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "L2", "SMs/CUs", "calibration"):

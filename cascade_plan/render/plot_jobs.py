@@ -6,9 +6,13 @@ already-imported matplotlib instead of importing it again."""
 
 from __future__ import annotations
 
+import io
 import os
+import signal
 from pathlib import Path
 from typing import Callable
+
+from cascade_plan.cost.verdict import range_tag
 
 KINDS = ("heatmap", "steps", "bytes", "hardware")
 CAPTIONS = {"heatmap": "Speedup over shared-prefix length x group size, breakeven contour",
@@ -26,16 +30,15 @@ def default_workers() -> int:
 
 def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
     """One plot of one analysed workload; returns the first file written (the PNG)."""
+    # imported here: estimate's start-up imports this module (for KINDS), never the drawing or the breakeven search
     from cascade_plan.render import plots
 
     est, stem = r.est, Path(folder) / STEMS[kind]
     if kind == "heatmap":
-        from cascade_plan.render.breakeven_report import workload_point
+        from cascade_plan.cost.breakeven import workload_point
 
         name = f"{est.scenario.model.id} on {est.scenario.hardware.id}"
         group, prefix = workload_point(est.scenario)
-        from cascade_plan.cost.verdict import range_tag
-
         rng = est.verdict.speedup_range
         run = (f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n({range_tag(est.verdict)})" if rng
                else f"run {est.run_speedup:.2f}x")
@@ -101,9 +104,6 @@ def _ignore_sigint() -> None:
     """In a plot worker: Ctrl-C is the parent's to handle (one line, exit 130); a worker that took it too
     would print its own traceback. And a worker ends with its parent: a report killed with SIGKILL would
     otherwise leave its workers waiting on the task queue forever (Linux: PR_SET_PDEATHSIG)."""
-    import os
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import ctypes
@@ -118,8 +118,6 @@ def _ignore_sigint() -> None:
 
 def _warm(plots) -> None:
     """Import what drawing needs and draw one tiny figure (fonts, text layout), once, in the parent."""
-    import io
-
     import matplotlib.colors  # noqa: F401  (imported by the plot functions; here so that workers inherit it)
     import matplotlib.patches  # noqa: F401
     import matplotlib.ticker  # noqa: F401

@@ -4,12 +4,17 @@ on a bare `Figure` with the Agg backend: nothing here needs a display or touches
 
 from __future__ import annotations
 
+import io
 import math
+import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from cascade_plan.atomic import write_bytes_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.cost.estimate import Estimate
@@ -51,8 +56,6 @@ _RC = {
 def _mpl():
     """Import matplotlib lazily, headless. A caller that already drives pyplot keeps its backend:
     everything here draws on a bare Figure, which renders through Agg whatever the backend is."""
-    import sys
-
     import matplotlib
 
     if "matplotlib.pyplot" not in sys.modules:
@@ -74,10 +77,6 @@ FORMATS = ("png", "svg")
 
 def _save(fig, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Write <stem>.png and (when asked) <stem>.svg next to each other, each atomically."""
-    import io
-
-    from cascade_plan.atomic import write_bytes_atomic
-
     out_stem = Path(out_stem)
     written = []
     try:
@@ -126,8 +125,6 @@ def _fmt_x(x: float) -> str:
 def plain(text: str) -> str:
     """Text drawn as written: a `$` in a name (a workload, a GPU, a file) would start matplotlib's math mode
     and fail the whole plot on an unbalanced one. Escapes each unescaped `$` (idempotent)."""
-    import re
-
     return re.sub(r"(?<!\\)\$", r"\\$", text)
 
 

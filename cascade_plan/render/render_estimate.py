@@ -7,7 +7,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from cascade_plan.cost.estimate import Estimate, step_rows
+from cascade_plan.cost.coverage import sources_line
+from cascade_plan.cost.estimate import Estimate
+from cascade_plan.render.step_table import step_rows
 from cascade_plan.units import (fmt_bandwidth, fmt_bytes, fmt_bytes_binary, fmt_bytes_decimal, fmt_count,
                                 fmt_seconds, fmt_speedup)
 
@@ -72,8 +74,6 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(inputs_line(est))
     console.print(Text(f"Numbers: {est.params.label}", style="dim"))
     if est.attention_source:
-        from cascade_plan.cost.coverage import sources_line
-
         console.print(Text(sources_line(est.attention_source), style="dim"))
     sp = est.params.step
     if sp is not None:

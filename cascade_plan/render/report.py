@@ -8,15 +8,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cascade_plan import __version__
-from cascade_plan.render.breakeven_report import BreakevenResult, breakeven_cell, memory_line
+from cascade_plan.cost.breakeven import BreakevenResult
+from cascade_plan.render.breakeven_report import breakeven_cell, memory_line
 from cascade_plan.cost.capacity import Capacity, preemption_warnings
-from cascade_plan.cost.checks import md_cell
+from cascade_plan.render.check_report import md_cell
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.engine.engine_gate import EngineView
-from cascade_plan.cost.estimate import Estimate, step_rows
+from cascade_plan.cost.estimate import Estimate
+from cascade_plan.render.step_table import step_rows
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GRAPH_NOTE, VLLM_VERSION_MODELLED
 from cascade_plan.inputs.workload import TreeNode
+from cascade_plan.calibration.params_select import sources_note
+from cascade_plan.cost.coverage import sources_line
+from cascade_plan.cost.verdict import speedup_words
+from cascade_plan.inputs.ids import slug as safe_slug     # one rule for every folder named after a workload
 
 
 @dataclass
@@ -232,8 +238,6 @@ def _backends(r: WorkloadReport) -> list[str]:
 def speedup_cell(e: Estimate) -> str:
     """The run speedup as a verdict would state it: a range where extrapolated or uncalibrated, none
     where it cannot run."""
-    from cascade_plan.cost.verdict import speedup_words
-
     if e.memory is not None and not e.memory.fits:
         return "does not fit"
     return speedup_words(e.verdict, e.run_speedup)
@@ -244,8 +248,6 @@ def workload_section(r: WorkloadReport) -> list[str]:
     title = est.scenario.name
     lines = [f"## {title}", "", f"*Numbers: {est.params.label}.*", ""]
     if est.attention_source:
-        from cascade_plan.cost.coverage import sources_line
-
         lines += [f"*{sources_line(est.attention_source)}.*", ""]
     lines += [f"**Verdict:** {est.verdict.text} Whole-run speedup **{speedup_cell(est)}**.", ""]
     lines += [f"> **Warning:** {w}" for w in est.warnings] + ([""] if est.warnings else [])
@@ -254,8 +256,6 @@ def workload_section(r: WorkloadReport) -> list[str]:
     if r.backend_estimates:
         lines += _backends(r)
     if r.hardware_estimates:
-        from cascade_plan.calibration.params_select import sources_note
-
         note = sources_note([(e.scenario.hardware.id, e.params) for e in r.hardware_estimates])
         lines += ["### Across GPUs", "", "Each GPU through the same path as `estimate` and `compare`: its own probe "
                   "calibration where one ships, else one imported from NVIDIA AIConfigurator, else the default "
@@ -323,8 +323,6 @@ def build_report(reports: list[WorkloadReport]) -> str:
 
 
 def slug(name: str) -> str:
-    from cascade_plan.inputs.ids import slug as safe_slug     # one rule for every folder named after a workload
-
     return safe_slug(name)
 
 

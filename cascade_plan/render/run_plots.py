@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.verdict import range_tag
 from cascade_plan.units import GiB
 from cascade_plan.render.plot_style import (C_CASCADE, C_MERGE, C_PER_SEQ, C_PREFIX, C_SUFFIX, C_WEIGHTS, FORMATS,
@@ -283,10 +285,6 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
                    + (ranged if tags else ""), pad=30 if tags else 22)
         if len(sources) > 1:
-            from types import SimpleNamespace
-
-            from cascade_plan.calibration.params_select import sources_note
-
             _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + sources_note(
                 [(e.scenario.hardware.id, e.params) for e in estimates])))
         else:

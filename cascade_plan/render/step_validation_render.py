@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from rich.table import Table
+
 from cascade_plan.units import fmt_pct
 
 
 def render_steps(res: dict, console) -> None:
-    from rich.table import Table
-
     if not res["points"]:
         console.print("[dim]No whole-step rows in this calibration (run `cascade-plan probe --step`).[/dim]")
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,6 @@ MARKERS = {"decode_shared": "o", "decode_dup": "s", "prefix": "^", "suffix": "v"
 
 def _footer(fig, res: dict) -> None:
     """Name the cost-model source, as every plot does: the fitted calibration, scored on held-out points."""
-    import textwrap
-
     src = res.get("source")
     where = f" ({Path(src).name})" if src else ""
     text = f"Cost model: calibrated{where}, fitted on the training part of the probe grid; the points shown are held out"

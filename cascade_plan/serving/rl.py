@@ -11,6 +11,7 @@ tail). The RL step waits for the slowest replica."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,8 +182,6 @@ def check_schedule(s: RlSchedule, sampled_steps: int) -> None:
     """Refuse (one line) a schedule outside the planned ranges, or whose run would take more than a
     few seconds: every figure finite and in range, and the work (completions drawn, replica rollouts
     priced) bounded, so memory and time never grow with what a user can type."""
-    import math
-
     def bad(option: str, message: str) -> InputError:
         return InputError(f"{option}: {message}")
 

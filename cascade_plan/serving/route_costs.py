@@ -11,6 +11,9 @@ from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.workload import Scenario, simple_tree
+from cascade_plan.logs.duck_reader import read_logs, require_steps
+from cascade_plan.logs.sources import expand
+from cascade_plan.logs.summary_tree import summary_tree
 from cascade_plan.serving.memory_waves import FITS, NO_ROOM, WavePlan, budget_tokens, uniform_waves
 from cascade_plan.serving.routing import POLICIES, RoutingResult, Stream, make_stream, route
 
@@ -40,10 +43,6 @@ class PolicyOutcome:
 def mix_from_log(patterns: list[str], output_cv: float = 0.0, sibling_spread: float = 0.0) -> Mix:
     """The request mix of the workload that best summarises the logs: the shared chain's tokens, the
     siblings per innermost group, the median output and private tokens."""
-    from cascade_plan.logs.duck_reader import read_logs, require_steps
-    from cascade_plan.logs.sources import expand
-    from cascade_plan.logs.summary_tree import summary_tree
-
     files = expand(patterns)
     tree, _ = summary_tree(require_steps(read_logs(files), files))      # an all-malformed log is refused, as analyze does
     shared = 0

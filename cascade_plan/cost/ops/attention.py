@@ -152,6 +152,15 @@ def prefix_tile_factor(rows):
     return np.where(r > 0, prefix_tile_rows(r) / np.maximum(r, 1e-300), 1.0)
 
 
+def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.ndarray:
+    """Prefix and suffix passes of one cascade. Run one after the other they add up; run concurrently
+    (two streams) their fixed costs overlap but their bytes still share the bus: the larger of the two
+    and of the two bandwidth parts together. `overlap` in [0, 1] mixes the two cases."""
+    both = t_pre + t_suf
+    concurrent = np.maximum(np.maximum(t_pre, t_suf), roof_pre + roof_suf)
+    return (1.0 - overlap) * both + overlap * concurrent
+
+
 # (q_per_kv, KV heads per GPU, head dim) -> the per-layer table of each planner kernel
 ShapeKey = tuple[int, int, int]
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cascade_plan.cost.moe_routing import expected_experts_touched
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.gemm import ACTIVATION_BYTES, gemm_table_key
 from cascade_plan.cost.step_parts import StepParts, gemm_time_s
@@ -17,10 +18,6 @@ def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_by
     """None for a model without routed experts."""
     if not (model.num_moe_layers and model.num_experts):
         return None
-    from cascade_plan.cost.cost_model import (
-        expected_experts_touched,  # uniform routing, shared with weight bytes
-    )
-
     m = np.asarray(tokens, float)
     eff = parts.gemm[gemm_table_key(parts, weight_dtype)]
     touched = np.maximum(expected_experts_touched(model, m), 1e-9)

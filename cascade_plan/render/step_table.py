@@ -1,0 +1,39 @@
+"""The per-step breakdown of an estimate as rows of formatted cells, shared by the terminal table
+(render_estimate.py) and the markdown report (report.py)."""
+
+from __future__ import annotations
+
+from cascade_plan.cost.estimate import Estimate
+from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_seconds, fmt_speedup
+
+
+def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
+    """The per-step breakdown as (label, one cell per summarised step, emphasised) rows, shared by the
+    terminal table and the markdown report."""
+    cols = est.steps
+    rows = [
+        ("sequences decoding", [str(s.active_seqs) for s in cols], False),
+        ("weights read", [fmt_bytes_decimal(s.weight_bytes) for s in cols], False),
+        ("GEMMs (qkv, o, MLP, lm_head)", [fmt_seconds(s.weight_s) for s in cols], False),
+    ]
+    if any(s.glue_s for s in cols):
+        rows.append(("engine glue (norms, RoPE, KV append, ...)", [fmt_seconds(s.glue_s) for s in cols], False))
+    if any(s.comm_s for s in cols):
+        rows.append(("all-reduce (2 per layer, TP)", [fmt_seconds(s.comm_s) for s in cols], False))
+    rows += [
+        ("per-sequence: KV read", [fmt_bytes_binary(s.per_sequence.attention_bytes) for s in cols], False),
+    ]
+    if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in cols):
+        rows.append(("per-sequence: KV from HBM (rest from L2)", [fmt_bytes_binary(s.per_sequence.hbm_bytes) for s in cols],
+                     False))
+    rows += [
+        ("per-sequence: attention time", [fmt_seconds(s.per_sequence.attention_s) for s in cols], False),
+        ("cascade: shared prefix read", [fmt_bytes_binary(s.cascade.prefix_bytes) for s in cols], False),
+        ("cascade: private suffix read", [fmt_bytes_binary(s.cascade.suffix_bytes) for s in cols], False),
+        ("cascade: merge traffic", [fmt_bytes_binary(s.cascade.merge_bytes) for s in cols], False),
+        ("cascade: attention time", [fmt_seconds(s.cascade.attention_s) for s in cols], False),
+        ("step, per-sequence", [fmt_seconds(s.per_sequence.step_s) for s in cols], True),
+        ("step, cascade", [fmt_seconds(s.cascade.step_s) for s in cols], True),
+        ("speedup", [fmt_speedup(s.speedup) for s in cols], True),
+    ]
+    return rows
