@@ -4,12 +4,11 @@ the seed's style so a design review can check every number."""
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cascade_plan import __version__
 from cascade_plan.render.breakeven_report import BreakevenResult, breakeven_cell, memory_line
-from cascade_plan.cost.capacity import Capacity, preemption_warnings
+from cascade_plan.cost.capacity import preemption_warnings
 from cascade_plan.cost.checks import md_cell
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.engine.engine_gate import EngineView
@@ -17,17 +16,7 @@ from cascade_plan.cost.estimate import Estimate, step_rows
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GRAPH_NOTE, VLLM_VERSION_MODELLED
 from cascade_plan.inputs.workload import TreeNode
-
-
-@dataclass
-class WorkloadReport:
-    est: Estimate
-    cap: Capacity
-    engine: EngineView
-    breakeven: BreakevenResult
-    plots: dict[str, str] = field(default_factory=dict)          # caption -> relative path
-    hardware_estimates: list[Estimate] = field(default_factory=list)
-    backend_estimates: list[Estimate] = field(default_factory=list)     # calibrated backends, then ideal
+from cascade_plan.serving.workload_analysis import WorkloadReport
 
 
 def _tree_lines(node: TreeNode, depth: int = 0) -> list[str]:
