@@ -275,38 +275,16 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
             ("route", "cascade_plan.cli.serving_cli"), ("rl", "cascade_plan.cli.serving_cli")]
 
 
-def _interruptible(fn):
-    """Ctrl-C inside a command becomes entry.Interrupted, which click lets through (a KeyboardInterrupt it
-    turns into a blank line and 'Aborted!'); entry.main prints one line and exits 130."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except KeyboardInterrupt:
-            pass
-        except Exception as exc:   # noqa: BLE001 (re-raised unless it is DuckDB's interrupt)
-            # DuckDB turns a Ctrl-C during any of its queries into its own error ("Query interrupted"),
-            # whichever command's query it was (analyze's scan, its bad-line pass, route --log)
-            from cascade_plan.logs.duck_reader import _interrupt
-
-            if not _interrupt(exc):
-                raise
-        from cascade_plan.cli.entry import Interrupted
-
-        raise Interrupted()
-    return wrapper
-
-
 def _commands(only: str | None = None) -> list:
     import importlib
+
+    from cascade_plan.cli.interrupts import interruptible
 
     out = []
     for name, module in COMMANDS:
         if only is None or name == only:
             fn = getattr(importlib.import_module(module), name.replace("-", "_"))
-            out.append(_interruptible(fn if getattr(fn, "handles_input_errors", False) else handles_input_errors(fn)))
+            out.append(interruptible(fn if getattr(fn, "handles_input_errors", False) else handles_input_errors(fn)))
     return out
 
 
