@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
+from cascade_plan.envelope import envelope
 from cascade_plan.inputs.limits import MAX_SECONDS
 from cascade_plan.cli.common import (TP_FLAGS, KvCacheDtypeChoice, _kv_dtype, GroupsOpt, HardwareOpt, JsonOpt,
                                      KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt,
@@ -113,8 +114,8 @@ def models(
 
     rows = model_rows(kv_dtype.value, weight_dtype.value, tp)
     if json_out:
-        print_json({"schema_version": 1, "kv_dtype": kv_dtype.value, "weight_dtype": weight_dtype.value, "tp": tp,
-                    "models": rows})
+        print_json(envelope({"kv_dtype": kv_dtype.value, "weight_dtype": weight_dtype.value, "tp": tp,
+                             "models": rows}))
     else:
         render_models(rows, kv_dtype.value, weight_dtype.value, tp)
 
@@ -129,7 +130,7 @@ def hardware(
 
     rows = hardware_rows(profile)
     if json_out:
-        print_json({"schema_version": 1, "hardware": rows})
+        print_json(envelope({"hardware": rows}))
     else:
         render_hardware(rows, full=profile is not None)
 

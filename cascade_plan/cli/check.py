@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
 from cascade_plan.cli.common import AttentionBackendOpt, HardwareOpt, JsonOpt, ReserveOpt, print_json
 from cascade_plan.cli.option_bundles import calibration_options, what_if_options
+from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_SEQUENCES, MAX_THRESHOLD
@@ -87,12 +87,12 @@ def check(
     if markdown and not overwrite:
         _write_markdown(markdown, summary, overwrite)
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "mode": gate.mode, "numbers": label,
-                    "passed": not failed, "hardware": gate.hardware,
-                    "workloads": {name: [{"name": c.name, "passed": c.passed, "measured": c.measured,
-                                          "threshold": c.threshold, "text": c.text} for c in r]
-                                  for name, r in results.items()},
-                    "without_checks": unchecked})
+        print_json(envelope({"mode": gate.mode, "numbers": label,
+                             "passed": not failed, "hardware": gate.hardware,
+                             "workloads": {name: [{"name": c.name, "passed": c.passed, "measured": c.measured,
+                                                   "threshold": c.threshold, "text": c.text} for c in r]
+                                           for name, r in results.items()},
+                             "without_checks": unchecked}))
     else:
         for name, checks_ in results.items():
             for c in checks_:

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
+from cascade_plan.envelope import envelope
 from cascade_plan.cli.common import (CsvOpt, JsonOpt, ModelOpt, ReserveOpt, TpOpt, WorkloadArg, kv_dtype_value,
                                      print_json, scenario_from_options)
 from cascade_plan.cli.option_bundles import calibration_options, what_if_options
@@ -56,8 +56,8 @@ def compare(
     rows = compare_rows(scns, params, lambda scn, p: assess(scn, p, reserve))
     note = sources_note([(s.hardware.id, p) for s, p in zip(scns, params)])
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "workload": base.name, "rows": rows,
-                    "sources_note": note})
+        print_json(envelope({"workload": base.name, "rows": rows,
+                             "sources_note": note}))
     elif csv_out:
         typer.echo(rows_csv(rows), nl=False)
     else:

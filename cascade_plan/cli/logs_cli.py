@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
 from cascade_plan.cli.common import (HardwareOpt, JsonOpt,
                                      KvDtypeOption, TpOpt, WeightDtypeOption, WorkloadArg,
                                      print_json)
@@ -72,7 +71,7 @@ def analyze(
     if json_out:
         from cascade_plan.logs.analysis import to_json
 
-        print_json(to_json(a, {"tool_version": __version__, "model": scn.model.id, "hardware": scn.hardware.id,
+        print_json(to_json(a, {"model": scn.model.id, "hardware": scn.hardware.id,
                                "kv_dtype": scn.kv_dtype, "weight_dtype": scn.weight_dtype, "tp": scn.tp,
                                "mode": params.mode, "numbers": params.label, "engine": engine,
                                "written": [str(w) for w in written]}))

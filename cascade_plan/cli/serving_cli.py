@@ -7,11 +7,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
 from cascade_plan.cli.common import (HardwareOpt, JsonOpt,
                                      KvDtypeOption, TpOpt, WeightDtypeOption, print_json)
 from cascade_plan.cli.option_bundles import calibration_options
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
+from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs import limits
@@ -111,10 +111,10 @@ def route(
              "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
             for o in outs]
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id,
-                    "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
-                    "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": mix.output_tokens,
-                    "forks_together": forks_together, "policies": rows, "written": written})
+        print_json(envelope({"model": scn.model.id,
+                             "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
+                             "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": mix.output_tokens,
+                             "forks_together": forks_together, "policies": rows, "written": written}))
         return
     from rich.table import Table
 
@@ -192,8 +192,8 @@ def rl(
                    other_s=other_s)
     res = rl_generation(scn, params, s, sampled_steps, seed)
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id, "hardware": scn.hardware.id,
-                    "tp": scn.tp, "numbers": params.label, **res.to_json()})
+        print_json(envelope({"model": scn.model.id, "hardware": scn.hardware.id,
+                             "tp": scn.tp, "numbers": params.label, **res.to_json()}))
         return
     from rich.table import Table
 

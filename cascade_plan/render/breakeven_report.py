@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cascade_plan.envelope import envelope
 # The computation lives in cost/; these names stay importable from here for the report and plots.
 from cascade_plan.cost.breakeven import (  # noqa: F401
     BreakevenResult,
@@ -36,7 +37,7 @@ def _fit_at(fits: np.ndarray | None, i: int, j: int, found: int) -> bool | None:
 def to_json(res: BreakevenResult, version: str) -> dict:
     sw, scn = res.sweep, res.scenario
     doc = {
-        "schema_version": 1, "tool_version": version, "model": scn.model.id, "hardware": scn.hardware.id,
+        **envelope(tool_version=version), "model": scn.model.id, "hardware": scn.hardware.id,
         "kv_dtype": scn.kv_dtype, "weight_dtype": scn.weight_dtype, "tp": scn.tp, "mode": res.params.mode,
         "calibration": {"mode": res.params.mode, "source": res.params.source, "backend": res.params.backend,
                         "numbers": res.params.numbers, "label": res.params.label},
