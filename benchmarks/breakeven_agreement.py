@@ -11,13 +11,8 @@ import time
 
 import numpy as np
 
-from cascade_plan.calibration.params_select import select_params
-
-from cascade_plan.inputs.choices import ParamsChoice
-from cascade_plan.cost.breakeven import contradictions, run_breakeven
-from cascade_plan.errors import InputError
-from cascade_plan.inputs.grid_spec import parse_axis
-from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan import InputError, ParamsChoice, load_hardware, parse_axis, run_breakeven, select_params
+from cascade_plan.cost.breakeven import contradictions
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.inputs.workload import Scenario, simple_tree
 

@@ -185,8 +185,8 @@ def run_breakdown(c: StepCosts) -> dict:
             "cascade": {"attention_s": float(c.cas_attention_s.sum()), **other}}
 
 
-def to_json(est: Estimate, version: str) -> dict:
-    """Stable keys (documented in README.md); SI units throughout."""
+def to_json(est: Estimate, version: str | None = None) -> dict:
+    """Stable keys (documented in README.md); SI units throughout. `version`: the writer's (default: this one)."""
     scn, flat = est.scenario, est.flat
     first = est.steps[0]
     return {

@@ -34,7 +34,7 @@ def _fit_at(fits: np.ndarray | None, i: int, j: int, found: int) -> bool | None:
     return None if fits is None or found < 0 else bool(fits[i, j])
 
 
-def to_json(res: BreakevenResult, version: str) -> dict:
+def to_json(res: BreakevenResult, version: str | None = None) -> dict:
     sw, scn = res.sweep, res.scenario
     doc = {
         **envelope(tool_version=version), "model": scn.model.id, "hardware": scn.hardware.id,
