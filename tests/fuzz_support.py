@@ -237,6 +237,7 @@ def _numbers(doc, path=""):
 
 def _params(mode: str, scn):
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.inputs.choices import ParamsChoice
 
     if mode == "ideal":
         return select_params(scn, ParamsChoice(ideal=True))
