@@ -11,11 +11,8 @@ import time
 
 import numpy as np
 
-from cascade_plan.calibration.params_select import select_params
-from cascade_plan.cost.breakeven import contradictions, run_breakeven
-from cascade_plan.errors import InputError
-from cascade_plan.inputs.grid_spec import parse_axis
-from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan import InputError, ParamsChoice, load_hardware, parse_axis, run_breakeven, select_params
+from cascade_plan.cost.breakeven import contradictions
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.inputs.workload import Scenario, simple_tree
 
@@ -29,9 +26,9 @@ def random_case(rng):
                    kv_dtype=str(rng.choice(["bf16", "fp8", "int8"])), weight_dtype="bf16", tp=int(rng.choice([1, 2, 4, 8])),
                    prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))
     try:
-        params = select_params(False, scn, None, rng.choice(BACKENDS))
+        params = select_params(scn, ParamsChoice(backend=rng.choice(BACKENDS)))
     except InputError:                       # that backend is not in this GPU's calibration
-        params = select_params(False, scn, None, None)
+        params = select_params(scn)
     prefix = np.unique(np.concatenate([parse_axis("64:65536:log", "--prefix"), rng.integers(1, 70000, 4)]))
     group = np.unique(np.concatenate([parse_axis("1:512:log", "--batch"), rng.integers(1, 600, 4)]))
     suffix = np.unique(rng.integers(0, 8192, int(rng.integers(1, 3))))

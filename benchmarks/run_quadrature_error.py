@@ -11,6 +11,7 @@ from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.inputs.workload import TreeNode, Scenario
 from cascade_plan.calibration.params_select import select_params
+from cascade_plan.inputs.choices import ParamsChoice
 worst = 0
 for model in ["llama-3-8b", "deepseek-v3", "qwen2.5-7b"]:
     for hw in ["h200", "h100-sxm"]:
@@ -20,8 +21,8 @@ for model in ["llama-3-8b", "deepseek-v3", "qwen2.5-7b"]:
             m, h = load_preset(model), load_hardware(hw)
             scn = Scenario(name="q", model=m, hardware=h, kv_dtype="bf16", weight_dtype="bf16", tp=8 if model == "deepseek-v3" else 1,
                            prefix_caching=True, block_size=16, tree=tree)
-            for label, p in [("ideal", select_params(True)), ("default", select_params(False, scn, uncalibrated=True)),
-                             ("cal", select_params(False, scn, None, None, True))]:
+            for label, p in [("ideal", select_params(None, ParamsChoice(ideal=True))), ("default", select_params(scn, ParamsChoice(uncalibrated=True))),
+                             ("cal", select_params(scn, ParamsChoice(force=True)))]:
                 g = gpu_shape(m, h, "bf16", "bf16", scn.tp)
                 flat = flatten(tree)
                 ex = tree_run_costs(flat, g, m, "bf16", scn.tp, p, budget=10**7)

@@ -170,6 +170,7 @@ def edited_calibration(doc: dict, edits) -> dict:
 def run_calibration(doc: dict, backend: str | None, tmp: Path) -> str:
     """Classify a calibration file through what `estimate --calibration FILE --force` does."""
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.cost.estimate import estimate, to_json
     from cascade_plan.errors import InputError
     from cascade_plan.inputs.workload import load_scenario
@@ -178,7 +179,7 @@ def run_calibration(doc: dict, backend: str | None, tmp: Path) -> str:
     path.write_text(json.dumps(doc, allow_nan=True))
     try:
         scn = load_scenario(ROOT / "workloads" / "rl-rollouts-64.yaml", "h200")
-        return check_answer(estimate(scn, select_params(False, scn, path, backend, force=True)), to_json)
+        return check_answer(estimate(scn, select_params(scn, ParamsChoice(backend=backend, calibration=path, force=True))), to_json)
     except InputError as exc:
         return "refused" if "\n" not in str(exc) else "multi-line error"
     except Exception as exc:                         # noqa: BLE001 - the defect being counted
@@ -236,14 +237,15 @@ def _numbers(doc, path=""):
 
 def _params(mode: str, scn):
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.inputs.choices import ParamsChoice
 
     if mode == "ideal":
-        return select_params(True, scn)
+        return select_params(scn, ParamsChoice(ideal=True))
     if mode == "default":
-        return select_params(False, scn, uncalibrated=True)
+        return select_params(scn, ParamsChoice(uncalibrated=True))
     backend = mode.partition(":")[2] or None
     cal = next((ROOT / "calibrations").glob("h200-*.json"))
-    return select_params(False, scn, cal, backend, force=True)
+    return select_params(scn, ParamsChoice(backend=backend, calibration=cal, force=True))
 
 
 def check_answer(est, to_json) -> str:

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
+
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.cli.app import app
 from cascade_plan.cost.breakeven import contradictions, run_breakeven, winning_spans
 from cascade_plan.cost.cost_params import IDEAL, KernelParams
@@ -117,9 +119,9 @@ _AXIS = st.lists(st.integers(1, 70000), min_size=1, max_size=6, unique=True).map
 def test_every_grid_point_agrees_with_both_tables(gpu, model, kv, tp, backend, prefix, group, suffix, n_groups):
     scn = _scenario(model, gpu, kv, tp)
     try:
-        params = select_params(False, scn, None, backend)
+        params = select_params(scn, ParamsChoice(backend=backend))
     except InputError:          # a backend this GPU's calibration does not carry
-        params = select_params(False, scn, None, None)
+        params = select_params(scn)
     res = run_breakeven(scn, params, prefix, group, suffix, n_groups)
     assert contradictions(res) == []
     assert np.array_equal(res.prefix_at_group >= 0, np.array([[bool(c) for c in r] for r in res.prefix_spans]))

@@ -17,6 +17,7 @@ from cascade_plan.calibration.fitting import KernelFit, features, fit_kernel, fi
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec
 from cascade_plan.calibration.params_select import select_params
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.calibration.validation import _predict_kernel
 from cascade_plan.inputs.workload import Scenario, simple_tree
 
@@ -112,8 +113,8 @@ def test_calibration_for_another_gpu_is_refused(tmp_path):
     scn = Scenario(name="t", model=one_layer_model(), hardware=load_hardware("h100-sxm"), kv_dtype="bf16",
                    weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))
     with pytest.raises(InputError, match="cannot describe h100-sxm"):
-        select_params(False, scn, path)
-    assert select_params(False, scn, path, force=True).mode == "calibrated"
+        select_params(scn, ParamsChoice(calibration=path))
+    assert select_params(scn, ParamsChoice(calibration=path, force=True)).mode == "calibrated"
     res = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h100-sxm", "--prefix", "4096",
                               "--samples", "64", "--output-tokens", "128", "--calibration", str(path)])
     assert res.exit_code == 2 and "--force" in res.stderr

@@ -177,6 +177,19 @@ def _examples():
 
 @pytest.mark.parametrize("args", list(_examples()))
 def test_help_examples_run_from_an_empty_folder(args, tmp_path, monkeypatch):
+    """Each example exits 0 and prints what help_example_outputs.py says it must (every example has an entry)."""
+    from help_example_outputs import EXPECTED
+
     monkeypatch.chdir(tmp_path)
     res = run(*args)
     assert res.exit_code == 0, res.output
+    key = " ".join(args)
+    assert key in EXPECTED, f"no expected output for the example {key!r}: add one to help_example_outputs.py"
+    EXPECTED[key](res.stdout)
+
+
+def test_every_expected_output_is_an_example():
+    from help_example_outputs import EXPECTED
+
+    examples = {" ".join(p.values[0]) for p in _examples()}
+    assert set(EXPECTED) == examples

@@ -306,6 +306,7 @@ def test_common_prefix_and_vllm_gate_match_the_workload_view(root, tmp_path, nam
     workload's: the prefix shared by all, and the opted-in gate's decision."""
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.engine.engine_gate import common_prefix_of_all, engine_view
     from cascade_plan.inputs.workload import load_scenario
 
@@ -314,7 +315,7 @@ def test_common_prefix_and_vllm_gate_match_the_workload_view(root, tmp_path, nam
     run("simulate-log", wl, "--out", log)
     doc = analyze_json(log, "--workload", wl, "--ideal")
     scn = load_scenario(wl)
-    view = engine_view(estimate(scn, select_params(True, scn)))
+    view = engine_view(estimate(scn, select_params(scn, ParamsChoice(ideal=True))))
     common = doc["distributions"]["overall"]["common_prefix_tokens"]
     assert common["p50"] == common["max"] == common_prefix_of_all(scn.tree)
     assert doc["vllm"]["share_of_steps_vllm_would_cascade"] == (1.0 if view.opted_in.used else 0.0)

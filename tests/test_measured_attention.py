@@ -208,7 +208,7 @@ def test_beyond_the_grid_names_the_probe_command():
                    prefix_caching=True, block_size=16, tree=simple_tree(200000, 1, 64, 16))
     from cascade_plan.cost.estimate import estimate
 
-    est = estimate(scn, select_params(False, scn))
+    est = estimate(scn, select_params(scn))
     assert est.coverage and "cascade-plan probe --workload FILE" in est.coverage[-1]
 
 

@@ -6,6 +6,8 @@ import re
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
+
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.calibration.calibration_file import load_probe
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cost.estimate import estimate
@@ -19,11 +21,11 @@ def test_attainable_pairs_the_best_kernel_of_each_mode(root):
     """rl-rollouts-64 on the H100: FlashInfer's per-sequence decode (22.3 ms final step) beats Triton's
     (25.8 ms), so attainable is FlashInfer decode against Triton's cascade, not Triton against Triton."""
     scn = load_scenario(root / "workloads/rl-rollouts-64.yaml")
-    probe = load_probe(select_params(False, scn).source)
+    probe = load_probe(select_params(scn).source)
     ests = [estimate(scn, params_from_probe(probe, b, "bf16", scn.hardware, scn.model))
             for b in ("flashinfer", "flashinfer-fa2", "triton")]
     by = {e.params.backend: e for e in ests}
-    ps, cas = attainable(ests + [estimate(scn, select_params(True))])
+    ps, cas = attainable(ests + [estimate(scn, select_params(None, ParamsChoice(ideal=True)))])
     assert ps.run_per_sequence_s == min(e.run_per_sequence_s for e in ests)
     assert cas.run_cascade_s == min(e.run_cascade_s for e in ests)
     assert ps.params.backend == "flashinfer" and cas.params.backend == "triton"

@@ -259,8 +259,8 @@ def test_csv_log_counts_must_be_whole_numbers_and_the_locator_agrees(tmp_path, b
 def test_duckdbs_own_interrupt_error_is_the_one_line_interrupt():
     """A Ctrl-C during any DuckDB query surfaces as DuckDB's "Query interrupted" RuntimeError (seen in the
     signal campaign during analyze --workload-out): it is the interrupt, not a traceback; other errors pass."""
-    from cascade_plan.cli.app import _interruptible
-    from cascade_plan.cli.entry import Interrupted
+    from cascade_plan.cli.interrupts import Interrupted
+    from cascade_plan.cli.interrupts import interruptible as _interruptible
 
     def query_interrupted():
         raise RuntimeError("Query interrupted")

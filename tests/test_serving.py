@@ -8,6 +8,8 @@ from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
+
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.cli.app import app
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.inputs.workload import load_scenario
@@ -122,7 +124,7 @@ def test_route_rate_gives_littles_law_batch():
 
 def test_rl_fixed_lengths_is_estimate(root):
     scn = load_scenario(root / "workloads/rl-rollouts-64.yaml")
-    p = select_params(True, scn)
+    p = select_params(scn, ParamsChoice(ideal=True))
     res = rl_generation(scn, p, RlSchedule(prompts=4, samples=64, prompt_tokens=4096, completion_tokens=1024,
                                            max_completion=4096, replicas=2), sampled_steps=1)
     est = estimate(scn, p)        # 2 prompts x 64 per replica: the seed's batch

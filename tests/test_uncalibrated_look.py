@@ -48,7 +48,7 @@ def test_hardware_plot_draws_default_bars_pale_and_hatched_with_a_range(root, tm
     ests = []
     for gpu in GPUS.split(","):
         other = dataclasses.replace(scn, hardware=load_hardware(gpu))
-        ests.append(assess(other, select_params(False, other)))
+        ests.append(assess(other, select_params(other)))
     figs = []
     monkeypatch.setattr(run_plots, "_save", lambda fig, stem, formats=(): figs.append(fig) or [])
     run_plots.plot_hardware_comparison(ests, tmp_path / "hw")

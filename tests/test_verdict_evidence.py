@@ -41,7 +41,7 @@ def test_default_verdict_says_so_and_shows_the_error_measured_on_the_h200(rollou
     assert v.level == "marginal" and v.basis == "default" and v.margin_error > 2.01
     assert v.text.startswith("Marginal (uncalibrated: default efficiencies, not measured kernels): within the error")
     h200 = _on(rollouts, "h200")
-    d, m = estimate(h200, DEFAULT).run_speedup, estimate(h200, select_params(False, h200)).run_speedup
+    d, m = estimate(h200, DEFAULT).run_speedup, estimate(h200, select_params(h200)).run_speedup
     assert d > 1 > m                                          # the 3.27x against 0.79x, computed here
     assert f"at {d:.2f}x against {m:.2f}x with measured kernels" in v.evidence
     assert f"{d / m:.1f}x too optimistic, and on the other side of 1x" in v.evidence
@@ -55,7 +55,7 @@ def test_uncalibrated_on_a_calibrated_gpu_compares_on_that_gpu(rollouts):
 
 def test_measured_verdict_inside_the_measurements_stands_alone(rollouts):
     h200 = _on(rollouts, "h200")
-    est = assess(h200, select_params(False, h200))
+    est = assess(h200, select_params(h200))
     assert est.params.mode == "calibrated" and not est.params.notes
     assert est.verdict.level == "no-go" and est.verdict.text.startswith("No-go:")
     assert est.verdict.speedup_range is None and est.verdict.evidence is None
@@ -67,7 +67,7 @@ def test_ideal_verdict_is_labelled_a_bound(rollouts):
 
 def test_mla_on_gqa_kernels_declines_to_judge(root):
     scn = load_scenario(root / "workloads/deepseek-v3-grpo-tp8.yaml")
-    p = select_params(False, scn)
+    p = select_params(scn)
     est = assess(scn, p)
     v = est.verdict
     assert any("MLA" in n for n in p.notes)

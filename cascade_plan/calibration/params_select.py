@@ -3,11 +3,11 @@ the uncalibrated defaults. The choice is always visible in the output (CostParam
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.choices import ParamsChoice
 
 
 def shipped_source(hardware_id: str) -> str:
@@ -21,13 +21,14 @@ def shipped_source(hardware_id: str) -> str:
     return "default"
 
 
-def select_params(ideal: bool, scn=None, calibration: Path | None = None, backend: str | None = None,
-                  force: bool = False, uncalibrated: bool = False) -> CostParams:
+def select_params(scn=None, choice: ParamsChoice = ParamsChoice()) -> CostParams:
+    """The cost parameters for `scn` under the user's choice (no scenario: ideal or the defaults)."""
+    ideal, calibration, backend = choice.ideal, choice.calibration, choice.backend
     if ideal:
         if calibration or backend:
             raise InputError("--ideal uses peak numbers: leave out --calibration and --backend")
         return IDEAL
-    if uncalibrated or scn is None:
+    if choice.uncalibrated or scn is None:
         if calibration or backend:
             raise InputError("--uncalibrated uses the default efficiencies: leave out --calibration and --backend")
         return DEFAULT
@@ -35,7 +36,7 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
     if base is not None:          # the base GPU's numbers, scaled to the user's peaks
         import dataclasses
 
-        measured = select_params(False, dataclasses.replace(scn, hardware=base), calibration, backend, force)
+        measured = select_params(dataclasses.replace(scn, hardware=base), choice)
         return what_if_params(measured, base, scn.hardware)
     if calibration is None and backend is None and shipped_source(scn.hardware.id) == "default":
         return DEFAULT        # nothing shipped for this GPU: skip loading the calibration machinery
@@ -51,7 +52,7 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
             raise InputError(f"--backend needs a calibration: none is shipped for {scn.hardware.id}; measure one with "
                              "`cascade-plan probe` and `cascade-plan calibrate`, then pass --calibration FILE")
         return DEFAULT
-    check_device(probe, scn.hardware, force)
+    check_device(probe, scn.hardware, choice.force)
     return params_from_probe(probe, backend, scn.kv_dtype, scn.hardware, scn.model)
 
 
@@ -116,20 +117,13 @@ def calibrated_for(probe, backend: str | None, kv_dtype: str, hw, model=None) ->
     return what_if_params(params_from_probe(probe, backend, kv_dtype, base, model), base, hw)
 
 
-@dataclass(frozen=True)
-class ParamsChoice:
-    """What the user asked for, applied to every GPU a command looks at."""
-
-    ideal: bool = False
-    uncalibrated: bool = False
-    backend: str | None = None
-
-
 def params_for_gpu(scn, choice: ParamsChoice) -> CostParams:
     """The one path for a GPU the user gave no calibration file for (compare's rows, the report's and the
     plots' other GPUs, estimate without --calibration): ideal or the defaults when asked, else the GPU's
     own best shipped source: the project's probe, else AIConfigurator's tables, else the defaults."""
-    return select_params(choice.ideal, scn, None, choice.backend, False, choice.uncalibrated)
+    import dataclasses
+
+    return select_params(scn, dataclasses.replace(choice, calibration=None, force=False))
 
 
 def sources_note(gpu_params: list[tuple[str, CostParams]]) -> str | None:

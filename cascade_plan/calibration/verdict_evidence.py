@@ -86,7 +86,7 @@ def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
     # already in the order shown: open only as many calibrations as are shown
     for hw_id in _measured_gpus(scn.hardware.id):
         other = scn if hw_id == scn.hardware.id else dataclasses.replace(scn, hardware=load_hardware(hw_id))
-        measured = select_params(False, other)
+        measured = select_params(other)
         if measured.mode not in UNMEASURED:
             found.append((other, measured))
         if len(found) == MAX_EVIDENCE_GPUS:

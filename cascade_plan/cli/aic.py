@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan.cli.common import JsonOpt, print_json
+from cascade_plan.envelope import envelope
 
 
 class Framework(str, Enum):
@@ -87,7 +88,7 @@ def import_aic(
         write_text_atomic(path, text)
         summaries.append(_summary(doc, path, len(text.encode())))
     if json_out:
-        print_json({"schema_version": 1, "imported": summaries})
+        print_json(envelope({"imported": summaries}))
         return
     _render(summaries)
 

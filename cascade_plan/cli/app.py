@@ -9,12 +9,14 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
+from cascade_plan.envelope import envelope
 from cascade_plan.inputs.limits import MAX_SECONDS
-from cascade_plan.cli.common import (TP_FLAGS, BackendOpt, KvCacheDtypeChoice, _kv_dtype, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
-                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt, SamplesOpt, TpOpt,
-                                     UncalibratedOpt, WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
-                                     scenario_from_options, with_what_if)
+from cascade_plan.cli.common import (TP_FLAGS, KvCacheDtypeChoice, _kv_dtype, GroupsOpt, HardwareOpt, JsonOpt,
+                                     KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt,
+                                     SamplesOpt, TpOpt, WeightDtypeOption, WorkloadArg, handles_input_errors,
+                                     print_json, scenario_from_options)
+from cascade_plan.cli.option_bundles import calibration_options, what_if_options
+from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from kernels_probe.options import PROBE_OPTIONS, check_choices
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
@@ -44,6 +46,8 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 
 
 @handles_input_errors
+@calibration_options
+@what_if_options
 def estimate(
     workload: WorkloadArg = None,
     model: ModelOpt = None,
@@ -56,16 +60,9 @@ def estimate(
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
-    ideal: IdealOpt = False,
-    calibration: CalibrationOpt = None,
-    backend: BackendOpt = None,
-    force: ForceOpt = False,
-    uncalibrated: UncalibratedOpt = False,
+    choice: ParamsChoice = ParamsChoice(),
     reserve: ReserveOpt = 0.10,
-    hbm_bandwidth: HbmBandwidthOpt = None,
-    memory: MemoryOpt = None,
-    bf16_tflops: Bf16TflopsOpt = None,
-    l2: L2Opt = None,
+    what_if: WhatIf = WhatIf(),
     json_out: JsonOpt = False,
 ) -> None:
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
@@ -93,8 +90,8 @@ def estimate(
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
                                 samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
-    scn = with_what_if(scn, hbm_bandwidth, memory, bf16_tflops, l2)
-    est = assess(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated), reserve)
+    scn = what_if.apply(scn)
+    est = assess(scn, select_params(scn, choice), reserve)
     if json_out:
         print_json(to_json(est, __version__))
         return
@@ -118,8 +115,8 @@ def models(
 
     rows = model_rows(kv_dtype.value, weight_dtype.value, tp)
     if json_out:
-        print_json({"schema_version": 1, "kv_dtype": kv_dtype.value, "weight_dtype": weight_dtype.value, "tp": tp,
-                    "models": rows})
+        print_json(envelope({"kv_dtype": kv_dtype.value, "weight_dtype": weight_dtype.value, "tp": tp,
+                             "models": rows}))
     else:
         render_models(rows, kv_dtype.value, weight_dtype.value, tp)
 
@@ -134,7 +131,7 @@ def hardware(
 
     rows = hardware_rows(profile)
     if json_out:
-        print_json({"schema_version": 1, "hardware": rows})
+        print_json(envelope({"hardware": rows}))
     else:
         render_hardware(rows, full=profile is not None)
 
@@ -261,9 +258,9 @@ def refuse_replacing_non_calibration(path: Path, option: str) -> None:
 
 
 # name -> (module, function), in help order. Commands that live in their own modules keep cli.py small.
-COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.plan"),
-            ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
-            ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),
+COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.breakeven"),
+            ("compare", "cascade_plan.cli.compare"), ("plot", "cascade_plan.cli.report"),
+            ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.check"), ("models", "cascade_plan.cli.app"),
             ("workloads", "cascade_plan.cli.workloads"), ("schema", "cascade_plan.cli.workloads"),
             ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
             ("validate", "cascade_plan.cli.calibrate"), ("import-aic", "cascade_plan.cli.aic"),
@@ -272,38 +269,16 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
             ("route", "cascade_plan.cli.serving_cli"), ("rl", "cascade_plan.cli.serving_cli")]
 
 
-def _interruptible(fn):
-    """Ctrl-C inside a command becomes entry.Interrupted, which click lets through (a KeyboardInterrupt it
-    turns into a blank line and 'Aborted!'); entry.main prints one line and exits 130."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except KeyboardInterrupt:
-            pass
-        except Exception as exc:   # noqa: BLE001 (re-raised unless it is DuckDB's interrupt)
-            # DuckDB turns a Ctrl-C during any of its queries into its own error ("Query interrupted"),
-            # whichever command's query it was (analyze's scan, its bad-line pass, route --log)
-            from cascade_plan.logs.duck_reader import _interrupt
-
-            if not _interrupt(exc):
-                raise
-        from cascade_plan.cli.entry import Interrupted
-
-        raise Interrupted()
-    return wrapper
-
-
 def _commands(only: str | None = None) -> list:
     import importlib
+
+    from cascade_plan.cli.interrupts import interruptible
 
     out = []
     for name, module in COMMANDS:
         if only is None or name == only:
             fn = getattr(importlib.import_module(module), name.replace("-", "_"))
-            out.append(_interruptible(fn if getattr(fn, "__wrapped__", None) else handles_input_errors(fn)))
+            out.append(interruptible(fn if getattr(fn, "handles_input_errors", False) else handles_input_errors(fn)))
     return out
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
+from cascade_plan.envelope import envelope
 from cascade_plan.cli.common import JsonOpt, dumps_json, print_json
 
 
@@ -88,8 +88,8 @@ def calibrate(
                                                                load_hardware(probe.hardware_id))
     write_text_atomic(target, dumps_json(doc, indent=1) + "\n")
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "written": str(target),
-                    "device": probe.device_name, "fitted": fitted})
+        print_json(envelope({"written": str(target),
+                             "device": probe.device_name, "fitted": fitted}))
         return
     t = Table(title=f"Fitted on {probe.device_name} (training subset; {fitted['holdout_rule']})", title_justify="left")
     for col in ("KV", "backend", "kernel", "n", "GB/s", "TFLOP/s", "fixed µs", "ns/row", "ns/token", "L2 hit",
@@ -158,8 +158,8 @@ def validate(
             raise InputError(f"imported from AIConfigurator and no probe calibration of {probe.hardware_id} ships to "
                              "cross-check it against (only the H200 has one)", file=str(calibration))
         if json_out:
-            print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
-                        "crosscheck": cross})
+            print_json(envelope({"calibration": str(calibration),
+                                 "crosscheck": cross}))
             return
         from cascade_plan.render.console import make_console
         from cascade_plan.render.crosscheck_table import render_crosscheck
@@ -177,9 +177,9 @@ def validate(
 
         written = plot_scatter(res, plots / "predicted-vs-measured") + plot_error_heatmap(res, plots / "error-by-region")
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "calibration": str(calibration),
-                    "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
-                    "points": res["points"], "steps": steps, "crosscheck": cross})
+        print_json(envelope({"calibration": str(calibration),
+                             "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
+                             "points": res["points"], "steps": steps, "crosscheck": cross}))
         return
     from cascade_plan.calibration.validation import render
     from cascade_plan.render.console import make_console

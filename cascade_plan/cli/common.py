@@ -130,6 +130,7 @@ AttentionBackendOpt = Annotated[Optional[str], typer.Option(
          "Blackwell B200/B300/GB200/GB300, FlashAttention on other NVIDIA GPUs), FLASH_ATTN, FLASHINFER, TRITON_ATTN "
          "or FLEX_ATTENTION. Only FLASH_ATTN has a cascade path.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (one row per point) instead of tables.")]
 ReserveOpt = Annotated[float, typer.Option(
     "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "
                                       "vLLM's gpu_memory_utilization=0.9 keeps 0.10). A configuration whose weights or "
@@ -151,14 +152,6 @@ Bf16TflopsOpt = Annotated[Optional[str], typer.Option(
     show_default=False)]
 L2Opt = Annotated[Optional[str], typer.Option(
     "--l2", help="Replace the GPU's L2 size: MB, or with a unit (60MiB).", rich_help_panel=WHAT_IF, show_default=False)]
-
-
-def with_what_if(scn, hbm_bandwidth: str | None, memory: str | None, bf16_tflops: str | None, l2: str | None):
-    """The scenario on its GPU with the user's what-if numbers (unchanged when none is given)."""
-    from cascade_plan.inputs.hardware_whatif import what_if
-
-    hw = what_if(scn.hardware, hbm_bandwidth, memory, bf16_tflops, l2)
-    return scn if hw is scn.hardware else dataclasses.replace(scn, hardware=hw)
 
 
 def handles_input_errors(fn: Callable) -> Callable:
@@ -184,6 +177,7 @@ def handles_input_errors(fn: Callable) -> Callable:
         params = list(sig.parameters.values())
         params.insert(params.index(reserve) + 1, extra)
         wrapper.__signature__ = sig.replace(parameters=params)    # typer reads the options from this
+    wrapper.handles_input_errors = True      # type: ignore[attr-defined]  (cli.app adds it where missing)
     return wrapper
 
 

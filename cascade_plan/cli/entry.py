@@ -42,11 +42,9 @@ def _finished() -> None:
         pass
 
 
-class Interrupted(Exception):
-    """Ctrl-C inside a command, carried past click (which would print a blank line and 'Aborted!')."""
-
-
 def main() -> None:
+    from cascade_plan.cli.interrupts import Interrupted      # a leaf: nothing else is imported before the try
+
     try:
         from cascade_plan.cli.app import main as run
 

@@ -7,15 +7,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
-                                     KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
+from cascade_plan.cli.common import (HardwareOpt, JsonOpt,
+                                     KvDtypeOption, TpOpt, WeightDtypeOption, WorkloadArg,
                                      print_json)
+from cascade_plan.cli.option_bundles import calibration_options
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs import limits
 
 
+@calibration_options
 def analyze(
     logs: Annotated[list[str], typer.Argument(help="Log files or globs (quote them): .jsonl/.csv/.parquet, optionally "
                                               ".gz/.zst. Format: docs/logs.md.", show_default=False)],
@@ -25,11 +27,7 @@ def analyze(
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
-    ideal: IdealOpt = False,
-    calibration: CalibrationOpt = None,
-    backend: BackendOpt = None,
-    force: ForceOpt = False,
-    uncalibrated: UncalibratedOpt = False,
+    choice: ParamsChoice = ParamsChoice(),
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record (exit 2).")] = False,
     show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=limits.MAX_SHOW_BAD, help="Malformed records to list by file and line (all are counted).")] = 10,
     plots: Annotated[Optional[Path], typer.Option("--plots", help="Write distribution plots (PNG + SVG) here.")] = None,
@@ -64,8 +62,7 @@ def analyze(
         raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
     memory_limit = check_memory_limit(memory_limit)
     _check_outputs(plots, workload_out)
-    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration,
-                                      backend, force, uncalibrated)
+    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice)
     files = expand(logs)
     a = run_analysis(files, scn, params, engine=engine, strict=strict, show_bad=show_bad,
                      progress=None if json_out else _progress(), memory_limit=memory_limit, threads=threads)
@@ -74,7 +71,7 @@ def analyze(
     if json_out:
         from cascade_plan.logs.analysis import to_json
 
-        print_json(to_json(a, {"tool_version": __version__, "model": scn.model.id, "hardware": scn.hardware.id,
+        print_json(to_json(a, {"model": scn.model.id, "hardware": scn.hardware.id,
                                "kv_dtype": scn.kv_dtype, "weight_dtype": scn.weight_dtype, "tp": scn.tp,
                                "mode": params.mode, "numbers": params.label, "engine": engine,
                                "written": [str(w) for w in written]}))

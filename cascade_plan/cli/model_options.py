@@ -17,8 +17,7 @@ WorkloadOpt = Annotated[Optional[Path], typer.Option("--workload", help="Take mo
                                                      "workload YAML (its tree is ignored).")]
 
 
-def scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
-                        uncalibrated):
+def scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice):
     from cascade_plan.calibration.params_select import select_params
 
     if (workload is None) == (model is None):
@@ -26,4 +25,4 @@ def scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, i
     scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=None if workload else 1,
                                 samples=None if workload else 1, output_tokens=None if workload else 1,
                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
-    return scn, select_params(ideal, scn, calibration, backend, force, uncalibrated)
+    return scn, select_params(scn, choice)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, ReserveOpt, UncalibratedOpt,
-                                     with_what_if)
+from cascade_plan.cli.common import AttentionBackendOpt, HardwareOpt, ReserveOpt
+from cascade_plan.cli.option_bundles import calibration_options, what_if_options
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
 from cascade_plan.render.plot_jobs import KINDS
@@ -26,56 +25,21 @@ CompareOpt = Annotated[str, typer.Option(
     "--compare-hardware", help="Comma-separated GPUs for the side-by-side plot and table ('' for none).")]
 
 
+def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
+    """The report's analysis of one workload, on the report's default breakeven axes."""
+    from cascade_plan.inputs.grid_spec import parse_axis
+    from cascade_plan.cost.breakeven import DEFAULT_BATCH_AXIS, DEFAULT_PREFIX_AXIS
+    from cascade_plan.serving.workload_analysis import analyse_workload, with_own_gpu
+
+    return analyse_workload(scn, params, with_own_gpu(scn, compare_hw), choice,
+                            parse_axis(DEFAULT_PREFIX_AXIS, "--prefix"), parse_axis(DEFAULT_BATCH_AXIS, "--batch"),
+                            reserve, attention_backend)
+
+
 def _hardware_list(spec: str):
     from cascade_plan.inputs.hardware import load_hardware
 
     return [load_hardware(h.strip()) for h in spec.split(",") if h.strip()]
-
-
-def _with_own_gpu(scn, compare_hw: list) -> list:
-    """The GPUs to compare against, with a what-if GPU added beside the real ones it is compared with."""
-    known = {h.id for h in compare_hw}
-    return compare_hw + [scn.hardware] if compare_hw and scn.hardware.id not in known and \
-        "user-supplied" in scn.hardware.id else compare_hw
-
-
-def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
-    """Everything a report section needs, computed without writing anything."""
-    from cascade_plan.cost.breakeven import DEFAULT_BATCH_AXIS, DEFAULT_PREFIX_AXIS, run_breakeven, workload_axes
-    from cascade_plan.cost.capacity import capacity
-    from cascade_plan.engine.engine_gate import engine_view
-    from cascade_plan.cost.estimate import estimate
-    from cascade_plan.inputs.grid_spec import parse_axis
-    from cascade_plan.calibration.params_select import params_for_gpu, select_params
-    from cascade_plan.calibration.verdict_evidence import assess
-    from cascade_plan.render.report import WorkloadReport
-
-    est = assess(scn, params, reserve)
-    groups, suffix = workload_axes(scn)
-    prefix_axis = parse_axis(DEFAULT_PREFIX_AXIS, "--prefix")
-    batch_axis = parse_axis(DEFAULT_BATCH_AXIS, "--batch")
-    be = run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups, reserve)
-
-    # Other GPUs: through the same path as `estimate` and `compare` (each GPU's own best source, or what
-    # the user asked for); the workload's own GPU keeps the numbers it was given.
-    hw_ests = []
-    for h in compare_hw:
-        other = dataclasses.replace(scn, hardware=h)
-        p = params if h.id == scn.hardware.id else params_for_gpu(other, choice)
-        hw_ests.append(assess(other, p, reserve))
-    backend_ests = []
-    if params.mode == "calibrated":
-        from cascade_plan.calibration.params_select import calibrated_for
-        from cascade_plan.calibration.calibration_file import load_probe
-
-        probe = load_probe(Path(params.source))
-        backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]
-        backend_ests = [estimate(scn, calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model))
-                        for b in backends]
-        backend_ests.append(estimate(scn, select_params(True)))
-    return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est, attention_backend),
-                          breakeven=be,
-                          hardware_estimates=hw_ests, backend_estimates=backend_ests)
 
 
 def _plots(jobs, base: Path, kinds, svg: bool, workers: int, on_done=None) -> list[dict[str, str]]:
@@ -87,6 +51,8 @@ def _plots(jobs, base: Path, kinds, svg: bool, workers: int, on_done=None) -> li
     return [{caption: rel(path, base) for caption, path in w.items()} for w in written]
 
 
+@calibration_options
+@what_if_options
 def plot(
     workload: Annotated[Path, typer.Argument(help="Workload YAML.", show_default=False)],
     out: OutOpt = Path("plots"),
@@ -94,25 +60,18 @@ def plot(
         "--kind", help="Which plots: heatmap, steps, bytes, hardware (repeat; default all).")] = None,
     hardware: HardwareOpt = None,
     compare_hardware: CompareOpt = DEFAULT_COMPARE,
-    ideal: IdealOpt = False,
-    calibration: CalibrationOpt = None,
-    backend: BackendOpt = None,
-    force: ForceOpt = False,
-    uncalibrated: UncalibratedOpt = False,
+    choice: ParamsChoice = ParamsChoice(),
     reserve: ReserveOpt = 0.10,
     svg: SvgOpt = False,
     jobs: JobsOpt = None,
-    hbm_bandwidth: HbmBandwidthOpt = None,
-    memory: MemoryOpt = None,
-    bf16_tflops: Bf16TflopsOpt = None,
-    l2: L2Opt = None,
+    what_if: WhatIf = WhatIf(),
 ) -> None:
     """Plots for one workload, PNG (and SVG with --svg): speedup heatmap with the breakeven contour, step
     time over the run, bytes per step, and the workload across GPUs.
 
     Example: cascade-plan plot rl-rollouts-64 --out plots/
     """
-    from cascade_plan.calibration.params_select import ParamsChoice, select_params
+    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.render.report import slug
     from cascade_plan.inputs.workload import load_scenario
 
@@ -123,10 +82,8 @@ def plot(
     from cascade_plan.outputs import check_output_dir
 
     check_output_dir(out, "--out")
-    scn = with_what_if(load_scenario(workload, hardware), hbm_bandwidth, memory, bf16_tflops, l2)
-    r = _analyse(scn, select_params(ideal, scn, calibration, backend, force, uncalibrated),
-                 _with_own_gpu(scn, _hardware_list(compare_hardware)), ParamsChoice(ideal, uncalibrated, backend),
-                 reserve)
+    scn = what_if.apply(load_scenario(workload, hardware))
+    r = _analyse(scn, select_params(scn, choice), _hardware_list(compare_hardware), choice, reserve)
     from cascade_plan.render.plot_jobs import default_workers
 
     written = _plots([(r, out / slug(scn.name))], out, kinds, svg, jobs or default_workers())[0]
@@ -134,25 +91,20 @@ def plot(
         typer.echo(f"{out / path}  ({caption}{'; .svg beside it' if svg else ''})")
 
 
+@calibration_options
+@what_if_options
 def report(
     workloads: Annotated[Optional[list[Path]], typer.Argument(
         help="Workload YAMLs or shipped workload names (default: every shipped workload).", show_default=False)] = None,
     out: OutOpt = Path("report"),
     hardware: HardwareOpt = None,
     compare_hardware: CompareOpt = DEFAULT_COMPARE,
-    ideal: IdealOpt = False,
-    calibration: CalibrationOpt = None,
-    backend: BackendOpt = None,
-    force: ForceOpt = False,
-    uncalibrated: UncalibratedOpt = False,
+    choice: ParamsChoice = ParamsChoice(),
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the images (faster).")] = False,
     reserve: ReserveOpt = 0.10,
     svg: SvgOpt = False,
     jobs: JobsOpt = None,
-    hbm_bandwidth: HbmBandwidthOpt = None,
-    memory: MemoryOpt = None,
-    bf16_tflops: Bf16TflopsOpt = None,
-    l2: L2Opt = None,
+    what_if: WhatIf = WhatIf(),
     attention_backend: AttentionBackendOpt = None,
 ) -> None:
     """A self-contained markdown report (report.md, images beside it) for one or more workloads:
@@ -167,7 +119,7 @@ def report(
     from rich.progress import Progress
 
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.params_select import ParamsChoice, select_params
+    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.report_folder import ReportFolder
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
@@ -177,16 +129,15 @@ def report(
 
         workloads = list(builtin_workloads().values())
     # Every input is checked before anything is written.
-    scns = [with_what_if(load_scenario(w, hardware), hbm_bandwidth, memory, bf16_tflops, l2) for w in workloads]
-    chosen = [select_params(ideal, s, calibration, backend, force, uncalibrated) for s in scns]
+    scns = [what_if.apply(load_scenario(w, hardware)) for w in workloads]
+    chosen = [select_params(s, choice) for s in scns]
     compare_hw = _hardware_list(compare_hardware)
     names = [slug(s.name) for s in scns]
     if len(set(names)) != len(names):
         raise InputError("two workloads have the same name; give each a distinct `name:`")
     target = ReportFolder(out)                                     # checks --out before any work
     try:
-        choice = ParamsChoice(ideal, uncalibrated, backend)
-        reports = [_analyse(scn, params, _with_own_gpu(scn, compare_hw), choice, reserve, attention_backend)
+        reports = [_analyse(scn, params, compare_hw, choice, reserve, attention_backend)
                    for scn, params in zip(scns, chosen)]
         # Everything is written into a temporary folder beside --out and swapped in whole at the end:
         # a failure or an interrupt leaves the previous report as it was, never a mix of two runs.

@@ -7,11 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
-                                     KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, print_json)
+from cascade_plan.cli.common import (HardwareOpt, JsonOpt,
+                                     KvDtypeOption, TpOpt, WeightDtypeOption, print_json)
+from cascade_plan.cli.option_bundles import calibration_options
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
+from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs import limits
 
 # requests per point of the --plot sweep (7 replica counts x 4 policies): enough for co-residency at up to
@@ -21,6 +23,7 @@ SWEEP_REQUESTS = 25_000
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=limits.MAX_SEED, help="Random seed.")]
 
 
+@calibration_options
 def route(
     model: ModelArg = None,
     hardware: HardwareOpt = None,
@@ -55,11 +58,7 @@ def route(
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
-    ideal: IdealOpt = False,
-    calibration: CalibrationOpt = None,
-    backend: BackendOpt = None,
-    force: ForceOpt = False,
-    uncalibrated: UncalibratedOpt = False,
+    choice: ParamsChoice = ParamsChoice(),
     json_out: JsonOpt = False,
 ) -> None:
     """How many siblings land on the same replica under random, round-robin, least-loaded and
@@ -77,8 +76,7 @@ def route(
 
     if plot is not None:
         check_output_dir(plot, "--plot")
-    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
-                        uncalibrated)
+    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice)
     if batch is not None and rate is not None:
         raise InputError("give --batch or --rate, not both")
     given = {"--samples": samples, "--prefix": prefix, "--output-tokens": output_tokens,
@@ -113,10 +111,10 @@ def route(
              "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
             for o in outs]
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id,
-                    "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
-                    "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": mix.output_tokens,
-                    "forks_together": forks_together, "policies": rows, "written": written})
+        print_json(envelope({"model": scn.model.id,
+                             "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
+                             "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": mix.output_tokens,
+                             "forks_together": forks_together, "policies": rows, "written": written}))
         return
     from rich.table import Table
 
@@ -157,6 +155,7 @@ def _runs_as(memory: dict | None) -> str:
     return f"{memory['waves']:,}"
 
 
+@calibration_options
 def rl(
     model: ModelArg = None,
     hardware: HardwareOpt = None,
@@ -177,11 +176,7 @@ def rl(
     kv_dtype: KvDtypeOption = None,
     weight_dtype: WeightDtypeOption = None,
     tp: TpOpt = None,
-    ideal: IdealOpt = False,
-    calibration: CalibrationOpt = None,
-    backend: BackendOpt = None,
-    force: ForceOpt = False,
-    uncalibrated: UncalibratedOpt = False,
+    choice: ParamsChoice = ParamsChoice(),
     json_out: JsonOpt = False,
 ) -> None:
     """Generation time per RL step (GRPO-style rollouts) with and without cascade, the long tail of
@@ -191,15 +186,14 @@ def rl(
     """
     from cascade_plan.serving.rl import TAIL_FINISHED, RlSchedule, rl_generation
 
-    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, ideal, calibration, backend, force,
-                        uncalibrated)
+    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice)
     s = RlSchedule(prompts=prompts, samples=samples, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                    max_completion=max_completion, replicas=replicas, prompt_cv=prompt_cv, completion_cv=completion_cv,
                    other_s=other_s)
     res = rl_generation(scn, params, s, sampled_steps, seed)
     if json_out:
-        print_json({"schema_version": 1, "tool_version": __version__, "model": scn.model.id, "hardware": scn.hardware.id,
-                    "tp": scn.tp, "numbers": params.label, **res.to_json()})
+        print_json(envelope({"model": scn.model.id, "hardware": scn.hardware.id,
+                             "tp": scn.tp, "numbers": params.label, **res.to_json()}))
         return
     from rich.table import Table
 

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan.cli.common import JsonOpt, print_json
+from cascade_plan.envelope import envelope
 
 
 def workloads(
@@ -32,7 +33,7 @@ def workloads(
         return
     rows = workload_rows()
     if json_out:
-        print_json({"schema_version": 1, "workloads": rows})
+        print_json(envelope({"workloads": rows}))
         return
     from cascade_plan.render.console import make_console
     from cascade_plan.render.workload_list import render_workloads

@@ -14,6 +14,7 @@ from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
 from cascade_plan.cost.run_load import tree_costs_at, tree_run_costs
 from cascade_plan.cost.verdict import GO_RATIO, MARGINAL_RATIO, Verdict, does_not_fit, go_no_go  # noqa: F401
+from cascade_plan.envelope import envelope
 from cascade_plan.inputs.workload import Scenario
 from cascade_plan.cost.ops.attention import FITTED, MEASURED
 
@@ -183,13 +184,12 @@ def run_breakdown(c: StepCosts) -> dict:
             "cascade": {"attention_s": float(c.cas_attention_s.sum()), **other}}
 
 
-def to_json(est: Estimate, version: str) -> dict:
-    """Stable keys (documented in README.md); SI units throughout."""
+def to_json(est: Estimate, version: str | None = None) -> dict:
+    """Stable keys (documented in README.md); SI units throughout. `version`: the writer's (default: this one)."""
     scn, flat = est.scenario, est.flat
     first = est.steps[0]
     return {
-        "schema_version": 1,
-        "tool_version": version,
+        **envelope(tool_version=version),
         "workload": scn.name,
         "model": scn.model.id,
         "hardware": scn.hardware.id,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from cascade_plan.inputs import limits
+from cascade_plan.envelope import envelope
 from cascade_plan.logs.bad_lines import BadRecord
 from cascade_plan.logs.duck_reader import LogTables
 from cascade_plan.logs.engine_share import EngineShare
@@ -194,7 +195,7 @@ def analyze_tables(t: LogTables, times: StepTimes, engine: EngineShare,
 def to_json(a: Analysis, header: dict) -> dict:
     t = a.tables
     return {
-        "schema_version": 1, **header,
+        **envelope(header),
         "files": [{"file": f, "records": r, "malformed": m, "form": t.forms.get(f)} for f, r, m in t.files],
         "records": a.records, "malformed": a.malformed,
         "malformed_examples": [{"file": b.file, "line": b.line, "reason": b.reason} for b in a.bad],

@@ -8,6 +8,7 @@ import numpy as np
 from rich.table import Table
 
 from cascade_plan.cost.breakeven import BreakevenResult, Sweep, unfit_counts
+from cascade_plan.envelope import envelope
 from cascade_plan.units import fmt_bytes_binary
 
 MAX_JSON_POINTS = 200_000
@@ -27,10 +28,10 @@ def _fit_at(fits: np.ndarray | None, i: int, j: int, found: int) -> bool | None:
     return None if fits is None or found < 0 else bool(fits[i, j])
 
 
-def to_json(res: BreakevenResult, version: str) -> dict:
+def to_json(res: BreakevenResult, version: str | None = None) -> dict:
     sw, scn = res.sweep, res.scenario
     doc = {
-        "schema_version": 1, "tool_version": version, "model": scn.model.id, "hardware": scn.hardware.id,
+        **envelope(tool_version=version), "model": scn.model.id, "hardware": scn.hardware.id,
         "kv_dtype": scn.kv_dtype, "weight_dtype": scn.weight_dtype, "tp": scn.tp, "mode": res.params.mode,
         "calibration": {"mode": res.params.mode, "source": res.params.source, "backend": res.params.backend,
                         "numbers": res.params.numbers, "label": res.params.label},

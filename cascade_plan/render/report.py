@@ -4,7 +4,6 @@ the seed's style so a design review can check every number."""
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from cascade_plan import __version__
@@ -23,17 +22,7 @@ from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.coverage import sources_line
 from cascade_plan.cost.verdict import speedup_words
 from cascade_plan.inputs.ids import slug as safe_slug     # one rule for every folder named after a workload
-
-
-@dataclass
-class WorkloadReport:
-    est: Estimate
-    cap: Capacity
-    engine: EngineView
-    breakeven: BreakevenResult
-    plots: dict[str, str] = field(default_factory=dict)          # caption -> relative path
-    hardware_estimates: list[Estimate] = field(default_factory=list)
-    backend_estimates: list[Estimate] = field(default_factory=list)     # calibrated backends, then ideal
+from cascade_plan.serving.workload_analysis import WorkloadReport
 
 
 def _tree_lines(node: TreeNode, depth: int = 0) -> list[str]:

@@ -1,0 +1,75 @@
+"""Option groups declared once and handed to a command as one object.
+
+A command names the object in its signature (`choice: ParamsChoice = ParamsChoice()`,
+`what_if: WhatIf = WhatIf()`) and wears the group's decorator: the decorator puts the group's options
+where that parameter stands (so `--help` lists them there, with the same names, help and defaults
+everywhere) and, on each call, gathers their values back into the one object. Typer reads the options
+from the signature the decorator writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from typing import Any, Callable
+
+from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HbmBandwidthOpt, IdealOpt,
+                                     L2Opt, MemoryOpt, UncalibratedOpt)
+from cascade_plan.inputs.choices import ParamsChoice, WhatIf
+
+# field of the object -> the option's annotation (flags, help, panel); defaults are the object's own
+CALIBRATION_OPTIONS: dict[str, Any] = {"ideal": IdealOpt, "calibration": CalibrationOpt, "backend": BackendOpt,
+                                       "force": ForceOpt, "uncalibrated": UncalibratedOpt}
+WHAT_IF_OPTIONS: dict[str, Any] = {"hbm_bandwidth": HbmBandwidthOpt, "memory": MemoryOpt,
+                                   "bf16_tflops": Bf16TflopsOpt, "l2": L2Opt}
+
+
+def bundle(cls: type, options: dict[str, Any], only: tuple[str, ...] | None = None) -> Callable[[Callable], Callable]:
+    """A decorator that replaces the parameter annotated `cls` by `options` (those named in `only`, in the
+    table's order) and passes the command one `cls` built from them (fields left out keep their defaults)."""
+    names = [n for n in options if only is None or n in only]
+    unknown = set(only or ()) - set(options)
+    if unknown:
+        raise ValueError(f"no such option in the group: {sorted(unknown)}")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+
+    def decorate(fn: Callable) -> Callable:
+        sig = inspect.signature(fn, eval_str=True)
+        marker = [p for p in sig.parameters.values() if p.annotation is cls]
+        if len(marker) != 1:
+            raise TypeError(f"{fn.__name__} needs exactly one parameter annotated {cls.__name__}")
+        target = marker[0].name
+        clash = set(names) & set(sig.parameters)
+        if clash:
+            raise TypeError(f"{fn.__name__} declares {sorted(clash)} itself and through {cls.__name__}")
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            if p.name != target:
+                params.append(p)
+                continue
+            params += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=defaults[n],
+                                         annotation=options[n]) for n in names]
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            kwargs[target] = cls(**{n: kwargs.pop(n) for n in names if n in kwargs})
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        if sig.return_annotation is not inspect.Signature.empty:
+            wrapper.__annotations__["return"] = sig.return_annotation
+        return wrapper
+
+    return decorate
+
+
+def calibration_options(fn: Callable | None = None, *, only: tuple[str, ...] | None = None):
+    """--ideal, --calibration, --backend, --force, --uncalibrated (or the ones in `only`) as one ParamsChoice."""
+    decorate = bundle(ParamsChoice, CALIBRATION_OPTIONS, only)
+    return decorate(fn) if fn is not None else decorate
+
+
+def what_if_options(fn: Callable) -> Callable:
+    """--hbm-bandwidth, --memory, --bf16-tflops, --l2 as one WhatIf."""
+    return bundle(WhatIf, WHAT_IF_OPTIONS)(fn)

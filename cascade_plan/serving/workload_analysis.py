@@ -1,0 +1,70 @@
+"""One workload's whole analysis, as a report section needs it: the estimate with its verdict evidence,
+memory capacity, vLLM's choice, the breakeven sweep, the workload on other GPUs, and each calibrated
+backend beside the ideal. Computed without writing anything; render/report.py formats it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cascade_plan.cost.breakeven import BreakevenResult
+from cascade_plan.cost.capacity import Capacity
+from cascade_plan.cost.estimate import Estimate
+from cascade_plan.engine.engine_gate import EngineView
+from cascade_plan.inputs.choices import ParamsChoice
+
+
+@dataclass
+class WorkloadReport:
+    est: Estimate
+    cap: Capacity
+    engine: EngineView
+    breakeven: BreakevenResult
+    plots: dict[str, str] = field(default_factory=dict)          # caption -> relative path
+    hardware_estimates: list[Estimate] = field(default_factory=list)
+    backend_estimates: list[Estimate] = field(default_factory=list)     # calibrated backends, then ideal
+
+
+def with_own_gpu(scn, compare_hw: list) -> list:
+    """The GPUs to compare against, with a what-if GPU added beside the real ones it is compared with."""
+    known = {h.id for h in compare_hw}
+    return compare_hw + [scn.hardware] if compare_hw and scn.hardware.id not in known and \
+        "user-supplied" in scn.hardware.id else compare_hw
+
+
+def analyse_workload(scn, params, compare_hw: list, choice: ParamsChoice, prefix_axis, batch_axis,
+                     reserve: float = 0.10, attention_backend: str | None = None) -> WorkloadReport:
+    """Everything a report section needs for `scn` under `params`; the breakeven sweeps `prefix_axis` x
+    `batch_axis` at the workload's middle-step suffix; the other GPUs take `choice` (each its own best source),
+    the workload's own GPU keeps `params`."""
+    from cascade_plan.calibration.params_select import params_for_gpu, select_params
+    from cascade_plan.calibration.verdict_evidence import assess
+    from cascade_plan.cost.breakeven import run_breakeven, workload_axes
+    from cascade_plan.cost.capacity import capacity
+    from cascade_plan.cost.estimate import estimate
+    from cascade_plan.engine.engine_gate import engine_view
+
+    est = assess(scn, params, reserve)
+    groups, suffix = workload_axes(scn)
+    be = run_breakeven(scn, params, prefix_axis, batch_axis, [suffix], groups, reserve)
+
+    # Other GPUs: through the same path as `estimate` and `compare` (each GPU's own best source, or what
+    # the user asked for); the workload's own GPU keeps the numbers it was given.
+    hw_ests = []
+    for h in compare_hw:
+        other = dataclasses.replace(scn, hardware=h)
+        p = params if h.id == scn.hardware.id else params_for_gpu(other, choice)
+        hw_ests.append(assess(other, p, reserve))
+    backend_ests = []
+    if params.mode == "calibrated":
+        from cascade_plan.calibration.params_select import calibrated_for
+        from cascade_plan.calibration.calibration_file import load_probe
+
+        probe = load_probe(Path(params.source))
+        backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]
+        backend_ests = [estimate(scn, calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model))
+                        for b in backends]
+        backend_ests.append(estimate(scn, select_params(None, ParamsChoice(ideal=True))))
+    return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est, attention_backend),
+                          breakeven=be, hardware_estimates=hw_ests, backend_estimates=backend_ests)
