@@ -1,9 +1,41 @@
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
+
+# Hypothesis budgets: "ci" (the default) runs each property's own max_examples; HYPOTHESIS_PROFILE=thorough
+# runs every property that uses tests/budget.py's examples() ten times as long (a pre-release or nightly run).
+settings.register_profile("ci", deadline=None)
+settings.register_profile("thorough", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _reuse_click_commands() -> None:
+    """typer's CliRunner.invoke converts the whole Typer app (19 commands, ~1,000 options) into click objects
+    on every call: 0.1-0.4 s of each in-process CLI test, several minutes of the suite. The click command is
+    rebuilt only when the app's registrations change; click creates a fresh context on each invocation, so
+    nothing carries over from one run to the next."""
+    import typer.testing
+
+    build = typer.testing._get_command
+    built: dict[int, tuple] = {}
+
+    def get_command(app):
+        state = (len(app.registered_commands), len(app.registered_groups), app.registered_callback)
+        hit = built.get(id(app))
+        if hit is None or hit[0] is not app or hit[1] != state:
+            hit = built[id(app)] = (app, state, build(app))
+        return hit[2]
+
+    typer.testing._get_command = get_command
+
+
+def pytest_configure(config):
+    _reuse_click_commands()
 
 
 @pytest.fixture
