@@ -34,6 +34,19 @@ def _reuse_click_commands() -> None:
     typer.testing._get_command = get_command
 
 
+WORKERS = 2      # CI's machines have two cores
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Where pytest-xdist is installed (the test extra), the suite runs on WORKERS processes unless the command
+    line says otherwise: `-n 0` runs it in one process, `-n N` on N; --pdb and --collect-only run in one."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    if config.option.numprocesses is None and not config.getoption("usepdb") and not config.getoption("collectonly"):
+        config.option.numprocesses = WORKERS
+
+
 def pytest_configure(config):
     _reuse_click_commands()
 
