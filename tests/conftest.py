@@ -7,11 +7,14 @@ from hypothesis import settings
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
-# Hypothesis budgets: "ci" (the default) runs each property's own max_examples; HYPOTHESIS_PROFILE=thorough
-# runs every property that uses tests/budget.py's examples() ten times as long (a pre-release or nightly run).
+# Hypothesis budgets. "ci" (the default) runs each property with the max_examples its test states, sized for
+# CI's two cores; HYPOTHESIS_PROFILE=thorough runs every property THOROUGH times as many examples (a pre-release
+# or nightly run: `HYPOTHESIS_PROFILE=thorough python3 -m pytest -q -m "not gpu"`).
+THOROUGH = 10
 settings.register_profile("ci", deadline=None)
-settings.register_profile("thorough", deadline=None)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+settings.register_profile("thorough", deadline=None, max_examples=100 * THOROUGH)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(PROFILE)
 
 
 def _reuse_click_commands() -> None:
@@ -49,6 +52,18 @@ def pytest_cmdline_main(config):
 
 def pytest_configure(config):
     _reuse_click_commands()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under the thorough profile, a test's own @settings(max_examples=N) becomes THOROUGH x N (a test's
+    settings win over any profile, so the profile alone would not lengthen them)."""
+    if PROFILE != "thorough":
+        return
+    for item in items:
+        test = getattr(item, "obj", None)
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None and own.max_examples < 100 * THOROUGH:
+            test._hypothesis_internal_use_settings = settings(own, max_examples=own.max_examples * THOROUGH)
 
 
 @pytest.fixture
