@@ -50,8 +50,24 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = WORKERS
 
 
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's workers start with COLUMNS=80 and LINES=24 in their environment (a terminal size the run does not
+    have): tables then wrap at 80 columns where a plain run prints them whole. Each worker gets the run's own."""
+    node.workerinput["terminal_size"] = {k: os.environ.get(k) for k in TERMINAL_SIZE}
+
+
 def pytest_configure(config):
     _reuse_click_commands()
+    size = getattr(config, "workerinput", {}).get("terminal_size")
+    for key, value in (size or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 def pytest_collection_modifyitems(config, items):
