@@ -3,9 +3,11 @@ file (h100-sxm), the probe file (h200), none (mi300x), and --uncalibrated. Each 
 interpreter, as a user's shell starts it. Prints the median and best wall time and the median CPU time
 (user + system of the child: steadier than wall time on a shared machine).
 
-    python benchmarks/estimate_startup.py [--repeats 15] [--src PATH]
+    python benchmarks/estimate_startup.py [--repeats 15] [--src PATH] [--workload NAME]
 
 --src runs another checkout's code and data (e.g. a `git archive main` copy) for a before/after figure.
+--workload picks another shipped workload (default rl-rollouts-64; beam-search and deepseek-v3-grpo-tp8 get
+extrapolated verdicts on the H200, which read the other backends of its calibration).
 """
 
 import argparse
@@ -25,10 +27,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1])
+    ap.add_argument("--workload", default="rl-rollouts-64")
     a = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(a.src)}
-    workload = str(a.src / "workloads" / "rl-rollouts-64.yaml")
-    print(f"cascade-plan estimate start-up, {a.repeats} fresh interpreters each, code from {a.src}")
+    workload = str(a.src / "workloads" / f"{a.workload}.yaml")
+    print(f"cascade-plan estimate {a.workload} start-up, {a.repeats} fresh interpreters each, code from {a.src}")
     for name, extra in CASES:
         cmd = [sys.executable, "-m", "cascade_plan", "estimate", workload, "--json", *extra]
         times, cpu = [], []

@@ -1,9 +1,85 @@
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
+
+# Hypothesis budgets. "ci" (the default) runs each property with the max_examples its test states, sized for
+# CI's two cores; HYPOTHESIS_PROFILE=thorough runs every property THOROUGH times as many examples (a pre-release
+# or nightly run: `HYPOTHESIS_PROFILE=thorough python3 -m pytest -q -m "not gpu"`).
+THOROUGH = 10
+settings.register_profile("ci", deadline=None)
+settings.register_profile("thorough", deadline=None, max_examples=100 * THOROUGH)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(PROFILE)
+
+
+def _reuse_click_commands() -> None:
+    """typer's CliRunner.invoke converts the whole Typer app (19 commands, ~1,000 options) into click objects
+    on every call: 0.1-0.4 s of each in-process CLI test, several minutes of the suite. The click command is
+    rebuilt only when the app's registrations change; click creates a fresh context on each invocation, so
+    nothing carries over from one run to the next."""
+    import typer.testing
+
+    build = typer.testing._get_command
+    built: dict[int, tuple] = {}
+
+    def get_command(app):
+        state = (len(app.registered_commands), len(app.registered_groups), app.registered_callback)
+        hit = built.get(id(app))
+        if hit is None or hit[0] is not app or hit[1] != state:
+            hit = built[id(app)] = (app, state, build(app))
+        return hit[2]
+
+    typer.testing._get_command = get_command
+
+
+WORKERS = 2      # CI's machines have two cores
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """Where pytest-xdist is installed (the test extra), the suite runs on WORKERS processes unless the command
+    line says otherwise: `-n 0` runs it in one process, `-n N` on N; --pdb and --collect-only run in one."""
+    if not config.pluginmanager.hasplugin("xdist") or hasattr(config, "workerinput"):
+        return
+    if config.option.numprocesses is None and not config.getoption("usepdb") and not config.getoption("collectonly"):
+        config.option.numprocesses = WORKERS
+
+
+TERMINAL_SIZE = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's workers start with COLUMNS=80 and LINES=24 in their environment (a terminal size the run does not
+    have): tables then wrap at 80 columns where a plain run prints them whole. Each worker gets the run's own."""
+    node.workerinput["terminal_size"] = {k: os.environ.get(k) for k in TERMINAL_SIZE}
+
+
+def pytest_configure(config):
+    _reuse_click_commands()
+    size = getattr(config, "workerinput", {}).get("terminal_size")
+    for key, value in (size or {}).items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under the thorough profile, a test's own @settings(max_examples=N) becomes THOROUGH x N (a test's
+    settings win over any profile, so the profile alone would not lengthen them)."""
+    if PROFILE != "thorough":
+        return
+    for item in items:
+        test = getattr(item, "obj", None)
+        own = getattr(test, "_hypothesis_internal_use_settings", None)
+        if own is not None and own.max_examples < 100 * THOROUGH:
+            test._hypothesis_internal_use_settings = settings(own, max_examples=own.max_examples * THOROUGH)
 
 
 @pytest.fixture

@@ -171,6 +171,7 @@ def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels():
     assert slices == {"1 KV head/GPU (70B at TP 8)", "16K-token prefix", "random one in six"}
 
 
+@pytest.mark.slow
 def test_validate_command_json_and_plots(tmp_path):
     path = find_committed(load_hardware("h200")).path
     res = runner.invoke(app, ["validate", str(path), "--json", "--plots", str(tmp_path)])

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from cascade_plan.cli.app import app
 
 pytestmark = [
+    pytest.mark.slow,          # a Spark session in local mode: ~20 s
     pytest.mark.skipif(importlib.util.find_spec("pyspark") is None,
                        reason="PySpark is not installed (pip install '.[spark]')"),
     pytest.mark.skipif(not (os.environ.get("JAVA_HOME") or shutil.which("java")), reason="no Java runtime"),

@@ -37,6 +37,7 @@ def _cell(doc: dict) -> str:
     return f"{rng[0]:.2f}x to {rng[1]:.2f}x ({tag})" if rng else f"{doc['run']['speedup']:.2f}x"
 
 
+@pytest.mark.slow       # every shipped workload x every GPU, three commands each
 @pytest.mark.parametrize("workload", WORKLOADS, ids=lambda p: p.stem)
 def test_estimate_compare_and_report_agree_on_every_gpu(workload, tmp_path):
     gpus = ",".join(GPUS)

@@ -63,6 +63,7 @@ def rendered(tmp_path_factory):
     return out, {p.stem: _render_workload(str(p), str(out / p.stem)) for p in WORKLOADS}
 
 
+@pytest.mark.slow       # the module's fixture draws 4 plots x 8 workloads
 @pytest.mark.parametrize("name", [p.stem for p in WORKLOADS])
 def test_every_plot_for_every_shipped_workload(rendered, name):
     out, results = rendered

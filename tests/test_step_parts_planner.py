@@ -149,6 +149,7 @@ def test_calibrated_params_carry_the_fitted_step_parts():
     assert p.step.allreduce_for(2).origin == "measured"
 
 
+@pytest.mark.slow
 def test_validate_command_reports_the_steps():
     probe = find_committed(H200)
     res = runner.invoke(app, ["validate", probe.path, "--json"])

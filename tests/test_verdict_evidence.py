@@ -140,3 +140,24 @@ def test_every_report_plot_names_the_cost_model(root, tmp_path):
     assert len(svgs) == 4
     for svg in svgs:
         assert "Cost model:" in svg.read_text(), svg.name
+
+
+def test_an_extrapolated_verdict_reads_the_shipped_calibration_once(root, monkeypatch, tmp_path):
+    """beam-search on the H200 is extrapolated (its range spans every backend of the probe file): the other
+    backends come from the shipped file as select_params decoded it, not from load_probe's row-by-row check
+    (0.4 s of start-up); a user's own file is still checked."""
+    from cascade_plan.calibration import probe_calibration
+    from cascade_plan.calibration.verdict_evidence import _calibration_of
+
+    scn = _on(load_scenario(root / "workloads/beam-search.yaml"), "h200")
+    params = select_params(False, scn)
+    checked = []
+    real = probe_calibration.load_probe
+    monkeypatch.setattr(probe_calibration, "load_probe", lambda path: checked.append(path) or real(path))
+    v = assess(scn, params).verdict
+    assert v.speedup_range is not None and "triton" in v.text and checked == []
+    shipped = root / "calibrations" / "h200-aic-vllm.json"
+    assert _calibration_of(str(shipped)).doc["hardware_id"] == "h200" and checked == []
+    own = tmp_path / shipped.name
+    own.write_bytes(shipped.read_bytes())
+    assert _calibration_of(str(own)).doc["hardware_id"] == "h200" and checked == [own]
