@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a workload probe plan (JSON of WorkloadProbePlan.describe(), as `cascade-plan probe "
                          "--workload` derives it): measure exactly that workload's shapes")
     ap.add_argument("--mla", action="store_true", help="also MLA rows (FlashInfer's MLA wrapper, DeepSeek-V3 shape)")
+    ap.add_argument("--mla-grid", choices=("shipped", "tp"), default="shipped",
+                    help="with --mla: the first run's 128-head grid, or query heads per GPU at TP 8/4/2/1 over "
+                         "batch 1-1024, prefix 1K-32K, suffix 1-2048, bf16 and fp8 latent")
     ap.add_argument("--no-held-out", action="store_true", help="with --step: skip the held-out model steps")
     ap.add_argument("--merge-into", type=pathlib.Path, default=None,
                     help="an existing calibration file: write its rows plus this run's (re-measured points replaced)")
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = run_probe(args.out, quick=args.quick, backends=args.backends, page_size=args.page_size, console=console,
                     time_budget_s=args.time_budget, step=args.step,
                     attention=not args.no_attention, grid=args.grid, held_out=not args.no_held_out,
-                    plan=plan, mla=args.mla)
+                    plan=plan, mla=args.mla and args.mla_grid)
     if args.merge_into is not None:
         doc = merge_into_file(args.out, args.merge_into, doc)
     console.print(summary_table(doc))
