@@ -312,7 +312,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         raise ValueError(f"grid must be full, coverage or full+coverage, got {grid!r}")
     cfgs, grid_desc = build_grid(quick=quick, page_size=page_size, coverage=grid != "full")
     if plan is not None:     # probe --workload: exactly that workload's shapes
-        cfgs, step = list(plan.attention), True
+        cfgs, step = list(plan.attention), plan.shape is not None     # an MLA plan builds no GQA layer
         grid_desc = {**grid_desc, "mode": "workload", "n_configs": len(cfgs), "workload": plan.describe()}
     elif grid == "coverage":
         from kernels_probe.grid import coverage_grid
@@ -328,7 +328,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     # the Triton and torch rows are measured, then measure FlashInfer's rows in a second pass.
     fi_build: dict = {}
     fi_thread = glue_thread = None
-    if fi_ok and not (attention or step or plan is not None):   # MLA alone: its own modules build on first use
+    if fi_ok and not ((attention and cfgs) or step):   # MLA alone (or an MLA plan): its modules build on first use
         fi_build.update({"ok": True, "seconds": 0.0, "errors": [], "note": "decode/prefill modules not needed"})
     elif fi_ok:
         def _build():

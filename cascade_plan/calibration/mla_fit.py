@@ -176,36 +176,3 @@ def mla_grid(doc: dict, kv_dtype: str) -> dict | None:
 def mla_heads(doc: dict, kv_dtype: str) -> list[int]:
     return sorted({r["config"]["num_heads"] for r in doc.get("mla") or []
                    if r["config"].get("kv_dtype", "bf16") == kv_dtype})
-
-
-def mla_validation(doc: dict, fitted: dict, l2_bytes: float) -> dict:
-    """Per KV dtype and probe kernel: the fit's |error| on the held-out MLA rows (and on the training rows),
-    and the largest held-out errors with their configurations."""
-    out = {}
-    for kv, per in (fitted.get("kv_dtypes") or {}).items():
-        fits = (per.get(MLA_BACKEND) or {})
-        if not fits.get("prefix_mla"):
-            continue
-        res = {}
-        for kernel in ("decode_shared", "cascade_total", "cascade_prefix"):
-            rows = mla_rows(doc, kernel, kv)
-            if not rows:
-                continue
-            cfgs = [r["config"] for r in rows]
-            t = np.array([r["median_s"] for r in rows], float)
-            ape = np.abs(predict_mla(fits, kernel, cfgs, l2_bytes) / t - 1)
-            held = np.array([is_mla_held_out(c) for c in cfgs])
-            unseen = np.array([c["num_heads"] == 32 for c in cfgs])
-            worst = [{"config": {k: cfgs[i][k] for k in ("num_heads", "n_groups", "group_size", "prefix_tokens",
-                                                        "suffix_tokens")}, "error": float(ape[i])}
-                     for i in np.argsort(-np.where(held, ape, -1))[:3] if held[i]]
-            res[kernel] = {"held_out": _stats(ape[held]), "train": _stats(ape[~held]),
-                           "unseen_heads": _stats(ape[unseen]), "worst_held_out": worst}
-        out[kv] = res
-    return out
-
-
-def _stats(ape: np.ndarray) -> dict:
-    if not ape.size:
-        return {"n": 0, "median": None, "max": None}
-    return {"n": int(ape.size), "median": float(np.median(ape)), "max": float(np.max(ape))}
