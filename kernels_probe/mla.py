@@ -63,16 +63,14 @@ def mla_grid(quick: bool = False, grid: str = "shipped") -> list[MlaConfig]:
 
 def tp_grid() -> list[MlaConfig]:
     """Cartesian blocks (the planner interpolates only where rows bracket a step on every axis), in the
-    order they matter: the shipped TP-8 workload first, the fp8 block last (it builds its own modules)."""
-    out = [MlaConfig(p, n, 8, s, num_heads=16) for p in (4096, 8192) for n in (16, 32, 64) for s in (1, 1024, 2048)]
-    out += [MlaConfig(p, n, 1, s, num_heads=16) for p in (1024, 4096, 16384, 32768)
-            for n in (1, 4, 16, 64, 256, 1024) for s in (1, 512, 2048)]
-    out += [MlaConfig(p, n, 1, s, num_heads=h) for h in (32, 64) for p in (4096, 16384) for n in (4, 64, 256)
-            for s in (1, 1024)]
-    out += [MlaConfig(4096, n, 1, s) for n in (16, 64) for s in (1, 2048)]
-    out += [MlaConfig(p, n, 1, s, num_heads=16, kv_dtype="fp8") for p in (4096, 16384) for n in (4, 64, 256)
-            for s in (1, 1024)]
-    out += [MlaConfig(p, 32, 8, s, num_heads=16, kv_dtype="fp8") for p in (4096, 8192) for s in (1, 1024)]
+    order they matter: the shipped TP-8 workload first, then the regime at 16 heads, then 32/64/128 heads,
+    then fp8 latents (they build their own modules)."""
+    ds = [(p, n, 8, s) for p in (4096, 8192) for n in (16, 32, 64) for s in (1, 1024, 2048)]
+    one = [(p, n, 1, s) for p in (1024, 4096, 16384, 32768) for n in (1, 4, 16, 64, 256, 1024) for s in (1, 512, 2048)]
+    out = [MlaConfig(p, n, g, s, num_heads=16) for p, n, g, s in ds + one]
+    out += [MlaConfig(p, n, 1, s, num_heads=h) for h in (32, 64, 128) for p in (1024, 4096, 16384)
+            for n in (1, 4, 16, 64, 256) for s in (1, 1024, 2048)]
+    out += [MlaConfig(p, n, g, s, num_heads=16, kv_dtype="fp8") for p, n, g, s in ds + one]
     return out
 
 
