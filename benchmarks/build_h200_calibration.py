@@ -25,8 +25,10 @@ doc["grid"] = {**old["grid"], "mode": "full+coverage (merged runs)", "axes": axe
                "backends": sorted({m["backend"] for m in doc["measurements"]})}
 doc["ceilings"] = cov["ceilings"]
 doc["created_utc"] = cov["created_utc"]
-# the MLA run at 16/32/64/128 query heads per GPU (TP 8/4/2/1), bf16 and fp8 latents: its MLA rows only
-doc = merge_sections(json.loads((raw / "mla-tp.json").read_text()), doc)
+# the MLA runs at 16/32/64/128 query heads per GPU (TP 8/4/2/1), bf16 and fp8 latents, and probe --workload
+# deepseek-v3-grpo-tp8 (its MLA shapes): their MLA rows only, later runs replacing re-measured points
+for name in ("mla-tp.json", "mla-tp-run7.json", "mla-plan-deepseek-v3-grpo-tp8.json"):
+    doc = merge_sections(json.loads((raw / name).read_text()), doc)
 out = root / "calibrations" / "h200-probe-2026-12-01.json"
 write_atomic(out, doc)
 print(f"wrote {out}: {len(doc['measurements'])} measurements, {len(doc['step_ops'])} op rows, {len(doc['steps'])} steps")

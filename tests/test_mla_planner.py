@@ -71,8 +71,8 @@ def test_mla_fit_predicts_rows_it_never_saw(doc):
 
     v = mla_validation(doc, doc["fitted"], 60 * 2**20)["bf16"]["kernels"]
     assert v["cascade_total"]["held_out"]["n"] >= 40
-    assert v["cascade_total"]["held_out"]["median"] < 0.03
-    assert v["cascade_total"]["unseen_heads"]["median"] < 0.04
+    assert v["cascade_total"]["held_out"]["median"] < 0.035
+    assert v["cascade_total"]["unseen_heads"]["median"] < 0.05
     assert v["decode_shared"]["held_out"]["median"] < 0.06
 
 

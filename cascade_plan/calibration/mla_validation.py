@@ -38,7 +38,8 @@ def mla_validation(doc: dict, fitted: dict, l2_bytes: float) -> dict:
                      for i in np.argsort(-np.where(held, ape, -1))[:3] if held[i]]
             res[kernel] = {"held_out": _stats(ape[held]), "train": _stats(ape[~held]),
                            "unseen_heads": _stats(ape[unseen]), "worst_held_out": worst}
-        out[kv] = {"kernels": res, "interpolation": interpolation_loo(doc, kv, fits, l2_bytes)}
+        out[kv] = {"kernels": res, "interpolation": interpolation_loo(doc, kv, fits, l2_bytes),
+                   "speedup": speedup_errors(doc, kv, fits, l2_bytes)}
     return out
 
 
@@ -47,6 +48,21 @@ def _stats(ape) -> dict:
     if not ape.size:
         return {"n": 0, "median": None, "max": None}
     return {"n": int(ape.size), "median": float(np.median(ape)), "max": float(np.max(ape))}
+
+
+def speedup_errors(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
+    """|error| of the fitted per-layer speedup (per-sequence / cascade) on held-out configurations timed both ways."""
+    import json
+
+    ps = {json.dumps(r["config"], sort_keys=True): r for r in mla_rows(doc, "decode_shared", kv)}
+    pairs = [(ps[k], r) for r in mla_rows(doc, "cascade_total", kv)
+             if (k := json.dumps(r["config"], sort_keys=True)) in ps and is_mla_held_out(r["config"])]
+    if not pairs:
+        return _stats([])
+    cfgs = [c["config"] for _, c in pairs]
+    measured = np.array([a["median_s"] / b["median_s"] for a, b in pairs])
+    pred = predict_mla(fits, "decode_shared", cfgs, l2_bytes) / predict_mla(fits, "cascade_total", cfgs, l2_bytes)
+    return _stats(np.abs(pred / measured - 1))
 
 
 def interpolation_loo(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
@@ -98,5 +114,10 @@ def render_mla(res: dict, console) -> None:
             t.add_row(kv, kernel, str(h["n"]), fmt_pct(h["median"]), fmt_pct(h["max"]), fmt_pct(u["median"]),
                       fmt_pct(u["max"]), str(loo["n"]), fmt_pct(loo.get("median")), fmt_pct(loo.get("max")))
     console.print(t)
+    for kv, r in res.items():
+        s = r.get("speedup") or {}
+        if s.get("n"):
+            console.print(f"MLA {kv}: per-layer speedup (per-sequence / cascade) on {s['n']} held-out configurations: "
+                          f"median |error| {fmt_pct(s['median'])}, max {fmt_pct(s['max'])}")
     console.print("[dim]No whole MLA steps were measured (the probe builds no MLA model step): these are kernel "
                   "errors per layer.[/dim]")
