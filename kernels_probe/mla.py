@@ -195,9 +195,9 @@ class FlashInferMla:
         return out.view(B, H, D)
 
 
-def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02, grid: str = "shipped",
-                configs: list[MlaConfig] | None = None, deadline: float | None = None) -> tuple[list, list]:
-    """(rows, skipped) for the MLA grid (or the given configurations); every composite checked against the
+def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02, grid: bool | str = "shipped",
+                configs: list[MlaConfig] | None = None, deadline: float | None = None, plan=None) -> tuple[list, list]:
+    """(rows, skipped) for the MLA grid (or the given configurations, or a plan's); every composite checked against the
     float32 reference first. Past `deadline` (time.perf_counter()) the rest are skipped with that reason."""
     import time
 
@@ -206,6 +206,8 @@ def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02,
     from kernels_probe.timing import time_fn
 
     rows, skipped = [], []
+    grid = grid if isinstance(grid, str) else "shipped"          # True: the shipped grid
+    configs = list(getattr(plan, "mla", ())) or configs            # a workload plan's MLA shapes
     for i, c in enumerate(configs if configs is not None else mla_grid(quick, grid)):
         if deadline is not None and time.perf_counter() > deadline:
             skipped.append({"config": c.as_dict(), "reason": "time budget of the run exhausted"})

@@ -268,9 +268,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
               console=None, time_budget_s: float | None = None, tune=None, configs: list[ProbeConfig] | None = None,
               skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
               held_out: bool = True, plan=None, mla: bool | str = False) -> dict:
-    """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it.
-    mla: True (the shipped MLA grid) or a grid name of kernels_probe.mla (a plan's MLA shapes are measured
-    whenever it has them)."""
+    """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
     from rich.progress import (
@@ -405,15 +403,12 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 progress.advance(task)
             timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
         mla_out = None
-        plan_mla = list(getattr(plan, "mla", ()) or ())
-        if (mla or plan_mla) and fi_ok and fi_build.get("ok"):
+        if (mla or getattr(plan, "mla", ())) and fi_ok and fi_build.get("ok"):   # a grid name, or a plan's shapes
             from kernels_probe.mla import measure_mla
-
             progress.update(task, description="MLA (FlashInfer, DeepSeek-V3 shape)")
             t0 = time.perf_counter()
-            mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item,
-                                  grid=mla if isinstance(mla, str) else "shipped",
-                                  configs=plan_mla or None, deadline=deadline)
+            mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item, grid=mla, plan=plan,
+                                  deadline=deadline)
             timings["mla_s"] = time.perf_counter() - t0
         if step:
             from kernels_probe.step_probe import run_step_ops, run_step_probe

@@ -85,9 +85,7 @@ def _single_level(tree):
 
 def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
     if scn.model.attention == "mla":      # MLA attention rows (kernels_probe/mla_workload.py)
-        from kernels_probe.mla_workload import mla_plan
-
-        return mla_plan(scn, page_size)
+        return _mla_plan(scn, page_size)
     shape = shape_from_spec(scn.model, scn.tp)
     prefix, groups, samples, private, out = _single_level(scn.tree)
     P = _round_up(prefix, page_size)
@@ -122,6 +120,22 @@ def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
         notes.append(f"TP {scn.tp}: one GPU's shard is timed; its all-reduces need the multi-GPU probe")
     return WorkloadProbePlan(name=scn.name, shape=shape, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
                              attention=tuple(cfgs), gemm_m=tuple(ms), steps=steps, notes=tuple(notes))
+
+
+def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
+    """An MLA workload's plan: its MLA attention rows only (shape None: no GQA layer to build)."""
+    from kernels_probe.mla_workload import mla_configs, mla_notes
+
+    prefix, groups, samples, private, out = _single_level(scn.tree)
+    P = _round_up(prefix, page_size)
+    cfgs = mla_configs(scn.model, scn.tp, scn.kv_dtype, page_size, P, groups, samples,
+                       tuple(private + k for k in (1, max(1, out // 2), out)),
+                       [_round_up(p, page_size) for p in (P // 2, P * 2) if p >= page_size])
+    notes = mla_notes(cfgs[0].num_heads, scn.tp)
+    if P != prefix:
+        notes.append(f"prefix {prefix} rounded up to {P} tokens (whole pages of {page_size})")
+    return WorkloadProbePlan(name=scn.name, shape=None, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
+                             attention=(), gemm_m=(), steps=(), notes=tuple(notes), mla=cfgs)
 
 
 def plan_from_json(d: dict) -> WorkloadProbePlan:
