@@ -13,12 +13,12 @@ def table(doc: dict) -> list[str]:
         c = r["config"]
         key = (c["kv_dtype"], c["num_heads"], c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"])
         by.setdefault(key, {})[r["kernel"]] = r
-    lines = [f"{'kv':>4} {'H':>4} {'grp':>4} {'n':>5} {'P':>6} {'S':>5} {'per-seq us':>11} {'cascade us':>11} "
-             f"{'prefix us':>10} {'speedup':>8} {'err':>8} kernel"]
+    lines = [(f"{'kv':>4} {'H':>4} {'grp':>4} {'n':>5} {'P':>6} {'S':>5} {'per-seq us':>11} {'cascade us':>11} "
+              f"{'prefix us':>10} {'speedup':>8} {'err':>8} kernel")]
     for key in sorted(by):
         k = by[key]
         ps, ca, pr = (k.get(n, {}).get("median_s") for n in ("decode_shared", "cascade_total", "cascade_prefix"))
-        f = lambda x: f"{x * 1e6:11.1f}" if x else f"{'-':>11}"  # noqa: E731
+        f = lambda x: f"{x * 1e6:11.1f}" if x else f"{'-':>11}"
         err = max((x.get("max_rel_err") or 0) for x in k.values())
         sp = f"{ps / ca:7.2f}x" if ps and ca else f"{'-':>8}"
         fk = next((x.get("fi_kernel") for x in k.values() if x.get("fi_kernel")), "")
@@ -35,4 +35,5 @@ def table(doc: dict) -> list[str]:
 
 if __name__ == "__main__":
     for path in sys.argv[1:]:
-        print("\n".join(table(json.load(open(path)))))
+        with open(path) as fh:
+            print("\n".join(table(json.load(fh))))

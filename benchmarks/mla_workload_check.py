@@ -11,7 +11,13 @@ import numpy as np
 from cascade_plan.calibration.mla_fit import mla_measured, predict_mla
 from cascade_plan.cost.ops.mla_attention import MLA_BACKEND, mla_shape_key
 
-cal, rows = (json.load(open(p)) for p in sys.argv[1:3])
+
+def _load(path):
+    with open(path) as fh:
+        return json.load(fh)
+
+
+cal, rows = (_load(p) for p in sys.argv[1:3])
 l2 = 60 * 2**20
 for kernel, name in (("per_sequence", "decode_shared"), ("cascade", "cascade_total")):
     sel = [r for r in rows["mla"] if r["kernel"] == name]

@@ -22,8 +22,8 @@ def mla_configs(model, tp: int, kv_dtype: str, page_size: int, prefix: int, grou
         raise ValueError(f"{model.id}: {model.num_q_heads} query heads do not divide by TP {tp}")
     if not model.kv_lora_rank:
         raise ValueError(f"{model.id}: an MLA model needs kv_lora_rank")
-    kw = dict(num_heads=model.num_q_heads // tp, kv_lora_rank=model.kv_lora_rank,
-              qk_rope_head_dim=model.qk_rope_head_dim, kv_dtype=kv_dtype, page_size=page_size, n_groups=groups)
+    kw = {"num_heads": model.num_q_heads // tp, "kv_lora_rank": model.kv_lora_rank,
+          "qk_rope_head_dim": model.qk_rope_head_dim, "kv_dtype": kv_dtype, "page_size": page_size, "n_groups": groups}
     cfgs: list = []
 
     def add(p, n, s):
@@ -42,6 +42,6 @@ def mla_configs(model, tp: int, kv_dtype: str, page_size: int, prefix: int, grou
 
 
 def mla_notes(heads: int, tp: int) -> list[str]:
-    return [f"MLA: attention measured with FlashInfer's MLA wrapper at {heads} query heads per GPU (TP {tp}; the "
-            "latent is replicated on every rank)",
+    return [(f"MLA: attention measured with FlashInfer's MLA wrapper at {heads} query heads per GPU (TP {tp}; the "
+             "latent is replicated on every rank)"),
             "MLA: its projection GEMMs (low-rank q/kv, absorbed matrices) and whole steps are not built by the probe"]

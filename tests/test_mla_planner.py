@@ -109,8 +109,8 @@ def test_probe_workload_plans_mla_shapes():
     from cascade_plan.cli.app import probe_plan_from_options
     from kernels_probe.workload_probe import plan_from_json
 
-    kw = dict(model=None, prefix=None, groups=None, samples=None, output_tokens=None, private_tokens=None,
-              kv_dtype=None, weight_dtype=None, tp=None)
+    kw = {k: None for k in ("model", "prefix", "groups", "samples", "output_tokens", "private_tokens", "kv_dtype",
+                            "weight_dtype", "tp")}
     plan = probe_plan_from_options("deepseek-v3-grpo-tp8", **kw)
     first, mid, final = plan.mla[:3]
     assert (first.prefix_tokens, first.group_size, first.n_groups, first.num_heads) == (6000, 32, 8, 16)

@@ -32,7 +32,11 @@ from cascade_plan.calibration.fitting import (
     predict,
 )
 from cascade_plan.cost.ops.attention import MeasuredAttention
-from cascade_plan.cost.ops.mla_attention import MLA_BACKEND, mla_shape_key, mla_tile_factor
+from cascade_plan.cost.ops.mla_attention import (
+    MLA_BACKEND,
+    mla_shape_key,
+    mla_tile_factor,
+)
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 MLA_HOLDOUT_RULE = ("MLA rows held out: every row at 32 query heads per GPU (a head count the fit never sees), every "
