@@ -8,7 +8,7 @@ import pathlib
 import sys
 
 from kernels_probe.calibration_file import write_atomic
-from kernels_probe.merge import merge_documents
+from kernels_probe.merge import merge_documents, merge_sections
 
 root = pathlib.Path(__file__).resolve().parents[1]
 raw = root / "benchmarks" / "raw" / "h200-2026-12-01"
@@ -25,6 +25,10 @@ doc["grid"] = {**old["grid"], "mode": "full+coverage (merged runs)", "axes": axe
                "backends": sorted({m["backend"] for m in doc["measurements"]})}
 doc["ceilings"] = cov["ceilings"]
 doc["created_utc"] = cov["created_utc"]
+# the MLA runs at 16/32/64/128 query heads per GPU (TP 8/4/2/1), bf16 and fp8 latents, and probe --workload
+# deepseek-v3-grpo-tp8 (its MLA shapes): their MLA rows only, later runs replacing re-measured points
+for name in ("mla-tp.json", "mla-tp-run7.json", "mla-plan-deepseek-v3-grpo-tp8.json", "mla-plan-deepseek-v3-grpo-tp8-fp8.json"):
+    doc = merge_sections(json.loads((raw / name).read_text()), doc)
 out = root / "calibrations" / "h200-probe-2026-12-01.json"
 write_atomic(out, doc)
 print(f"wrote {out}: {len(doc['measurements'])} measurements, {len(doc['step_ops'])} op rows, {len(doc['steps'])} steps")

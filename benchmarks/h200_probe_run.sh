@@ -5,6 +5,9 @@
 #   step      GEMMs, glue, layer graphs, whole steps (shipped + held-out models)               -> step.json
 #   workload  probe --workload rl-rollouts-64 --kv-dtype fp8 (plan derived on the CPU)           -> workload.json
 #   quick     --quick attention grid (a smoke check)                                            -> quick.json
+#   mla-tp    MLA at 16/32/64/128 query heads per GPU, bf16 and fp8 latent (--mla-grid tp)     -> mla-tp.json
+#   mla-plan  probe --workload deepseek-v3-grpo-tp8's MLA shapes (plan derived on the CPU)      -> mla-plan.json
+#   mla-plan-fp8  the same with --kv-dtype fp8                                                 -> mla-plan-fp8.json
 # Run from the staged copy (cd .stage); the wheels are at ../.whl. Files land in $OUT.
 set -o pipefail
 stages=${1:-coverage,step}; total=${2:-585}
@@ -21,6 +24,12 @@ for st in ${stages//,/ }; do
     workload) timeout $(left) python3 -m kernels_probe --out $OUT/workload.json --plan benchmarks/plan-rl-rollouts-64-fp8.json ;;
     mla) timeout $(left) python3 -m kernels_probe --out $OUT/mla.json --mla --no-attention --backend flashinfer ;;
     quick) timeout $(left) python3 -m kernels_probe --out $OUT/quick.json --quick ;;
+    mla-tp) timeout $(left) python3 -m kernels_probe --out $OUT/mla-tp.json --mla --mla-grid tp --no-attention \
+              --backend flashinfer --time-budget $(( $(left) - 25 )) && python3 benchmarks/mla_table.py $OUT/mla-tp.json ;;
+    mla-plan) timeout $(left) python3 -m kernels_probe --out $OUT/mla-plan.json --no-attention --backend flashinfer \
+              --plan benchmarks/plan-deepseek-v3-grpo-tp8.json && python3 benchmarks/mla_table.py $OUT/mla-plan.json ;;
+    mla-plan-fp8) timeout $(left) python3 -m kernels_probe --out $OUT/mla-plan-fp8.json --no-attention --backend flashinfer \
+              --plan benchmarks/plan-deepseek-v3-grpo-tp8-fp8.json && python3 benchmarks/mla_table.py $OUT/mla-plan-fp8.json ;;
   esac
   echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"
 done

@@ -164,6 +164,9 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     suffix: KernelFitDoc
     merge: KernelFitDoc | None = None
     decode_mla: KernelFitDoc | None = None          # MLA (DeepSeek) decode over the latent cache
+    prefix_mla: KernelFitDoc | None = None          # the probe's MLA cascade: prefix pass (calibration/mla_fit.py)
+    suffix_mla: KernelFitDoc | None = None          # ... and suffix pass with merge_state folded in
+    mla_train_rows: Text | None = None              # how the MLA fits were trained (held-out rule, or all rows)
     prefix_suffix_overlap: Fraction = 0.0
     notes: list[Text] = []                          # what an imported file says about its own coverage
     train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
@@ -349,7 +352,8 @@ def inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
             return ("fitted", "step_parts") + bad[0], bad[1]
     for kv, per in fitted.kv_dtypes.items():
         for backend, fit in per.items():
-            for kind in ("decode_dup", "decode_shared", "prefix", "suffix", "merge", "decode_mla"):
+            for kind in ("decode_dup", "decode_shared", "prefix", "suffix", "merge", "decode_mla", "prefix_mla",
+                         "suffix_mla"):
                 k = getattr(fit, kind)
                 if k is None:
                     continue

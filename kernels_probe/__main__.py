@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = run_probe(args.out, quick=args.quick, backends=args.backend, page_size=args.page_size, console=console,
                     time_budget_s=args.time_budget, step=args.step,
                     attention=not args.no_attention, grid=args.grid, held_out=not args.no_held_out,
-                    plan=plan, mla=args.mla)
+                    plan=plan, mla=args.mla and args.mla_grid)
     if args.merge_into is not None:
         doc = merge_into_file(args.out, args.merge_into, doc)
     console.print(summary_table(doc))

@@ -77,3 +77,21 @@ def merge_documents(new: dict, base: dict) -> dict:
                               "(created_utc) that measured it; a re-measured point replaces the older row")
     out["fitted"] = {}
     return out
+
+
+def merge_sections(new: dict, base: dict, sections: tuple[str, ...] = ("mla", "mla_skipped")) -> dict:
+    """`base` with only `sections` of `new` merged in (as merge_documents merges rows) and the run added to
+    notes.runs: every other row, the grid, ceilings and notes of `base` stay as they are (a run that measured
+    only MLA rows says nothing about the GQA grid or the ceilings of the file it joins)."""
+    merged = merge_documents({**{k: v for k, v in new.items() if k not in _ROW_SECTIONS}, **{s: new.get(s) or []
+                                                                                           for s in sections}}, base)
+    out = json.loads(json.dumps(base))
+    for s in sections:
+        out[s] = merged[s]
+    out.setdefault("notes", {})["runs"] = merged["notes"]["runs"]
+    out["notes"]["merged"] = merged["notes"]["merged"]
+    out["fitted"] = {}
+    return out
+
+
+_ROW_SECTIONS = ("measurements", "skipped", "step_ops", "steps", "step_skipped", "mla", "mla_skipped")

@@ -3,7 +3,13 @@ through FlashInfer's ``BatchMLAPagedAttentionWrapper``, per sequence and as a sh
 from two MLA passes (the group's sequences as query rows against the prefix pages; each sequence against
 its suffix) merged with ``merge_state``. Checked against a float32 reference computed directly (one
 softmax over prefix + suffix), then timed like every row. Rows go to the calibration file's ``mla`` list
-(a kind of its own: the GQA fits never read them).
+(a kind of its own: the planner fits and interpolates them apart from the GQA rows).
+
+Grids: "shipped" (the 11 configurations of the first run, 128 heads = TP 1, suffix 128) and "tp" (`--mla-grid
+tp`): 16 query heads per GPU (DeepSeek-V3 at TP 8; the latent is replicated on every rank, so only the query
+heads split) over the regime users run (batch 1-1024, prefix 1K-32K, suffix 1-2,048, and 8 prompts of 4K-8K
+x 16-64 samples around deepseek-v3-grpo-tp8), 32 and 64 heads (TP 4 / 2), 128-head suffix ends, and fp8
+(e4m3) latent caches at 16 heads (the FA MLA kernels take fp8 KV on SM90 with per-tensor scales, here 1.0).
 
 Caches: ckv [pages, page_size, 512] and kpe [pages, page_size, 64], bf16; the prefix pages once per group,
 block tables as for the GQA rows. q_nope [B, 128, 512], q_pe [B, 128, 64]; sm_scale = 1 / sqrt(128 + 64)
@@ -41,11 +47,31 @@ class MlaConfig:
         return (self.kv_lora_rank + self.qk_rope_head_dim) * (1 if self.kv_dtype == "fp8" else 2)
 
 
-def mla_grid(quick: bool = False) -> list[MlaConfig]:
+GRIDS = ("shipped", "tp")
+
+
+def mla_grid(quick: bool = False, grid: str = "shipped") -> list[MlaConfig]:
+    if grid not in GRIDS:
+        raise ValueError(f"MLA grid must be one of {', '.join(GRIDS)}, got {grid!r}")
     if quick:
         return [MlaConfig(4096, 16), MlaConfig(4096, 64)]
+    if grid == "tp":
+        return tp_grid()
     return [MlaConfig(p, n) for p in (1024, 4096, 16384) for n in (4, 16, 64)] + [MlaConfig(4096, 128),
                                                                                   MlaConfig(4096, 32, 4)]
+
+
+def tp_grid() -> list[MlaConfig]:
+    """Cartesian blocks (the planner interpolates only where rows bracket a step on every axis), in the
+    order they matter: the shipped TP-8 workload first, then the regime at 16 heads, then 32/64/128 heads,
+    then fp8 latents (they build their own modules)."""
+    ds = [(p, n, 8, s) for p in (4096, 8192) for n in (16, 32, 64) for s in (1, 1024, 2048)]
+    one = [(p, n, 1, s) for p in (1024, 4096, 16384, 32768) for n in (1, 4, 16, 64, 256, 1024) for s in (1, 512, 2048)]
+    out = [MlaConfig(p, n, g, s, num_heads=16) for p, n, g, s in ds + one]
+    out += [MlaConfig(p, n, 1, s, num_heads=h) for h in (32, 64, 128) for p in (1024, 4096, 16384)
+            for n in (1, 4, 16, 64, 256) for s in (1, 1024, 2048)]
+    out += [MlaConfig(p, n, g, s, num_heads=16, kv_dtype="fp8") for p, n, g, s in ds + one]
+    return out
 
 
 def mla_cost(c: MlaConfig, kernel: str) -> dict:
@@ -72,9 +98,10 @@ class MlaData:
         prefix_pages = c.n_groups * pp
         pages = prefix_pages + B * sp
         bf = torch.bfloat16
+        kv = torch.float8_e4m3fn if c.kv_dtype == "fp8" else bf     # e4m3: random bf16 converted
         self.c = c
-        self.ckv = torch.randn((pages, ps, c.kv_lora_rank), dtype=bf, device=device, generator=g)
-        self.kpe = torch.randn((pages, ps, c.qk_rope_head_dim), dtype=bf, device=device, generator=g)
+        self.ckv = torch.randn((pages, ps, c.kv_lora_rank), dtype=bf, device=device, generator=g).to(kv)
+        self.kpe = torch.randn((pages, ps, c.qk_rope_head_dim), dtype=bf, device=device, generator=g).to(kv)
         self.q_nope = torch.randn((B, c.num_heads, c.kv_lora_rank), dtype=bf, device=device, generator=g)
         self.q_pe = torch.randn((B, c.num_heads, c.qk_rope_head_dim), dtype=bf, device=device, generator=g)
         ar = lambda k: torch.arange(k, device=device, dtype=torch.int32)  # noqa: E731
@@ -145,7 +172,12 @@ class FlashInferMla:
 
     def _run(self, w, lse: bool):
         d = self.d
-        return w.run(query=(d.q_nope, d.q_pe), kv_cache=(d.ckv, d.kpe), return_lse=lse)
+        scales = {"ckv_scale": 1.0, "kpe_scale": 1.0} if d.c.kv_dtype == "fp8" else {}
+        return w.run(query=(d.q_nope, d.q_pe), kv_cache=(d.ckv, d.kpe), return_lse=lse, **scales)
+
+    def backend_name(self) -> str | None:
+        """The concrete kernel family FlashInfer's automatic policy planned (fa3 / fa2 / ...)."""
+        return getattr(self.w[0], "_planned_backend_name", None) or getattr(self.w[0], "_backend", None)
 
     def prefix(self):
         return self._run(self.w[0], True)
@@ -163,14 +195,23 @@ class FlashInferMla:
         return out.view(B, H, D)
 
 
-def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02) -> tuple[list, list]:
-    """(rows, skipped) for the MLA grid; every composite checked against the float32 reference first."""
+def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02, grid: bool | str = "shipped",
+                configs: list[MlaConfig] | None = None, deadline: float | None = None, plan=None) -> tuple[list, list]:
+    """(rows, skipped) for the MLA grid (or the given configurations, or a plan's); every composite checked against the
+    float32 reference first. Past `deadline` (time.perf_counter()) the rest are skipped with that reason."""
+    import time
+
     import torch
 
     from kernels_probe.timing import time_fn
 
     rows, skipped = [], []
-    for i, c in enumerate(mla_grid(quick)):
+    grid = grid if isinstance(grid, str) else "shipped"          # True: the shipped grid
+    configs = list(getattr(plan, "mla", ())) or configs            # a workload plan's MLA shapes
+    for i, c in enumerate(configs if configs is not None else mla_grid(quick, grid)):
+        if deadline is not None and time.perf_counter() > deadline:
+            skipped.append({"config": c.as_dict(), "reason": "time budget of the run exhausted"})
+            continue
         try:
             d = MlaData(c, device, seed=2000 + i)
             check = sorted({0, c.group_size - 1, c.batch - 1})
@@ -191,7 +232,8 @@ def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02)
                 for k, fn in items:
                     res = time_fn(fn, flusher, budget_s=budget_s)
                     rows.append({"backend": "flashinfer", "kernel": k, "variant": "mla", "config": c.as_dict(),
-                                 **mla_cost(c, k), **res, "max_rel_err": err if k == kernel else None})
+                                 **mla_cost(c, k), **res, "max_rel_err": err if k == kernel else None,
+                                 "fi_kernel": fm.backend_name()})
             except Exception as exc:
                 skipped.append({"config": c.as_dict(), "kernel": kernel, "reason": f"{type(exc).__name__}: {exc}"[:300]})
                 torch.cuda.synchronize()

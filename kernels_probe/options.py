@@ -86,6 +86,9 @@ _OPTIONS = (
                 type=pathlib.Path, metavar="FILE"),
     ProbeOption("mla", "--mla", "Also MLA rows (FlashInfer's MLA wrapper, DeepSeek-V3 shape).", kind="flag",
                 default=False),
+    ProbeOption("mla_grid", "--mla-grid", "With --mla: the first run's 128-head grid, or query heads per GPU at TP "
+                                          "8/4/2/1 over batch 1-1024, prefix 1K-32K, suffix 1-2048, bf16 and fp8 "
+                                          "latent.", default="shipped", choices=("shipped", "tp")),
     ProbeOption("no_held_out", "--no-held-out", "With --step: skip the held-out model steps.", kind="flag",
                 default=False),
 )
@@ -93,7 +96,7 @@ PROBE_OPTIONS: dict[str, ProbeOption] = {o.name: o for o in _OPTIONS}
 # The options both front ends have; the rest are python -m kernels_probe's alone.
 SHARED = ("out", "quick", "backend", "page_size", "time_budget", "step", "grid", "merge_into")
 MODULE_ORDER = ("out", "quick", "backend", "page_size", "step", "no_attention", "time_budget", "grid", "plan",
-                "mla", "no_held_out", "merge_into")
+                "mla", "mla_grid", "no_held_out", "merge_into")
 
 
 def add_to_parser(ap: argparse.ArgumentParser, name: str) -> None:

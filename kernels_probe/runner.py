@@ -198,7 +198,7 @@ def _time(ctx: _Ctx, fn) -> dict:
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
               console=None, time_budget_s: float | None = None, tune=None, configs: list[AttentionConfig] | None = None,
               skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
-              held_out: bool = True, plan=None, mla: bool = False) -> dict:
+              held_out: bool = True, plan=None, mla: bool | str = False) -> dict:
     """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
     import torch
     from rich.console import Console
@@ -241,7 +241,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         raise ValueError(f"grid must be full, coverage or full+coverage, got {grid!r}")
     cfgs, grid_desc = build_grid(quick=quick, page_size=page_size, coverage=grid != "full")
     if plan is not None:     # probe --workload: exactly that workload's shapes
-        cfgs, step = list(plan.attention), True
+        cfgs, step = list(plan.attention), plan.shape is not None     # an MLA plan builds no GQA layer
         grid_desc = {**grid_desc, "mode": "workload", "n_configs": len(cfgs), "workload": plan.describe()}
     elif grid == "coverage":
         from kernels_probe.grid import coverage_grid
@@ -257,7 +257,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     # the Triton and torch rows are measured, then measure FlashInfer's rows in a second pass.
     fi_build: dict = {}
     fi_thread = glue_thread = None
-    if fi_ok and not (attention or step or plan is not None):   # MLA alone: its own modules build on first use
+    if fi_ok and not ((attention and cfgs) or step):   # MLA alone (or an MLA plan): its modules build on first use
         fi_build.update({"ok": True, "seconds": 0.0, "errors": [], "note": "decode/prefill modules not needed"})
     elif fi_ok:
         def _build():
@@ -334,12 +334,12 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 progress.advance(task)
             timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
         mla_out = None
-        if mla and fi_ok and fi_build.get("ok"):
+        if (mla or getattr(plan, "mla", ())) and fi_ok and fi_build.get("ok"):   # a grid name, or a plan's shapes
             from kernels_probe.mla import measure_mla
-
             progress.update(task, description="MLA (FlashInfer, DeepSeek-V3 shape)")
             t0 = time.perf_counter()
-            mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item)
+            mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item, grid=mla, plan=plan,
+                                  deadline=deadline)
             timings["mla_s"] = time.perf_counter() - t0
         if step:
             from kernels_probe.step_probe import run_step_ops, run_step_probe

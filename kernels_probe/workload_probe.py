@@ -14,7 +14,8 @@ samples, optionally private prompt tokens):
 * whole steps: its first, middle and final decode step (one GPU's shard: on one GPU a TP > 1 step is
   timed without its all-reduces, which the multi-GPU probe measures).
 
-Dense GQA models only: MoE expert GEMMs and MLA are reported as not measured.
+Dense GQA models; MLA models get their MLA attention rows (kernels_probe/mla_workload.py); MoE expert GEMMs
+are reported as not measured.
 """
 
 from __future__ import annotations
@@ -30,18 +31,23 @@ MEASURE_BUDGET_S = 120.0        # the issue's limit on measuring (JIT builds exc
 @dataclass(frozen=True)
 class WorkloadProbePlan:
     name: str
-    shape: LayerShape
+    shape: LayerShape | None          # None: no GQA layer to build (an MLA workload)
     kv_dtype: str
     weight_dtype: str
     attention: tuple[AttentionConfig, ...]
     gemm_m: tuple[int, ...]
     steps: tuple[WorkloadStep, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    mla: tuple = ()                   # MLA attention configurations (kernels_probe.mla.MlaConfig)
 
     def describe(self) -> dict:
-        return {"workload": self.name, "shape": self.shape.as_dict(), "kv_dtype": self.kv_dtype,
-                "weight_dtype": self.weight_dtype, "attention_configs": [c.as_dict() for c in self.attention],
-                "gemm_m": list(self.gemm_m), "steps": [p.as_dict() for p in self.steps], "notes": list(self.notes)}
+        d = {"workload": self.name, "shape": None if self.shape is None else self.shape.as_dict(),
+             "kv_dtype": self.kv_dtype, "weight_dtype": self.weight_dtype,
+             "attention_configs": [c.as_dict() for c in self.attention],
+             "gemm_m": list(self.gemm_m), "steps": [p.as_dict() for p in self.steps], "notes": list(self.notes)}
+        if self.mla:
+            d["mla_configs"] = [c.as_dict() for c in self.mla]
+        return d
 
 
 def shape_from_spec(spec, tp: int) -> LayerShape:
@@ -78,6 +84,8 @@ def _single_level(tree):
 
 
 def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
+    if scn.model.attention == "mla":      # MLA attention rows (kernels_probe/mla_workload.py)
+        return _mla_plan(scn, page_size)
     shape = shape_from_spec(scn.model, scn.tp)
     prefix, groups, samples, private, out = _single_level(scn.tree)
     P = _round_up(prefix, page_size)
@@ -114,14 +122,39 @@ def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
                              attention=tuple(cfgs), gemm_m=tuple(ms), steps=steps, notes=tuple(notes))
 
 
+def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
+    """An MLA workload's plan: its MLA attention rows only (shape None: no GQA layer to build)."""
+    from kernels_probe.mla_workload import mla_configs, mla_notes
+
+    prefix, groups, samples, private, out = _single_level(scn.tree)
+    P = _round_up(prefix, page_size)
+    cfgs = mla_configs(scn.model, scn.tp, scn.kv_dtype, page_size, P, groups, samples,
+                       tuple(private + k for k in (1, max(1, out // 2), out)),
+                       [_round_up(p, page_size) for p in (P // 2, P * 2) if p >= page_size])
+    notes = mla_notes(cfgs[0].num_heads, scn.tp)
+    if P != prefix:
+        notes.append(f"prefix {prefix} rounded up to {P} tokens (whole pages of {page_size})")
+    return WorkloadProbePlan(name=scn.name, shape=None, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
+                             attention=(), gemm_m=(), steps=(), notes=tuple(notes), mla=cfgs)
+
+
 def plan_from_json(d: dict) -> WorkloadProbePlan:
     """The inverse of WorkloadProbePlan.describe() (python -m kernels_probe --plan FILE: a plan derived where
     the planner's inputs are installed, measured where the GPU is)."""
-    sh = LayerShape(**d["shape"])
+    sh = LayerShape(**d["shape"]) if d.get("shape") else None
     pts = []
     for p in d["steps"]:
         p = {k: v for k, v in p.items() if k not in ("suffix_tokens", "batch")}
         pts.append(WorkloadStep(**p))
     return WorkloadProbePlan(name=d["workload"], shape=sh, kv_dtype=d["kv_dtype"], weight_dtype=d["weight_dtype"],
                              attention=tuple(AttentionConfig(**c) for c in d["attention_configs"]),
-                             gemm_m=tuple(d["gemm_m"]), steps=tuple(pts), notes=tuple(d.get("notes", ())))
+                             gemm_m=tuple(d["gemm_m"]), steps=tuple(pts), notes=tuple(d.get("notes", ())),
+                             mla=_mla_configs(d.get("mla_configs")))
+
+
+def _mla_configs(rows) -> tuple:
+    if not rows:
+        return ()
+    from kernels_probe.mla import MlaConfig
+
+    return tuple(MlaConfig(**c) for c in rows)

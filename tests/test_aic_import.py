@@ -190,10 +190,10 @@ def test_validate_cross_checks_aiconfigurator_against_the_h200_probe(root):
     assert {w["workload"] for w in cross["workloads"]} == {p.stem for p in data_dir("workloads").glob("*.yaml")}
     for w in cross["workloads"]:
         if w["workload"] == "deepseek-v3-grpo-tp8":
-            # MLA, priced from the GQA fits on both sides: 16 query heads per latent head per GPU at TP 8, a group
-            # width the 2026-12-01 probe measured (G = 16) and the import, transferred from the 2026-11-30
-            # probe, predates: 0.51x (probe) against 0.30x (import) until it is imported again. Both say no.
-            assert w["run_speedup"]["aic"] < 1 and w["run_speedup"]["probe"] < 1
+            # MLA: the probe file prices it from its own MLA rows at 16 query heads per GPU (1.32x: the cascade
+            # fills the query tiles a 16-head decode leaves three-quarters empty); the import still prices its
+            # cascade with GQA kernels transferred from the probe (0.29x) until it is imported again.
+            assert w["run_speedup"]["aic"] < 1 < w["run_speedup"]["probe"]
             continue
         assert w["run_speedup"]["aic"] == pytest.approx(w["run_speedup"]["probe"], rel=0.10), w["workload"]
     ar = [k for k in cross["kernels"] if k["what"].startswith("all-reduce, 2 GPUs")]

@@ -198,7 +198,6 @@ def _probe(*args):
     (["--workload", "no-such-workload"], "no-such-workload"),
     (["--samples", "64"], "--samples describes a workload to probe: give --workload FILE or --model ID"),
     (["--workload", "rl-rollouts-64", "--model", "llama-3-8b"], "not both"),
-    (["--model", "deepseek-v3", "--prefix", "4096", "--samples", "8", "--output-tokens", "64"], "probe --workload"),
     (["--grid", "nope"], "--grid: unknown grid"),
     (["--merge-into", "missing.json"], "--merge-into: no such file"),
 ])

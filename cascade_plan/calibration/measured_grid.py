@@ -42,7 +42,7 @@ def measured_grid(doc: dict, kv_dtype: str | None = None) -> dict | None:
     return {k: v for k, v in out.items() if v} or None
 
 
-def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None = None,
+def coverage_notes(probe, model, has_mla_fit: bool | str = False, kv_dtype: str | None = None,
                    backend: str | None = None) -> list[str]:
     """Where a model's attention shape lies outside what the probe measured: query heads per KV head and
     head dim of the rows of this KV dtype and backend where given (fp8 may cover fewer shapes than bf16),
@@ -61,7 +61,9 @@ def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None
         head_dims = sorted({c["head_dim"] for c in rows})
     what = f" ({kv_dtype} KV rows)" if rows and kv_dtype != "bf16" else ""
     notes = []
-    if model.attention == "mla" and has_mla_fit:
+    if model.attention == "mla" and has_mla_fit == "probe":
+        pass     # the probe's own MLA rows and fits: heads and grid are checked where they are interpolated
+    elif model.attention == "mla" and has_mla_fit:
         notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
     elif model.attention == "mla":
         notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "

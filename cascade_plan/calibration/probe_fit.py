@@ -142,6 +142,7 @@ def calibrate(probe: ProbeData) -> dict:
                 per[b] = fit
         if per:
             fitted["kv_dtypes"][kv] = per
+    _add_mla_fits(probe, fitted)
     if probe.doc.get("step_ops") and probe.hardware_id:
         from cascade_plan.calibration.step_fit import fitted_step_parts_json
         from cascade_plan.inputs.hardware import load_hardware
@@ -150,3 +151,21 @@ def calibrate(probe: ProbeData) -> dict:
         if sp is not None:
             fitted["step_parts"] = sp
     return fitted
+
+
+def _add_mla_fits(probe: ProbeData, fitted: dict) -> None:
+    """The MLA rows' fits (calibration/mla_fit.py) into the MLA backend's section of each KV dtype they
+    cover: every other fit stays as it is."""
+    from cascade_plan.calibration.mla_fit import MLA_HOLDOUT_RULE, fit_mla
+    from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
+
+    for kv in sorted({r["config"].get("kv_dtype", "bf16") for r in probe.doc.get("mla") or []}):
+        per = fitted["kv_dtypes"].get(kv, {}).get(MLA_BACKEND)
+        if per is None:
+            continue
+        fit, how = fit_mla(probe.doc, kv, probe.l2_bytes), MLA_HOLDOUT_RULE
+        if fit is None:
+            fit, how = fit_mla(probe.doc, kv, probe.l2_bytes, train_only=False), "all (too few rows to hold any out)"
+        if fit is not None:
+            per.update(fit)
+            per["mla_train_rows"] = how

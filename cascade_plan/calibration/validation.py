@@ -105,6 +105,10 @@ def validate(probe: ProbeData) -> dict:
             res["interpolation"] = interpolation_loo(measured, fits, l2)
             res["targets_met"] = targets(res)
             out["backends"][f"{backend}/{kv}" if kv != "bf16" else backend] = res
+    if probe.doc.get("mla"):
+        from cascade_plan.calibration.mla_validation import mla_validation
+
+        out["mla"] = mla_validation(probe.doc, probe.fitted, l2)
     return out
 
 
@@ -206,3 +210,7 @@ def render(res: dict, device: str, console) -> None:
     console.print(i)
     console.print("[dim]vLLM heuristic: the V1 FlashAttention gate, opted in; it cascades only a prefix shared by every "
                   "request, so batches of several prompts never qualify.[/dim]")
+    if res.get("mla"):
+        from cascade_plan.calibration.mla_validation import render_mla
+
+        render_mla(res["mla"], console)

@@ -246,8 +246,15 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     ps_flops = ps_tokens * g.attn_flop_per_query_token
     rows = seqs * g.kv_heads
     G = g.q_heads // g.kv_heads
+    # FLOP as the kernels compute them: the probe's MLA kernels fill whole tiles of query rows
+    # (cost/ops/mla_attention.py); the GQA prefix pass whole 128-row tiles past one
+    one_tile, tile_factor = 1.0, prefix_tile_factor
+    if params.attention_kind == "mla":
+        from cascade_plan.cost.ops.mla_attention import mla_tile_factor
+
+        one_tile, tile_factor = mla_tile_factor(g.q_heads), mla_tile_factor
     dec = params.decode if prefix_caching or params.decode_dup is None else params.decode_dup
-    ps_roof = corrected_roofline_s(ps_hbm, ps_flops, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
+    ps_roof = corrected_roofline_s(ps_hbm, ps_flops * one_tile, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
                                    longest_tokens=load.longest_context)
     if prefix_caching and params.l2_bytes_per_s:
         # every logical byte still streams through L2 (same correction surface as the HBM term)
@@ -260,12 +267,12 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     node_flops = load.node_query_tokens * g.attn_flop_per_query_token
     # the pass computes whole tiles of each prompt's query rows per KV head (readers per instance x G)
     readers = np.asarray(load.node_query_tokens, float) / np.maximum(np.asarray(load.node_tokens, float), 1e-300)
-    pre_roof = corrected_roofline_s(node_bytes, node_flops * prefix_tile_factor(readers * G), bw, g.attn_flop_per_s,
+    pre_roof = corrected_roofline_s(node_bytes, node_flops * tile_factor(readers * G), bw, g.attn_flop_per_s,
                                     params.prefix, L, rows, longest_tokens=load.node_instance_tokens).sum(0)
     pre_s = pre_roof + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L, G)
     suf_bytes = load.suffix_tokens * kvb
     suf_flops = load.suffix_tokens * g.attn_flop_per_query_token
-    suf_roof = corrected_roofline_s(suf_bytes, suf_flops, bw, g.attn_flop_per_s, params.suffix, L, rows,
+    suf_roof = corrected_roofline_s(suf_bytes, suf_flops * one_tile, bw, g.attn_flop_per_s, params.suffix, L, rows,
                                     longest_tokens=load.longest_suffix)
     suf_s = suf_roof + fixed_s(params.suffix, 1, rows, L, G)
     merge_bytes = load.levels_on * seqs * g.merge_bytes_per_seq_level * params.merge_traffic
@@ -317,6 +324,10 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
     sl = single_level(load)
     shape = (g.q_heads // g.kv_heads, g.kv_heads, model.head_dim)
     mla = model.attention == "mla"
+    if mla and params.measured.kind == "mla":     # the probe's MLA rows: keyed by query heads per GPU
+        from cascade_plan.cost.ops.mla_attention import model_shape_key
+
+        shape, mla = model_shape_key(model, g.q_heads), False
     out = []
     for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s), ("cascade", fitted_cas_s)):
         rows_kernel = kernel

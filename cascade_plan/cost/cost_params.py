@@ -75,6 +75,9 @@ class CostParams:
     # What the label should say that does not qualify the verdict (unlike notes): which backend stood in
     # for the default one, how a dtype with few rows was fitted.
     info: tuple[str, ...] = ()
+    # "gqa", or "mla": the kernel fits are the probe's MLA kernels (cost/ops/mla_attention.py), whose FLOP
+    # are counted in whole query tiles of 64/128 rows
+    attention_kind: str = "gqa"
 
     @property
     def numbers(self) -> str:

@@ -2,7 +2,7 @@
 all-reduce. Their parameters and how they price a step (their form in calibration files: calibration/step_parts_doc.py).
 
 Pure numpy, SI units. Filled by three sources (see DESIGN.md): the project's probe
-(`kernels_probe`, fitted in calibration/), AIConfigurator's measured tables (calibration/aic_import),
+(`kernels_probe`, fitted in calibration/), AIConfigurator's measured tables (calibration/aic/importer.py),
 or documented defaults (DEFAULT_STEP_PARTS, "uncalibrated"). Every parameter set says where it came
 from in `source`, and each all-reduce GPU count says whether it was measured or extrapolated.
 """

@@ -183,6 +183,8 @@ class MeasuredAttention:
     # generation-attention rows: per-sequence decode, no shared prefix, no cascade): a step is queried by
     # its sequences and their common context (`private_level`), whatever its prefix tree.
     private: bool = False
+    # "gqa", or "mla": the probe's MLA rows, keyed by (query heads per GPU, 1, latent width)
+    kind: str = "gqa"
 
     def table(self, kernel: str, shape: ShapeKey) -> MeasuredTable | None:
         key = (kernel, shape)
@@ -268,7 +270,11 @@ AXIS_WORDS = {"n_groups": "groups", "group_size": "sequences per group", "prefix
 PRIVATE_AXIS_WORDS = {**AXIS_WORDS, "n_groups": "sequences", "prefix_tokens": "context tokens"}
 
 
-def _shape_words(shape: ShapeKey) -> str:
+def _shape_words(shape: ShapeKey, kind: str = "gqa") -> str:
+    if kind == "mla":
+        from cascade_plan.cost.ops.mla_attention import shape_words
+
+        return shape_words(shape)
     g, h, d = shape
     return f"{g} query head{'s' if g != 1 else ''} per KV head, {h} KV head{'s' if h != 1 else ''} per GPU, head dim {d}"
 
@@ -289,8 +295,10 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
     if measured is None:
         return "this calibration has no measured attention rows for its backend and KV dtype"
     what = KERNEL_WORDS[kernel]
-    if mla:
+    if mla and measured.kind != "mla":
         return f"the {measured.backend} {measured.kv_dtype} rows are GQA kernels; MLA has no rows of its own here"
+    if measured.kind == "mla":
+        what = "MLA " + what
     if measured.private and kernel == "cascade":
         return "AIConfigurator measures no cascade kernels; they are transferred from the H200 probe"
     if measured.private and kernel == "per_sequence" and not sl.valid.all():
@@ -301,6 +309,10 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
         what = KERNEL_WORDS[kernel]
     tab = measured.table(kernel, shape)
     if tab is None:
+        if measured.kind == "mla":
+            have = ", ".join(str(g) for g, _, _ in measured.shapes(kernel)) or "none"
+            return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape, 'mla')} "
+                    f"(measured query heads per GPU: {have})")
         have = ", ".join(f"{g}/{h}/{d}" for g, h, d in measured.shapes(kernel)) or "none"
         return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured, as query "
                 f"heads per KV head/KV heads/head dim: {have})")

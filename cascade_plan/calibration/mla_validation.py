@@ -1,0 +1,123 @@
+"""How well the MLA fits and the interpolation of the MLA rows predict rows they did not see (`cascade-plan
+validate` prints it beside the GQA tables): per KV dtype and probe kernel, the fit's |error| on the held-out rows
+(calibration/mla_fit.py's rule: a whole head count, a whole prefix, one in six of the rest), on the 32-head rows
+alone (a head count the fit never saw), and the leave-one-out error of the interpolation the planner applies
+inside the grid. No whole MLA steps are measured (the probe builds no MLA model step), so none are scored."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cascade_plan.calibration.mla_fit import is_mla_held_out, mla_rows, predict_mla
+from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
+
+KERNELS = ("decode_shared", "cascade_total", "cascade_prefix")
+AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
+
+
+def mla_validation(doc: dict, fitted: dict, l2_bytes: float) -> dict:
+    """Per KV dtype and probe kernel: the fit's |error| on the held-out MLA rows (and on the training rows),
+    and the largest held-out errors with their configurations."""
+    out = {}
+    for kv, per in (fitted.get("kv_dtypes") or {}).items():
+        fits = (per.get(MLA_BACKEND) or {})
+        if not fits.get("prefix_mla"):
+            continue
+        res = {}
+        for kernel in KERNELS:
+            rows = mla_rows(doc, kernel, kv)
+            if not rows:
+                continue
+            cfgs = [r["config"] for r in rows]
+            t = np.array([r["median_s"] for r in rows], float)
+            ape = np.abs(predict_mla(fits, kernel, cfgs, l2_bytes) / t - 1)
+            held = np.array([is_mla_held_out(c) for c in cfgs])
+            unseen = np.array([c["num_heads"] == 32 for c in cfgs])
+            worst = [{"config": {k: cfgs[i][k] for k in ("num_heads", "n_groups", "group_size", "prefix_tokens",
+                                                        "suffix_tokens")}, "error": float(ape[i])}
+                     for i in np.argsort(-np.where(held, ape, -1))[:3] if held[i]]
+            res[kernel] = {"held_out": _stats(ape[held]), "train": _stats(ape[~held]),
+                           "unseen_heads": _stats(ape[unseen]), "worst_held_out": worst}
+        out[kv] = {"kernels": res, "interpolation": interpolation_loo(doc, kv, fits, l2_bytes),
+                   "speedup": speedup_errors(doc, kv, fits, l2_bytes)}
+    return out
+
+
+def _stats(ape) -> dict:
+    ape = np.asarray(ape, float)
+    if not ape.size:
+        return {"n": 0, "median": None, "max": None}
+    return {"n": int(ape.size), "median": float(np.median(ape)), "max": float(np.max(ape))}
+
+
+def speedup_errors(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
+    """|error| of the fitted per-layer speedup (per-sequence / cascade) on held-out configurations timed both ways."""
+    import json
+
+    ps = {json.dumps(r["config"], sort_keys=True): r for r in mla_rows(doc, "decode_shared", kv)}
+    pairs = [(ps[k], r) for r in mla_rows(doc, "cascade_total", kv)
+             if (k := json.dumps(r["config"], sort_keys=True)) in ps and is_mla_held_out(r["config"])]
+    if not pairs:
+        return _stats([])
+    cfgs = [c["config"] for _, c in pairs]
+    measured = np.array([a["median_s"] / b["median_s"] for a, b in pairs])
+    pred = predict_mla(fits, "decode_shared", cfgs, l2_bytes) / predict_mla(fits, "cascade_total", cfgs, l2_bytes)
+    return _stats(np.abs(pred / measured - 1))
+
+
+def interpolation_loo(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
+    """Each MLA row predicted from the other rows of its head count (the fit times their interpolated ratio
+    to it, as the planner does), where they still bracket it."""
+    from cascade_plan.cost.ops.attention import MeasuredTable
+
+    out = {}
+    for kernel in ("decode_shared", "cascade_total"):
+        rows = mla_rows(doc, kernel, kv)
+        by: dict[int, list[dict]] = {}
+        for r in rows:
+            by.setdefault(r["config"]["num_heads"], []).append(r)
+        interp, fit = [], []
+        for group in by.values():
+            pts = np.array([[r["config"][a] for a in AXES] for r in group], float)
+            t = np.array([r["median_s"] for r in group])
+            f = predict_mla(fits, kernel, [r["config"] for r in group], l2_bytes)
+            for i in range(len(group)):
+                keep = np.flatnonzero(np.arange(len(group)) != i)
+                keep = keep[~np.all(pts[keep] == pts[i], axis=1)]
+                if keep.size == 0:
+                    continue
+                v = MeasuredTable(pts[keep], t[keep], f[keep])(pts[i:i + 1], f[i:i + 1])[0]
+                if np.isfinite(v):
+                    interp.append(abs(v / t[i] - 1))
+                    fit.append(abs(f[i] / t[i] - 1))
+        if rows:
+            out[kernel] = {"rows": len(rows), "interpolation": _stats(interp), "fit_same_rows": _stats(fit)}
+    return out
+
+
+def render_mla(res: dict, console) -> None:
+    from rich.table import Table
+
+    from cascade_plan.units import fmt_pct
+
+    if not res:
+        return
+    t = Table(title="MLA (FlashInfer's MLA wrapper): the fit's |error| on rows it did not see, and the interpolation "
+                    "(leave-one-out)", title_justify="left")
+    for col in ("KV", "kernel", "held out n", "median", "max", "32 heads (unseen) median", "max", "interp n",
+                "interp median", "interp max"):
+        t.add_column(col, justify="left" if col in ("KV", "kernel") else "right")
+    for kv, r in res.items():
+        for kernel, s in r["kernels"].items():
+            h, u = s["held_out"], s["unseen_heads"]
+            loo = (r.get("interpolation") or {}).get(kernel, {}).get("interpolation") or {"n": 0}
+            t.add_row(kv, kernel, str(h["n"]), fmt_pct(h["median"]), fmt_pct(h["max"]), fmt_pct(u["median"]),
+                      fmt_pct(u["max"]), str(loo["n"]), fmt_pct(loo.get("median")), fmt_pct(loo.get("max")))
+    console.print(t)
+    for kv, r in res.items():
+        s = r.get("speedup") or {}
+        if s.get("n"):
+            console.print(f"MLA {kv}: per-layer speedup (per-sequence / cascade) on {s['n']} held-out configurations: "
+                          f"median |error| {fmt_pct(s['median'])}, max {fmt_pct(s['max'])}")
+    console.print("[dim]No whole MLA steps were measured (the probe builds no MLA model step): these are kernel "
+                  "errors per layer.[/dim]")
