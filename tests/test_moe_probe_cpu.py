@@ -166,3 +166,39 @@ def test_run_writes_the_file_and_table(tmp_path, capsys) -> None:
     assert on_disk["complete"] and on_disk["step_ops"] == doc["step_ops"] and len(doc["step_ops"]) == 2 * 6
     text = capsys.readouterr().out
     assert "mini tp1" in text and "40.0" in text     # gate_up + down = 2 x 20 us at M=1 and 16
+
+
+def test_probe_workload_plan_of_a_moe_model() -> None:
+    from cascade_plan.cli.app import probe_plan_from_options
+    from kernels_probe.workload_probe import plan_from_json
+
+    plan = probe_plan_from_options(None, model="mixtral-8x7b", prefix=2048, groups=2, samples=16, output_tokens=256,
+                                   private_tokens=0, kv_dtype=None, weight_dtype=None, tp=2)
+    assert plan.moe == MoeShape("mixtral-8x7b", 2, hidden=4096, intermediate=7168, experts=8, top_k=2)
+    assert plan.steps == () and any("MoE" in n and "no whole steps" in n for n in plan.notes)
+    assert 32 in plan.gemm_m and plan.attention                      # attention and dense GEMMs as before
+    assert plan_from_json(plan.describe()) == plan
+    dense = probe_plan_from_options(None, model="llama-3-8b", prefix=1000, groups=1, samples=8, output_tokens=100,
+                                    private_tokens=0, kv_dtype=None, weight_dtype=None, tp=1)
+    assert dense.moe is None and "moe" not in dense.describe()      # a dense plan's JSON is unchanged
+
+
+def test_workload_step_ops_measure_the_experts(monkeypatch) -> None:
+    import kernels_probe.moe_probe as moe
+    import kernels_probe.step_probe as sp
+    from cascade_plan.cli.app import probe_plan_from_options
+
+    plan = probe_plan_from_options(None, model="mixtral-8x7b", prefix=1024, groups=1, samples=8, output_tokens=64,
+                                   private_tokens=0, kv_dtype=None, weight_dtype=None, tp=1)
+    seen = {}
+
+    def fake_moe(flusher, device, shapes, **kw):
+        seen.update(shapes=shapes, **kw)
+        return [{"op": "moe_grouped_gemm"}], []
+
+    monkeypatch.setattr(moe, "measure_moe", fake_moe)
+    monkeypatch.setattr(sp, "measure_gemms", lambda *a, **k: ([], []))
+    monkeypatch.setattr(sp, "measure_glue", lambda *a, **k: ([], []))
+    out = sp.run_step_ops(None, CPU, quick=False, plan=plan)
+    assert seen["shapes"] == [plan.moe] and seen["m_grid"] == plan.gemm_m and seen["dtypes"] == ["bf16"]
+    assert out["step_ops"] == [{"op": "moe_grouped_gemm"}] and "moe_s" in out["timings_s"]
