@@ -234,13 +234,16 @@ def step_parts_of(probe: ProbeData):
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
     from cascade_plan.cost.step_parts import step_parts_from_json
 
+    from cascade_plan.calibration.moe_rows import with_moe_tables
+
     doc = probe.fitted.get("step_parts")
     if not doc:
-        return DEFAULT_STEP_PARTS
+        return with_moe_tables(DEFAULT_STEP_PARTS, probe.doc, probe.path)
     try:
-        return step_parts_from_json(doc)
+        parts = step_parts_from_json(doc)
     except ValueError as exc:
         raise InputError(str(exc), file=probe.path, field="fitted.step_parts") from None
+    return with_moe_tables(parts, probe.doc, probe.path)   # the measured routed-expert rows, where it has them
 
 
 # ---- using a calibration ------------------------------------------------------------------------
