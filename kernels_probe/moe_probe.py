@@ -331,9 +331,17 @@ def measure_moe(flusher, device, shapes: list[MoeShape], *, m_grid, routings=("b
         from kernels_probe.timing import time_fn
 
     rows, skipped = [], []
+
+    def late() -> bool:
+        return deadline_s is not None and time.perf_counter() > deadline_s
+
     for shape in shapes:
         for proj in ("gate_up", "down"):
             for dtype in dtypes:
+                if late():      # nothing more is started: say so once per shape, projection and dtype
+                    skipped.append({"op": "moe_grouped_gemm", "config": {"model": shape.model, "tp": shape.tp,
+                                    "proj": proj, "dtype": dtype}, "reason": "time budget"})
+                    continue
                 try:
                     w = expert_weights(shape, proj, dtype, seed, device)
                 except Exception as exc:  # noqa: BLE001 -- an allocation the GPU refuses is a skipped row
@@ -342,6 +350,11 @@ def measure_moe(flusher, device, shapes: list[MoeShape], *, m_grid, routings=("b
                     continue
                 for routing in routings:
                     for m in m_grid:
+                        if late():
+                            skipped.append({"op": "moe_grouped_gemm", "config": {"model": shape.model, "tp": shape.tp,
+                                            "proj": proj, "m": m, "dtype": dtype, "routing": routing},
+                                            "reason": "time budget"})
+                            continue
                         rgen = torch.Generator().manual_seed(seed * 7919 + m * 31 + (routing == "skewed"))
                         ids, _ = route(m, shape, routing, rgen, device)
                         p = make_problem(shape, proj, m, ids, w, rgen, device)
@@ -353,7 +366,7 @@ def measure_moe(flusher, device, shapes: list[MoeShape], *, m_grid, routings=("b
                                 continue
                             cfgd = {"model": shape.model, "tp": shape.tp, "proj": proj, "m": m, "dtype": dtype,
                                     "routing": routing, "backend": backend}
-                            if deadline_s is not None and time.perf_counter() > deadline_s:
+                            if late():
                                 skipped.append({"op": "moe_grouped_gemm", "config": cfgd, "reason": "time budget"})
                                 continue
                             try:
@@ -390,14 +403,20 @@ def _measure_point(backend, p: Problem, ref, dtype, flusher, budget_s, time_fn):
     touched = sum(1 for c in counts if c)
     best, cands, reasons = None, [], []
     for cfg in candidate_configs(p.m * p.shape.top_k / max(touched, 1), dtype == "fp8"):
-        fn, _, err = check(backend, p, cfg, ref)
-        if not err <= MOE_TOLERANCE:
-            reasons.append(f"{cfg.as_dict()}: rel err {err:.3g}")
+        try:
+            fn, _, err = check(backend, p, cfg, ref)
+            if not err <= MOE_TOLERANCE:
+                reasons.append(f"{cfg.as_dict()}: rel err {err:.3g}")
+                continue
+            res = time_fn(fn, flusher, budget_s=budget_s)
+        except Exception as exc:  # noqa: BLE001 -- e.g. a block config over the shared memory: try the next
+            reasons.append(f"{cfg.as_dict()}: {type(exc).__name__}: {exc}"[:200])
+            if p.w.device.type == "cuda":
+                torch.cuda.synchronize()
             continue
-        res = time_fn(fn, flusher, budget_s=budget_s)
         cands.append({**cfg.as_dict(), "median_s": res["median_s"]})
         if best is None or res["median_s"] < best[0]["median_s"]:
             best = (res, err, cfg)
     if best is None:
-        return "correctness: " + "; ".join(reasons)[:280]
+        return "no candidate config ran correctly: " + "; ".join(reasons)[:280]
     return (*best, cands, counts)

@@ -149,7 +149,7 @@ def test_measuring_loop_rows(monkeypatch) -> None:
     assert r["touched_experts"] <= min(4, c["m"] * 2)
     past = mp.measure_moe(None, CPU, [MINI], m_grid=(1,), dtypes=("bf16",), backends=("triton",),
                           deadline_s=0.0, log=lambda s: None, time_fn=fake_time)
-    assert past[0] == [] and {s["reason"] for s in past[1]} == {"time budget"}
+    assert past[0] == [] and {s["reason"] for s in past[1]} == {"time budget"} and len(past[1]) == 2
 
 
 def test_run_writes_the_file_and_table(tmp_path, capsys) -> None:
