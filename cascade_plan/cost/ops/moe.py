@@ -72,7 +72,7 @@ def source(model, tp: int, weight_dtype: str, tokens, weights, parts: StepParts 
                 "outside": None}
     table = _table(model, tp, weight_dtype, parts)
     if table is None:
-        return {"source": f"{MODELLED} ({parts.source})", "measured_share": 0.0, "table": None,
+        return {"source": f"{MODELLED}, {parts.source}", "measured_share": 0.0, "table": None,
                 "outside": f"no grouped-GEMM rows of {model.id}'s experts at TP {tp} with {weight_dtype} weights "
                            "(measure them: cascade-plan probe --workload FILE)"}
     m, w = np.asarray(tokens, float), np.asarray(weights, float)
