@@ -123,3 +123,25 @@ def test_estimate_json_carries_the_moe_source(tmp_path) -> None:
     assert d["moe_source"]["measured_share"] == 1.0 and d["moe_source"]["table"]["m_max"] == 32.0
     dense = CliRunner().invoke(app, ["estimate", "rl-rollouts-64", "--hardware", "h200", "--calibration", str(cal), "--json"])
     assert dense.exit_code == 0 and "moe_source" not in json.loads(dense.stdout)
+
+
+def test_merge_script_adds_rows_once_and_keeps_fitted() -> None:
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "merge_moe_rows.py"
+    spec = importlib.util.spec_from_file_location("merge_moe_rows", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cal = {"device": {"name": "NVIDIA H200"}, "step_ops": [{"op": "gemm", "config": {"m": 1}}],
+           "fitted": {"x": 1}, "notes": {"runs": []}}
+    rows = {"kind": "moe_probe_rows", "created_utc": "T1", "device": {"name": "NVIDIA H200"}, "shapes": [],
+            "step_ops": ROWS, "skipped": [{"op": "moe_grouped_gemm", "config": {}, "reason": "time budget"}]}
+    once = mod.merge(json.loads(json.dumps(rows)), copy.deepcopy(cal))
+    twice = mod.merge({**json.loads(json.dumps(rows)), "created_utc": "T2"}, copy.deepcopy(once))
+    moe = [r for r in twice["step_ops"] if r["op"] == "moe_grouped_gemm"]
+    assert len(moe) == len(ROWS) and {r["run"] for r in moe} == {"T2"}    # re-measured points replaced
+    assert twice["step_ops"][0]["op"] == "gemm" and twice["fitted"] == {"x": 1}
+    assert [r["created_utc"] for r in twice["notes"]["runs"]] == ["T1", "T2"]
+    with pytest.raises(SystemExit, match="H100"):
+        mod.merge({**rows, "device": {"name": "NVIDIA H100"}}, copy.deepcopy(cal))
