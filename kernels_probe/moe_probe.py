@@ -277,6 +277,8 @@ def build(backend: str, p: Problem, cfg: BlockConfig | None):
     """(callable, function giving its output in slot order, Aligned or None)."""
     out_n = p.w.shape[1]
     if backend == "triton":
+        if cfg is None:
+            raise ValueError("the Triton grouped GEMM needs a block config")
         al = align(p.topk_ids, p.shape.experts, cfg.block_m)
         out = torch.empty((al.n_slots, out_n), dtype=torch.bfloat16, device=p.w.device)
         return TritonGroupedGemm(p.a, p.w, out, al, p.a_div, cfg), (lambda o: o), al

@@ -16,7 +16,7 @@ from kernels_probe.moe_probe import measure_moe
 def _table(rows: list[dict]) -> str:
     """Per shape, dtype, routing, backend: gate_up + down microseconds at a few M."""
     show = (1, 16, 128, 1024)
-    key = {}
+    key: dict[tuple, dict[int, dict[str, float]]] = {}
     for r in rows:
         c = r["config"]
         key.setdefault((c["model"], c["tp"], c["dtype"], c["routing"], c["backend"]), {}).setdefault(c["m"], {})[
