@@ -207,6 +207,16 @@ def run_step_ops(flusher, device, *, quick: bool, plan=None) -> dict:
     out["step_ops"] += r
     out["skipped"] += s
     out["timings_s"]["glue_torch_s"] = time.perf_counter() - t0
+    if plan is not None and getattr(plan, "moe", None) is not None:    # a MoE workload: its routed experts
+        from kernels_probe.moe_probe import measure_moe
+
+        t0 = time.perf_counter()
+        dtypes = [d for d in [plan.weight_dtype] if d == "bf16" or has_fp8(device)]
+        r, s = measure_moe(flusher, device, [plan.moe], m_grid=plan.gemm_m, dtypes=dtypes,
+                           backends=("triton", "grouped_mm"), budget_s=budget, log=lambda msg: None)
+        out["step_ops"] += r
+        out["skipped"] += s
+        out["timings_s"]["moe_s"] = time.perf_counter() - t0
     _checkpoint(out)
     return out
 

@@ -12,10 +12,13 @@ samples, optionally private prompt tokens):
 * GEMMs: qkv, o, gate_up, down, lm_head of its model at its TP, in its weight dtype, at M = its batch and
   a few points either side (1 and the log grid between B/4 and 4B);
 * whole steps: its first, middle and final decode step (one GPU's shard: on one GPU a TP > 1 step is
-  timed without its all-reduces, which the multi-GPU probe measures).
+  timed without its all-reduces, which the multi-GPU probe measures);
+* MoE models: the routed experts as engines run them (kernels_probe/moe_probe.py: one grouped GEMM per
+  projection over the batch's routing, balanced and skewed) at its TP, weight dtype and the GEMMs' M;
+  no whole steps (the step probe builds dense models only: the plan's notes say so).
 
-Dense GQA models; MLA models get their MLA attention rows (kernels_probe/mla_workload.py); MoE expert GEMMs
-are reported as not measured.
+Dense GQA models; MLA models get their MLA attention rows (kernels_probe/mla_workload.py) and no step rows:
+an MLA model's routed experts are measured by `python -m kernels_probe.moe_run --model ID:TP`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernels_probe.grid import AttentionConfig
+from kernels_probe.moe_shapes import MoeShape, moe_shape_from_spec
 from kernels_probe.step_shapes import M_GRID, LayerShape, WorkloadStep
 
 MEASURE_BUDGET_S = 120.0        # the issue's limit on measuring (JIT builds excluded)
@@ -39,6 +43,7 @@ class WorkloadProbePlan:
     steps: tuple[WorkloadStep, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     mla: tuple = ()                   # MLA attention configurations (kernels_probe.mla.MlaConfig)
+    moe: MoeShape | None = None       # the routed experts per GPU (MoE models), measured at gemm_m
 
     def describe(self) -> dict:
         d = {"workload": self.name, "shape": None if self.shape is None else self.shape.as_dict(),
@@ -47,6 +52,8 @@ class WorkloadProbePlan:
              "gemm_m": list(self.gemm_m), "steps": [p.as_dict() for p in self.steps], "notes": list(self.notes)}
         if self.mla:
             d["mla_configs"] = [c.as_dict() for c in self.mla]
+        if self.moe is not None:
+            d["moe"] = self.moe.as_dict()
         return d
 
 
@@ -54,8 +61,6 @@ def shape_from_spec(spec, tp: int) -> LayerShape:
     """Per-GPU dense GQA shapes of a planner ModelSpec at TP tp (ValueError for what the probe cannot build)."""
     if spec.attention != "gqa":
         raise ValueError(f"{spec.id}: the probe builds GQA/MHA attention only ({spec.attention} is not measured yet)")
-    if spec.num_experts or spec.num_moe_layers:
-        raise ValueError(f"{spec.id}: MoE expert GEMMs are not measured by the probe yet (dense models only)")
     if not (spec.intermediate_size and spec.vocab_size):
         raise ValueError(f"{spec.id}: the model spec lacks the MLP width or vocabulary the GEMMs need")
     hq, hkv, d, h = spec.num_q_heads, spec.num_kv_heads, spec.head_dim, spec.hidden_size
@@ -114,12 +119,18 @@ def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
     steps = tuple(WorkloadStep(scn.name, shape.model, pos, P, samples, groups, private, k, out, kv_dtype=scn.kv_dtype,
                             weight_dtype=scn.weight_dtype) for pos, k in positions)
     notes = []
+    moe = None
+    if scn.model.num_experts and scn.model.num_moe_layers:
+        moe = moe_shape_from_spec(scn.model, scn.tp)
+        steps = ()
+        notes.append(f"MoE: routed experts ({moe.experts} experts, top {moe.top_k}, width {moe.intermediate} per GPU) "
+                     "measured as grouped GEMMs; no whole steps (the step probe builds dense models only)")
     if P != prefix:
         notes.append(f"prefix {prefix} rounded up to {P} tokens (whole pages of {page_size})")
     if scn.tp > 1:
         notes.append(f"TP {scn.tp}: one GPU's shard is timed; its all-reduces need the multi-GPU probe")
     return WorkloadProbePlan(name=scn.name, shape=shape, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
-                             attention=tuple(cfgs), gemm_m=tuple(ms), steps=steps, notes=tuple(notes))
+                             attention=tuple(cfgs), gemm_m=tuple(ms), steps=steps, notes=tuple(notes), moe=moe)
 
 
 def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
@@ -132,6 +143,9 @@ def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
                        tuple(private + k for k in (1, max(1, out // 2), out)),
                        [_round_up(p, page_size) for p in (P // 2, P * 2) if p >= page_size])
     notes = mla_notes(cfgs[0].num_heads, scn.tp)
+    if scn.model.num_experts and scn.model.num_moe_layers:
+        notes.append("MoE: the routed experts are not in this plan (it builds no layer); "
+                     f"`python -m kernels_probe.moe_run --model {scn.model.id}:{scn.tp}` measures them")
     if P != prefix:
         notes.append(f"prefix {prefix} rounded up to {P} tokens (whole pages of {page_size})")
     return WorkloadProbePlan(name=scn.name, shape=None, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
@@ -149,7 +163,8 @@ def plan_from_json(d: dict) -> WorkloadProbePlan:
     return WorkloadProbePlan(name=d["workload"], shape=sh, kv_dtype=d["kv_dtype"], weight_dtype=d["weight_dtype"],
                              attention=tuple(AttentionConfig(**c) for c in d["attention_configs"]),
                              gemm_m=tuple(d["gemm_m"]), steps=tuple(pts), notes=tuple(d.get("notes", ())),
-                             mla=_mla_configs(d.get("mla_configs")))
+                             mla=_mla_configs(d.get("mla_configs")),
+                             moe=MoeShape(**d["moe"]) if d.get("moe") else None)
 
 
 def _mla_configs(rows) -> tuple:

@@ -26,8 +26,11 @@ def step_parts_of(probe: ProbeData):
     from cascade_plan.calibration.step_parts_doc import step_parts_from_doc
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
 
+    from cascade_plan.calibration.moe_rows import with_moe_tables
+
     doc = probe.fits.step_parts if probe.fits is not None else None
-    return DEFAULT_STEP_PARTS if doc is None else step_parts_from_doc(doc)
+    parts = DEFAULT_STEP_PARTS if doc is None else step_parts_from_doc(doc)
+    return with_moe_tables(parts, probe.doc, probe.path)   # the measured routed-expert rows, where it has them
 
 
 def _kernel_params(d: KernelFitDoc | None, hw: HardwareProfile) -> KernelParams:

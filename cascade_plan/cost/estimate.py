@@ -12,6 +12,7 @@ from cascade_plan.cost.coverage import attention_sources, grid_notes
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
+from cascade_plan.cost.ops.moe import source as moe_source
 from cascade_plan.cost.run_load import tree_costs_at, tree_run_costs
 from cascade_plan.cost.verdict import GO_RATIO, MARGINAL_RATIO, Verdict, does_not_fit, go_no_go  # noqa: F401
 from cascade_plan.envelope import envelope
@@ -74,6 +75,8 @@ class Estimate:
     coverage: tuple[str, ...] = ()
     # per mode: where the attention times come from (measured rows or the fitted model), cost/coverage.py
     attention_source: dict | None = None
+    # MoE models: where the routed experts' times come from (measured rows or the model), cost/ops/moe.py
+    moe_source: dict | None = None
 
     @property
     def run_speedup(self) -> float:
@@ -148,6 +151,7 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
         run_per_sequence_s=run_ps, run_cascade_s=run_cas,
         output_tokens=int((flat.leaf_seqs * flat.leaf_output).sum()), verdict=verdict, warnings=warnings,
         memory=mem, coverage=coverage, attention_source=attention_sources(run.costs, run.weights, params),
+        moe_source=moe_source(m, scn.tp, scn.weight_dtype, run.costs.active_seqs, run.weights, params.step),
     )
 
 
@@ -220,4 +224,5 @@ def to_json(est: Estimate, version: str | None = None) -> dict:
         "warnings": est.warnings,
         "coverage": list(est.coverage),
         "attention_source": est.attention_source,
+        **({"moe_source": est.moe_source} if est.moe_source is not None else {}),
     }

@@ -229,6 +229,9 @@ class StepParts:
     notes: tuple[str, ...] = ()
     gemm_shapes: dict[str, GemmShapeTable] = field(default_factory=dict)   # by weight dtype, where measured
     composition: Composition | None = None     # back-to-back layer vs summed ops (None: not measured)
+    # measured routed-expert grouped GEMMs (cost/moe_table.py), built from the file's step_ops rows at load
+    # time, not stored under fitted.step_parts
+    moe: tuple = ()
 
     def allreduce_for(self, gpus: int) -> AllReduceFit | None:
         if gpus <= 1:

@@ -81,6 +81,9 @@ def render_estimate(est: Estimate, console: Console) -> None:
         extra = f"; all-reduce {ar.label}" if ar is not None else ""
         console.print(Text(f"Rest of the step (GEMMs, glue{', all-reduce' if ar else ''}): {sp.source}{extra}",
                            style="dim"))
+    if est.moe_source:
+        why = f"; {est.moe_source['outside']}" if est.moe_source.get("outside") else ""
+        console.print(Text(f"MoE experts: {est.moe_source['source']}{why}", style="dim"))
     console.print()
     console.print(arithmetic_table(est))
     console.print()

@@ -1,0 +1,53 @@
+"""The probe's routed-expert rows (`step_ops`, op "moe_grouped_gemm", kernels_probe/moe_probe.py) as the
+planner's measured tables (cost/moe_table.py): per expert shape and weight dtype, gate_up + down at each
+M where both were measured, balanced routing, from the Triton grouped GEMM where it was measured (what
+engines run), else torch._grouped_mm; never the per-expert loop. Built when a calibration is loaded:
+the rows are the data, nothing is fitted."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cascade_plan.cost.moe_table import MoeTable
+from cascade_plan.errors import InputError
+
+OP = "moe_grouped_gemm"
+BACKENDS = ("triton", "grouped_mm")      # in order of preference
+ROUTING = "balanced"
+
+
+def moe_tables(step_ops, path: str | None = None) -> tuple[MoeTable, ...]:
+    groups: dict[tuple, dict[str, dict[int, dict[str, float]]]] = {}
+    for i, r in enumerate(step_ops or ()):
+        if not isinstance(r, dict) or r.get("op") != OP:
+            continue
+        try:
+            c = r["config"]
+            if c["routing"] != ROUTING or c["backend"] not in BACKENDS or not r.get("median_s"):
+                continue
+            key = (int(c["k"]) if c["proj"] == "gate_up" else int(c["n"]), int(c["n"]) // 2 if c["proj"] == "gate_up"
+                   else int(c["k"]), int(c["experts"]), int(c["top_k"]), str(c["dtype"]))
+            t = float(r["median_s"])
+            m, proj = int(c["m"]), str(c["proj"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"a {OP} row lacks a readable {exc!s} (config: model, tp, proj, m, n, k, experts, "
+                             "top_k, dtype, routing, backend; median_s)", file=path, field=f"step_ops[{i}]") from None
+        if proj not in ("gate_up", "down") or m < 1 or not t > 0:
+            raise InputError(f"a {OP} row needs proj gate_up or down, m >= 1 and a positive median_s",
+                             file=path, field=f"step_ops[{i}]")
+        groups.setdefault(key, {}).setdefault(c["backend"], {}).setdefault(m, {})[proj] = t
+    tables = []
+    for (h, ei, e, k, dtype), by_backend in sorted(groups.items()):
+        backend = next(b for b in BACKENDS if b in by_backend)
+        pts = sorted((m, d["gate_up"] + d["down"]) for m, d in by_backend[backend].items() if len(d) == 2)
+        if pts:
+            tables.append(MoeTable(hidden=h, intermediate=ei, experts=e, top_k=k, dtype=dtype,
+                                   m=tuple(float(m) for m, _ in pts), seconds=tuple(s for _, s in pts),
+                                   backend=backend, routing=ROUTING))
+    return tuple(tables)
+
+
+def with_moe_tables(parts, doc: dict, path: str | None = None):
+    """StepParts with the file's measured routed-expert tables (unchanged when it has none)."""
+    tables = moe_tables(doc.get("step_ops"), path)
+    return replace(parts, moe=tables) if tables else parts

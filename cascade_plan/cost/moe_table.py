@@ -1,0 +1,59 @@
+"""Measured routed-expert times: the probe's grouped-GEMM rows (`step_ops`, op "moe_grouped_gemm",
+kernels_probe/moe_probe.py) of one expert shape per GPU and weight dtype, as one table over tokens per
+step M. Pure data + lookup; calibration/moe_rows.py builds it from a calibration file, cost/ops/moe.py
+prices with it.
+
+A table holds, per measured M, one MoE layer's gate_up + down grouped GEMMs (seconds, launches
+included) with balanced routing (the uniform routing the planner assumes) from one backend (the fused
+Triton kernel where measured: what engines run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MEASURED = "measured grouped-GEMM rows (interpolated in M)"
+MODELLED = "the GEMM table (touched experts as one grouped GEMM per projection, uniform routing)"
+
+
+@dataclass(frozen=True)
+class MoeTable:
+    hidden: int
+    intermediate: int          # one expert's width on one GPU (moe_intermediate_size / tp)
+    experts: int
+    top_k: int
+    dtype: str                 # weight dtype
+    m: tuple[float, ...]       # ascending tokens per step
+    seconds: tuple[float, ...]  # gate_up + down, one layer
+    backend: str = "triton"
+    routing: str = "balanced"
+
+    def matches(self, model, tp: int, dtype: str) -> bool:
+        return (self.dtype == dtype and self.hidden == model.hidden_size and self.experts == model.num_experts
+                and self.top_k == model.experts_per_token and self.intermediate * tp == model.moe_intermediate_size)
+
+    def inside(self, m) -> np.ndarray:
+        m = np.asarray(m, float)
+        return (m >= self.m[0]) & (m <= self.m[-1]) & (m > 0)
+
+    @property
+    def label(self) -> str:
+        lo, hi = int(self.m[0]), int(self.m[-1])
+        return f"{MEASURED}: {self.backend}, {self.dtype} weights, {self.routing} routing, M {lo}-{hi}"
+
+
+def table_for(tables, model, tp: int, dtype: str) -> MoeTable | None:
+    """The measured table of this model's experts at this TP and weight dtype, if any."""
+    return next((t for t in tables if t.matches(model, tp, dtype)), None)
+
+
+def interpolate(table: MoeTable, m, modelled_s) -> np.ndarray:
+    """Seconds per layer at m: the rows' ratio to the model (modelled_s(M) at the rows' M), interpolated in
+    log2 M and applied to the model at m; exactly the row at a measured M. Outside the table: the model."""
+    m = np.asarray(m, float)
+    grid = np.asarray(table.m, float)
+    ratio = np.asarray(table.seconds, float) / np.maximum(np.asarray(modelled_s(grid), float), 1e-300)
+    r = np.interp(np.log2(np.maximum(m, 1.0)), np.log2(grid), ratio)
+    base = np.asarray(modelled_s(m), float)
+    return np.where(table.inside(m), base * r, base)
