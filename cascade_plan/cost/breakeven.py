@@ -209,6 +209,7 @@ def contradictions(res: BreakevenResult) -> list[str]:
     table's winning spans, or a losing one inside them. Empty when the tables hold."""
     sw, out = res.sweep, []
     wins = sw.wins
+    assert res.prefix_spans is not None and res.group_spans is not None   # every breakeven() result has both
     for i, p in enumerate(sw.prefix_tokens.tolist()):
         for k, n in enumerate(sw.group_size.tolist()):
             for j, s in enumerate(sw.suffix_tokens.tolist()):

@@ -84,7 +84,7 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks,
     return out
 
 
-def junit_xml(results: dict[str, list[CheckResult]], unchecked: list[str] = ()) -> str:
+def junit_xml(results: dict[str, list[CheckResult]], unchecked: list[str] | tuple[str, ...] = ()) -> str:
     """One testsuite per workload, one testcase per check; a workload without checks is one skipped testcase.
     Built with ElementTree, which escapes every attribute and text (well-formed whatever the names hold)."""
     import xml.etree.ElementTree as ET
@@ -117,7 +117,7 @@ def md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_summary(results: dict[str, list[CheckResult]], label: str, unchecked: list[str] = ()) -> str:
+def markdown_summary(results: dict[str, list[CheckResult]], label: str, unchecked: list[str] | tuple[str, ...] = ()) -> str:
     """A table GitHub's step summary renders as is."""
     failed = sum(not c.passed for r in results.values() for c in r)
     head = "all checks pass" if not failed else f"{failed} check{'s' if failed > 1 else ''} failed"

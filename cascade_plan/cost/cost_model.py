@@ -228,7 +228,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     if params.step is None:
         w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
         glue_s = comm_s = np.zeros_like(np.asarray(seqs, float))
-        kv_append_s = 0.0
+        kv_append_s: np.ndarray | float = 0.0
     else:
         from cascade_plan.cost.step_terms import step_terms
 
@@ -240,7 +240,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     # Per-sequence: one decode kernel per layer over each sequence's whole context.
     ps_tokens = load.ps_prefix_tokens + load.suffix_tokens
     node_bytes = load.node_tokens * kvb
-    hit = 0.0
+    hit: np.ndarray | float = 0.0
     if prefix_caching and node_bytes.size:
         hit = l2_hit_fraction(params, node_bytes.sum(0) / L, g.l2_bytes)
     ps_bytes = ps_tokens * kvb

@@ -91,8 +91,8 @@ class CostParams:
 
             note = "".join(f"; {n}" for n in self.info + self.notes)
             if self.origin == "aic":
-                return f"{self.origin_label}, {self.backend} kernels ({Path(self.source).name}){note}"
-            return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source).name}){note}"
+                return f"{self.origin_label}, {self.backend} kernels ({Path(self.source or '').name}){note}"
+            return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source or '').name}){note}"
         if self.mode == "default":
             return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"
         return "ideal (peak bandwidth and FLOP/s, no fixed costs or merge traffic: the seed's arithmetic)"

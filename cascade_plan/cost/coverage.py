@@ -31,7 +31,8 @@ def _edge(s: Surface | None, axis: str) -> float | None:
     return None if s is None else float(10 ** getattr(s, axis)[-1])
 
 
-def _size(b: float) -> str:
+def _size(b: float | None) -> str:
+    assert b is not None   # only called on an edge that _beyond found
     return f"{b / 2**30:,.1f} GiB" if b >= 2**30 else f"{b / 2**20:,.0f} MiB"
 
 

@@ -157,7 +157,7 @@ def tree_costs_at(flat: FlatTree, steps: np.ndarray, g: GpuShape, model: ModelSp
         )
         costs = step_costs(load, g, model, weight_dtype, tp, params, prefix_caching, grid)
         parts.append(_broadcast(costs, grid.shape, keep))
-    merged = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray) else parts[0][k])
+    merged: dict = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray) else parts[0][k])
               for k in parts[0]}
     return StepCosts(**merged)
 

@@ -313,12 +313,12 @@ def step_parts_from_json(doc: dict) -> StepParts:
                              f"{len(e.log2_weight_bytes)} table")
         if np.any(np.diff(e.log2_m) <= 0) or np.any(np.diff(e.log2_weight_bytes) <= 0):
             raise ValueError(f"step parts: gemm.{d} grids must be strictly ascending")
-    for d, e in shapes.items():
-        r = np.asarray(e.ratio, float)
-        if r.shape != (len(e.log2_m), len(e.log2_n), len(e.log2_k)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
-            raise ValueError(f"step parts: gemm_shapes.{d}.ratio must be a finite positive {len(e.log2_m)}x"
-                             f"{len(e.log2_n)}x{len(e.log2_k)} table")
-        if any(np.any(np.diff(g) <= 0) for g in (e.log2_m, e.log2_n, e.log2_k)):
+    for d, t in shapes.items():
+        r = np.asarray(t.ratio, float)
+        if r.shape != (len(t.log2_m), len(t.log2_n), len(t.log2_k)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
+            raise ValueError(f"step parts: gemm_shapes.{d}.ratio must be a finite positive {len(t.log2_m)}x"
+                             f"{len(t.log2_n)}x{len(t.log2_k)} table")
+        if any(np.any(np.diff(g) <= 0) for g in (t.log2_m, t.log2_n, t.log2_k)):
             raise ValueError(f"step parts: gemm_shapes.{d} grids must be strictly ascending")
     for n, a in ar.items():
         tb, ts = np.asarray(a.table_bytes), np.asarray(a.table_s)

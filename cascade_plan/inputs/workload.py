@@ -13,7 +13,7 @@ from cascade_plan.inputs.dtypes import KvDtype, WeightDtype
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec, load_model
-from cascade_plan.inputs.yaml_source import load_yaml, validation_error
+from cascade_plan.inputs.yaml_source import SourceDoc, load_yaml, validation_error
 
 
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
@@ -96,7 +96,8 @@ class Scenario:
 
 def _check_tree_size(doc) -> None:
     """Depth and node count of the raw tree, before typed conversion builds anything (no recursion)."""
-    stack, nodes = [(doc.data.get("tree"), ("tree",))], 0
+    stack: list[tuple[object, tuple]] = [(doc.data.get("tree"), ("tree",))]
+    nodes = 0
     while stack:
         node, path = stack.pop()
         if not isinstance(node, dict):
@@ -116,7 +117,7 @@ def _check_tree_size(doc) -> None:
 
 def _check_tree_totals(tree: TreeNode, doc) -> None:
     """Sequences in the batch and the longest context, in exact integers, against their bounds."""
-    stack = [(tree, ("tree",), 1, 0)]
+    stack: list[tuple[TreeNode, tuple, int, int]] = [(tree, ("tree",), 1, 0)]
     while stack:
         node, path, instances, shared = stack.pop()
         instances *= node.copies
@@ -124,6 +125,7 @@ def _check_tree_totals(tree: TreeNode, doc) -> None:
         if node.children:
             stack.extend((c, path + ("children", i), instances, shared) for i, c in enumerate(node.children))
             continue
+        assert node.samples is not None and node.output_tokens is not None   # a leaf: TreeNode.__post_init__
         if instances * node.samples > limits.MAX_SEQUENCES:
             raise doc.error(path + ("samples",), f"{instances * node.samples:,} sequences in the batch under this leaf; "
                                                  f"cascade-plan plans batches up to {limits.MAX_SEQUENCES:,}")
@@ -145,11 +147,12 @@ def _total_sequences(tree: TreeNode) -> int:
         if node.children:
             stack.extend((c, instances) for c in node.children)
         else:
+            assert node.samples is not None                # a leaf: TreeNode.__post_init__
             total += instances * node.samples
     return total
 
 
-def parse_workload(path: Path) -> tuple[Workload, object]:
+def parse_workload(path: Path) -> tuple[Workload, SourceDoc]:
     doc = load_yaml(path, "workload", max_mappings=limits.MAX_NODES + 2)   # + the document and `checks:`
     version = doc.data.get("schema_version")
     if version is not None and version != 1:
