@@ -12,9 +12,9 @@ from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16Tflops
                                      HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, ReserveOpt, UncalibratedOpt,
                                      with_what_if)
 from cascade_plan.errors import InputError
+from cascade_plan.render.plot_jobs import KINDS
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
-from cascade_plan.render.plot_jobs import KINDS
 SvgOpt = Annotated[bool, typer.Option("--svg", help="Write an SVG beside every PNG (vector, for papers and "
                                       "slides; doubles the drawing time).")]
 JobsOpt = Annotated[Optional[int], typer.Option(
