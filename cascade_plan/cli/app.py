@@ -267,7 +267,7 @@ def refuse_replacing_non_calibration(path: Path, option: str) -> None:
         raise refusal
 
 
-# name -> (module, function), in help order. Commands that live in their own modules keep cli.py small.
+# name -> (module, function), in help order. Commands that live in their own modules keep this one small.
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.plan"),
             ("compare", "cascade_plan.cli.plan"), ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.plan"), ("models", "cascade_plan.cli.app"),

@@ -1,7 +1,7 @@
 """Kernel efficiencies, fixed overheads and L2 reuse: the numbers the cost model does not derive.
 
 Three sources: `ideal` (peaks, no overheads: the seed's arithmetic), `default` (documented guesses,
-"uncalibrated"), and `calibrated` (fitted from a probe file; see calibration.py)."""
+"uncalibrated"), and `calibrated` (fitted from a probe file by `cascade-plan calibrate`, in calibration/)."""
 
 from __future__ import annotations
 

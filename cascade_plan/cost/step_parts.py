@@ -1,9 +1,9 @@
 """The parts of a decode step that cascade does not touch: weight GEMMs, engine glue, tensor-parallel
 all-reduce. Their parameters, how they price a step, and their JSON form in calibration files.
 
-Pure numpy, SI units. Filled by three sources (see DESIGN.md): the project's probe
-(`kernels_probe`, fitted in calibration/), AIConfigurator's measured tables (calibration/aic_import),
-or documented defaults (DEFAULT_STEP_PARTS, "uncalibrated"). Every parameter set says where it came
+Pure numpy, SI units. Filled by three sources, in this order of preference: the project's probe
+(`kernels_probe`, fitted in calibration/; it alone measures cascade kernels), AIConfigurator's measured
+tables (calibration/aic_import), or documented defaults (DEFAULT_STEP_PARTS, "uncalibrated"). Every parameter set says where it came
 from in `source`, and each all-reduce GPU count says whether it was measured or extrapolated.
 """
 
