@@ -1,6 +1,6 @@
 """Benchmark: `cascade-plan analyze` over 1 GB of uncompressed JSON Lines (per-sequence form).
 
-Targets (issue 12): under 60 s on a 2-core machine, peak memory under 1.5 GB. Prints the figures;
+Targets: under 60 s on a 2-core machine, peak memory under 1.5 GB. Prints the figures;
 asserts nothing. The log is generated once with DuckDB (8 replicas, 128 sequences per step in
 sibling groups of 32 over 4,096-token prompts, continuous batching: requests at every age):
 

@@ -1,4 +1,4 @@
-"""Issue 9's heavy cases through the real CLI, one process each: exit code, wall time, peak RSS.
+"""The heavy inputs (huge trees, long outputs, large grids and logs) through the real CLI, one process each: exit code, wall time, peak RSS.
 
     python benchmarks/robust_cases.py
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from kernels_probe.grid import ProbeConfig
 from kernels_probe.step_shapes import M_GRID, LayerShape, StepPoint
 
-MEASURE_BUDGET_S = 120.0        # the limit on measuring (JIT builds excluded)
+MEASURE_BUDGET_S = 120.0        # measuring one workload's shapes takes minutes at most (JIT builds excluded)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Generated command lines for the commands issue 9's first fuzz did not reach: route, rl,
+"""Generated command lines for the commands the first fuzz (tests/fuzz_support.py) did not reach: route, rl,
 simulate-log, analyze (with generated and corrupted logs), import-aic, workloads, schema and probe's
 arguments (CPU side). tests/test_fuzz.py runs a bounded profile; benchmarks/fuzz_campaign.py
 (--commands N) a long one.

@@ -1,4 +1,4 @@
-"""All-reduce: measured data over extrapolated (issue 8). The H200 probe measured NCCL on 2 GPUs and
+"""All-reduce: measured data over extrapolated. The H200 probe measured NCCL on 2 GPUs and
 modelled 4 and 8; AIConfigurator's H200 tables measured vLLM's custom all-reduce on 4 and 8, so those
 counts come from there, labelled with origin and algorithm; 2 GPUs keep the probe's NCCL figure."""
 

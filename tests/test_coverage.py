@@ -1,4 +1,4 @@
-"""Workloads beyond the calibration's measured grid (issue 10, item 3): context length, batch and one
+"""Workloads beyond the calibration's measured grid: context length, batch and one
 layer's shared prefix are checked against what the probe (or an AIConfigurator import) measured, and a
 workload beyond them gets a range or no verdict instead of a confident one."""
 
@@ -66,7 +66,7 @@ def test_long_context_declines_to_judge_on_probe_and_imported_numbers():
 
 
 def test_ten_million_output_tokens_are_flagged_even_where_nothing_fits():
-    d = _estimate("h200", 4096, 2, 64, 10_000_000)          # the issue's 0.23x
+    d = _estimate("h200", 4096, 2, 64, 10_000_000)          # the 0.23x once reported here
     assert d["go_no_go"]["level"] == "does-not-fit"
     assert "contexts up to 10,004,096 tokens" in d["coverage"][0] and "GiB of KV per layer" in d["coverage"][0]
     text = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h200", "--prefix", "4096",

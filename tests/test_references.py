@@ -34,7 +34,8 @@ def _missing(root, tracked: list[str]) -> list[str]:
     tests = {}
     out = []
     for f in tracked:
-        if not f.endswith((".py", ".md", ".toml", ".sh")) or f.startswith("benchmarks/raw/"):
+        if (not f.endswith((".py", ".md", ".toml", ".sh")) or f.startswith("benchmarks/raw/")
+                or f == "tests/test_references.py"):      # this file names missing files on purpose
             continue
         for n, line in enumerate((root / f).read_text(errors="replace").splitlines(), 1):
             for m in REF.finditer(line):

@@ -1,4 +1,4 @@
-"""Issue 9's reproducers, one test each: no wrong numbers, one line and exit 2 for bad input, bounded
+"""The robustness review's reproducers, one test each: no wrong numbers, one line and exit 2 for bad input, bounded
 memory and time, nothing half-written."""
 
 import json

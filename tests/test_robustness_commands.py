@@ -1,4 +1,4 @@
-"""Issue 9's contract for the commands its first fuzz did not reach (route, rl, simulate-log, analyze,
+"""The robustness contract for the commands the first fuzz did not reach (route, rl, simulate-log, analyze,
 import-aic, workloads, probe's arguments): one reproducer per failure class tests/fuzz_commands.py found."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 18's reproducers, first half (defects 1-5), one test (or one parametrised test) per defect:
+"""The safety review's reproducers, first half (defects 1-5), one test (or one parametrised test) per defect:
 nothing of the user's lost, every calibration fit typed, every input read bounded and refused in one
 line when bad, names that cannot escape. Defects 6-9: tests/test_robustness_safety_io.py."""
 

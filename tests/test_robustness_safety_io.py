@@ -1,4 +1,4 @@
-"""Issue 18's reproducers, second half (defects 6-9): Ctrl-C one line and exit 130, bad input no longer
+"""The safety review's reproducers, second half (defects 6-9): Ctrl-C one line and exit 130, bad input no longer
 silently accepted, killed runs' temporaries cleaned, one report per folder at a time. The first half
 (data loss, calibration schema, special files, names) is tests/test_robustness_safety.py."""
 

@@ -1,6 +1,6 @@
 """The whole step in the planner: StepParts fitted from op rows by hand-checkable arithmetic, a step is
 attention + GEMMs + glue + all-reduce, ideal mode keeps the seed's arithmetic, and the committed H200
-calibration predicts the measured whole steps within the issue's targets."""
+calibration predicts the measured whole steps within the targets (step median <= 4%, worst <= 10%)."""
 
 import json
 import math
@@ -107,7 +107,7 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
     """Whole model-shaped steps measured on the H200 (never fitted). Held-out shapes: Mistral-7B, Qwen2.5-7B
     and three models from config.json files (CodeLlama-13B MHA at 8 sequences, Qwen2.5-14B groups of 5 with
     fp8 KV at 512 sequences, Mistral-Nemo-12B at a 32K prefix with bf16 and with fp8 KV + fp8 weights);
-    GEMMs fitted on Llama-3-8B only; TP 2 steps included. Issue 15's targets (step median <= 4%, worst
+    GEMMs fitted on Llama-3-8B only; TP 2 steps included. The whole-step targets (step median <= 4%, worst
     <= 10%, speedup median <= 4%) hold for each backend and KV dtype. The worst fp8 step is the
     512-sequence Qwen2.5-14B cascade (groups of 5: 320 query rows per prompt and KV head, run as three
     128-row tiles), 7-9% too fast at its first step (10-12% before the prefix pass counted whole tiles)."""

@@ -1,4 +1,4 @@
-"""Verdicts carry their evidence (issue 10, item 3): the basis in the verdict line, the defaults' error
+"""Verdicts carry their evidence: the basis in the verdict line, the defaults' error
 computed against a measured GPU, a range (or no verdict) for shapes outside the measurements, the
 workload's point on the heatmap, and the cost-model source in every plot's footer."""
 
@@ -42,7 +42,7 @@ def test_default_verdict_says_so_and_shows_the_error_measured_on_the_h200(rollou
     assert v.text.startswith("Marginal (uncalibrated: default efficiencies, not measured kernels): within the error")
     h200 = _on(rollouts, "h200")
     d, m = estimate(h200, DEFAULT).run_speedup, estimate(h200, select_params(False, h200)).run_speedup
-    assert d > 1 > m                                          # the issue's 3.27x against 0.79x, computed here
+    assert d > 1 > m                                          # the reported 3.27x against 0.79x, computed here
     assert f"at {d:.2f}x against {m:.2f}x with measured kernels" in v.evidence
     assert f"{d / m:.1f}x too optimistic, and on the other side of 1x" in v.evidence
     assert v.evidence in v.text

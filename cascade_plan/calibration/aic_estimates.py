@@ -24,7 +24,8 @@ import io
 
 import numpy as np
 
-# (planner preset, AIConfigurator model id, TP): the grid
+# (planner preset, AIConfigurator model id, TP): the cross-check grid (with batch 1-256, prompt 1K-8K and four GPUs,
+# 180 configurations: docs/aic.md)
 GRID_MODELS = (("llama-3-8b", "meta-llama/Meta-Llama-3.1-8B", 1), ("llama-3-70b", "meta-llama/Meta-Llama-3.1-70B", 4),
                ("llama-3-70b", "meta-llama/Meta-Llama-3.1-70B", 8))
 GRID_GPUS = ("a100-80gb", "h100-sxm", "h200", "b200")

@@ -12,7 +12,7 @@ from cascade_plan.units import fmt_pct
 
 KERNELS = ("decode_shared", "decode_dup", "prefix", "suffix", "cascade_total")
 
-# The accuracy the planner aims for on held-out points (issue: beat published simulators' 3-9%).
+# The accuracy the planner aims for on held-out points (better than the 3-9% that published simulators report).
 TARGETS = {"kernel_median_ape": 0.05, "kernel_p90_ape": 0.12, "speedup_median_ape": 0.05, "picks": 0.97}
 
 

@@ -1,4 +1,4 @@
-"""Does a workload stay inside what its calibration measured? (issue 10, item 3)
+"""Does a workload stay inside what its calibration measured?
 
 A calibrated kernel is a physical roofline times a correction surface fitted over the measured
 (bytes per layer, rows per layer) of that kernel; beyond the measured range the surface is held at its
