@@ -143,7 +143,8 @@ def summarize(rows: list[dict]) -> dict:
     calls = np.array([_diff(r["allreduce_call_s"]["planner"], r["allreduce_call_s"]["aic"]) for r in rows
                       if r["tp"] > 1 and r["batch"] >= 16 and r["allreduce_call_s"]["aic"] > 0])
     if calls.size:
-        out["allreduce_per_call_tp4_8_batch16_256"] = {"n": int(calls.size), "median_abs": float(np.median(np.abs(calls))),
+        out["allreduce_per_call_tp4_8_batch16_256"] = {"n": int(calls.size),
+                                                       "median_abs": float(np.median(np.abs(calls))),
                                                        "min": float(calls.min()), "max": float(calls.max()),
                                                        "within_10pct": float(np.mean(np.abs(calls) <= 0.10))}
     return out

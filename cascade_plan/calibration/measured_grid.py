@@ -61,7 +61,8 @@ def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None
     what = f" ({kv_dtype} KV rows)" if rows and kv_dtype != "bf16" else ""
     notes = []
     if model.attention == "mla" and has_mla_fit:
-        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
+        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, "
+                     "transferred")
     elif model.attention == "mla":
         notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
                      "heads) is outside them, so these numbers extrapolate")
@@ -70,7 +71,8 @@ def coverage_notes(probe, model, has_mla_fit: bool = False, kv_dtype: str | None
         if q_per_kv and g > max(q_per_kv):
             notes.append(f"{g} query heads per KV head is beyond the measured {max(q_per_kv)}{what}")
         elif q_per_kv and g < min(q_per_kv):
-            notes.append(f"{g} query head{'s' if g > 1 else ''} per KV head is below the measured {min(q_per_kv)}{what}")
+            notes.append(f"{g} query head{'s' if g > 1 else ''} per KV head is below the measured "
+                         f"{min(q_per_kv)}{what}")
         if head_dims and model.head_dim not in head_dims:
             notes.append(f"head dim {model.head_dim} differs from the measured {', '.join(map(str, head_dims))}{what}")
     return notes

@@ -18,8 +18,8 @@ from cascade_plan.errors import InputError
 from cascade_plan.calibration.calibration_schema import check_calibration, normalised_fits
 from cascade_plan.calibration.aic_rows import decode_measured
 from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
-from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface, fixed_part,
-                                   predict)
+from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface,
+                                              fixed_part, predict)
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.resources import data_dir
 from cascade_plan.inputs.yaml_source import load_json
@@ -31,8 +31,10 @@ FIT_VERSION = 1
 # FlashInfer's cascade is timed as prefix level and whole cascade; its suffix level and merge are
 # fitted together from (whole - prefix).
 BACKENDS: dict[str, dict[str, tuple[str, str | None]]] = {
-    "triton": {"decode": ("triton", None), "prefix": ("triton", None), "suffix": ("triton", None), "merge": ("triton", None)},
-    "torch": {"decode": ("torch", None), "prefix": ("torch", None), "suffix": ("torch", None), "merge": ("torch", None)},
+    "triton": {"decode": ("triton", None), "prefix": ("triton", None), "suffix": ("triton", None),
+               "merge": ("triton", None)},
+    "torch": {"decode": ("torch", None), "prefix": ("torch", None), "suffix": ("torch", None),
+              "merge": ("torch", None)},
     "flashinfer": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer", "auto"),
                    "total": ("flashinfer", "auto")},
     "flashinfer-fa2": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer-fa2", "fa2"),
@@ -250,7 +252,8 @@ def _kernel_params(d: dict | None, hw: HardwareProfile) -> KernelParams:
         return KernelParams(bw_eff=1e9, flop_eff=1e9)
     k = KernelFit.from_dict(d)
     return KernelParams(bw_eff=k.bw_bytes_per_s / hw.hbm_bytes_per_s, flop_eff=k.flop_per_s / hw.dense_bf16_flop_per_s,
-                        overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s, surface=k.surface)
+                        overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s,
+                        surface=k.surface)
 
 
 def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
@@ -283,15 +286,17 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         raise InputError(f"backend {backend!r} is not in this calibration; it has: {', '.join(have)}", file=probe.path)
     k = per_dtype[key][backend]
     mla = model is not None and model.attention == "mla" and bool(k.get("decode_mla"))
-    notes = coverage_notes(probe, model, mla, kv_dtype if key == kv_dtype else None, backend) if model is not None else []
+    notes = (coverage_notes(probe, model, mla, kv_dtype if key == kv_dtype else None, backend)
+             if model is not None else [])
     notes_info: tuple[str, ...] = ()
     if key != kv_dtype:
         # never a stand-in: the note turns the verdict into a range over the sources we have
         # (verdict_evidence.py), and no bf16 row is interpolated for it (measured=None below)
-        notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 decode "
-                     f"at half the bytes): its bf16 numbers are shown only as one end of a range")
+        notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 "
+                     f"decode at half the bytes): its bf16 numbers are shown only as one end of a range")
     elif asked is None and backend != default_backend(probe):
-        stand_in = f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} KV) prices it"
+        stand_in = (f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} "
+                    f"KV) prices it")
         notes_info = (stand_in,)
     notes += k.get("notes", [])          # what an imported file says about its own coverage
     decode_shared, decode_dup = k["decode_shared"], k["decode_dup"]

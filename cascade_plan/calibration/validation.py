@@ -166,7 +166,8 @@ def render(res: dict, device: str, console) -> None:
         if r.get("in_sample"):
             backend = f"{backend} (in-sample: fitted on all rows)"
         for kind, s in r["kernels"].items():
-            t.add_row(backend, kind, str(s["n"]), fmt_pct(s["median_ape"]), fmt_pct(s["p90_ape"]), fmt_pct(s["max_ape"]))
+            t.add_row(backend, kind, str(s["n"]), fmt_pct(s["median_ape"]), fmt_pct(s["p90_ape"]),
+                      fmt_pct(s["max_ape"]))
         if "speedup" in r:
             s = r["speedup"]
             t.add_row(backend, f"[bold]speedup vs {r['baseline']}[/bold]", str(s["n"]), fmt_pct(s["median_ape"]),
@@ -201,5 +202,5 @@ def render(res: dict, device: str, console) -> None:
             i.add_row(backend, kernel, str(s["rows"]), str(a["n"]), fmt_pct(a["median_ape"]), fmt_pct(a["p90_ape"]),
                       fmt_pct(a["max_ape"]), fmt_pct(f["median_ape"]), fmt_pct(f["max_ape"]))
     console.print(i)
-    console.print("[dim]vLLM heuristic: the V1 FlashAttention gate, opted in; it cascades only a prefix shared by every "
-                  "request, so batches of several prompts never qualify.[/dim]")
+    console.print("[dim]vLLM heuristic: the V1 FlashAttention gate, opted in; it cascades only a prefix shared by "
+                  "every request, so batches of several prompts never qualify.[/dim]")

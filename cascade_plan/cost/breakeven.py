@@ -215,7 +215,9 @@ def contradictions(res: BreakevenResult) -> list[str]:
             for j, s in enumerate(sw.suffix_tokens.tolist()):
                 w = bool(wins[i, k, j])
                 if in_spans(int(p), res.prefix_spans[k][j]) != w:
-                    out.append(f"prefix table at group {n}, suffix {s}: prefix {p} {'wins' if w else 'loses'} on the grid")
+                    out.append(f"prefix table at group {n}, suffix {s}: prefix {p} "
+                               f"{'wins' if w else 'loses'} on the grid")
                 if in_spans(int(n), res.group_spans[i][j]) != w:
-                    out.append(f"group table at prefix {p}, suffix {s}: group {n} {'wins' if w else 'loses'} on the grid")
+                    out.append(f"group table at prefix {p}, suffix {s}: group {n} "
+                               f"{'wins' if w else 'loses'} on the grid")
     return out

@@ -37,7 +37,8 @@ def check_compare_size(scns: list[Scenario]) -> None:
                          "or `estimate` each")
 
 COLUMNS = ("hardware", "kv_dtype", "numbers", "kv_bytes_per_token", "weight_s", "final_per_sequence_step_s",
-           "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "fits", "verdict")
+           "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "fits",
+           "verdict")
 
 
 def compare_rows(scns: list[Scenario], params: list[CostParams], estimator=estimate) -> list[dict]:

@@ -175,7 +175,8 @@ class StepCosts:
     @property
     def other_s(self) -> np.ndarray:
         """Everything but attention: GEMMs (weight_s) + glue + communication."""
-        return self.weight_s + (0.0 if self.glue_s is None else self.glue_s) + (0.0 if self.comm_s is None else self.comm_s)
+        return (self.weight_s + (0.0 if self.glue_s is None else self.glue_s)
+                + (0.0 if self.comm_s is None else self.comm_s))
 
     @property
     def cas_attention_bytes(self) -> np.ndarray:
@@ -330,7 +331,8 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
     shape = (g.q_heads // g.kv_heads, g.kv_heads, model.head_dim)
     mla = model.attention == "mla"
     out = []
-    for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s), ("cascade", fitted_cas_s)):
+    for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s),
+                           ("cascade", fitted_cas_s)):
         rows_kernel = kernel
         if params.measured.private and kernel != "cascade":
             # rows over private pages, queried by sequences and context: every per-sequence decode without
@@ -342,7 +344,8 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
         elif params.measured.private:
             sl = single_level(load)
         per_layer = None if fitted is None else np.asarray(fitted, float) / g.layers
-        t = np.full(sl.valid.shape, np.nan) if mla else measured_layer_s(params.measured, rows_kernel, shape, sl, per_layer)
+        t = (np.full(sl.valid.shape, np.nan) if mla
+             else measured_layer_s(params.measured, rows_kernel, shape, sl, per_layer))
         out.append((g.layers * t, outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)))
     (ps, ps_why), (cas, cas_why) = out
     return ps, cas, ps_why, cas_why

@@ -57,13 +57,15 @@ def grid_notes(c: StepCosts, params: CostParams, layers: int, kv_heads: int, kv_
     ps_layer = float(np.max(c.ps_attention_bytes)) / layers
     edge = _edge(dec.surface, "log_bytes")
     if _beyond(ps_layer, edge):
-        why.append(f"the per-sequence decode reads up to {_size(ps_layer)} of KV per layer, measured up to {_size(edge)}")
+        why.append(f"the per-sequence decode reads up to {_size(ps_layer)} of KV per layer, measured up to "
+                   f"{_size(edge)}")
     if why:
         notes.append(f"contexts up to {longest_context:,} tokens are beyond the measured grid ({'; '.join(why)})")
 
     seqs = float(np.max(c.active_seqs))
     why = [f"the {what} kernels were measured up to {g['sequences']:,} sequences"
-           for what, g in (("per-sequence decode", dec_grid), ("cascade", cas_grid)) if _beyond(seqs, g.get("sequences"))]
+           for what, g in (("per-sequence decode", dec_grid), ("cascade", cas_grid))
+           if _beyond(seqs, g.get("sequences"))]
     edge = _edge(dec.surface, "log_rows")
     if _beyond(seqs * kv_heads, edge):
         why.append(f"{seqs * kv_heads:,.0f} rows of one KV head per layer ({kv_heads} KV heads per GPU), measured up "
@@ -99,8 +101,8 @@ def attention_sources(c: StepCosts, weights: np.ndarray, params: CostParams) -> 
     w = np.asarray(weights, float)
     for mode, mask, why in (("per_sequence", c.ps_measured, c.ps_outside), ("cascade", c.cas_measured, c.cas_outside)):
         if mask is None:
-            out[mode] = {"source": f"{FITTED} (this calibration carries no measured rows of {params.backend} at this KV "
-                                   "dtype to interpolate)", "measured_share": 0.0, "outside": None}
+            out[mode] = {"source": f"{FITTED} (this calibration carries no measured rows of {params.backend} at "
+                                   "this KV dtype to interpolate)", "measured_share": 0.0, "outside": None}
             continue
         share = float((np.asarray(mask, float) * w).sum() / max(w.sum(), 1e-300))
         reason = why[0] if why else None

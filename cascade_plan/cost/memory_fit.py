@@ -59,7 +59,8 @@ def _fits(scn: Scenario, reserve: float, flat: FlatTree) -> MemoryFit:
 
 
 def _batch_hint(m: MemoryFit) -> str:
-    return "the whole batch" if m.batch_fits else f"then at most {m.max_sequences:,} of {m.sequences:,} sequences at once"
+    return ("the whole batch" if m.batch_fits
+            else f"then at most {m.max_sequences:,} of {m.sequences:,} sequences at once")
 
 
 def _first(variants: list[tuple[str, Scenario]], reserve: float, flat: FlatTree) -> str | None:

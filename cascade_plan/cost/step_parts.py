@@ -3,8 +3,9 @@ all-reduce. Their parameters, how they price a step, and their JSON form in cali
 
 Pure numpy, SI units. Filled by three sources, in this order of preference: the project's probe
 (`kernels_probe`, fitted in calibration/; it alone measures cascade kernels), AIConfigurator's measured
-tables (calibration/aic_import), or documented defaults (DEFAULT_STEP_PARTS, "uncalibrated"). Every parameter set says where it came
-from in `source`, and each all-reduce GPU count says whether it was measured or extrapolated.
+tables (calibration/aic_import), or documented defaults (DEFAULT_STEP_PARTS, "uncalibrated"). Every
+parameter set says where it came from in `source`, and each all-reduce GPU count says whether it was
+measured or extrapolated.
 """
 
 from __future__ import annotations
@@ -133,7 +134,8 @@ class GlueParams:
     kv_append_in_attention: bool = False
     kv_append_per_layer_s: float = 0.0
 
-    def time_s(self, tokens, layers: int, layer_bytes: float | None = None, step_bytes: float | None = None) -> np.ndarray:
+    def time_s(self, tokens, layers: int, layer_bytes: float | None = None,
+               step_bytes: float | None = None) -> np.ndarray:
         """Seconds of glue for steps of `tokens`; layer_bytes / step_bytes: the priced model's glue bytes
         per token per GPU (None: the fitted shape's own)."""
         t = np.asarray(tokens, float)
@@ -289,7 +291,8 @@ def step_parts_from_json(doc: dict) -> StepParts:
                                    table_bytes=tuple(float(x[0]) for x in a.get("table", ())),
                                    table_s=tuple(float(x[1]) for x in a.get("table", ())))
               for n, a in doc.get("allreduce", {}).items()}
-        shapes = {d: GemmShapeTable(dtype=d, log2_m=tuple(map(float, e["log2_m"])), log2_n=tuple(map(float, e["log2_n"])),
+        shapes = {d: GemmShapeTable(dtype=d, log2_m=tuple(map(float, e["log2_m"])),
+                                    log2_n=tuple(map(float, e["log2_n"])),
                                     log2_k=tuple(map(float, e["log2_k"])),
                                     ratio=tuple(tuple(tuple(map(float, r)) for r in plane) for plane in e["ratio"]))
                   for d, e in doc.get("gemm_shapes", {}).items()}
@@ -305,7 +308,8 @@ def step_parts_from_json(doc: dict) -> StepParts:
         if (not comp.factor or np.any(np.diff(comp.log2_m) <= 0)
                 or any(len(f) != len(comp.log2_m) or not all(np.isfinite(x) and x > 0 for x in f)
                        for f in comp.factor.values())):
-            raise ValueError("step parts: composition needs an ascending log2_m and one finite positive factor per point")
+            raise ValueError("step parts: composition needs an ascending log2_m and one finite positive factor "
+                             "per point")
     for d, e in gemm.items():
         r = np.asarray(e.ratio, float)
         if r.shape != (len(e.log2_m), len(e.log2_weight_bytes)) or not np.all(np.isfinite(r)) or np.any(r <= 0):
@@ -328,7 +332,8 @@ def step_parts_from_json(doc: dict) -> StepParts:
                              "both positive")
     if not (glue.layer_bytes_per_token > 0 and glue.step_bytes_per_token > 0):
         raise ValueError("step parts: glue.layer_bytes_per_token and step_bytes_per_token must be positive")
-    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s, glue.kv_append_per_layer_s]
+    vals = [glue.per_layer_s, glue.per_token_layer_s, glue.per_step_s, glue.per_token_step_s,
+            glue.kv_append_per_layer_s]
     vals += [a.latency_s for a in ar.values()] + [a.bytes_per_s for a in ar.values()]
     if not all(np.isfinite(v) and v >= 0 for v in vals) or any(a.bytes_per_s <= 0 for a in ar.values()):
         raise ValueError("step parts: glue and all-reduce parameters must be finite and non-negative")

@@ -90,7 +90,8 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
         rope, nope, v_dim = hf.qk_rope_head_dim, hf.qk_nope_head_dim, hf.v_head_dim
         assert rope is not None and nope is not None and v_dim is not None  # parse_hf_config requires them for MLA
         q_lora = hf.q_lora_rank
-        q_params = (hidden * q_lora + q_lora + q_lora * heads * (nope + rope)) if q_lora else hidden * heads * (nope + rope)
+        q_params = ((hidden * q_lora + q_lora + q_lora * heads * (nope + rope)) if q_lora
+                    else hidden * heads * (nope + rope))
         kv_params = hidden * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v_dim)
         attn_params = q_params + kv_params + heads * v_dim * hidden
         kv_heads_eff, rope_dim = 1, rope
@@ -111,7 +112,8 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
         first_dense = hf.first_k_dense_replace or 0
         step = hf.moe_layer_freq or hf.decoder_sparse_step or 1
         only_dense = set(hf.mlp_only_layers or [])
-        moe_layer_ids = [i for i in range(layers) if i >= first_dense and (i - first_dense) % step == 0 and i not in only_dense]
+        moe_layer_ids = [i for i in range(layers)
+                         if i >= first_dense and (i - first_dense) % step == 0 and i not in only_dense]
         n_moe = len(moe_layer_ids)
         expert = 3 * hidden * moe_inter
         shared_inter = hf.shared_expert_intermediate_size or (hf.n_shared_experts or 0) * moe_inter

@@ -19,7 +19,8 @@ def model_rows(kv_dtype: str, weight_dtype: str, tp: int) -> list[dict]:
             "total_params": m.total_params, "active_params": m.active_params,
             "num_experts": m.num_experts, "experts_per_token": m.experts_per_token,
             "kv_bytes_per_token": kv_bytes_per_token(m, kv_dtype, tp) if m.num_q_heads % tp == 0 else None,
-            "weight_bytes_total": m.total_params * {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}[weight_dtype] / tp,
+            "weight_bytes_total": (m.total_params * {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+                                   [weight_dtype] / tp),
             "weight_bytes_per_token_step": float(weight_bytes_per_gpu(m, weight_dtype, tp, 1)),
             "source": m.source,
         })
@@ -31,7 +32,8 @@ def render_models(rows: list[dict], kv_dtype: str, weight_dtype: str, tp: int) -
 
     from cascade_plan.render.console import make_console
 
-    t = Table(title=f"Built-in models (per GPU at TP {tp}; KV {kv_dtype}, weights {weight_dtype})", title_justify="left")
+    t = Table(title=f"Built-in models (per GPU at TP {tp}; KV {kv_dtype}, weights {weight_dtype})",
+              title_justify="left")
     t.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
     for col in ("attention", "layers", "heads q/kv", "params total / active", "KV bytes per token",
                 "weights GB (all / batch 1)"):
@@ -67,7 +69,8 @@ def render_hardware(rows: list[dict], full: bool) -> None:
 
     from cascade_plan.render.console import make_console
 
-    t = Table(title="Hardware profiles (datasheet peaks; measured numbers live in calibration files)", title_justify="left")
+    t = Table(title="Hardware profiles (datasheet peaks; measured numbers live in calibration files)",
+              title_justify="left")
     t.add_column("id", no_wrap=True)
     for col in ("HBM TB/s", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "L2", "SMs/CUs", "calibration"):
         t.add_column(col, justify="right")
