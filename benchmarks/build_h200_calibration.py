@@ -27,4 +27,5 @@ doc["ceilings"] = cov["ceilings"]
 doc["created_utc"] = cov["created_utc"]
 out = root / "calibrations" / "h200-probe-2026-12-01.json"
 write_atomic(out, doc)
-print(f"wrote {out}: {len(doc['measurements'])} measurements, {len(doc['step_ops'])} op rows, {len(doc['steps'])} steps")
+print(f"wrote {out}: {len(doc['measurements'])} measurements, {len(doc['step_ops'])} op rows, "
+      f"{len(doc['steps'])} steps")

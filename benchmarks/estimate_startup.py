@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 CASES = [("h100-sxm (aic file)", ["--hardware", "h100-sxm"]), ("h200 (probe file)", ["--hardware", "h200"]),
-         ("mi300x (no file)", ["--hardware", "mi300x"]), ("h100-sxm --uncalibrated", ["--hardware", "h100-sxm", "--uncalibrated"])]
+         ("mi300x (no file)", ["--hardware", "mi300x"]),
+         ("h100-sxm --uncalibrated", ["--hardware", "h100-sxm", "--uncalibrated"])]
 
 
 def main() -> None:

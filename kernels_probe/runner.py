@@ -210,7 +210,8 @@ def _measure_config(ctx: _Ctx, cfg: ProbeConfig, backends: list[str], seed: int)
     if ("triton", "cascade_total", None) in outs and ("triton", "decode_shared", None) in outs:
         from kernels_probe.reference import max_rel_err
 
-        vs_decode = max_rel_err(outs[("triton", "cascade_total", None)], outs[("triton", "decode_shared", None)].float())
+        vs_decode = max_rel_err(outs[("triton", "cascade_total", None)],
+                                outs[("triton", "decode_shared", None)].float())
     del outs
 
     casc_err = {b: errs.get((b, "cascade_total", v)) for (b, k, v, _, _) in items if k == "cascade_total"}
@@ -390,7 +391,8 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 timings["flashinfer_build_wait_s"] = time.perf_counter() - t0
                 if not fi_build.get("ok"):
                     for c in pass_cfgs:
-                        ctx.skip(c, "flashinfer", "*", "FlashInfer build failed: " + "; ".join(fi_build.get("errors", [])))
+                        ctx.skip(c, "flashinfer", "*",
+                                 "FlashInfer build failed: " + "; ".join(fi_build.get("errors", [])))
                     progress.advance(task, len(pass_cfgs))
                     continue
             for i, cfg in enumerate(pass_cfgs):
