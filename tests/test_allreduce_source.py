@@ -46,7 +46,8 @@ def test_no_aic_file_for_the_gpu_keeps_the_extrapolation():
 
 
 def test_algorithm_is_named_for_every_source_and_survives_json():
-    assert infer_algorithm("aic", "x/comm/sglang/0.5/custom_allreduce_perf.parquet") == "SGLang custom all-reduce (not NCCL)"
+    assert (infer_algorithm("aic", "x/comm/sglang/0.5/custom_allreduce_perf.parquet")
+            == "SGLang custom all-reduce (not NCCL)")
     assert infer_algorithm("aic", "x/comm/nccl/2.21/nccl_perf.parquet (NCCL all_reduce, half)") == "NCCL"
     assert infer_algorithm("extrapolated", "from the measured 2-GPU fit") == "NCCL (modelled)"
     step = params_from_probe(find_committed(H200, "probe"), None, "bf16", H200, load_preset("llama-3-8b")).step

@@ -18,7 +18,8 @@ MiB = 2**20
 
 def _estimate(hardware: str, prefix: int, groups: int, samples: int, output: int) -> dict:
     r = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", hardware, "--prefix", str(prefix),
-                            "--groups", str(groups), "--samples", str(samples), "--output-tokens", str(output), "--json"])
+                            "--groups", str(groups), "--samples", str(samples), "--output-tokens", str(output),
+                            "--json"])
     assert r.exit_code == 0, r.output
     return json.loads(r.output)
 
@@ -32,7 +33,8 @@ def test_the_probes_grid_by_hand():
     assert g["cascade"]["layer_prefix_bytes"] == 16_384 * 2 * 40 * 128 * 2 == 320 * MiB
     one = {"prefix_tokens": 100, "suffix_tokens": 7, "group_size": 3, "n_groups": 2, "num_kv_heads": 8,
            "head_dim": 128, "kv_dtype": "fp8"}
-    assert grid_of_configs([one]) == {"context_tokens": 107, "sequences": 6, "layer_prefix_bytes": 2 * 100 * 2 * 8 * 128}
+    assert grid_of_configs([one]) == {"context_tokens": 107, "sequences": 6,
+                                      "layer_prefix_bytes": 2 * 100 * 2 * 8 * 128}
 
 
 def test_an_imported_file_carries_its_own_decode_grid_and_the_probes_cascade_grid():

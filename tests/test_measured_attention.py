@@ -69,7 +69,8 @@ def test_between_rows_geometric_over_batch_and_linear_over_suffix(probe):
     assert params.measured.table("per_sequence", (4, 8, 128))(q)[0] == pytest.approx(math.sqrt(at64 * at256), rel=1e-12)
 
     fitted_only = dataclasses.replace(params, measured=None)
-    ratio = {k: t / float(one_layer(fitted_only, k[1], k[0], 1, k[2]).ps_attention_s) for k, t in FI_DECODE_SHARED.items()}
+    ratio = {k: t / float(one_layer(fitted_only, k[1], k[0], 1, k[2]).ps_attention_s)
+             for k, t in FI_DECODE_SHARED.items()}
     r64 = (ratio[(64, 4096, 128)] + ratio[(64, 4096, 1024)]) / 2
     r256 = (ratio[(256, 4096, 128)] + ratio[(256, 4096, 1024)]) / 2
     fit_q = float(one_layer(fitted_only, 4096, 128, 1, 576).ps_attention_s)
@@ -310,4 +311,5 @@ def test_attention_as_an_op(probe):
     ops = attention_ops(c)
     assert ops["per_sequence"].name == ops["cascade"].name == "attention"
     assert float(ops["per_sequence"].time_s) == FI_DECODE_SHARED[(64, 4096, 128)] and ops["cascade"].source == MEASURED
-    assert attention_ops(one_layer(dataclasses.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source == FITTED
+    assert (attention_ops(one_layer(dataclasses.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source
+            == FITTED)

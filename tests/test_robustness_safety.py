@@ -114,7 +114,8 @@ def _mla(doc):
 ])
 def test_every_fit_of_a_calibration_is_checked(tmp_path, edit, fragments):
     cal = _edited(tmp_path, edit)
-    refused(run("estimate", "deepseek-v3-grpo-tp8", "--hardware", "h100-sxm", "--calibration", cal, "--json"), *fragments)
+    refused(run("estimate", "deepseek-v3-grpo-tp8", "--hardware", "h100-sxm", "--calibration", cal, "--json"),
+            *fragments)
 
 
 def test_a_string_in_a_surface_is_one_line(tmp_path):

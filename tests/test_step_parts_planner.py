@@ -54,7 +54,8 @@ def test_glue_and_allreduce_fits_by_hand():
     assert g.per_layer_s == pytest.approx(20e-6) and g.per_token_layer_s == pytest.approx(4e-8)
     # 32 layers at 128 tokens: 32 x (20 + 5.12) us + 40 + 12.8 us
     assert float(g.time_s(128, 32)) == pytest.approx(32 * 25.12e-6 + 52.8e-6)
-    ar = [{"op": "allreduce", "config": {"gpus": 2, "bytes": b}, "median_s": 10e-6 + b / 250e9} for b in (8192, 1 << 20, 1 << 26)]
+    ar = [{"op": "allreduce", "config": {"gpus": 2, "bytes": b}, "median_s": 10e-6 + b / 250e9}
+          for b in (8192, 1 << 20, 1 << 26)]
     fits = fit_allreduce(ar, "h200")
     assert fits[2].latency_s == pytest.approx(10e-6) and fits[2].bytes_per_s == pytest.approx(250e9)
     # 8 GPUs, extrapolated: bus bandwidth 250 GB/s kept, ring traffic 2 x 7 / 8; latency x log2(8)
@@ -139,7 +140,8 @@ def test_calibrated_params_carry_the_fitted_step_parts():
     p = params_from_probe(probe, "flashinfer", "bf16", H200, load_preset("llama-3-8b"))
     assert p.step is not None and p.step.source == "probe:h200-probe-2026-12-01.json"
     assert set(p.step.gemm) == {"bf16", "fp8"} and p.step.glue.variant == "fused"
-    assert math.isclose(p.step.allreduce_for(8).gpus, 8) and p.step.allreduce_for(8).origin == "aic"   # measured beats extrapolated
+    # measured beats extrapolated
+    assert math.isclose(p.step.allreduce_for(8).gpus, 8) and p.step.allreduce_for(8).origin == "aic"
     assert p.step.allreduce_for(2).origin == "measured"
 
 
@@ -176,4 +178,5 @@ def test_the_step_is_the_sum_of_its_op_modules_keyed_by_name():
             assert np.all(o.time_s >= o.bytes / H200.hbm_bytes_per_s) and np.all(np.diff(o.flops) > 0)
         assert np.all((ops["allreduce"].time_s > 0) == (tp > 1))
         # lm_head by hand: vocab / TP x hidden x 2 B of weights once per step
-        assert ops["lm_head"].bytes[0] == pytest.approx(m.vocab_size / tp * m.hidden_size * 2 + (m.vocab_size / tp + m.hidden_size) * 2)
+        assert ops["lm_head"].bytes[0] == pytest.approx(m.vocab_size / tp * m.hidden_size * 2
+                                                        + (m.vocab_size / tp + m.hidden_size) * 2)
