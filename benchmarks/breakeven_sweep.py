@@ -10,8 +10,8 @@ import numpy as np
 
 from cascade_plan.cost.breakeven import breakeven_group_size, breakeven_prefix_tokens, sweep
 from cascade_plan.cost.cost_params import DEFAULT
-from cascade_plan.resources import data_dir
 from cascade_plan.inputs.workload import load_scenario
+from cascade_plan.resources import data_dir
 
 
 def best_of(fn, repeats=5):

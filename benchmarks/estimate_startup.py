@@ -9,8 +9,8 @@ interpreter, as a user's shell starts it. Prints the median and best wall time a
 """
 
 import argparse
-import resource
 import os
+import resource
 import statistics
 import subprocess
 import sys

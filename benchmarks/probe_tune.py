@@ -29,7 +29,7 @@ def main() -> int:
     from kernels_probe.grid import ProbeConfig
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import L2Flusher, time_fn
-    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan, DecodePlan, StateBuffer, PrefixPlan
+    from kernels_probe.triton_kernels import DEFAULT_TUNE, CascadePlan, DecodePlan
 
     torch.backends.cuda.matmul.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)

@@ -3,14 +3,14 @@ runs (9,000 to 200,000 steps) of three models, two GPUs and every parameter set.
 
     python benchmarks/run_quadrature_error.py
 """
-import numpy as np
+from cascade_plan.calibration.params_select import select_params
 from cascade_plan.cost.cost_model import gpu_shape
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.run_load import tree_run_costs
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import TreeNode, Scenario
-from cascade_plan.calibration.params_select import select_params
+from cascade_plan.inputs.workload import Scenario, TreeNode
+
 worst = 0
 for model in ["llama-3-8b", "deepseek-v3", "qwen2.5-7b"]:
     for hw in ["h200", "h100-sxm"]:

@@ -14,7 +14,6 @@ from pathlib import Path
 import fuzz_support as fz
 from fuzz_safety import ROOT, TEMP, is_defect
 
-
 # ---- signals at random times -------------------------------------------------------------------------------
 
 def signal_commands(folder: Path) -> list[list[str]]:

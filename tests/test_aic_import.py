@@ -9,8 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.fitting import KernelFit, features, predict
-from cascade_plan.calibration.probe_calibration import (find_committed, load_probe, params_from_probe, source_kind,
-                                                       step_parts_of)
+from cascade_plan.calibration.probe_calibration import (
+    find_committed,
+    load_probe,
+    params_from_probe,
+    source_kind,
+    step_parts_of,
+)
 from cascade_plan.cli.app import app
 from cascade_plan.cost.step_parts import gemm_time_s, step_parts_from_json
 from cascade_plan.inputs.hardware import load_hardware

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
-from cascade_plan.cost.checks import md_cell, markdown_summary, CheckResult
+from cascade_plan.cost.checks import CheckResult, markdown_summary, md_cell
 from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.inputs.workload_catalog import builtin_workloads
 

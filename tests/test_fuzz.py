@@ -13,9 +13,10 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cascade_plan.cli.app import app  # noqa: E402
+
 import fuzz_support as fz  # noqa: E402
 
-from cascade_plan.cli.app import app  # noqa: E402
 
 def ci(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, database=None, derandomize=True,

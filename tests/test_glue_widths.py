@@ -8,8 +8,12 @@ import pytest
 
 from cascade_plan.calibration.probe_calibration import find_committed
 from cascade_plan.calibration.step_fit import fit_glue
-from cascade_plan.cost.glue_widths import (LEGACY_LAYER_BYTES_PER_TOKEN, LEGACY_STEP_BYTES_PER_TOKEN,
-                                           layer_bytes_per_token, step_bytes_per_token)
+from cascade_plan.cost.glue_widths import (
+    LEGACY_LAYER_BYTES_PER_TOKEN,
+    LEGACY_STEP_BYTES_PER_TOKEN,
+    layer_bytes_per_token,
+    step_bytes_per_token,
+)
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
 from cascade_plan.cost.step_parts import GlueParams, step_parts_from_json, step_parts_to_json
 from cascade_plan.cost.step_terms import step_terms

@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_calibration import one_layer_model
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
@@ -18,7 +20,6 @@ from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_cost
 from cascade_plan.cost.ops.attention import FITTED, MEASURED, MeasuredAttention, MeasuredTable
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.workload import Scenario, simple_tree
-from test_calibration import one_layer_model
 
 runner = CliRunner()
 H200 = load_hardware("h200")

@@ -2,8 +2,12 @@
 
 import pytest
 
-from cascade_plan.cost.cost_model import (expected_experts_touched, kv_bytes_per_token, kv_heads_per_gpu,
-                                          weight_bytes_per_gpu)
+from cascade_plan.cost.cost_model import (
+    expected_experts_touched,
+    kv_bytes_per_token,
+    kv_heads_per_gpu,
+    weight_bytes_per_gpu,
+)
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.model_presets import PRESETS
 from cascade_plan.inputs.model_spec import load_model, load_preset, preset_ids

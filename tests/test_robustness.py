@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
+
 from cli_support import refused
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-
 from cli_support import AIC_H100, ENV, GOOD, PROBE_H200, ROOT, TINY, refused, run, runner, tree_files  # noqa: F401
-
 
 # ---- 1: data loss -------------------------------------------------------------------------------
 

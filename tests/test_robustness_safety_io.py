@@ -11,9 +11,7 @@ import time
 
 import pytest
 
-
 from cli_support import AIC_H100, ENV, GOOD, PROBE_H200, ROOT, TINY, refused, run, runner, tree_files  # noqa: F401
-
 
 # ---- 6: tracebacks -------------------------------------------------------------------------------
 
@@ -143,8 +141,8 @@ def test_a_truncated_zst_log_is_an_error(tmp_path):
     duckdb.sql(f"COPY (SELECT * FROM read_json_objects('{src}', format='newline_delimited')) TO '{full}' "
                "(FORMAT csv, HEADER false, QUOTE '', COMPRESSION zstd)")
     data = full.read_bytes()
-    from cascade_plan.logs.sources import check_zstd_complete
     from cascade_plan.errors import InputError
+    from cascade_plan.logs.sources import check_zstd_complete
 
     check_zstd_complete(str(full))
     for cut in (len(data) - 1, len(data) // 2, 5, 1):

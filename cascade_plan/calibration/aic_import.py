@@ -20,8 +20,8 @@ from cascade_plan import __version__
 from cascade_plan.calibration import aic_fit, aic_tables
 from cascade_plan.calibration.aic_rows import encode_rows
 from cascade_plan.calibration.aic_transfer import TransferRatios, transfer_backend, transfer_glue
-from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed, step_parts_of
 from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
+from cascade_plan.calibration.probe_calibration import FIT_VERSION, KIND, find_committed, step_parts_of
 from cascade_plan.cost.step_parts import GlueParams, StepParts, step_parts_to_json
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware

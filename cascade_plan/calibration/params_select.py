@@ -39,8 +39,13 @@ def select_params(ideal: bool, scn=None, calibration: Path | None = None, backen
         return what_if_params(measured, base, scn.hardware)
     if calibration is None and backend is None and shipped_source(scn.hardware.id) == "default":
         return DEFAULT        # nothing shipped for this GPU: skip loading the calibration machinery
-    from cascade_plan.calibration.probe_calibration import (BACKENDS, check_device, find_committed, load_probe,
-                                                            params_from_probe)
+    from cascade_plan.calibration.probe_calibration import (
+        BACKENDS,
+        check_device,
+        find_committed,
+        load_probe,
+        params_from_probe,
+    )
 
     if backend is not None and backend not in BACKENDS:
         raise InputError(f"--backend: unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")

@@ -13,16 +13,24 @@ from pathlib import Path
 import numpy as np
 
 from cascade_plan import __version__
+from cascade_plan.calibration.aic_rows import decode_measured
+from cascade_plan.calibration.calibration_schema import check_calibration, normalised_fits
+from cascade_plan.calibration.fitting import (
+    KernelFit,
+    features,
+    fit_kernel,
+    fit_l2,
+    fit_merge_overlap,
+    fit_surface,
+    fixed_part,
+    predict,
+)
+from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
-from cascade_plan.calibration.calibration_schema import check_calibration, normalised_fits
-from cascade_plan.calibration.aic_rows import decode_measured
-from cascade_plan.calibration.measured_grid import coverage_notes, measured_grid, measured_rows
-from cascade_plan.calibration.fitting import (KernelFit, features, fit_kernel, fit_l2, fit_merge_overlap, fit_surface,
-                                              fixed_part, predict)
 from cascade_plan.inputs.hardware import HardwareProfile
-from cascade_plan.resources import data_dir
 from cascade_plan.inputs.yaml_source import load_json
+from cascade_plan.resources import data_dir
 
 KIND = "cascade-plan-calibration"
 FIT_VERSION = 1

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
-from cascade_plan.calibration.probe_calibration import BACKENDS, ProbeData, config_key, is_held_out
 from cascade_plan.calibration.fitting import predict_kind
+from cascade_plan.calibration.probe_calibration import BACKENDS, ProbeData, config_key, is_held_out
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct
 

@@ -9,12 +9,39 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
+from cascade_plan.cli.common import (
+    TP_FLAGS,
+    BackendOpt,
+    Bf16TflopsOpt,
+    CalibrationOpt,
+    ForceOpt,
+    GroupsOpt,
+    HardwareOpt,
+    HbmBandwidthOpt,
+    IdealOpt,
+    JsonOpt,
+    KvCacheDtypeChoice,
+    KvDtypeOpt,
+    KvDtypeOption,
+    L2Opt,
+    MemoryOpt,
+    ModelOpt,
+    OutputOpt,
+    PrefixOpt,
+    PrivateOpt,
+    ReserveOpt,
+    SamplesOpt,
+    TpOpt,
+    UncalibratedOpt,
+    WeightDtypeOption,
+    WorkloadArg,
+    _kv_dtype,
+    handles_input_errors,
+    print_json,
+    scenario_from_options,
+    with_what_if,
+)
 from cascade_plan.inputs.limits import MAX_SECONDS
-from cascade_plan.cli.common import (TP_FLAGS, BackendOpt, KvCacheDtypeChoice, _kv_dtype, Bf16TflopsOpt, CalibrationOpt, ForceOpt, GroupsOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOpt, KvDtypeOption, L2Opt, MemoryOpt,
-                                     ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt, SamplesOpt, TpOpt,
-                                     UncalibratedOpt, WeightDtypeOption, WorkloadArg, handles_input_errors, print_json,
-                                     scenario_from_options, with_what_if)
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
             "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")

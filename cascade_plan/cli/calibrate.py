@@ -55,7 +55,8 @@ def calibrate(
 
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.calibration_schema import check_fitted
-    from cascade_plan.calibration.probe_calibration import calibrate as fit_all, load_probe
+    from cascade_plan.calibration.probe_calibration import calibrate as fit_all
+    from cascade_plan.calibration.probe_calibration import load_probe
     from cascade_plan.errors import InputError
     from cascade_plan.outputs import check_output_file
     from cascade_plan.render.console import make_console
@@ -141,8 +142,8 @@ def validate(
       cascade-plan validate h200-aic-vllm.json --json
     """
     from cascade_plan.calibration.probe_calibration import load_probe, source_kind
-    from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
+    from cascade_plan.errors import InputError
 
     if plots:
         from cascade_plan.outputs import check_output_dir

@@ -8,9 +8,20 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (BackendOpt, CalibrationOpt, ForceOpt, HardwareOpt, IdealOpt, JsonOpt,
-                                     KvDtypeOption, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
-                                     print_json)
+from cascade_plan.cli.common import (
+    BackendOpt,
+    CalibrationOpt,
+    ForceOpt,
+    HardwareOpt,
+    IdealOpt,
+    JsonOpt,
+    KvDtypeOption,
+    TpOpt,
+    UncalibratedOpt,
+    WeightDtypeOption,
+    WorkloadArg,
+    print_json,
+)
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits

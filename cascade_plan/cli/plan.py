@@ -8,10 +8,30 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, JsonOpt, KvDtypeOption, L2Opt, MemoryOpt,
-                                     ModelOpt, ReserveOpt, TpOpt, UncalibratedOpt, WeightDtypeOption, WorkloadArg,
-                                     kv_dtype_value, print_json, scenario_from_options, with_what_if)
+from cascade_plan.cli.common import (
+    AttentionBackendOpt,
+    BackendOpt,
+    Bf16TflopsOpt,
+    CalibrationOpt,
+    ForceOpt,
+    HardwareOpt,
+    HbmBandwidthOpt,
+    IdealOpt,
+    JsonOpt,
+    KvDtypeOption,
+    L2Opt,
+    MemoryOpt,
+    ModelOpt,
+    ReserveOpt,
+    TpOpt,
+    UncalibratedOpt,
+    WeightDtypeOption,
+    WorkloadArg,
+    kv_dtype_value,
+    print_json,
+    scenario_from_options,
+    with_what_if,
+)
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS, MAX_SEQUENCES, MAX_THRESHOLD
 
@@ -71,9 +91,9 @@ def breakeven(
 
       cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
     """
-    from cascade_plan.render import breakeven_report as br
-    from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.inputs.grid_spec import parse_axis
+    from cascade_plan.render import breakeven_report as br
 
     scn = with_what_if(_scenario(workload, model, hardware, kv_dtype, weight_dtype, tp), hbm_bandwidth, memory,
                        bf16_tflops, l2)
@@ -127,9 +147,9 @@ def compare(
     """
     import dataclasses
 
+    from cascade_plan.calibration.params_select import ParamsChoice, params_for_gpu, sources_note
     from cascade_plan.cost.compare import compare_rows, render_compare, rows_csv
     from cascade_plan.inputs.hardware import load_hardware
-    from cascade_plan.calibration.params_select import ParamsChoice, params_for_gpu, sources_note
 
     base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
                                  output_tokens=output_tokens, tp=tp)
@@ -207,14 +227,13 @@ def check(
 
       cascade-plan check rl-rollouts-64 --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml --markdown "$GITHUB_STEP_SUMMARY"
     """
-    from cascade_plan.cost.capacity import capacity
-    from cascade_plan.cost.checks import (NO_CHECKS, has_checks, junit_xml, markdown_summary, merge_checks,
-                                          run_checks)
-    from cascade_plan.outputs import check_output_file, write_files_together
-    from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.calibration.verdict_evidence import assess
+    from cascade_plan.cost.capacity import capacity
+    from cascade_plan.cost.checks import NO_CHECKS, has_checks, junit_xml, markdown_summary, merge_checks, run_checks
+    from cascade_plan.engine.engine_gate import engine_view
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.outputs import check_output_file, write_files_together
 
     junit, markdown = _output_path(junit, "--junit"), _output_path(markdown, "--markdown")
     if junit:

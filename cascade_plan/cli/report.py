@@ -8,9 +8,21 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (AttentionBackendOpt, BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HardwareOpt,
-                                     HbmBandwidthOpt, IdealOpt, L2Opt, MemoryOpt, ReserveOpt, UncalibratedOpt,
-                                     with_what_if)
+from cascade_plan.cli.common import (
+    AttentionBackendOpt,
+    BackendOpt,
+    Bf16TflopsOpt,
+    CalibrationOpt,
+    ForceOpt,
+    HardwareOpt,
+    HbmBandwidthOpt,
+    IdealOpt,
+    L2Opt,
+    MemoryOpt,
+    ReserveOpt,
+    UncalibratedOpt,
+    with_what_if,
+)
 from cascade_plan.errors import InputError
 from cascade_plan.render.plot_jobs import KINDS
 
@@ -41,13 +53,13 @@ def _with_own_gpu(scn, compare_hw: list) -> list:
 
 def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
     """Everything a report section needs, computed without writing anything."""
-    from cascade_plan.render import breakeven_report as br
-    from cascade_plan.cost.capacity import capacity
-    from cascade_plan.engine.engine_gate import engine_view
-    from cascade_plan.cost.estimate import estimate
-    from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import params_for_gpu, select_params
     from cascade_plan.calibration.verdict_evidence import assess
+    from cascade_plan.cost.capacity import capacity
+    from cascade_plan.cost.estimate import estimate
+    from cascade_plan.engine.engine_gate import engine_view
+    from cascade_plan.inputs.grid_spec import parse_axis
+    from cascade_plan.render import breakeven_report as br
     from cascade_plan.render.report import WorkloadReport
 
     est = assess(scn, params, reserve)
@@ -113,8 +125,8 @@ def plot(
     Example: cascade-plan plot rl-rollouts-64 --out plots/
     """
     from cascade_plan.calibration.params_select import ParamsChoice, select_params
-    from cascade_plan.render.report import slug
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.render.report import slug
 
     kinds = kind or list(KINDS)
     bad = [k for k in kinds if k not in KINDS]
@@ -168,9 +180,9 @@ def report(
 
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.params_select import ParamsChoice, select_params
-    from cascade_plan.report_folder import ReportFolder
-    from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.render.report import build_report, slug
+    from cascade_plan.report_folder import ReportFolder
 
     if not workloads:
         from cascade_plan.inputs.workload_catalog import builtin_workloads

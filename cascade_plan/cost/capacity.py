@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.cost_model import kv_bytes_per_token
-from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.cost.flat_tree import FlatTree, flatten
+from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.inputs.workload import Scenario
 
 # vLLM's default gpu_memory_utilization is 0.9: the last 10% is left for activations, CUDA graphs

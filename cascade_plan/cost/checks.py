@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cascade_plan.cost.capacity import Capacity
-from cascade_plan.engine.engine_gate import PAYS_THRESHOLD, EngineView
 from cascade_plan.cost.estimate import Estimate
-from cascade_plan.units import fmt_seconds
+from cascade_plan.engine.engine_gate import PAYS_THRESHOLD, EngineView
 from cascade_plan.inputs.workload import Checks
+from cascade_plan.units import fmt_seconds
 
 
 @dataclass(frozen=True)

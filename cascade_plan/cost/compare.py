@@ -69,9 +69,8 @@ def rows_csv(rows: list[dict]) -> str:
 
 
 def render_compare(name: str, rows: list[dict], console) -> None:
-    from rich.table import Table
-
     from rich import box
+    from rich.table import Table
 
     header = ["GPU", "KV", "numbers", "final\nps ms", "final\ncas ms", "run\nps s", "run\ncas s", "run\nspeedup",
               "seqs\nfit", "verdict"]

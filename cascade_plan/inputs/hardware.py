@@ -9,8 +9,8 @@ import msgspec
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
-from cascade_plan.resources import data_dir
 from cascade_plan.inputs.yaml_source import check_reference, load_yaml, validation_error
+from cascade_plan.resources import data_dir
 
 NUMBER_FIELDS = ("hbm_bytes_per_s", "memory_bytes", "dense_bf16_flop_per_s", "dense_fp8_flop_per_s",
                  "l2_bytes", "sm_count")

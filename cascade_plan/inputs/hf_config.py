@@ -14,7 +14,6 @@ import msgspec
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 
-
 # Written out (not built by a helper function) so a type checker reads them as the int aliases they are.
 Layers = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_LAYERS)]
 Hidden = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_HIDDEN)]

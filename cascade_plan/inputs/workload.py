@@ -8,13 +8,12 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.dtypes import KvDtype, WeightDtype
-from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec, load_model
 from cascade_plan.inputs.yaml_source import SourceDoc, load_yaml, validation_error
-
 
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 PosInt = Annotated[int, msgspec.Meta(ge=1)]

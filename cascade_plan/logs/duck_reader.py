@@ -15,7 +15,8 @@ from typing import Callable
 import numpy as np
 
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS, MAX_DEPTH, MAX_SEQUENCES
+from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS
+from cascade_plan.inputs.limits import MAX_DEPTH, MAX_SEQUENCES
 from cascade_plan.logs.log_format import MAX_TS_S
 from cascade_plan.logs.sources import LogFile
 

@@ -19,7 +19,6 @@ rules; ``docs/log-schema.json`` is generated from them (a test keeps it in step)
 from __future__ import annotations
 
 import re
-
 from typing import Annotated
 
 import msgspec

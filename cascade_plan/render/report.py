@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cascade_plan import __version__
-from cascade_plan.render.breakeven_report import BreakevenResult, breakeven_cell, memory_line
 from cascade_plan.cost.capacity import Capacity, preemption_warnings
 from cascade_plan.cost.checks import md_cell
-from cascade_plan.inputs.dtypes import ELEMENT_BYTES
-from cascade_plan.engine.engine_gate import EngineView
 from cascade_plan.cost.estimate import Estimate, step_rows
-from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
+from cascade_plan.engine.engine_gate import EngineView
 from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GRAPH_NOTE, VLLM_VERSION_MODELLED
+from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.inputs.workload import TreeNode
+from cascade_plan.render.breakeven_report import BreakevenResult, breakeven_cell, memory_line
+from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 
 
 @dataclass
@@ -339,7 +339,7 @@ def build_report(reports: list[WorkloadReport]) -> str:
 
 
 def slug(name: str) -> str:
-    from cascade_plan.inputs.ids import slug as safe_slug     # one rule for every folder named after a workload
+    from cascade_plan.inputs.ids import slug as safe_slug  # one rule for every folder named after a workload
 
     return safe_slug(name)
 
