@@ -1,6 +1,6 @@
 """Benchmark: `cascade-plan analyze` over 1 GB of uncompressed JSON Lines (per-sequence form).
 
-Targets (issue 12): under 60 s on a 2-core machine, peak memory under 1.5 GB. Prints the figures;
+Targets: under 60 s on a 2-core machine, peak memory under 1.5 GB. Prints the figures;
 asserts nothing. The log is generated once with DuckDB (8 replicas, 128 sequences per step in
 sibling groups of 32 over 4,096-token prompts, continuous batching: requests at every age):
 
@@ -27,8 +27,10 @@ def generate(path: Path, size_gb: float) -> None:
     tmp = path.with_suffix(".tmp")
     duckdb.connect().execute(f"""
         COPY (SELECT round(i * 0.004, 3) AS ts, 'r' || (i % 8) AS replica,
-                     list_transform(range(128), lambda j: {{'request': 'q' || (i // 8000) || '-' || ((i % 8) * 128 + j),
-                                                           'group': 'p' || (i // 8000) || '-' || ((i % 8) * 4 + j // 32),
+                     list_transform(range(128), lambda j: {{'request': 'q' || (i // 8000) || '-'
+                                                                       || ((i % 8) * 128 + j),
+                                                           'group': 'p' || (i // 8000) || '-'
+                                                                     || ((i % 8) * 4 + j // 32),
                                                            'shared': 4096 - 512 * (j // 32 % 2),
                                                            'private': 1 + (i // 8 + j * 7) % 1024}}) AS seqs
               FROM range({steps}) t(i))
@@ -58,7 +60,8 @@ def main() -> None:
     import json
 
     doc = json.loads(res.stdout)
-    print(f"log: {size / 1e9:.2f} GB, {doc['records']:,} records, {doc['steps']:,} steps, {doc['requests']:,} requests, "
+    print(f"log: {size / 1e9:.2f} GB, {doc['records']:,} records, {doc['steps']:,} steps, "
+          f"{doc['requests']:,} requests, "
           f"{os.cpu_count()} cores")
     print(f"analyze: {wall:.1f} s wall ({size / 1e6 / wall:.0f} MB/s), peak RSS {peak / 2**30:.2f} GiB "
           f"(targets: < 60 s, < 1.5 GB)")

@@ -23,7 +23,8 @@ BACKENDS = [None, "triton", "torch", "flashinfer", "flashinfer-fa2"]
 
 def random_case(rng):
     scn = Scenario(name="bench", model=load_preset(rng.choice(MODELS)), hardware=load_hardware(rng.choice(GPUS)),
-                   kv_dtype=str(rng.choice(["bf16", "fp8", "int8"])), weight_dtype="bf16", tp=int(rng.choice([1, 2, 4, 8])),
+                   kv_dtype=str(rng.choice(["bf16", "fp8", "int8"])), weight_dtype="bf16",
+                   tp=int(rng.choice([1, 2, 4, 8])),
                    prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))
     try:
         params = select_params(scn, ParamsChoice(backend=rng.choice(BACKENDS)))

@@ -31,4 +31,5 @@ for name in ("mla-tp.json", "mla-tp-run7.json", "mla-plan-deepseek-v3-grpo-tp8.j
     doc = merge_sections(json.loads((raw / name).read_text()), doc)
 out = root / "calibrations" / "h200-probe-2026-12-01.json"
 write_atomic(out, doc)
-print(f"wrote {out}: {len(doc['measurements'])} measurements, {len(doc['step_ops'])} op rows, {len(doc['steps'])} steps")
+print(f"wrote {out}: {len(doc['measurements'])} measurements, {len(doc['step_ops'])} op rows, "
+      f"{len(doc['steps'])} steps")

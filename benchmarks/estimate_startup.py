@@ -11,8 +11,8 @@ extrapolated verdicts on the H200, which read the other backends of its calibrat
 """
 
 import argparse
-import resource
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 CASES = [("h100-sxm (aic file)", ["--hardware", "h100-sxm"]), ("h200 (probe file)", ["--hardware", "h200"]),
-         ("mi300x (no file)", ["--hardware", "mi300x"]), ("h100-sxm --uncalibrated", ["--hardware", "h100-sxm", "--uncalibrated"])]
+         ("mi300x (no file)", ["--hardware", "mi300x"]),
+         ("h100-sxm --uncalibrated", ["--hardware", "h100-sxm", "--uncalibrated"])]
 
 
 def main() -> None:

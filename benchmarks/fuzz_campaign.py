@@ -87,7 +87,8 @@ def cli_campaign(n: int, tmp: Path) -> tuple[int, int, int, list[str]]:
         path.write_bytes(fz.TEXT_MUTATIONS[mutation](fz.dump(doc)).encode("utf-8", "surrogatepass"))
         args = {"estimate": ["estimate", str(path), "--json"],
                 "check": ["check", str(path), "--min-run-speedup", "1.1", "--json"],
-                "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log", "--json"]}[command] + what_if
+                "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log",
+                              "--json"]}[command] + what_if
         res = runner.invoke(app, args)
         counts["tried"] += 1
         ok_codes = {0, 1, 2} if command == "check" else {0, 2}
@@ -223,7 +224,8 @@ def main() -> int:
           f"{kinds('multi-line')}, non-finite outputs {kinds('non-finite')}, negative outputs {kinds('negative')}, "
           f"invalid JSON {kinds('invalid json')}, half-written {kinds('half-written')}, scan aborted by a record "
           f"{kinds('engine error')}")
-    print(f"  peak traced memory of one command: {cmd.peak_bytes / 2**20:.1f} MiB; slowest {slowest[0]:.1f} s: {slowest[1]}")
+    print(f"  peak traced memory of one command: {cmd.peak_bytes / 2**20:.1f} MiB; "
+          f"slowest {slowest[0]:.1f} s: {slowest[1]}")
     for k, v in sorted(cmd_defects.items()):
         print(f"COMMAND DEFECT x{v}: {k}\n  first input: {cmd.examples[k]!r}"[:600])
     scaled, misses, worst_cpu, worst_rss = scaling_campaign(a.scaling) if a.scaling else (0, [], 0.0, 0.0)

@@ -1,8 +1,8 @@
 """Robustness campaign, safety classes (nothing lost, every input answered): prints the figures per class.
 
-    python benchmarks/fuzz_safety_campaign.py                    # 500 cases per library class, 100 --out folders, 20 signals
+    python benchmarks/fuzz_safety_campaign.py         # 500 cases per library class, 100 --out folders, 20 signals
     python benchmarks/fuzz_safety_campaign.py --cases 5000 --folders 400 --signals 200
-    python benchmarks/fuzz_campaign.py --safety 5000             # the same, after the other classes
+    python benchmarks/fuzz_campaign.py --safety 5000  # the same, after the other classes
 
 Classes (tests/fuzz_safety.py): every calibration field (imported AIConfigurator files and the probe's:
 decode_mla, surfaces, step parts), JSON duplicate keys (config.json, calibration), special files (FIFO,

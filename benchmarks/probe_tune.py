@@ -36,8 +36,6 @@ def main() -> int:
     props = torch.cuda.get_device_properties(0)
     sm = props.multi_processor_count
     flusher = L2Flusher(props.L2_cache_size)
-    BW = 4.8e12
-    MM = 790e12
     rows = []
 
     def record(kind, cfg, tune_desc, res, nbytes, flops, err):

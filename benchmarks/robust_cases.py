@@ -1,4 +1,5 @@
-"""Issue 9's heavy cases through the real CLI, one process each: exit code, wall time, peak RSS.
+"""The heavy inputs (huge trees, long outputs, large grids and logs) through the real CLI, one process each: exit
+code, wall time, peak RSS.
 
     python benchmarks/robust_cases.py
 
@@ -37,7 +38,8 @@ def laughs(levels: int) -> str:
 
 
 def aliased_children(levels: int) -> str:
-    text = "schema_version: 1\nmodel: llama-3-8b\ntree:\n  tokens: 1\n  children: &c0 [{tokens: 1, samples: 1, output_tokens: 1}]\n"
+    text = ("schema_version: 1\nmodel: llama-3-8b\ntree:\n  tokens: 1\n"
+            "  children: &c0 [{tokens: 1, samples: 1, output_tokens: 1}]\n")
     return text + "".join(f"x{i}: &c{i} [" + ", ".join(["{tokens: 1, children: *c%d}" % (i - 1)] * 9) + "]\n"
                           for i in range(1, levels + 1))
 
@@ -47,7 +49,8 @@ CASES = {
                                                         "hardware: h200\nprefix_caching: false\n")),
     "tokens x copies x samples overflow": (["estimate", "{w}"], workload(
         "{tokens: 1000000, copies: 10000000, samples: 1000000, output_tokens: 2}")),
-    "output_tokens 1e7": (["estimate", "{w}"], workload("{tokens: 4096, copies: 2, samples: 64, output_tokens: 10000000}")),
+    "output_tokens 1e7": (["estimate", "{w}"],
+                          workload("{tokens: 4096, copies: 2, samples: 64, output_tokens: 10000000}")),
     "output_tokens 1e8": (["estimate", "{w}"], workload("{tokens: 4096, samples: 64, output_tokens: 100000000}")),
     "output_tokens 1e7, report": (["report", "{w}", "--out", "{d}/rep", "--no-plots"],
                                   workload("{tokens: 4096, copies: 2, samples: 64, output_tokens: 10000000}")),
@@ -64,7 +67,8 @@ CASES = {
     "samples 1e9, check": (["check", "{w}", "--min-run-speedup", "1"], workload("{tokens: 4096, samples: 1000000000, "
                                                                                 "output_tokens: 100}")),
     "1e9 sequences (1000 x 1e6), check": (["check", "{w}", "--min-run-speedup", "1"],
-                                          workload("{tokens: 4096, copies: 1000, samples: 1000000, output_tokens: 100}")),
+                                          workload("{tokens: 4096, copies: 1000, samples: 1000000, "
+                                                   "output_tokens: 100}")),
     "1e9 sequences, report": (["report", "{w}", "--out", "{d}/rep9", "--no-plots"],
                               workload("{tokens: 4096, copies: 1000, samples: 1000000, output_tokens: 100}")),
     "breakeven 1:1e9:lin:1e9": (["breakeven", "--model", "llama-3-8b", "--prefix", "1:1e9:lin:1e9"], None),
@@ -90,7 +94,8 @@ def run_case(args: list[str], text: str | None, tmp: Path) -> tuple[int, float, 
     wall = time.perf_counter() - t0
     rss = next((int(line.split()[1]) for line in res.stderr.splitlines() if line.startswith("RSS_KIB")), 0) / 1024
     err = [line for line in res.stderr.splitlines() if line.strip() and not line.startswith("RSS_KIB")]
-    return res.returncode, wall, rss, (err[0] if err else res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "")
+    return res.returncode, wall, rss, (err[0] if err
+                                       else res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "")
 
 
 def main() -> int:

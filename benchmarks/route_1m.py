@@ -1,4 +1,4 @@
-"""Benchmark: the routing simulation over 10^6 requests (issue 12 target: under 10 s, all four
+"""Benchmark: the routing simulation over 10^6 requests (target: under 10 s for all four
 policies). Prints the time per policy and in total; asserts nothing.
 
     python benchmarks/route_1m.py [--requests 1000000] [--replicas 8] [--samples 16]

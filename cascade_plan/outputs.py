@@ -151,7 +151,7 @@ def clean_stale_temps(folder: Path, name: str | None = None, ours: bool = False)
     when given): their writer's process is gone (or a zombie) and they are not locked, or (older
     versions, no pid) they are old. `ours`: the caller holds the lock for `name`, so every temporary
     of that name is a dead run's."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(Path(folder).iterdir())
     except OSError:

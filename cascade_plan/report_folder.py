@@ -121,8 +121,8 @@ class FolderLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
-                raise InputError(f"{option}: another cascade-plan report is writing into {shown} right now; wait for it "
-                                 "to finish, or give another folder") from None
+                raise InputError(f"{option}: another cascade-plan report is writing into {shown} right now; wait "
+                                 "for it to finish, or give another folder") from None
             try:
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -181,12 +181,14 @@ class ReportFolder:
 
     def _check_ours(self) -> None:
         if self.abs.is_symlink():
-            raise InputError(f"{self.option}: {self.out} is a symbolic link; give the folder it points to, or a new one")
+            raise InputError(f"{self.option}: {self.out} is a symbolic link; give the folder it points to, or a "
+                             "new one")
         if self.abs.exists():
             foreign = _foreign_file(self.abs)
             if foreign is not None:
-                raise InputError(f"{self.option}: {self.out} is not a cascade-plan report folder: it holds {foreign}, which "
-                                 "this tool did not write; a report replaces its folder whole, so give a new or empty "
+                raise InputError(f"{self.option}: {self.out} is not a cascade-plan report folder: it holds "
+                                 f"{foreign}, which this tool did not write; a report replaces its folder whole, so "
+                                 "give a new or empty "
                                  "folder (nothing was changed)")
 
     def __enter__(self) -> Path:

@@ -156,7 +156,8 @@ class FlashInferMla:
 
         def wrapper(qo, table, length):
             ip, ix, ln = _csr(table, length, c.page_size)
-            cls = getattr(flashinfer, "BatchMLAPagedAttentionWrapper", None) or flashinfer.mla.BatchMLAPagedAttentionWrapper
+            cls = (getattr(flashinfer, "BatchMLAPagedAttentionWrapper", None)
+                   or flashinfer.mla.BatchMLAPagedAttentionWrapper)
             w = cls(self.ws, use_cuda_graph=True, qo_indptr=qo,
                                                              kv_indptr=ip, kv_indices=ix, kv_len_arr=ln)
             w.plan(qo, ip, ix, ln, c.num_heads, c.kv_lora_rank, c.qk_rope_head_dim, c.page_size, False, d.sm_scale,
@@ -224,7 +225,8 @@ def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02,
             try:
                 fm = FlashInferMla(d, mode)
                 out = fm().float()[torch.tensor(check, device=out_device(fm))]
-                err = max(float((out[j] - ref[j]).norm(dim=-1).div(ref[j].norm(dim=-1)).max()) for j in range(len(check)))
+                err = max(float((out[j] - ref[j]).norm(dim=-1).div(ref[j].norm(dim=-1)).max())
+                          for j in range(len(check)))
                 if not err <= 1e-2:
                     skipped.append({"config": c.as_dict(), "kernel": kernel, "reason": f"correctness: {err:.3g}"})
                     continue
@@ -235,7 +237,8 @@ def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02,
                                  **mla_cost(c, k), **res, "max_rel_err": err if k == kernel else None,
                                  "fi_kernel": fm.backend_name()})
             except Exception as exc:
-                skipped.append({"config": c.as_dict(), "kernel": kernel, "reason": f"{type(exc).__name__}: {exc}"[:300]})
+                skipped.append({"config": c.as_dict(), "kernel": kernel,
+                                "reason": f"{type(exc).__name__}: {exc}"[:300]})
                 torch.cuda.synchronize()
         del d
         torch.cuda.empty_cache()

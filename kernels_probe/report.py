@@ -1,4 +1,5 @@
-"""The issue's target figures from a calibration document (pure Python), and a rich summary table."""
+"""The probe's target figures (docs/probe.md, "Targets") from a calibration document (pure Python), and a rich
+summary table."""
 
 from __future__ import annotations
 
@@ -58,7 +59,8 @@ def target_figures(doc: dict) -> dict:
             if d["config"] == m["config"]:
                 gains.setdefault(key, []).append((d["median_s"] / m["median_s"], m["bytes"] / m["median_s"],
                                                   m["config"]))
-    out["decode_shared_gain"] = {k: {"max_gain": max(g[0] for g in v), "median_gain": statistics.median(g[0] for g in v),
+    out["decode_shared_gain"] = {k: {"max_gain": max(g[0] for g in v),
+                                     "median_gain": statistics.median(g[0] for g in v),
                                      "max_effective_bytes_per_s": max(g[1] for g in v)} for k, v in gains.items()}
 
     # 2. cascade prefix pass
@@ -132,7 +134,8 @@ def summary_table(doc: dict):
     for k, v in f["cascade_total"].items():
         named = v["named_ratio_to_floor"]
         t.add_row(f"cascade_total {k}", f"median {v['median_ratio_to_floor']:.2f}x floor, worst "
-                                        f"{v['worst_ratio_to_floor']:.2f}x, {100 * v['share_within_1.5x']:.0f}% <=1.5x, "
+                                        f"{v['worst_ratio_to_floor']:.2f}x, "
+                                        f"{100 * v['share_within_1.5x']:.0f}% <=1.5x, "
                                         f"B256P4096S128 {'-' if named is None else f'{named:.2f}x'}")
     t.add_row("max rel err", f"{f['max_rel_err']}")
     t.add_row("correctness failures", str(len(f["correctness_failures"])))
@@ -161,7 +164,8 @@ def step_figures(doc: dict) -> list[tuple[str, str]]:
             out.append((f"glue {v} M={m}", f"{lay[m] * 1e6:.1f} us/layer + {stp[m] * 1e6:.1f} us/step"))
     for r in ops:
         if r["op"] == "allreduce" and r["config"]["bytes"] in (1 << 13, 1 << 20, 1 << 26):
-            out.append((f"all-reduce {r['config']['gpus']} GPUs {r['config']['bytes']} B", f"{r['median_s'] * 1e6:.1f} us"))
+            out.append((f"all-reduce {r['config']['gpus']} GPUs {r['config']['bytes']} B",
+                        f"{r['median_s'] * 1e6:.1f} us"))
     for r in steps:
         if r["position"] == "first" and r["workload"] == "rl-rollouts-64":
             out.append((f"step {r['workload']} first TP{r['tp']} {r['backend']} {r['mode']}",

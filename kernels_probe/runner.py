@@ -321,7 +321,8 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 timings["flashinfer_build_wait_s"] = time.perf_counter() - t0
                 if not fi_build.get("ok"):
                     for c in pass_cfgs:
-                        ctx.skip(c, "flashinfer", "*", "FlashInfer build failed: " + "; ".join(fi_build.get("errors", [])))
+                        ctx.skip(c, "flashinfer", "*",
+                                 "FlashInfer build failed: " + "; ".join(fi_build.get("errors", [])))
                     progress.advance(task, len(pass_cfgs))
                     continue
             for i, cfg in enumerate(pass_cfgs):

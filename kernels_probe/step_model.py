@@ -1,6 +1,6 @@
 """A whole model-shaped decode step on one GPU (or one tensor-parallel rank): random bf16 (or fp8 e4m3)
-weights of a dense GQA preset or held-out config, the probe's paged KV cache (one cache per layer, prefix pages shared through the
-block table), the engine's glue, and a choice of attention kernels per mode:
+weights of a dense GQA preset or held-out config, the probe's paged KV cache (one cache per layer, prefix
+pages shared through the block table), the engine's glue, and a choice of attention kernels per mode:
 
 * per-sequence: FlashInfer's batch decode (tensor cores) or the probe's Triton paged decode, both over
   the shared prefix pages (prefix caching, as engines run it);

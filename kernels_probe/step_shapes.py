@@ -25,7 +25,7 @@ ALLREDUCE_BYTES_DENSE = tuple(sorted({1 << k for k in (13, 14, 15)}
 for _b in ALLREDUCE_BYTES_DENSE:   # 1.5x points: 3 << k counted as 1.5 x 2^(k+1); all bf16-sized
     assert _b % 2 == 0
 
-# Tensor-parallel whole steps at every GPU count a host has (issue 21): a Llama-3-70B-shaped GRPO step
+# Tensor-parallel whole steps at every GPU count a host has: a Llama-3-70B-shaped GRPO step
 # (4 prompts of 4,096 tokens x 16 samples, 512 output tokens) at TP = the GPU count, first/middle/final.
 TP_STEP_WORKLOADS = (("grpo-70b", "llama-3-70b", 4096, 16, 4, 0, 512),)
 MULTI_GPU_COUNTS = (2, 4, 8)

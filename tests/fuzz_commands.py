@@ -1,4 +1,4 @@
-"""Generated command lines for the commands issue 9's first fuzz did not reach: route, rl,
+"""Generated command lines for the commands the first fuzz (tests/fuzz_support.py) did not reach: route, rl,
 simulate-log, analyze (with generated and corrupted logs), import-aic, workloads, schema and probe's
 arguments (CPU side). tests/test_fuzz.py runs a bounded profile; benchmarks/fuzz_campaign.py
 (--commands N) a long one.
@@ -46,7 +46,8 @@ def _options(table: dict[str, list[str]], max_size: int = 4):
         lambda pairs: [x for pair in pairs for x in pair])
 
 
-SCENARIO = st.sampled_from([["--model", "llama-3-8b"], ["--model", "llama-3-8b", "--hardware", "b200"], ["--model", "llama-3-8b"], ["--model", "llama-3-8b", "--hardware", "h200"],
+SCENARIO = st.sampled_from([["--model", "llama-3-8b"], ["--model", "llama-3-8b", "--hardware", "b200"],
+                            ["--model", "llama-3-8b"], ["--model", "llama-3-8b", "--hardware", "h200"],
                             ["--model", "qwen2.5-7b", "--uncalibrated"], ["--model", "mixtral-8x7b", "--ideal"],
                             ["--workload", str(ROOT / "workloads" / "rl-rollouts-64.yaml")], [],
                             ["--model", "nonexistent-model"], ["--model", "llama-3-8b", "--tp", "3"]])
@@ -63,7 +64,8 @@ RL = {"--prompts": ["1", "8", "64"], "--samples": ["1", "16", "256"], "--prompt-
       "--seed": ["0", "7"]}
 PROBE = {"--page-size": ["1", "16", "4096", "4097"], "--time-budget": ["1", "60", "1e12"],
          "--backend": ["triton", "torch", "flashinfer", "flashinfer-fa2", "bogus"]}
-ANALYZE = {"--memory-limit": ["1GB", "500MB", "2GiB", "1.5 GB", "garbage", "0"], "--threads": ["1", "2", "1024", "1025"],
+ANALYZE = {"--memory-limit": ["1GB", "500MB", "2GiB", "1.5 GB", "garbage", "0"],
+           "--threads": ["1", "2", "1024", "1025"],
            "--show-bad": ["0", "1", "10", "1000000"], "--engine": ["duckdb", "spark", "nope"]}
 
 
@@ -104,7 +106,8 @@ _num = st.one_of(st.integers(0, 5000), st.integers(0, 5000), st.sampled_from([0,
 
 def compact_records():
     return st.fixed_dictionaries(
-        {"ts": st.one_of(st.floats(0, 1e6), st.sampled_from([1e999, -1e999, 1e16])), "replica": st.sampled_from(["a", "b", 0]),
+        {"ts": st.one_of(st.floats(0, 1e6), st.sampled_from([1e999, -1e999, 1e16])),
+         "replica": st.sampled_from(["a", "b", 0]),
          "batch": _num, "prefix": _num, "siblings": _num, "private": _num}, optional={"groups": _num, "step": _num})
 
 

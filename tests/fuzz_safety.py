@@ -213,7 +213,8 @@ CAPS = {"workload": 1 << 20, "config": 1 << 20, "hardware": 64 << 10, "calibrati
 
 
 def _special(kind: str, role: str, folder: Path) -> Path:
-    suffix = {"workload": ".yaml", "config": ".json", "hardware": ".yaml", "calibration": ".json", "log": ".jsonl"}[role]
+    suffix = {"workload": ".yaml", "config": ".json", "hardware": ".yaml", "calibration": ".json",
+              "log": ".jsonl"}[role]
     path = folder / f"special{suffix}"
     if kind == "fifo":
         os.mkfifo(path)
@@ -354,7 +355,8 @@ def out_folders(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
         out = case / "x"
         shape = rng.choice(["user", "user", "forged marker", "earlier report", "earlier report + user file", "empty"])
         if shape.startswith("earlier report"):
-            first = runner.invoke(app, ["report", "beam-search", "--out", str(out), "--no-plots", "--compare-hardware", ""])
+            first = runner.invoke(app, ["report", "beam-search", "--out", str(out), "--no-plots",
+                                        "--compare-hardware", ""])
             assert first.exit_code == 0, first.output
         out.mkdir(parents=True, exist_ok=True)
         user = []
@@ -371,7 +373,8 @@ def out_folders(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
         expect_refusal = bool(user) or shape == "forged marker"
         before = _snapshot(out)
         beside = sorted(p.name for p in case.iterdir())
-        res = runner.invoke(app, ["report", "rl-rollouts-64", "--out", str(out), "--no-plots", "--compare-hardware", ""])
+        res = runner.invoke(app, ["report", "rl-rollouts-64", "--out", str(out), "--no-plots",
+                                  "--compare-hardware", ""])
         outcome = _cli_outcome(res, {2} if expect_refusal else {0})
         after = _snapshot(out)
         if expect_refusal and after != before:

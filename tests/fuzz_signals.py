@@ -14,7 +14,6 @@ from pathlib import Path
 import fuzz_support as fz
 from fuzz_safety import ROOT, TEMP, is_defect
 
-
 # ---- signals at random times -------------------------------------------------------------------------------
 
 def signal_commands(folder: Path) -> list[list[str]]:
@@ -22,7 +21,8 @@ def signal_commands(folder: Path) -> list[list[str]]:
     return [["estimate", "rl-rollouts-64"], ["report", "rl-rollouts-64", "--out", str(folder / "rep"), "--no-plots"],
             ["report", "rl-rollouts-64", "--out", str(folder / "rep"), "-j", "2", "--compare-hardware", "h100,h200"],
             ["simulate-log", "rl-rollouts-64", "--out", str(folder / "sim.jsonl")],
-            ["analyze", str(log), "--model", "llama-3-8b", "--hardware", "h200", "--workload-out", str(folder / "s.yaml")],
+            ["analyze", str(log), "--model", "llama-3-8b", "--hardware", "h200",
+             "--workload-out", str(folder / "s.yaml")],
             ["breakeven", "rl-rollouts-64", "--json"],
             ["plot", "rl-rollouts-64", "--out", str(folder / "plots"), "--compare-hardware", "h100"],
             ["calibrate", str(ROOT / "calibrations" / "h200-probe-2026-12-01.json"), "--out", str(folder / "cal.json")],
@@ -46,7 +46,8 @@ def signals(n: int, tmp: Path, seed: int = 0, max_delay_s: float = 3.0) -> fz.Ta
         folder.mkdir()
         if log_src is None:
             log_src = tmp / "shared-log.jsonl"
-            subprocess.run([sys.executable, "-m", "cascade_plan", "simulate-log", "rl-rollouts-64", "--out", str(log_src)],
+            subprocess.run([sys.executable, "-m", "cascade_plan", "simulate-log", "rl-rollouts-64",
+                            "--out", str(log_src)],
                            env=env, check=True, capture_output=True)
         os.link(log_src, folder / "in.jsonl")
         argv = rng.choice(signal_commands(folder))
@@ -94,7 +95,8 @@ def signals(n: int, tmp: Path, seed: int = 0, max_delay_s: float = 3.0) -> fz.Ta
             left = _temps(folder)
             ok = {0, 1} if argv[0] == "check" else {0}      # check: 1 is a failed check, an answer
             outcome = ("killed, then answered" if res.returncode in ok and not left else
-                       f"temp file left: {left}" if left else f"wrong exit {res.returncode}: {res.stderr.strip()[:160]}")
+                       f"temp file left: {left}" if left
+                       else f"wrong exit {res.returncode}: {res.stderr.strip()[:160]}")
         tally.add(outcome if is_defect(outcome) else outcome.split(":")[0], what, 0)
         __import__("shutil").rmtree(folder, ignore_errors=True)
     return tally

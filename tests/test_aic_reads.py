@@ -173,7 +173,8 @@ def test_gemms_are_read_per_shape(tmp_path):
         assert float(gemm_time_s(eff, 256, n, k, 2.0, HBM, FLOP, shapes)) == pytest.approx(want, rel=1e-3)
     # the ratio table alone gives both the same ratio, a blur of 1.5 and 1.95 (their cell's median, 1.725,
     # interpolated in log2 weight bytes towards the 1.5 of the next smaller cell)
-    both = [float(gemm_time_s(eff, 256, n, k, 2.0, HBM, FLOP)) / _roof(256, n, k) for n, k in ((4096, 14336), (14336, 4096))]
+    both = [float(gemm_time_s(eff, 256, n, k, 2.0, HBM, FLOP)) / _roof(256, n, k)
+            for n, k in ((4096, 14336), (14336, 4096))]
     assert both[0] == pytest.approx(both[1]) and 1.6 < both[0] < 1.8
 
 
@@ -216,4 +217,5 @@ def test_aic_check_runs_aiconfigurators_own_estimate_beside_the_planner():
     # inside its decode grid the planner interpolates its rows: 0.25% median here (the fit alone: 0.99%)
     assert s["attention"]["median_abs"] <= 0.005
     for r in doc["rows"]:
-        assert r["aic_s"]["step"] == pytest.approx(sum(r["aic_s"][t] for t in ("attention", "gemm", "glue", "allreduce")))
+        assert r["aic_s"]["step"] == pytest.approx(sum(r["aic_s"][t]
+                                                       for t in ("attention", "gemm", "glue", "allreduce")))

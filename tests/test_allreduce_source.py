@@ -1,4 +1,4 @@
-"""All-reduce: measured data over extrapolated (issue 8). The H200 probe measured NCCL on 2 GPUs and
+"""All-reduce: measured data over extrapolated. The H200 probe measured NCCL on 2 GPUs and
 modelled 4 and 8; AIConfigurator's H200 tables measured vLLM's custom all-reduce on 4 and 8, so those
 counts come from there, labelled with origin and algorithm; 2 GPUs keep the probe's NCCL figure."""
 
@@ -48,7 +48,8 @@ def test_no_aic_file_for_the_gpu_keeps_the_extrapolation():
 
 
 def test_algorithm_is_named_for_every_source_and_survives_json():
-    assert infer_algorithm("aic", "x/comm/sglang/0.5/custom_allreduce_perf.parquet") == "SGLang custom all-reduce (not NCCL)"
+    assert (infer_algorithm("aic", "x/comm/sglang/0.5/custom_allreduce_perf.parquet")
+            == "SGLang custom all-reduce (not NCCL)")
     assert infer_algorithm("aic", "x/comm/nccl/2.21/nccl_perf.parquet (NCCL all_reduce, half)") == "NCCL"
     assert infer_algorithm("extrapolated", "from the measured 2-GPU fit") == "NCCL (modelled)"
     step = params_from_probe(find_committed(H200, "probe"), None, "bf16", H200, load_preset("llama-3-8b")).step

@@ -6,7 +6,8 @@ import gzip
 import msgspec
 import pytest
 import yaml
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cascade_plan.inputs.workload import TreeNode
 from cascade_plan.logs import simulate

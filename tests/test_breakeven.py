@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.cost.breakeven import breakeven_group_size, breakeven_prefix_tokens, sweep
 from cascade_plan.cli.app import app
+from cascade_plan.cost.breakeven import breakeven_group_size, breakeven_prefix_tokens, sweep
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.grid_spec import parse_axis

@@ -1,4 +1,4 @@
-"""Breakeven tables against their own grid on non-monotone (calibrated) surfaces: the issue's two
+"""Breakeven tables against their own grid on non-monotone (calibrated) surfaces: the two reported
 reproducers, the span search on a hand-made surface, and a property over random calibrated sweeps."""
 
 import dataclasses
@@ -56,7 +56,7 @@ def _agrees(doc):
 
 
 def test_codellama_gb200_group_table_agrees_with_the_prefix_table():
-    """The issue: group 128 wins from 1,009 tokens, yet the group table said 'never' at prefix 1,024."""
+    """Reported: group 128 wins from 1,009 tokens, yet the group table said 'never' at prefix 1,024."""
     doc = _json(["--model", "codellama-13b", "--hardware", "gb200", "--suffix", "1024"])
     assert _agrees(doc) == []
     at_1024 = next(b for b in doc["breakeven_group_size"] if b["prefix_tokens"] == 1024)
@@ -68,7 +68,7 @@ def test_codellama_gb200_group_table_agrees_with_the_prefix_table():
 
 
 def test_llama70b_int8_flashinfer_group_table_agrees_with_the_prefix_table():
-    """The issue: 'never' at prefix 2,048 in one table, 2,012 tokens at group 16 in the other."""
+    """Reported: 'never' at prefix 2,048 in one table, 2,012 tokens at group 16 in the other."""
     doc = _json(["--model", "llama-3-70b", "--hardware", "h200", "--tp", "4", "--kv-dtype", "int8",
                  "--backend", "flashinfer-fa2", "--groups", "64", "--suffix", "1024"])
     assert _agrees(doc) == []

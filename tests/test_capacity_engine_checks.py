@@ -7,11 +7,11 @@ import xml.etree.ElementTree as ET
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.cost.capacity import capacity, preemption_warnings
 from cascade_plan.cli.app import app
+from cascade_plan.cost.capacity import capacity, preemption_warnings
 from cascade_plan.cost.cost_params import DEFAULT
-from cascade_plan.engine.engine_gate import common_prefix_of_all, engine_view
 from cascade_plan.cost.estimate import estimate
+from cascade_plan.engine.engine_gate import common_prefix_of_all, engine_view
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.inputs.workload import Scenario, TreeNode, load_scenario, simple_tree
@@ -83,12 +83,14 @@ def test_check_pass_and_fail_exit_codes(root, tmp_path):
     wl = root / "workloads/rl-rollouts-64.yaml"
     # default efficiencies: the thresholds below were set against them (h100-sxm is calibrated from AIConfigurator)
     ok = runner.invoke(app, ["check", str(wl), "--uncalibrated", "--min-run-speedup", "2", "--min-sequences-fit", "128",
-                             "--cascade-chosen", "--junit", str(tmp_path / "j.xml"), "--markdown", str(tmp_path / "s.md")])
+                             "--cascade-chosen", "--junit", str(tmp_path / "j.xml"),
+                             "--markdown", str(tmp_path / "s.md")])
     assert ok.exit_code == 0, ok.output
     assert "PASS  rl-rollouts-64  min_run_speedup: 3.01x >= 2.00x" in ok.stdout
     suites = ET.parse(tmp_path / "j.xml").getroot()
     assert suites.get("tests") == "5" and suites.get("failures") == "0"     # 3 options + 2 from its `checks:`
-    assert "| rl-rollouts-64 | `min_sequences_fit` | ✅ pass | 429 sequences >= 128 |" in (tmp_path / "s.md").read_text()
+    assert ("| rl-rollouts-64 | `min_sequences_fit` | ✅ pass | 429 sequences >= 128 |"
+            in (tmp_path / "s.md").read_text())
 
     bad = runner.invoke(app, ["check", str(wl), "--uncalibrated", "--min-run-speedup", "5", "--max-step-s", "0.001",
                               "--vllm-uses-cascade", "--junit", str(tmp_path / "f.xml")])
@@ -115,7 +117,8 @@ def test_check_reads_the_workload_checks_section(tmp_path, root):
     doc = json.loads(res.stdout)
     assert doc["passed"] and [c["name"] for c in doc["workloads"]["w"]] == ["min_run_speedup", "max_step_s",
                                                                              "min_sequences_fit"]
-    assert runner.invoke(app, ["check", str(wl), "--uncalibrated", "--min-sequences-fit", "1000"]).exit_code == 1   # options win
+    # options win
+    assert runner.invoke(app, ["check", str(wl), "--uncalibrated", "--min-sequences-fit", "1000"]).exit_code == 1
 
 
 def test_check_bad_input_exit_2_and_writes_nothing(tmp_path, root):
@@ -141,4 +144,5 @@ def test_compare_rows(root):
     assert rows[1]["kv_bytes_per_token"] == 65536
     csv = runner.invoke(app, ["compare", str(root / "workloads/rl-rollouts-64.yaml"), "--hardware", "h200", "--csv"])
     assert csv.stdout.startswith("hardware,kv_dtype,")
-    assert runner.invoke(app, ["compare", str(root / "workloads/rl-rollouts-64.yaml"), "--kv-dtype", "fp9"]).exit_code == 2
+    assert runner.invoke(app, ["compare", str(root / "workloads/rl-rollouts-64.yaml"),
+                               "--kv-dtype", "fp9"]).exit_code == 2

@@ -21,7 +21,8 @@ def test_estimate_table_has_every_section(root):
     res = run("estimate", root / "workloads/rl-rollouts-64.yaml", "--uncalibrated")
     assert res.exit_code == 0, res.output
     for text in ("KV bytes per token", "131,072 B = 128 KiB", "weights read per step", "first (k=1)",
-                 "middle (k=512)", "final (k=1024)", "Whole run", "Average speedup", "Marginal (uncalibrated", "within the error of these numbers", "uncalibrated"):
+                 "middle (k=512)", "final (k=1024)", "Whole run", "Average speedup", "Marginal (uncalibrated",
+                 "within the error of these numbers", "uncalibrated"):
         assert text in res.stdout, text
 
 
@@ -112,7 +113,8 @@ BAD = {
     "unknown key": (SEED.replace("copies: 2", "copies: 2\n      colour: red"), ":7: tree.colour: unknown field"),
     "wrong type": (SEED.replace("samples: 64", "samples: many"), ":7: tree.samples: Expected `int | null`, got `str`"),
     "negative length": (SEED.replace("tokens: 4096", "tokens: -5"), ":5: tree.tokens: Expected `int` >= 0"),
-    "zero output": (SEED.replace("output_tokens: 1024", "output_tokens: 0"), ":8: tree.output_tokens: Expected `int` >= 1"),
+    "zero output": (SEED.replace("output_tokens: 1024", "output_tokens: 0"),
+                    ":8: tree.output_tokens: Expected `int` >= 1"),
     "unknown preset": (SEED.replace("llama-3-8b", "llama-9b"), ":2: model: unknown model 'llama-9b'"),
     "unknown hardware": (SEED.replace("h100-sxm", "h900"), ":3: hardware: unknown hardware 'h900'"),
     "yaml syntax": (SEED.replace("copies: 2", "copies: [2"), "YAML syntax error"),

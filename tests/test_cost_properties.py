@@ -8,10 +8,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from cascade_plan.cost.cost_model import gpu_shape
-from cascade_plan.cost.run_load import tree_step_costs
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, with_overheads_scaled
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.cost.flat_tree import flatten
+from cascade_plan.cost.run_load import tree_step_costs
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.inputs.workload import Scenario, TreeNode, simple_tree
@@ -31,7 +31,8 @@ def costs(scn, params):
 
 
 leaves = st.builds(lambda t, c, s, o, p: TreeNode(tokens=t, copies=c, samples=s, output_tokens=o, private_tokens=p),
-                   st.integers(0, 5000), st.integers(1, 4), st.integers(1, 64), st.integers(1, 300), st.integers(0, 200))
+                   st.integers(0, 5000), st.integers(1, 4), st.integers(1, 64), st.integers(1, 300),
+                   st.integers(0, 200))
 trees = st.recursive(leaves, lambda kids: st.builds(
     lambda t, c, ch: TreeNode(tokens=t, copies=c, children=ch), st.integers(0, 20000), st.integers(1, 3),
     st.lists(kids, min_size=1, max_size=3)), max_leaves=5)
@@ -63,7 +64,8 @@ def test_step_time_is_at_least_each_roofline_term(tree, model, hw, overhead, ide
     bw, peak = g.hbm_bytes_per_s, g.attn_flop_per_s
     tol = 1 + 1e-12
     for step, terms in (
-        (c.ps_step_s, [c.weight_s, c.ps_hbm_bytes / (bw * params.decode.bw_eff), c.ps_flops / (peak * params.decode.flop_eff)]),
+        (c.ps_step_s, [c.weight_s, c.ps_hbm_bytes / (bw * params.decode.bw_eff),
+                       c.ps_flops / (peak * params.decode.flop_eff)]),
         (c.cas_step_s, [c.weight_s, c.cas_prefix_bytes / (bw * params.prefix.bw_eff),
                         c.cas_prefix_flops / (peak * params.prefix.flop_eff),
                         c.cas_suffix_bytes / (bw * params.suffix.bw_eff), c.cas_merge_s]),
@@ -122,7 +124,8 @@ def test_fixed_overheads_make_cascade_lose_on_a_short_prefix():
 
 
 def test_sequences_finish_at_their_output_length():
-    tree = TreeNode(tokens=1000, children=[TreeNode(samples=4, output_tokens=10), TreeNode(samples=2, output_tokens=30)])
+    tree = TreeNode(tokens=1000, children=[TreeNode(samples=4, output_tokens=10),
+                                           TreeNode(samples=2, output_tokens=30)])
     c, _ = costs(scenario("llama-3-8b", "h100-sxm", tree), IDEAL)
     assert c.steps.size == 30
     assert list(c.active_seqs[[0, 9, 10, 29]]) == [6, 6, 2, 2]

@@ -1,4 +1,4 @@
-"""Workloads beyond the calibration's measured grid (issue 10, item 3): context length, batch and one
+"""Workloads beyond the calibration's measured grid: context length, batch and one
 layer's shared prefix are checked against what the probe (or an AIConfigurator import) measured, and a
 workload beyond them gets a range or no verdict instead of a confident one."""
 
@@ -18,7 +18,8 @@ MiB = 2**20
 
 def _estimate(hardware: str, prefix: int, groups: int, samples: int, output: int) -> dict:
     r = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", hardware, "--prefix", str(prefix),
-                            "--groups", str(groups), "--samples", str(samples), "--output-tokens", str(output), "--json"])
+                            "--groups", str(groups), "--samples", str(samples), "--output-tokens", str(output),
+                            "--json"])
     assert r.exit_code == 0, r.output
     return json.loads(r.output)
 
@@ -32,7 +33,8 @@ def test_the_probes_grid_by_hand():
     assert g["cascade"]["layer_prefix_bytes"] == 16_384 * 2 * 40 * 128 * 2 == 320 * MiB
     one = {"prefix_tokens": 100, "suffix_tokens": 7, "group_size": 3, "n_groups": 2, "num_kv_heads": 8,
            "head_dim": 128, "kv_dtype": "fp8"}
-    assert grid_of_configs([one]) == {"context_tokens": 107, "sequences": 6, "layer_prefix_bytes": 2 * 100 * 2 * 8 * 128}
+    assert grid_of_configs([one]) == {"context_tokens": 107, "sequences": 6,
+                                      "layer_prefix_bytes": 2 * 100 * 2 * 8 * 128}
 
 
 def test_an_imported_file_carries_its_own_decode_grid_and_the_probes_cascade_grid():
@@ -66,7 +68,7 @@ def test_long_context_declines_to_judge_on_probe_and_imported_numbers():
 
 
 def test_ten_million_output_tokens_are_flagged_even_where_nothing_fits():
-    d = _estimate("h200", 4096, 2, 64, 10_000_000)          # the issue's 0.23x
+    d = _estimate("h200", 4096, 2, 64, 10_000_000)          # the 0.23x once reported here
     assert d["go_no_go"]["level"] == "does-not-fit"
     assert "contexts up to 10,004,096 tokens" in d["coverage"][0] and "GiB of KV per layer" in d["coverage"][0]
     text = runner.invoke(app, ["estimate", "--model", "llama-3-8b", "--hardware", "h200", "--prefix", "4096",

@@ -2,11 +2,11 @@
 
 import pytest
 
-from cascade_plan.cost.estimate import estimate
 from cascade_plan.cost.cost_params import DEFAULT
+from cascade_plan.cost.estimate import estimate
 from cascade_plan.inputs.hardware import NUMBER_FIELDS, builtin_hardware_ids, load_hardware
-from cascade_plan.resources import data_dir
 from cascade_plan.inputs.workload import load_scenario
+from cascade_plan.resources import data_dir
 
 WORKLOADS = sorted(data_dir("workloads").glob("*.yaml"))
 

@@ -1,7 +1,6 @@
 """Editor support: the committed workload JSON Schema is the one generated from the typed schema, it accepts
 every shipped workload and rejects what the loader rejects; shell completion answers."""
 
-import json
 import os
 import subprocess
 import sys

@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cascade_plan.cli.app import app  # noqa: E402
+
 import fuzz_support as fz  # noqa: E402
 
-from cascade_plan.cli.app import app  # noqa: E402
 
 def ci(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, database=None, derandomize=True,
@@ -70,7 +71,8 @@ def test_cli_exit_codes_and_one_line_errors(tmp_path_factory, doc, mutation, com
     path.write_bytes(fz.TEXT_MUTATIONS[mutation](fz.dump(doc)).encode("utf-8", "surrogatepass"))
     args = {"estimate": ["estimate", str(path), "--json"],
             "check": ["check", str(path), "--min-run-speedup", "1.1"],
-            "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log", "--json"]}[command] + what_if
+            "breakeven": ["breakeven", str(path), "--prefix", "64:8192:log", "--batch", "1:64:log",
+                          "--json"]}[command] + what_if
     res = CliRunner().invoke(app, args)
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert res.exit_code in ({0, 1, 2} if command == "check" else {0, 2}), res.output

@@ -26,7 +26,8 @@ def test_safety_class_finds_no_defect(tmp_path, name):
 
 def test_the_classifier_sees_defects():
     """A campaign that cannot fail is no campaign: each defect class is recognised."""
-    for outcome in ("traceback: TypeError", "bad input accepted", "user file lost or changed", "written outside --out: x",
+    for outcome in ("traceback: TypeError", "bad input accepted", "user file lost or changed",
+                    "written outside --out: x",
                     "temp file left: ['.a.1.x.tmp']", "hang", "unsafe slug: '..'", "wrong exit 1: x"):
         assert fs.is_defect(outcome), outcome
     for outcome in ("answered", "refused", "interrupted", "killed, then answered", "interpreter start-up"):

@@ -26,8 +26,10 @@ H200 = load_hardware("h200")
 
 
 def test_llama_3_8b_glue_bytes_by_hand():
-    # 2 add-RMSNorms (16 x 4096) + RoPE on 32 + 8 heads (4 x 40 x 128) + K/V append (8 x 8 x 128) + SiLU-and-mul (6 x 14336)
-    assert layer_bytes_per_token(LLAMA, 1) == 16 * 4096 + 4 * 40 * 128 + 8 * 8 * 128 + 6 * 14336 == LEGACY_LAYER_BYTES_PER_TOKEN
+    # 2 add-RMSNorms (16 x 4096) + RoPE on 32 + 8 heads (4 x 40 x 128) + K/V append (8 x 8 x 128)
+    # + SiLU-and-mul (6 x 14336)
+    assert (layer_bytes_per_token(LLAMA, 1) == 16 * 4096 + 4 * 40 * 128 + 8 * 8 * 128 + 6 * 14336
+            == LEGACY_LAYER_BYTES_PER_TOKEN)
     # embedding (4 x 4096) + final norm (8 x 4096) + argmax over 128256 bf16 logits
     assert step_bytes_per_token(LLAMA, 1) == 12 * 4096 + 2 * 128256 == LEGACY_STEP_BYTES_PER_TOKEN
     # TP 2: hidden stays whole, heads, MLP and vocab halve
@@ -53,7 +55,8 @@ def test_the_basis_predicts_the_measured_tp2_glue_that_was_never_fitted():
     lay = [r for r in rows if r["op"] == "glue_layer" and r["config"]["tp"] == 2 and r["config"]["variant"] == "fused"]
     m = np.array([r["config"]["m"] for r in lay], float)
     t = np.array([r["median_s"] for r in lay])
-    scaled = np.abs((g.per_layer_s + m * g.per_token_layer_s * layer_bytes_per_token(LLAMA, 2) / g.layer_bytes_per_token) / t - 1)
+    scaled = np.abs((g.per_layer_s
+                     + m * g.per_token_layer_s * layer_bytes_per_token(LLAMA, 2) / g.layer_bytes_per_token) / t - 1)
     unscaled = np.abs((g.per_layer_s + m * g.per_token_layer_s) / t - 1)
     assert np.median(scaled) < 0.10 and np.max(scaled) < np.max(unscaled) / 2     # 6% / 15% vs 19% / 38%
 

@@ -1,4 +1,4 @@
-"""The L2 parameters of per-sequence decode over shared pages mean what they say (issue 10, item 4):
+"""The L2 parameters of per-sequence decode over shared pages mean what they say:
 a window is fitted only where the data show hits falling, and the shipped H200 probe shows none."""
 
 import dataclasses

@@ -122,7 +122,8 @@ def test_compact_form_prices_like_estimate(root, tmp_path):
 def flat_copies(tmp_path, src):
     """The same per-sequence log as flat CSV/Parquet (one row per step and sequence), zstd JSONL."""
     con = duckdb.connect()
-    rows = (f"SELECT ts, replica, q.request AS request, q.\"group\" AS \"group\", q.shared AS shared, q.private AS private, "
+    rows = (f"SELECT ts, replica, q.request AS request, q.\"group\" AS \"group\", q.shared AS shared, "
+            f"q.private AS private, "
             f"array_to_string(q.levels, '/') AS levels FROM (SELECT ts, replica, unnest(seqs) AS q FROM "
             f"read_json('{src}', format='newline_delimited', columns={{ts: 'DOUBLE', replica: 'VARCHAR', "
             f"seqs: 'STRUCT(request VARCHAR, \"group\" VARCHAR, shared BIGINT, private BIGINT, levels BIGINT[])[]'}}))")
@@ -131,7 +132,8 @@ def flat_copies(tmp_path, src):
                        ("log.parquet", "FORMAT parquet")):
         con.execute(f"COPY ({rows}) TO '{tmp_path / name}' ({opts})")
         out[name] = tmp_path / name
-    con.execute(f"COPY (SELECT * FROM read_json('{src}', format='newline_delimited')) TO '{tmp_path / 'log.jsonl.zst'}' "
+    con.execute(f"COPY (SELECT * FROM read_json('{src}', format='newline_delimited')) "
+                f"TO '{tmp_path / 'log.jsonl.zst'}' "
                 "(FORMAT json, COMPRESSION zstd)")
     out["log.jsonl.zst"] = tmp_path / "log.jsonl.zst"
     gz = tmp_path / "log.jsonl.gz"
@@ -292,7 +294,8 @@ def test_compact_csv_and_parquet(tmp_path):
     (["analyze", "{tmp}/ok.jsonl", "--model", "llama-3-8b", "--workload", "{wl}"], "one of them"),
 ])
 def test_more_bad_input(root, tmp_path, args, text):
-    write_jsonl(tmp_path / "ok.jsonl", [{"ts": 1, "replica": "a", "batch": 4, "prefix": 10, "siblings": 2, "private": 1}])
+    write_jsonl(tmp_path / "ok.jsonl",
+                [{"ts": 1, "replica": "a", "batch": 4, "prefix": 10, "siblings": 2, "private": 1}])
     (tmp_path / "empty.jsonl").write_text("")
     res = run(*[a.format(tmp=tmp_path, wl=root / "workloads/rl-rollouts-64.yaml") for a in args])
     assert res.exit_code == 2, res.output
@@ -304,7 +307,6 @@ def test_more_bad_input(root, tmp_path, args, text):
 def test_common_prefix_and_vllm_gate_match_the_workload_view(root, tmp_path, name):
     """Every step of a simulated log holds the whole batch, so vLLM's view of each step is the
     workload's: the prefix shared by all, and the opted-in gate's decision."""
-    from cascade_plan.cost.estimate import estimate
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.engine.engine_gate import common_prefix_of_all, engine_view

@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_calibration import one_layer_model
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
@@ -19,7 +21,6 @@ from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_cost
 from cascade_plan.cost.ops.attention import FITTED, MEASURED, MeasuredAttention, MeasuredTable
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.workload import Scenario, simple_tree
-from test_calibration import one_layer_model
 
 runner = CliRunner()
 H200 = load_hardware("h200")
@@ -70,7 +71,8 @@ def test_between_rows_geometric_over_batch_and_linear_over_suffix(probe):
     assert params.measured.table("per_sequence", (4, 8, 128))(q)[0] == pytest.approx(math.sqrt(at64 * at256), rel=1e-12)
 
     fitted_only = dataclasses.replace(params, measured=None)
-    ratio = {k: t / float(one_layer(fitted_only, k[1], k[0], 1, k[2]).ps_attention_s) for k, t in FI_DECODE_SHARED.items()}
+    ratio = {k: t / float(one_layer(fitted_only, k[1], k[0], 1, k[2]).ps_attention_s)
+             for k, t in FI_DECODE_SHARED.items()}
     r64 = (ratio[(64, 4096, 128)] + ratio[(64, 4096, 1024)]) / 2
     r256 = (ratio[(256, 4096, 128)] + ratio[(256, 4096, 1024)]) / 2
     fit_q = float(one_layer(fitted_only, 4096, 128, 1, 576).ps_attention_s)
@@ -312,4 +314,5 @@ def test_attention_as_an_op(probe):
     ops = attention_ops(c)
     assert ops["per_sequence"].name == ops["cascade"].name == "attention"
     assert float(ops["per_sequence"].time_s) == FI_DECODE_SHARED[(64, 4096, 128)] and ops["cascade"].source == MEASURED
-    assert attention_ops(one_layer(dataclasses.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source == FITTED
+    assert (attention_ops(one_layer(dataclasses.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source
+            == FITTED)

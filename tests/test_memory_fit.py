@@ -1,5 +1,5 @@
 """Memory everywhere: a configuration whose weights or batch do not fit gets no go/no-go, says why and
-what would fit; sweeps and breakevens mark the points that do not fit (issue 10, item 2)."""
+what would fit; sweeps and breakevens mark the points that do not fit."""
 
 import dataclasses
 import json

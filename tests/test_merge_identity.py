@@ -10,8 +10,8 @@ def attn(q, k, v, scale):
     s = q @ k.T * scale
     m = s.max(-1, keepdims=True)
     e = np.exp(s - m)
-    l = e.sum(-1, keepdims=True)
-    return (e @ v) / l, (m + np.log(l))[..., 0]
+    total = e.sum(-1, keepdims=True)
+    return (e @ v) / total, (m + np.log(total))[..., 0]
 
 
 def merge(o1, l1, o2, l2):
@@ -29,8 +29,8 @@ def cascade_vs_reference(d, p, b, s, seed):
     o1, l1 = attn(q, kp, vp, scale)                       # one matrix-matrix pass for the whole batch
     o2, l2 = np.zeros((b, d)), np.zeros(b)
     for i in range(b):
-        o, l = attn(q[i:i + 1], ks[i], vs[i], scale)
-        o2[i], l2[i] = o[0], l[0]
+        o, lse = attn(q[i:i + 1], ks[i], vs[i], scale)
+        o2[i], l2[i] = o[0], lse[0]
     ref = np.stack([attn(q[i:i + 1], np.vstack([kp, ks[i]]), np.vstack([vp, vs[i]]), scale)[0][0] for i in range(b)])
     return np.abs(merge(o1, l1, o2, l2) - ref).max()
 
@@ -52,9 +52,9 @@ def test_merge_of_three_levels_equals_single_pass():
     parts = [(rng.standard_normal((n, d)), rng.standard_normal((n, d))) for n in (100, 37, 9)]
     q = rng.standard_normal((b, d))
     scale = 1 / np.sqrt(d)
-    o, l = attn(q, *parts[0], scale)
+    o, lse = attn(q, *parts[0], scale)
     for k, v in parts[1:]:
         o2, l2 = attn(q, k, v, scale)
-        o, l = merge(o, l, o2, l2), np.logaddexp(l, l2)
+        o, lse = merge(o, lse, o2, l2), np.logaddexp(lse, l2)
     ref, _ = attn(q, np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts]), scale)
     assert np.abs(o - ref).max() < 1e-12

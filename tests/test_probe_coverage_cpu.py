@@ -1,6 +1,6 @@
-"""Probe 1.2 on the CPU: the coverage grid spans what the issue names, held-out models come from
-config.json files, fp8 KV steps run through the Triton interpreter, the layer graph computes what the
-step computes, and merging runs keeps every row exactly once."""
+"""Probe 1.2 on the CPU: the coverage grid spans fp8 KV, query groups 1-16, batch 1-1024 and prefixes to 64K,
+held-out models come from config.json files, fp8 KV steps run through the Triton interpreter, the layer graph
+computes what the step computes, and merging runs keeps every row exactly once."""
 
 from __future__ import annotations
 

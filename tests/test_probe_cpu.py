@@ -98,8 +98,8 @@ def _doc(**over):
         device={k: None for k in calibration_file.DEVICE_KEYS} | {"name": "NVIDIA H200"},
         ceilings={"hbm_read_bytes_per_s": 4.5e12, "hbm_copy_bytes_per_s": 3.6e12, "bf16_matmul_flop_per_s": 7.9e14,
                   "graph_kernel_launch_s": 9e-7},
-        grid={"mode": "quick"}, measurements=[m], skipped=[{"config": cfg, "backend": "torch", "kernel": "decode_shared",
-                                                           "reason": "no block table"}])
+        grid={"mode": "quick"}, measurements=[m],
+        skipped=[{"config": cfg, "backend": "torch", "kernel": "decode_shared", "reason": "no block table"}])
     doc.update(over)
     return doc
 
@@ -137,7 +137,8 @@ def test_the_probe_checks_its_file_with_the_shared_format():
 
 
 @pytest.mark.parametrize("name,hid", [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
-                                      ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA GeForce RTX 4090", None), (None, None)])
+                                      ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA GeForce RTX 4090", None),
+                                      (None, None)])
 def test_hardware_id(name, hid):
     assert calibration_file.hardware_id_for(name) == hid
 
@@ -207,7 +208,8 @@ def test_target_figures_and_summary_from_committed_file():
 
 
 def test_package_import_is_light():
-    code = "import sys, kernels_probe, kernels_probe.environment, kernels_probe.grid, kernels_probe.calibration_file; " \
+    code = "import sys, kernels_probe, kernels_probe.environment, kernels_probe.grid, " \
+           "kernels_probe.calibration_file; " \
            "print(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -43,13 +43,15 @@ def test_torch_glue_by_hand():
     x = torch.tensor([[3.0, 4.0]])
     r = torch.zeros(1, 2)
     g.add_rmsnorm(x, r, torch.ones(2))
-    assert torch.allclose(r, torch.tensor([[3.0, 4.0]])) and torch.allclose(x, torch.tensor([[3.0, 4.0]]) / math.sqrt(12.5), atol=1e-4)
+    assert torch.allclose(r, torch.tensor([[3.0, 4.0]]))
+    assert torch.allclose(x, torch.tensor([[3.0, 4.0]]) / math.sqrt(12.5), atol=1e-4)
     q = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
     k = q.clone()
     g.rope(q, k, torch.tensor([1]), 4)   # NeoX: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), theta_0 = 1 rad
     assert torch.allclose(q, torch.tensor([[math.cos(1.0), 0.0, math.sin(1.0), 0.0]]), atol=1e-6)
     t = AppendTarget(torch.tensor([[5, 2], [7, 1]], dtype=torch.int32), torch.tensor([17, 3], dtype=torch.int32), 16)
-    assert t.slots.tolist() == [2 * 16 + 0, 7 * 16 + 2]       # position 16 -> page 2 slot 0; position 2 -> page 7 slot 2
+    # position 16 -> page 2 slot 0; position 2 -> page 7 slot 2
+    assert t.slots.tolist() == [2 * 16 + 0, 7 * 16 + 2]
     assert t.kv_indices.tolist() == [5, 2, 7] and t.kv_last_page_len.tolist() == [1, 3]
 
 

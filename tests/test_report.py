@@ -23,7 +23,8 @@ def test_report_has_every_section_and_its_images_exist(root, tmp_path):
     for s in SECTIONS:
         assert s in md, s
     assert "cascade-plan 0.1.0" in md and "calibrated from AIConfigurator" in md
-    assert "One token of KV costs 2 (K and V) x 32 layers x 8 KV heads per GPU x 128 x 2 bytes = **131,072 bytes**" in md
+    assert ("One token of KV costs 2 (K and V) x 32 layers x 8 KV heads per GPU x 128 x 2 bytes = **131,072 bytes**"
+            in md)
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
     assert len(images) == 8
     for img in images:

@@ -1,4 +1,4 @@
-"""Issue 9's reproducers, one test each: no wrong numbers, one line and exit 2 for bad input, bounded
+"""The robustness review's reproducers, one test each: no wrong numbers, one line and exit 2 for bad input, bounded
 memory and time, nothing half-written."""
 
 import json
@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
+
 from cli_support import refused
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,10 +62,13 @@ def test_no_shared_node_means_cascade_is_never_faster_in_any_mode(tmp_path, mode
 
 
 def test_products_that_wrapped_int64_are_refused_and_the_largest_valid_sizes_stay_positive(tmp_path):
-    refused(run("estimate", workload(tmp_path, "{tokens: 1000000, copies: 10000000, samples: 1000000, output_tokens: 2}")),
+    refused(run("estimate", workload(tmp_path, "{tokens: 1000000, copies: 10000000, samples: 1000000, "
+                                               "output_tokens: 2}")),
             "tree.copies")
-    refused(run("estimate", workload(tmp_path, "{tokens: 9223372036854775807, samples: 1, output_tokens: 1}")), "tree.tokens")
-    big = workload(tmp_path, "{tokens: 10000000, copies: 1000, children: [{tokens: 10000000, copies: 1000, samples: 1000, "
+    refused(run("estimate", workload(tmp_path, "{tokens: 9223372036854775807, samples: 1, output_tokens: 1}")),
+            "tree.tokens")
+    big = workload(tmp_path, "{tokens: 10000000, copies: 1000, children: [{tokens: 10000000, copies: 1000, "
+                             "samples: 1000, "
                              "output_tokens: 2}]}")
     doc = json.loads(run("estimate", big, "--json", "--ideal").stdout)
     assert doc["unique_prefix_kv_bytes"] > 0 and doc["run"]["speedup"] > 0 and doc["sequences"] == 10**9
@@ -290,7 +294,8 @@ def test_five_thousand_children_are_refused_before_any_large_allocation(tmp_path
 def test_a_billion_sequences_through_check_stay_bounded(tmp_path):
     # a prefix every request shares takes vLLM's gate past its request count (it once built one array
     # element per request there: 8 GB)
-    p = workload(tmp_path, "{tokens: 4096, children: [{tokens: 1, copies: 1000, samples: 1000000, output_tokens: 100}]}")
+    p = workload(tmp_path, "{tokens: 4096, children: [{tokens: 1, copies: 1000, samples: 1000000, "
+                           "output_tokens: 100}]}")
     res = {}
     peak = _peak_mib(lambda: res.setdefault("r", run("check", p, "--min-run-speedup", "1", "--json")))
     assert res["r"].exit_code in (0, 1) and peak < 100       # 1: a billion sequences do not fit in memory

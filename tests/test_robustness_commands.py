@@ -1,4 +1,4 @@
-"""Issue 9's contract for the commands its first fuzz did not reach (route, rl, simulate-log, analyze,
+"""The robustness contract for the commands the first fuzz did not reach (route, rl, simulate-log, analyze,
 import-aic, workloads, probe's arguments): one reproducer per failure class tests/fuzz_commands.py found."""
 
 import json
@@ -28,7 +28,8 @@ def test_counts_beyond_the_bounds_are_one_line(args, option):
 
 
 def test_rl_work_is_bounded_across_options():
-    refused(run("rl", *M, "--prompts", "4096", "--samples", "256", "--sampled-steps", "2"), "--sampled-steps x --prompts")
+    refused(run("rl", *M, "--prompts", "4096", "--samples", "256", "--sampled-steps", "2"),
+            "--sampled-steps x --prompts")
     refused(run("rl", *M, "--prompts", "4096", "--samples", "1", "--replicas", "4096", "--sampled-steps", "2"),
             "--sampled-steps x --replicas")
 
@@ -175,7 +176,8 @@ def test_a_log_spark_cannot_read_is_one_line(tmp_path):
     if not shutil.which("java") and not __import__("os").environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime")
     (tmp_path / "l.parquet").write_bytes(b"\x00\x01garbage")      # AnalysisException / Py4JJavaError tracebacks
-    refused(run("analyze", tmp_path / "l.parquet", *M, "--engine", "spark"), "l.parquet", "cannot read this log (Spark)")
+    refused(run("analyze", tmp_path / "l.parquet", *M, "--engine", "spark"), "l.parquet",
+            "cannot read this log (Spark)")
 
 
 def test_a_count_whose_product_overflows_int64_is_a_malformed_record(tmp_path):

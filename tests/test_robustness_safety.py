@@ -1,4 +1,4 @@
-"""Issue 18's reproducers, first half (defects 1-5), one test (or one parametrised test) per defect:
+"""The safety review's reproducers, first half (defects 1-5), one test (or one parametrised test) per defect:
 nothing of the user's lost, every calibration fit typed, every input read bounded and refused in one
 line when bad, names that cannot escape. Defects 6-9: tests/test_robustness_safety_io.py."""
 
@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-
 from cli_support import AIC_H100, ENV, GOOD, PROBE_H200, ROOT, TINY, refused, run, runner, tree_files  # noqa: F401
-
 
 # ---- 1: data loss -------------------------------------------------------------------------------
 
@@ -114,7 +112,8 @@ def _mla(doc):
 ])
 def test_every_fit_of_a_calibration_is_checked(tmp_path, edit, fragments):
     cal = _edited(tmp_path, edit)
-    refused(run("estimate", "deepseek-v3-grpo-tp8", "--hardware", "h100-sxm", "--calibration", cal, "--json"), *fragments)
+    refused(run("estimate", "deepseek-v3-grpo-tp8", "--hardware", "h100-sxm", "--calibration", cal, "--json"),
+            *fragments)
 
 
 def test_a_string_in_a_surface_is_one_line(tmp_path):

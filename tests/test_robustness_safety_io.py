@@ -1,4 +1,4 @@
-"""Issue 18's reproducers, second half (defects 6-9): Ctrl-C one line and exit 130, bad input no longer
+"""The safety review's reproducers, second half (defects 6-9): Ctrl-C one line and exit 130, bad input no longer
 silently accepted, killed runs' temporaries cleaned, one report per folder at a time. The first half
 (data loss, calibration schema, special files, names) is tests/test_robustness_safety.py."""
 
@@ -11,14 +11,12 @@ import time
 
 import pytest
 
-
 from cli_support import AIC_H100, ENV, GOOD, PROBE_H200, ROOT, TINY, refused, run, runner, tree_files  # noqa: F401
-
 
 # ---- 6: tracebacks -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("limit, ok", [("1PB", True), ("4GiB", True), ("2PB", False), ("1EB", False), ("9" * 30 + "TB", False),
-                                       ("1MB", False)])
+@pytest.mark.parametrize("limit, ok", [("1PB", True), ("4GiB", True), ("2PB", False), ("1EB", False),
+                                       ("9" * 30 + "TB", False), ("1MB", False)])
 def test_memory_limit(tmp_path, limit, ok):
     from cascade_plan.cli.logs_cli import check_memory_limit
     from cascade_plan.errors import InputError
@@ -77,7 +75,8 @@ def test_json_duplicate_keys_are_refused_naming_the_key(tmp_path):
                 "--output-tokens", "8"), "duplicate key 'num_hidden_layers'")
     cal = tmp_path / "cal.json"
     cal.write_text(AIC_H100.read_text().replace('"schema_version":1,', '"schema_version":1,"schema_version":1,', 1))
-    refused(run("estimate", "rl-rollouts-64", "--hardware", "h100", "--calibration", cal), "duplicate key 'schema_version'")
+    refused(run("estimate", "rl-rollouts-64", "--hardware", "h100", "--calibration", cal),
+            "duplicate key 'schema_version'")
 
 
 def test_yaml_base_60_is_never_a_number(tmp_path):
@@ -142,8 +141,8 @@ def test_a_truncated_zst_log_is_an_error(tmp_path):
     duckdb.sql(f"COPY (SELECT * FROM read_json_objects('{src}', format='newline_delimited')) TO '{full}' "
                "(FORMAT csv, HEADER false, QUOTE '', COMPRESSION zstd)")
     data = full.read_bytes()
-    from cascade_plan.logs.sources import check_zstd_complete
     from cascade_plan.errors import InputError
+    from cascade_plan.logs.sources import check_zstd_complete
 
     check_zstd_complete(str(full))
     for cut in (len(data) - 1, len(data) // 2, 5, 1):
@@ -249,7 +248,8 @@ def test_csv_log_counts_must_be_whole_numbers_and_the_locator_agrees(tmp_path, b
     from cascade_plan.logs.sources import expand
 
     log = tmp_path / "l.csv"
-    log.write_text(f"ts,replica,batch,prefix,siblings,private\n1,r0,64,100,8,10\n2,r0,{bad},100,8,10\n3,r0, 64.0 ,100,8,10\n")
+    log.write_text(f"ts,replica,batch,prefix,siblings,private\n1,r0,64,100,8,10\n2,r0,{bad},100,8,10\n"
+                   "3,r0, 64.0 ,100,8,10\n")
     files = expand([str(log)])
     t = read_logs(files)
     assert t.files[0][1:] == (3, 1)

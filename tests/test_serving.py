@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
@@ -14,8 +15,15 @@ from cascade_plan.cli.app import app
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.serving.rl import RlSchedule, rl_generation
-from cascade_plan.serving.routing import (POLICIES, Stream, co_resident, consistent_hash, least_loaded, make_stream,
-                                         route)
+from cascade_plan.serving.routing import (
+    POLICIES,
+    Stream,
+    co_resident,
+    consistent_hash,
+    least_loaded,
+    make_stream,
+    route,
+)
 
 runner = CliRunner()
 

@@ -37,7 +37,8 @@ def test_pack_prompts_by_hand():
     # a group of 100 + 4 x 50 = 300 tokens in 220: siblings preempted, two waves of 2 each re-reading the prompt
     mode, waves = pack_prompts([prompt(100, (3, 50), (1, 50))], 220)
     assert mode == PREEMPTS
-    assert [[(leaf.samples, leaf.output_tokens) for leaf in w[0].children] for w in waves] == [[(2, 50)], [(1, 50), (1, 50)]]
+    assert ([[(leaf.samples, leaf.output_tokens) for leaf in w[0].children] for w in waves]
+            == [[(2, 50)], [(1, 50), (1, 50)]])
     assert all(w[0].tokens == 100 for w in waves)
     assert pack_prompts([prompt(100, (1, 50))], 149)[0] == NO_ROOM
     # without prefix caching every sequence holds the prompt: 2 x 150 = 300 per group
@@ -59,7 +60,8 @@ RL = ["rl", "--model", "llama-3-8b", "--hardware", "h100-sxm", "--prompts", 512,
 def rollout_yaml(path, prompts):
     """One replica's rollout as rl builds it: a root over `prompts` prompt nodes, 16 completions each."""
     kids = ", ".join("{tokens: 2048, children: [{samples: 16, output_tokens: 1024}]}" for _ in range(prompts))
-    path.write_text(f"schema_version: 1\nmodel: llama-3-8b\nhardware: h100-sxm\ntree: {{tokens: 0, children: [{kids}]}}\n")
+    path.write_text(f"schema_version: 1\nmodel: llama-3-8b\nhardware: h100-sxm\n"
+                    f"tree: {{tokens: 0, children: [{kids}]}}\n")
     return path
 
 

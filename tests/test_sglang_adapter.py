@@ -61,8 +61,10 @@ def test_batch_to_record_by_hand():
     rec = SglangBatchWriter("r0").write(snapshot_batch(ScheduleBatch(reqs)))
     by = {s["request"]: s for s in rec["seqs"]}
     # system prompt read by 5, document A by 3, question qa0 by 2: three levels
-    assert by["a0-s0"] == {"request": "a0-s0", "group": "n1/n2/n3", "shared": 476, "private": 5, "levels": [320, 469, 476]}
-    assert by["a1-s0"] == {"request": "a1-s0", "group": "n1/n2", "shared": 469, "private": 477 + 3 - 469, "levels": [320, 469]}
+    assert by["a0-s0"] == {"request": "a0-s0", "group": "n1/n2/n3", "shared": 476, "private": 5,
+                           "levels": [320, 469, 476]}
+    assert by["a1-s0"] == {"request": "a1-s0", "group": "n1/n2", "shared": 469, "private": 477 + 3 - 469,
+                           "levels": [320, 469]}
     # document B and its question are read by the same two: one level
     assert by["b0-s1"] == {"request": "b0-s1", "group": "n1/n6", "shared": 476, "private": 4, "levels": [320, 476]}
     assert by["x"] == {"request": "x", "group": "x", "shared": 0, "private": 101}
@@ -107,7 +109,8 @@ def test_hook_logs_rank_zero_and_analyze_reads_it(tmp_path, monkeypatch):
     lg.close()
     assert id(s1) not in sglang_adapter._LOGGERS
     lines = [json.loads(x) for x in Path(lg.path).read_text().splitlines()]
-    assert len(lines) == 5 and [r["seqs"][0]["private"] for r in lines] == [5, 7, 9, 11, 13]   # both ranks ran each batch
+    # both ranks ran each batch
+    assert len(lines) == 5 and [r["seqs"][0]["private"] for r in lines] == [5, 7, 9, 11, 13]
     res = CliRunner().invoke(app, ["analyze", lg.path, "--model", "llama-3-8b", "--json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)

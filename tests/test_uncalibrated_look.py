@@ -25,7 +25,7 @@ def test_compare_marks_the_default_row_and_gives_a_range(root):
     assert mi["uncalibrated"] and not rows["h200"]["uncalibrated"]
     lo, hi = mi["speedup_range"]
     assert lo < 1 < hi and lo <= mi["run_speedup"] <= hi   # the defaults' measured error, both ways
-    assert mi["verdict"] != "go"                          # the issue: MI300X on defaults was the only "go"
+    assert mi["verdict"] != "go"                          # reported: MI300X on defaults was the only "go"
     table = runner.invoke(app, ["compare", wl, "--hardware", GPUS], env={"COLUMNS": "200"}).stdout
     line = next(ln for ln in table.splitlines() if ln.lstrip().startswith("mi300x"))
     assert f"{lo:.2f}-{hi:.2f}x" in line and "(uncalibrated)" in line
@@ -67,7 +67,7 @@ def test_hardware_plot_draws_default_bars_pale_and_hatched_with_a_range(root, tm
 
 
 def test_beam_search_on_mi300x_defaults_is_no_longer_the_only_go(root):
-    """The issue: MI300X on defaults was the only 'go' in compare (1.83x), drawn as a crisp bar."""
+    """Reported: MI300X on defaults was the only 'go' in compare (1.83x), drawn as a crisp bar."""
     doc = json.loads(runner.invoke(app, ["compare", str(root / "workloads/beam-search.yaml"), "--hardware",
                                          "a100-80gb,h100-sxm,h200,b200,mi300x", "--json"]).stdout)
     mi = next(r for r in doc["rows"] if r["hardware"] == "mi300x")

@@ -1,4 +1,4 @@
-"""Verdicts carry their evidence (issue 10, item 3): the basis in the verdict line, the defaults' error
+"""Verdicts carry their evidence: the basis in the verdict line, the defaults' error
 computed against a measured GPU, a range (or no verdict) for shapes outside the measurements, the
 workload's point on the heatmap, and the cost-model source in every plot's footer."""
 

@@ -96,4 +96,5 @@ def test_the_stored_speedup_errors_are_the_recomputed_ones(root):
         assert set(stored[kind]) == set(fresh[kind])
         for backend, per in fresh[kind].items():
             for regime, errs in per.items():
-                assert stored[kind][backend][regime] == pytest.approx(errs, rel=1e-9, abs=1e-12), (kind, backend, regime)
+                assert stored[kind][backend][regime] == pytest.approx(errs, rel=1e-9, abs=1e-12), \
+                    (kind, backend, regime)

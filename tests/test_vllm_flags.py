@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 from cascade_plan.cli.app import app
 
 runner = CliRunner()
-QUICK = ["--model", "llama-3-70b", "--hardware", "h200", "--prefix", "4096", "--samples", "16", "--output-tokens", "256"]
+QUICK = ["--model", "llama-3-70b", "--hardware", "h200", "--prefix", "4096", "--samples", "16", "--output-tokens",
+         "256"]
 
 
 def _json(args: list[str]) -> dict:

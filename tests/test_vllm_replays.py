@@ -217,7 +217,8 @@ def test_wrapped_scheduler_writes_what_the_converter_writes(tmp_path, monkeypatc
     lg.close()
     lines = [json.loads(x) for x in Path(lg.path).read_text().splitlines()]
     want = [r for r in convert(steps) if r]
-    assert [{k: v for k, v in r.items() if k != "ts"} for r in lines] == [{k: v for k, v in r.items() if k != "ts"} for r in want]
+    assert ([{k: v for k, v in r.items() if k != "ts"} for r in lines]
+            == [{k: v for k, v in r.items() if k != "ts"} for r in want])
 
 
 def test_snapshot_copies_lists_the_engine_extends():

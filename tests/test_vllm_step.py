@@ -37,7 +37,8 @@ def step(requests=32, blocks=256, layers=32, **kw) -> VllmStepCounts:
 
 # ---- the backend vLLM runs ------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("gpu", "name"), [("h100-sxm", "FLASH_ATTN"), ("h200", "FLASH_ATTN"), ("a100-80gb", "FLASH_ATTN"),
+@pytest.mark.parametrize(("gpu", "name"), [("h100-sxm", "FLASH_ATTN"), ("h200", "FLASH_ATTN"),
+                                           ("a100-80gb", "FLASH_ATTN"),
                                            ("l40s", "FLASH_ATTN"), ("b200", "FLASHINFER"), ("gb200", "FLASHINFER"),
                                            ("b300", "FLASHINFER"), ("mi300x", "ROCM")])
 def test_default_backend_per_gpu(gpu, name):

@@ -1,4 +1,4 @@
-"""Measured all-reduce over extrapolated (issue 8): the probe measures NCCL only on the GPU counts the
+"""Measured all-reduce over extrapolated: the probe measures NCCL only on the GPU counts the
 machine it ran on had (2 on the H200 run), and models 4 and 8 GPUs from that fit. Where AIConfigurator's
 tables for the same GPU measured a count the probe only modelled, the measured figure is used instead,
 labelled with its origin and its algorithm: AIConfigurator's vLLM table times vLLM's custom all-reduce,

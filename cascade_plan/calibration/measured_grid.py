@@ -73,7 +73,8 @@ def coverage_notes(probe, model, has_mla_fit: bool | str = False, kv_dtype: str 
         if q_per_kv and g > max(q_per_kv):
             notes.append(f"{g} query heads per KV head is beyond the measured {max(q_per_kv)}{what}")
         elif q_per_kv and g < min(q_per_kv):
-            notes.append(f"{g} query head{'s' if g > 1 else ''} per KV head is below the measured {min(q_per_kv)}{what}")
+            notes.append(f"{g} query head{'s' if g > 1 else ''} per KV head is below the measured "
+                         f"{min(q_per_kv)}{what}")
         if head_dims and model.head_dim not in head_dims:
             notes.append(f"head dim {model.head_dim} differs from the measured {', '.join(map(str, head_dims))}{what}")
     return notes

@@ -127,7 +127,8 @@ def speedup_margin(params: CostParams, model_id: str) -> Margin | None:
     gpu = hw_id.upper() or "the probed GPU"
     if defaults:
         vals = [e for per in errs.values() for regime in per.values() for e in regime]
-        where = f"the default efficiencies against {{n}} whole steps measured on the {gpu} ({', '.join(sorted(errs))} kernels)"
+        where = (f"the default efficiencies against {{n}} whole steps measured on the {gpu} "
+                 f"({', '.join(sorted(errs))} kernels)")
     else:
         regime = "held_out" if model_id not in _probed_models(str(path)) else "probed"
         shape = "models whose GEMMs were probed" if regime == "probed" else "held-out model shapes"

@@ -89,7 +89,8 @@ def _linear_fit(x, t) -> tuple[float, float]:
     return float(a), float(b)
 
 
-def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama-3-8b", tp: int = 1) -> GlueParams | None:
+def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama-3-8b",
+             tp: int = 1) -> GlueParams | None:
     corr, _ = _launch_correction(ceilings)
 
     def pick(op):
@@ -138,9 +139,11 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
             continue
         lat, inv_bw = _linear_fit([r["config"]["bytes"] for r in rs], [r["median_s"] for r in rs])
         tb, ts = allreduce_curve(rs, n)
-        out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured", algorithm="NCCL",
+        out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured",
+                              algorithm="NCCL",
                               basis=f"NCCL all-reduce of bf16, {len(rs)} message sizes "
-                                    f"{min(r['config']['bytes'] for r in rs)}-{max(r['config']['bytes'] for r in rs)} B, "
+                                    f"{min(r['config']['bytes'] for r in rs)}-"
+                                    f"{max(r['config']['bytes'] for r in rs)} B, "
                                     "marginal cost inside a CUDA graph; the measured curve, interpolated",
                               table_bytes=tb, table_s=ts)
     if out:

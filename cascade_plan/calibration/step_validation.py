@@ -17,7 +17,8 @@ import numpy as np
 # step rows' attention kernels -> the planner backend whose fit prices them
 CASCADE_BACKEND = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer-fa2", "triton": "triton"}
 PER_SEQUENCE_ROW = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer", "triton": "triton"}
-STEP_TARGETS = {"step_median": 0.04, "step_max": 0.10, "speedup_median": 0.04}   # issue 15's targets
+# whole-step accuracy targets: median, worst, run speedup median
+STEP_TARGETS = {"step_median": 0.04, "step_max": 0.10, "speedup_median": 0.04}
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def step_model(row: dict):
 
 def _dtypes(row: dict) -> tuple[str, str]:
     c = row.get("config") or {}
-    return (row.get("kv_dtype") or c.get("kv_dtype") or "bf16", row.get("weight_dtype") or c.get("weight_dtype") or "bf16")
+    return (row.get("kv_dtype") or c.get("kv_dtype") or "bf16",
+            row.get("weight_dtype") or c.get("weight_dtype") or "bf16")
 
 
 def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str = "bf16", weight_dtype: str = "bf16",
@@ -120,7 +122,8 @@ def _trapezoid(steps, values) -> float:
     s, v = np.asarray(steps, float), np.asarray(values, float)
     if s.size == 1:
         return float(v[0])
-    return float(np.trapezoid(v, s) / (s[-1] - s[0])) if hasattr(np, "trapezoid") else float(np.trapz(v, s) / (s[-1] - s[0]))
+    return (float(np.trapezoid(v, s) / (s[-1] - s[0])) if hasattr(np, "trapezoid")
+            else float(np.trapz(v, s) / (s[-1] - s[0])))
 
 
 def run_speedups(points: list[StepComparison]) -> list[dict]:
@@ -169,8 +172,8 @@ def summarize(points: list[StepComparison]) -> dict:
 
 
 def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
-    """Per backend, the per-step cascade speedup error (predicted / measured - 1, signed) of the measured steps, split by regime:
-    "probed" (the model's GEMM shapes were probed) and "held_out" (they were not), as `summarize`
+    """Per backend, the per-step cascade speedup error (predicted / measured - 1, signed) of the measured steps,
+    split by regime: "probed" (the model's GEMM shapes were probed) and "held_out" (they were not), as `summarize`
     reports them; `params` predicts every step with one set of numbers instead of each backend's fit."""
     out: dict[str, dict[str, list[float]]] = {}
     if params is None:            # each backend's fit, built once per (backend, model) rather than per row

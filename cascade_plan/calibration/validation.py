@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from cascade_plan.calibration.backends import BACKENDS
@@ -15,7 +14,7 @@ from cascade_plan.units import fmt_pct
 
 KERNELS = ("decode_shared", "decode_dup", "prefix", "suffix", "cascade_total")
 
-# The accuracy the planner aims for on held-out points (issue: beat published simulators' 3-9%).
+# The accuracy the planner aims for on held-out points (better than the 3-9% that published simulators report).
 TARGETS = {"kernel_median_ape": 0.05, "kernel_p90_ape": 0.12, "speedup_median_ape": 0.05, "picks": 0.97}
 
 
@@ -173,7 +172,8 @@ def render(res: dict, device: str, console) -> None:
         if r.get("in_sample"):
             backend = f"{backend} (in-sample: fitted on all rows)"
         for kind, s in r["kernels"].items():
-            t.add_row(backend, kind, str(s["n"]), fmt_pct(s["median_ape"]), fmt_pct(s["p90_ape"]), fmt_pct(s["max_ape"]))
+            t.add_row(backend, kind, str(s["n"]), fmt_pct(s["median_ape"]), fmt_pct(s["p90_ape"]),
+                      fmt_pct(s["max_ape"]))
         if "speedup" in r:
             s = r["speedup"]
             t.add_row(backend, f"[bold]speedup vs {r['baseline']}[/bold]", str(s["n"]), fmt_pct(s["median_ape"]),

@@ -1,4 +1,4 @@
-"""Verdicts that carry their evidence (issue 10, item 3).
+"""Verdicts that carry their evidence: their basis, the error behind it, and whether the workload was measured.
 
 `assess` is `estimate` plus what backs or undermines its go/no-go, computed rather than quoted:
 

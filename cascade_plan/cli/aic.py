@@ -119,7 +119,7 @@ def _render(summaries: list[dict]) -> None:
 
 def aic_check(
     gpus: Annotated[Optional[list[str]], typer.Argument(
-        help="GPUs to check (default: a100-80gb h100-sxm h200 b200, the issue's grid).")] = None,
+        help="GPUs to check (default: a100-80gb h100-sxm h200 b200, the cross-check grid).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Batch 8 and 128, context 4K only (a few seconds).")] = False,
     json_out: JsonOpt = False,
 ) -> None:

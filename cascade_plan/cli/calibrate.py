@@ -144,6 +144,7 @@ def validate(
     from cascade_plan.calibration.calibration_file import load_probe, source_kind
     from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
+    from cascade_plan.errors import InputError
 
     if plots:
         from cascade_plan.outputs import check_output_dir

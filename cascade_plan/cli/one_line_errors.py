@@ -13,7 +13,7 @@ from cascade_plan.cli.narrow_help import NarrowSafeHelp
 
 def _click_exceptions():
     try:
-        from typer import _click as click          # typer >= 0.27 vendors click
+        from typer import _click as click  # typer >= 0.27 vendors click
         from typer.core import Abort
     except ImportError:                             # pragma: no cover - older typer on real click
         import click

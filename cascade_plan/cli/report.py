@@ -13,7 +13,6 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
-from cascade_plan.render.plot_jobs import KINDS
 SvgOpt = Annotated[bool, typer.Option("--svg", help="Write an SVG beside every PNG (vector, for papers and "
                                       "slides; doubles the drawing time).")]
 JobsOpt = Annotated[Optional[int], typer.Option(
@@ -74,6 +73,7 @@ def plot(
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.render.report import slug
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.render.report import slug
 
     kinds = kind or list(KINDS)
     bad = [k for k in kinds if k not in KINDS]
@@ -123,6 +123,8 @@ def report(
     from cascade_plan.report_folder import ReportFolder
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.render.report import build_report, slug
+    from cascade_plan.report_folder import ReportFolder
 
     if not workloads:
         from cascade_plan.inputs.workload_catalog import builtin_workloads

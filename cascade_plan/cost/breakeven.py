@@ -221,12 +221,15 @@ def contradictions(res: BreakevenResult) -> list[str]:
     table's winning spans, or a losing one inside them. Empty when the tables hold."""
     sw, out = res.sweep, []
     wins = sw.wins
+    assert res.prefix_spans is not None and res.group_spans is not None   # every breakeven() result has both
     for i, p in enumerate(sw.prefix_tokens.tolist()):
         for k, n in enumerate(sw.group_size.tolist()):
             for j, s in enumerate(sw.suffix_tokens.tolist()):
                 w = bool(wins[i, k, j])
                 if in_spans(int(p), res.prefix_spans[k][j]) != w:
-                    out.append(f"prefix table at group {n}, suffix {s}: prefix {p} {'wins' if w else 'loses'} on the grid")
+                    out.append(f"prefix table at group {n}, suffix {s}: prefix {p} "
+                               f"{'wins' if w else 'loses'} on the grid")
                 if in_spans(int(n), res.group_spans[i][j]) != w:
-                    out.append(f"group table at prefix {p}, suffix {s}: group {n} {'wins' if w else 'loses'} on the grid")
+                    out.append(f"group table at prefix {p}, suffix {s}: group {n} "
+                               f"{'wins' if w else 'loses'} on the grid")
     return out

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cascade_plan.cost.cost_model import kv_bytes_per_token
-from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.cost.flat_tree import FlatTree, flatten
+from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.inputs.workload import Scenario
 from cascade_plan.units import fmt_bytes_binary
 
@@ -56,7 +56,8 @@ def kv_budget_bytes(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRA
     return max(0.0, mem - stored_weight_bytes(scn) - reserve_fraction * mem)
 
 
-def capacity(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRACTION, flat: FlatTree | None = None) -> Capacity:
+def capacity(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRACTION,
+             flat: FlatTree | None = None) -> Capacity:
     flat = flat or flatten(scn.tree)
     kvb = kv_bytes_per_token(scn.model, scn.kv_dtype, scn.tp)
     mem = scn.hardware.memory_bytes
@@ -89,5 +90,6 @@ def preemption_warnings(cap: Capacity, prefix_caching: bool) -> list[str]:
         need = cap.kv_bytes_shared if prefix_caching else cap.kv_bytes_unshared
         out.append(f"the whole batch needs {fmt_bytes_binary(need)} of KV but {fmt_bytes_binary(cap.kv_budget_bytes)} "
                    f"is free: about {cap.max_sequences_shared if prefix_caching else cap.max_sequences_unshared} of "
-                   f"{cap.sequences} sequences run at once; keep whole sibling groups together so none loses its prefix.")
+                   f"{cap.sequences} sequences run at once; keep whole sibling groups together so none loses its "
+                   "prefix.")
     return out

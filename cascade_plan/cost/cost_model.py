@@ -175,7 +175,8 @@ class StepCosts:
     @property
     def other_s(self) -> np.ndarray:
         """Everything but attention: GEMMs (weight_s) + glue + communication."""
-        return self.weight_s + (0.0 if self.glue_s is None else self.glue_s) + (0.0 if self.comm_s is None else self.comm_s)
+        return (self.weight_s + (0.0 if self.glue_s is None else self.glue_s)
+                + (0.0 if self.comm_s is None else self.comm_s))
 
     @property
     def cas_attention_bytes(self) -> np.ndarray:
@@ -228,7 +229,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     if params.step is None:
         w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
         glue_s = comm_s = np.zeros_like(np.asarray(seqs, float))
-        kv_append_s = 0.0
+        kv_append_s: np.ndarray | float = 0.0
     else:
         terms = step_terms(model, tp, weight_dtype, seqs, params.step, bw, g.gemm_flop_per_s)
         w_s, glue_s, comm_s = terms.gemm_s, terms.glue_s, terms.comm_s
@@ -238,7 +239,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     # Per-sequence: one decode kernel per layer over each sequence's whole context.
     ps_tokens = load.ps_prefix_tokens + load.suffix_tokens
     node_bytes = load.node_tokens * kvb
-    hit = 0.0
+    hit: np.ndarray | float = 0.0
     if prefix_caching and node_bytes.size:
         hit = l2_hit_fraction(params, node_bytes.sum(0) / L, g.l2_bytes)
     ps_bytes = ps_tokens * kvb
@@ -329,7 +330,8 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
 
         shape, mla = model_shape_key(model, g.q_heads), False
     out = []
-    for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s), ("cascade", fitted_cas_s)):
+    for kernel, fitted in (("per_sequence" if prefix_caching else "per_sequence_dup", fitted_ps_s),
+                           ("cascade", fitted_cas_s)):
         rows_kernel = kernel
         if params.measured.private and kernel != "cascade":
             # rows over private pages, queried by sequences and context: every per-sequence decode without
@@ -341,7 +343,8 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
         elif params.measured.private:
             sl = single_level(load)
         per_layer = None if fitted is None else np.asarray(fitted, float) / g.layers
-        t = np.full(sl.valid.shape, np.nan) if mla else measured_layer_s(params.measured, rows_kernel, shape, sl, per_layer)
+        t = (np.full(sl.valid.shape, np.nan) if mla
+             else measured_layer_s(params.measured, rows_kernel, shape, sl, per_layer))
         out.append((g.layers * t, outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)))
     (ps, ps_why), (cas, cas_why) = out
     return ps, cas, ps_why, cas_why

@@ -1,7 +1,7 @@
 """Kernel efficiencies, fixed overheads and L2 reuse: the numbers the cost model does not derive.
 
 Three sources: `ideal` (peaks, no overheads: the seed's arithmetic), `default` (documented guesses,
-"uncalibrated"), and `calibrated` (fitted from a probe file; see calibration.py)."""
+"uncalibrated"), and `calibrated` (fitted from a probe file by `cascade-plan calibrate`, in calibration/)."""
 
 from __future__ import annotations
 
@@ -93,8 +93,8 @@ class CostParams:
         if self.mode == "calibrated":
             note = "".join(f"; {n}" for n in self.info + self.notes)
             if self.origin == "aic":
-                return f"{self.origin_label}, {self.backend} kernels ({Path(self.source).name}){note}"
-            return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source).name}){note}"
+                return f"{self.origin_label}, {self.backend} kernels ({Path(self.source or '').name}){note}"
+            return f"calibrated: {self.backend} kernels, measured on the GPU ({Path(self.source or '').name}){note}"
         if self.mode == "default":
             return "uncalibrated (default efficiencies; run `cascade-plan probe` and `calibrate` for measured ones)"
         return "ideal (peak bandwidth and FLOP/s, no fixed costs or merge traffic: the seed's arithmetic)"

@@ -1,4 +1,4 @@
-"""Does a workload stay inside what its calibration measured? (issue 10, item 3)
+"""Does a workload stay inside what its calibration measured?
 
 A calibrated kernel is a physical roofline times a correction surface fitted over the measured
 (bytes per layer, rows per layer) of that kernel; beyond the measured range the surface is held at its
@@ -32,7 +32,8 @@ def _edge(s: Surface | None, axis: str) -> float | None:
     return None if s is None else float(10 ** getattr(s, axis)[-1])
 
 
-def _size(b: float) -> str:
+def _size(b: float | None) -> str:
+    assert b is not None   # only called on an edge that _beyond found
     return f"{b / 2**30:,.1f} GiB" if b >= 2**30 else f"{b / 2**20:,.0f} MiB"
 
 
@@ -57,13 +58,15 @@ def grid_notes(c: StepCosts, params: CostParams, layers: int, kv_heads: int, kv_
     ps_layer = float(np.max(c.ps_attention_bytes)) / layers
     edge = _edge(dec.surface, "log_bytes")
     if _beyond(ps_layer, edge):
-        why.append(f"the per-sequence decode reads up to {_size(ps_layer)} of KV per layer, measured up to {_size(edge)}")
+        why.append(f"the per-sequence decode reads up to {_size(ps_layer)} of KV per layer, measured up to "
+                   f"{_size(edge)}")
     if why:
         notes.append(f"contexts up to {longest_context:,} tokens are beyond the measured grid ({'; '.join(why)})")
 
     seqs = float(np.max(c.active_seqs))
     why = [f"the {what} kernels were measured up to {g['sequences']:,} sequences"
-           for what, g in (("per-sequence decode", dec_grid), ("cascade", cas_grid)) if _beyond(seqs, g.get("sequences"))]
+           for what, g in (("per-sequence decode", dec_grid), ("cascade", cas_grid))
+           if _beyond(seqs, g.get("sequences"))]
     edge = _edge(dec.surface, "log_rows")
     if _beyond(seqs * kv_heads, edge):
         why.append(f"{seqs * kv_heads:,.0f} rows of one KV head per layer ({kv_heads} KV heads per GPU), measured up "
@@ -97,8 +100,8 @@ def attention_sources(c: StepCosts, weights: np.ndarray, params: CostParams) -> 
     w = np.asarray(weights, float)
     for mode, mask, why in (("per_sequence", c.ps_measured, c.ps_outside), ("cascade", c.cas_measured, c.cas_outside)):
         if mask is None:
-            out[mode] = {"source": f"{FITTED} (this calibration carries no measured rows of {params.backend} at this KV "
-                                   "dtype to interpolate)", "measured_share": 0.0, "outside": None}
+            out[mode] = {"source": f"{FITTED} (this calibration carries no measured rows of {params.backend} at "
+                                   "this KV dtype to interpolate)", "measured_share": 0.0, "outside": None}
             continue
         share = float((np.asarray(mask, float) * w).sum() / max(w.sum(), 1e-300))
         reason = why[0] if why else None

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
-from cascade_plan.cost.coverage import attention_sources, grid_notes
+from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token
 from cascade_plan.cost.cost_params import CostParams
+from cascade_plan.cost.coverage import attention_sources, grid_notes
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
 from cascade_plan.cost.ops.moe import source as moe_source

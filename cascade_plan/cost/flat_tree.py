@@ -69,6 +69,7 @@ def flatten(tree: TreeNode) -> FlatTree:
         if node.children:
             below = [leaf for child in node.children for leaf in walk(child, instances, shared, depth + 1)]
         else:
+            assert node.samples is not None and node.output_tokens is not None   # a leaf: TreeNode.__post_init__
             leaves.append((instances * node.samples, node.output_tokens, node.private_tokens, shared, instances))
             below = [len(leaves) - 1]
         if node.tokens > 0:

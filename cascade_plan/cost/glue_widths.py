@@ -1,5 +1,5 @@
 """How much the engine's glue moves per token, per GPU: the basis on which a glue fit measured on one
-model shape is carried to another (issue 8).
+model shape is carried to another.
 
 The glue kernels are elementwise and memory-bound, so their per-token cost follows the bytes they read
 and write per token (bf16 activations, 2 B), which depend on the model's widths per GPU after tensor

@@ -9,8 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cascade_plan.cost.capacity import (DEFAULT_RESERVE_FRACTION, Capacity, capacity, kv_budget_bytes,
-                                        stored_weight_bytes)
+from cascade_plan.cost.capacity import (
+    DEFAULT_RESERVE_FRACTION,
+    Capacity,
+    capacity,
+    kv_budget_bytes,
+    stored_weight_bytes,
+)
 from cascade_plan.cost.cost_model import kv_bytes_per_token
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.inputs.workload import Scenario
@@ -60,7 +65,8 @@ def _fits(scn: Scenario, reserve: float, flat: FlatTree) -> MemoryFit:
 
 
 def _batch_hint(m: MemoryFit) -> str:
-    return "the whole batch" if m.batch_fits else f"then at most {m.max_sequences:,} of {m.sequences:,} sequences at once"
+    return ("the whole batch" if m.batch_fits
+            else f"then at most {m.max_sequences:,} of {m.sequences:,} sequences at once")
 
 
 def _first(variants: list[tuple[str, Scenario]], reserve: float, flat: FlatTree) -> str | None:

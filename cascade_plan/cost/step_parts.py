@@ -131,7 +131,8 @@ class GlueParams:
     kv_append_in_attention: bool = False
     kv_append_per_layer_s: float = 0.0
 
-    def time_s(self, tokens, layers: int, layer_bytes: float | None = None, step_bytes: float | None = None) -> np.ndarray:
+    def time_s(self, tokens, layers: int, layer_bytes: float | None = None,
+               step_bytes: float | None = None) -> np.ndarray:
         """Seconds of glue for steps of `tokens`; layer_bytes / step_bytes: the priced model's glue bytes
         per token per GPU (None: the fitted shape's own)."""
         t = np.asarray(tokens, float)

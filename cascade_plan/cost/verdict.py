@@ -124,7 +124,8 @@ def extrapolated(v: Verdict, why: str, lo: float, hi: float, sources: str) -> Ve
     rng = f"{lo:.2f}x to {hi:.2f}x"
     if lo < 1.0 <= hi:
         text = (f"{HEADS['undecided']}: {why}. Over {sources} the whole-run speedup lies anywhere from {rng}, "
-                "so cascade could win or lose here. Measure this shape (`cascade-plan probe --workload FILE`, or `--model ...` with the same flags) before deciding.")
+                "so cascade could win or lose here. Measure this shape (`cascade-plan probe --workload FILE`, or "
+                "`--model ...` with the same flags) before deciding.")
         return dataclasses.replace(v, level="undecided", text=text, speedup_range=(lo, hi), evidence=why)
     level = v.level if lo >= 1.0 else "no-go"
     text = (f"{HEADS[level]} (extrapolated: {why}): over {sources} the whole-run speedup is {rng}; "

@@ -72,8 +72,9 @@ def attention_backend(hw, mla: bool, user: str | None = None) -> BackendChoice:
                                               "none of which has a cascade path.")
         return BackendChoice(user, True, f"--attention-backend {user}: {BACKENDS[user]}.")
     if hw.vendor == "amd":
-        return BackendChoice("ROCM", False, "On AMD GPUs vLLM runs its ROCm backends, none of which has a cascade "
-                                            "path (only the CUDA FlashAttention builder overrides use_cascade_attention).")
+        return BackendChoice("ROCM", False, "On AMD GPUs vLLM runs its ROCm backends, none of which has a "
+                                            "cascade path (only the CUDA FlashAttention builder overrides "
+                                            "use_cascade_attention).")
     if mla:
         return BackendChoice("MLA", False, "MLA models run on vLLM's MLA backends, none of which has a cascade path.")
     if is_blackwell(hw):

@@ -60,7 +60,8 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks,
     c = checks
     err = est.verdict.margin_error if margin else None
     speedup = est.run_speedup if err is None else est.run_speedup / (1 + err)
-    shown = f"{est.run_speedup:.2f}x" if err is None else f"{speedup:.2f}x ({est.run_speedup:.2f}x less its ±{err:.1%} error)"
+    shown = (f"{est.run_speedup:.2f}x" if err is None
+             else f"{speedup:.2f}x ({est.run_speedup:.2f}x less its ±{err:.1%} error)")
     if c.min_run_speedup is not None:
         add("min_run_speedup", speedup, c.min_run_speedup, speedup >= c.min_run_speedup, shown, ">=",
             f"{c.min_run_speedup:.2f}x")

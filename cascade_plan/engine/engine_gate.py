@@ -86,8 +86,8 @@ class EngineView:
             verb = "would use" if self.model_pays else "would not use"
             text = f"vLLM (opted in) {verb} cascade, and the model agrees ({self.model_speedup:.2f}x over the run)."
             if self.opted_in.used and self.engine_speedup < self.multi_level_speedup * 0.95:
-                text += (f" But vLLM cascades only the {self.common_prefix_tokens:,}-token prefix every request shares: "
-                         f"by bytes alone that is worth {self.engine_speedup:.2f}x over the run, against "
+                text += (f" But vLLM cascades only the {self.common_prefix_tokens:,}-token prefix every request "
+                         f"shares: by bytes alone that is worth {self.engine_speedup:.2f}x over the run, against "
                          f"{self.multi_level_speedup:.2f}x for a cascade over every shared level (FlashInfer's "
                          "MultiLevelCascadeAttentionWrapper).")
             return text

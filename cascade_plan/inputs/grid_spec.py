@@ -72,7 +72,8 @@ def parse_axis(spec: str, option: str, minimum: int = 0, maximum: int | None = N
             _count_of(spec, start, stop, step, None, option)
             values = list(range(start, stop + 1, step))
         else:
-            raise InputError(f"{option}: {spec!r}: write START:STOP:log[:N], START:STOP:lin[:N], START:STOP:STEP or a list")
+            raise InputError(f"{option}: {spec!r}: write START:STOP:log[:N], START:STOP:lin[:N], START:STOP:STEP "
+                             "or a list")
     else:
         raise InputError(f"{option}: {spec!r}: write START:STOP:log[:N], START:STOP:lin[:N], START:STOP:STEP or a list")
     if len(values) > limits.MAX_AXIS_VALUES:

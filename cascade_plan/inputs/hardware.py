@@ -17,15 +17,15 @@ NUMBER_FIELDS = ("hbm_bytes_per_s", "memory_bytes", "dense_bf16_flop_per_s", "de
                  "l2_bytes", "sm_count")
 
 
-def _between(bounds: tuple, what: str):
-    """A finite number in a plausible range (msgspec rejects NaN; the upper bound rejects infinity)."""
-    lo, hi = bounds
-    return Annotated[float, msgspec.Meta(ge=lo, le=hi, description=what)]
-
-
-HbmBytesPerS = _between(limits.HBM_BYTES_PER_S, "HBM bandwidth, bytes/s")
-MemoryBytes = _between(limits.MEMORY_BYTES, "GPU memory, bytes")
-FlopPerS = _between(limits.FLOP_PER_S, "dense tensor rate, FLOP/s")
+# A finite number in a plausible range (msgspec rejects NaN; the upper bound rejects infinity). Written out, not
+# built by a helper function, so a type checker reads them as the float aliases they are.
+HbmBytesPerS = Annotated[float, msgspec.Meta(ge=limits.HBM_BYTES_PER_S[0], le=limits.HBM_BYTES_PER_S[1],
+                                             description="HBM bandwidth, bytes/s")]
+MemoryBytes = Annotated[float, msgspec.Meta(ge=limits.MEMORY_BYTES[0], le=limits.MEMORY_BYTES[1],
+                                            description="GPU memory, bytes")]
+FlopPerS = Annotated[float, msgspec.Meta(ge=limits.FLOP_PER_S[0], le=limits.FLOP_PER_S[1],
+                                         description="dense tensor rate, FLOP/s")]
+L2Bytes = Annotated[float, msgspec.Meta(ge=limits.L2_BYTES[0], le=limits.L2_BYTES[1], description="L2 cache, bytes")]
 
 
 # An id is printed in tables, file names and JSON: short, one line, no path separators.
@@ -42,7 +42,7 @@ class HardwareProfile(msgspec.Struct, forbid_unknown_fields=True, frozen=True, k
     hbm_bytes_per_s: HbmBytesPerS
     memory_bytes: MemoryBytes
     dense_bf16_flop_per_s: FlopPerS
-    l2_bytes: _between(limits.L2_BYTES, "L2 cache, bytes")
+    l2_bytes: L2Bytes
     sm_count: Annotated[int, msgspec.Meta(ge=limits.SM_COUNT[0], le=limits.SM_COUNT[1])]
     sources: dict[str, str]
     memory_kind: OneLine | None = None

@@ -57,7 +57,7 @@ def what_if_base_id(hw: HardwareProfile) -> str | None:
 _KIND = {"hbm_bytes_per_s": "HBM", "memory_bytes": "memory", "dense_bf16_flop_per_s": "bf16", "l2_bytes": "L2"}
 
 
-def _shown(field: str, text: str) -> str:
+def _shown(field: str, text: str | None) -> str:
     """As the user typed it, with the default unit where they gave a bare number: 'HBM 4.8 TB/s', 'L2 60MiB'."""
     text = str(text).strip()
     return f"{_KIND[field]} {text}" + ("" if text[-1:].isalpha() or text.endswith("/s") else f" {_UNITS[field][1]}")

@@ -14,17 +14,17 @@ import msgspec
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 
-
-def _count(hi: int, lo: int = 1):
-    return Annotated[int, msgspec.Meta(ge=lo, le=hi)]
-
-
-Layers = _count(limits.MAX_LAYERS)
-Hidden = _count(limits.MAX_HIDDEN)
-Heads = _count(limits.MAX_HEADS)
-HeadDim = _count(limits.MAX_HEAD_DIM)
-Width = _count(limits.MAX_INTERMEDIATE)
-Experts = _count(limits.MAX_EXPERTS, lo=0)
+# Written out (not built by a helper function) so a type checker reads them as the int aliases they are.
+Layers = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_LAYERS)]
+Hidden = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_HIDDEN)]
+Heads = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_HEADS)]
+HeadDim = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_HEAD_DIM)]
+Width = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_INTERMEDIATE)]
+Experts = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_EXPERTS)]
+Vocab = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_VOCAB)]
+LayerIndex = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_LAYERS)]
+WidthOrZero = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_INTERMEDIATE)]
+Window = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_CONTEXT_TOKENS)]
 
 
 class HfConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -33,7 +33,7 @@ class HfConfig(msgspec.Struct, frozen=True, kw_only=True):
     num_hidden_layers: Layers
     hidden_size: Hidden
     num_attention_heads: Heads
-    vocab_size: _count(limits.MAX_VOCAB)
+    vocab_size: Vocab
     intermediate_size: Width
     num_key_value_heads: Heads | None = None
     head_dim: HeadDim | None = None
@@ -52,15 +52,15 @@ class HfConfig(msgspec.Struct, frozen=True, kw_only=True):
     num_experts: Experts | None = None
     num_experts_per_tok: Experts | None = None
     moe_intermediate_size: Width | None = None
-    first_k_dense_replace: _count(limits.MAX_LAYERS, lo=0) | None = None
+    first_k_dense_replace: LayerIndex | None = None
     moe_layer_freq: Layers | None = None
     decoder_sparse_step: Layers | None = None
-    mlp_only_layers: list[_count(limits.MAX_LAYERS, lo=0)] | None = None
-    shared_expert_intermediate_size: _count(limits.MAX_INTERMEDIATE, lo=0) | None = None
+    mlp_only_layers: list[LayerIndex] | None = None
+    shared_expert_intermediate_size: WidthOrZero | None = None
     n_shared_experts: Experts | None = None
     topk_method: str | None = None
     # attention variants the engines treat differently
-    sliding_window: _count(limits.MAX_CONTEXT_TOKENS) | None = None
+    sliding_window: Window | None = None
     use_sliding_window: bool | None = None
     alibi: bool | None = None
     use_alibi: bool | None = None

@@ -65,7 +65,8 @@ def finite_positive(value: float) -> bool:
 # seconds and a few hundred MB (benchmarks/bounded_commands.py runs the worst cases, ~5 s of CPU at most:
 # `route` 10^6 requests over 4,096 replicas, `rl` ~80 priced batches/s, `simulate-log` ~1.5M rows/s).
 MAX_REPLICAS = 4_096               # engine replicas of one fleet
-MAX_ROUTE_REQUESTS = 1_000_000     # requests one `route` run simulates: issue 12's design point (co-residency converges long before)
+# requests one `route` run simulates: the size benchmarks/route_1m.py times (co-residency converges long before)
+MAX_ROUTE_REQUESTS = 1_000_000
 MAX_SPREAD = 1_000.0               # coefficients of variation, sibling spread (in decodes): lognormal sigma ~3.7
 MAX_RL_SEQUENCES = 1 << 16         # completions drawn over all sampled RL steps (sampled steps x prompts x samples)
 MAX_RL_ROLLOUTS = 256              # batches priced: sampled steps x replicas holding a prompt x waves of what fits

@@ -91,13 +91,16 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
     if kv_lora:
         attention = "mla"
         rope, nope, v_dim = hf.qk_rope_head_dim, hf.qk_nope_head_dim, hf.v_head_dim
+        assert rope is not None and nope is not None and v_dim is not None  # parse_hf_config requires them for MLA
         q_lora = hf.q_lora_rank
-        q_params = (hidden * q_lora + q_lora + q_lora * heads * (nope + rope)) if q_lora else hidden * heads * (nope + rope)
+        q_params = ((hidden * q_lora + q_lora + q_lora * heads * (nope + rope)) if q_lora
+                    else hidden * heads * (nope + rope))
         kv_params = hidden * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v_dim)
         attn_params = q_params + kv_params + heads * v_dim * hidden
         kv_heads_eff, rope_dim = 1, rope
     else:
         attention, kv_lora, rope_dim, kv_heads_eff = "gqa", 0, 0, kv_heads
+        v_dim = head_dim  # the o projection reads heads x v_dim values (MLA: v_head_dim)
         attn_params = hidden * (heads + 2 * kv_heads) * head_dim + heads * head_dim * hidden
         if hf.attention_bias or model_type in ("qwen2", "qwen2_moe"):
             attn_params += (heads + 2 * kv_heads) * head_dim
@@ -112,7 +115,8 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
         first_dense = hf.first_k_dense_replace or 0
         step = hf.moe_layer_freq or hf.decoder_sparse_step or 1
         only_dense = set(hf.mlp_only_layers or [])
-        moe_layer_ids = [i for i in range(layers) if i >= first_dense and (i - first_dense) % step == 0 and i not in only_dense]
+        moe_layer_ids = [i for i in range(layers)
+                         if i >= first_dense and (i - first_dense) % step == 0 and i not in only_dense]
         n_moe = len(moe_layer_ids)
         expert = 3 * hidden * moe_inter
         shared_inter = hf.shared_expert_intermediate_size or (hf.n_shared_experts or 0) * moe_inter
@@ -138,7 +142,7 @@ def spec_from_hf_config(cfg: dict, model_id: str, source: str) -> ModelSpec:
         experts_per_token=top_k, sliding_window=int(window) if window else None,
         alibi=bool(hf.alibi or hf.use_alibi or model_type in ("bloom",)),
         intermediate_size=int(inter), vocab_size=int(vocab),
-        attn_in_params_per_layer=int(attn_params - heads * (v_dim if kv_lora else head_dim) * hidden),
+        attn_in_params_per_layer=int(attn_params - heads * v_dim * hidden),
         moe_intermediate_size=int(moe_inter if n_experts else 0),
         shared_expert_intermediate_size=int(shared_inter if n_experts else 0),
     )

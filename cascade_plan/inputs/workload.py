@@ -8,9 +8,9 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.dtypes import KvDtype, WeightDtype
-from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec, load_model
 from cascade_plan.inputs.workload_catalog import resolve_workload
@@ -58,7 +58,8 @@ class Checks(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     min_run_speedup: Threshold | None = None     # per-sequence / cascade run time
     max_step_s: Threshold | None = None          # slowest decode step, in the mode picked
     max_run_s: Threshold | None = None           # whole decode, in the mode picked
-    min_sequences_fit: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)] | None = None  # KV capacity, this workload's shape
+    # KV capacity, this workload's shape
+    min_sequences_fit: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)] | None = None
     cascade_chosen: bool | None = None                                    # the model picks cascade
     vllm_uses_cascade: bool | None = None                                 # vLLM's gate, opted in
 
@@ -97,19 +98,20 @@ class Scenario:
 
 def _check_tree_size(doc) -> None:
     """Depth and node count of the raw tree, before typed conversion builds anything (no recursion)."""
-    stack, nodes = [(doc.data.get("tree"), ("tree",))], 0
+    stack: list[tuple[object, tuple]] = [(doc.data.get("tree"), ("tree",))]
+    nodes = 0
     while stack:
         node, path = stack.pop()
         if not isinstance(node, dict):
             continue
         nodes += 1
         if nodes > limits.MAX_NODES:
-            raise doc.error(("tree",), f"the tree has more than {limits.MAX_NODES:,} nodes; cascade-plan plans trees up to "
-                                  "that size (merge sibling nodes of the same shape with `copies:`)")
+            raise doc.error(("tree",), f"the tree has more than {limits.MAX_NODES:,} nodes; cascade-plan plans "
+                                       "trees up to that size (merge sibling nodes of the same shape with `copies:`)")
         depth = sum(1 for part in path if part == "children")
         if depth >= limits.MAX_DEPTH:
-            raise doc.error(("tree",), f"the tree is more than {limits.MAX_DEPTH} levels deep; cascade-plan plans trees up "
-                                  "to that depth")
+            raise doc.error(("tree",), f"the tree is more than {limits.MAX_DEPTH} levels deep; cascade-plan plans "
+                                       "trees up to that depth")
         children = node.get("children")
         if isinstance(children, list):
             stack.extend((child, path + ("children", i)) for i, child in enumerate(children))
@@ -117,7 +119,7 @@ def _check_tree_size(doc) -> None:
 
 def _check_tree_totals(tree: TreeNode, doc) -> None:
     """Sequences in the batch and the longest context, in exact integers, against their bounds."""
-    stack = [(tree, ("tree",), 1, 0)]
+    stack: list[tuple[TreeNode, tuple, int, int]] = [(tree, ("tree",), 1, 0)]
     while stack:
         node, path, instances, shared = stack.pop()
         instances *= node.copies
@@ -125,9 +127,11 @@ def _check_tree_totals(tree: TreeNode, doc) -> None:
         if node.children:
             stack.extend((c, path + ("children", i), instances, shared) for i, c in enumerate(node.children))
             continue
+        assert node.samples is not None and node.output_tokens is not None   # a leaf: TreeNode.__post_init__
         if instances * node.samples > limits.MAX_SEQUENCES:
-            raise doc.error(path + ("samples",), f"{instances * node.samples:,} sequences in the batch under this leaf; "
-                                                 f"cascade-plan plans batches up to {limits.MAX_SEQUENCES:,}")
+            raise doc.error(path + ("samples",),
+                            f"{instances * node.samples:,} sequences in the batch under this leaf; "
+                            f"cascade-plan plans batches up to {limits.MAX_SEQUENCES:,}")
         context = shared + node.private_tokens + node.output_tokens
         if context > limits.MAX_CONTEXT_TOKENS:
             raise doc.error(path + ("output_tokens",), f"a sequence here reaches {context:,} tokens of context; "
@@ -147,15 +151,17 @@ def total_sequences(tree: TreeNode) -> int:
         if node.children:
             stack.extend((c, instances) for c in node.children)
         else:
+            assert node.samples is not None                # a leaf: TreeNode.__post_init__
             total += instances * node.samples
     return total
 
 
-def parse_workload(path: Path) -> tuple[Workload, object]:
+def parse_workload(path: Path) -> tuple[Workload, SourceDoc]:
     doc = load_yaml(path, "workload", max_mappings=limits.MAX_NODES + 2)   # + the document and `checks:`
     version = doc.data.get("schema_version")
     if version is not None and version != 1:
-        raise doc.error(("schema_version",), f"unsupported schema_version {version!r}: this cascade-plan reads version 1")
+        raise doc.error(("schema_version",),
+                        f"unsupported schema_version {version!r}: this cascade-plan reads version 1")
     _check_tree_size(doc)
     try:
         wl = msgspec.convert(doc.data, Workload)
@@ -167,7 +173,8 @@ def parse_workload(path: Path) -> tuple[Workload, object]:
 
 def check_tp(model: ModelSpec, tp: int) -> None:
     if model.num_q_heads % tp:
-        raise InputError(f"tensor-parallel degree {tp} does not divide the {model.num_q_heads} query heads of {model.id}",
+        raise InputError(f"tensor-parallel degree {tp} does not divide the {model.num_q_heads} query heads of "
+                         f"{model.id}",
                          field="tp")
 
 

@@ -26,7 +26,8 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "kv_dtype": "KV cache element type.",
         "weight_dtype": "Weight element type.",
         "tp": "Tensor-parallel degree (KV heads and weights are split across this many GPUs).",
-        "prefix_caching": "The shared prefix is stored once, in shared physical KV blocks (vLLM/SGLang prefix caching).",
+        "prefix_caching": ("The shared prefix is stored once, in shared physical KV blocks (vLLM/SGLang prefix "
+                           "caching)."),
         "block_size": "KV page size in tokens.",
         "checks": "Capacity gates for `cascade-plan check` (command-line options win).",
     },

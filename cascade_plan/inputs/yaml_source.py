@@ -43,7 +43,7 @@ def _line_map(root: Any, file: str) -> dict[tuple, int]:
 
     out: dict[tuple, int] = {}
     seen: set[int] = set()
-    stack = [(root, (), root.start_mark.line + 1)]
+    stack: list[tuple[Any, tuple, int]] = [(root, (), root.start_mark.line + 1)]
     while stack:
         node, path, line = stack.pop()
         if id(node) in seen:
@@ -51,7 +51,7 @@ def _line_map(root: Any, file: str) -> dict[tuple, int]:
                              field=format_path(path) or None, line=line)
         seen.add(id(node))
         out.setdefault(path, node.start_mark.line + 1)
-        below = []
+        below: list[tuple[Any, tuple, int]] = []
         if isinstance(node, yaml.MappingNode):
             first: dict[Any, int] = {}
             for key_node, value_node in node.value:
@@ -199,7 +199,7 @@ def load_yaml(path: Path, what: str = "YAML", max_mappings: int | None = None,
         finally:
             loader.dispose()
     except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        line: int | None = text.count("\n", 0, max(exc.position, 0)) + 1
         char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
         raise InputError(f"YAML syntax error: control character U+{char:04X} is not allowed in YAML text",
                          file=str(path), line=line) from None

@@ -74,7 +74,8 @@ class Verdict:
         return {"steps": self.steps, "per_sequence_s": self.per_sequence_s, "cascade_s": self.cascade_s,
                 "best_s": self.best_s, "speedup": self.speedup,
                 "best_speedup": self.per_sequence_s / self.best_s if self.best_s else float("nan"),
-                "steps_where_cascade_pays": self.steps_paying, "share_of_steps_where_cascade_pays": self.share_steps_paying,
+                "steps_where_cascade_pays": self.steps_paying,
+                "share_of_steps_where_cascade_pays": self.share_steps_paying,
                 "share_of_decode_time_where_cascade_pays": self.share_time_paying,
                 "projected_saving_s": self.saving_s, "projected_saving_fraction": self.saving_fraction}
 
@@ -204,7 +205,8 @@ def to_json(a: Analysis, header: dict) -> dict:
                                  f"{MAX_REPLICA_TABLES:,}" if a.per_replica_left_out else None),
         "metrics": {k: {"unit": u, "what": w} for k, (u, w) in METRICS.items()},
         "distributions": {"overall": {k: d.to_json() for k, d in a.overall.items()},
-                          "per_replica": {r: {k: d.to_json() for k, d in ds.items()} for r, ds in a.per_replica.items()}},
+                          "per_replica": {r: {k: d.to_json() for k, d in ds.items()}
+                                          for r, ds in a.per_replica.items()}},
         "decode_time": {"overall": a.verdict.to_json(),
                         "per_replica": {r: v.to_json() for r, v in a.verdict_per_replica.items()}},
         "vllm": a.engine.to_json(a.times.pays),

@@ -15,7 +15,8 @@ from typing import Callable
 import numpy as np
 
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS, MAX_DEPTH, MAX_SEQUENCES
+from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS
+from cascade_plan.inputs.limits import MAX_DEPTH, MAX_SEQUENCES
 from cascade_plan.logs.log_format import MAX_TS_S
 from cascade_plan.logs.sources import LogFile
 
@@ -39,8 +40,10 @@ TYPED_SEQS = (f'list_transform(seqs, lambda x: struct_pack(request := x.request,
 
 
 def _levels_bad(lv: str, grp: str, shared: str) -> str:
-    return (f"({lv} IS NOT NULL AND (len({lv}) = 0 OR len({lv}) > {MAX_DEPTH} OR len({lv}) != len(string_split({grp}, '/')) "
-            f"OR {lv}[-1] IS DISTINCT FROM {shared} OR coalesce(list_bool_or(list_transform({lv}, lambda v: v IS NULL OR v < 0)), false) "
+    return (f"({lv} IS NOT NULL AND (len({lv}) = 0 OR len({lv}) > {MAX_DEPTH} "
+            f"OR len({lv}) != len(string_split({grp}, '/')) "
+            f"OR {lv}[-1] IS DISTINCT FROM {shared} "
+            f"OR coalesce(list_bool_or(list_transform({lv}, lambda v: v IS NULL OR v < 0)), false) "
             f"OR list_sort({lv}) != {lv}))")
 
 
@@ -60,7 +63,8 @@ COMPACT_BAD = (f"({HEAD_BAD} OR batch IS NULL OR batch < 1 OR prefix IS NULL OR 
                f"OR siblings < 1 OR private IS NULL OR NOT (private BETWEEN 0 AND {MAX_TOKENS}) "
                f"OR batch > {MAX_SEQUENCES} OR siblings > {MAX_SEQUENCES} OR prefix > {MAX_TOKENS} "
                f"OR coalesce(groups, 0) < 0 OR coalesce(groups, 0) > {MAX_SEQUENCES} "
-               "OR coalesce(groups, batch // nullif(siblings, 0))::DOUBLE * siblings > batch)")   # every OR is evaluated: no // 0, no overflow
+               # every OR is evaluated: no // 0, no overflow
+               "OR coalesce(groups, batch // nullif(siblings, 0))::DOUBLE * siblings > batch)")
 
 
 @dataclass
@@ -148,7 +152,8 @@ def _col(cols: dict[str, str], name: str, cast: str) -> str:
     text = f'trim("{name}"::VARCHAR)'
     if cast == "BIGINT":       # a count: a whole number ("64", or 64.0 from a float column), never 64.7 rounded to 65
         return (f"(CASE WHEN {text} IS NULL OR {text} = '' THEN NULL "
-                f"WHEN regexp_full_match({text}, '[+-]?[0-9]+(\\.0*)?') THEN try_cast(try_cast({text} AS DOUBLE) AS BIGINT) "
+                f"WHEN regexp_full_match({text}, '[+-]?[0-9]+(\\.0*)?') "
+                f"THEN try_cast(try_cast({text} AS DOUBLE) AS BIGINT) "
                 "ELSE -1 END)")
     return f"try_cast({text} AS {cast})"
 
@@ -178,7 +183,8 @@ def seq_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
                   "list_transform(string_split(levels, '/'), lambda v: try_cast(v AS BIGINT)) END")
     return f"""
         SELECT file, ts, replica, {HEAD_BAD} OR {seq_bad()} AS bad, 1 AS k, request, grp, shared, private, levels
-        FROM (SELECT filename AS file, {_col(cols, 'ts', 'DOUBLE')} AS ts, {_col(cols, 'replica', 'VARCHAR')} AS replica,
+        FROM (SELECT filename AS file, {_col(cols, 'ts', 'DOUBLE')} AS ts,
+                     {_col(cols, 'replica', 'VARCHAR')} AS replica,
                      {_col(cols, 'request', 'VARCHAR')} AS request, {_col(cols, 'group', 'VARCHAR')} AS grp,
                      {_col(cols, 'shared', 'BIGINT')} AS shared, {_col(cols, 'private', 'BIGINT')} AS private,
                      {levels} AS levels
@@ -230,7 +236,8 @@ def compact_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
                f"{json_int('siblings')} AS siblings, {json_int('groups')} AS groups, private FROM read_json("
                f"{paths}, format='newline_delimited', ignore_errors=true, filename=true, columns={JSON_COLUMNS})")
     else:
-        src = (f"SELECT filename AS file, {_col(cols, 'ts', 'DOUBLE')} AS ts, {_col(cols, 'replica', 'VARCHAR')} AS replica, "
+        src = (f"SELECT filename AS file, {_col(cols, 'ts', 'DOUBLE')} AS ts, "
+               f"{_col(cols, 'replica', 'VARCHAR')} AS replica, "
                f"{_col(cols, 'batch', 'BIGINT')} AS batch, {_col(cols, 'prefix', 'BIGINT')} AS prefix, "
                f"{_col(cols, 'siblings', 'BIGINT')} AS siblings, {_col(cols, 'groups', 'BIGINT')} AS groups, "
                f"{_col(cols, 'private', 'DOUBLE')} AS private FROM {_flat_source(files, cols)}")
@@ -305,7 +312,8 @@ def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
         groups.setdefault((f.fmt, form, key_cols), []).append(f)
     con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
                 "ps_prefix_tokens DOUBLE, suffix_tokens DOUBLE, longest_context DOUBLE, longest_suffix DOUBLE)")
-    con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, readers BIGINT)")
+    con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, "
+                "readers BIGINT)")
     con.execute("CREATE TEMP TABLE requests (steps BIGINT, private DOUBLE)")
     con.execute("CREATE TEMP TABLE files (file VARCHAR, records BIGINT, malformed BIGINT)")
     for n, ((fmt, form, key_cols), fs) in enumerate(groups.items()):
@@ -314,9 +322,11 @@ def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
         report = (lambda p, label=label: progress(label, p)) if progress else None
         try:
             if form == "seq":
-                _run_with_progress(con, "CREATE OR REPLACE TEMP TABLE agg AS " + seq_aggregate_sql(seq_rows_sql(fs, cols)), report)
+                _run_with_progress(con, "CREATE OR REPLACE TEMP TABLE agg AS "
+                                   + seq_aggregate_sql(seq_rows_sql(fs, cols)), report)
                 con.execute(f"INSERT INTO files SELECT file, records, malformed FROM agg WHERE gid = {G_FILE}")
-                con.execute("INSERT INTO steps SELECT replica, ts, seqs, shared_seqs, groups, ps_prefix_tokens, suffix_tokens, "
+                con.execute("INSERT INTO steps SELECT replica, ts, seqs, shared_seqs, groups, ps_prefix_tokens, "
+                            "suffix_tokens, "
                             f"longest_context, longest_suffix FROM agg WHERE gid = {G_STEP} AND records > malformed")
                 con.execute("INSERT INTO nodes SELECT replica, ts, i, tokens, count(*), sum(readers) FROM agg "
                             f"WHERE gid = {G_NODE} AND tokens > 0 AND readers > 0 GROUP BY ALL")
@@ -324,8 +334,10 @@ def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
                             f"WHERE gid = {G_REQUEST} AND seqs > 0")
             else:
                 _run_with_progress(con, "CREATE OR REPLACE TEMP TABLE agg AS " + compact_rows_sql(fs, cols), report)
-                con.execute("INSERT INTO files SELECT file, count(*), count(*) FILTER (WHERE bad) FROM agg GROUP BY file")
-                con.execute("CREATE OR REPLACE TEMP TABLE agg AS SELECT *, coalesce(groups, batch // nullif(siblings, 0)) AS g "
+                con.execute("INSERT INTO files SELECT file, count(*), count(*) FILTER (WHERE bad) FROM agg "
+                            "GROUP BY file")
+                con.execute("CREATE OR REPLACE TEMP TABLE agg AS SELECT *, "
+                            "coalesce(groups, batch // nullif(siblings, 0)) AS g "
                             "FROM agg WHERE NOT bad")
                 con.execute("INSERT INTO steps SELECT replica, ts, batch, g * siblings, g, g * siblings * prefix, "
                             "batch * private, prefix + private, private FROM agg")
@@ -344,7 +356,8 @@ def _fetch(con) -> LogTables:
     # Steps numbered in (replica, ts) order; node buckets carry the step number.
     con.execute("CREATE OR REPLACE TEMP TABLE s AS SELECT *, row_number() OVER (ORDER BY replica, ts) - 1 AS idx "
                 "FROM (SELECT replica, ts, sum(seqs) seqs, sum(shared_seqs) shared_seqs, sum(groups) groups, "
-                "sum(ps_prefix_tokens) ps_prefix_tokens, sum(suffix_tokens) suffix_tokens, max(longest_context) longest_context, "
+                "sum(ps_prefix_tokens) ps_prefix_tokens, sum(suffix_tokens) suffix_tokens, "
+                "max(longest_context) longest_context, "
                 "max(longest_suffix) longest_suffix FROM steps GROUP BY replica, ts)")
     st = con.execute("SELECT replica, ts, seqs, shared_seqs, groups, ps_prefix_tokens, suffix_tokens, longest_context, "
                      "longest_suffix FROM s ORDER BY idx").fetchnumpy()

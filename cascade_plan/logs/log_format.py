@@ -19,7 +19,6 @@ rules; ``docs/log-schema.json`` is generated from them (a test keeps it in step)
 from __future__ import annotations
 
 import re
-
 from typing import Annotated
 
 import msgspec
@@ -34,7 +33,8 @@ NonNeg = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_SEQUENCES)]
 Tokens = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_CONTEXT_TOKENS)]
 Pos = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)]
 Time = Annotated[float, msgspec.Meta(ge=-MAX_TS_S, le=MAX_TS_S,
-                                     description="seconds (any epoch); every record of one step carries the same value")]
+                                     description="seconds (any epoch); every record of one step carries the same "
+                                                 "value")]
 Replica = Annotated[str | int, msgspec.Meta(description="engine replica (data-parallel rank, host:port, ...)")]
 
 
@@ -42,7 +42,8 @@ class Seq(msgspec.Struct, frozen=True):
     """One running sequence in one decode step."""
 
     request: Annotated[str, msgspec.Meta(description="request / sequence id, stable across steps")]
-    group: Annotated[str, msgspec.Meta(description="prompt it was sampled from; 'a/b/c' = prefix-hash chain, one id per level")]
+    group: Annotated[str, msgspec.Meta(
+        description="prompt it was sampled from; 'a/b/c' = prefix-hash chain, one id per level")]
     shared: Annotated[Tokens, msgspec.Meta(description="tokens of KV shared with other sequences (all levels)")]
     private: Annotated[Tokens, msgspec.Meta(description="tokens of KV of its own: private prompt + generated so far")]
     levels: Annotated[list[Tokens], msgspec.Meta(
@@ -64,13 +65,15 @@ class StepRecord(msgspec.Struct, frozen=True):
         description="vLLM's SchedulerOutput.num_common_prefix_blocks: per KV-cache group, the leading blocks "
                     "every running request holds")] | None = None
     kv_group: Annotated[NonNeg, msgspec.Meta(
-        description="the KV-cache group whose block tables gave `seqs` (index into num_common_prefix_blocks)")] | None = None
+        description="the KV-cache group whose block tables gave `seqs` (index into "
+                    "num_common_prefix_blocks)")] | None = None
     scheduled: Annotated[NonNeg, msgspec.Meta(
         description="requests the engine ran in the step, prefills included (the gate's num_reqs)")] | None = None
     max_query: Annotated[Tokens, msgspec.Meta(
         description="most tokens scheduled for one request (1 in pure decode without drafts)")] | None = None
     min_computed: Annotated[Tokens, msgspec.Meta(
-        description="fewest already-computed tokens among the scheduled requests (caps vLLM's cascade prefix)")] | None = None
+        description="fewest already-computed tokens among the scheduled requests (caps vLLM's cascade "
+                    "prefix)")] | None = None
 
 
 class CompactRecord(msgspec.Struct, frozen=True):
@@ -81,7 +84,8 @@ class CompactRecord(msgspec.Struct, frozen=True):
     batch: Annotated[Pos, msgspec.Meta(description="sequences in the step")]
     prefix: Annotated[Tokens, msgspec.Meta(description="shared prefix tokens of each sibling group")]
     siblings: Annotated[Pos, msgspec.Meta(description="sequences per sibling group")]
-    private: Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_CONTEXT_TOKENS, description="mean private context tokens per sequence")]
+    private: Annotated[float, msgspec.Meta(ge=0, le=limits.MAX_CONTEXT_TOKENS,
+                                           description="mean private context tokens per sequence")]
     groups: NonNeg | None = None
     step: NonNeg | None = None
 
@@ -139,7 +143,8 @@ def check_record(record, form: str, flat: bool = False) -> str | None:
             ends = [int(v) for v in rec.levels.split("/")]
         except ValueError:
             return "levels: '/'-separated whole numbers"
-        rec = StepRecord(ts=rec.ts, replica=rec.replica, seqs=[Seq(rec.request, rec.group, rec.shared, rec.private, ends)])
+        rec = StepRecord(ts=rec.ts, replica=rec.replica,
+                         seqs=[Seq(rec.request, rec.group, rec.shared, rec.private, ends)])
     if isinstance(rec, StepRecord):
         for i, s in enumerate(rec.seqs):
             if s.levels is not None:

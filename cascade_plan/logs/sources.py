@@ -86,7 +86,8 @@ def check_zstd_complete(path: str) -> None:
                     raise cut()
                 continue
             if magic != _ZSTD_MAGIC:
-                raise InputError("cannot read this log: not a zstd file (or damaged: no zstd frame where one should start)",
+                raise InputError("cannot read this log: not a zstd file (or damaged: no zstd frame where one "
+                                 "should start)",
                                  file=path)
             d = fh.read(1)
             if not d:
@@ -103,7 +104,8 @@ def check_zstd_complete(path: str) -> None:
                 bh = int.from_bytes(b, "little")
                 last, kind, bsize = bh & 1, (bh >> 1) & 3, bh >> 3
                 if kind == 3:
-                    raise InputError("cannot read this log: damaged zstd file (a block of the reserved type)", file=path)
+                    raise InputError("cannot read this log: damaged zstd file (a block of the reserved type)",
+                                     file=path)
                 pos += 3 + (1 if kind == 1 else bsize)
                 if pos > size:
                     raise cut()

@@ -100,7 +100,8 @@ def _flat(spark, F, files: list[LogFile]):
         ("ts", "double"), ("replica", "string"), ("request", "string"), ("group", "string"), ("shared", "bigint"),
         ("private", "double"), ("batch", "bigint"), ("prefix", "bigint"), ("siblings", "bigint"),
         ("groups", "bigint"))], (F.when(F.col("levels").isNull() | (F.col("levels").cast("string") == ""), None)
-                                 .otherwise(F.expr("transform(split(regexp_replace(cast(levels AS STRING), '[\\\\[\\\\] ]', ''), '[/,]'), "
+                                 .otherwise(F.expr("transform(split(regexp_replace(cast(levels AS STRING), "
+                                                   "'[\\\\[\\\\] ]', ''), '[/,]'), "
                                                    "v -> try_cast(v AS BIGINT))")) if "levels" in cols
                                  else F.lit(None).cast("array<bigint>")).alias("levels"))
 
@@ -139,7 +140,8 @@ def _seq_tables(spark, F, files: list[LogFile]):
     steps = good.groupBy("replica", "ts").agg(
         F.count("request").alias("seqs"), F.count(F.when(F.col("shared") > 0, 1)).alias("shared_seqs"),
         F.countDistinct(F.when(F.col("shared") > 0, F.col("grp"))).alias("groups"),
-        F.sum("shared").cast("double").alias("ps_prefix_tokens"), F.sum("private").cast("double").alias("suffix_tokens"),
+        F.sum("shared").cast("double").alias("ps_prefix_tokens"),
+        F.sum("private").cast("double").alias("suffix_tokens"),
         F.max(F.col("shared") + F.col("private")).cast("double").alias("longest_context"),
         F.max("private").cast("double").alias("longest_suffix"))
     nodes = (t.where(~F.col("bad") & (F.col("tokens") > 0)).groupBy("replica", "ts", "i0", "node", "tokens")
@@ -147,7 +149,8 @@ def _seq_tables(spark, F, files: list[LogFile]):
              .groupBy("replica", "ts", (F.col("i0") + 1).alias("lvl"), "tokens")
              .agg(F.count("*").alias("instances"), F.sum("readers").alias("readers")))
     requests = (good.where(F.col("request").isNotNull()).groupBy("replica", "request")
-                .agg(F.count("*").alias("steps"), F.greatest(F.min("private") - 1, F.lit(0)).cast("double").alias("private")))
+                .agg(F.count("*").alias("steps"),
+                     F.greatest(F.min("private") - 1, F.lit(0)).cast("double").alias("private")))
     out = [_frame(d) for d in (files_df, steps, nodes, requests)]
     t.unpersist()
     return out
@@ -164,16 +167,20 @@ def _compact_tables(spark, F, files: list[LogFile]):
         corrupt = F.lit(False)
     g = F.coalesce(F.col("groups"), F.floor(F.col("batch") / F.col("siblings")))
     bad = F.coalesce(corrupt | F.col("ts").isNull() | F.col("replica").isNull() | F.col("batch").isNull()
-                     | (F.col("batch") < 1) | F.col("prefix").isNull() | (F.col("prefix") < 0) | F.col("siblings").isNull()
+                     | (F.col("batch") < 1) | F.col("prefix").isNull() | (F.col("prefix") < 0)
+                     | F.col("siblings").isNull()
                      | (F.col("siblings") < 1) | F.col("private").isNull() | (F.col("private") < 0)
-                     | (F.coalesce(F.col("groups"), F.lit(0)) < 0) | (g * F.col("siblings") > F.col("batch")), F.lit(True))
+                     | (F.coalesce(F.col("groups"), F.lit(0)) < 0) | (g * F.col("siblings") > F.col("batch")),
+                     F.lit(True))
     df = df.withColumn("bad", bad).withColumn("g", g).cache()
     files_df = df.groupBy("file").agg(F.count("*").alias("records"), F.sum(F.col("bad").cast("int")).alias("malformed"))
     ok = df.where(~F.col("bad"))
-    steps = ok.select("replica", "ts", F.col("batch").alias("seqs"), (F.col("g") * F.col("siblings")).alias("shared_seqs"),
-                      F.col("g").alias("groups"), (F.col("g") * F.col("siblings") * F.col("prefix")).cast("double").alias("ps_prefix_tokens"),
+    steps = ok.select("replica", "ts", F.col("batch").alias("seqs"),
+                      (F.col("g") * F.col("siblings")).alias("shared_seqs"), F.col("g").alias("groups"),
+                      (F.col("g") * F.col("siblings") * F.col("prefix")).cast("double").alias("ps_prefix_tokens"),
                       (F.col("batch") * F.col("private")).alias("suffix_tokens"),
-                      (F.col("prefix") + F.col("private")).alias("longest_context"), F.col("private").alias("longest_suffix"))
+                      (F.col("prefix") + F.col("private")).alias("longest_context"),
+                      F.col("private").alias("longest_suffix"))
     nodes = ok.where((F.col("prefix") > 0) & (F.col("g") > 0)).select(
         "replica", "ts", F.lit(1).alias("lvl"), F.col("prefix").alias("tokens"), F.col("g").alias("instances"),
         (F.col("g") * F.col("siblings")).alias("readers"))
@@ -222,7 +229,8 @@ def _read_with(spark, files: list[LogFile]):
     con = _connect("1GB", None)
     con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
                 "ps_prefix_tokens DOUBLE, suffix_tokens DOUBLE, longest_context DOUBLE, longest_suffix DOUBLE)")
-    con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, readers BIGINT)")
+    con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, "
+                "readers BIGINT)")
     con.execute("CREATE TEMP TABLE requests (steps BIGINT, private DOUBLE)")
     con.execute("CREATE TEMP TABLE files (file VARCHAR, records BIGINT, malformed BIGINT)")
     local = {("file:" + f.path if not f.path.startswith("file:") else f.path): f.path for f in files}

@@ -67,7 +67,8 @@ def logged_gate(files: list[LogFile], t: LogTables, scn, common_prefix_tokens: n
             return None
         paths = "[" + ", ".join("'" + f.path.replace("'", "''") + "'" for f in chosen) + "]"
         rows = con.execute(
-            "SELECT replica, ts, any_value(block_size), any_value(num_common_prefix_blocks[coalesce(kv_group, 0) + 1]), "
+            "SELECT replica, ts, any_value(block_size), "
+            "any_value(num_common_prefix_blocks[coalesce(kv_group, 0) + 1]), "
             "any_value(scheduled), any_value(max_query), any_value(min_computed) "
             f"FROM read_json({paths}, format='newline_delimited', ignore_errors=true, columns={COLUMNS}) "
             "WHERE block_size >= 1 AND num_common_prefix_blocks IS NOT NULL AND scheduled >= 1 AND max_query >= 1 "

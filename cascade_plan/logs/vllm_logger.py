@@ -60,7 +60,8 @@ def snapshot(so: Any) -> dict:
     if c is not None:
         resumed = _get(c, "resumed_req_ids")
         cached = {"req_ids": list(_get(c, "req_ids") or ()),
-                  "new_block_ids": [None if b is None else [list(g) for g in b] for b in _get(c, "new_block_ids") or ()],
+                  "new_block_ids": [None if b is None else [list(g) for g in b]
+                                    for b in _get(c, "new_block_ids") or ()],
                   "num_computed_tokens": list(_get(c, "num_computed_tokens") or ()),
                   "resumed_req_ids": set(resumed) if resumed is not None else None,
                   "resumed_from_preemption": list(_get(c, "resumed_from_preemption") or ())}
@@ -69,7 +70,8 @@ def snapshot(so: Any) -> dict:
     return {"scheduled_new_reqs": new, "scheduled_cached_reqs": cached,
             "num_scheduled_tokens": dict(_get(so, "num_scheduled_tokens") or {}),
             "scheduled_spec_decode_tokens": {r: range(len(v)) for r, v in spec.items()},
-            "num_common_prefix_blocks": [common] if isinstance(common, int) else (None if common is None else list(common)),
+            "num_common_prefix_blocks": ([common] if isinstance(common, int)
+                                         else (None if common is None else list(common))),
             "finished_req_ids": set(_get(so, "finished_req_ids") or ()),
             "preempted_req_ids": set(_get(so, "preempted_req_ids") or ()),
             "ts": time.time()}

@@ -253,7 +253,8 @@ class SchedulerLogWriter:
                 row["draft"] = k
             seqs.append(row)
         ts = _get(so, "ts")                     # a snapshot carries the time it was taken
-        rec: dict[str, Any] = {"ts": self.clock() if ts is None else ts, "replica": self.replica, "step": self.step, "seqs": seqs,
+        rec: dict[str, Any] = {"ts": self.clock() if ts is None else ts, "replica": self.replica, "step": self.step,
+                               "seqs": seqs,
                                "block_size": bs}
         common = _get(so, "num_common_prefix_blocks")
         if common is not None:

@@ -152,7 +152,8 @@ def render(res: BreakevenResult, console) -> None:
     console.print(f"[dim]Numbers: {res.params.label}[/dim]")
     sfx = [f"suffix {int(s):,}" for s in sw.suffix_tokens]
 
-    a = Table(title="Shortest shared prefix (tokens) at which cascade beats per-sequence attention", title_justify="left")
+    a = Table(title="Shortest shared prefix (tokens) at which cascade beats per-sequence attention",
+              title_justify="left")
     a.add_column("sequences per group", justify="right")
     for c in sfx:
         a.add_column(c, justify="right")

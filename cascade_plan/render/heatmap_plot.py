@@ -9,8 +9,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cascade_plan.render.plot_style import (FORMATS, _RC, plain, _finish, _log2_edges, _log2_ticks, _mpl, _new_figure, _save,
-                                            _speedup_cmap, _speedup_norm, _title, fmt_tokens)
+from cascade_plan.render.plot_style import (
+    _RC,
+    FORMATS,
+    _finish,
+    _log2_edges,
+    _log2_ticks,
+    _mpl,
+    _new_figure,
+    _save,
+    _speedup_cmap,
+    _speedup_norm,
+    _title,
+    fmt_tokens,
+    plain,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.cost.breakeven import Sweep

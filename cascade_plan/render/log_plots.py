@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from cascade_plan.logs.analysis import METRICS, Analysis
-from cascade_plan.render.plot_style import C_CASCADE, C_PER_SEQ, _RC, _mpl, _new_figure, _save
-
+from cascade_plan.render.plot_style import _RC, C_CASCADE, C_PER_SEQ, _mpl, _new_figure, _save
 
 SHORT = {"batch": "batch size", "siblings": "siblings per group", "prefix_tokens": "shared prefix per sequence",
          "private_tokens": "private context per sequence", "groups": "sibling groups",

@@ -23,7 +23,8 @@ def model_rows(kv_dtype: str, weight_dtype: str, tp: int) -> list[dict]:
             "total_params": m.total_params, "active_params": m.active_params,
             "num_experts": m.num_experts, "experts_per_token": m.experts_per_token,
             "kv_bytes_per_token": kv_bytes_per_token(m, kv_dtype, tp) if m.num_q_heads % tp == 0 else None,
-            "weight_bytes_total": m.total_params * {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}[weight_dtype] / tp,
+            "weight_bytes_total": (m.total_params * {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
+                                   [weight_dtype] / tp),
             "weight_bytes_per_token_step": float(weight_bytes_per_gpu(m, weight_dtype, tp, 1)),
             "source": m.source,
         })

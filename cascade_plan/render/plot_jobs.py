@@ -43,7 +43,8 @@ def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
         run = (f"run {rng[0]:.2f}x to {rng[1]:.2f}x\n({range_tag(est.verdict)})" if rng
                else f"run {est.run_speedup:.2f}x")
         return plots.plot_speedup_heatmap(r.breakeven.sweep, f"Cascade speedup: {name}", stem,
-                                          params=r.breakeven.params, point=(group, prefix, f"{est.scenario.name}\n{run}"),
+                                          params=r.breakeven.params,
+                                          point=(group, prefix, f"{est.scenario.name}\n{run}"),
                                           formats=formats)[0]
     if kind == "steps":
         return plots.plot_step_times(est, stem, formats=formats)[0]

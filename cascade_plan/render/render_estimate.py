@@ -30,7 +30,8 @@ def arithmetic_table(est: Estimate) -> Table:
     t.add_row("KV bytes per token", f"{kvb:,.0f} B = {fmt_bytes_binary(kvb)}")
     for tok, inst, lvl in zip(f.node_tokens, f.node_instances, f.node_level):
         # The flat tree stores counts as floats (for numpy); they are whole numbers and print as such.
-        t.add_row(f"shared prefix, level {lvl}", f"{round(inst):,} x {round(tok):,} tokens, {fmt_bytes(tok * kvb)} each")
+        t.add_row(f"shared prefix, level {lvl}",
+                  f"{round(inst):,} x {round(tok):,} tokens, {fmt_bytes(tok * kvb)} each")
     t.add_row("unique prefix KV", fmt_bytes(f.unique_prefix_tokens * kvb))
     first = est.steps[0]
     t.add_row("weights read per step", f"{fmt_bytes_decimal(first.weight_bytes)} "
@@ -42,8 +43,9 @@ def arithmetic_table(est: Estimate) -> Table:
     m = est.memory
     if m is not None:
         fits = "fits" if m.fits else "does NOT fit"
-        t.add_row("memory per GPU", f"{fmt_bytes_decimal(m.weight_bytes)} weights + {fmt_bytes_binary(m.kv_needed_bytes)} "
-                  f"KV by the end of the run, {fmt_bytes_binary(m.usable_bytes)} usable "
+        t.add_row("memory per GPU", f"{fmt_bytes_decimal(m.weight_bytes)} weights + "
+                  f"{fmt_bytes_binary(m.kv_needed_bytes)} KV by the end of the run, "
+                  f"{fmt_bytes_binary(m.usable_bytes)} usable "
                   f"({m.reserve_fraction:.0%} reserve): {fits}; up to {m.max_sequences:,} sequences of this shape fit "
                   f"(the batch has {m.sequences:,})")
     return t

@@ -27,8 +27,8 @@ def distribution_table(a: Analysis) -> Table:
         rows = [("all", a.overall[key])] + ([(r, ds[key]) for r, ds in list(a.per_replica.items())[:REPLICA_ROWS]]
                                             if len(a.per_replica) > 1 else [])
         for n, (scope, d) in enumerate(rows):
-            t.add_row(f"{key} ({unit})" if n == 0 else "", scope, _num(d.mean), *(_num(v) for v in d.quantiles.values()),
-                      _num(d.max))
+            t.add_row(f"{key} ({unit})" if n == 0 else "", scope, _num(d.mean),
+                      *(_num(v) for v in d.quantiles.values()), _num(d.max))
     return t
 
 
@@ -59,7 +59,8 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
         for b in a.bad:
             console.print(f"  {b}")
         if len(a.bad) < a.malformed:
-            console.print(f"  ... {a.malformed - len(a.bad):,} more (--show-bad N lists more; --strict stops at the first)")
+            console.print(f"  ... {a.malformed - len(a.bad):,} more (--show-bad N lists more; --strict stops at "
+                          "the first)")
     console.print(distribution_table(a))
     console.print(verdict_table(a))
     n = len(a.replica_names)
@@ -75,13 +76,14 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
     e = a.engine.to_json(a.times.pays)
     console.print(f"vLLM (FlashAttention backend, opted in with --no-disable-cascade-attn) would cascade "
                   f"{e['share_of_steps_vllm_would_cascade']:.1%} of the steps (only a prefix shared by every request "
-                  f"counts); in {e['share_of_steps_model_pays_vllm_does_not']:.1%} the model says cascade pays but vLLM "
-                  "would not use it.")
+                  f"counts); in {e['share_of_steps_model_pays_vllm_does_not']:.1%} the model says cascade pays but "
+                  "vLLM would not use it.")
     if a.vllm_logged is not None:
         g = a.vllm_logged.to_json()
-        console.print(f"vLLM's own count (num_common_prefix_blocks, {g['steps_with_vllm_fields']:,} logged steps): its gate, "
-                      f"opted in, would cascade {g['share_of_steps_vllm_would_cascade']:.1%} of them, the planner's model of the "
-                      f"same steps {g['share_of_steps_planner_predicts_cascade']:.1%}; they agree on "
+        console.print(f"vLLM's own count (num_common_prefix_blocks, {g['steps_with_vllm_fields']:,} logged steps): "
+                      f"its gate, opted in, would cascade {g['share_of_steps_vllm_would_cascade']:.1%} of them, the "
+                      f"planner's model of the same steps {g['share_of_steps_planner_predicts_cascade']:.1%}; they "
+                      f"agree on "
                       f"{g['share_of_steps_agreeing']:.1%} (common prefix {_num(g['mean_common_prefix_tokens_vllm'])} "
                       f"vs {_num(g['mean_common_prefix_tokens_planner'])} tokens on average).")
     for w in written:

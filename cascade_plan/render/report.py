@@ -17,6 +17,7 @@ from cascade_plan.cost.estimate import Estimate
 from cascade_plan.render.step_table import step_rows
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GRAPH_NOTE, VLLM_VERSION_MODELLED
+from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.inputs.workload import TreeNode
 from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.coverage import sources_line
@@ -79,15 +80,20 @@ def _arithmetic(r: WorkloadReport) -> list[str]:
                      f"{fmt_bytes_binary(tok * kvb)} of KV.")
     wparams = first.weight_bytes / ELEMENT_BYTES[s.weight_dtype] * s.tp
     lines += [
-        f"Weights read per step: {fmt_count(wparams)} parameters x {ELEMENT_BYTES[s.weight_dtype]:g} bytes / TP {s.tp} = "
-        f"**{fmt_bytes_decimal(first.weight_bytes)}**, {fmt_seconds(first.weight_bytes / bw)} at {bw / 1e12:.3g} TB/s "
+        f"Weights read per step: {fmt_count(wparams)} parameters x {ELEMENT_BYTES[s.weight_dtype]:g} bytes / "
+        f"TP {s.tp} = **{fmt_bytes_decimal(first.weight_bytes)}**, {fmt_seconds(first.weight_bytes / bw)} at "
+        f"{bw / 1e12:.3g} TB/s "
         f"({fmt_seconds(first.weight_s)} in this mode).",
         *_rest_of_step(est),
-        f"At the final step (k = {final.step:,}) per-sequence attention reads **{fmt_bytes_binary(final.per_sequence.attention_bytes)}** "
-        f"({final.active_seqs} sequences x their whole context), {fmt_seconds(final.per_sequence.attention_bytes / bw)} at peak "
+        f"At the final step (k = {final.step:,}) per-sequence attention reads "
+        f"**{fmt_bytes_binary(final.per_sequence.attention_bytes)}** "
+        f"({final.active_seqs} sequences x their whole context), "
+        f"{fmt_seconds(final.per_sequence.attention_bytes / bw)} at peak "
         f"bandwidth; cascade reads **{fmt_bytes_binary(final.cascade.attention_bytes)}** (prefix "
-        f"{fmt_bytes_binary(final.cascade.prefix_bytes)} once, suffixes {fmt_bytes_binary(final.cascade.suffix_bytes)}, merge "
-        f"{fmt_bytes_binary(final.cascade.merge_bytes)}), {fmt_seconds(final.cascade.attention_bytes / bw)} at peak.",
+        f"{fmt_bytes_binary(final.cascade.prefix_bytes)} once, suffixes "
+        f"{fmt_bytes_binary(final.cascade.suffix_bytes)}, "
+        f"merge {fmt_bytes_binary(final.cascade.merge_bytes)}), {fmt_seconds(final.cascade.attention_bytes / bw)} at "
+        f"peak.",
         f"The step goes from **{fmt_seconds(final.per_sequence.step_s)}** to **{fmt_seconds(final.cascade.step_s)}** "
         f"({final.speedup:.2f}x); at the first step the speedup is {first.speedup:.2f}x.", "",
     ]
@@ -120,7 +126,8 @@ def _run(est: Estimate) -> list[str]:
     n = est.decode_steps
     return ["### The whole run", "",
             "| mode | decode time | tokens/s | mean step |", "| --- | ---: | ---: | ---: |",
-            f"| per-sequence | {fmt_seconds(est.run_per_sequence_s)} | {est.output_tokens / est.run_per_sequence_s:,.0f} | "
+            f"| per-sequence | {fmt_seconds(est.run_per_sequence_s)} | "
+            f"{est.output_tokens / est.run_per_sequence_s:,.0f} | "
             f"{fmt_seconds(est.run_per_sequence_s / n)} |",
             f"| cascade | {fmt_seconds(est.run_cascade_s)} | {est.output_tokens / est.run_cascade_s:,.0f} | "
             f"{fmt_seconds(est.run_cascade_s / n)} |", "",
@@ -150,8 +157,10 @@ def _capacity(r: WorkloadReport) -> list[str]:
              f"{fmt_bytes_binary(c.memory_bytes)} per GPU - {fmt_bytes_decimal(c.weight_bytes)} of weights - "
              f"{fmt_bytes_binary(c.reserve_bytes)} reserve = **{fmt_bytes_binary(c.kv_budget_bytes)} for KV**.", "",
              "| | KV for the whole batch | sequences of this shape that fit |", "| --- | ---: | ---: |",
-             f"| prefix stored once (prefix caching) | {fmt_bytes_binary(c.kv_bytes_shared)} | {c.max_sequences_shared:,} |",
-             f"| every sequence its own copy | {fmt_bytes_binary(c.kv_bytes_unshared)} | {c.max_sequences_unshared:,} |", ""]
+             f"| prefix stored once (prefix caching) | {fmt_bytes_binary(c.kv_bytes_shared)} | "
+             f"{c.max_sequences_shared:,} |",
+             f"| every sequence its own copy | {fmt_bytes_binary(c.kv_bytes_unshared)} | "
+             f"{c.max_sequences_unshared:,} |", ""]
     warns = preemption_warnings(c, s.prefix_caching)
     lines += [f"> **Warning:** {w}" for w in warns] or [
         f"One sibling group ({c.group_sequences} sequences, {fmt_bytes_binary(c.group_kv_bytes)}) fits; the batch of "
@@ -162,25 +171,28 @@ def _capacity(r: WorkloadReport) -> list[str]:
 def _engine(v: EngineView) -> list[str]:
     b = v.backend
     lines = ["### Would the engine turn it on?", "",
-             f"Prefix shared by every request in the batch: {v.common_prefix_tokens:,} tokens; {v.requests:,} requests. "
+             f"Prefix shared by every request in the batch: {v.common_prefix_tokens:,} tokens; "
+             f"{v.requests:,} requests. "
              f"Attention backend: `{b.name}`. {b.why}", "",
              f"- vLLM V1 as shipped: **{'cascade' if v.shipped.used else 'no cascade'}**. {v.shipped.reason}",
-             f"- vLLM V1 with `--no-disable-cascade-attn`, on `{b.name}`: **{'cascade' if v.opted_in.used else 'no cascade'}**. "
+             f"- vLLM V1 with `--no-disable-cascade-attn`, on `{b.name}`: "
+             f"**{'cascade' if v.opted_in.used else 'no cascade'}**. "
              f"{v.opted_in.reason}"]
     if len(v.step.groups) > 1:
         lines += [f"- KV-cache group `{g.group.kind}` ({g.group.num_layers} layers): "
-                  f"{'cascade over ' + format(g.cascade_prefix_tokens, ',') + ' tokens' if g.cascade_prefix_tokens else 'no cascade'}. "
-                  f"{g.decision.reason}" for g in v.step.groups]
+                  + (f"cascade over {g.cascade_prefix_tokens:,} tokens" if g.cascade_prefix_tokens else "no cascade")
+                  + f". {g.decision.reason}" for g in v.step.groups]
     if v.opted_in.used:
         lines.append(f"- CUDA graph: {v.step.reason} {CUDA_GRAPH_NOTE}")
-    lines += [f"- What that choice is worth, by bytes alone (plus the lost CUDA graph): {v.engine_speedup:.2f}x over the "
-              f"run; a cascade over every shared level: {v.multi_level_speedup:.2f}x.", f"- {v.note}", "",
+    lines += [f"- What that choice is worth, by bytes alone (plus the lost CUDA graph): {v.engine_speedup:.2f}x "
+              f"over the run; a cascade over every shared level: {v.multi_level_speedup:.2f}x.", f"- {v.note}", "",
               f"**Finding:** {v.finding}", ""]
     return lines
 
 
 BACKEND_ROLE = {"flashinfer": "the kernels engines ship today", "flashinfer-fa2": "FlashInfer with FA2 cascade levels",
-                "torch": "torch's flash attention", "triton": "the probe's own kernels (split prefix, packed query heads)"}
+                "torch": "torch's flash attention",
+                "triton": "the probe's own kernels (split prefix, packed query heads)"}
 
 
 def attainable(ests: list[Estimate]) -> tuple[Estimate, Estimate] | None:
@@ -203,7 +215,8 @@ def _backends(r: WorkloadReport) -> list[str]:
         if e.params.mode == "ideal" and best:
             ps, cas = best
             lines.append(f"| attainable: best per-sequence measured ({ps.params.backend} decode) vs best cascade "
-                         f"measured ({cas.params.backend} cascade) | {fmt_seconds(ps.final_step.per_sequence.step_s)} | "
+                         f"measured ({cas.params.backend} cascade) | "
+                         f"{fmt_seconds(ps.final_step.per_sequence.step_s)} | "
                          f"{fmt_seconds(cas.final_step.cascade.step_s)} | {best_speedup:.2f}x |")
         name = (f"{e.params.backend}: {BACKEND_ROLE.get(e.params.backend, '')}" if e.params.mode == "calibrated"
                 else "bytes only (ideal: peak bandwidth, no fixed costs)")
@@ -297,15 +310,19 @@ def build_report(reports: list[WorkloadReport]) -> str:
     for r in reports:
         e, v = r.est, r.engine
         lines.append(
-            f"| [{md_cell(e.scenario.name)}](#{_anchor(e.scenario.name)}) | {md_cell(e.scenario.model.id)} | {md_cell(e.scenario.hardware.id)} | "
-            f"{e.params.numbers} | {e.flat.total_seqs} | {fmt_seconds(e.final_step.per_sequence.step_s)} → {fmt_seconds(e.final_step.cascade.step_s)} | "
-            f"{speedup_cell(e)} | {e.verdict.level} | {'yes' if v.shipped.used else 'no'} / {'yes' if v.opted_in.used else 'no'} |")
+            f"| [{md_cell(e.scenario.name)}](#{_anchor(e.scenario.name)}) | {md_cell(e.scenario.model.id)} | "
+            f"{md_cell(e.scenario.hardware.id)} | "
+            f"{e.params.numbers} | {e.flat.total_seqs} | {fmt_seconds(e.final_step.per_sequence.step_s)} → "
+            f"{fmt_seconds(e.final_step.cascade.step_s)} | "
+            f"{speedup_cell(e)} | {e.verdict.level} | {'yes' if v.shipped.used else 'no'} / "
+            f"{'yes' if v.opted_in.used else 'no'} |")
     lines.append("")
     for r in reports:
         lines += workload_section(r)
     lines += ["## About these numbers", "",
-              "- Every term is a roofline, max(bytes / bandwidth, FLOP / FLOP/s), per GPU after tensor parallelism, plus "
-              "fixed costs per kernel launch per layer; a run integrates every decode step (step k reads k generated tokens).",
+              "- Every term is a roofline, max(bytes / bandwidth, FLOP / FLOP/s), per GPU after tensor parallelism, "
+              "plus fixed costs per kernel launch per layer; a run integrates every decode step (step k reads k "
+              "generated tokens).",
               f"- vLLM gate modelled from: {VLLM_VERSION_MODELLED}",
               f"- {CASCADE_DISABLED_BY_DEFAULT}", ""]
     return "\n".join(lines)

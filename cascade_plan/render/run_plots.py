@@ -12,11 +12,31 @@ import numpy as np
 
 from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.verdict import range_tag
+from cascade_plan.render.plot_style import (
+    _RC,
+    C_CASCADE,
+    C_MERGE,
+    C_PER_SEQ,
+    C_PREFIX,
+    C_SUFFIX,
+    C_WEIGHTS,
+    FORMATS,
+    UNCALIBRATED,
+    _batch_line,
+    _finish,
+    _fit_note,
+    _fmt_ms,
+    _fmt_s,
+    _fmt_x,
+    _gpu_name,
+    _log_if_wide,
+    _mpl,
+    _new_figure,
+    _save,
+    _scenario_line,
+    _title,
+)
 from cascade_plan.units import GiB
-from cascade_plan.render.plot_style import (C_CASCADE, C_MERGE, C_PER_SEQ, C_PREFIX, C_SUFFIX, C_WEIGHTS, FORMATS,
-                                            _RC, _batch_line, _finish, _fit_note, _fmt_ms, _fmt_s, _fmt_x, _gpu_name,
-                                            UNCALIBRATED, _log_if_wide, _mpl, _new_figure, _save, _scenario_line,
-                                            _title)
 
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.cost.estimate import Estimate

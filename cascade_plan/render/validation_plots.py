@@ -16,7 +16,8 @@ def _footer(fig, res: dict) -> None:
     """Name the cost-model source, as every plot does: the fitted calibration, scored on held-out points."""
     src = res.get("source")
     where = f" ({Path(src).name})" if src else ""
-    text = f"Cost model: calibrated{where}, fitted on the training part of the probe grid; the points shown are held out"
+    text = (f"Cost model: calibrated{where}, fitted on the training part of the probe grid; the points shown are "
+            "held out")
     fig.supxlabel("\n".join(textwrap.wrap(text, int(fig.get_size_inches()[0] * 14))), fontsize=8, color="#444444",
                   x=0.01, ha="left")
 

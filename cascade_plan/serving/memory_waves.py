@@ -56,7 +56,8 @@ def _own(leaf: TreeNode) -> int:
     return leaf.private_tokens + leaf.output_tokens
 
 
-def pack_prompts(prompts: list[TreeNode], budget: float, prefix_caching: bool = True) -> tuple[str, list[list[TreeNode]]]:
+def pack_prompts(prompts: list[TreeNode], budget: float,
+                 prefix_caching: bool = True) -> tuple[str, list[list[TreeNode]]]:
     """Waves of the prompt groups of one rollout (each a node of prompt tokens over leaves of
     completions), in order: whole groups while they fit; a group too large alone is split into waves
     of the siblings that fit beside its prompt. Returns (mode, waves: lists of prompt nodes)."""

@@ -51,7 +51,8 @@ def _lognormal(rng, mean: float, cv: float, n: int) -> np.ndarray:
 
 def replica_trees(s: RlSchedule, rng) -> list[TreeNode | None]:
     """One RL step's rollout per replica (None for a replica without prompts)."""
-    p_len = np.clip(np.round(_lognormal(rng, s.prompt_tokens, s.prompt_cv, s.prompts)), 0, limits.MAX_TOKENS).astype(int)
+    p_len = np.clip(np.round(_lognormal(rng, s.prompt_tokens, s.prompt_cv, s.prompts)), 0,
+                    limits.MAX_TOKENS).astype(int)
     c_len = np.clip(np.round(_lognormal(rng, s.completion_tokens, s.completion_cv, s.prompts * s.samples)),
                     1, s.max_completion).astype(int).reshape(s.prompts, s.samples)
     trees = []

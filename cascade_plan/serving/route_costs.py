@@ -44,13 +44,15 @@ def mix_from_log(patterns: list[str], output_cv: float = 0.0, sibling_spread: fl
     """The request mix of the workload that best summarises the logs: the shared chain's tokens, the
     siblings per innermost group, the median output and private tokens."""
     files = expand(patterns)
-    tree, _ = summary_tree(require_steps(read_logs(files), files))      # an all-malformed log is refused, as analyze does
+    # an all-malformed log is refused, as analyze does
+    tree, _ = summary_tree(require_steps(read_logs(files), files))
     shared = 0
     node = tree
     while node.get("children"):
         shared += node.get("tokens", 0)
         node = node["children"][0]          # the shared subtree comes first (unshared sequences last)
-    return Mix(prefix_tokens=shared + node.get("tokens", 0), samples=node["samples"], output_tokens=node["output_tokens"],
+    return Mix(prefix_tokens=shared + node.get("tokens", 0), samples=node["samples"],
+               output_tokens=node["output_tokens"],
                private_tokens=node.get("private_tokens", 0), output_cv=output_cv, sibling_spread=sibling_spread)
 
 
@@ -111,7 +113,8 @@ def simulate(base: Scenario, params: CostParams, mix: Mix, replicas: int, batch:
     `batch` sequences running per replica is replicas x batch."""
     stream = make_stream(requests, mix.samples, rate_per_s=replicas * batch, duration_s=1.0, duration_cv=mix.output_cv,
                          sibling_spread_s=mix.sibling_spread, seed=seed)
-    return stream, [outcome(base, params, mix, batch, route(stream, replicas, p, forks_together, seed)) for p in policies]
+    return stream, [outcome(base, params, mix, batch, route(stream, replicas, p, forks_together, seed))
+                    for p in policies]
 
 
 def sweep_replicas(base: Scenario, params: CostParams, mix: Mix, replica_counts: list[int], batch: int,

@@ -31,4 +31,5 @@ def plain(x):
 if __name__ == "__main__":
     for name in NAMES:
         with open(Path(__file__).parent / f"vllm-replay-{name}.jsonl", "w") as fh:
-            fh.writelines(json.dumps({"so": plain(so), "truth": truth}, separators=(",", ":")) + "\n" for so, truth in replay(name))
+            fh.writelines(json.dumps({"so": plain(so), "truth": truth}, separators=(",", ":")) + "\n"
+                          for so, truth in replay(name))

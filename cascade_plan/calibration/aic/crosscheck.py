@@ -112,7 +112,8 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
                      "probe": pc["bf16_matmul_flop_per_s"]})
     rows.append({"what": "bf16 GEMM rate, AIC: median of M,N,K >= 4096 (FLOP/s)", "aic": ac["bf16_matmul_flop_per_s"],
                  "probe": pc["bf16_matmul_flop_per_s"]})
-    rows.append({"what": "streaming read (B/s): AIC small-M GEMM vs probe read kernel", "aic": ac["hbm_read_bytes_per_s"],
+    rows.append({"what": "streaming read (B/s): AIC small-M GEMM vs probe read kernel",
+                 "aic": ac["hbm_read_bytes_per_s"],
                  "probe": pc["hbm_read_bytes_per_s"]})
     rows += gemm_rows(aic, probe)
     ar = aic.step_parts_doc.allreduce.get("2") if aic.step_parts_doc else None
@@ -125,7 +126,8 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
         a_fit = step_parts_of(aic).allreduce_for(2)      # each priced from its measured curve
         p_fit = with_measured_curves(step_parts_of(probe), probe.doc).allreduce_for(2) if par else None
         for size in (64 * 1024, 2 * 2**20, 4 * 2**20, 16 * 2**20):     # a few decode steps' worth of hidden states
-            rows.append({"what": f"all-reduce, 2 GPUs, {size // 1024:,} KiB message (s)", "aic": float(a_fit.time_s(size)),
+            rows.append({"what": f"all-reduce, 2 GPUs, {size // 1024:,} KiB message (s)",
+                         "aic": float(a_fit.time_s(size)),
                          "probe": float(p_fit.time_s(size)) if p_fit else None})
     for r in rows:
         r["ratio"] = r["aic"] / r["probe"] if r["probe"] else None
@@ -178,7 +180,8 @@ def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer"
                      "final_step_speedup": {"probe": float(ep.final_step.speedup), "aic": float(ea.final_step.speedup)},
                      "final_per_sequence_step_s": {"probe": ep.final_step.per_sequence.step_s,
                                                    "aic": ea.final_step.per_sequence.step_s},
-                     "final_cascade_step_s": {"probe": ep.final_step.cascade.step_s, "aic": ea.final_step.cascade.step_s},
+                     "final_cascade_step_s": {"probe": ep.final_step.cascade.step_s,
+                                              "aic": ea.final_step.cascade.step_s},
                      "run_speedup": {"probe": ep.run_speedup, "aic": ea.run_speedup}})
     return rows
 

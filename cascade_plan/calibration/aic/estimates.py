@@ -24,7 +24,8 @@ import io
 
 import numpy as np
 
-# (planner preset, AIConfigurator model id, TP): the grid
+# (planner preset, AIConfigurator model id, TP): the cross-check grid (with batch 1-256, prompt 1K-8K and four GPUs,
+# 180 configurations: docs/aic.md)
 GRID_MODELS = (("llama-3-8b", "meta-llama/Meta-Llama-3.1-8B", 1), ("llama-3-70b", "meta-llama/Meta-Llama-3.1-70B", 4),
                ("llama-3-70b", "meta-llama/Meta-Llama-3.1-70B", 8))
 GRID_GPUS = ("a100-80gb", "h100-sxm", "h200", "b200")
@@ -140,7 +141,8 @@ def summarize(rows: list[dict]) -> dict:
     calls = np.array([_diff(r["allreduce_call_s"]["planner"], r["allreduce_call_s"]["aic"]) for r in rows
                       if r["tp"] > 1 and r["batch"] >= 16 and r["allreduce_call_s"]["aic"] > 0])
     if calls.size:
-        out["allreduce_per_call_tp4_8_batch16_256"] = {"n": int(calls.size), "median_abs": float(np.median(np.abs(calls))),
+        out["allreduce_per_call_tp4_8_batch16_256"] = {"n": int(calls.size),
+                                                       "median_abs": float(np.median(np.abs(calls))),
                                                        "min": float(calls.min()), "max": float(calls.max()),
                                                        "within_10pct": float(np.mean(np.abs(calls) <= 0.10))}
     return out

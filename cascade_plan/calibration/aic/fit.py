@@ -193,7 +193,8 @@ def moe_efficiency(cols: dict, aic_dtype: str, dtype: str, hbm_bytes_per_s: floa
            & (cols["distribution"] == dists[0]) & (cols["latency"] > 0))
     if not sel.any():
         return None
-    tok, h, i_, k, e = (cols[c][sel].astype(float) for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))
+    tok, h, i_, k, e = (cols[c][sel].astype(float)
+                        for c in ("num_tokens", "hidden_size", "inter_size", "topk", "num_experts"))
     t = cols["latency"][sel] * MS
     touched = e * (1.0 - (1.0 - k / e) ** tok)
     el = EL_BYTES[dtype]

@@ -73,7 +73,8 @@ class _Gpu:
             if kv == "bf16":
                 self.decode_cfgs = cfgs
             if len(cfgs) >= 12:
-                self.decode[kv] = (aic_fit.fit_decode(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s), kernel, len(cfgs))
+                self.decode[kv] = (aic_fit.fit_decode(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s),
+                                   kernel, len(cfgs))
                 self.decode_raw[kv] = (cfgs, t)
         if "bf16" not in self.decode:
             raise InputError(f"AIConfigurator's {self.attn.rel_path} has too few bf16 decode rows at head dim 128")
@@ -100,7 +101,8 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
     for d, rows in gpu.gemm_rows.items():
         gemm[d] = aic_fit.gemm_efficiency(rows, d, hw.hbm_bytes_per_s, hw.flop_per_s(d))
         shapes[d] = aic_fit.gemm_shape_table(rows, d, hw.hbm_bytes_per_s, hw.flop_per_s(d), gemm[d])
-    used.append({"table": gpu.gemm.name, "path": gpu.gemm.rel_path, "rows": int(sum(r["t"].size for r in gpu.gemm_rows.values()))})
+    used.append({"table": gpu.gemm.name, "path": gpu.gemm.rel_path,
+                 "rows": int(sum(r["t"].size for r in gpu.gemm_rows.values()))})
     moe = aic_tables.load(root, gpu.system, "moe", framework, "moe_perf", MOE_COLUMNS)
     if moe is not None:
         n_used = 0
@@ -119,12 +121,14 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
         ks = ar.columns["kernel_source"]
         graph = np.char.find(ks.astype(str), "graph") >= 0
         pick = graph if graph.any() else np.ones(ks.size, bool)
-        allreduce = aic_fit.allreduce_fits(ar.columns, pick, f"{ar.rel_path} ({', '.join(sorted(set(ks[pick].tolist())))})",
+        allreduce = aic_fit.allreduce_fits(ar.columns, pick,
+                                           f"{ar.rel_path} ({', '.join(sorted(set(ks[pick].tolist())))})",
                                            "allreduce_dtype")
         used.append({"table": ar.name, "path": ar.rel_path, "rows": int(pick.sum())})
     if not allreduce:
         op, fw, name = aic_tables.NCCL_TABLE
-        nc = aic_tables.load(root, gpu.system, op, fw, name, ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"])
+        nc = aic_tables.load(root, gpu.system, op, fw, name,
+                             ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"])
         if nc is not None:
             pick = (nc.columns["op_name"] == "all_reduce") & (nc.columns["nccl_dtype"] == "half")
             allreduce = aic_fit.allreduce_fits(nc.columns, pick, f"{nc.rel_path} (NCCL all_reduce, half)", "nccl_dtype")
@@ -211,7 +215,8 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         "ceilings": ceilings,
         "source": {"package": aic_tables.PACKAGE, "version": version, "system": gpu.system, "framework": framework,
                    "framework_version": fw_version, "tables": tables, "label": label,
-                   "measured": ["decode_dup", "decode_shared (without its L2 gain)"] + (["decode_mla"] if mla_used else [])
+                   "measured": ["decode_dup", "decode_shared (without its L2 gain)"]
+                   + (["decode_mla"] if mla_used else [])
                    + ["step_parts: GEMMs" + (", MoE experts" if any(k.startswith("moe:") for k in steps.gemm) else "")
                       + (", all-reduce" if steps.allreduce else "")],
                    "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]

@@ -95,7 +95,8 @@ def read_table(root: Path, path: Path, columns: list[str]) -> Table:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise InputError("reading AIConfigurator's parquet tables needs pyarrow: pip install 'cascade-plan[aic]'") from None
+        raise InputError("reading AIConfigurator's parquet tables needs pyarrow: pip install "
+                         "'cascade-plan[aic]'") from None
     try:
         tab = pq.read_table(path)
     except (OSError, ValueError) as exc:      # pyarrow's ArrowInvalid is a ValueError

@@ -121,8 +121,10 @@ def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndar
         b[need[at_hi[need]]] = r[at_hi[need]]
     va, vb = values[lo], values[hi]
     if GEOMETRIC[axis]:
-        span = np.log(vb) - np.log(va) if va.min() > 0 else np.log(np.maximum(vb, 1e-300)) - np.log(np.maximum(va, 1e-300))
-        w = np.where(span > 0, (np.log(np.maximum(x, 1e-300)) - np.log(np.maximum(va, 1e-300))) / np.where(span > 0, span, 1), 0.0)
+        span = (np.log(vb) - np.log(va) if va.min() > 0
+                else np.log(np.maximum(vb, 1e-300)) - np.log(np.maximum(va, 1e-300)))
+        w = np.where(span > 0, (np.log(np.maximum(x, 1e-300)) - np.log(np.maximum(va, 1e-300)))
+                     / np.where(span > 0, span, 1), 0.0)
         val0 = np.exp((1 - w) * np.log(np.maximum(a[:, 0], 1e-300)) + w * np.log(np.maximum(b[:, 0], 1e-300)))
     else:
         span = vb - va
@@ -191,7 +193,8 @@ class MeasuredAttention:
         if key not in self._tables:
             sel = [r for r in self.rows.get(kernel, ()) if r[0] == shape]
             fit = [r[3] if len(r) > 3 else None for r in sel]
-            self._tables[key] = (MeasuredTable(np.array([r[1] for r in sel], float), np.array([r[2] for r in sel], float),
+            self._tables[key] = (MeasuredTable(np.array([r[1] for r in sel], float),
+                                               np.array([r[2] for r in sel], float),
                                                None if any(f is None for f in fit) else np.array(fit, float))
                                  if sel else None)
         return self._tables[key]
@@ -276,7 +279,8 @@ def _shape_words(shape: ShapeKey, kind: str = "gqa") -> str:
 
         return shape_words(shape)
     g, h, d = shape
-    return f"{g} query head{'s' if g != 1 else ''} per KV head, {h} KV head{'s' if h != 1 else ''} per GPU, head dim {d}"
+    return (f"{g} query head{'s' if g != 1 else ''} per KV head, {h} KV head{'s' if h != 1 else ''} per GPU, "
+            f"head dim {d}")
 
 
 def _span(lo: float, hi: float) -> str:
@@ -314,12 +318,13 @@ def outside_reason(measured: MeasuredAttention | None, kernel: str, shape: Shape
             return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape, 'mla')} "
                     f"(measured query heads per GPU: {have})")
         have = ", ".join(f"{g}/{h}/{d}" for g, h, d in measured.shapes(kernel)) or "none"
-        return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured, as query "
-                f"heads per KV head/KV heads/head dim: {have})")
+        return (f"no {measured.kv_dtype} {what} rows of {measured.backend} at {_shape_words(shape)} (measured, "
+                f"as query heads per KV head/KV heads/head dim: {have})")
     if not sl.valid.all():
         if measured.private:
             return "steps whose sequences decode different context lengths (AIConfigurator's rows time equal contexts)"
-        return "steps whose sequences do not share one prefix level with equal suffixes (the probe times one shared level)"
+        return ("steps whose sequences do not share one prefix level with equal suffixes (the probe times one "
+                "shared level)")
     miss = ~np.asarray(inside, bool)
     beyond = []
     words = PRIVATE_AXIS_WORDS if measured.private else AXIS_WORDS
