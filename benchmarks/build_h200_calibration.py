@@ -27,7 +27,8 @@ doc["ceilings"] = cov["ceilings"]
 doc["created_utc"] = cov["created_utc"]
 # the MLA runs at 16/32/64/128 query heads per GPU (TP 8/4/2/1), bf16 and fp8 latents, and probe --workload
 # deepseek-v3-grpo-tp8 (its MLA shapes): their MLA rows only, later runs replacing re-measured points
-for name in ("mla-tp.json", "mla-tp-run7.json", "mla-plan-deepseek-v3-grpo-tp8.json", "mla-plan-deepseek-v3-grpo-tp8-fp8.json"):
+for name in ("mla-tp.json", "mla-tp-run7.json", "mla-plan-deepseek-v3-grpo-tp8.json",
+             "mla-plan-deepseek-v3-grpo-tp8-fp8.json"):
     doc = merge_sections(json.loads((raw / name).read_text()), doc)
 out = root / "calibrations" / "h200-probe-2026-12-01.json"
 write_atomic(out, doc)

@@ -34,6 +34,7 @@ for kernel, name in (("per_sequence", "decode_shared"), ("cascade", "cascade_tot
             errs_i.append(abs(ei))
         errs_f.append(abs(ef))
         print(f"{name:14s} n={c['group_size']:3d} P={c['prefix_tokens']:6d} S={c['suffix_tokens']:5d} measured "
-              f"{r['median_s'] * 1e6:7.1f} us  interpolated {t * 1e6:7.1f} ({ei:+.1%})  fit {f[0] * 1e6:7.1f} ({ef:+.1%})")
+              f"{r['median_s'] * 1e6:7.1f} us  interpolated {t * 1e6:7.1f} ({ei:+.1%})  "
+              f"fit {f[0] * 1e6:7.1f} ({ef:+.1%})")
     print(f"{name}: interpolated ({len(errs_i)} bracketed) median {np.median(errs_i):.1%} max {np.max(errs_i):.1%}; "
           f"fit median {np.median(errs_f):.1%} max {np.max(errs_f):.1%}")

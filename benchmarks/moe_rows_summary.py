@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 
-from cascade_plan.calibration.moe_rows import moe_tables
 from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.moe_rows import moe_tables
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cost.ops.moe import _modelled_layer_s
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES

@@ -30,7 +30,7 @@ def main() -> int:
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import L2Flusher, time_fn
     from kernels_probe.triton_launch import DEFAULT_TUNE
-    from kernels_probe.triton_plans import CascadePlan, DecodePlan, PrefixPlan, StateBuffer
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     torch.backends.cuda.matmul.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)

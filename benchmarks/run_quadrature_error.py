@@ -7,11 +7,11 @@ from cascade_plan.calibration.params_select import select_params
 from cascade_plan.cost.cost_model import gpu_shape
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.run_load import tree_run_costs
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import TreeNode, Scenario
-from cascade_plan.calibration.params_select import select_params
-from cascade_plan.inputs.choices import ParamsChoice
+from cascade_plan.inputs.workload import Scenario, TreeNode
+
 worst = 0
 for model in ["llama-3-8b", "deepseek-v3", "qwen2.5-7b"]:
     for hw in ["h200", "h100-sxm"]:
@@ -23,7 +23,8 @@ for model in ["llama-3-8b", "deepseek-v3", "qwen2.5-7b"]:
             scn = Scenario(name="q", model=m, hardware=h, kv_dtype="bf16", weight_dtype="bf16",
                            tp=8 if model == "deepseek-v3" else 1,
                            prefix_caching=True, block_size=16, tree=tree)
-            for label, p in [("ideal", select_params(None, ParamsChoice(ideal=True))), ("default", select_params(scn, ParamsChoice(uncalibrated=True))),
+            for label, p in [("ideal", select_params(None, ParamsChoice(ideal=True))),
+                             ("default", select_params(scn, ParamsChoice(uncalibrated=True))),
                              ("cal", select_params(scn, ParamsChoice(force=True)))]:
                 g = gpu_shape(m, h, "bf16", "bf16", scn.tp)
                 flat = flatten(tree)

@@ -12,7 +12,7 @@ belongs to (KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel
 `decode_mla`, StepPartsDoc and its parts for the rest of the step, Fitted for a new fitted section or
 bookkeeping): one struct field each.
 
-Version history of `schema_version` (pyperf's _bench.py keeps its JSON versions the same way). Every
+Version history of `schema_version` (pyperf keeps its benchmark files' JSON versions the same way). Every
 change so far added optional fields with defaults, so every file ever written reads as version 1; a
 change that removes or reinterprets a field bumps SCHEMA_VERSION, adds a line here, and adds the older
 number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
@@ -324,7 +324,8 @@ def step_parts_problem(sp: StepPartsDoc) -> tuple[tuple, str] | None:
     for dtype, t in sp.gemm_shapes.items():
         if (len(t.ratio) != len(t.log2_m) or any(len(p) != len(t.log2_n) for p in t.ratio)
                 or any(len(r) != len(t.log2_k) for p in t.ratio for r in p)):
-            return ("gemm_shapes", dtype, "ratio"), "the table's ratios do not match its axes (log2_m x log2_n x log2_k)"
+            return (("gemm_shapes", dtype, "ratio"),
+                    "the table's ratios do not match its axes (log2_m x log2_n x log2_k)")
         for axis in ("log2_m", "log2_n", "log2_k"):
             if not _ascending(getattr(t, axis)):
                 return ("gemm_shapes", dtype, axis), "must be strictly ascending"

@@ -152,7 +152,8 @@ def timed_kernels(data: ProbeData, **_launch) -> BackendKernels:
             out.append(TimedKernel(bname, "cascade_total", fc, variant=variant, check=fc))
             out.append(TimedKernel(bname, "cascade_prefix", fc.prefix, variant=variant))
         except Exception as exc:
-            out += [SkippedKernel(bname, k, f"{type(exc).__name__}: {exc}") for k in ("cascade_total", "cascade_prefix")]
+            out += [SkippedKernel(bname, k, f"{type(exc).__name__}: {exc}")
+                    for k in ("cascade_total", "cascade_prefix")]
     return out
 
 

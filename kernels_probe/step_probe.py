@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from kernels_probe.reference import rel_err
 from kernels_probe.step_shapes import (
     GEMM_FIT_MODELS,
     GEMM_FIT_MODELS_QUICK,
@@ -25,7 +26,6 @@ from kernels_probe.step_shapes import (
     layer_shape,
     step_points,
 )
-from kernels_probe.reference import rel_err
 from kernels_probe.timing import time_fn
 from kernels_probe.whole_steps import STEP_TOLERANCE, measure_steps
 

@@ -141,7 +141,8 @@ class PrefixPlan:
             self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
             self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
             HKV=self.HKV, G=self.G, D=self.D, PAGE_SIZE=self.PS, BLOCK_M=self.block_m,
-            BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype), num_warps=self.tune.prefix_warps, num_stages=self.tune.prefix_stages,
+            BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype), num_warps=self.tune.prefix_warps,
+            num_stages=self.tune.prefix_stages,
         )
 
 

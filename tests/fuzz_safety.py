@@ -92,8 +92,8 @@ def calibration_fields(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
     """A random field of a shipped calibration file (imported or probe), mutated; estimate through it. A mutation
     that makes the file invalid must be refused; one that keeps it valid must answer correctly."""
     from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.cost.estimate import estimate, to_json
+    from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.inputs.workload import load_scenario
 
     rng, tally = random.Random(seed), fz.Tally()
@@ -148,7 +148,8 @@ def calibration_fields(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
         def one():
             scn = load_scenario(mla_workload if mla else gqa_workload, hw)
             backend = path[3] if len(path) > 3 and path[1] == "kv_dtypes" else None
-            return fz.check_answer(estimate(scn, select_params(scn, ParamsChoice(backend=backend, calibration=cal, force=True))), to_json)
+            return fz.check_answer(estimate(scn, select_params(scn, ParamsChoice(backend=backend, calibration=cal,
+                                                                                 force=True))), to_json)
         outcome = _classify_library(one)
         if outcome == "answered" and bad:
             outcome = "bad input accepted"

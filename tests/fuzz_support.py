@@ -171,16 +171,17 @@ def edited_calibration(doc: dict, edits) -> dict:
 def run_calibration(doc: dict, backend: str | None, tmp: Path) -> str:
     """Classify a calibration file through what `estimate --calibration FILE --force` does."""
     from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.cost.estimate import estimate, to_json
     from cascade_plan.errors import InputError
+    from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.inputs.workload import load_scenario
 
     path = tmp / "cal.json"
     path.write_text(json.dumps(doc, allow_nan=True))
     try:
         scn = load_scenario(ROOT / "workloads" / "rl-rollouts-64.yaml", "h200")
-        return check_answer(estimate(scn, select_params(scn, ParamsChoice(backend=backend, calibration=path, force=True))), to_json)
+        return check_answer(estimate(scn, select_params(scn, ParamsChoice(backend=backend, calibration=path,
+                                                                          force=True))), to_json)
     except InputError as exc:
         return "refused" if "\n" not in str(exc) else "multi-line error"
     except Exception as exc:                         # noqa: BLE001 - the defect being counted

@@ -59,7 +59,8 @@ EXPECTED: dict[str, Callable[[str], None]] = {
                                            r"128 sequences, 1024 decode steps"),
     "estimate --model llama-3-8b --hardware h100-sxm --prefix 4096 --groups 2 --samples 64 --output-tokens 1024":
         has(r"llama-3-8b, 2x64 seqs, prefix 4096, output 1024", KV_8B, r"shared prefix, level 0 2 x 4,096 tokens"),
-    "estimate --model meta-llama/Meta-Llama-3-70B --hardware h100 --tp 8 --prefix 8000 --samples 16 --output-tokens 512":
+    "estimate --model meta-llama/Meta-Llama-3-70B --hardware h100 --tp 8 --prefix 8000 --samples 16 "
+    "--output-tokens 512":
         has(r"llama-3-70b on NVIDIA H100", r"TP 8; 16 sequences, 512 decode steps",
             r"KV bytes per token 40,960 B = 40 KiB"),
     "estimate rl-rollouts-64 --hardware h100 --hbm-bandwidth 4.8 --memory 141GB":

@@ -11,7 +11,8 @@ expected numbers follow by hand from the collector's definition:
 import numpy as np
 import pytest
 
-from cascade_plan.calibration.aic import fit as aic_fit, tables as aic_tables
+from cascade_plan.calibration.aic import fit as aic_fit
+from cascade_plan.calibration.aic import tables as aic_tables
 from cascade_plan.cost.step_parts import (
     GemmEfficiency,
     GlueParams,

@@ -9,12 +9,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
-
-from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.cli.app import app
 from cascade_plan.cost.breakeven import contradictions, run_breakeven, winning_spans
 from cascade_plan.cost.cost_params import IDEAL, KernelParams
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.inputs.workload import Scenario, simple_tree

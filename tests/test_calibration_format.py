@@ -11,6 +11,7 @@ from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
+
 from cli_support import GOOD, PROBE_H200, ROOT, refused, run
 
 # Written by `import-aic` on 2026-11-30 (git 9041cba), before `step_parts` moved into `fitted`.

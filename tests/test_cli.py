@@ -85,7 +85,8 @@ def test_module_entry_point(root):
 def test_estimate_imports_no_heavy_modules(root):
     code = ("import sys; from cascade_plan.cli.app import main; sys.argv=['cascade-plan','estimate',"
             f"{str(root / 'workloads/rl-rollouts-64.yaml')!r}]\ntry: main()\nexcept SystemExit: pass\n"
-            "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pydantic','pyarrow','aiconfigurator_core','numpy.ma') if m in sys.modules))")
+            "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pydantic','pyarrow',"
+            "'aiconfigurator_core','numpy.ma') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert "HEAVY []" in out.stdout, out.stdout[-500:] + out.stderr
 

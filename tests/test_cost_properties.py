@@ -92,14 +92,22 @@ def test_more_sequences_sharing_never_lower_the_ideal_gain(model, hw, prefix, gr
     """In ideal mode the gain grows with the group, as long as adding a sequence to the group saves
     time: its prefix read (bytes at peak bandwidth) costs more than what it adds to the prefix pass
     (its FLOPs at peak, once compute-bound) plus its merge traffic. Below that, cascade is a loss anyway
-    (MLA's 128 query heads per latent come close: its prefix pass is compute-bound from 2 sequences)."""
+    (MLA's 128 query heads per latent come close: its prefix pass is compute-bound from 2 sequences).
+    The prefix pass computes whole tiles of 128 query rows (sequences x query heads per KV head), so the
+    sequence that opens a tile adds the FLOPs of 128 / G sequences, not one. And once the weight GEMMs are
+    compute-bound, each sequence adds the same GEMM time to both modes, which dilutes the gain: Llama-3-8B
+    on an H100 from 96 to 97 sequences of a 1-token prefix (M = 291, past the ridge) lowers it by 6e-6."""
+    from cascade_plan.cost.ops.attention import PREFIX_TILE_ROWS
+
     base = scenario(model, hw, simple_tree(prefix, groups, samples, output, private))
     g = gpu_shape(base.model, base.hardware, "bf16", "bf16", 1)
     bw, peak = g.hbm_bytes_per_s, g.attn_flop_per_s
-    saving = prefix * (g.kv_bytes_per_token / bw - g.attn_flop_per_query_token / peak)
+    tile_sequences = max(1.0, PREFIX_TILE_ROWS / (g.q_heads // g.kv_heads))
+    saving = prefix * (g.kv_bytes_per_token / bw - tile_sequences * g.attn_flop_per_query_token / peak)
     assume(saving >= 0)                      # ideal mode moves no merge traffic
     more = dataclasses.replace(base, tree=simple_tree(prefix, groups, samples + 1, output, private))
     a, b = estimate(base, IDEAL), estimate(more, IDEAL)
+    assume(all(x.weight_s == y.weight_s for x, y in zip(a.steps, b.steps)))   # GEMMs still memory-bound
     assert b.run_speedup >= a.run_speedup * (1 - 1e-9)
     assert b.steps[0].speedup >= a.steps[0].speedup * (1 - 1e-9)
 

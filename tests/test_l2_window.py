@@ -6,8 +6,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from cascade_plan.calibration.fitting import KernelFit, features, fit_l2, predict
 from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.fitting import KernelFit, features, fit_l2, predict
 from cascade_plan.calibration.holdout import is_held_out
 from cascade_plan.calibration.probe_fit import _xy
 from cascade_plan.calibration.probe_params import params_from_probe

@@ -186,7 +186,8 @@ def test_cost_is_a_pure_core() -> None:
 
 
 def test_the_planner_needs_no_gpu_stack() -> None:
-    assert violations(lambda name: _top(name) == "cascade_plan", lambda name, target: _top(target) in PLANNER_BANNED) == []
+    assert violations(lambda name: _top(name) == "cascade_plan",
+                      lambda name, target: _top(target) in PLANNER_BANNED) == []
 
 
 def _leaf(module: str) -> bool:

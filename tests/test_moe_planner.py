@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.moe_rows import moe_tables
 from cascade_plan.calibration.calibration_file import ProbeData, find_committed
+from cascade_plan.calibration.moe_rows import moe_tables
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cli.app import app
 from cascade_plan.cost.moe_table import MoeTable, interpolate
@@ -123,7 +123,8 @@ def test_estimate_json_carries_the_moe_source(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["moe_source"]["measured_share"] == 1.0 and d["moe_source"]["table"]["m_max"] == 32.0
-    dense = CliRunner().invoke(app, ["estimate", "rl-rollouts-64", "--hardware", "h200", "--calibration", str(cal), "--json"])
+    dense = CliRunner().invoke(app, ["estimate", "rl-rollouts-64", "--hardware", "h200", "--calibration", str(cal),
+                                     "--json"])
     assert dense.exit_code == 0 and "moe_source" not in json.loads(dense.stdout)
 
 

@@ -49,8 +49,8 @@ def test_fp8_kv_step_through_the_interpreter():
     if not enable_interpreter():
         pytest.skip("triton was imported without the interpreter in this process")
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.whole_steps import compare_modes
     from kernels_probe.step_shapes import LayerShape, WorkloadStep
+    from kernels_probe.whole_steps import compare_modes
 
     s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, False, 1e4)
     pt = WorkloadStep("w", "tiny", "first", 32, 2, 2, 0, 5, 16, kv_dtype="fp8")

@@ -89,9 +89,9 @@ def test_step_gemm_and_glue_rows_are_sane():
 
 def test_tiny_model_step_modes_agree_and_replay_from_one_graph():
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.whole_steps import compare_modes, time_step
     from kernels_probe.step_shapes import LayerShape, WorkloadStep
     from kernels_probe.timing import L2Flusher
+    from kernels_probe.whole_steps import compare_modes, time_step
 
     s = LayerShape("tiny", 1, 4, 1024, 8, 2, 128, 2048, 4096, False, 1e4)
     pt = WorkloadStep("w", "tiny", "first", 512, 8, 3, 0, 17, 64)

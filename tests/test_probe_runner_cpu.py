@@ -62,7 +62,8 @@ def test_rows_of_every_backend_checked_then_timed(ctx):
     assert launch["kernels"] == 3 and launch["slots"] == sum(launch["prefix_splits"]) + launch["suffix_splits"]
     skipped = {(s["backend"], s["kernel"]) for s in ctx.skipped}
     assert ("torch", "decode_shared") in skipped
-    assert {("flashinfer", "decode_shared"), ("flashinfer", "cascade_total"), ("flashinfer-fa2", "cascade_total")} <= skipped
+    assert {("flashinfer", "decode_shared"), ("flashinfer", "cascade_total"),
+            ("flashinfer-fa2", "cascade_total")} <= skipped
     assert all("flashinfer" in s["reason"] for s in ctx.skipped if s["backend"].startswith("flashinfer"))
 
 

@@ -185,7 +185,8 @@ def test_the_step_is_the_sum_of_its_op_modules_keyed_by_name():
             assert np.all(o.time_s >= o.bytes / H200.hbm_bytes_per_s) and np.all(np.diff(o.flops) > 0)
         assert np.all((ops["allreduce"].time_s > 0) == (tp > 1))
         # lm_head by hand: vocab / TP x hidden x 2 B of weights once per step
-        assert ops["lm_head"].bytes[0] == pytest.approx(m.vocab_size / tp * m.hidden_size * 2 + (m.vocab_size / tp + m.hidden_size) * 2)
+        assert ops["lm_head"].bytes[0] == pytest.approx(m.vocab_size / tp * m.hidden_size * 2
+                                                        + (m.vocab_size / tp + m.hidden_size) * 2)
 
 
 def test_every_shipped_step_parts_section_round_trips_through_the_typed_form_unchanged(root):

@@ -11,17 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.params_select import select_params
-from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.calibration.verdict_evidence import assess
 from cascade_plan.cli.app import app
-from cascade_plan.cost.breakeven import sweep
+from cascade_plan.cost.breakeven import sweep, workload_point
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.cost.verdict import extrapolated, go_no_go
+from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.render import plots
-from cascade_plan.cost.breakeven import workload_point
 
 runner = CliRunner()
 

@@ -78,4 +78,5 @@ def test_flop_rate_scales_the_compute_bound_prefix_pass(root):
     slow = dataclasses.replace(scn, hardware=what_if(scn.hardware, bf16_tflops="100"))
     p = select_params(slow)
     assert p.mode == "calibrated" and "bf16 x" in p.label
-    assert estimate(slow, p).steps[0].cascade.attention_s > estimate(scn, select_params(scn)).steps[0].cascade.attention_s
+    assert (estimate(slow, p).steps[0].cascade.attention_s
+            > estimate(scn, select_params(scn)).steps[0].cascade.attention_s)

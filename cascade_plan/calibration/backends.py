@@ -6,8 +6,10 @@ from __future__ import annotations
 # FlashInfer's cascade is timed as prefix level and whole cascade; its suffix level and merge are
 # fitted together from (whole - prefix).
 BACKENDS: dict[str, dict[str, tuple[str, str | None]]] = {
-    "triton": {"decode": ("triton", None), "prefix": ("triton", None), "suffix": ("triton", None), "merge": ("triton", None)},
-    "torch": {"decode": ("torch", None), "prefix": ("torch", None), "suffix": ("torch", None), "merge": ("torch", None)},
+    "triton": {"decode": ("triton", None), "prefix": ("triton", None), "suffix": ("triton", None),
+               "merge": ("triton", None)},
+    "torch": {"decode": ("torch", None), "prefix": ("torch", None), "suffix": ("torch", None),
+              "merge": ("torch", None)},
     "flashinfer": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer", "auto"),
                    "total": ("flashinfer", "auto")},
     "flashinfer-fa2": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer-fa2", "fa2"),

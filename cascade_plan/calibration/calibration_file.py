@@ -10,7 +10,14 @@ from pathlib import Path
 import msgspec
 
 from cascade_plan.calibration.file_validation import check_calibration, normalised_fits
-from cascade_plan.calibration_format import KIND, MAX_CALIBRATION_BYTES, READABLE_VERSIONS, Fitted, StepPartsDoc, inconsistent
+from cascade_plan.calibration_format import (
+    KIND,
+    MAX_CALIBRATION_BYTES,
+    READABLE_VERSIONS,
+    Fitted,
+    StepPartsDoc,
+    inconsistent,
+)
 from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
@@ -77,7 +84,8 @@ def load_probe(path: Path) -> ProbeData:
         raise doc.error(("kind",), f"not a cascade-plan calibration file (kind is {d.get('kind')!r})")
     if d.get("schema_version") not in READABLE_VERSIONS:
         raise doc.error(("schema_version",), f"unsupported schema_version {d.get('schema_version')!r}: this version "
-                        f"of cascade-plan reads {', '.join(map(str, READABLE_VERSIONS))} (newer files need a newer one)")
+                        f"of cascade-plan reads {', '.join(map(str, READABLE_VERSIONS))} "
+                        "(newer files need a newer one)")
     d = upgraded(d)
     typed = check_calibration(d, doc)   # typed: every measurement, every fitted number finite and in range
     fits = normalised_fits(typed)

@@ -64,7 +64,8 @@ def coverage_notes(probe, model, has_mla_fit: bool | str = False, kv_dtype: str 
     if model.attention == "mla" and has_mla_fit == "probe":
         pass     # the probe's own MLA rows and fits: heads and grid are checked where they are interpolated
     elif model.attention == "mla" and has_mla_fit:
-        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, transferred")
+        notes.append("MLA decode measured (AIConfigurator's MLA module); its cascade passes are GQA kernels, "
+                     "transferred")
     elif model.attention == "mla":
         notes.append("the probe measured GQA kernels; MLA's absorbed decode (one 576-wide latent for all query "
                      "heads) is outside them, so these numbers extrapolate")
@@ -84,8 +85,8 @@ def measured_rows(probe, backend: str, kv_dtype: str, fits: BackendFit | None = 
     """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
     planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
     the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
-    from cascade_plan.calibration.fitting import predict_kind
     from cascade_plan.calibration.backends import BACKENDS
+    from cascade_plan.calibration.fitting import predict_kind
 
     src = BACKENDS[backend]
     db, dv = src["decode"]

@@ -9,12 +9,12 @@ import msgspec
 from cascade_plan.calibration.aic.rows import decode_measured
 from cascade_plan.calibration.calibration_file import ProbeData, source_kind
 from cascade_plan.calibration.fitting import KernelFit
-from cascade_plan.calibration_format import KernelFitDoc
 from cascade_plan.calibration.measured_grid import (
     coverage_notes,
     measured_grid,
     measured_rows,
 )
+from cascade_plan.calibration_format import KernelFitDoc
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.cost.ops.mla_attention import mla_fits_of
 from cascade_plan.errors import InputError
@@ -23,10 +23,9 @@ from cascade_plan.inputs.hardware import HardwareProfile
 
 def step_parts_of(probe: ProbeData):
     """The fitted StepParts of a calibration, or the documented defaults when it has none."""
+    from cascade_plan.calibration.moe_rows import with_moe_tables
     from cascade_plan.calibration.step_parts_doc import step_parts_from_doc
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
-
-    from cascade_plan.calibration.moe_rows import with_moe_tables
 
     doc = probe.fits.step_parts if probe.fits is not None else None
     parts = DEFAULT_STEP_PARTS if doc is None else step_parts_from_doc(doc)
@@ -38,7 +37,8 @@ def _kernel_params(d: KernelFitDoc | None, hw: HardwareProfile) -> KernelParams:
         return KernelParams(bw_eff=1e9, flop_eff=1e9)
     k = KernelFit.from_doc(d)
     return KernelParams(bw_eff=k.bw_bytes_per_s / hw.hbm_bytes_per_s, flop_eff=k.flop_per_s / hw.dense_bf16_flop_per_s,
-                        overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s, surface=k.surface)
+                        overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s,
+                        surface=k.surface)
 
 
 def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
@@ -79,10 +79,12 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     if key != kv_dtype:
         # never a stand-in: the note turns the verdict into a range over the sources we have
         # (verdict_evidence.py), and no bf16 row is interpolated for it (measured=None below)
-        notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; fp8 decode is not bf16 decode "
+        notes.append(f"{backend} is not calibrated for {kv_dtype} KV (no {kv_dtype} rows; "
+                     "fp8 decode is not bf16 decode "
                      f"at half the bytes): its bf16 numbers are shown only as one end of a range")
     elif asked is None and backend != default_backend(probe):
-        stand_in = f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} (measured with {kv_dtype} KV) prices it"
+        stand_in = (f"{default_backend(probe)} has no {kv_dtype} KV rows, so {backend} "
+                    f"(measured with {kv_dtype} KV) prices it")
         notes_info = (stand_in,)
     notes += k.notes                     # what an imported file says about its own coverage
     decode_shared, decode_dup = k.decode_shared, k.decode_dup

@@ -142,6 +142,8 @@ def speedup_margin(params: CostParams, model_id: str) -> Margin | None:
                      f"timed with {params.backend})")
     if not vals:
         return None
+    if params.attention_kind == "mla":   # the steps above are GQA models: say what MLA's attention rests on
+        where += "; MLA attention from the MLA kernel rows per layer, no whole MLA step timed"
     return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where.format(n=len(vals))}",
                   n_steps=len(vals), over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
 

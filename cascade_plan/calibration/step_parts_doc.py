@@ -93,7 +93,8 @@ def step_parts_json(p: StepParts) -> dict:
         gemm={k: GemmTableDoc(log2_m=e.log2_m, log2_weight_bytes=e.log2_weight_bytes, ratio=e.ratio,
                               overhead_s=e.overhead_s) for k, e in p.gemm.items()},
         glue=GlueDoc(**{f: getattr(p.glue, f) for f in GlueDoc.__struct_fields__}),
-        allreduce={str(n): AllReduceDoc(latency_s=a.latency_s, bytes_per_s=a.bytes_per_s, origin=a.origin, basis=a.basis,
+        allreduce={str(n): AllReduceDoc(latency_s=a.latency_s, bytes_per_s=a.bytes_per_s, origin=a.origin,
+                                        basis=a.basis,
                                         algorithm=a.algorithm or infer_algorithm(a.origin, a.basis),
                                         table=list(zip(a.table_bytes, a.table_s)))
                    for n, a in sorted(p.allreduce.items())},

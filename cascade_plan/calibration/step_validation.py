@@ -109,7 +109,8 @@ def step_points(probe, hw, params=None) -> list[StepComparison]:
         ps = index.get((wl, kvd, wd, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
         if ps is None:
             continue
-        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], step_model(r), tp, hw, kvd, wd, params)
+        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], step_model(r), tp, hw, kvd, wd,
+                                            params)
         out.append(StepComparison(backend=b, workload=wl, model=r["model"], tp=tp, position=pos, kv_dtype=kvd,
                              weight_dtype=wd,
                              step=int(r["config"]["generated"]), held_out_shape=r["model"] not in fit_models,

@@ -6,8 +6,8 @@ import numpy as np
 
 from cascade_plan.calibration.backends import BACKENDS
 from cascade_plan.calibration.calibration_file import ProbeData
-from cascade_plan.calibration.holdout import config_key, is_held_out
 from cascade_plan.calibration.fitting import predict_kind
+from cascade_plan.calibration.holdout import config_key, is_held_out
 from cascade_plan.calibration_format import BackendFit
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct
@@ -52,7 +52,8 @@ def validate(probe: ProbeData) -> dict:
     """Per backend: per-kernel error, speedup error and mode picks on held-out points, and vLLM's picks."""
     fitted = probe.fits.kv_dtypes if probe.fits is not None else {}
     l2, sms = probe.l2_bytes, int(probe.doc["device"]["sm_count"])
-    out: dict = {"holdout_rule": probe.fits.holdout_rule if probe.fits is not None else None, "source": probe.path, "backends": {}, "points": []}
+    out: dict = {"holdout_rule": probe.fits.holdout_rule if probe.fits is not None else None, "source": probe.path,
+                 "backends": {}, "points": []}
     for kv, per_backend in fitted.items():
         for backend, fits in per_backend.items():
             src = BACKENDS[backend]
@@ -208,7 +209,8 @@ def render(res: dict, device: str, console) -> None:
             i.add_row(backend, kernel, str(s["rows"]), str(a["n"]), fmt_pct(a["median_ape"]), fmt_pct(a["p90_ape"]),
                       fmt_pct(a["max_ape"]), fmt_pct(f["median_ape"]), fmt_pct(f["max_ape"]))
     console.print(i)
-    console.print("[dim]vLLM heuristic: the V1 FlashAttention gate, opted in; it cascades only a prefix shared by every "
+    console.print("[dim]vLLM heuristic: the V1 FlashAttention gate, opted in; it cascades only a prefix shared "
+                  "by every "
                   "request, so batches of several prompts never qualify.[/dim]")
     if res.get("mla"):
         from cascade_plan.calibration.mla_validation import render_mla

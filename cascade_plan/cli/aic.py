@@ -61,7 +61,8 @@ def import_aic(
       cascade-plan estimate rl-rollouts-64 --hardware h100-sxm
     """
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.aic.importer import default_out, import_aic as run_import, to_json_text
+    from cascade_plan.calibration.aic.importer import default_out, to_json_text
+    from cascade_plan.calibration.aic.importer import import_aic as run_import
     from cascade_plan.calibration.aic.tables import AIC_SYSTEMS
     from cascade_plan.errors import InputError
 

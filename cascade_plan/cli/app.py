@@ -9,13 +9,30 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.envelope import envelope
-from cascade_plan.inputs.limits import MAX_SECONDS
-from cascade_plan.cli.common import (TP_FLAGS, KvCacheDtypeChoice, _kv_dtype, GroupsOpt, HardwareOpt, JsonOpt,
-                                     KvDtypeOpt, KvDtypeOption, ModelOpt, OutputOpt, PrefixOpt, PrivateOpt, ReserveOpt,
-                                     SamplesOpt, TpOpt, WeightDtypeOption, WorkloadArg, handles_input_errors,
-                                     print_json, scenario_from_options)
+from cascade_plan.cli.common import (
+    TP_FLAGS,
+    GroupsOpt,
+    HardwareOpt,
+    JsonOpt,
+    KvCacheDtypeChoice,
+    KvDtypeOpt,
+    KvDtypeOption,
+    ModelOpt,
+    OutputOpt,
+    PrefixOpt,
+    PrivateOpt,
+    ReserveOpt,
+    SamplesOpt,
+    TpOpt,
+    WeightDtypeOption,
+    WorkloadArg,
+    _kv_dtype,
+    handles_input_errors,
+    print_json,
+    scenario_from_options,
+)
 from cascade_plan.cli.option_bundles import calibration_options, what_if_options
+from cascade_plan.envelope import envelope
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from kernels_probe.options import PROBE_OPTIONS, check_choices
 
@@ -257,7 +274,7 @@ def refuse_replacing_non_calibration(path: Path, option: str) -> None:
         raise refusal
 
 
-# name -> (module, function), in help order. Commands that live in their own modules keep cli.py small.
+# name -> (module, function), in help order. Commands that live in their own modules keep this module small.
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.breakeven"),
             ("compare", "cascade_plan.cli.compare"), ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.check"), ("models", "cascade_plan.cli.app"),

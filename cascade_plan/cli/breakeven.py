@@ -7,8 +7,19 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan import __version__
-from cascade_plan.cli.common import (CsvOpt, HardwareOpt, JsonOpt, KvDtypeOption, ModelOpt, ReserveOpt, TpOpt,
-                                     WeightDtypeOption, WorkloadArg, print_json, scenario_from_options)
+from cascade_plan.cli.common import (
+    CsvOpt,
+    HardwareOpt,
+    JsonOpt,
+    KvDtypeOption,
+    ModelOpt,
+    ReserveOpt,
+    TpOpt,
+    WeightDtypeOption,
+    WorkloadArg,
+    print_json,
+    scenario_from_options,
+)
 from cascade_plan.cli.option_bundles import calibration_options, what_if_options
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
@@ -63,10 +74,10 @@ def breakeven(
 
       cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
     """
-    from cascade_plan.cost.breakeven import run_breakeven, workload_axes
-    from cascade_plan.render import breakeven_report as br
-    from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.cost.breakeven import run_breakeven, workload_axes
+    from cascade_plan.inputs.grid_spec import parse_axis
+    from cascade_plan.render import breakeven_report as br
 
     scn = what_if.apply(_scenario(workload, model, hardware, kv_dtype, weight_dtype, tp))
     wl_groups, wl_suffix = workload_axes(scn) if workload is not None else (1, 128)

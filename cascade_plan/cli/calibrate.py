@@ -7,8 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.envelope import envelope
 from cascade_plan.cli.common import JsonOpt, dumps_json, print_json
+from cascade_plan.envelope import envelope
 
 
 def _window_cell(k: dict) -> str:
@@ -54,8 +54,8 @@ def calibrate(
     from rich.table import Table
 
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.file_validation import check_fitted
     from cascade_plan.calibration.calibration_file import load_probe
+    from cascade_plan.calibration.file_validation import check_fitted
     from cascade_plan.calibration.probe_fit import calibrate as fit_all
     from cascade_plan.errors import InputError
     from cascade_plan.outputs import check_output_file
@@ -142,7 +142,6 @@ def validate(
       cascade-plan validate h200-aic-vllm.json --json
     """
     from cascade_plan.calibration.calibration_file import load_probe, source_kind
-    from cascade_plan.errors import InputError
     from cascade_plan.calibration.validation import validate as run_validate
     from cascade_plan.errors import InputError
 

@@ -61,9 +61,9 @@ def check(
 
       cascade-plan check rl-rollouts-64 --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml --markdown "$GITHUB_STEP_SUMMARY"
     """
-    from cascade_plan.render.check_report import NO_CHECKS, junit_xml, markdown_summary
     from cascade_plan.inputs.workload import load_scenario
     from cascade_plan.outputs import check_output_file, write_files_together
+    from cascade_plan.render.check_report import NO_CHECKS, junit_xml, markdown_summary
     from cascade_plan.serving.capacity_gate import run_gate
 
     junit, markdown = _output_path(junit, "--junit"), _output_path(markdown, "--markdown")

@@ -6,10 +6,19 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.envelope import envelope
-from cascade_plan.cli.common import (CsvOpt, JsonOpt, ModelOpt, ReserveOpt, TpOpt, WorkloadArg, kv_dtype_value,
-                                     print_json, scenario_from_options)
+from cascade_plan.cli.common import (
+    CsvOpt,
+    JsonOpt,
+    ModelOpt,
+    ReserveOpt,
+    TpOpt,
+    WorkloadArg,
+    kv_dtype_value,
+    print_json,
+    scenario_from_options,
+)
 from cascade_plan.cli.option_bundles import calibration_options, what_if_options
+from cascade_plan.envelope import envelope
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_COPIES
 
@@ -41,10 +50,10 @@ def compare(
     """
     import dataclasses
 
-    from cascade_plan.cost.compare import compare_rows
-    from cascade_plan.render.compare_table import render_compare, rows_csv
-    from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.calibration.params_select import params_for_gpu, sources_note
+    from cascade_plan.cost.compare import compare_rows
+    from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.render.compare_table import render_compare, rows_csv
 
     base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
                                  output_tokens=output_tokens, tp=tp)

@@ -43,7 +43,7 @@ def _finished() -> None:
 
 
 def main() -> None:
-    from cascade_plan.cli.interrupts import Interrupted      # a leaf: nothing else is imported before the try
+    from cascade_plan.cli.interrupts import Interrupted  # a leaf: nothing else is imported before the try
 
     try:
         from cascade_plan.cli.app import main as run

@@ -7,14 +7,20 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (HardwareOpt, JsonOpt,
-                                     KvDtypeOption, TpOpt, WeightDtypeOption, WorkloadArg,
-                                     print_json)
-from cascade_plan.cli.option_bundles import calibration_options
+from cascade_plan.cli.common import (
+    HardwareOpt,
+    JsonOpt,
+    KvDtypeOption,
+    TpOpt,
+    WeightDtypeOption,
+    WorkloadArg,
+    print_json,
+)
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
+from cascade_plan.cli.option_bundles import calibration_options
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs import limits
+from cascade_plan.inputs.choices import ParamsChoice
 
 
 @calibration_options

@@ -13,8 +13,17 @@ import functools
 import inspect
 from typing import Any, Callable
 
-from cascade_plan.cli.common import (BackendOpt, Bf16TflopsOpt, CalibrationOpt, ForceOpt, HbmBandwidthOpt, IdealOpt,
-                                     L2Opt, MemoryOpt, UncalibratedOpt)
+from cascade_plan.cli.common import (
+    BackendOpt,
+    Bf16TflopsOpt,
+    CalibrationOpt,
+    ForceOpt,
+    HbmBandwidthOpt,
+    IdealOpt,
+    L2Opt,
+    MemoryOpt,
+    UncalibratedOpt,
+)
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 
 # field of the object -> the option's annotation (flags, help, panel); defaults are the object's own

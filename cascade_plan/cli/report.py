@@ -11,6 +11,7 @@ from cascade_plan.cli.common import AttentionBackendOpt, HardwareOpt, ReserveOpt
 from cascade_plan.cli.option_bundles import calibration_options, what_if_options
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
+from cascade_plan.render.plot_jobs import KINDS
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
 SvgOpt = Annotated[bool, typer.Option("--svg", help="Write an SVG beside every PNG (vector, for papers and "
@@ -26,8 +27,8 @@ CompareOpt = Annotated[str, typer.Option(
 
 def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
     """The report's analysis of one workload, on the report's default breakeven axes."""
-    from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.cost.breakeven import DEFAULT_BATCH_AXIS, DEFAULT_PREFIX_AXIS
+    from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.serving.workload_analysis import analyse_workload, with_own_gpu
 
     return analyse_workload(scn, params, with_own_gpu(scn, compare_hw), choice,
@@ -71,7 +72,6 @@ def plot(
     Example: cascade-plan plot rl-rollouts-64 --out plots/
     """
     from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.render.report import slug
     from cascade_plan.inputs.workload import load_scenario
     from cascade_plan.render.report import slug
 
@@ -120,8 +120,6 @@ def report(
 
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.report_folder import ReportFolder
-    from cascade_plan.render.report import build_report, slug
     from cascade_plan.inputs.workload import load_scenario
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.report_folder import ReportFolder

@@ -7,14 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import (HardwareOpt, JsonOpt,
-                                     KvDtypeOption, TpOpt, WeightDtypeOption, print_json)
-from cascade_plan.cli.option_bundles import calibration_options
+from cascade_plan.cli.common import HardwareOpt, JsonOpt, KvDtypeOption, TpOpt, WeightDtypeOption, print_json
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
+from cascade_plan.cli.option_bundles import calibration_options
 from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs import limits
+from cascade_plan.inputs.choices import ParamsChoice
 
 # requests per point of the --plot sweep (7 replica counts x 4 policies): enough for co-residency at up to
 # 64 replicas (~400 requests each), and the whole sweep within a second or two

@@ -12,12 +12,12 @@ from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.coverage import attention_sources, grid_notes
 from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
+from cascade_plan.cost.ops.attention import FITTED, MEASURED
 from cascade_plan.cost.ops.moe import source as moe_source
 from cascade_plan.cost.run_load import tree_costs_at, tree_run_costs
 from cascade_plan.cost.verdict import GO_RATIO, MARGINAL_RATIO, Verdict, does_not_fit, go_no_go  # noqa: F401
 from cascade_plan.envelope import envelope
 from cascade_plan.inputs.workload import Scenario
-from cascade_plan.cost.ops.attention import FITTED, MEASURED
 
 
 @dataclass(frozen=True)

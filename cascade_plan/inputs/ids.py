@@ -18,7 +18,7 @@ def match_id(ref: str, ids: Iterable[str], aliases: dict[str, str] | None = None
 
 def suggestion(ref: str, ids: Iterable[str]) -> str:
     """' (did you mean llama-3-8b?)' for a near miss, else ''."""
-    import difflib          # here: only a miss needs it
+    import difflib  # here: only a miss needs it
 
     by_lower = {i.lower(): i for i in ids}
     close = difflib.get_close_matches(ref.strip().lower(), list(by_lower), n=2, cutoff=0.6)
@@ -36,7 +36,7 @@ def slug(name: str) -> str:
     and single inner dots; never `.` or `..`, never hidden, never a name the report itself writes
     (`report.md`, `.cascade-plan-report`), at most SLUG_MAX characters (a long name keeps a hash of the
     whole so two long names stay distinct). Every name has one, so it is known before any work."""
-    import hashlib          # here: OpenSSL's load is ~4 ms, and only long names need it
+    import hashlib  # here: OpenSSL's load is ~4 ms, and only long names need it
 
     out = "".join(ch if (ch.isascii() and ch.isalnum()) or ch in "-_." else "-" for ch in str(name).lower())
     out = re.sub(r"\.{2,}", ".", out).strip("-.")

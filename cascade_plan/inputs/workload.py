@@ -14,8 +14,7 @@ from cascade_plan.inputs.dtypes import KvDtype, WeightDtype
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec, load_model
 from cascade_plan.inputs.workload_catalog import resolve_workload
-from cascade_plan.inputs.yaml_source import load_yaml, validation_error
-
+from cascade_plan.inputs.yaml_source import SourceDoc, load_yaml, validation_error
 
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
 PosInt = Annotated[int, msgspec.Meta(ge=1)]
@@ -135,7 +134,8 @@ def _check_tree_totals(tree: TreeNode, doc) -> None:
         context = shared + node.private_tokens + node.output_tokens
         if context > limits.MAX_CONTEXT_TOKENS:
             raise doc.error(path + ("output_tokens",), f"a sequence here reaches {context:,} tokens of context; "
-                                                       f"cascade-plan plans contexts up to {limits.MAX_CONTEXT_TOKENS:,}")
+                                                       f"cascade-plan plans contexts up to "
+                                                       f"{limits.MAX_CONTEXT_TOKENS:,}")
     total = total_sequences(tree)
     if total > limits.MAX_SEQUENCES:
         raise doc.error(("tree",), f"{total:,} sequences in the batch; cascade-plan plans batches up to "

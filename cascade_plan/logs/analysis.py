@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cascade_plan.inputs import limits
 from cascade_plan.envelope import envelope
+from cascade_plan.inputs import limits
 from cascade_plan.logs.bad_lines import BadRecord
 from cascade_plan.logs.duck_reader import LogTables
 from cascade_plan.logs.engine_share import EngineShare

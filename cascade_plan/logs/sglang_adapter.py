@@ -121,7 +121,8 @@ def log_batch(scheduler: Any, batch: Any) -> None:
         try:
             out_dir = os.environ.get(ENV_DIR) or "cascade-plan-logs"
             os.makedirs(out_dir, exist_ok=True)
-            replica = os.environ.get(ENV_REPLICA) or f"{socket.gethostname()}-dp{getattr(scheduler, 'dp_rank', None) or 0}"
+            replica = (os.environ.get(ENV_REPLICA)
+                       or f"{socket.gethostname()}-dp{getattr(scheduler, 'dp_rank', None) or 0}")
             lg = StepLogger(log_path(out_dir, replica), SglangBatchWriter(replica))
             chain_signals(lg.flush)
         except Exception as exc:          # noqa: BLE001 - never take the engine down

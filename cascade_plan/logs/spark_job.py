@@ -29,7 +29,8 @@ def _session():
     try:
         from pyspark.sql import SparkSession
     except ImportError:
-        raise InputError("--engine spark needs PySpark: pip install 'cascade-plan[spark]' (and a Java runtime)") from None
+        raise InputError("--engine spark needs PySpark: pip install 'cascade-plan[spark]' "
+                         "(and a Java runtime)") from None
     if not (os.environ.get("JAVA_HOME") or shutil.which("java")):
         raise InputError("--engine spark needs a Java runtime (17 or newer) on PATH or in JAVA_HOME")
     # getOrCreate: under spark-submit this is the cluster's session; alone, a local one on every core.

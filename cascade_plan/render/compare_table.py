@@ -6,7 +6,8 @@ from rich import box
 from rich.table import Table
 
 COLUMNS = ("hardware", "kv_dtype", "numbers", "kv_bytes_per_token", "weight_s", "final_per_sequence_step_s",
-           "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "fits", "verdict")
+           "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "fits",
+           "verdict")
 
 
 def rows_csv(rows: list[dict]) -> str:

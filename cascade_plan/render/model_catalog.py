@@ -32,7 +32,8 @@ def model_rows(kv_dtype: str, weight_dtype: str, tp: int) -> list[dict]:
 
 
 def render_models(rows: list[dict], kv_dtype: str, weight_dtype: str, tp: int) -> None:
-    t = Table(title=f"Built-in models (per GPU at TP {tp}; KV {kv_dtype}, weights {weight_dtype})", title_justify="left")
+    t = Table(title=f"Built-in models (per GPU at TP {tp}; KV {kv_dtype}, weights {weight_dtype})",
+              title_justify="left")
     t.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
     for col in ("attention", "layers", "heads q/kv", "params total / active", "KV bytes per token",
                 "weights GB (all / batch 1)"):
@@ -62,7 +63,8 @@ def hardware_rows(profile: str | None) -> list[dict]:
 
 
 def render_hardware(rows: list[dict], full: bool) -> None:
-    t = Table(title="Hardware profiles (datasheet peaks; measured numbers live in calibration files)", title_justify="left")
+    t = Table(title="Hardware profiles (datasheet peaks; measured numbers live in calibration files)",
+              title_justify="left")
     t.add_column("id", no_wrap=True)
     for col in ("HBM TB/s", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "L2", "SMs/CUs", "calibration"):
         t.add_column(col, justify="right")

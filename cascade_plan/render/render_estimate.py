@@ -10,8 +10,15 @@ from rich.text import Text
 from cascade_plan.cost.coverage import sources_line
 from cascade_plan.cost.estimate import Estimate
 from cascade_plan.render.step_table import step_rows
-from cascade_plan.units import (fmt_bandwidth, fmt_bytes, fmt_bytes_binary, fmt_bytes_decimal, fmt_count,
-                                fmt_seconds, fmt_speedup)
+from cascade_plan.units import (
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_bytes_binary,
+    fmt_bytes_decimal,
+    fmt_count,
+    fmt_seconds,
+    fmt_speedup,
+)
 
 
 def inputs_line(est: Estimate) -> str:

@@ -7,23 +7,22 @@ import datetime as _dt
 from pathlib import Path
 
 from cascade_plan import __version__
+from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.breakeven import BreakevenResult
-from cascade_plan.render.breakeven_report import breakeven_cell, memory_line
-from cascade_plan.cost.capacity import Capacity, preemption_warnings
-from cascade_plan.render.check_report import md_cell
-from cascade_plan.inputs.dtypes import ELEMENT_BYTES
-from cascade_plan.engine.engine_gate import EngineView
+from cascade_plan.cost.capacity import preemption_warnings
+from cascade_plan.cost.coverage import sources_line
 from cascade_plan.cost.estimate import Estimate
-from cascade_plan.render.step_table import step_rows
-from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
+from cascade_plan.cost.verdict import speedup_words
+from cascade_plan.engine.engine_gate import EngineView
 from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GRAPH_NOTE, VLLM_VERSION_MODELLED
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
+from cascade_plan.inputs.ids import slug as safe_slug  # one rule for every folder named after a workload
 from cascade_plan.inputs.workload import TreeNode
-from cascade_plan.calibration.params_select import sources_note
-from cascade_plan.cost.coverage import sources_line
-from cascade_plan.cost.verdict import speedup_words
-from cascade_plan.inputs.ids import slug as safe_slug     # one rule for every folder named after a workload
+from cascade_plan.render.breakeven_report import breakeven_cell, memory_line
+from cascade_plan.render.check_report import md_cell
+from cascade_plan.render.step_table import step_rows
 from cascade_plan.serving.workload_analysis import WorkloadReport
+from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 
 
 def _tree_lines(node: TreeNode, depth: int = 0) -> list[str]:

@@ -24,7 +24,8 @@ def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
         ("per-sequence: KV read", [fmt_bytes_binary(s.per_sequence.attention_bytes) for s in cols], False),
     ]
     if any(abs(s.per_sequence.hbm_bytes - s.per_sequence.attention_bytes) > 1 for s in cols):
-        rows.append(("per-sequence: KV from HBM (rest from L2)", [fmt_bytes_binary(s.per_sequence.hbm_bytes) for s in cols],
+        rows.append(("per-sequence: KV from HBM (rest from L2)",
+                     [fmt_bytes_binary(s.per_sequence.hbm_bytes) for s in cols],
                      False))
     rows += [
         ("per-sequence: attention time", [fmt_seconds(s.per_sequence.attention_s) for s in cols], False),

@@ -58,8 +58,8 @@ def analyse_workload(scn, params, compare_hw: list, choice: ParamsChoice, prefix
         hw_ests.append(assess(other, p, reserve))
     backend_ests = []
     if params.mode == "calibrated":
-        from cascade_plan.calibration.params_select import calibrated_for
         from cascade_plan.calibration.calibration_file import load_probe
+        from cascade_plan.calibration.params_select import calibrated_for
 
         probe = load_probe(Path(params.source))
         backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]

@@ -119,7 +119,8 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
     ar = aic.step_parts_doc.allreduce.get("2") if aic.step_parts_doc else None
     par = probe.step_parts_doc.allreduce.get("2") if probe.step_parts_doc else None
     if ar:
-        for key, what in (("latency_s", "all-reduce, 2 GPUs: latency (s)"), ("bytes_per_s", "all-reduce, 2 GPUs: rate (B/s)")):
+        for key, what in (("latency_s", "all-reduce, 2 GPUs: latency (s)"),
+                          ("bytes_per_s", "all-reduce, 2 GPUs: rate (B/s)")):
             rows.append({"what": what, "aic": getattr(ar, key), "probe": getattr(par, key) if par else None})
         from cascade_plan.calibration.allreduce_source import with_measured_curves
 

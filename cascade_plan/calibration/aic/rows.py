@@ -57,7 +57,8 @@ def encode_rows(decode: dict[str, tuple[list[dict], np.ndarray]], kernel: str, t
             "sequences": seqs, "context_tokens": ctx, "kv_dtypes": out}
 
 
-def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: BackendFit | None, l2_bytes: float) -> MeasuredAttention | None:
+def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: BackendFit | None,
+                    l2_bytes: float) -> MeasuredAttention | None:
     """The rows of one KV dtype as the planner interpolates them: kernel "per_sequence_dup" at points
     (sequences, 1, context, 0), each with the backend's fitted decode time there (the rows' ratio to the
     fit is what is interpolated); None when the file ships none for that dtype."""
