@@ -42,7 +42,7 @@ def test_default_verdict_says_so_and_shows_the_error_measured_on_the_h200(rollou
     assert v.text.startswith("Marginal (uncalibrated: default efficiencies, not measured kernels): within the error")
     h200 = _on(rollouts, "h200")
     d, m = estimate(h200, DEFAULT).run_speedup, estimate(h200, select_params(h200)).run_speedup
-    assert d > 1 > m                                          # the issue's 3.27x against 0.79x, computed here
+    assert d > 1 > m                                          # defaults 3.27x against measured 0.79x, computed here
     assert f"at {d:.2f}x against {m:.2f}x with measured kernels" in v.evidence
     assert f"{d / m:.1f}x too optimistic, and on the other side of 1x" in v.evidence
     assert v.evidence in v.text
@@ -150,14 +150,14 @@ def test_an_extrapolated_verdict_reads_the_shipped_calibration_once(root, monkey
     """beam-search on the H200 is extrapolated (its range spans every backend of the probe file): the other
     backends come from the shipped file as select_params decoded it, not from load_probe's row-by-row check
     (0.4 s of start-up); a user's own file is still checked."""
-    from cascade_plan.calibration import calibration_file as probe_calibration
+    from cascade_plan.calibration import calibration_file
     from cascade_plan.calibration.verdict_evidence import _calibration_of
 
     scn = _on(load_scenario(root / "workloads/beam-search.yaml"), "h200")
     params = select_params(scn)
     checked = []
-    real = probe_calibration.load_probe
-    monkeypatch.setattr(probe_calibration, "load_probe", lambda path: checked.append(path) or real(path))
+    real = calibration_file.load_probe
+    monkeypatch.setattr(calibration_file, "load_probe", lambda path: checked.append(path) or real(path))
     v = assess(scn, params).verdict
     assert v.speedup_range is not None and "triton" in v.text and checked == []
     shipped = root / "calibrations" / "h200-aic-vllm.json"
