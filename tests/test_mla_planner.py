@@ -66,7 +66,8 @@ def test_shipped_file_fits_mla_per_kv_dtype(doc):
 
 def test_mla_fit_predicts_rows_it_never_saw(doc):
     """The held-out rows (a whole head count, a whole prefix, one in six of the rest): the whole-step
-    targets (median 4%, worst 10%) are for whole steps; per kernel the cascade is within a few percent, the decode a little more."""
+    targets (median 4%, worst 10%) are for whole steps; per kernel the cascade is within a few percent,
+    the decode a little more."""
     from cascade_plan.calibration.mla_validation import mla_validation
 
     v = mla_validation(doc, doc["fitted"], 60 * 2**20)["bf16"]["kernels"]

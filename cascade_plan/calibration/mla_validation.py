@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cascade_plan.calibration.leave_one_out import leave_one_out
 from cascade_plan.calibration.mla_fit import is_mla_held_out, mla_rows, predict_mla
 from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
 
@@ -68,28 +69,11 @@ def speedup_errors(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
 def interpolation_loo(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
     """Each MLA row predicted from the other rows of its head count (the fit times their interpolated ratio
     to it, as the planner does), where they still bracket it."""
-    from cascade_plan.cost.ops.attention import MeasuredTable
-
     out = {}
     for kernel in ("decode_shared", "cascade_total"):
         rows = mla_rows(doc, kernel, kv)
-        by: dict[int, list[dict]] = {}
-        for r in rows:
-            by.setdefault(r["config"]["num_heads"], []).append(r)
-        interp, fit = [], []
-        for group in by.values():
-            pts = np.array([[r["config"][a] for a in AXES] for r in group], float)
-            t = np.array([r["median_s"] for r in group])
-            f = predict_mla(fits, kernel, [r["config"] for r in group], l2_bytes)
-            for i in range(len(group)):
-                keep = np.flatnonzero(np.arange(len(group)) != i)
-                keep = keep[~np.all(pts[keep] == pts[i], axis=1)]
-                if keep.size == 0:
-                    continue
-                v = MeasuredTable(pts[keep], t[keep], f[keep])(pts[i:i + 1], f[i:i + 1])[0]
-                if np.isfinite(v):
-                    interp.append(abs(v / t[i] - 1))
-                    fit.append(abs(f[i] / t[i] - 1))
+        interp, fit = leave_one_out(rows, lambda c: c["num_heads"], AXES,
+                                    lambda cfgs: predict_mla(fits, kernel, cfgs, l2_bytes))
         if rows:
             out[kernel] = {"rows": len(rows), "interpolation": _stats(interp), "fit_same_rows": _stats(fit)}
     return out

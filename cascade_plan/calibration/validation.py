@@ -8,6 +8,7 @@ from cascade_plan.calibration.backends import BACKENDS
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import predict_kind
 from cascade_plan.calibration.holdout import config_key, is_held_out
+from cascade_plan.calibration.leave_one_out import leave_one_out
 from cascade_plan.calibration_format import BackendFit
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct
@@ -122,31 +123,12 @@ def interpolation_loo(measured: dict[str, list[dict]], fits: BackendFit, l2: flo
     from the others of its shape where they still bracket it (a row on the grid's edge or in a sparse
     corner has no neighbours to interpolate from, and the planner would use the fit there). Beside it, the
     fit's error on the same rows (the fit trained on most of them, so this flatters the fit)."""
-    from cascade_plan.cost.ops.attention import MeasuredTable
-
     out = {}
     for kernel, kind in INTERPOLATED:
         rows = measured.get(kind) or []
-        by_shape: dict[tuple, list[dict]] = {}
-        for r in rows:
-            c = r["config"]
-            by_shape.setdefault((c["q_per_kv"], c["num_kv_heads"], c["head_dim"]), []).append(r)
-        interp, fit = [], []
-        for group in by_shape.values():
-            pts = np.array([[r["config"][a] for a in ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")]
-                            for r in group], float)
-            t = np.array([r["median_s"] for r in group])
-            f = predict_kind(fits, kind, [r["config"] for r in group], l2)
-            for i in range(len(group)):
-                others = np.arange(len(group)) != i
-                same = np.all(pts[others] == pts[i], axis=1)      # a repeat of the same point is not held out
-                keep = np.flatnonzero(others)[~same]
-                if keep.size == 0:
-                    continue
-                v = MeasuredTable(pts[keep], t[keep], f[keep])(pts[i:i + 1], f[i:i + 1])[0]
-                if np.isfinite(v):
-                    interp.append(abs(v / t[i] - 1))
-                    fit.append(abs(f[i] / t[i] - 1))
+        interp, fit = leave_one_out(rows, lambda c: (c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
+                                    ("n_groups", "group_size", "prefix_tokens", "suffix_tokens"),
+                                    lambda cfgs: predict_kind(fits, kind, cfgs, l2))
         if rows:
             out[kernel] = {"rows": len(rows), "interpolation": _stats(np.array(interp)),
                            "fit_same_rows": _stats(np.array(fit))}

@@ -107,6 +107,16 @@ def _connect(memory_limit: str, threads: int | None):
     return con
 
 
+def create_tables(con) -> None:
+    """The four tables a reader fills and `_fetch` reads (steps, nodes, requests, files), empty."""
+    con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
+                "ps_prefix_tokens DOUBLE, suffix_tokens DOUBLE, longest_context DOUBLE, longest_suffix DOUBLE)")
+    con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, "
+                "readers BIGINT)")
+    con.execute("CREATE TEMP TABLE requests (steps BIGINT, private DOUBLE)")
+    con.execute("CREATE TEMP TABLE files (file VARCHAR, records BIGINT, malformed BIGINT)")
+
+
 def _columns(con, f: LogFile) -> dict[str, str]:
     """Column name -> DuckDB type of a CSV/Parquet file; for JSON, the keys of its first record."""
     if f.fmt == "json":
@@ -310,12 +320,7 @@ def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
         forms[f.path] = form
         key_cols = tuple(sorted(cols.items())) if f.fmt != "json" else ()
         groups.setdefault((f.fmt, form, key_cols), []).append(f)
-    con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
-                "ps_prefix_tokens DOUBLE, suffix_tokens DOUBLE, longest_context DOUBLE, longest_suffix DOUBLE)")
-    con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, "
-                "readers BIGINT)")
-    con.execute("CREATE TEMP TABLE requests (steps BIGINT, private DOUBLE)")
-    con.execute("CREATE TEMP TABLE files (file VARCHAR, records BIGINT, malformed BIGINT)")
+    create_tables(con)
     for n, ((fmt, form, key_cols), fs) in enumerate(groups.items()):
         cols = dict(key_cols)
         label = f"{len(fs)} file(s)" + (f", part {n + 1} of {len(groups)}" if len(groups) > 1 else "")

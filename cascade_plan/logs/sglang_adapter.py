@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from cascade_plan.logs.vllm_logger import ENV_DIR, ENV_REPLICA, StepLogger, chain_signals, log_path
+from cascade_plan.logs.vllm_logger import ENV_DIR, ENV_REPLICA, StepLogger, chain_signals, log_path, push_step
 
 
 def path_of(node: Any) -> tuple[tuple[int, int], ...]:
@@ -129,15 +129,7 @@ def log_batch(scheduler: Any, batch: Any) -> None:
             print(f"cascade-plan step log: not logging: {exc!r}", file=sys.stderr)
             lg = None
         _LOGGERS[key] = lg
-    if lg is None or lg.error is not None:
-        return
-    try:
-        snap = snapshot_batch(batch)
-        if snap is not None:
-            lg.push(snap)
-    except Exception as exc:              # noqa: BLE001
-        lg.error = exc
-        print(f"cascade-plan step log: stopped: {exc!r}", file=sys.stderr)
+    push_step(lg, lambda: snapshot_batch(batch))
 
 
 def wrap_run_batch(cls) -> None:

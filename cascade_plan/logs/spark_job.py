@@ -21,7 +21,7 @@ from pathlib import Path
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_DEPTH
-from cascade_plan.logs.duck_reader import _connect, _fetch
+from cascade_plan.logs.duck_reader import _connect, _fetch, create_tables
 from cascade_plan.logs.sources import LogFile
 
 
@@ -228,12 +228,7 @@ def _read_with(spark, files: list[LogFile]):
         forms[f.path] = form
         groups.setdefault((f.fmt, form), []).append(f)
     con = _connect("1GB", None)
-    con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
-                "ps_prefix_tokens DOUBLE, suffix_tokens DOUBLE, longest_context DOUBLE, longest_suffix DOUBLE)")
-    con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, "
-                "readers BIGINT)")
-    con.execute("CREATE TEMP TABLE requests (steps BIGINT, private DOUBLE)")
-    con.execute("CREATE TEMP TABLE files (file VARCHAR, records BIGINT, malformed BIGINT)")
+    create_tables(con)
     local = {("file:" + f.path if not f.path.startswith("file:") else f.path): f.path for f in files}
     for (fmt, form), fs in groups.items():
         parts = _seq_tables(spark, F, fs) if form == "seq" else _compact_tables(spark, F, fs)

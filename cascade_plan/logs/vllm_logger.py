@@ -32,7 +32,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter, _get
 
@@ -244,14 +244,22 @@ def logger_for(scheduler: Any) -> StepLogger | None:
     return _LOGGERS[key]
 
 
+def push_step(lg: StepLogger | None, snap_of: Callable[[], dict | None]) -> None:
+    """Queue the snapshot `snap_of()` takes (None: nothing to log) on a logger that is running; the first failure
+    switches the logger off with one warning, never raising into the engine."""
+    if lg is None or lg.error is not None:
+        return
+    try:
+        snap = snap_of()
+        if snap is not None:
+            lg.push(snap)
+    except Exception as exc:               # noqa: BLE001
+        lg.error = exc
+        print(f"cascade-plan step log: stopped: {exc!r}", file=sys.stderr)
+
+
 def log_step(scheduler: Any, out: Any) -> None:
-    lg = logger_for(scheduler)
-    if lg is not None and lg.error is None:
-        try:
-            lg.push(snapshot(out))
-        except Exception as exc:           # noqa: BLE001
-            lg.error = exc
-            print(f"cascade-plan step log: stopped: {exc!r}", file=sys.stderr)
+    push_step(logger_for(scheduler), lambda: snapshot(out))
 
 
 def wrap_schedule(cls) -> None:
