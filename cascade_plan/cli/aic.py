@@ -35,12 +35,14 @@ def _summary(doc: dict, path: Path, size: int) -> dict:
 def import_aic(
     gpus: Annotated[list[str], typer.Argument(help="Hardware profile ids (h100-sxm, a100-80gb, ...), or `all` for "
                                                    "every profile AIConfigurator covers.")],
-    framework: Annotated[Framework, typer.Option("--framework", help="Serving framework whose tables to use.")] = Framework.vllm,
+    framework: Annotated[Framework, typer.Option("--framework",
+                                                 help="Serving framework whose tables to use.")] = Framework.vllm,
     out: Annotated[Optional[Path], typer.Option(
         "--out", help="File to write (one GPU), or a folder (several). Default: ./calibrations/GPU-aic-FRAMEWORK.json "
                       "in the current folder (never the installed package); use it with --calibration FILE.")] = None,
     aic_data: Annotated[Optional[Path], typer.Option(
-        "--aic-data", help="AIConfigurator's systems/data folder (default: the installed aiconfigurator-core's).")] = None,
+        "--aic-data",
+        help="AIConfigurator's systems/data folder (default: the installed aiconfigurator-core's).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Calibrate GPUs from NVIDIA AIConfigurator's measured kernel tables (needs the `aic` extra:

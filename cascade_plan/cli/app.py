@@ -11,27 +11,26 @@ import typer
 from cascade_plan import __version__
 from cascade_plan.cli.common import (
     TP_FLAGS,
-    GroupsOpt,
     HardwareOpt,
     JsonOpt,
     KvCacheDtypeChoice,
     KvDtypeOpt,
-    KvDtypeOption,
     ModelOpt,
-    OutputOpt,
-    PrefixOpt,
-    PrivateOpt,
     ReserveOpt,
-    SamplesOpt,
-    TpOpt,
-    WeightDtypeOption,
     WorkloadArg,
     _kv_dtype,
     handles_input_errors,
     print_json,
     scenario_from_options,
 )
-from cascade_plan.cli.option_bundles import calibration_options, what_if_options
+from cascade_plan.cli.option_bundles import (
+    Deployment,
+    QuickWorkload,
+    calibration_options,
+    deployment_options,
+    quick_workload_options,
+    what_if_options,
+)
 from cascade_plan.envelope import envelope
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from kernels_probe.options import PROBE_OPTIONS, check_choices
@@ -65,18 +64,14 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 @handles_input_errors
 @calibration_options
 @what_if_options
+@quick_workload_options
+@deployment_options
 def estimate(
     workload: WorkloadArg = None,
     model: ModelOpt = None,
     hardware: HardwareOpt = None,
-    prefix: PrefixOpt = None,
-    groups: GroupsOpt = 1,
-    samples: SamplesOpt = None,
-    output_tokens: OutputOpt = None,
-    private_tokens: PrivateOpt = 0,
-    kv_dtype: KvDtypeOption = None,
-    weight_dtype: WeightDtypeOption = None,
-    tp: TpOpt = None,
+    shape: QuickWorkload = QuickWorkload(),
+    deployment: Deployment = Deployment(),
     choice: ParamsChoice = ParamsChoice(),
     reserve: ReserveOpt = 0.10,
     what_if: WhatIf = WhatIf(),
@@ -99,14 +94,13 @@ def estimate(
       cascade-plan estimate --model meta-llama/Meta-Llama-3-70B --hardware h100 --tp 8 --prefix 8000 --samples 16 --output-tokens 512
 
       cascade-plan estimate rl-rollouts-64 --hardware h100 --hbm-bandwidth 4.8 --memory 141GB     (what-if GPU)
-    """
+    """  # noqa: E501
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.cost.estimate import to_json
 
-    scn = scenario_from_options(workload, model=model, hardware=hardware, prefix=prefix, groups=groups,
-                                samples=samples, output_tokens=output_tokens, private_tokens=private_tokens,
-                                kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+    scn = scenario_from_options(workload, model=model, hardware=hardware, **shape.as_kwargs(),
+                                **deployment.as_kwargs())
     scn = what_if.apply(scn)
     est = assess(scn, select_params(scn, choice), reserve)
     if json_out:
@@ -122,8 +116,10 @@ def estimate(
 def models(
     kv_dtype: Annotated[KvCacheDtypeChoice, typer.Option(
         "--kv-dtype", "--kv-cache-dtype", callback=_kv_dtype, case_sensitive=False,
-        help="KV dtype for the bytes-per-token column (vLLM's fp8_e4m3, fp8_e5m2, auto too).")] = KvCacheDtypeChoice.bf16,
-    weight_dtype: Annotated[KvDtypeOpt, typer.Option("--weight-dtype", help="Weight dtype for the weight-bytes column.")] = KvDtypeOpt.bf16,
+        help="KV dtype for the bytes-per-token column (vLLM's fp8_e4m3, fp8_e5m2, "
+             "auto too).")] = KvCacheDtypeChoice.bf16,
+    weight_dtype: Annotated[KvDtypeOpt, typer.Option(
+        "--weight-dtype", help="Weight dtype for the weight-bytes column.")] = KvDtypeOpt.bf16,
     tp: Annotated[int, typer.Option(*TP_FLAGS, min=1, max=64, help="Tensor-parallel degree (bytes are per GPU).")] = 1,
     json_out: JsonOpt = False,
 ) -> None:
@@ -161,6 +157,8 @@ def _probe_option(name: str):
 
 
 @handles_input_errors
+@quick_workload_options
+@deployment_options
 def probe(
     out: Annotated[Path, _probe_option("out")],
     quick: Annotated[bool, _probe_option("quick")] = PROBE_OPTIONS["quick"].default,
@@ -174,14 +172,8 @@ def probe(
                            "attention, GEMM and glue shapes and its first/middle/final whole steps (about 2 minutes "
                            "of measuring, JIT builds apart).")] = None,
     model: ModelOpt = None,
-    prefix: PrefixOpt = None,
-    groups: GroupsOpt = 1,
-    samples: SamplesOpt = None,
-    output_tokens: OutputOpt = None,
-    private_tokens: PrivateOpt = 0,
-    kv_dtype: KvDtypeOption = None,
-    weight_dtype: WeightDtypeOption = None,
-    tp: TpOpt = None,
+    shape: QuickWorkload = QuickWorkload(),
+    deployment: Deployment = Deployment(),
     merge_into: Annotated[Optional[Path], _probe_option("merge_into")] = PROBE_OPTIONS["merge_into"].default,
 ) -> None:
     """Run real per-sequence and cascade attention kernels on this machine's CUDA GPU and write a
@@ -205,13 +197,13 @@ def probe(
         raise InputError(bad)
     if merge_into is not None and not merge_into.is_file():
         raise InputError(f"--merge-into: no such file {str(merge_into)!r}")
-    plan = probe_plan_from_options(workload, model=model, prefix=prefix, groups=groups, samples=samples,
-                                   output_tokens=output_tokens, private_tokens=private_tokens, kv_dtype=kv_dtype,
-                                   weight_dtype=weight_dtype, tp=tp, page_size=page_size)
+    plan = probe_plan_from_options(workload, model=model, **shape.as_kwargs(), **deployment.as_kwargs(),
+                                   page_size=page_size)
     try:
         from kernels_probe.environment import missing_requirements
     except ImportError:
-        raise InputError("the GPU probe package (kernels_probe) is not installed with this copy of cascade-plan") from None
+        raise InputError("the GPU probe package (kernels_probe) is not installed with this copy of "
+                         "cascade-plan") from None
     missing = missing_requirements()
     if missing:
         raise InputError("cannot run the probe: " + "; ".join(missing))
@@ -226,7 +218,8 @@ def probe(
 
         merge_into_file(out, merge_into, doc)
     t = doc["notes"]["run_timings_s"]
-    console.print(f"measuring {t.get('measuring_s', t['total_s']):.0f} s (JIT builds apart), {t['total_s']:.0f} s in all")
+    console.print(f"measuring {t.get('measuring_s', t['total_s']):.0f} s (JIT builds apart), "
+                  f"{t['total_s']:.0f} s in all")
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
 
 
@@ -238,7 +231,8 @@ def probe_plan_from_options(workload, *, model, prefix, groups, samples, output_
 
     if workload is None and model is None:
         given = [f for f, v in (("--prefix", prefix), ("--samples", samples), ("--output-tokens", output_tokens),
-                                ("--kv-dtype", kv_dtype), ("--weight-dtype", weight_dtype), ("--tp", tp)) if v is not None]
+                                ("--kv-dtype", kv_dtype), ("--weight-dtype", weight_dtype),
+                                ("--tp", tp)) if v is not None]
         if given:
             raise InputError(f"{given[0]} describes a workload to probe: give --workload FILE or --model ID with it")
         return None
@@ -277,9 +271,11 @@ def refuse_replacing_non_calibration(path: Path, option: str) -> None:
 # name -> (module, function), in help order. Commands that live in their own modules keep this module small.
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.breakeven"),
             ("compare", "cascade_plan.cli.compare"), ("plot", "cascade_plan.cli.report"),
-            ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.check"), ("models", "cascade_plan.cli.app"),
+            ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.check"),
+            ("models", "cascade_plan.cli.app"),
             ("workloads", "cascade_plan.cli.workloads"), ("schema", "cascade_plan.cli.workloads"),
-            ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"), ("calibrate", "cascade_plan.cli.calibrate"),
+            ("hardware", "cascade_plan.cli.app"), ("probe", "cascade_plan.cli.app"),
+            ("calibrate", "cascade_plan.cli.calibrate"),
             ("validate", "cascade_plan.cli.calibrate"), ("import-aic", "cascade_plan.cli.aic"),
             ("aic-check", "cascade_plan.cli.aic"),
             ("analyze", "cascade_plan.cli.logs_cli"), ("simulate-log", "cascade_plan.cli.logs_cli"),

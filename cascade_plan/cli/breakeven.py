@@ -8,19 +8,16 @@ import typer
 
 from cascade_plan import __version__
 from cascade_plan.cli.common import (
-    CsvOpt,
     HardwareOpt,
-    JsonOpt,
     KvDtypeOption,
     ModelOpt,
     ReserveOpt,
     TpOpt,
     WeightDtypeOption,
     WorkloadArg,
-    print_json,
     scenario_from_options,
 )
-from cascade_plan.cli.option_bundles import calibration_options, what_if_options
+from cascade_plan.cli.option_bundles import TableOutput, calibration_options, table_output_options, what_if_options
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS
@@ -38,6 +35,7 @@ def _scenario(workload, model, hardware, kv_dtype, weight_dtype, tp):
 
 @calibration_options
 @what_if_options
+@table_output_options
 def breakeven(
     workload: WorkloadArg = None,
     model: ModelOpt = None,
@@ -47,17 +45,18 @@ def breakeven(
     tp: TpOpt = None,
     prefix: Annotated[str, typer.Option("--prefix", help="Shared-prefix axis in tokens: START:STOP:log[:N], "
                                         "START:STOP:lin[:N], START:STOP:STEP, or a list 512,4096.")] = "64:65536:log",
-    batch: Annotated[str, typer.Option("--batch", help="Sequences-per-group axis (same forms as --prefix).")] = "1:512:log",
+    batch: Annotated[str, typer.Option("--batch",
+                                       help="Sequences-per-group axis (same forms as --prefix).")] = "1:512:log",
     suffix: Annotated[Optional[str], typer.Option(
         "--suffix", help="Private tokens each sequence reads this step (own prompt + generated so far). Default: the "
                          "workload's middle decode step, or 128.")] = None,
-    groups: Annotated[Optional[int], typer.Option("--groups", min=1, max=MAX_COPIES, help="Prompt groups in the batch (default: the "
+    groups: Annotated[Optional[int], typer.Option("--groups", min=1, max=MAX_COPIES,
+                                                  help="Prompt groups in the batch (default: the "
                                                   "workload's sibling groups, or 1).")] = None,
     choice: ParamsChoice = ParamsChoice(),
     reserve: ReserveOpt = 0.10,
     what_if: WhatIf = WhatIf(),
-    json_out: JsonOpt = False,
-    csv_out: CsvOpt = False,
+    output: TableOutput = TableOutput(),
 ) -> None:
     """Where cascade starts to pay: sweep shared-prefix length x sequences per group (x suffix length).
 
@@ -73,7 +72,7 @@ def breakeven(
       cascade-plan breakeven rl-rollouts-64
 
       cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
-    """
+    """  # noqa: E501
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.cost.breakeven import run_breakeven, workload_axes
     from cascade_plan.inputs.grid_spec import parse_axis
@@ -86,15 +85,15 @@ def breakeven(
     s_axis = parse_axis(suffix, "--suffix") if suffix else parse_axis(str(wl_suffix), "--suffix")
     points = p_axis.size * n_axis.size * s_axis.size
     if points > MAX_GRID_POINTS:
-        raise InputError(f"the sweep has {points:,} points (--prefix x --batch x --suffix); cascade-plan sweeps at most "
+        raise InputError(f"the sweep has {points:,} points (--prefix x --batch x --suffix); cascade-plan sweeps "
+                         f"at most "
                          f"{MAX_GRID_POINTS:,}: use fewer values per axis")
     params = select_params(scn, choice)
     res = run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups, reserve)
-    if json_out:
-        print_json(br.to_json(res, __version__))
-    elif csv_out:
-        typer.echo(br.to_csv(res), nl=False)
-    else:
+
+    def tables() -> None:
         from cascade_plan.render.console import make_console
 
         br.render(res, make_console())
+
+    output.emit(lambda: br.to_json(res, __version__), lambda: br.to_csv(res), tables)

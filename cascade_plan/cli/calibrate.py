@@ -41,8 +41,10 @@ def l2_explanation(k: dict, l2_bytes: float) -> str | None:
 
 
 def calibrate(
-    probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.", show_default=False)],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write here instead of updating PROBE_FILE in place.")] = None,
+    probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.",
+                                               show_default=False)],
+    out: Annotated[Optional[Path], typer.Option("--out",
+                                                help="Write here instead of updating PROBE_FILE in place.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Fit the cost model's kernel parameters per backend (bandwidth and FLOP efficiencies, fixed
@@ -119,8 +121,10 @@ def calibrate(
 
 
 def validate(
-    calibration: Annotated[Path, typer.Argument(help="A calibrated file (after `cascade-plan calibrate`), or the name of "
-                                                     "a shipped one (see `cascade-plan hardware`).", show_default=False)],
+    calibration: Annotated[Path, typer.Argument(help="A calibrated file (after `cascade-plan calibrate`), or the "
+                                                     "name of "
+                                                     "a shipped one (see `cascade-plan hardware`).",
+                                                show_default=False)],
     plots: Annotated[Optional[Path], typer.Option("--plots", help="Write the predicted-vs-measured scatter and the "
                                                   "error-by-region heatmap into this folder.")] = None,
     json_out: JsonOpt = False,
@@ -175,7 +179,8 @@ def validate(
     if plots:
         from cascade_plan.render.validation_plots import plot_error_heatmap, plot_scatter
 
-        written = plot_scatter(res, plots / "predicted-vs-measured") + plot_error_heatmap(res, plots / "error-by-region")
+        written = (plot_scatter(res, plots / "predicted-vs-measured")
+                   + plot_error_heatmap(res, plots / "error-by-region"))
     if json_out:
         print_json(envelope({"calibration": str(calibration),
                              "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},

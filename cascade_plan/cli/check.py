@@ -22,9 +22,11 @@ def check(
     workloads: Annotated[list[Path], typer.Argument(help="Workload YAMLs; thresholds from their `checks:` section "
                                                     "and/or the options below (options win).", show_default=False)],
     hardware: HardwareOpt = None,
-    min_run_speedup: Annotated[Optional[float], typer.Option(help="Fail below this run speedup (x).", min=0, max=MAX_THRESHOLD)] = None,
+    min_run_speedup: Annotated[Optional[float], typer.Option(help="Fail below this run speedup (x).", min=0,
+                                                             max=MAX_THRESHOLD)] = None,
     max_step_s: Annotated[Optional[float], typer.Option(help="Fail if the slowest decode step, in the mode the "
-                                                        "planner picks, exceeds this many seconds.", min=0, max=MAX_THRESHOLD)] = None,
+                                                        "planner picks, exceeds this many seconds.", min=0,
+                                                        max=MAX_THRESHOLD)] = None,
     max_run_s: Annotated[Optional[float], typer.Option(help="Fail if the whole decode, in the picked mode, exceeds "
                                                        "this many seconds.", min=0, max=MAX_THRESHOLD)] = None,
     min_sequences_fit: Annotated[Optional[int], typer.Option(help="Fail if fewer sequences of this shape fit in "
@@ -32,7 +34,8 @@ def check(
     cascade_chosen: Annotated[Optional[bool], typer.Option("--cascade-chosen/--no-cascade-chosen", help="Require "
                                                            "that the planner picks cascade (or not).")] = None,
     vllm_uses_cascade: Annotated[Optional[bool], typer.Option("--vllm-uses-cascade/--no-vllm-uses-cascade", help=
-                                                              "Require vLLM (opted in, on its default attention backend for the GPU or "
+                                                              "Require vLLM (opted in, on its default attention "
+                                                              "backend for the GPU or "
                                                               "--attention-backend) to use cascade (or not).")] = None,
     reserve: ReserveOpt = 0.10,
     junit: Annotated[Optional[str], typer.Option("--junit", help="Write JUnit XML here.", show_default=False)] = None,
@@ -60,7 +63,7 @@ def check(
       cascade-plan check rl-rollouts-64 short-prompt-long-reasoning      (their shipped `checks:` sections)
 
       cascade-plan check rl-rollouts-64 --min-run-speedup 2 --min-sequences-fit 128 --junit checks.xml --markdown "$GITHUB_STEP_SUMMARY"
-    """
+    """  # noqa: E501
     from cascade_plan.inputs.workload import load_scenario
     from cascade_plan.outputs import check_output_file, write_files_together
     from cascade_plan.render.check_report import NO_CHECKS, junit_xml, markdown_summary
@@ -71,7 +74,8 @@ def check(
         check_output_file(junit, "--junit")
     if markdown:
         check_output_file(markdown, "--markdown")
-    loaded = [what_if.apply(load_scenario(w, hardware)) for w in workloads]   # all input checked before anything is written
+    # all input checked before anything is written
+    loaded = [what_if.apply(load_scenario(w, hardware)) for w in workloads]
     thresholds = {"min_run_speedup": min_run_speedup, "max_step_s": max_step_s, "max_run_s": max_run_s,
                   "min_sequences_fit": min_sequences_fit, "cascade_chosen": cascade_chosen,
                   "vllm_uses_cascade": vllm_uses_cascade}

@@ -60,7 +60,8 @@ def _kv_dtype(value):
     return None if value is None else kv_dtype_value(getattr(value, "value", value))
 
 WorkloadArg = Annotated[Optional[Path], typer.Argument(
-    help="Workload YAML, or the name of a shipped one (`cascade-plan workloads` lists them). Leave out to describe the workload with "
+    help="Workload YAML, or the name of a shipped one (`cascade-plan workloads` lists them). Leave out to describe the "
+         "workload with "
          "--model/--prefix/--groups/--samples/--output-tokens instead.", show_default=False)]
 def _complete_models(incomplete: str) -> list[str]:
     from cascade_plan.inputs.model_presets import PRESETS
@@ -85,7 +86,8 @@ HardwareOpt = Annotated[Optional[str], typer.Option(
 PrefixOpt = Annotated[Optional[int], typer.Option(
     "--prefix", min=0, help="Shared prompt tokens per group.", rich_help_panel="Workload without a file")]
 GroupsOpt = Annotated[int, typer.Option(
-    "--groups", min=1, max=MAX_COPIES, help="Distinct prompts (groups of siblings) in the batch.", rich_help_panel="Workload without a file")]
+    "--groups", min=1, max=MAX_COPIES, help="Distinct prompts (groups of siblings) in the batch.",
+    rich_help_panel="Workload without a file")]
 SamplesOpt = Annotated[Optional[int], typer.Option(
     "--samples", min=1, help="Sequences decoding under each prompt (n, beams, rollouts per prompt).",
     rich_help_panel="Workload without a file")]
@@ -98,9 +100,11 @@ KvDtypeOption = Annotated[Optional[KvCacheDtypeChoice], typer.Option(
     "--kv-dtype", "--kv-cache-dtype", callback=_kv_dtype, case_sensitive=False, show_default=False,
     help="KV cache dtype (overrides the workload's); vLLM's spellings work too: fp8_e4m3 and fp8_e5m2 are fp8, auto "
          "is the model's dtype (bf16).")]
-WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype", help="Weight dtype (overrides the workload's).")]
+WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype",
+                                                                 help="Weight dtype (overrides the workload's).")]
 TP_FLAGS = ("--tp", "-tp", "--tensor-parallel-size")          # ours, then vLLM's two spellings
-TpOpt = Annotated[Optional[int], typer.Option(*TP_FLAGS, min=1, max=64, help="Tensor-parallel degree (overrides the workload's).")]
+TpOpt = Annotated[Optional[int], typer.Option(*TP_FLAGS, min=1, max=64,
+                                              help="Tensor-parallel degree (overrides the workload's).")]
 IdealOpt = Annotated[bool, typer.Option(
     "--ideal", help="Peak bandwidth and FLOP/s, zero overheads: the seed's back-of-envelope arithmetic.")]
 CalibrationOpt = Annotated[Optional[Path], typer.Option(
@@ -129,7 +133,8 @@ AttentionBackendOpt = Annotated[Optional[str], typer.Option(
     help="The attention backend vLLM runs, as vLLM spells it: auto (the default: vLLM's own pick, FlashInfer on "
          "Blackwell B200/B300/GB200/GB300, FlashAttention on other NVIDIA GPUs), FLASH_ATTN, FLASHINFER, TRITON_ATTN "
          "or FLEX_ATTENTION. Only FLASH_ATTN has a cascade path.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document (stable keys, SI units) instead of tables.")]
+JsonOpt = Annotated[bool, typer.Option("--json",
+                                       help="Print a JSON document (stable keys, SI units) instead of tables.")]
 CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (one row per point) instead of tables.")]
 ReserveOpt = Annotated[float, typer.Option(
     "--reserve", min=0, max=0.9, help="Fraction of GPU memory kept free of weights and KV (activations, CUDA graphs; "

@@ -7,17 +7,14 @@ from typing import Annotated, Optional
 import typer
 
 from cascade_plan.cli.common import (
-    CsvOpt,
-    JsonOpt,
     ModelOpt,
     ReserveOpt,
     TpOpt,
     WorkloadArg,
     kv_dtype_value,
-    print_json,
     scenario_from_options,
 )
-from cascade_plan.cli.option_bundles import calibration_options, what_if_options
+from cascade_plan.cli.option_bundles import TableOutput, calibration_options, table_output_options, what_if_options
 from cascade_plan.envelope import envelope
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_COPIES
@@ -25,6 +22,7 @@ from cascade_plan.inputs.limits import MAX_COPIES
 
 @calibration_options(only=("ideal", "backend", "uncalibrated"))      # each GPU takes its own calibration
 @what_if_options
+@table_output_options
 def compare(
     workload: WorkloadArg = None,
     hardware: Annotated[Optional[str], typer.Option(
@@ -33,16 +31,18 @@ def compare(
         "--kv-dtype", "--kv-cache-dtype", help="Comma-separated KV dtypes to compare (bf16,fp8,...; vLLM's fp8_e4m3, "
                                                "fp8_e5m2 and auto too).")] = None,
     model: ModelOpt = None,
-    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, help="Without a file: shared prompt tokens.")] = None,
+    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0,
+                                                  help="Without a file: shared prompt tokens.")] = None,
     groups: Annotated[int, typer.Option("--groups", min=1, max=MAX_COPIES, help="Without a file: prompt groups.")] = 1,
-    samples: Annotated[Optional[int], typer.Option("--samples", min=1, help="Without a file: sequences per prompt.")] = None,
-    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, help="Without a file: output tokens.")] = None,
+    samples: Annotated[Optional[int], typer.Option("--samples", min=1,
+                                                   help="Without a file: sequences per prompt.")] = None,
+    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1,
+                                                         help="Without a file: output tokens.")] = None,
     tp: TpOpt = None,
     choice: ParamsChoice = ParamsChoice(),
     reserve: ReserveOpt = 0.10,
     what_if: WhatIf = WhatIf(),
-    json_out: JsonOpt = False,
-    csv_out: CsvOpt = False,
+    output: TableOutput = TableOutput(),
 ) -> None:
     """The same workload across several hardware profiles and/or KV dtypes, side by side.
 
@@ -65,15 +65,14 @@ def compare(
 
     rows = compare_rows(scns, params, lambda scn, p: assess(scn, p, reserve))
     note = sources_note([(s.hardware.id, p) for s, p in zip(scns, params)])
-    if json_out:
-        print_json(envelope({"workload": base.name, "rows": rows,
-                             "sources_note": note}))
-    elif csv_out:
-        typer.echo(rows_csv(rows), nl=False)
-    else:
+
+    def tables() -> None:
         from cascade_plan.render.console import make_console
 
         console = make_console()
         render_compare(base.name, rows, console)
         if note:
             console.print(f"Note: {note}")
+
+    output.emit(lambda: envelope({"workload": base.name, "rows": rows, "sources_note": note}),
+                lambda: rows_csv(rows), tables)

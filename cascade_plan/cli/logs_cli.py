@@ -35,14 +35,17 @@ def analyze(
     tp: TpOpt = None,
     choice: ParamsChoice = ParamsChoice(),
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record (exit 2).")] = False,
-    show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=limits.MAX_SHOW_BAD, help="Malformed records to list by file and line (all are counted).")] = 10,
+    show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=limits.MAX_SHOW_BAD,
+                                          help="Malformed records to list by file and line (all are counted).")] = 10,
     plots: Annotated[Optional[Path], typer.Option("--plots", help="Write distribution plots (PNG + SVG) here.")] = None,
     workload_out: Annotated[Optional[Path], typer.Option(
         "--workload-out", help="Write the workload tree that best summarises the log as a workload YAML.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="duckdb (in-process; default) or spark (the `spark` "
                                         "extra; local mode or spark-submit, see docs/logs.md).")] = "duckdb",
-    memory_limit: Annotated[str, typer.Option("--memory-limit", help="DuckDB's memory limit (it spills beyond).")] = "1GB",
-    threads: Annotated[Optional[int], typer.Option("--threads", min=1, max=limits.MAX_THREADS, help="DuckDB threads (default: all cores).")] = None,
+    memory_limit: Annotated[str, typer.Option("--memory-limit",
+                                              help="DuckDB's memory limit (it spills beyond).")] = "1GB",
+    threads: Annotated[Optional[int], typer.Option("--threads", min=1, max=limits.MAX_THREADS,
+                                                   help="DuckDB threads (default: all cores).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """From a day of batch logs to a verdict: how much sharing the engines saw, and whether cascade
@@ -165,7 +168,8 @@ def simulate_log(
     workload: WorkloadArg,
     out: Annotated[Path, typer.Option("--out", help="Log to write (JSON Lines; .gz compresses).")],
     replica: Annotated[str, typer.Option("--replica", help="Replica id written into every record.")] = "r0",
-    step_s: Annotated[float, typer.Option("--step-s", min=0, max=1e6, help="Seconds between steps' timestamps.")] = 0.01,
+    step_s: Annotated[float, typer.Option("--step-s", min=0, max=1e6,
+                                          help="Seconds between steps' timestamps.")] = 0.01,
 ) -> None:
     """Write the batch log a workload would produce: every decode step, per-sequence form.
 

@@ -11,26 +11,85 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from typing import Any, Callable
+from typing import Any, Callable, Optional
+
+import typer
 
 from cascade_plan.cli.common import (
     BackendOpt,
     Bf16TflopsOpt,
     CalibrationOpt,
+    CsvOpt,
     ForceOpt,
+    GroupsOpt,
     HbmBandwidthOpt,
     IdealOpt,
+    JsonOpt,
+    KvDtypeOpt,
+    KvDtypeOption,
     L2Opt,
     MemoryOpt,
+    OutputOpt,
+    PrefixOpt,
+    PrivateOpt,
+    SamplesOpt,
+    TpOpt,
     UncalibratedOpt,
+    WeightDtypeOption,
+    print_json,
 )
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
+
+
+class _Group:
+    def as_kwargs(self) -> dict[str, Any]:
+        """The fields by name, to pass on as keyword arguments."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True)
+class QuickWorkload(_Group):
+    """A workload described on the command line instead of in a file."""
+    prefix: Optional[int] = None
+    groups: int = 1
+    samples: Optional[int] = None
+    output_tokens: Optional[int] = None
+    private_tokens: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Deployment(_Group):
+    """How the model runs; each one overrides the workload's."""
+    kv_dtype: Optional[str] = None
+    weight_dtype: Optional[KvDtypeOpt] = None
+    tp: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TableOutput(_Group):
+    """A JSON document or CSV instead of the tables."""
+    json_out: bool = False
+    csv_out: bool = False
+
+    def emit(self, json_doc: Callable[[], dict], csv_text: Callable[[], str], tables: Callable[[], None]) -> None:
+        """Print what was asked for; each argument is called only when its form is the one printed."""
+        if self.json_out:
+            print_json(json_doc())
+        elif self.csv_out:
+            typer.echo(csv_text(), nl=False)
+        else:
+            tables()
+
 
 # field of the object -> the option's annotation (flags, help, panel); defaults are the object's own
 CALIBRATION_OPTIONS: dict[str, Any] = {"ideal": IdealOpt, "calibration": CalibrationOpt, "backend": BackendOpt,
                                        "force": ForceOpt, "uncalibrated": UncalibratedOpt}
 WHAT_IF_OPTIONS: dict[str, Any] = {"hbm_bandwidth": HbmBandwidthOpt, "memory": MemoryOpt,
                                    "bf16_tflops": Bf16TflopsOpt, "l2": L2Opt}
+QUICK_WORKLOAD_OPTIONS: dict[str, Any] = {"prefix": PrefixOpt, "groups": GroupsOpt, "samples": SamplesOpt,
+                                          "output_tokens": OutputOpt, "private_tokens": PrivateOpt}
+DEPLOYMENT_OPTIONS: dict[str, Any] = {"kv_dtype": KvDtypeOption, "weight_dtype": WeightDtypeOption, "tp": TpOpt}
+TABLE_OUTPUT_OPTIONS: dict[str, Any] = {"json_out": JsonOpt, "csv_out": CsvOpt}
 
 
 def bundle(cls: type, options: dict[str, Any], only: tuple[str, ...] | None = None) -> Callable[[Callable], Callable]:
@@ -82,3 +141,18 @@ def calibration_options(fn: Callable | None = None, *, only: tuple[str, ...] | N
 def what_if_options(fn: Callable) -> Callable:
     """--hbm-bandwidth, --memory, --bf16-tflops, --l2 as one WhatIf."""
     return bundle(WhatIf, WHAT_IF_OPTIONS)(fn)
+
+
+def quick_workload_options(fn: Callable) -> Callable:
+    """--prefix, --groups, --samples, --output-tokens, --private-tokens as one QuickWorkload."""
+    return bundle(QuickWorkload, QUICK_WORKLOAD_OPTIONS)(fn)
+
+
+def deployment_options(fn: Callable) -> Callable:
+    """--kv-dtype, --weight-dtype, --tp as one Deployment."""
+    return bundle(Deployment, DEPLOYMENT_OPTIONS)(fn)
+
+
+def table_output_options(fn: Callable) -> Callable:
+    """--json, --csv as one TableOutput."""
+    return bundle(TableOutput, TABLE_OUTPUT_OPTIONS)(fn)

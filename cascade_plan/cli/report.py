@@ -155,7 +155,8 @@ def report(
                         progress.advance(task)
                         progress.refresh()
 
-                    for r, written in zip(reports, _plots(jobs_, folder, KINDS, svg, jobs or default_workers(), advance)):
+                    for r, written in zip(reports, _plots(jobs_, folder, KINDS, svg, jobs or default_workers(),
+                                                          advance)):
                         r.plots = written
             write_text_atomic(folder / "report.md", build_report(reports))
     finally:

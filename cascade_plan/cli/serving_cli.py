@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import HardwareOpt, JsonOpt, KvDtypeOption, TpOpt, WeightDtypeOption, print_json
+from cascade_plan.cli.common import HardwareOpt, JsonOpt, print_json
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
-from cascade_plan.cli.option_bundles import calibration_options
+from cascade_plan.cli.option_bundles import Deployment, calibration_options, deployment_options
 from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
@@ -23,40 +23,49 @@ SeedOpt = Annotated[int, typer.Option("--seed", min=0, max=limits.MAX_SEED, help
 
 
 @calibration_options
+@deployment_options
 def route(
     model: ModelArg = None,
     hardware: HardwareOpt = None,
     workload: WorkloadOpt = None,
     replicas: Annotated[int, typer.Option("--replicas", min=1, max=limits.MAX_REPLICAS,
                                           help="Engine replicas (data-parallel).")] = 8,
-    samples: Annotated[Optional[int], typer.Option("--samples", min=1, max=limits.MAX_SAMPLES, help="Requests per prompt (siblings); "
+    samples: Annotated[Optional[int], typer.Option("--samples", min=1, max=limits.MAX_SAMPLES,
+                                                   help="Requests per prompt (siblings); "
                                                    "default 16.")] = None,
-    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, max=limits.MAX_TOKENS, help="Shared prompt tokens per group; "
+    prefix: Annotated[Optional[int], typer.Option("--prefix", min=0, max=limits.MAX_TOKENS,
+                                                  help="Shared prompt tokens per group; "
                                                   "default 4096.")] = None,
-    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, max=limits.MAX_OUTPUT_TOKENS, help="Tokens each request decodes "
+    output_tokens: Annotated[Optional[int], typer.Option("--output-tokens", min=1, max=limits.MAX_OUTPUT_TOKENS,
+                                                         help="Tokens each request decodes "
                                                          "(mean); default 1024.")] = None,
-    private_tokens: Annotated[Optional[int], typer.Option("--private-tokens", min=0, max=limits.MAX_TOKENS, help="Prompt tokens of each "
+    private_tokens: Annotated[Optional[int], typer.Option("--private-tokens", min=0, max=limits.MAX_TOKENS,
+                                                          help="Prompt tokens of each "
                                                           "request's own; default 0.")] = None,
     log: Annotated[Optional[list[str]], typer.Option("--log", help="Take the request mix (prefix, siblings, output, "
                                                      "private tokens) from batch logs: the workload that best "
-                                                     "summarises them (see analyze). Repeat for several files.")] = None,
-    output_cv: Annotated[float, typer.Option("--output-cv", min=0, max=limits.MAX_SPREAD, help="Spread of decode lengths (coefficient of "
+                                                     "summarises them (see analyze). Repeat for several "
+                                                     "files.")] = None,
+    output_cv: Annotated[float, typer.Option("--output-cv", min=0, max=limits.MAX_SPREAD,
+                                             help="Spread of decode lengths (coefficient of "
                                              "variation, lognormal); 0 = all equal.")] = 0.5,
     batch: Annotated[Optional[int], typer.Option("--batch", min=1, max=limits.MAX_SAMPLES,
                                                  help="Running sequences per replica (default 64).")] = None,
-    rate: Annotated[Optional[float], typer.Option("--rate", min=0, max=1e15, help="Instead of --batch: requests per second "
-                                                  "over the fleet (batch from Little's law and the step time).")] = None,
-    sibling_spread: Annotated[float, typer.Option("--sibling-spread", min=0, max=limits.MAX_SPREAD, help="Siblings arrive spread over this "
+    rate: Annotated[Optional[float], typer.Option("--rate", min=0, max=1e15,
+                                                  help="Instead of --batch: requests per second "
+                                                  "over the fleet (batch from Little's law and the step "
+                                                  "time).")] = None,
+    sibling_spread: Annotated[float, typer.Option("--sibling-spread", min=0, max=limits.MAX_SPREAD,
+                                                  help="Siblings arrive spread over this "
                                                   "fraction of one decode (0: together).")] = 0.0,
-    forks_together: Annotated[bool, typer.Option("--forks-together", help="Route each group as one n>1 request.")] = False,
+    forks_together: Annotated[bool, typer.Option("--forks-together",
+                                                 help="Route each group as one n>1 request.")] = False,
     requests: Annotated[int, typer.Option("--requests", min=1, max=limits.MAX_ROUTE_REQUESTS,
                                         help="Requests simulated.")] = 1_000_000,
     plot: Annotated[Optional[Path], typer.Option("--plot", help="Write speedup vs replica count per policy (PNG + SVG) "
                                                  "into this folder.")] = None,
     seed: SeedOpt = 0,
-    kv_dtype: KvDtypeOption = None,
-    weight_dtype: WeightDtypeOption = None,
-    tp: TpOpt = None,
+    deployment: Deployment = Deployment(),
     choice: ParamsChoice = ParamsChoice(),
     json_out: JsonOpt = False,
 ) -> None:
@@ -75,7 +84,8 @@ def route(
 
     if plot is not None:
         check_output_dir(plot, "--plot")
-    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment.kv_dtype, deployment.weight_dtype,
+                                      deployment.tp, choice)
     if batch is not None and rate is not None:
         raise InputError("give --batch or --rate, not both")
     given = {"--samples": samples, "--prefix": prefix, "--output-tokens": output_tokens,
@@ -111,8 +121,10 @@ def route(
             for o in outs]
     if json_out:
         print_json(envelope({"model": scn.model.id,
-                             "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas, "batch_per_replica": b,
-                             "requests": requests, "samples": samples, "prefix_tokens": prefix, "output_tokens": mix.output_tokens,
+                             "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas,
+                             "batch_per_replica": b,
+                             "requests": requests, "samples": samples, "prefix_tokens": prefix,
+                             "output_tokens": mix.output_tokens,
                              "forks_together": forks_together, "policies": rows, "written": written}))
         return
     from rich.table import Table
@@ -134,7 +146,8 @@ def route(
     for r in rows:
         t.add_row(r["policy"], f"{r['siblings_mean']:.2f}", f"{r['alone_share']:.1%}",
                   f"{r['groups_per_replica_batch']} x {r['siblings_per_group']}", f"{r['load_imbalance']:.2f}",
-                  f"{r['prefix_copies_per_prompt']:.2f}", fmt_speedup(r["speedup"]), f"{r['max_sequences_per_replica']:,}",
+                  f"{r['prefix_copies_per_prompt']:.2f}", fmt_speedup(r["speedup"]),
+                  f"{r['max_sequences_per_replica']:,}",
                   _runs_as(r["memory"]))
     con.print(t)
     for o in outs:
@@ -155,26 +168,35 @@ def _runs_as(memory: dict | None) -> str:
 
 
 @calibration_options
+@deployment_options
 def rl(
     model: ModelArg = None,
     hardware: HardwareOpt = None,
     workload: WorkloadOpt = None,
-    prompts: Annotated[int, typer.Option("--prompts", min=1, max=limits.MAX_RL_SEQUENCES, help="Prompts per RL step.")] = 64,
-    samples: Annotated[int, typer.Option("--samples", min=1, max=limits.MAX_RL_SEQUENCES, help="Completions per prompt (GRPO group size).")] = 16,
-    prompt_tokens: Annotated[float, typer.Option("--prompt-tokens", min=0, max=limits.MAX_TOKENS, help="Mean prompt length.")] = 2048,
-    prompt_cv: Annotated[float, typer.Option("--prompt-cv", min=0, max=limits.MAX_SPREAD, help="Prompt length spread (lognormal CV).")] = 0.3,
-    completion_tokens: Annotated[float, typer.Option("--completion-tokens", min=1, max=limits.MAX_OUTPUT_TOKENS, help="Mean completion length.")] = 1024,
-    completion_cv: Annotated[float, typer.Option("--completion-cv", min=0, max=limits.MAX_SPREAD, help="Completion length spread "
+    prompts: Annotated[int, typer.Option("--prompts", min=1, max=limits.MAX_RL_SEQUENCES,
+                                         help="Prompts per RL step.")] = 64,
+    samples: Annotated[int, typer.Option("--samples", min=1, max=limits.MAX_RL_SEQUENCES,
+                                         help="Completions per prompt (GRPO group size).")] = 16,
+    prompt_tokens: Annotated[float, typer.Option("--prompt-tokens", min=0, max=limits.MAX_TOKENS,
+                                                 help="Mean prompt length.")] = 2048,
+    prompt_cv: Annotated[float, typer.Option("--prompt-cv", min=0, max=limits.MAX_SPREAD,
+                                             help="Prompt length spread (lognormal CV).")] = 0.3,
+    completion_tokens: Annotated[float, typer.Option("--completion-tokens", min=1, max=limits.MAX_OUTPUT_TOKENS,
+                                                     help="Mean completion length.")] = 1024,
+    completion_cv: Annotated[float, typer.Option("--completion-cv", min=0, max=limits.MAX_SPREAD,
+                                                 help="Completion length spread "
                                                  "(lognormal CV): the long tail.")] = 0.6,
-    max_completion: Annotated[int, typer.Option("--max-completion", min=1, max=limits.MAX_OUTPUT_TOKENS, help="Completion cap (max_tokens).")] = 8192,
-    replicas: Annotated[int, typer.Option("--replicas", min=1, max=limits.MAX_REPLICAS, help="Rollout engine replicas.")] = 8,
-    other_s: Annotated[float, typer.Option("--other-s", min=0, max=limits.MAX_SECONDS, help="Rest of an RL step (training, weight sync), "
+    max_completion: Annotated[int, typer.Option("--max-completion", min=1, max=limits.MAX_OUTPUT_TOKENS,
+                                                help="Completion cap (max_tokens).")] = 8192,
+    replicas: Annotated[int, typer.Option("--replicas", min=1, max=limits.MAX_REPLICAS,
+                                          help="Rollout engine replicas.")] = 8,
+    other_s: Annotated[float, typer.Option("--other-s", min=0, max=limits.MAX_SECONDS,
+                                           help="Rest of an RL step (training, weight sync), "
                                            "seconds, for the end-to-end figure.")] = 0.0,
-    sampled_steps: Annotated[int, typer.Option("--sampled-steps", min=1, max=limits.MAX_SAMPLED_STEPS, help="RL steps drawn to average over.")] = 8,
+    sampled_steps: Annotated[int, typer.Option("--sampled-steps", min=1, max=limits.MAX_SAMPLED_STEPS,
+                                               help="RL steps drawn to average over.")] = 8,
     seed: SeedOpt = 0,
-    kv_dtype: KvDtypeOption = None,
-    weight_dtype: WeightDtypeOption = None,
-    tp: TpOpt = None,
+    deployment: Deployment = Deployment(),
     choice: ParamsChoice = ParamsChoice(),
     json_out: JsonOpt = False,
 ) -> None:
@@ -182,10 +204,11 @@ def rl(
     the longest completion, and the wall time saved per 1,000 RL steps: "the number that moves".
 
     Example: cascade-plan rl --model llama-3-8b --hardware h200 --prompts 64 --samples 16 --prompt-tokens 4096 --completion-tokens 1024 --replicas 8
-    """
+    """  # noqa: E501
     from cascade_plan.serving.rl import TAIL_FINISHED, RlSchedule, rl_generation
 
-    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment.kv_dtype, deployment.weight_dtype,
+                                      deployment.tp, choice)
     s = RlSchedule(prompts=prompts, samples=samples, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                    max_completion=max_completion, replicas=replicas, prompt_cv=prompt_cv, completion_cv=completion_cv,
                    other_s=other_s)
@@ -220,4 +243,5 @@ def rl(
         con.print(f"KV memory per replica: {res.memory.describe()}", soft_wrap=True)
     saved = res.saved_per_1000_steps_s
     verb = "saved" if saved >= 0 else "LOST (cascade is slower here)"
-    con.print(f"[bold]Wall time {verb} per 1,000 RL steps: {fmt_seconds(abs(saved))} ({abs(saved) / 3600:.1f} h)[/bold]")
+    con.print(f"[bold]Wall time {verb} per 1,000 RL steps: {fmt_seconds(abs(saved))} ({abs(saved) / 3600:.1f} "
+              f"h)[/bold]")
