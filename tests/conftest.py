@@ -48,6 +48,9 @@ def pytest_cmdline_main(config):
         return
     if config.option.numprocesses is None and not config.getoption("usepdb") and not config.getoption("collectonly"):
         config.option.numprocesses = WORKERS
+    if config.option.dist == "no":
+        # tests marked xdist_group run on one worker: the Spark tests share one JVM (getOrCreate), ~15 s less
+        config.option.dist = "loadgroup"
 
 
 TERMINAL_SIZE = ("COLUMNS", "LINES")

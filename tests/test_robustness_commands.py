@@ -169,6 +169,7 @@ def test_probe_backends_are_the_probe_packages():
     assert check_choices(list(BACKENDS), "full") is None
 
 
+@pytest.mark.xdist_group("spark")      # the worker that runs the other Spark tests: one JVM for all
 def test_a_log_spark_cannot_read_is_one_line(tmp_path):
     pytest.importorskip("pyspark")
     import shutil
