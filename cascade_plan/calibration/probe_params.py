@@ -16,7 +16,6 @@ from cascade_plan.calibration.measured_grid import (
 )
 from cascade_plan.calibration_format import KernelFitDoc
 from cascade_plan.cost.cost_params import CostParams, KernelParams
-from cascade_plan.cost.ops.mla_attention import mla_fits_of
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile
 
@@ -71,9 +70,9 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         raise InputError(f"backend {backend!r} is not in this calibration; it has: {', '.join(have)}", file=probe.path)
     k = per_dtype[key][backend]
     mla = model is not None and model.attention == "mla" and k.decode_mla is not None
-    # the probe's own MLA fits (dicts, as calibration/mla_fit.py computes with them)
-    mla_fits = mla_fits_of(msgspec.to_builtins(k)) if mla else None
-    notes = (coverage_notes(probe, model, "probe" if mla_fits else mla, kv_dtype if key == kv_dtype else None, backend)
+    # the probe's own MLA kernels (an AIConfigurator file's `decode_mla` alone is not these)
+    probe_mla = mla and k.prefix_mla is not None and k.suffix_mla is not None
+    notes = (coverage_notes(probe, model, "probe" if probe_mla else mla, kv_dtype if key == kv_dtype else None, backend)
              if model is not None else [])
     notes_info: tuple[str, ...] = ()
     if key != kv_dtype:
@@ -89,10 +88,10 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     notes += k.notes                     # what an imported file says about its own coverage
     decode_shared, decode_dup = k.decode_shared, k.decode_dup
     prefix, suffix, merge, overlap = k.prefix, k.suffix, k.merge, k.prefix_suffix_overlap
-    if mla_fits:  # the probe's own MLA kernels: decode over shared pages (own L2 gain), prefix, suffix + merge
-        decode_shared = msgspec.convert(mla_fits["decode_mla"], KernelFitDoc)
+    if probe_mla:  # the probe's own MLA kernels: decode over shared pages (own L2 gain), prefix, suffix + merge
+        decode_shared = k.decode_mla
         decode_dup = msgspec.structs.replace(decode_shared, l2_hit_max=0.0)
-        prefix, suffix = (msgspec.convert(mla_fits[n], KernelFitDoc) for n in ("prefix_mla", "suffix_mla"))
+        prefix, suffix = k.prefix_mla, k.suffix_mla
         merge, overlap = None, 0.0
     elif k.decode_mla is not None and mla:   # the measured MLA decode, with the GQA fit's L2 gain over shared pages
         decode_dup = k.decode_mla
@@ -104,7 +103,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                         flop_eff=min(1.0, ceil.bf16_matmul_flop_per_s / hw.dense_bf16_flop_per_s))
     shared = KernelFit.from_doc(decode_shared)
     step = step_parts_of(probe)
-    if mla_fits:
+    if probe_mla:
         from cascade_plan.calibration.mla_fit import mla_grid, mla_measured
     if origin == "probe" and probe.hardware_id == hw.id:
         from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
@@ -120,15 +119,21 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=overlap, step=step,
         origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
-        measured_grid=(mla_grid(probe.doc, kv_dtype) if mla_fits else
+        measured_grid=(mla_grid(probe.doc, kv_dtype) if probe_mla else
                        measured_grid(probe.doc, kv_dtype if key == kv_dtype else None)),
-        measured=(None if key != kv_dtype else mla_measured(probe.doc, kv_dtype, mla_fits, probe.l2_bytes) if mla_fits
+        measured=(None if key != kv_dtype
+                  else mla_measured(probe.doc, kv_dtype, _mla_fit_dicts(k), probe.l2_bytes) if probe_mla
                   else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
                   else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
-              *(["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if mla_fits else [])),
-        attention_kind="mla" if mla_fits else "gqa",
+              *(["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
+        attention_kind="mla" if probe_mla else "gqa",
     )
+
+
+def _mla_fit_dicts(k) -> dict:
+    """The MLA fits as calibration/mla_fit.py computes with them (plain dicts)."""
+    return {n: msgspec.to_builtins(getattr(k, n)) for n in ("decode_mla", "prefix_mla", "suffix_mla")}
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:

@@ -28,14 +28,6 @@ def shape_words(shape: tuple[int, int, int]) -> str:
     return f"MLA, {h} query head{'s' if h != 1 else ''} per GPU over one {w}-wide latent"
 
 
-def mla_fits_of(backend_fit: dict | None) -> dict | None:
-    """The probe's MLA kernel fits in one backend's fitted section (None: none; an AIConfigurator file's
-    `decode_mla` alone is not these)."""
-    if not backend_fit or not backend_fit.get("prefix_mla") or not backend_fit.get("suffix_mla"):
-        return None
-    return {k: backend_fit[k] for k in ("decode_mla", "prefix_mla", "suffix_mla")}
-
-
 # FlashInfer's FA MLA kernels tile one request's query rows (its query tokens x the GPU's query heads) in
 # blocks of 64 rows, or 128 (a cluster of two) once a request has more than 64; a partly filled tile
 # computes in full. At 16 query heads per GPU (DeepSeek-V3 at TP 8) a decoding sequence fills a quarter of
