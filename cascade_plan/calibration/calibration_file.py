@@ -4,7 +4,7 @@ at the edge, and the shipped files found by GPU."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import msgspec
@@ -112,18 +112,28 @@ def source_kind(doc: dict) -> str:
 SOURCE_PREFERENCE = ("probe", "aic")
 
 
+def read_shipped(path: Path) -> dict:
+    """A shipped calibration file, decoded only (shipped files are checked by the tests, not on every run),
+    once per process: `estimate` and `report` look up the same files for several GPUs and verdicts."""
+    st = path.stat()
+    return _decoded(str(path), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=32)
+def _decoded(path: str, mtime_ns: int, size: int) -> dict:
+    return msgspec.json.decode(Path(path).read_bytes())
+
+
 def find_committed(hw: HardwareProfile, source: str | None = None) -> ProbeData | None:
     """The shipped calibration for this profile that has fitted numbers: the project's probe file where
     there is one, else one imported from AIConfigurator (newest first within a kind); `source`
     restricts the kind. Shipped files are named <hardware id>-<kind>-....json, so only those are opened,
     the preferred kind first."""
-    import msgspec
-
     for kind in (source,) if source else SOURCE_PREFERENCE:
         found = []
         for p in sorted(data_dir("calibrations").glob(f"{hw.id}-{kind}-*.json")):
             try:
-                d = msgspec.json.decode(p.read_bytes())
+                d = read_shipped(p)
             except (OSError, msgspec.DecodeError):
                 continue
             if (d.get("kind") == KIND and d.get("hardware_id") == hw.id and (d.get("fitted") or {}).get("kv_dtypes")

@@ -143,19 +143,17 @@ def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
 
 def _calibration_of(source: str):
     """The calibration file behind measured numbers, read the way select_params read it: a shipped file as
-    find_committed reads it (decoded only: 0.03 s for the H200's 2.6 MB), a user's file through load_probe's
+    find_committed reads it (read_shipped: decoded only, once per process), a user's file through load_probe's
     checks again. Checking a shipped file row by row here cost 0.2-0.9 s of `estimate` start-up on every
     extrapolated verdict (beam-search or deepseek-v3 on the H200 or B200)."""
     from pathlib import Path
 
-    from cascade_plan.calibration.calibration_file import ProbeData, load_probe
+    from cascade_plan.calibration.calibration_file import ProbeData, load_probe, read_shipped
     from cascade_plan.resources import data_dir
 
     path = Path(source)
     if path.parent.resolve() == data_dir("calibrations").resolve():
-        import msgspec
-
-        return ProbeData(str(path), msgspec.json.decode(path.read_bytes()))
+        return ProbeData(str(path), read_shipped(path))
     return load_probe(path)
 
 
