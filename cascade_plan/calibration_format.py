@@ -66,6 +66,7 @@ LogValue = Annotated[float, msgspec.Meta(ge=-1e3, le=1e3)]       # log10 axes of
 Correction = Annotated[float, msgspec.Meta(ge=-20, le=20)]        # natural-log corrections: e^20 is 5e8x already
 Rate = Annotated[float, msgspec.Meta(ge=0, le=1e30)]              # 0 (not fitted) or at least MIN_RATE, checked below
 MIN_RATE = 1e6
+KvDtype = Literal["bf16", "fp16", "fp8"]         # the KV element types the probe times and the planner prices
 
 
 class AttentionConfigDoc(msgspec.Struct, frozen=True, kw_only=True):
@@ -78,7 +79,7 @@ class AttentionConfigDoc(msgspec.Struct, frozen=True, kw_only=True):
     q_per_kv: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     num_kv_heads: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     head_dim: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEAD_DIM)]
-    kv_dtype: str
+    kv_dtype: KvDtype
     page_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCK_SIZE)] = 16
 
 
@@ -98,6 +99,7 @@ class Measurement(msgspec.Struct, frozen=True, kw_only=True):
 class Device(msgspec.Struct, frozen=True, kw_only=True):
     l2_bytes: Annotated[float, msgspec.Meta(ge=L2_BYTES[0], le=L2_BYTES[1])]
     name: str = "unknown GPU"
+    sm_count: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
 
 
 class Ceilings(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,7 +115,8 @@ class FittedCeilings(Ceilings, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """The fields of a step-op row's config that the step fit reads (others are kept, ignored)."""
+    """The fields of a step-op row's config that the step fit and the MoE tables read (others are kept,
+    ignored); which ones an op has depends on the op (calibration/step_fit.py, moe_rows.py)."""
     m: Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQUENCES)] | None = None
     n: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
     k: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
@@ -123,6 +126,14 @@ class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):
     dtype: str | None = None
     model: str | None = None
     variant: str | None = None
+    gemm: str | None = None                          # gemm: qkv, o, gate_up, down, lm_head
+    glue: str | None = None                          # layer_graph: the glue variant and the layers in the graph
+    layers: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    proj: str | None = None                          # moe_grouped_gemm: gate_up or down, the expert set, routing
+    experts: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    top_k: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    routing: str | None = None
+    backend: str | None = None
 
 
 class StepOpRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,6 +142,7 @@ class StepOpRow(msgspec.Struct, frozen=True, kw_only=True):
     config: StepOpConfig
     median_s: Seconds | None = None
     correct: bool = True
+    per_layer_s: Seconds | None = None               # layer_graph: the graph's time per layer
 
 
 class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -278,18 +290,6 @@ class DecodeRowsDoc(msgspec.Struct, frozen=True, kw_only=True):
     sequences: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQUENCES)]]
     context_tokens: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_CONTEXT_TOKENS)]]
     kv_dtypes: dict[str, dict[str, list[list[Microseconds | None]]]]
-
-
-class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
-    schema_version: Literal[1]
-    kind: Literal["cascade-plan-calibration"]
-    device: Device
-    ceilings: Ceilings
-    measurements: list[Measurement]
-    hardware_id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")] | None = None
-    fitted: Fitted | None = None
-    step_ops: list[StepOpRow] = []
-    decode_rows: DecodeRowsDoc | None = None
 
 
 def bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:

@@ -14,9 +14,22 @@ from cascade_plan.calibration_format import (
     KIND,
     MAX_CALIBRATION_BYTES,
     READABLE_VERSIONS,
+    Ceilings,
+    Device,
     Fitted,
+    Measurement,
+    StepOpRow,
     StepPartsDoc,
     inconsistent,
+)
+from cascade_plan.calibration_rows import (
+    ROW_TYPES,
+    CalibrationDoc,
+    Crosscheck,
+    Grid,
+    MlaRow,
+    Source,
+    StepRow,
 )
 from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -26,29 +39,106 @@ from cascade_plan.resources import data_dir
 
 @dataclass(frozen=True)
 class ProbeData:
-    """A calibration file: `fits`, its fitted section typed (what the planner computes with), and `doc`, the
-    document as read (the probe's measurement rows and the rest of what it wrote)."""
+    """A calibration file: `fits`, its fitted section typed (what the planner computes with); its measured rows
+    (`measurements`, `step_ops`, `steps`, `mla`), `grid`, `device`, `ceilings`, `source` and `crosscheck`
+    typed (cascade_plan/calibration_rows.py); and `doc`, the document as read, which `calibrate` writes back
+    with its new fitted section (it keeps every field the reader ignores). `checked`: the typed document where
+    load_probe has already checked the whole file; otherwise (a shipped file, decoded only) each part is
+    decoded on first use, and a malformed row is one error naming the file, the list, the row and the field."""
 
     path: str
     doc: dict
-    checked: Fitted | None = field(default=None, repr=False, compare=False)   # `fits`, where already checked
+    checked: CalibrationDoc | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def fits(self) -> Fitted | None:
         """The fitted section as typed structs; None where the file is not fitted yet."""
         if self.checked is not None:
-            return self.checked
+            return self.checked.fitted
         f = self.doc.get("fitted")
         if not (isinstance(f, dict) and f.get("kv_dtypes")):
             return None
-        try:
-            fits = msgspec.convert(f, Fitted)
-        except msgspec.ValidationError as exc:
-            raise InputError(str(exc).replace("`", ""), file=self.path, field="fitted") from None
+        fits = self._typed(f, Fitted, "fitted")
         bad = inconsistent(fits)
         if bad:
             raise InputError(bad[1], file=self.path, field=format_path(bad[0]))
         return fits
+
+    def _typed(self, data, typ, name: str):
+        try:
+            return msgspec.convert(data, typ)
+        except msgspec.ValidationError as exc:
+            msg, _, where = str(exc).partition(" - at `")
+            where = where.rstrip("`").removeprefix("$")
+            raise InputError(msg.replace("`", ""), file=self.path, field=f"{name}{where}") from None
+
+    def _rows(self, name: str) -> list:
+        if self.checked is not None:
+            return getattr(self.checked, name)
+        raw = self.doc.get(name) or []
+        if not raw:
+            return self._typed(raw, ROW_TYPES[name], name)     # not a list, or empty: nothing worth keeping
+        hit = _TYPED_ROWS.get((id(raw), name))
+        if hit is not None and hit[0] is raw:          # the same list object: decoded once per process
+            return hit[1]
+        rows = self._typed(raw, ROW_TYPES[name], name)
+        if len(_TYPED_ROWS) >= 64:
+            _TYPED_ROWS.clear()
+        _TYPED_ROWS[(id(raw), name)] = (raw, rows)
+        return rows
+
+    @cached_property
+    def measurements(self) -> list[Measurement]:
+        """The attention kernel rows (per-sequence decode, cascade prefix, suffix, merge, total)."""
+        return self._rows("measurements")
+
+    @cached_property
+    def step_ops(self) -> list[StepOpRow]:
+        """The op rows of `probe --step` (GEMM, glue, all-reduce, layer graphs, MoE grouped GEMMs)."""
+        return self._rows("step_ops")
+
+    @cached_property
+    def steps(self) -> list[StepRow]:
+        """Whole decode steps of models (validation only)."""
+        return self._rows("steps")
+
+    @cached_property
+    def mla(self) -> list[MlaRow]:
+        """The MLA kernel rows."""
+        return self._rows("mla")
+
+    @cached_property
+    def _head(self) -> _Head:
+        if self.checked is not None:
+            c = self.checked
+            return _Head(device=c.device, ceilings=c.ceilings, hardware_id=c.hardware_id, source_kind=c.source_kind,
+                         grid=c.grid, source=c.source, crosscheck=c.crosscheck)
+        return self._typed({k: v for k, v in self.doc.items() if k in _Head.__struct_fields__}, _Head, "")
+
+    @property
+    def device(self) -> Device:
+        return self._head.device
+
+    @property
+    def ceilings(self) -> Ceilings:
+        return self._head.ceilings
+
+    @property
+    def grid(self) -> Grid:
+        return self._head.grid
+
+    @property
+    def source(self) -> Source | None:
+        return self._head.source
+
+    @property
+    def crosscheck(self) -> Crosscheck | None:
+        return self._head.crosscheck
+
+    @property
+    def source_kind(self) -> str:
+        """"probe" (our GPU probe) or "aic" (imported from AIConfigurator's tables)."""
+        return source_kind(self.doc)
 
     @property
     def hardware_id(self) -> str | None:
@@ -56,14 +146,15 @@ class ProbeData:
 
     @property
     def device_name(self) -> str:
-        return self.doc.get("device", {}).get("name", "unknown GPU")
+        return self.device.name
 
     @property
     def l2_bytes(self) -> float:
-        return float(self.doc["device"]["l2_bytes"])
+        return float(self.device.l2_bytes)
 
     @property
     def fitted(self) -> dict:
+        """The fitted section as plain data (what the fits are computed as and written back)."""
         return self.doc.get("fitted") or {}
 
     @property
@@ -71,10 +162,27 @@ class ProbeData:
         """The fitted step parts as typed structs (probe_params.step_parts_of prices them); None: none fitted."""
         return self.fits.step_parts if self.fits is not None else None
 
-    def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
-        return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel
-                and (variant is None or m.get("variant") == variant) and m["config"]["kv_dtype"] == kv_dtype
-                and m.get("median_s")]
+    def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[Measurement]:
+        return [m for m in self.measurements if m.backend == backend and m.kernel == kernel
+                and (variant is None or m.variant == variant) and m.config.kv_dtype == kv_dtype and m.median_s]
+
+
+class _Head(msgspec.Struct, frozen=True, kw_only=True):
+    """The top-level parts of a file other than its rows and fits (decoded together: they are small)."""
+
+    device: Device
+    ceilings: Ceilings
+    hardware_id: str | None = None
+    source_kind: str | None = None
+    grid: Grid = msgspec.field(default_factory=Grid)
+    source: Source | None = None
+    crosscheck: Crosscheck | None = None
+
+
+# Typed row lists by the identity of the decoded list they came from (kept alive beside them, so an id is never
+# reused while its entry stands): read_shipped decodes a file once per process, and every ProbeData made from
+# that document shares its typed rows.
+_TYPED_ROWS: dict[tuple[int, str], tuple[list, list]] = {}
 
 
 def load_probe(path: Path) -> ProbeData:
@@ -87,11 +195,11 @@ def load_probe(path: Path) -> ProbeData:
                         f"of cascade-plan reads {', '.join(map(str, READABLE_VERSIONS))} "
                         "(newer files need a newer one)")
     d = upgraded(d)
-    typed = check_calibration(d, doc)   # typed: every measurement, every fitted number finite and in range
+    typed = check_calibration(d, doc)   # typed: every row, every fitted number finite and in range
     fits = normalised_fits(typed)
     if fits is not None:                # optional fields filled in: readers index them directly
         d = {**d, "fitted": {**d["fitted"], "kv_dtypes": fits}}
-    return ProbeData(str(path), d, typed.fitted)
+    return ProbeData(str(path), d, typed)
 
 
 def upgraded(d: dict) -> dict:

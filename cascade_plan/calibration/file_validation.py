@@ -9,12 +9,12 @@ from __future__ import annotations
 import msgspec
 
 from cascade_plan.calibration_format import (
-    CalibrationDoc,
     Fitted,
     Microseconds,
     bad_rows,
     inconsistent,
 )
+from cascade_plan.calibration_rows import CalibrationDoc
 from cascade_plan.errors import InputError
 
 
