@@ -29,7 +29,6 @@ from cascade_plan.calibration_format import (
     Fitted,
     KvDtype,
     Measurement,
-    Seconds,
     StepOpRow,
 )
 
@@ -59,7 +58,7 @@ class MlaRow(msgspec.Struct, frozen=True, kw_only=True):
     kernel: str
     variant: str | None = None
     config: MlaConfig
-    median_s: Seconds | None = None
+    median_s: PositiveSeconds                       # timed: a configuration that failed is in `mla_skipped`
 
 
 class StepConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -147,6 +146,16 @@ class Crosscheck(msgspec.Struct, frozen=True, kw_only=True):
     gemm_8192_s: PositiveSeconds | None = None
 
 
+class StepProbeNotes(msgspec.Struct, frozen=True, kw_only=True):
+    step_glue: str = "fused"                        # the glue variant the whole steps ran with
+
+
+class Notes(msgspec.Struct, frozen=True, kw_only=True):
+    """The probe's notes on its run (units, methods, timings: kept, ignored) and the step probe's choices."""
+
+    step_probe: StepProbeNotes | None = None
+
+
 class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     """A calibration file as the planner reads it (calibration/calibration_file.py)."""
 
@@ -166,6 +175,19 @@ class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     source: Source | None = None
     crosscheck: Crosscheck | None = None
     decode_rows: DecodeRowsDoc | None = None
+    notes: Notes = msgspec.field(default_factory=Notes)
+
+
+class SourceOnlyDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """A calibration file read for its `source` alone (every other field skipped unparsed)."""
+
+    source: Source | None = None
+
+
+class StepOpsOnlyDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """A calibration file read for its op rows alone."""
+
+    step_ops: list[StepOpRow] = []
 
 
 # The row lists a ProbeData decodes on first use (a shipped file is decoded, not checked, at start-up).

@@ -28,6 +28,7 @@ from cascade_plan.calibration_rows import (
     Crosscheck,
     Grid,
     MlaRow,
+    Notes,
     Source,
     StepRow,
 )
@@ -112,7 +113,7 @@ class ProbeData:
         if self.checked is not None:
             c = self.checked
             return _Head(device=c.device, ceilings=c.ceilings, hardware_id=c.hardware_id, source_kind=c.source_kind,
-                         grid=c.grid, source=c.source, crosscheck=c.crosscheck)
+                         grid=c.grid, source=c.source, crosscheck=c.crosscheck, notes=c.notes)
         return self._typed({k: v for k, v in self.doc.items() if k in _Head.__struct_fields__}, _Head, "")
 
     @property
@@ -134,6 +135,12 @@ class ProbeData:
     @property
     def crosscheck(self) -> Crosscheck | None:
         return self._head.crosscheck
+
+    @property
+    def step_glue(self) -> str:
+        """The glue variant the probe's whole steps ran with (the one the step fit prices glue from)."""
+        sp = self._head.notes.step_probe
+        return sp.step_glue if sp is not None else "fused"
 
     @property
     def source_kind(self) -> str:
@@ -177,6 +184,7 @@ class _Head(msgspec.Struct, frozen=True, kw_only=True):
     grid: Grid = msgspec.field(default_factory=Grid)
     source: Source | None = None
     crosscheck: Crosscheck | None = None
+    notes: Notes = msgspec.field(default_factory=Notes)
 
 
 # Typed row lists by the identity of the decoded list they came from (kept alive beside them, so an id is never

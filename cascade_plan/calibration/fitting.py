@@ -15,16 +15,33 @@ measurements show such a fall (see fit_l2). Fitting minimises squared log error
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import msgspec
 import numpy as np
 
-from cascade_plan.calibration_format import BackendFit, KernelFitDoc
+from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, KernelFitDoc
 from cascade_plan.cost.ops.attention import overlapped_total, prefix_tile_factor
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 STATE_BYTES = 4.0
+
+# Configurations as the fits read them: a calibration file's rows, typed (calibration_format.AttentionConfigDoc,
+# calibration_rows.MlaConfig), or the plain ones calibration/aic/ builds from AIConfigurator's tables (thousands
+# per file, priced at start-up, so not converted).
+Configs = Sequence[AttentionConfigDoc] | Sequence[Mapping[str, Any]]
+
+
+def config_column(configs: Sequence[msgspec.Struct] | Sequence[Mapping[str, Any]], name: str) -> list:
+    """One field of every configuration, typed rows and plain mappings alike."""
+    if not configs:
+        return []
+    get = operator.itemgetter(name) if isinstance(configs[0], Mapping) else operator.attrgetter(name)
+    return [get(c) for c in configs]
 
 
 @dataclass(frozen=True)
@@ -43,10 +60,10 @@ class Features:
     q_rows: np.ndarray                # sequences x query heads (kernels that give each query head its own tile)
 
 
-def features(kernel: str, configs: list[dict]) -> Features:
-    c = {k: np.array([cfg[k] for cfg in configs], dtype=float)
+def features(kernel: str, configs: Configs) -> Features:
+    c = {k: np.array(config_column(configs, k), dtype=float)
          for k in ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")}
-    kv_el = np.array([KV_ELEMENT_BYTES[cfg["kv_dtype"]] for cfg in configs], dtype=float)
+    kv_el = np.array([KV_ELEMENT_BYTES[kv] for kv in config_column(configs, "kv_dtype")], dtype=float)
     kvb = 2 * c["num_kv_heads"] * c["head_dim"] * kv_el
     hq = c["num_kv_heads"] * c["q_per_kv"]
     f_tok = 4 * c["head_dim"] * hq                       # QK^T and PV, one query sequence x one token
@@ -282,14 +299,14 @@ def fit_merge_overlap(f: Features, t_total, t_pre, t_suf, roof_pre, roof_suf, bw
     return fit, float(k)
 
 
-def predict_kind(fits: BackendFit, kind: str, cfgs: list[dict], l2: float) -> np.ndarray:
+def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.ndarray:
     """One kernel kind's fitted time at probe configurations, as the planner computes it; kind is a
     fitted kind (decode_shared, decode_dup, prefix, suffix, merge) or cascade_total (the passes, their
     overlap and the merge). `fits`: one backend's fitted section."""
     if kind == "cascade_total":
         pre_fit, suf_fit = KernelFit.from_doc(fits.prefix), KernelFit.from_doc(fits.suffix)
         fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
-        has_suffix = np.array([c["suffix_tokens"] > 0 for c in cfgs])
+        has_suffix = np.array(config_column(cfgs, "suffix_tokens")) > 0
         t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
         total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
                                  np.where(has_suffix, t_suf - fixed_part(suf_fit, fs), 0.0),
