@@ -95,6 +95,13 @@ class Measurement(msgspec.Struct, frozen=True, kw_only=True):
     median_s: Seconds | None          # None or 0: not timed (the row is skipped)
     variant: str | None = None
 
+    @property
+    def timed_s(self) -> float:
+        """The median of a timed row (calibration_file.ProbeData.select keeps only those)."""
+        if not self.median_s:
+            raise ValueError(f"a {self.kernel} row of {self.backend} was not timed")
+        return self.median_s
+
 
 class Device(msgspec.Struct, frozen=True, kw_only=True):
     l2_bytes: Annotated[float, msgspec.Meta(ge=L2_BYTES[0], le=L2_BYTES[1])]

@@ -151,6 +151,13 @@ class ProbeData:
     def hardware_id(self) -> str | None:
         return self.doc.get("hardware_id")
 
+    def require_hardware_id(self) -> str:
+        """The hardware id, for what needs the profile of the GPU the file was measured on."""
+        if not self.hardware_id:
+            raise InputError("the calibration file names no hardware_id (the GPU it was measured on)",
+                             file=self.path, field="hardware_id")
+        return self.hardware_id
+
     @property
     def device_name(self) -> str:
         return self.device.name

@@ -43,7 +43,8 @@ def _locate(data, typ, exc: msgspec.ValidationError) -> tuple[tuple, str]:
     where = where.rstrip("`")
     if where.startswith("key` in `"):
         where = where[len("key` in `"):]
-    rest, path = where[1:], ()
+    rest = where[1:]
+    path: tuple = ()
     while "[...]" in rest:
         before, _, rest = rest.partition("[...]")
         path += parse_at("$" + before)

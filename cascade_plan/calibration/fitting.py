@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +40,8 @@ def config_column(configs: Sequence[msgspec.Struct] | Sequence[Mapping[str, Any]
     """One field of every configuration, typed rows and plain mappings alike."""
     if not configs:
         return []
-    get = operator.itemgetter(name) if isinstance(configs[0], Mapping) else operator.attrgetter(name)
+    get: Callable[[Any], Any] = (operator.itemgetter(name) if isinstance(configs[0], Mapping)
+                                 else operator.attrgetter(name))
     return [get(c) for c in configs]
 
 
@@ -198,7 +199,7 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
         roof = np.maximum(np.maximum(f.bytes / bw, f.flops / fl), f.longest_tokens * tau)
         return np.log(np.maximum(o + c * f.rows + cq * f.q_rows + roof, tiny)) - np.log(t)
 
-    best = None
+    best: tuple[np.ndarray, float] | None = None
     # Starts span compute-starved kernels (a FLOP rate far below peak: tiles mostly empty) too.
     for c0, cq0 in ((1e-10, 1e-12), (1e-8, 1e-12), (1e-12, 1e-8)):
         for b0 in (0.5, 0.9):
@@ -208,6 +209,7 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
                     th, cost = _lm(resid, th0)
                     if best is None or cost < best[1]:
                         best = (th, cost)
+    assert best is not None                   # the loops above always run
     o, c, cq, bw, fl, tau = unpack(best[0])
     ape = np.abs(np.exp(resid(best[0])) - 1)
     return KernelFit(bw_bytes_per_s=float(bw), flop_per_s=float(fl), overhead_s=float(o), row_s=float(c),
@@ -262,7 +264,8 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
             best = windowed
     fit = candidate(best[0])
     ape = np.abs(np.exp(resid(best[0])) - 1)
-    return dataclasses.replace(fit, l2_window_bytes=None if np.isinf(fit.l2_window_bytes) else fit.l2_window_bytes,
+    window = fit.l2_window_bytes
+    return dataclasses.replace(fit, l2_window_bytes=None if window is None or np.isinf(window) else window,
                                l2_measured_up_to_bytes=largest, n_train=int(t.size),
                                train_median_ape=float(np.median(ape)))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -45,12 +46,6 @@ def _by_config(rows: list[Measurement]) -> dict[str, Measurement]:
     return {config_key(r.config): r for r in rows}
 
 
-def _median(r: Measurement) -> float:
-    """A selected row's median (ProbeData.select keeps only timed rows)."""
-    assert r.median_s is not None
-    return r.median_s
-
-
 def _residual_rows(total: list[Measurement], parts: list[list[Measurement]]) -> list[Measurement]:
     """Whole-cascade time minus the parts timed alone, per configuration: what the merge (or, for
     FlashInfer, suffix level + merge) costs inside the cascade."""
@@ -59,8 +54,8 @@ def _residual_rows(total: list[Measurement], parts: list[list[Measurement]]) -> 
     for r in total:
         key = config_key(r.config)
         if all(key in m for m in maps):
-            rest = _median(r) - sum(_median(m[key]) for m in maps)
-            out.append(msgspec.structs.replace(r, median_s=max(rest, 0.02 * _median(r))))
+            rest = r.timed_s - sum(m[key].timed_s for m in maps)
+            out.append(msgspec.structs.replace(r, median_s=max(rest, 0.02 * r.timed_s)))
     return out
 
 
@@ -74,7 +69,7 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
         sel = probe.select(b, k, v, kv_dtype)
         return [r for r in sel if not (train_only and is_held_out(r.config))]
 
-    out: dict[str, dict] = {}
+    out: dict[str, Any] = {}
     db, dv = src["decode"]
     dup = rows(db, "decode_dup", dv)
     if len(dup) < 6:
@@ -123,12 +118,12 @@ def _fit_merge(total: list[Measurement], pre: list[Measurement], suf: list[Measu
         return None, 0.0
     cfgs = [r.config for r in keep]
     keys = [config_key(c) for c in cfgs]
-    t_pre = np.array([_median(pmap[k]) for k in keys])
-    t_suf = np.array([_median(smap[k]) if k in smap else 0.0 for k in keys])
+    t_pre = np.array([pmap[k].timed_s for k in keys])
+    t_suf = np.array([smap[k].timed_s if k in smap else 0.0 for k in keys])
     fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
     roof_pre = predict(pre_fit, fp) - fixed_part(pre_fit, fp)
     roof_suf = np.where(t_suf > 0, predict(suf_fit, fs) - fixed_part(suf_fit, fs), 0.0)
-    return fit_merge_overlap(features("cascade_merge", cfgs), np.array([_median(r) for r in keep]), t_pre, t_suf,
+    return fit_merge_overlap(features("cascade_merge", cfgs), np.array([r.timed_s for r in keep]), t_pre, t_suf,
                              roof_pre, roof_suf, bw, fl)
 
 

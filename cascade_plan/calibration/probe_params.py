@@ -88,7 +88,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     notes += k.notes                     # what an imported file says about its own coverage
     decode_shared, decode_dup = k.decode_shared, k.decode_dup
     prefix, suffix, merge, overlap = k.prefix, k.suffix, k.merge, k.prefix_suffix_overlap
-    if probe_mla:  # the probe's own MLA kernels: decode over shared pages (own L2 gain), prefix, suffix + merge
+    if probe_mla and k.decode_mla is not None and k.prefix_mla is not None and k.suffix_mla is not None:
+        # the probe's own MLA kernels: decode over shared pages (own L2 gain), prefix, suffix + merge
         decode_shared = k.decode_mla
         decode_dup = msgspec.structs.replace(decode_shared, l2_hit_max=0.0)
         prefix, suffix = k.prefix_mla, k.suffix_mla

@@ -89,8 +89,9 @@ def _errors(path: str, defaults: bool) -> tuple[str, dict]:
         return hw_id, stored["defaults" if defaults else "fits"]
     try:                             # a file calibrated before the errors were stored: compute them
         probe = load_probe(Path(path))
-        errs = measured_speedup_errors(probe, load_hardware(probe.hardware_id))
-        return probe.hardware_id, errs["defaults" if defaults else "fits"]
+        hw_id = probe.require_hardware_id()
+        errs = measured_speedup_errors(probe, load_hardware(hw_id))
+        return hw_id, errs["defaults" if defaults else "fits"]
     except (InputError, OSError, KeyError, ValueError):
         return "", {}
 

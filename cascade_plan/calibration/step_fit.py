@@ -252,8 +252,9 @@ def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepPa
     variant = probe.step_glue
     glue = fit_glue(rows, variant, ceil) or fit_glue(rows, "torch", ceil) or GlueParams()
     fit_models = sorted({_at(r, "model", "tp") for r in rows if r.op == "gemm"})
-    notes = (f"GEMMs fitted on {', '.join(f'{m} TP{t}' for m, t in fit_models)} shapes only; other models are "
-             "predicted from the (M, weight bytes) table",
+    models = ", ".join(f"{m} TP{t}" for m, t in fit_models)
+    notes: tuple[str, ...] = (
+             f"GEMMs fitted on {models} shapes only; other models are predicted from the (M, weight bytes) table",
              f"glue: {glue.variant} ({'FlashInfer kernels' if glue.variant == 'fused' else 'plain torch'}), fitted "
              f"on the {glue.basis} layer; other shapes' per-token glue scaled by their glue bytes per token per GPU "
              "(cost/glue_widths.py)")

@@ -94,7 +94,8 @@ def _predict(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, 
     g = gpu_shape(model, hw, kv_dtype, weight_dtype, tp)
     load = single_level_load(cfg.prefix_tokens, cfg.group_size, cfg.n_groups, cfg.suffix_tokens)
     c = step_costs(load, g, model, weight_dtype, tp, params)
-    parts = {"gemm_s": float(c.weight_s), "glue_s": float(c.glue_s), "comm_s": float(c.comm_s),
+    parts = {"gemm_s": float(c.weight_s), "glue_s": float(0.0 if c.glue_s is None else c.glue_s),
+             "comm_s": float(0.0 if c.comm_s is None else c.comm_s),
              "per_sequence_attention_s": float(c.ps_attention_s), "cascade_attention_s": float(c.cas_attention_s)}
     return float(c.ps_step_s), float(c.cas_step_s), parts
 
@@ -127,8 +128,8 @@ def _trapezoid(steps, values) -> float:
     s, v = np.asarray(steps, float), np.asarray(values, float)
     if s.size == 1:
         return float(v[0])
-    return (float(np.trapezoid(v, s) / (s[-1] - s[0])) if hasattr(np, "trapezoid")
-            else float(np.trapz(v, s) / (s[-1] - s[0])))
+    trapezoid = getattr(np, "trapezoid", None) or getattr(np, "trapz")    # numpy 2 renamed it
+    return float(trapezoid(v, s) / (s[-1] - s[0]))
 
 
 def run_speedups(points: list[StepComparison]) -> list[dict]:
@@ -160,7 +161,7 @@ def summarize(points: list[StepComparison]) -> dict:
     """Per backend (and per backend and KV dtype, as "backend/kv_dtype"): step time |error| (both modes) and
     speedup |error|, over all steps and held-out shapes."""
     out = {}
-    keys = [(b, None) for b in sorted({p.backend for p in points})]
+    keys: list[tuple[str, str | None]] = [(b, None) for b in sorted({p.backend for p in points})]
     keys += sorted({(p.backend, p.kv_dtype) for p in points})
     for b, kvd in keys:
         pts = [p for p in points if p.backend == b and (kvd is None or p.kv_dtype == kvd)]

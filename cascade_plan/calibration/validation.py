@@ -95,7 +95,7 @@ def validate(probe: ProbeData) -> dict:
                      if is_held_out(r.config) and config_key(r.config) in base]
             if pairs:
                 cfgs = [c.config for _, c in pairs]
-                ms = np.array([_timed(b) / _timed(c) for b, c in pairs])
+                ms = np.array([b.timed_s / c.timed_s for b, c in pairs])
                 ps = _predict_kernel(fits, base_kind, cfgs, l2) / _predict_kernel(fits, "cascade_total", cfgs, l2)
                 truth = ms > 1
                 model_pick = ps > 1
@@ -140,12 +140,6 @@ def interpolation_loo(measured: dict[str, list[Measurement]], fits: BackendFit, 
             out[kernel] = {"rows": len(rows), "interpolation": _stats(np.array(interp)),
                            "fit_same_rows": _stats(np.array(fit))}
     return out
-
-
-def _timed(r: Measurement) -> float:
-    """A selected row's median (ProbeData.select keeps only timed rows)."""
-    assert r.median_s is not None
-    return r.median_s
 
 
 def _vllm(cfg: AttentionConfigDoc, sms: int) -> bool:

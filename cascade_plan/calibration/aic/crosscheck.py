@@ -63,7 +63,7 @@ def pairs_at_import(attn_cols: dict, kernel: str, gemm_rows: dict, probe: ProbeD
     for backend, (b, v) in PROBE_DECODE.items():
         for r in probe.select(b, "decode_dup", v, "bf16"):
             _, probe_s = by_cfg.setdefault(config_key(r.config), (r.config, {}))
-            probe_s[backend] = r.median_s
+            probe_s[backend] = r.timed_s
     decode = []
     for c, probe_s in by_cfg.values():
         seqs = c.group_size * c.n_groups
@@ -151,7 +151,7 @@ def gemm_rows(aic: ProbeData, probe: ProbeData) -> list[dict]:
     from cascade_plan.cost.step_parts import gemm_time_s
     from cascade_plan.inputs.hardware import load_hardware
 
-    hw = load_hardware(probe.hardware_id)
+    hw = load_hardware(probe.require_hardware_id())
     out = []
     for lo, hi, name in ((1, 64, "M <= 64 (memory-bound)"), (256, 4096, "M >= 256")):
         ms = [m for m in GEMM_M if lo <= m <= hi]
@@ -171,7 +171,7 @@ def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer"
     from cascade_plan.inputs.workload import load_scenario
     from cascade_plan.resources import data_dir
 
-    hw = load_hardware(probe.hardware_id)
+    hw = load_hardware(probe.require_hardware_id())
     rows = []
     for path in sorted(data_dir("workloads").glob("*.yaml")):
         scn = dataclasses.replace(load_scenario(path), hardware=hw)
