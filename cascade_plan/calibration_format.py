@@ -129,7 +129,7 @@ class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):
     k: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
     tp: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
     gpus: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
-    bytes: Annotated[float, msgspec.Meta(ge=0, le=1e18)] | None = None
+    bytes: Annotated[int, msgspec.Meta(ge=0, le=1 << 60)] | None = None          # an all-reduce message
     dtype: str | None = None
     model: str | None = None
     variant: str | None = None
