@@ -10,7 +10,9 @@ details, notes, tuning): unknown ones there are kept in the file and ignored by 
 own rows (TimedMeasurement, ProbeCeilings) require them. A new fitted field goes into the struct it
 belongs to (KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel kind such as
 `decode_mla`, StepPartsDoc and its parts for the rest of the step, Fitted for a new fitted section or
-bookkeeping): one struct field each.
+bookkeeping): one struct field each. The measured rows beyond the attention and step-op ones (`steps`, `mla`),
+the grid, an import's `source` and `crosscheck`, and the whole document as the planner reads it (CalibrationDoc)
+are in the sibling leaf cascade_plan/calibration_rows.py.
 
 Version history of `schema_version` (pyperf keeps its benchmark files' JSON versions the same way). Every
 change so far added optional fields with defaults, so every file ever written reads as version 1; a
@@ -69,13 +71,19 @@ MIN_RATE = 1e6
 KvDtype = Literal["bf16", "fp16", "fp8"]         # the KV element types the probe times and the planner prices
 
 
-class AttentionConfigDoc(msgspec.Struct, frozen=True, kw_only=True):
-    """A measured row's `config`: the attention layer and batch shape the probe timed (its AttentionConfig)."""
+class BatchShapeDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """The batch of a kernel row: n_groups prompts of prefix_tokens, each shared by group_size sequences with
+    suffix_tokens of their own (the first fields of every row kind's config, in the order the probe writes)."""
 
     prefix_tokens: Count
     group_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAMPLES)]
     n_groups: Annotated[int, msgspec.Meta(ge=1, le=MAX_COPIES)]
     suffix_tokens: Count
+
+
+class AttentionConfigDoc(BatchShapeDoc, frozen=True, kw_only=True):
+    """A measured row's `config`: the attention layer and batch shape the probe timed (its AttentionConfig)."""
+
     q_per_kv: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     num_kv_heads: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     head_dim: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEAD_DIM)]

@@ -22,6 +22,7 @@ from cascade_plan.calibration_format import (
     MAX_HEADS,
     MAX_SAMPLES,
     MAX_SEQUENCES,
+    BatchShapeDoc,
     Ceilings,
     Count,
     DecodeRowsDoc,
@@ -37,13 +38,9 @@ PositiveSeconds = Annotated[float, msgspec.Meta(gt=0, le=1e4)]
 Bytes = Annotated[float, msgspec.Meta(ge=0, le=1e18)]
 
 
-class MlaConfig(msgspec.Struct, frozen=True, kw_only=True):
+class MlaConfig(BatchShapeDoc, frozen=True, kw_only=True):
     """An MLA row's `config` (kernels_probe/mla.py MlaConfig.as_dict): one latent KV head read by every query head."""
 
-    prefix_tokens: Count
-    group_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAMPLES)]
-    n_groups: Annotated[int, msgspec.Meta(ge=1, le=MAX_COPIES)]
-    suffix_tokens: Count
     num_heads: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     kv_lora_rank: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     qk_rope_head_dim: Annotated[int, msgspec.Meta(ge=0, le=MAX_HEADS)]
