@@ -59,6 +59,9 @@ class ProbeData:
         f = self.doc.get("fitted")
         if not (isinstance(f, dict) and f.get("kv_dtypes")):
             return None
+        return self._shared(f, "fitted", self._checked_fits)
+
+    def _checked_fits(self, f: dict) -> Fitted:
         fits = self._typed(f, Fitted, "fitted")
         bad = inconsistent(fits)
         if bad:
@@ -76,17 +79,22 @@ class ProbeData:
     def _rows(self, name: str) -> list:
         if self.checked is not None:
             return getattr(self.checked, name)
-        raw = self.doc.get(name) or []
-        if not raw:
-            return self._typed(raw, ROW_TYPES[name], name)     # not a list, or empty: nothing worth keeping
-        hit = _TYPED_ROWS.get((id(raw), name))
-        if hit is not None and hit[0] is raw:          # the same list object: decoded once per process
+        raw = self.doc.get(name)
+        if raw is None or raw == []:
+            return []
+        return self._shared(raw, name, lambda r: self._typed(r, ROW_TYPES[name], name))
+
+    @staticmethod
+    def _shared(raw, name: str, make):
+        """make(raw), once per decoded object: every ProbeData of one read_shipped document shares its typed parts."""
+        hit = _TYPED.get((id(raw), name))
+        if hit is not None and hit[0] is raw:          # the same object (kept alive in the entry): decoded already
             return hit[1]
-        rows = self._typed(raw, ROW_TYPES[name], name)
-        if len(_TYPED_ROWS) >= 64:
-            _TYPED_ROWS.clear()
-        _TYPED_ROWS[(id(raw), name)] = (raw, rows)
-        return rows
+        typed = make(raw)
+        if len(_TYPED) >= 64:
+            _TYPED.clear()
+        _TYPED[(id(raw), name)] = (raw, typed)
+        return typed
 
     @cached_property
     def measurements(self) -> list[Measurement]:
@@ -108,38 +116,45 @@ class ProbeData:
         """The MLA kernel rows."""
         return self._rows("mla")
 
-    @cached_property
-    def _head(self) -> _Head:
+    def _part(self, name: str, typ, default=None):
+        """One top-level part typed: the checked document's, else decoded from the file on first use."""
         if self.checked is not None:
-            c = self.checked
-            return _Head(device=c.device, ceilings=c.ceilings, hardware_id=c.hardware_id, source_kind=c.source_kind,
-                         grid=c.grid, source=c.source, crosscheck=c.crosscheck, notes=c.notes)
-        return self._typed({k: v for k, v in self.doc.items() if k in _Head.__struct_fields__}, _Head, "")
+            return getattr(self.checked, name)
+        raw = self.doc.get(name)
+        return default if raw is None else self._typed(raw, typ, name)
 
-    @property
+    @cached_property
     def device(self) -> Device:
-        return self._head.device
+        if self.checked is None and "device" not in self.doc:
+            raise InputError("required field is missing", file=self.path, field="device")
+        return self._part("device", Device)
 
-    @property
+    @cached_property
     def ceilings(self) -> Ceilings:
-        return self._head.ceilings
+        if self.checked is None and "ceilings" not in self.doc:
+            raise InputError("required field is missing", file=self.path, field="ceilings")
+        return self._part("ceilings", Ceilings)
 
-    @property
+    @cached_property
     def grid(self) -> Grid:
-        return self._head.grid
+        return self._part("grid", Grid, Grid())
 
-    @property
+    @cached_property
     def source(self) -> Source | None:
-        return self._head.source
+        return self._part("source", Source)
 
-    @property
+    @cached_property
     def crosscheck(self) -> Crosscheck | None:
-        return self._head.crosscheck
+        return self._part("crosscheck", Crosscheck)
+
+    @cached_property
+    def notes(self) -> Notes:
+        return self._part("notes", Notes, Notes())
 
     @property
     def step_glue(self) -> str:
         """The glue variant the probe's whole steps ran with (the one the step fit prices glue from)."""
-        sp = self._head.notes.step_probe
+        sp = self.notes.step_probe
         return sp.step_glue if sp is not None else "fused"
 
     @property
@@ -181,23 +196,10 @@ class ProbeData:
                 and (variant is None or m.variant == variant) and m.config.kv_dtype == kv_dtype and m.median_s]
 
 
-class _Head(msgspec.Struct, frozen=True, kw_only=True):
-    """The top-level parts of a file other than its rows and fits (decoded together: they are small)."""
-
-    device: Device
-    ceilings: Ceilings
-    hardware_id: str | None = None
-    source_kind: str | None = None
-    grid: Grid = msgspec.field(default_factory=Grid)
-    source: Source | None = None
-    crosscheck: Crosscheck | None = None
-    notes: Notes = msgspec.field(default_factory=Notes)
-
-
-# Typed row lists by the identity of the decoded list they came from (kept alive beside them, so an id is never
-# reused while its entry stands): read_shipped decodes a file once per process, and every ProbeData made from
-# that document shares its typed rows.
-_TYPED_ROWS: dict[tuple[int, str], tuple[list, list]] = {}
+# Typed parts (row lists, fits) by the identity of the decoded object they came from (kept alive beside them, so
+# an id is never reused while its entry stands): read_shipped decodes a file once per process, and every
+# ProbeData made from that document shares its typed parts.
+_TYPED: dict[tuple[int, str], tuple[object, object]] = {}
 
 
 def load_probe(path: Path) -> ProbeData:

@@ -33,7 +33,9 @@ from cascade_plan.errors import format_path
 
 
 def _tuples(x):
-    return tuple(_tuples(v) for v in x) if isinstance(x, list | tuple) else x
+    """A table (a list, or lists of lists, of numbers) as nested tuples; its rows are alike, so the first says
+    whether there is another level (a per-number check cost estimate 2 ms on an imported file's shape tables)."""
+    return tuple(_tuples(v) for v in x) if x and isinstance(x[0], list | tuple) else tuple(x)
 
 
 def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
