@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.calibration_file import ProbeData, find_committed
 from cascade_plan.calibration.moe_rows import moe_tables
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cost.ops.moe import _modelled_layer_s
@@ -46,7 +46,7 @@ def main(path: str) -> None:
         spec = load_preset(model)
         layer_s = _modelled_layer_s(spec, tp, dtype, params.step, ELEMENT_BYTES[dtype], hw.hbm_bytes_per_s,
                                     hw.dense_bf16_flop_per_s)
-        t = next((t for t in moe_tables(rows) if t.matches(spec, tp, dtype)), None)
+        t = next((t for t in moe_tables(ProbeData(path, doc).step_ops, path) if t.matches(spec, tp, dtype)), None)
         if t is not None:
             ms = [m for m in t.m if m in SHOW]
             ratio = np.asarray(t.seconds) / layer_s(np.asarray(t.m))

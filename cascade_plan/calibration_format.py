@@ -10,7 +10,9 @@ details, notes, tuning): unknown ones there are kept in the file and ignored by 
 own rows (TimedMeasurement, ProbeCeilings) require them. A new fitted field goes into the struct it
 belongs to (KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel kind such as
 `decode_mla`, StepPartsDoc and its parts for the rest of the step, Fitted for a new fitted section or
-bookkeeping): one struct field each.
+bookkeeping): one struct field each. The measured rows beyond the attention and step-op ones (`steps`, `mla`),
+the grid, an import's `source` and `crosscheck`, and the whole document as the planner reads it (CalibrationDoc)
+are in the sibling leaf cascade_plan/calibration_rows.py.
 
 Version history of `schema_version` (pyperf keeps its benchmark files' JSON versions the same way). Every
 change so far added optional fields with defaults, so every file ever written reads as version 1; a
@@ -66,19 +68,26 @@ LogValue = Annotated[float, msgspec.Meta(ge=-1e3, le=1e3)]       # log10 axes of
 Correction = Annotated[float, msgspec.Meta(ge=-20, le=20)]        # natural-log corrections: e^20 is 5e8x already
 Rate = Annotated[float, msgspec.Meta(ge=0, le=1e30)]              # 0 (not fitted) or at least MIN_RATE, checked below
 MIN_RATE = 1e6
+KvDtype = Literal["bf16", "fp16", "fp8"]         # the KV element types the probe times and the planner prices
 
 
-class AttentionConfigDoc(msgspec.Struct, frozen=True, kw_only=True):
-    """A measured row's `config`: the attention layer and batch shape the probe timed (its AttentionConfig)."""
+class BatchShapeDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """The batch of a kernel row: n_groups prompts of prefix_tokens, each shared by group_size sequences with
+    suffix_tokens of their own (the first fields of every row kind's config, in the order the probe writes)."""
 
     prefix_tokens: Count
     group_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_SAMPLES)]
     n_groups: Annotated[int, msgspec.Meta(ge=1, le=MAX_COPIES)]
     suffix_tokens: Count
+
+
+class AttentionConfigDoc(BatchShapeDoc, frozen=True, kw_only=True):
+    """A measured row's `config`: the attention layer and batch shape the probe timed (its AttentionConfig)."""
+
     q_per_kv: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     num_kv_heads: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     head_dim: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEAD_DIM)]
-    kv_dtype: str
+    kv_dtype: KvDtype
     page_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCK_SIZE)] = 16
 
 
@@ -94,10 +103,18 @@ class Measurement(msgspec.Struct, frozen=True, kw_only=True):
     median_s: Seconds | None          # None or 0: not timed (the row is skipped)
     variant: str | None = None
 
+    @property
+    def timed_s(self) -> float:
+        """The median of a timed row (calibration_file.ProbeData.select keeps only those)."""
+        if not self.median_s:
+            raise ValueError(f"a {self.kernel} row of {self.backend} was not timed")
+        return self.median_s
+
 
 class Device(msgspec.Struct, frozen=True, kw_only=True):
     l2_bytes: Annotated[float, msgspec.Meta(ge=L2_BYTES[0], le=L2_BYTES[1])]
     name: str = "unknown GPU"
+    sm_count: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
 
 
 class Ceilings(msgspec.Struct, frozen=True, kw_only=True):
@@ -113,16 +130,25 @@ class FittedCeilings(Ceilings, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class StepOpConfig(msgspec.Struct, frozen=True, kw_only=True):
-    """The fields of a step-op row's config that the step fit reads (others are kept, ignored)."""
+    """The fields of a step-op row's config that the step fit and the MoE tables read (others are kept,
+    ignored); which ones an op has depends on the op (calibration/step_fit.py, moe_rows.py)."""
     m: Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQUENCES)] | None = None
     n: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
     k: Annotated[int, msgspec.Meta(ge=1, le=1 << 40)] | None = None
     tp: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
     gpus: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
-    bytes: Annotated[float, msgspec.Meta(ge=0, le=1e18)] | None = None
+    bytes: Annotated[int, msgspec.Meta(ge=0, le=1 << 60)] | None = None          # an all-reduce message
     dtype: str | None = None
     model: str | None = None
     variant: str | None = None
+    gemm: str | None = None                          # gemm: qkv, o, gate_up, down, lm_head
+    glue: str | None = None                          # layer_graph: the glue variant and the layers in the graph
+    layers: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    proj: str | None = None                          # moe_grouped_gemm: gate_up or down, the expert set, routing
+    experts: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    top_k: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    routing: str | None = None
+    backend: str | None = None
 
 
 class StepOpRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,6 +157,7 @@ class StepOpRow(msgspec.Struct, frozen=True, kw_only=True):
     config: StepOpConfig
     median_s: Seconds | None = None
     correct: bool = True
+    per_layer_s: Seconds | None = None               # layer_graph: the graph's time per layer
 
 
 class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -278,18 +305,6 @@ class DecodeRowsDoc(msgspec.Struct, frozen=True, kw_only=True):
     sequences: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQUENCES)]]
     context_tokens: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_CONTEXT_TOKENS)]]
     kv_dtypes: dict[str, dict[str, list[list[Microseconds | None]]]]
-
-
-class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
-    schema_version: Literal[1]
-    kind: Literal["cascade-plan-calibration"]
-    device: Device
-    ceilings: Ceilings
-    measurements: list[Measurement]
-    hardware_id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")] | None = None
-    fitted: Fitted | None = None
-    step_ops: list[StepOpRow] = []
-    decode_rows: DecodeRowsDoc | None = None
 
 
 def bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:

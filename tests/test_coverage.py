@@ -25,7 +25,7 @@ def _estimate(hardware: str, prefix: int, groups: int, samples: int, output: int
 
 
 def test_the_probes_grid_by_hand():
-    g = measured_grid(find_committed(load_hardware("h200"), "probe").doc)
+    g = measured_grid(find_committed(load_hardware("h200"), "probe"))
     # a 65,536-token prefix + 1,024 suffix tokens; 1 x 1,024 (or 16 x 64) sequences; one 16,384-token prefix of
     # the MHA shape (40 KV heads: 16,384 x 2 x 40 x 128 x 2 B = 320 MiB per layer)
     assert g["decode"]["context_tokens"] == g["cascade"]["context_tokens"] == 65_536 + 1_024
@@ -41,7 +41,7 @@ def test_an_imported_file_carries_its_own_decode_grid_and_the_probes_cascade_gri
     # the imports were written beside the 2026-12-01 probe and carry its cascade grid (65,536 + 1,024 tokens,
     # 320 MiB of shared prefix per layer) until they are imported again
     for gpu in ("h200", "h100-sxm", "a100-80gb"):
-        g = measured_grid(find_committed(load_hardware(gpu), "aic").doc)
+        g = measured_grid(find_committed(load_hardware(gpu), "aic"))
         assert g["decode"]["context_tokens"] == 131_072 and g["decode"]["sequences"] == 2048
         assert g["cascade"]["context_tokens"] == 66_560
         assert g["cascade"]["layer_prefix_bytes"] == pytest.approx(320 * MiB, rel=1e-5)

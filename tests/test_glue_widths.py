@@ -39,22 +39,22 @@ def test_llama_3_8b_glue_bytes_by_hand():
 
 
 def _slope(rows, op, tp):
-    sel = sorted((r["config"]["m"], r["median_s"]) for r in rows if r["op"] == op and r["config"]["tp"] == tp
-                 and r["config"]["variant"] == "fused" and r["config"]["m"] >= 512)
+    sel = sorted((r.config.m, r.median_s) for r in rows if r.op == op and r.config.tp == tp
+                 and r.config.variant == "fused" and r.config.m >= 512)
     m, t = np.array(sel).T
     return np.polyfit(m, t, 1)[0]
 
 
 def test_the_basis_predicts_the_measured_tp2_glue_that_was_never_fitted():
-    rows = find_committed(H200, "probe").doc["step_ops"]
+    rows = find_committed(H200, "probe").step_ops
     for op, fn in (("glue_layer", layer_bytes_per_token), ("glue_step", step_bytes_per_token)):
         measured = _slope(rows, op, 2) / _slope(rows, op, 1)
         predicted = fn(LLAMA, 2) / fn(LLAMA, 1)
         assert predicted == pytest.approx(measured, rel=0.05), op        # 0.68 vs 0.69, 0.58 vs 0.57
-    g = fit_glue(rows, "fused", {})
-    lay = [r for r in rows if r["op"] == "glue_layer" and r["config"]["tp"] == 2 and r["config"]["variant"] == "fused"]
-    m = np.array([r["config"]["m"] for r in lay], float)
-    t = np.array([r["median_s"] for r in lay])
+    g = fit_glue(rows, "fused", None)
+    lay = [r for r in rows if r.op == "glue_layer" and r.config.tp == 2 and r.config.variant == "fused"]
+    m = np.array([r.config.m for r in lay], float)
+    t = np.array([r.median_s for r in lay])
     scaled = np.abs((g.per_layer_s
                      + m * g.per_token_layer_s * layer_bytes_per_token(LLAMA, 2) / g.layer_bytes_per_token) / t - 1)
     unscaled = np.abs((g.per_layer_s + m * g.per_token_layer_s) / t - 1)

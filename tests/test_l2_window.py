@@ -59,8 +59,8 @@ def test_shipped_probe_shows_no_fall_up_to_4x_the_l2(probe, backend, variant):
     assert fit.l2_measured_up_to_bytes == 256 * 2**20 > 4 * L2
     # the Llama-3-8B layer shape (G = 4, 8 KV heads) the window claim was made on: the coverage rows' other
     # shapes (MHA, G = 5/7/16) carry larger fit errors of their own that no window changes
-    rows = [r for r in probe.select(backend, "decode_shared", variant, "bf16") if not is_held_out(r["config"])
-            and r["config"]["q_per_kv"] == 4 and r["config"]["num_kv_heads"] == 8]
+    rows = [r for r in probe.select(backend, "decode_shared", variant, "bf16") if not is_held_out(r.config)
+            and r.config.q_per_kv == 4 and r.config.num_kv_heads == 8]
     f, t = _xy(rows, "decode_shared")
 
     def worst(window):

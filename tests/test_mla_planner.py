@@ -22,6 +22,13 @@ def doc():
     return json.loads(CAL.read_text())
 
 
+@pytest.fixture(scope="module")
+def probe():
+    from cascade_plan.calibration.calibration_file import load_probe
+
+    return load_probe(CAL)
+
+
 def _estimate(*args) -> dict:
     res = CliRunner().invoke(app, ["estimate", *map(str, args), "--json"])
     assert res.exit_code == 0, res.output
@@ -64,13 +71,13 @@ def test_shipped_file_fits_mla_per_kv_dtype(doc):
     assert all(r["max_rel_err"] is None or r["max_rel_err"] < 1e-2 for r in rows)
 
 
-def test_mla_fit_predicts_rows_it_never_saw(doc):
+def test_mla_fit_predicts_rows_it_never_saw(probe):
     """The held-out rows (a whole head count, a whole prefix, one in six of the rest): the whole-step
     targets (median 4%, worst 10%) are for whole steps; per kernel the cascade is within a few percent,
     the decode a little more."""
     from cascade_plan.calibration.mla_validation import mla_validation
 
-    v = mla_validation(doc, doc["fitted"], 60 * 2**20)["bf16"]["kernels"]
+    v = mla_validation(probe.mla, probe.fits, 60 * 2**20)["bf16"]["kernels"]
     assert v["cascade_total"]["held_out"]["n"] >= 40
     assert v["cascade_total"]["held_out"]["median"] < 0.035
     assert v["cascade_total"]["unseen_heads"]["median"] < 0.05
@@ -133,11 +140,11 @@ def test_cli_probe_workload_accepts_mla(tmp_path):
     assert not (tmp_path / "c.json").exists()
 
 
-def test_mla_interpolation_between_rows_stays_between_them(doc):
+def test_mla_interpolation_between_rows_stays_between_them(probe):
     from cascade_plan.calibration.mla_fit import mla_measured
 
-    fits = doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]
-    m = mla_measured(doc, "bf16", fits, 60 * 2**20)
+    fits = probe.fits.kv_dtypes["bf16"]["flashinfer"]
+    m = mla_measured(probe.mla, "bf16", fits, 60 * 2**20)
     tab = m.table("cascade", (16, 1, 576))
     q = np.array([[8, 32, 6000, 1], [8, 32, 6000, 1500]], float)
     t = tab(q, np.ones(2))        # a flat fit: the rows' times interpolated, held within them

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 
+import msgspec
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -14,6 +15,7 @@ from typer.testing import CliRunner
 from cascade_plan.calibration.calibration_file import ProbeData, find_committed
 from cascade_plan.calibration.moe_rows import moe_tables
 from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.cli.app import app
 from cascade_plan.cost.moe_table import MoeTable, interpolate
 from cascade_plan.cost.ops import moe as moe_op
@@ -41,14 +43,18 @@ def _rows(times: dict[int, tuple[float, float]], dtype="bf16", backend="triton",
 ROWS = _rows({16: (300e-6, 150e-6), 64: (400e-6, 200e-6)})
 
 
+def _typed(rows: list[dict]) -> list[StepOpRow]:
+    return msgspec.convert(rows, list[StepOpRow])
+
+
 def test_tables_from_rows_by_hand() -> None:
     extra = _rows({16: (1.0, 1.0)}, backend="loop") + _rows({16: (1.0, 1.0)}, routing="skewed")
     extra += _rows({32: (1.0, 1.0)}, backend="grouped_mm")   # triton is preferred where both exist
-    (t,) = moe_tables(ROWS + extra + [{"op": "gemm", "config": {}}])
+    (t,) = moe_tables(_typed(ROWS + extra + [{"op": "gemm", "config": {}}]))
     assert (t.hidden, t.intermediate, t.experts, t.top_k, t.dtype, t.backend) == (4096, 14336, 8, 2, "bf16", "triton")
     assert t.m == (16.0, 64.0) and t.seconds == pytest.approx((450e-6, 600e-6))
     assert t.matches(MIXTRAL, 1, "bf16") and not t.matches(MIXTRAL, 2, "bf16") and not t.matches(MIXTRAL, 1, "fp8")
-    half = moe_tables(ROWS[:-1])            # M = 64 lacks its down row: only M = 16 is a point
+    half = moe_tables(_typed(ROWS[:-1]))            # M = 64 lacks its down row: only M = 16 is a point
     assert half[0].m == (16.0,)
 
 
@@ -101,16 +107,21 @@ def test_bad_rows_are_one_error_line() -> None:
     bad = copy.deepcopy(ROWS)
     del bad[1]["config"]["experts"]
     with pytest.raises(InputError, match="experts") as e:
-        moe_tables(bad, "x.json")
+        moe_tables(_typed(bad), "x.json")
     assert e.value.field == "step_ops[1]"
     bad = copy.deepcopy(ROWS)
     bad[0]["median_s"] = None                # an untimed row is skipped, as other rows are
-    assert moe_tables(bad)[0].m == (64.0,)
-    for field, value in (("median_s", -1.0), ("proj", "up")):
+    assert moe_tables(_typed(bad))[0].m == (64.0,)
+    bad = copy.deepcopy(ROWS)
+    bad[0]["config"]["proj"] = "up"
+    with pytest.raises(InputError, match="gate_up or down"):
+        moe_tables(_typed(bad))
+    for field, value in (("median_s", -1.0), ("m", 0), ("experts", "8")):     # refused where the file is read
         bad = copy.deepcopy(ROWS)
         (bad[0] if field == "median_s" else bad[0]["config"])[field] = value
-        with pytest.raises(InputError, match="gate_up or down"):
-            moe_tables(bad)
+        with pytest.raises(InputError) as e:
+            ProbeData("x.json", {"step_ops": bad}).step_ops
+        assert e.value.field == f"step_ops[0].{'' if field == 'median_s' else 'config.'}{field}"
 
 
 def test_estimate_json_carries_the_moe_source(tmp_path) -> None:

@@ -5,6 +5,7 @@ calibration predicts the measured whole steps within the targets (step median <=
 import json
 import math
 
+import msgspec
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +19,7 @@ from cascade_plan.calibration.step_fit import (
     gemm_roofline_s,
 )
 from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_json
+from cascade_plan.calibration_format import Ceilings, StepOpRow
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL
@@ -28,7 +30,12 @@ from cascade_plan.inputs.model_spec import load_preset
 
 runner = CliRunner()
 H200 = load_hardware("h200")
-CEIL = {"graph_single_kernel_s": 4e-6, "graph_kernel_launch_s": 1e-6}
+CEIL = Ceilings(hbm_read_bytes_per_s=4.8e12, bf16_matmul_flop_per_s=9.9e14, graph_single_kernel_s=4e-6,
+               graph_kernel_launch_s=1e-6)
+
+
+def _typed(rows: list[dict]) -> list[StepOpRow]:
+    return msgspec.convert(rows, list[StepOpRow])
 
 
 def test_llama_3_8b_gemm_shapes_by_hand():
@@ -46,7 +53,7 @@ def test_gemm_fit_recovers_a_known_ratio_table():
             ratio = 1.5 if m == 128 else 1.2
             rows.append({"op": "gemm", "config": {"m": m, "n": n, "k": k, "dtype": "bf16"},
                          "median_s": roof * ratio + 1e-6})
-    e = fit_gemm(rows, "bf16", H200, CEIL)
+    e = fit_gemm(_typed(rows), "bf16", H200, CEIL)
     assert e.overhead_s == 1e-6
     assert np.allclose(e.ratio_at(128, 4096 * 4096 * 2), 1.5) and np.allclose(e.ratio_at(16, 28672 * 4096 * 2), 1.2)
     assert np.allclose(e.ratio_at(4096, 1e12), 1.2)     # clamped at the table's edges
@@ -56,13 +63,13 @@ def test_glue_and_allreduce_fits_by_hand():
     rows = [{"op": op, "config": {"model": "llama-3-8b", "tp": 1, "variant": "fused", "m": m},
              "median_s": a + b * m} for op, a, b in (("glue_layer", 20e-6, 4e-8), ("glue_step", 40e-6, 1e-7))
             for m in (1, 64, 1024)]
-    g = fit_glue(rows, "fused", CEIL)
+    g = fit_glue(_typed(rows), "fused", CEIL)
     assert g.per_layer_s == pytest.approx(20e-6) and g.per_token_layer_s == pytest.approx(4e-8)
     # 32 layers at 128 tokens: 32 x (20 + 5.12) us + 40 + 12.8 us
     assert float(g.time_s(128, 32)) == pytest.approx(32 * 25.12e-6 + 52.8e-6)
     ar = [{"op": "allreduce", "config": {"gpus": 2, "bytes": b}, "median_s": 10e-6 + b / 250e9}
           for b in (8192, 1 << 20, 1 << 26)]
-    fits = fit_allreduce(ar, "h200")
+    fits = fit_allreduce(_typed(ar), "h200")
     assert fits[2].latency_s == pytest.approx(10e-6) and fits[2].bytes_per_s == pytest.approx(250e9)
     # 8 GPUs, extrapolated: bus bandwidth 250 GB/s kept, ring traffic 2 x 7 / 8; latency x log2(8)
     assert fits[8].origin == "extrapolated" and "NVLink" in fits[8].basis

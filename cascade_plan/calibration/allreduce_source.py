@@ -9,11 +9,14 @@ measured rows, the AIConfigurator table, or (extrapolated counts) the measured c
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
+from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.cost.step_parts import AllReduceFit, StepParts
+from cascade_plan.inputs.hardware import HardwareProfile
 
 
-def measured_allreduce(hw) -> tuple[str, dict[int, AllReduceFit]] | None:
+def measured_allreduce(hw: HardwareProfile) -> tuple[str, dict[int, AllReduceFit]] | None:
     """(file name, fits by GPU count) of the shipped AIConfigurator calibration for this GPU, measured
     counts only; None where there is none."""
     from pathlib import Path
@@ -23,17 +26,16 @@ def measured_allreduce(hw) -> tuple[str, dict[int, AllReduceFit]] | None:
 
     aic = find_committed(hw, "aic")
     doc = aic.fits.step_parts if aic is not None and aic.fits is not None else None
-    if doc is None or not doc.allreduce:
+    if aic is None or doc is None or not doc.allreduce:
         return None
     fits = step_parts_from_doc(doc).allreduce
     return Path(aic.path).name, {n: a for n, a in fits.items() if a.origin == "aic"}
 
 
-def with_measured_curves(step: StepParts, doc: dict | None) -> StepParts:
+def with_measured_curves(step: StepParts, rows: Sequence[StepOpRow] = ()) -> StepParts:
     """`step` with each all-reduce that has no curve of its own given the probe file's measured one: the
     rows of `step_ops` for a measured count, that curve carried over for an extrapolated count (files
     fitted before the curve was kept store only the line). Nothing changes where a fit has a table."""
-    rows = (doc or {}).get("step_ops") or []
     if not rows or all(a.table_bytes for a in step.allreduce.values()):
         return step
     from cascade_plan.calibration.step_fit import allreduce_curve
@@ -57,11 +59,11 @@ def with_measured_curves(step: StepParts, doc: dict | None) -> StepParts:
     return dataclasses.replace(step, allreduce=ar)
 
 
-def prefer_measured_allreduce(step: StepParts, hw, doc: dict | None = None) -> StepParts:
+def prefer_measured_allreduce(step: StepParts, hw: HardwareProfile, rows: Sequence[StepOpRow] = ()) -> StepParts:
     """`step` with every extrapolated all-reduce GPU count replaced by the same GPU's AIConfigurator
-    measurement where one exists; a note says which counts and from where. `doc`: the probe document,
+    measurement where one exists; a note says which counts and from where. `rows`: the probe's step_ops,
     whose measured all-reduce rows give every count its curve (with_measured_curves)."""
-    step = with_measured_curves(step, doc)
+    step = with_measured_curves(step, rows)
     modelled = sorted(n for n, a in step.allreduce.items() if a.origin == "extrapolated")
     found = measured_allreduce(hw) if modelled else None
     if not found:

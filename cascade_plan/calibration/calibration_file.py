@@ -14,9 +14,23 @@ from cascade_plan.calibration_format import (
     KIND,
     MAX_CALIBRATION_BYTES,
     READABLE_VERSIONS,
+    Ceilings,
+    Device,
     Fitted,
+    Measurement,
+    StepOpRow,
     StepPartsDoc,
     inconsistent,
+)
+from cascade_plan.calibration_rows import (
+    ROW_TYPES,
+    CalibrationDoc,
+    Crosscheck,
+    Grid,
+    MlaRow,
+    Notes,
+    Source,
+    StepRow,
 )
 from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -26,44 +40,150 @@ from cascade_plan.resources import data_dir
 
 @dataclass(frozen=True)
 class ProbeData:
-    """A calibration file: `fits`, its fitted section typed (what the planner computes with), and `doc`, the
-    document as read (the probe's measurement rows and the rest of what it wrote)."""
+    """A calibration file: `fits`, its fitted section typed (what the planner computes with); its measured rows
+    (`measurements`, `step_ops`, `steps`, `mla`), `grid`, `device`, `ceilings`, `source` and `crosscheck`
+    typed (cascade_plan/calibration_rows.py); and `doc`, the document as read, which `calibrate` writes back
+    with its new fitted section (it keeps every field the reader ignores). `checked`: the typed document where
+    load_probe has already checked the whole file; otherwise (a shipped file, decoded only) each part is
+    decoded on first use, and a malformed row is one error naming the file, the list, the row and the field."""
 
     path: str
     doc: dict
-    checked: Fitted | None = field(default=None, repr=False, compare=False)   # `fits`, where already checked
+    checked: CalibrationDoc | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def fits(self) -> Fitted | None:
         """The fitted section as typed structs; None where the file is not fitted yet."""
         if self.checked is not None:
-            return self.checked
+            return self.checked.fitted
         f = self.doc.get("fitted")
         if not (isinstance(f, dict) and f.get("kv_dtypes")):
             return None
-        try:
-            fits = msgspec.convert(f, Fitted)
-        except msgspec.ValidationError as exc:
-            raise InputError(str(exc).replace("`", ""), file=self.path, field="fitted") from None
+        return self._shared(f, "fitted", self._checked_fits)
+
+    def _checked_fits(self, f: dict) -> Fitted:
+        fits = self._typed(f, Fitted, "fitted")
         bad = inconsistent(fits)
         if bad:
             raise InputError(bad[1], file=self.path, field=format_path(bad[0]))
         return fits
 
+    def _typed(self, data, typ, name: str):
+        try:
+            return msgspec.convert(data, typ)
+        except msgspec.ValidationError as exc:
+            msg, _, where = str(exc).partition(" - at `")
+            where = where.rstrip("`").removeprefix("$")
+            raise InputError(msg.replace("`", ""), file=self.path, field=f"{name}{where}") from None
+
+    def _rows(self, name: str) -> list:
+        if self.checked is not None:
+            return getattr(self.checked, name)
+        raw = self.doc.get(name)
+        if raw is None or raw == []:
+            return []
+        return self._shared(raw, name, lambda r: self._typed(r, ROW_TYPES[name], name))
+
+    @staticmethod
+    def _shared(raw, name: str, make):
+        """make(raw), once per decoded object: every ProbeData of one read_shipped document shares its typed parts."""
+        hit = _TYPED.get((id(raw), name))
+        if hit is not None and hit[0] is raw:          # the same object (kept alive in the entry): decoded already
+            return hit[1]
+        typed = make(raw)
+        if len(_TYPED) >= 64:
+            _TYPED.clear()
+        _TYPED[(id(raw), name)] = (raw, typed)
+        return typed
+
+    @cached_property
+    def measurements(self) -> list[Measurement]:
+        """The attention kernel rows (per-sequence decode, cascade prefix, suffix, merge, total)."""
+        return self._rows("measurements")
+
+    @cached_property
+    def step_ops(self) -> list[StepOpRow]:
+        """The op rows of `probe --step` (GEMM, glue, all-reduce, layer graphs, MoE grouped GEMMs)."""
+        return self._rows("step_ops")
+
+    @cached_property
+    def steps(self) -> list[StepRow]:
+        """Whole decode steps of models (validation only)."""
+        return self._rows("steps")
+
+    @cached_property
+    def mla(self) -> list[MlaRow]:
+        """The MLA kernel rows."""
+        return self._rows("mla")
+
+    def _part(self, name: str, typ, default=None):
+        """One top-level part typed: the checked document's, else decoded from the file on first use."""
+        if self.checked is not None:
+            return getattr(self.checked, name)
+        raw = self.doc.get(name)
+        return default if raw is None else self._typed(raw, typ, name)
+
+    @cached_property
+    def device(self) -> Device:
+        if self.checked is None and "device" not in self.doc:
+            raise InputError("required field is missing", file=self.path, field="device")
+        return self._part("device", Device)
+
+    @cached_property
+    def ceilings(self) -> Ceilings:
+        if self.checked is None and "ceilings" not in self.doc:
+            raise InputError("required field is missing", file=self.path, field="ceilings")
+        return self._part("ceilings", Ceilings)
+
+    @cached_property
+    def grid(self) -> Grid:
+        return self._part("grid", Grid, Grid())
+
+    @cached_property
+    def source(self) -> Source | None:
+        return self._part("source", Source)
+
+    @cached_property
+    def crosscheck(self) -> Crosscheck | None:
+        return self._part("crosscheck", Crosscheck)
+
+    @cached_property
+    def notes(self) -> Notes:
+        return self._part("notes", Notes, Notes())
+
+    @property
+    def step_glue(self) -> str:
+        """The glue variant the probe's whole steps ran with (the one the step fit prices glue from)."""
+        sp = self.notes.step_probe
+        return sp.step_glue if sp is not None else "fused"
+
+    @property
+    def source_kind(self) -> str:
+        """"probe" (our GPU probe) or "aic" (imported from AIConfigurator's tables)."""
+        return source_kind(self.doc)
+
     @property
     def hardware_id(self) -> str | None:
         return self.doc.get("hardware_id")
 
+    def require_hardware_id(self) -> str:
+        """The hardware id, for what needs the profile of the GPU the file was measured on."""
+        if not self.hardware_id:
+            raise InputError("the calibration file names no hardware_id (the GPU it was measured on)",
+                             file=self.path, field="hardware_id")
+        return self.hardware_id
+
     @property
     def device_name(self) -> str:
-        return self.doc.get("device", {}).get("name", "unknown GPU")
+        return self.device.name
 
     @property
     def l2_bytes(self) -> float:
-        return float(self.doc["device"]["l2_bytes"])
+        return float(self.device.l2_bytes)
 
     @property
     def fitted(self) -> dict:
+        """The fitted section as plain data (what the fits are computed as and written back)."""
         return self.doc.get("fitted") or {}
 
     @property
@@ -71,10 +191,15 @@ class ProbeData:
         """The fitted step parts as typed structs (probe_params.step_parts_of prices them); None: none fitted."""
         return self.fits.step_parts if self.fits is not None else None
 
-    def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[dict]:
-        return [m for m in self.doc["measurements"] if m["backend"] == backend and m["kernel"] == kernel
-                and (variant is None or m.get("variant") == variant) and m["config"]["kv_dtype"] == kv_dtype
-                and m.get("median_s")]
+    def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[Measurement]:
+        return [m for m in self.measurements if m.backend == backend and m.kernel == kernel
+                and (variant is None or m.variant == variant) and m.config.kv_dtype == kv_dtype and m.median_s]
+
+
+# Typed parts (row lists, fits) by the identity of the decoded object they came from (kept alive beside them, so
+# an id is never reused while its entry stands): read_shipped decodes a file once per process, and every
+# ProbeData made from that document shares its typed parts.
+_TYPED: dict[tuple[int, str], tuple[object, object]] = {}
 
 
 def load_probe(path: Path) -> ProbeData:
@@ -87,11 +212,11 @@ def load_probe(path: Path) -> ProbeData:
                         f"of cascade-plan reads {', '.join(map(str, READABLE_VERSIONS))} "
                         "(newer files need a newer one)")
     d = upgraded(d)
-    typed = check_calibration(d, doc)   # typed: every measurement, every fitted number finite and in range
+    typed = check_calibration(d, doc)   # typed: every row, every fitted number finite and in range
     fits = normalised_fits(typed)
     if fits is not None:                # optional fields filled in: readers index them directly
         d = {**d, "fitted": {**d["fitted"], "kv_dtypes": fits}}
-    return ProbeData(str(path), d, typed.fitted)
+    return ProbeData(str(path), d, typed)
 
 
 def upgraded(d: dict) -> dict:

@@ -9,12 +9,12 @@ from __future__ import annotations
 import msgspec
 
 from cascade_plan.calibration_format import (
-    CalibrationDoc,
     Fitted,
     Microseconds,
     bad_rows,
     inconsistent,
 )
+from cascade_plan.calibration_rows import CalibrationDoc
 from cascade_plan.errors import InputError
 
 
@@ -43,7 +43,8 @@ def _locate(data, typ, exc: msgspec.ValidationError) -> tuple[tuple, str]:
     where = where.rstrip("`")
     if where.startswith("key` in `"):
         where = where[len("key` in `"):]
-    rest, path = where[1:], ()
+    rest = where[1:]
+    path: tuple = ()
     while "[...]" in rest:
         before, _, rest = rest.partition("[...]")
         path += parse_at("$" + before)

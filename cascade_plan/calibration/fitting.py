@@ -15,16 +15,34 @@ measurements show such a fall (see fit_l2). Fitting minimises squared log error
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import msgspec
 import numpy as np
 
-from cascade_plan.calibration_format import BackendFit, KernelFitDoc
+from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, KernelFitDoc
 from cascade_plan.cost.ops.attention import overlapped_total, prefix_tile_factor
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 STATE_BYTES = 4.0
+
+# Configurations as the fits read them: a calibration file's rows, typed (calibration_format.AttentionConfigDoc,
+# calibration_rows.MlaConfig), or the plain ones calibration/aic/ builds from AIConfigurator's tables (thousands
+# per file, priced at start-up, so not converted).
+Configs = Sequence[AttentionConfigDoc] | Sequence[Mapping[str, Any]]
+
+
+def config_column(configs: Sequence[msgspec.Struct] | Sequence[Mapping[str, Any]], name: str) -> list:
+    """One field of every configuration, typed rows and plain mappings alike."""
+    if not configs:
+        return []
+    get: Callable[[Any], Any] = (operator.itemgetter(name) if isinstance(configs[0], Mapping)
+                                 else operator.attrgetter(name))
+    return [get(c) for c in configs]
 
 
 @dataclass(frozen=True)
@@ -43,10 +61,10 @@ class Features:
     q_rows: np.ndarray                # sequences x query heads (kernels that give each query head its own tile)
 
 
-def features(kernel: str, configs: list[dict]) -> Features:
-    c = {k: np.array([cfg[k] for cfg in configs], dtype=float)
+def features(kernel: str, configs: Configs) -> Features:
+    c = {k: np.array(config_column(configs, k), dtype=float)
          for k in ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")}
-    kv_el = np.array([KV_ELEMENT_BYTES[cfg["kv_dtype"]] for cfg in configs], dtype=float)
+    kv_el = np.array([KV_ELEMENT_BYTES[kv] for kv in config_column(configs, "kv_dtype")], dtype=float)
     kvb = 2 * c["num_kv_heads"] * c["head_dim"] * kv_el
     hq = c["num_kv_heads"] * c["q_per_kv"]
     f_tok = 4 * c["head_dim"] * hq                       # QK^T and PV, one query sequence x one token
@@ -181,7 +199,7 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
         roof = np.maximum(np.maximum(f.bytes / bw, f.flops / fl), f.longest_tokens * tau)
         return np.log(np.maximum(o + c * f.rows + cq * f.q_rows + roof, tiny)) - np.log(t)
 
-    best = None
+    best: tuple[np.ndarray, float] | None = None
     # Starts span compute-starved kernels (a FLOP rate far below peak: tiles mostly empty) too.
     for c0, cq0 in ((1e-10, 1e-12), (1e-8, 1e-12), (1e-12, 1e-8)):
         for b0 in (0.5, 0.9):
@@ -191,6 +209,7 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
                     th, cost = _lm(resid, th0)
                     if best is None or cost < best[1]:
                         best = (th, cost)
+    assert best is not None                   # the loops above always run
     o, c, cq, bw, fl, tau = unpack(best[0])
     ape = np.abs(np.exp(resid(best[0])) - 1)
     return KernelFit(bw_bytes_per_s=float(bw), flop_per_s=float(fl), overhead_s=float(o), row_s=float(c),
@@ -245,7 +264,8 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
             best = windowed
     fit = candidate(best[0])
     ape = np.abs(np.exp(resid(best[0])) - 1)
-    return dataclasses.replace(fit, l2_window_bytes=None if np.isinf(fit.l2_window_bytes) else fit.l2_window_bytes,
+    window = fit.l2_window_bytes
+    return dataclasses.replace(fit, l2_window_bytes=None if window is None or np.isinf(window) else window,
                                l2_measured_up_to_bytes=largest, n_train=int(t.size),
                                train_median_ape=float(np.median(ape)))
 
@@ -282,14 +302,14 @@ def fit_merge_overlap(f: Features, t_total, t_pre, t_suf, roof_pre, roof_suf, bw
     return fit, float(k)
 
 
-def predict_kind(fits: BackendFit, kind: str, cfgs: list[dict], l2: float) -> np.ndarray:
+def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.ndarray:
     """One kernel kind's fitted time at probe configurations, as the planner computes it; kind is a
     fitted kind (decode_shared, decode_dup, prefix, suffix, merge) or cascade_total (the passes, their
     overlap and the merge). `fits`: one backend's fitted section."""
     if kind == "cascade_total":
         pre_fit, suf_fit = KernelFit.from_doc(fits.prefix), KernelFit.from_doc(fits.suffix)
         fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
-        has_suffix = np.array([c["suffix_tokens"] > 0 for c in cfgs])
+        has_suffix = np.array(config_column(cfgs, "suffix_tokens")) > 0
         t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
         total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
                                  np.where(has_suffix, t_suf - fixed_part(suf_fit, fs), 0.0),

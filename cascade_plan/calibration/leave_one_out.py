@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 
-def leave_one_out(rows: list[dict], shape: Callable[[dict], Hashable], axes: Sequence[str],
-                  predict: Callable[[list[dict]], np.ndarray]) -> tuple[list, list]:
+class _Row(Protocol):
+    @property
+    def config(self) -> Any: ...
+
+    @property
+    def median_s(self) -> float | None: ...
+
+
+def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: Sequence[str],
+                  predict: Callable[[list[Any]], np.ndarray]) -> tuple[list, list]:
     """Each row predicted from the other rows of its shape (`shape(config)`), as the planner interpolates: the fit
     (`predict(configs)`) times their interpolated ratio to it over `axes`, where they still bracket it. Returns
     (|interpolated / measured - 1|, |fit / measured - 1|) on the rows where the interpolation is finite."""
     from cascade_plan.cost.ops.attention import MeasuredTable
 
-    by_shape: dict[Hashable, list[dict]] = {}
+    by_shape: dict[Hashable, list[_Row]] = {}
     for r in rows:
-        by_shape.setdefault(shape(r["config"]), []).append(r)
-    interp, fit = [], []
+        by_shape.setdefault(shape(r.config), []).append(r)
+    interp: list[float] = []
+    fit: list[float] = []
     for group in by_shape.values():
-        pts = np.array([[r["config"][a] for a in axes] for r in group], float)
-        t = np.array([r["median_s"] for r in group])
-        f = predict([r["config"] for r in group])
+        pts = np.array([[getattr(r.config, a) for a in axes] for r in group], float)
+        t = np.array([r.median_s for r in group], float)
+        f = predict([r.config for r in group])
         for i in range(len(group)):
             others = np.arange(len(group)) != i
             same = np.all(pts[others] == pts[i], axis=1)      # a repeat of the same point is not held out

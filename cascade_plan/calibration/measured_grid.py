@@ -8,57 +8,65 @@ they cover."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from cascade_plan.calibration.fitting import Configs, config_column
 from cascade_plan.calibration_format import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
+
+if TYPE_CHECKING:
+    from cascade_plan.calibration.calibration_file import ProbeData
 
 KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0}
 
 
-def grid_of_configs(cfgs: list[dict]) -> dict | None:
+def grid_of_configs(cfgs: Configs) -> dict | None:
     """{context_tokens, sequences, layer_prefix_bytes} over probe-style configurations (None: none)."""
     if not cfgs:
         return None
+    P, S, G, N, H, D, KV = (config_column(cfgs, k) for k in ("prefix_tokens", "suffix_tokens", "group_size",
+                                                             "n_groups", "num_kv_heads", "head_dim", "kv_dtype"))
+    # K and V of one token, one layer, this GPU's KV heads
+    kvb = [2 * h * d * KV_BYTES.get(kv, 2.0) for h, d, kv in zip(H, D, KV)]
+    return {"context_tokens": int(max(p + s for p, s in zip(P, S))),
+            "sequences": int(max(g * n for g, n in zip(G, N))),
+            "layer_prefix_bytes": float(max(n * p * b for n, p, b in zip(N, P, kvb)))}
 
-    def kvb(c):   # K and V of one token, one layer, this GPU's KV heads
-        return 2 * c["num_kv_heads"] * c["head_dim"] * KV_BYTES.get(c["kv_dtype"], 2.0)
 
-    return {"context_tokens": int(max(c["prefix_tokens"] + c["suffix_tokens"] for c in cfgs)),
-            "sequences": int(max(c["group_size"] * c["n_groups"] for c in cfgs)),
-            "layer_prefix_bytes": float(max(c["n_groups"] * c["prefix_tokens"] * kvb(c) for c in cfgs))}
-
-
-def measured_grid(doc: dict, kv_dtype: str | None = None) -> dict | None:
-    """{"decode": grid, "cascade": grid} of a calibration document: written by the importer
-    (grid.measured), else computed from the probe's measurement rows (of `kv_dtype` only, where given:
-    a grid measured in bf16 says nothing about fp8); None when neither exists."""
-    stored = (doc.get("grid") or {}).get("measured")
+def measured_grid(probe: ProbeData, kv_dtype: str | None = None) -> dict | None:
+    """{"decode": grid, "cascade": grid} of a calibration: written by the importer (grid.measured), else
+    computed from the probe's measurement rows (of `kv_dtype` only, where given: a grid measured in bf16
+    says nothing about fp8); None when neither exists."""
+    stored = msgspec.to_builtins(probe.grid.measured) if probe.grid.measured is not None else None
     if stored:
         return stored
-    rows = [r for r in doc.get("measurements") or [] if kv_dtype is None or r["config"]["kv_dtype"] == kv_dtype]
+    rows = [r for r in probe.measurements if kv_dtype is None or r.config.kv_dtype == kv_dtype]
     if not rows:
         return None
-    out = {"decode": grid_of_configs([r["config"] for r in rows if r["kernel"].startswith("decode")]),
-           "cascade": grid_of_configs([r["config"] for r in rows if r["kernel"].startswith("cascade")])}
+    out = {"decode": grid_of_configs([r.config for r in rows if r.kernel.startswith("decode")]),
+           "cascade": grid_of_configs([r.config for r in rows if r.kernel.startswith("cascade")])}
     return {k: v for k, v in out.items() if v} or None
 
 
-def coverage_notes(probe, model, has_mla_fit: bool | str = False, kv_dtype: str | None = None,
+def coverage_notes(probe: ProbeData, model, has_mla_fit: bool | str = False, kv_dtype: str | None = None,
                    backend: str | None = None) -> list[str]:
     """Where a model's attention shape lies outside what the probe measured: query heads per KV head and
     head dim of the rows of this KV dtype and backend where given (fp8 may cover fewer shapes than bf16),
     else the grid's axes."""
     from cascade_plan.calibration.backends import BACKENDS
 
-    grid = probe.doc.get("grid") or {}
-    q_per_kv = sorted(set((grid.get("axes") or {}).get("q_per_kv") or []))
-    head_dims = [grid["head_dim"]] if grid.get("head_dim") else []
-    rows = ([m["config"] for m in probe.doc.get("measurements") or []
-             if m["config"]["kv_dtype"] == kv_dtype and (backend is None or m["backend"] in
-                                                          {b for b, _ in BACKENDS.get(backend, {}).values()})]
+    grid = probe.grid
+    q_per_kv = sorted(set(grid.axes.q_per_kv or []))
+    head_dims = [grid.head_dim] if grid.head_dim else []
+    rows = ([m.config for m in probe.measurements
+             if m.config.kv_dtype == kv_dtype and (backend is None or m.backend in
+                                                  {b for b, _ in BACKENDS.get(backend, {}).values()})]
             if kv_dtype else [])
     if rows:
-        q_per_kv = sorted({c["q_per_kv"] for c in rows})
-        head_dims = sorted({c["head_dim"] for c in rows})
+        q_per_kv = sorted({c.q_per_kv for c in rows})
+        head_dims = sorted({c.head_dim for c in rows})
     what = f" ({kv_dtype} KV rows)" if rows and kv_dtype != "bf16" else ""
     notes = []
     if model.attention == "mla" and has_mla_fit == "probe":
@@ -81,7 +89,8 @@ def coverage_notes(probe, model, has_mla_fit: bool | str = False, kv_dtype: str 
     return notes
 
 
-def measured_rows(probe, backend: str, kv_dtype: str, fits: BackendFit | None = None) -> MeasuredAttention | None:
+def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
+                  fits: BackendFit | None = None) -> MeasuredAttention | None:
     """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
     planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
     the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
@@ -96,9 +105,9 @@ def measured_rows(probe, backend: str, kv_dtype: str, fits: BackendFit | None = 
                                        "per_sequence_dup": (db, "decode_dup", dv, "decode_dup"),
                                        "cascade": (tb, "cascade_total", tv, "cascade_total")}.items():
         sel = probe.select(b, name, v, kv_dtype)
-        cfgs = [r["config"] for r in sel]
+        cfgs = [r.config for r in sel]
         fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))
-        out[kernel] = [((c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
-                        (c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"]), r["median_s"], f)
+        out[kernel] = [((c.q_per_kv, c.num_kv_heads, c.head_dim),
+                        (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.median_s, f)
                        for r, c, f in zip(sel, cfgs, fit)]
     return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None

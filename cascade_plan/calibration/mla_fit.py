@@ -17,20 +17,25 @@ count the fit never sees), every row with a 16,384-token prefix, and one in six 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration.fitting import (
     STATE_BYTES,
     Features,
     KernelFit,
+    config_column,
     fit_kernel,
     fit_l2,
     fit_surface,
     predict,
 )
+from cascade_plan.calibration.holdout import config_key, stable_sixth
+from cascade_plan.calibration_format import BackendFit, Ceilings, KernelFitDoc
+from cascade_plan.calibration_rows import MlaConfig, MlaRow
 from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.ops.mla_attention import (
     MLA_BACKEND,
@@ -45,18 +50,21 @@ MIN_ROWS = 6
 KINDS = ("decode_mla", "prefix_mla", "suffix_mla")
 
 
-def is_mla_held_out(cfg: dict) -> bool:
-    if cfg["num_heads"] == 32 or cfg["prefix_tokens"] == 16384:
+MlaConfigs = Sequence[MlaConfig] | Sequence[Mapping[str, Any]]
+
+
+def is_mla_held_out(cfg: MlaConfig) -> bool:
+    if cfg.num_heads == 32 or cfg.prefix_tokens == 16384:
         return True
-    return int(hashlib.sha256(json.dumps(cfg, sort_keys=True).encode()).hexdigest(), 16) % 6 == 0
+    return stable_sixth(cfg)
 
 
-def mla_features(kernel: str, configs: list[dict]) -> Features:
+def mla_features(kernel: str, configs: MlaConfigs) -> Features:
     """Per-layer work of MLA rows in the planner's terms (rows: sequences, q_rows: sequences x query heads)."""
-    c = {k: np.array([cfg[k] for cfg in configs], dtype=float)
+    c = {k: np.array(config_column(configs, k), dtype=float)
          for k in ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "num_heads", "kv_lora_rank",
                    "qk_rope_head_dim")}
-    el = np.array([KV_ELEMENT_BYTES[cfg["kv_dtype"]] for cfg in configs], dtype=float)
+    el = np.array([KV_ELEMENT_BYTES[kv] for kv in config_column(configs, "kv_dtype")], dtype=float)
     tb = (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * el
     hq = c["num_heads"]
     f_tok = 2 * (2 * c["kv_lora_rank"] + c["qk_rope_head_dim"]) * hq       # QK over 576, PV over 512
@@ -81,50 +89,46 @@ def mla_features(kernel: str, configs: list[dict]) -> Features:
     raise ValueError(f"no MLA features for kernel {kernel!r}")
 
 
-def mla_rows(doc: dict, kernel: str, kv_dtype: str, backend: str = MLA_BACKEND) -> list[dict]:
-    return [r for r in doc.get("mla") or [] if r.get("kernel") == kernel and r.get("backend") == backend
-            and r["config"].get("kv_dtype", "bf16") == kv_dtype]
+def mla_rows(rows: Sequence[MlaRow], kernel: str, kv_dtype: str, backend: str = MLA_BACKEND) -> list[MlaRow]:
+    """The timed rows of one probe kernel and KV dtype."""
+    return [r for r in rows if r.kernel == kernel and r.backend == backend and r.config.kv_dtype == kv_dtype]
 
 
-def _key(cfg: dict) -> str:
-    return json.dumps(cfg, sort_keys=True)
-
-
-def _suffix_rows(doc: dict, kv_dtype: str) -> list[dict]:
+def _suffix_rows(rows: Sequence[MlaRow], kv_dtype: str) -> list[MlaRow]:
     """Whole cascade minus its prefix pass per configuration (at least 2% of the cascade)."""
-    pre = {_key(r["config"]): r["median_s"] for r in mla_rows(doc, "cascade_prefix", kv_dtype)}
+    pre = {config_key(r.config): r.median_s for r in mla_rows(rows, "cascade_prefix", kv_dtype)}
     out = []
-    for r in mla_rows(doc, "cascade_total", kv_dtype):
-        k = _key(r["config"])
-        if k in pre and r["config"]["suffix_tokens"] > 0:
-            out.append({**r, "median_s": max(r["median_s"] - pre[k], 0.02 * r["median_s"])})
+    for r in mla_rows(rows, "cascade_total", kv_dtype):
+        k = config_key(r.config)
+        if k in pre and r.config.suffix_tokens > 0:
+            out.append(msgspec.structs.replace(r, median_s=max(r.median_s - pre[k], 0.02 * r.median_s)))
     return out
 
 
-def _xy(kind: str, rows: list[dict]):
-    return mla_features(kind, [r["config"] for r in rows]), np.array([r["median_s"] for r in rows], float)
+def _xy(kind: str, rows: list[MlaRow]) -> tuple[Features, np.ndarray]:
+    return mla_features(kind, [r.config for r in rows]), np.array([r.median_s for r in rows], float)
 
 
-def _fit(kind: str, rows: list[dict], bw: float, fl: float, l2: float) -> KernelFit:
+def _fit(kind: str, rows: list[MlaRow], bw: float, fl: float, l2: float) -> KernelFit:
     f, t = _xy(kind, rows)
     fit = fit_kernel(f, t, bw, fl)
     return dataclasses.replace(fit, surface=fit_surface(fit, f, t, l2))
 
 
-def fit_mla(doc: dict, kv_dtype: str, l2_bytes: float, train_only: bool = True) -> dict | None:
+def fit_mla(rows: Sequence[MlaRow], ceilings: Ceilings, kv_dtype: str, l2_bytes: float,
+            train_only: bool = True) -> dict | None:
     """{decode_mla, prefix_mla, suffix_mla} KernelFit dicts for one KV dtype (None: too few rows). The
     decode has no private-page rows to fit its own parameters on (as the GQA decode has), so they are
     fitted on the bytes it must read at the least (each shared page once: every re-read from L2), then its
     L2 share and rate on the logical bytes, then the correction surface."""
-    ceil = doc["ceilings"]
-    bw, fl = ceil["hbm_read_bytes_per_s"], ceil["bf16_matmul_flop_per_s"]
+    bw, fl = ceilings.hbm_read_bytes_per_s, ceilings.bf16_matmul_flop_per_s
 
-    def keep(rows):
-        return [r for r in rows if not (train_only and is_mla_held_out(r["config"]))]
+    def keep(sel: list[MlaRow]) -> list[MlaRow]:
+        return [r for r in sel if not (train_only and is_mla_held_out(r.config))]
 
-    dec = keep(mla_rows(doc, "decode_shared", kv_dtype))
-    pre = keep(mla_rows(doc, "cascade_prefix", kv_dtype))
-    suf = keep(_suffix_rows(doc, kv_dtype))
+    dec = keep(mla_rows(rows, "decode_shared", kv_dtype))
+    pre = keep(mla_rows(rows, "cascade_prefix", kv_dtype))
+    suf = keep(_suffix_rows(rows, kv_dtype))
     if min(len(dec), len(pre), len(suf)) < MIN_ROWS:
         return None
     f, t = _xy("decode_mla", dec)
@@ -135,48 +139,55 @@ def fit_mla(doc: dict, kv_dtype: str, l2_bytes: float, train_only: bool = True) 
             "suffix_mla": _fit("suffix_mla", suf, bw, fl, l2_bytes).to_dict()}
 
 
-def predict_mla(fits: dict, kernel: str, cfgs: list[dict], l2_bytes: float) -> np.ndarray:
+def _mla_fits(fits: BackendFit) -> dict[str, KernelFit]:
+    docs: dict[str, KernelFitDoc | None] = {n: getattr(fits, n) for n in KINDS}
+    missing = [n for n, d in docs.items() if d is None]
+    if missing:
+        raise ValueError(f"no MLA fit {', '.join(missing)} in this backend's section")
+    return {n: KernelFit.from_doc(d) for n, d in docs.items() if d is not None}
+
+
+def predict_mla(fits: BackendFit, kernel: str, cfgs: MlaConfigs, l2_bytes: float) -> np.ndarray:
     """The fitted per-layer time of a probe kernel (decode_shared, cascade_prefix, cascade_total) at MLA
     configurations, as the planner computes it (prefix + suffix/merge run one after the other)."""
-    k = {n: KernelFit.from_dict(fits[n]) for n in KINDS}
+    k = _mla_fits(fits)
     if kernel == "decode_shared":
         return predict(k["decode_mla"], mla_features("decode_mla", cfgs), l2_bytes)
     pre = predict(k["prefix_mla"], mla_features("prefix_mla", cfgs), l2_bytes)
     if kernel == "cascade_prefix":
         return pre
-    has = np.array([c["suffix_tokens"] > 0 for c in cfgs])
+    has = np.array(config_column(cfgs, "suffix_tokens")) > 0
     return pre + np.where(has, predict(k["suffix_mla"], mla_features("suffix_mla", cfgs), l2_bytes), 0.0)
 
 
-def mla_measured(doc: dict, kv_dtype: str, fits: dict, l2_bytes: float) -> MeasuredAttention | None:
+def mla_measured(rows: Sequence[MlaRow], kv_dtype: str, fits: BackendFit, l2_bytes: float) -> MeasuredAttention | None:
     """The MLA rows the planner interpolates (kernels per_sequence and cascade), each with the fit's time
     at its configuration; shape key (query heads per GPU, 1, latent width)."""
     out: dict[str, list] = {}
     for kernel, name in (("per_sequence", "decode_shared"), ("cascade", "cascade_total")):
-        sel = mla_rows(doc, name, kv_dtype)
-        cfgs = [r["config"] for r in sel]
+        sel = mla_rows(rows, name, kv_dtype)
+        cfgs = [r.config for r in sel]
         fit = predict_mla(fits, name, cfgs, l2_bytes).tolist() if cfgs else []
-        out[kernel] = [(mla_shape_key(c["num_heads"], c["kv_lora_rank"] + c["qk_rope_head_dim"]),
-                        (c["n_groups"], c["group_size"], c["prefix_tokens"], c["suffix_tokens"]), r["median_s"], f)
+        out[kernel] = [(mla_shape_key(c.num_heads, c.kv_lora_rank + c.qk_rope_head_dim),
+                        (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.median_s, f)
                        for r, c, f in zip(sel, cfgs, fit)]
     return MeasuredAttention(MLA_BACKEND, kv_dtype, out, kind="mla") if any(out.values()) else None
 
 
-def mla_grid(doc: dict, kv_dtype: str) -> dict | None:
+def mla_grid(rows: Sequence[MlaRow], kv_dtype: str) -> dict | None:
     """The measured grid of the MLA rows of one KV dtype in workload terms (calibration/measured_grid.py)."""
-    cfgs = [r["config"] for r in doc.get("mla") or [] if r["config"].get("kv_dtype", "bf16") == kv_dtype]
+    cfgs = [r.config for r in rows if r.config.kv_dtype == kv_dtype]
     if not cfgs:
         return None
 
-    def tb(c):
-        return (c["kv_lora_rank"] + c["qk_rope_head_dim"]) * KV_ELEMENT_BYTES[c["kv_dtype"]]
+    def tb(c: MlaConfig) -> int:
+        return (c.kv_lora_rank + c.qk_rope_head_dim) * KV_ELEMENT_BYTES[c.kv_dtype]
 
-    g = {"context_tokens": int(max(c["prefix_tokens"] + c["suffix_tokens"] for c in cfgs)),
-         "sequences": int(max(c["group_size"] * c["n_groups"] for c in cfgs)),
-         "layer_prefix_bytes": float(max(c["n_groups"] * c["prefix_tokens"] * tb(c) for c in cfgs))}
+    g = {"context_tokens": int(max(c.prefix_tokens + c.suffix_tokens for c in cfgs)),
+         "sequences": int(max(c.group_size * c.n_groups for c in cfgs)),
+         "layer_prefix_bytes": float(max(c.n_groups * c.prefix_tokens * tb(c) for c in cfgs))}
     return {"decode": g, "cascade": dict(g)}
 
 
-def mla_heads(doc: dict, kv_dtype: str) -> list[int]:
-    return sorted({r["config"]["num_heads"] for r in doc.get("mla") or []
-                   if r["config"].get("kv_dtype", "bf16") == kv_dtype})
+def mla_heads(rows: Sequence[MlaRow], kv_dtype: str) -> list[int]:
+    return sorted({r.config.num_heads for r in rows if r.config.kv_dtype == kv_dtype})

@@ -6,41 +6,47 @@ inside the grid. No whole MLA steps are measured (the probe builds no MLA model 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from cascade_plan.calibration.holdout import config_key
 from cascade_plan.calibration.leave_one_out import leave_one_out
 from cascade_plan.calibration.mla_fit import is_mla_held_out, mla_rows, predict_mla
+from cascade_plan.calibration_format import BackendFit, Fitted
+from cascade_plan.calibration_rows import MlaRow
 from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
 
 KERNELS = ("decode_shared", "cascade_total", "cascade_prefix")
 AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
 
 
-def mla_validation(doc: dict, fitted: dict, l2_bytes: float) -> dict:
+def mla_validation(mla: Sequence[MlaRow], fitted: Fitted | None, l2_bytes: float) -> dict:
     """Per KV dtype and probe kernel: the fit's |error| on the held-out MLA rows (and on the training rows),
     and the largest held-out errors with their configurations."""
     out = {}
-    for kv, per in (fitted.get("kv_dtypes") or {}).items():
-        fits = (per.get(MLA_BACKEND) or {})
-        if not fits.get("prefix_mla"):
+    for kv, per in (fitted.kv_dtypes if fitted is not None else {}).items():
+        fits = per.get(MLA_BACKEND)
+        if fits is None or fits.prefix_mla is None:
             continue
         res = {}
         for kernel in KERNELS:
-            rows = mla_rows(doc, kernel, kv)
+            rows = mla_rows(mla, kernel, kv)
             if not rows:
                 continue
-            cfgs = [r["config"] for r in rows]
-            t = np.array([r["median_s"] for r in rows], float)
+            cfgs = [r.config for r in rows]
+            t = np.array([r.median_s for r in rows], float)
             ape = np.abs(predict_mla(fits, kernel, cfgs, l2_bytes) / t - 1)
             held = np.array([is_mla_held_out(c) for c in cfgs])
-            unseen = np.array([c["num_heads"] == 32 for c in cfgs])
-            worst = [{"config": {k: cfgs[i][k] for k in ("num_heads", "n_groups", "group_size", "prefix_tokens",
-                                                        "suffix_tokens")}, "error": float(ape[i])}
+            unseen = np.array([c.num_heads == 32 for c in cfgs])
+            worst = [{"config": {k: getattr(cfgs[i], k) for k in ("num_heads", "n_groups", "group_size",
+                                                                  "prefix_tokens", "suffix_tokens")},
+                      "error": float(ape[i])}
                      for i in np.argsort(-np.where(held, ape, -1))[:3] if held[i]]
             res[kernel] = {"held_out": _stats(ape[held]), "train": _stats(ape[~held]),
                            "unseen_heads": _stats(ape[unseen]), "worst_held_out": worst}
-        out[kv] = {"kernels": res, "interpolation": interpolation_loo(doc, kv, fits, l2_bytes),
-                   "speedup": speedup_errors(doc, kv, fits, l2_bytes)}
+        out[kv] = {"kernels": res, "interpolation": interpolation_loo(mla, kv, fits, l2_bytes),
+                   "speedup": speedup_errors(mla, kv, fits, l2_bytes)}
     return out
 
 
@@ -51,28 +57,26 @@ def _stats(ape) -> dict:
     return {"n": int(ape.size), "median": float(np.median(ape)), "max": float(np.max(ape))}
 
 
-def speedup_errors(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
+def speedup_errors(mla: Sequence[MlaRow], kv: str, fits: BackendFit, l2_bytes: float) -> dict:
     """|error| of the fitted per-layer speedup (per-sequence / cascade) on held-out configurations timed both ways."""
-    import json
-
-    ps = {json.dumps(r["config"], sort_keys=True): r for r in mla_rows(doc, "decode_shared", kv)}
-    pairs = [(ps[k], r) for r in mla_rows(doc, "cascade_total", kv)
-             if (k := json.dumps(r["config"], sort_keys=True)) in ps and is_mla_held_out(r["config"])]
+    ps = {config_key(r.config): r for r in mla_rows(mla, "decode_shared", kv)}
+    pairs = [(ps[k], r) for r in mla_rows(mla, "cascade_total", kv)
+             if (k := config_key(r.config)) in ps and is_mla_held_out(r.config)]
     if not pairs:
         return _stats([])
-    cfgs = [c["config"] for _, c in pairs]
-    measured = np.array([a["median_s"] / b["median_s"] for a, b in pairs])
+    cfgs = [c.config for _, c in pairs]
+    measured = np.array([a.median_s / b.median_s for a, b in pairs])
     pred = predict_mla(fits, "decode_shared", cfgs, l2_bytes) / predict_mla(fits, "cascade_total", cfgs, l2_bytes)
     return _stats(np.abs(pred / measured - 1))
 
 
-def interpolation_loo(doc: dict, kv: str, fits: dict, l2_bytes: float) -> dict:
+def interpolation_loo(mla: Sequence[MlaRow], kv: str, fits: BackendFit, l2_bytes: float) -> dict:
     """Each MLA row predicted from the other rows of its head count (the fit times their interpolated ratio
     to it, as the planner does), where they still bracket it."""
     out = {}
     for kernel in ("decode_shared", "cascade_total"):
-        rows = mla_rows(doc, kernel, kv)
-        interp, fit = leave_one_out(rows, lambda c: c["num_heads"], AXES,
+        rows = mla_rows(mla, kernel, kv)
+        interp, fit = leave_one_out(rows, lambda c: c.num_heads, AXES,
                                     lambda cfgs: predict_mla(fits, kernel, cfgs, l2_bytes))
         if rows:
             out[kernel] = {"rows": len(rows), "interpolation": _stats(interp), "fit_same_rows": _stats(fit)}

@@ -6,36 +6,41 @@ the rows are the data, nothing is fitted."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
+from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.cost.moe_table import MoeTable
+from cascade_plan.cost.step_parts import StepParts
 from cascade_plan.errors import InputError
 
 OP = "moe_grouped_gemm"
 BACKENDS = ("triton", "grouped_mm")      # in order of preference
 ROUTING = "balanced"
+# what a row of this op must carry (the step-op config's fields are optional: other ops have other ones)
+NEEDED = ("proj", "m", "n", "k", "experts", "top_k", "dtype", "routing", "backend")
 
 
-def moe_tables(step_ops, path: str | None = None) -> tuple[MoeTable, ...]:
+def moe_tables(step_ops: Sequence[StepOpRow], path: str | None = None) -> tuple[MoeTable, ...]:
     groups: dict[tuple, dict[str, dict[int, dict[str, float]]]] = {}
-    for i, r in enumerate(step_ops or ()):
-        if not isinstance(r, dict) or r.get("op") != OP:
+    for i, r in enumerate(step_ops):
+        if r.op != OP:
             continue
-        try:
-            c = r["config"]
-            if c["routing"] != ROUTING or c["backend"] not in BACKENDS or not r.get("median_s"):
-                continue
-            key = (int(c["k"]) if c["proj"] == "gate_up" else int(c["n"]), int(c["n"]) // 2 if c["proj"] == "gate_up"
-                   else int(c["k"]), int(c["experts"]), int(c["top_k"]), str(c["dtype"]))
-            t = float(r["median_s"])
-            m, proj = int(c["m"]), str(c["proj"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"a {OP} row lacks a readable {exc!s} (config: model, tp, proj, m, n, k, experts, "
-                             "top_k, dtype, routing, backend; median_s)", file=path, field=f"step_ops[{i}]") from None
-        if proj not in ("gate_up", "down") or m < 1 or not t > 0:
+        c = r.config
+        missing = next((f for f in NEEDED if getattr(c, f) is None), None)
+        if missing is not None:
+            raise InputError(f"a {OP} row lacks a readable {missing!r} (config: model, tp, proj, m, n, k, experts, "
+                             "top_k, dtype, routing, backend; median_s)", file=path, field=f"step_ops[{i}]")
+        assert (c.proj is not None and c.m is not None and c.n is not None and c.k is not None
+                and c.experts is not None and c.top_k is not None and c.dtype is not None and c.backend is not None)
+        if c.routing != ROUTING or c.backend not in BACKENDS or not r.median_s:
+            continue
+        if c.proj not in ("gate_up", "down"):
             raise InputError(f"a {OP} row needs proj gate_up or down, m >= 1 and a positive median_s",
                              file=path, field=f"step_ops[{i}]")
-        groups.setdefault(key, {}).setdefault(c["backend"], {}).setdefault(m, {})[proj] = t
+        key = (c.k if c.proj == "gate_up" else c.n, c.n // 2 if c.proj == "gate_up" else c.k, c.experts, c.top_k,
+               c.dtype)
+        groups.setdefault(key, {}).setdefault(c.backend, {}).setdefault(c.m, {})[c.proj] = r.median_s
     tables = []
     for (h, ei, e, k, dtype), by_backend in sorted(groups.items()):
         backend = next(b for b in BACKENDS if b in by_backend)
@@ -47,7 +52,7 @@ def moe_tables(step_ops, path: str | None = None) -> tuple[MoeTable, ...]:
     return tuple(tables)
 
 
-def with_moe_tables(parts, doc: dict, path: str | None = None):
+def with_moe_tables(parts: StepParts, step_ops: Sequence[StepOpRow], path: str | None = None) -> StepParts:
     """StepParts with the file's measured routed-expert tables (unchanged when it has none)."""
-    tables = moe_tables(doc.get("step_ops"), path)
+    tables = moe_tables(step_ops, path)
     return replace(parts, moe=tables) if tables else parts

@@ -7,13 +7,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import numpy as np
 
 from cascade_plan import __version__
 from cascade_plan.calibration.backends import BACKENDS
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import (
+    Features,
     KernelFit,
     features,
     fit_kernel,
@@ -24,48 +27,49 @@ from cascade_plan.calibration.fitting import (
     predict,
 )
 from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
+from cascade_plan.calibration_format import Measurement
 
 FIT_VERSION = 1
 
 
-def _xy(rows: list[dict], kernel: str):
-    f = features(kernel, [r["config"] for r in rows])
-    return f, np.array([r["median_s"] for r in rows], dtype=float)
+def _xy(rows: list[Measurement], kernel: str) -> tuple[Features, np.ndarray]:
+    f = features(kernel, [r.config for r in rows])
+    return f, np.array([r.median_s for r in rows], dtype=float)
 
 
-def _fit_one(f, t, bw, fl, l2=0.0) -> KernelFit:
+def _fit_one(f: Features, t: np.ndarray, bw: float, fl: float, l2: float = 0.0) -> KernelFit:
     fit = fit_kernel(f, t, bw, fl)
     return dataclasses.replace(fit, surface=fit_surface(fit, f, t, l2))
 
 
-def _by_config(rows: list[dict]) -> dict[str, dict]:
-    return {config_key(r["config"]): r for r in rows}
+def _by_config(rows: list[Measurement]) -> dict[str, Measurement]:
+    return {config_key(r.config): r for r in rows}
 
 
-def _residual_rows(total: list[dict], parts: list[list[dict]]) -> list[dict]:
+def _residual_rows(total: list[Measurement], parts: list[list[Measurement]]) -> list[Measurement]:
     """Whole-cascade time minus the parts timed alone, per configuration: what the merge (or, for
     FlashInfer, suffix level + merge) costs inside the cascade."""
     maps = [_by_config(p) for p in parts]
     out = []
     for r in total:
-        key = config_key(r["config"])
+        key = config_key(r.config)
         if all(key in m for m in maps):
-            rest = r["median_s"] - sum(m[key]["median_s"] for m in maps)
-            out.append({**r, "median_s": max(rest, 0.02 * r["median_s"])})
+            rest = r.timed_s - sum(m[key].timed_s for m in maps)
+            out.append(msgspec.structs.replace(r, median_s=max(rest, 0.02 * r.timed_s)))
     return out
 
 
 def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool = True) -> dict | None:
     """KernelFits for one backend and KV dtype, from the training subset of the grid."""
     src = BACKENDS[backend]
-    ceil = probe.doc["ceilings"]
-    bw, fl, l2 = ceil["hbm_read_bytes_per_s"], ceil["bf16_matmul_flop_per_s"], probe.l2_bytes
+    ceil = probe.ceilings
+    bw, fl, l2 = ceil.hbm_read_bytes_per_s, ceil.bf16_matmul_flop_per_s, probe.l2_bytes
 
-    def rows(b, k, v):
+    def rows(b: str, k: str, v: str | None) -> list[Measurement]:
         sel = probe.select(b, k, v, kv_dtype)
-        return [r for r in sel if not (train_only and is_held_out(r["config"]))]
+        return [r for r in sel if not (train_only and is_held_out(r.config))]
 
-    out: dict[str, dict] = {}
+    out: dict[str, Any] = {}
     db, dv = src["decode"]
     dup = rows(db, "decode_dup", dv)
     if len(dup) < 6:
@@ -88,7 +92,7 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     if "total" in src:
         tb, tv = src["total"]
         rest = _residual_rows(rows(tb, "cascade_total", tv), [pre])
-        rest = [r for r in rest if r["config"]["suffix_tokens"] > 0]
+        rest = [r for r in rest if r.config.suffix_tokens > 0]
         out["suffix"] = _fit_one(*_xy(rest, "cascade_suffix"), bw, fl).to_dict()
         out["merge"] = None                       # folded into the suffix fit
     else:
@@ -102,32 +106,34 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     return out
 
 
-def _fit_merge(total: list[dict], pre: list[dict], suf: list[dict], pre_fit: KernelFit, suf_fit: KernelFit,
+def _fit_merge(total: list[Measurement], pre: list[Measurement], suf: list[Measurement], pre_fit: KernelFit,
+               suf_fit: KernelFit,
                bw: float, fl: float) -> tuple[KernelFit | None, float]:
     """Merge costs and prefix/suffix overlap from whole cascades whose passes were also timed alone
     (a cascade without suffix tokens has no suffix pass)."""
     pmap, smap = _by_config(pre), _by_config(suf)
-    keep = [r for r in total if config_key(r["config"]) in pmap
-            and (r["config"]["suffix_tokens"] == 0 or config_key(r["config"]) in smap)]
+    keep = [r for r in total if config_key(r.config) in pmap
+            and (r.config.suffix_tokens == 0 or config_key(r.config) in smap)]
     if len(keep) < 6:
         return None, 0.0
-    cfgs = [r["config"] for r in keep]
+    cfgs = [r.config for r in keep]
     keys = [config_key(c) for c in cfgs]
-    t_pre = np.array([pmap[k]["median_s"] for k in keys])
-    t_suf = np.array([smap[k]["median_s"] if k in smap else 0.0 for k in keys])
+    t_pre = np.array([pmap[k].timed_s for k in keys])
+    t_suf = np.array([smap[k].timed_s if k in smap else 0.0 for k in keys])
     fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
     roof_pre = predict(pre_fit, fp) - fixed_part(pre_fit, fp)
     roof_suf = np.where(t_suf > 0, predict(suf_fit, fs) - fixed_part(suf_fit, fs), 0.0)
-    return fit_merge_overlap(features("cascade_merge", cfgs), np.array([r["median_s"] for r in keep]), t_pre, t_suf,
+    return fit_merge_overlap(features("cascade_merge", cfgs), np.array([r.timed_s for r in keep]), t_pre, t_suf,
                              roof_pre, roof_suf, bw, fl)
 
 
 def calibrate(probe: ProbeData) -> dict:
     """The `fitted` section: per KV dtype and backend, every kernel kind's parameters."""
-    kv_dtypes = sorted({m["config"]["kv_dtype"] for m in probe.doc["measurements"]})
-    fitted = {"fit_version": FIT_VERSION, "tool_version": __version__,
-              "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-              "holdout_rule": HOLDOUT_RULE, "ceilings": probe.doc["ceilings"], "kv_dtypes": {}}
+    kv_dtypes = sorted({m.config.kv_dtype for m in probe.measurements})
+    # the ceilings as the probe wrote them (its key order; none of the optional ones added)
+    fitted: dict = {"fit_version": FIT_VERSION, "tool_version": __version__,
+                    "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "holdout_rule": HOLDOUT_RULE, "ceilings": probe.doc["ceilings"], "kv_dtypes": {}}
     for kv in kv_dtypes:
         # Each KV dtype from its own rows only. A dtype measured on too few configurations to hold any out
         # (the first fp8 rows: 9 per kernel) is fitted on all of them, and says so (`train_rows`).
@@ -143,11 +149,11 @@ def calibrate(probe: ProbeData) -> dict:
         if per:
             fitted["kv_dtypes"][kv] = per
     _add_mla_fits(probe, fitted)
-    if probe.doc.get("step_ops") and probe.hardware_id:
+    if probe.step_ops and probe.hardware_id:
         from cascade_plan.calibration.step_fit import fitted_step_parts_json
         from cascade_plan.inputs.hardware import load_hardware
 
-        sp = fitted_step_parts_json(probe.doc, load_hardware(probe.hardware_id), Path(probe.path).name)
+        sp = fitted_step_parts_json(probe, load_hardware(probe.hardware_id), Path(probe.path).name)
         if sp is not None:
             fitted["step_parts"] = sp
     return fitted
@@ -159,13 +165,14 @@ def _add_mla_fits(probe: ProbeData, fitted: dict) -> None:
     from cascade_plan.calibration.mla_fit import MLA_HOLDOUT_RULE, fit_mla
     from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
 
-    for kv in sorted({r["config"].get("kv_dtype", "bf16") for r in probe.doc.get("mla") or []}):
+    for kv in sorted({r.config.kv_dtype for r in probe.mla}):
         per = fitted["kv_dtypes"].get(kv, {}).get(MLA_BACKEND)
         if per is None:
             continue
-        fit, how = fit_mla(probe.doc, kv, probe.l2_bytes), MLA_HOLDOUT_RULE
+        fit, how = fit_mla(probe.mla, probe.ceilings, kv, probe.l2_bytes), MLA_HOLDOUT_RULE
         if fit is None:
-            fit, how = fit_mla(probe.doc, kv, probe.l2_bytes, train_only=False), "all (too few rows to hold any out)"
+            fit, how = (fit_mla(probe.mla, probe.ceilings, kv, probe.l2_bytes, train_only=False),
+                        "all (too few rows to hold any out)")
         if fit is not None:
             per.update(fit)
             per["mla_train_rows"] = how

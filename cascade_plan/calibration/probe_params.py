@@ -7,7 +7,7 @@ from __future__ import annotations
 import msgspec
 
 from cascade_plan.calibration.aic.rows import decode_measured
-from cascade_plan.calibration.calibration_file import ProbeData, source_kind
+from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import KernelFit
 from cascade_plan.calibration.measured_grid import (
     coverage_notes,
@@ -28,7 +28,7 @@ def step_parts_of(probe: ProbeData):
 
     doc = probe.fits.step_parts if probe.fits is not None else None
     parts = DEFAULT_STEP_PARTS if doc is None else step_parts_from_doc(doc)
-    return with_moe_tables(parts, probe.doc, probe.path)   # the measured routed-expert rows, where it has them
+    return with_moe_tables(parts, probe.step_ops, probe.path)   # the measured routed-expert rows, where it has them
 
 
 def _kernel_params(d: KernelFitDoc | None, hw: HardwareProfile) -> KernelParams:
@@ -88,7 +88,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     notes += k.notes                     # what an imported file says about its own coverage
     decode_shared, decode_dup = k.decode_shared, k.decode_dup
     prefix, suffix, merge, overlap = k.prefix, k.suffix, k.merge, k.prefix_suffix_overlap
-    if probe_mla:  # the probe's own MLA kernels: decode over shared pages (own L2 gain), prefix, suffix + merge
+    if probe_mla and k.decode_mla is not None and k.prefix_mla is not None and k.suffix_mla is not None:
+        # the probe's own MLA kernels: decode over shared pages (own L2 gain), prefix, suffix + merge
         decode_shared = k.decode_mla
         decode_dup = msgspec.structs.replace(decode_shared, l2_hit_max=0.0)
         prefix, suffix = k.prefix_mla, k.suffix_mla
@@ -97,7 +98,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup = k.decode_mla
         decode_shared = msgspec.structs.replace(k.decode_mla, **{f: getattr(k.decode_shared, f) for f in
                                                                  ("l2_hit_max", "l2_window_bytes", "l2_bytes_per_s")})
-    origin = source_kind(probe.doc)
+    origin = probe.source_kind
     ceil = fitted.ceilings
     gemm = KernelParams(bw_eff=min(1.0, ceil.hbm_read_bytes_per_s / hw.hbm_bytes_per_s),
                         flop_eff=min(1.0, ceil.bf16_matmul_flop_per_s / hw.dense_bf16_flop_per_s))
@@ -108,7 +109,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     if origin == "probe" and probe.hardware_id == hw.id:
         from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
 
-        step = prefer_measured_allreduce(step, hw, probe.doc)
+        step = prefer_measured_allreduce(step, hw, probe.step_ops)
     if step.source == "default":
         notes.append("no step parts in this calibration: GEMMs, glue and all-reduce use the defaults")
     return CostParams(
@@ -118,22 +119,17 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=overlap, step=step,
-        origin=origin, origin_label=(probe.doc.get("source") or {}).get("label") if origin == "aic" else None,
-        measured_grid=(mla_grid(probe.doc, kv_dtype) if probe_mla else
-                       measured_grid(probe.doc, kv_dtype if key == kv_dtype else None)),
+        origin=origin, origin_label=probe.source.label if origin == "aic" and probe.source is not None else None,
+        measured_grid=(mla_grid(probe.mla, kv_dtype) if probe_mla else
+                       measured_grid(probe, kv_dtype if key == kv_dtype else None)),
         measured=(None if key != kv_dtype
-                  else mla_measured(probe.doc, kv_dtype, _mla_fit_dicts(k), probe.l2_bytes) if probe_mla
+                  else mla_measured(probe.mla, kv_dtype, k, probe.l2_bytes) if probe_mla
                   else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
                   else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
               *(["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
         attention_kind="mla" if probe_mla else "gqa",
     )
-
-
-def _mla_fit_dicts(k) -> dict:
-    """The MLA fits as calibration/mla_fit.py computes with them (plain dicts)."""
-    return {n: msgspec.to_builtins(getattr(k, n)) for n in ("decode_mla", "prefix_mla", "suffix_mla")}
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:

@@ -18,9 +18,11 @@ A go needs the run speedup to clear 1x by more than that error (cost/verdict.py:
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.cost.cost_params import CostParams
 
 
@@ -53,11 +55,11 @@ def measured_speedup_errors(probe, hw) -> dict:
     from cascade_plan.cost.cost_params import DEFAULT
 
     return {"fits": speedup_errors(probe, hw), "defaults": speedup_errors(probe, hw, DEFAULT),
-            "probed_models": sorted(_gemm_models(probe.doc))}
+            "probed_models": sorted(_gemm_models(probe.step_ops))}
 
 
-def _gemm_models(doc: dict) -> set[str]:
-    return {r["config"]["model"] for r in doc.get("step_ops") or [] if r.get("op") == "gemm"}
+def _gemm_models(step_ops: Sequence[StepOpRow]) -> set[str]:
+    return {r.config.model for r in step_ops if r.op == "gemm" and r.config.model is not None}
 
 
 @functools.lru_cache(maxsize=16)
@@ -87,8 +89,9 @@ def _errors(path: str, defaults: bool) -> tuple[str, dict]:
         return hw_id, stored["defaults" if defaults else "fits"]
     try:                             # a file calibrated before the errors were stored: compute them
         probe = load_probe(Path(path))
-        errs = measured_speedup_errors(probe, load_hardware(probe.hardware_id))
-        return probe.hardware_id, errs["defaults" if defaults else "fits"]
+        hw_id = probe.require_hardware_id()
+        errs = measured_speedup_errors(probe, load_hardware(hw_id))
+        return hw_id, errs["defaults" if defaults else "fits"]
     except (InputError, OSError, KeyError, ValueError):
         return "", {}
 
@@ -102,11 +105,13 @@ def _probe_with_steps(params: CostParams) -> Path | None:
     if params.origin == "aic":
         import msgspec
 
-        try:
-            doc = msgspec.json.decode(Path(params.source).read_bytes())
-            name = ((doc.get("source") or {}).get("transferred") or {}).get("from")
-        except (OSError, msgspec.DecodeError, AttributeError):
+        from cascade_plan.calibration_rows import SourceOnlyDoc
+
+        try:      # only `source` decoded (and typed); every other field skipped unparsed
+            src = msgspec.json.decode(Path(params.source).read_bytes(), type=SourceOnlyDoc).source
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
+        name = src.transferred.from_ if src is not None and src.transferred is not None else None
         if not name:
             return None
         p = Path(params.source).with_name(name)
@@ -155,8 +160,10 @@ def _probed_models(path: str) -> frozenset[str]:
         return frozenset(stored["probed_models"])
     import msgspec
 
+    from cascade_plan.calibration_rows import StepOpsOnlyDoc
+
     try:
-        doc = msgspec.json.decode(Path(path).read_bytes())
-    except (OSError, msgspec.DecodeError):
+        doc = msgspec.json.decode(Path(path).read_bytes(), type=StepOpsOnlyDoc)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return frozenset()
-    return frozenset(_gemm_models(doc))
+    return frozenset(_gemm_models(doc.step_ops))

@@ -13,10 +13,13 @@ on every backend: docs/probe.md.) ``LAUNCH_CORRECTION`` keeps that variant avail
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cascade_plan.calibration.step_parts_doc import step_parts_json
+from cascade_plan.calibration_format import Ceilings, StepOpRow
 from cascade_plan.cost.step_parts import (
     AllReduceFit,
     Composition,
@@ -25,6 +28,10 @@ from cascade_plan.cost.step_parts import (
     StepParts,
     carried_curve,
 )
+
+if TYPE_CHECKING:
+    from cascade_plan.calibration.calibration_file import ProbeData
+    from cascade_plan.inputs.hardware import HardwareProfile
 
 LAUNCH_CORRECTION = False   # subtract (graph_single_kernel_s - graph_kernel_launch_s) from each op row
 
@@ -35,10 +42,10 @@ NVLINK_BASIS = {
 }
 
 
-def _launch_correction(ceilings: dict) -> tuple[float, float]:
-    """(seconds removed from each op row, per-GEMM overhead kept apart from the ratio)."""
-    single = float(ceilings.get("graph_single_kernel_s") or 0.0)
-    launch = float(ceilings.get("graph_kernel_launch_s") or 0.0)
+def _launch_correction(ceilings: Ceilings | None) -> tuple[float, float]:
+    """(seconds removed from each op row, per-GEMM overhead kept apart from the ratio); no ceilings: none."""
+    single = float(ceilings.graph_single_kernel_s or 0.0) if ceilings is not None else 0.0
+    launch = float(ceilings.graph_kernel_launch_s or 0.0) if ceilings is not None else 0.0
     return (max(single - launch, 0.0) if LAUNCH_CORRECTION else 0.0), launch
 
 
@@ -47,21 +54,38 @@ def gemm_roofline_s(m, n, k, element_bytes, hbm_bytes_per_s, flop_per_s):
     return np.maximum((n * k * element_bytes + m * (n + k) * 2.0) / hbm_bytes_per_s, 2.0 * m * n * k / flop_per_s)
 
 
-def fit_gemm(rows: list[dict], dtype: str, hw, ceilings: dict) -> GemmEfficiency | None:
-    sel = [r for r in rows if r["op"] == "gemm" and r["config"]["dtype"] == dtype]
+def _at(r: StepOpRow, *fields: str) -> tuple:
+    """A row's config fields that its op must carry (the step-op config's fields are optional: other ops have
+    other ones), and its median."""
+    got = tuple(getattr(r.config, f) for f in fields)
+    if any(v is None for v in got) or r.median_s is None:
+        missing = [f for f, v in zip(fields, got) if v is None] or ["median_s"]
+        raise ValueError(f"a {r.op} row has no {missing[0]}")
+    return got
+
+
+def _median(r: StepOpRow) -> float:
+    if r.median_s is None:
+        raise ValueError(f"a {r.op} row has no median_s")
+    return r.median_s
+
+
+def fit_gemm(rows: Sequence[StepOpRow], dtype: str, hw: HardwareProfile,
+             ceilings: Ceilings | None) -> GemmEfficiency | None:
+    sel = [r for r in rows if r.op == "gemm" and r.config.dtype == dtype]
     if len(sel) < 4:
         return None
     corr, launch = _launch_correction(ceilings)
     eb = 1.0 if dtype == "fp8" else 2.0
     flop = hw.flop_per_s("fp8" if dtype == "fp8" else "bf16")
-    ms = sorted({r["config"]["m"] for r in sel})
-    wbs = sorted({r["config"]["n"] * r["config"]["k"] * eb for r in sel})
+    mnk = [_at(r, "m", "n", "k") for r in sel]
+    ms = sorted({m for m, _, _ in mnk})
+    wbs = sorted({n * k * eb for _, n, k in mnk})
     logs: dict[tuple[int, float], list[float]] = {}
-    for r in sel:
-        c = r["config"]
-        roof = float(gemm_roofline_s(c["m"], c["n"], c["k"], eb, hw.hbm_bytes_per_s, flop))
-        t = max(r["median_s"] - corr - launch, 0.05 * r["median_s"])
-        logs.setdefault((c["m"], c["n"] * c["k"] * eb), []).append(math.log(t / roof))
+    for r, (m, n, k) in zip(sel, mnk):
+        roof = float(gemm_roofline_s(m, n, k, eb, hw.hbm_bytes_per_s, flop))
+        t = max(_median(r) - corr - launch, 0.05 * _median(r))
+        logs.setdefault((m, n * k * eb), []).append(math.log(t / roof))
     ratio = np.full((len(ms), len(wbs)), np.nan)
     for (m, w), v in logs.items():
         ratio[ms.index(m), wbs.index(w)] = math.exp(sum(v) / len(v))   # geometric mean of equal-size shapes
@@ -89,19 +113,19 @@ def _linear_fit(x, t) -> tuple[float, float]:
     return float(a), float(b)
 
 
-def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama-3-8b",
+def fit_glue(rows: Sequence[StepOpRow], variant: str, ceilings: Ceilings | None, model: str = "llama-3-8b",
              tp: int = 1) -> GlueParams | None:
     corr, _ = _launch_correction(ceilings)
 
-    def pick(op):
-        return [r for r in rows if r["op"] == op and r["config"]["variant"] == variant
-                and r["config"]["model"] == model and r["config"]["tp"] == tp]
+    def pick(op: str) -> list[StepOpRow]:
+        return [r for r in rows if r.op == op and r.config.variant == variant
+                and r.config.model == model and r.config.tp == tp]
 
     lay, stp = pick("glue_layer"), pick("glue_step")
     if len(lay) < 2 or len(stp) < 2:
         return None
-    a, b = _linear_fit([r["config"]["m"] for r in lay], [r["median_s"] - corr for r in lay])
-    c, d = _linear_fit([r["config"]["m"] for r in stp], [r["median_s"] - corr for r in stp])
+    a, b = _linear_fit([_at(r, "m")[0] for r in lay], [_median(r) - corr for r in lay])
+    c, d = _linear_fit([_at(r, "m")[0] for r in stp], [_median(r) - corr for r in stp])
     from cascade_plan.cost.glue_widths import (
         layer_bytes_per_token,
         step_bytes_per_token,
@@ -114,36 +138,36 @@ def fit_glue(rows: list[dict], variant: str, ceilings: dict, model: str = "llama
                       step_bytes_per_token=step_bytes_per_token(spec, tp), basis=f"{model} TP{tp}")
 
 
-def allreduce_curve(rows: list[dict], gpus: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def allreduce_curve(rows: Sequence[StepOpRow], gpus: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The probe's measured all-reduce curve for one GPU count: (message bytes ascending, median seconds);
     the rows' `bytes` are bytes (the probe builds bf16 tensors of bytes / 2 elements)."""
     by: dict[float, list[float]] = {}
     for r in rows:
-        if r["op"] == "allreduce" and r.get("correct", True) and int(r["config"]["gpus"]) == gpus:
-            by.setdefault(float(r["config"]["bytes"]), []).append(float(r["median_s"]))
+        if r.op == "allreduce" and r.correct and _at(r, "gpus")[0] == gpus:
+            by.setdefault(float(_at(r, "bytes")[0]), []).append(float(_median(r)))
     sizes = sorted(by)
     return tuple(sizes), tuple(float(np.median(by[b])) for b in sizes)
 
 
-def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllReduceFit]:
+def fit_allreduce(rows: Sequence[StepOpRow], hardware_id: str | None) -> dict[int, AllReduceFit]:
     """Per measured GPU count the measured curve (a table; NCCL switches protocols with message size, so a
     line misses it: 2-4 MB took 34-40 us on two H200s where the line gave 19), plus latency + bytes / rate
     as a one-line summary; 4 and 8 GPUs, where not measured, the measured curve carried over (a model)."""
     out: dict[int, AllReduceFit] = {}
-    by_n: dict[int, list[dict]] = {}
+    by_n: dict[int, list[StepOpRow]] = {}
     for r in rows:
-        if r["op"] == "allreduce" and r.get("correct", True):
-            by_n.setdefault(int(r["config"]["gpus"]), []).append(r)
+        if r.op == "allreduce" and r.correct:
+            by_n.setdefault(_at(r, "gpus")[0], []).append(r)
     for n, rs in by_n.items():
         if len(rs) < 3:
             continue
-        lat, inv_bw = _linear_fit([r["config"]["bytes"] for r in rs], [r["median_s"] for r in rs])
+        sizes = [_at(r, "bytes")[0] for r in rs]
+        lat, inv_bw = _linear_fit(sizes, [_median(r) for r in rs])
         tb, ts = allreduce_curve(rs, n)
         out[n] = AllReduceFit(gpus=n, latency_s=lat, bytes_per_s=1.0 / max(inv_bw, 1e-15), origin="measured",
                               algorithm="NCCL",
                               basis=f"NCCL all-reduce of bf16, {len(rs)} message sizes "
-                                    f"{min(r['config']['bytes'] for r in rs)}-"
-                                    f"{max(r['config']['bytes'] for r in rs)} B, "
+                                    f"{min(sizes)}-{max(sizes)} B, "
                                     "marginal cost inside a CUDA graph; the measured curve, interpolated",
                               table_bytes=tb, table_s=ts)
     if out:
@@ -174,33 +198,36 @@ def fit_allreduce(rows: list[dict], hardware_id: str | None) -> dict[int, AllRed
 COMPOSE_APPLY = False
 
 
-def fit_composition(rows: list[dict], gemm: dict, glue: GlueParams, hw) -> Composition | None:
+def fit_composition(rows: Sequence[StepOpRow], gemm: dict, glue: GlueParams,
+                    hw: HardwareProfile) -> Composition | None:
     """factor(M) = one layer's GEMMs + glue timed back to back in one graph (``layer_graph`` rows, per layer)
     over the same layer priced from the isolated-op fits (GEMM tables + fused glue per layer), per weight dtype.
     The layer's shapes come from the GEMM rows of the same model and TP (qkv, o, gate_up, down)."""
     from cascade_plan.cost.step_parts import gemm_time_s
 
-    sel = [r for r in rows if r["op"] == "layer_graph"]
+    sel = [r for r in rows if r.op == "layer_graph"]
     shapes: dict[tuple, dict[str, tuple[int, int]]] = {}
     for r in rows:
-        if r["op"] == "gemm":
-            c = r["config"]
-            shapes.setdefault((c["model"], c["tp"]), {})[c["gemm"]] = (c["n"], c["k"])
+        if r.op == "gemm":
+            model, tp, gemm_name, n, k = _at(r, "model", "tp", "gemm", "n", "k")
+            shapes.setdefault((model, tp), {})[gemm_name] = (n, k)
     by: dict[str, dict[int, list[float]]] = {}
     basis = set()
     for r in sel:
-        c = r["config"]
-        sh = shapes.get((c["model"], c["tp"]), {})
-        if c["dtype"] not in gemm or not all(g in sh for g in ("qkv", "o", "gate_up", "down")):
+        model, tp, dtype, m_rows, layers, glue_variant = _at(r, "model", "tp", "dtype", "m", "layers", "glue")
+        sh = shapes.get((model, tp), {})
+        if dtype not in gemm or not all(g in sh for g in ("qkv", "o", "gate_up", "down")):
             continue
-        eb = 1.0 if c["dtype"] == "fp8" else 2.0
-        flop = hw.flop_per_s("fp8" if c["dtype"] == "fp8" else "bf16")
-        m = float(c["m"])
-        pred = sum(float(gemm_time_s(gemm[c["dtype"]], m, n, k, eb, hw.hbm_bytes_per_s, flop))
+        if r.per_layer_s is None:
+            raise ValueError("a layer_graph row has no per_layer_s")
+        eb = 1.0 if dtype == "fp8" else 2.0
+        flop = hw.flop_per_s("fp8" if dtype == "fp8" else "bf16")
+        m = float(m_rows)
+        pred = sum(float(gemm_time_s(gemm[dtype], m, n, k, eb, hw.hbm_bytes_per_s, flop))
                    for n, k in (sh[g] for g in ("qkv", "o", "gate_up", "down")))
         pred += glue.per_layer_s + m * glue.per_token_layer_s
-        by.setdefault(c["dtype"], {}).setdefault(int(m), []).append(r["per_layer_s"] / pred)
-        basis.add(f"{c['model']} TP{c['tp']} ({c['layers']} layers in one graph, {c['glue']} glue)")
+        by.setdefault(dtype, {}).setdefault(int(m), []).append(r.per_layer_s / pred)
+        basis.add(f"{model} TP{tp} ({layers} layers in one graph, {glue_variant} glue)")
     if "bf16" not in by:
         return None
     ms = sorted(by["bf16"])
@@ -213,20 +240,21 @@ def fit_composition(rows: list[dict], gemm: dict, glue: GlueParams, hw) -> Compo
                        basis="layer_graph rows of " + ", ".join(sorted(basis)))
 
 
-def fit_step_parts(doc: dict, hw, source: str) -> StepParts | None:
-    """StepParts from a probe document's step_ops (None when it has none)."""
-    rows = doc.get("step_ops") or []
+def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepParts | None:
+    """StepParts from a probe calibration's step_ops (None when it has none)."""
+    rows = probe.step_ops
     if not rows:
         return None
-    ceil = doc["ceilings"]
+    ceil = probe.ceilings
     gemm = {d: e for d in ("bf16", "fp8") if (e := fit_gemm(rows, d, hw, ceil)) is not None}
     if "bf16" not in gemm:
         return None
-    variant = (doc.get("notes", {}).get("step_probe", {}) or {}).get("step_glue", "fused")
+    variant = probe.step_glue
     glue = fit_glue(rows, variant, ceil) or fit_glue(rows, "torch", ceil) or GlueParams()
-    fit_models = sorted({(r["config"]["model"], r["config"]["tp"]) for r in rows if r["op"] == "gemm"})
-    notes = (f"GEMMs fitted on {', '.join(f'{m} TP{t}' for m, t in fit_models)} shapes only; other models are "
-             "predicted from the (M, weight bytes) table",
+    fit_models = sorted({_at(r, "model", "tp") for r in rows if r.op == "gemm"})
+    models = ", ".join(f"{m} TP{t}" for m, t in fit_models)
+    notes: tuple[str, ...] = (
+             f"GEMMs fitted on {models} shapes only; other models are predicted from the (M, weight bytes) table",
              f"glue: {glue.variant} ({'FlashInfer kernels' if glue.variant == 'fused' else 'plain torch'}), fitted "
              f"on the {glue.basis} layer; other shapes' per-token glue scaled by their glue bytes per token per GPU "
              "(cost/glue_widths.py)")
@@ -236,10 +264,10 @@ def fit_step_parts(doc: dict, hw, source: str) -> StepParts | None:
                          f"= {', '.join(f'{x:.2f}' for x in comp.factor['bf16'])} (bf16) at M = "
                          f"{', '.join(str(round(2 ** v)) for v in comp.log2_m)}; {comp.basis}; "
                          + ("applied" if comp.applied else "measured, not applied (it worsens whole steps)"),)
-    return StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, doc.get("hardware_id")),
+    return StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, probe.hardware_id),
                      source=f"probe:{source}", notes=notes, composition=comp)
 
 
-def fitted_step_parts_json(doc: dict, hw, source: str) -> dict | None:
-    p = fit_step_parts(doc, hw, source)
+def fitted_step_parts_json(probe: ProbeData, hw: HardwareProfile, source: str) -> dict | None:
+    p = fit_step_parts(probe, hw, source)
     return step_parts_json(p) if p is not None else None

@@ -33,7 +33,9 @@ from cascade_plan.errors import format_path
 
 
 def _tuples(x):
-    return tuple(_tuples(v) for v in x) if isinstance(x, list | tuple) else x
+    """A table (a list, or lists of lists, of numbers) as nested tuples; its rows are alike, so the first says
+    whether there is another level (a per-number check cost estimate 2 ms on an imported file's shape tables)."""
+    return tuple(_tuples(v) for v in x) if x and isinstance(x[0], list | tuple) else tuple(x)
 
 
 def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
@@ -75,6 +77,11 @@ def read_step_parts(data: dict) -> StepParts:
     return step_parts_from_doc(doc)
 
 
+def _lists(x):
+    """Tuples (the step parts' immutable tables) as the lists the file's structs declare."""
+    return [_lists(v) for v in x] if isinstance(x, list | tuple) else x
+
+
 def _number(x):
     """numpy scalars as the Python numbers they hold (json writes them the same)."""
     if hasattr(x, "item"):
@@ -87,18 +94,20 @@ def step_parts_json(p: StepParts) -> dict:
     split or all-reduce curve: no key), every all-reduce naming its algorithm."""
     c = p.composition
     doc = StepPartsDoc(
-        composition=None if c is None else CompositionDoc(log2_m=c.log2_m, factor=c.factor, basis=c.basis,
-                                                          applied=c.applied),
+        composition=None if c is None else CompositionDoc(log2_m=_lists(c.log2_m),
+                                                          factor={k: _lists(f) for k, f in c.factor.items()},
+                                                          basis=c.basis, applied=c.applied),
         version=1, source=p.source, notes=list(p.notes),
-        gemm={k: GemmTableDoc(log2_m=e.log2_m, log2_weight_bytes=e.log2_weight_bytes, ratio=e.ratio,
-                              overhead_s=e.overhead_s) for k, e in p.gemm.items()},
+        gemm={k: GemmTableDoc(log2_m=_lists(e.log2_m), log2_weight_bytes=_lists(e.log2_weight_bytes),
+                              ratio=_lists(e.ratio), overhead_s=e.overhead_s) for k, e in p.gemm.items()},
         glue=GlueDoc(**{f: getattr(p.glue, f) for f in GlueDoc.__struct_fields__}),
         allreduce={str(n): AllReduceDoc(latency_s=a.latency_s, bytes_per_s=a.bytes_per_s, origin=a.origin,
                                         basis=a.basis,
                                         algorithm=a.algorithm or infer_algorithm(a.origin, a.basis),
                                         table=list(zip(a.table_bytes, a.table_s)))
                    for n, a in sorted(p.allreduce.items())},
-        gemm_shapes={k: GemmShapeDoc(log2_m=e.log2_m, log2_n=e.log2_n, log2_k=e.log2_k, ratio=e.ratio)
+        gemm_shapes={k: GemmShapeDoc(log2_m=_lists(e.log2_m), log2_n=_lists(e.log2_n), log2_k=_lists(e.log2_k),
+                                     ratio=_lists(e.ratio))
                      for k, e in p.gemm_shapes.items()})
     out = msgspec.to_builtins(doc, enc_hook=_number)
     if c is None:

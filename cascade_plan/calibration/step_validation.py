@@ -11,8 +11,15 @@ never probed are "held-out shape" steps; the targets are judged on all steps and
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from cascade_plan.calibration_rows import StepConfig, StepRow
+
+if TYPE_CHECKING:
+    from cascade_plan.calibration.calibration_file import ProbeData
+    from cascade_plan.inputs.model_spec import ModelSpec
 
 # step rows' attention kernels -> the planner backend whose fit prices them
 CASCADE_BACKEND = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer-fa2", "triton": "triton"}
@@ -61,24 +68,23 @@ class StepComparison:
         return self.speedup_predicted / self.speedup_measured - 1
 
 
-def step_model(row: dict):
+def step_model(row: StepRow) -> ModelSpec:
     """The ModelSpec a step row was measured on: a preset id, or the config.json the row carries (held-out
     models the planner has no preset for)."""
     from cascade_plan.inputs.model_spec import load_preset, spec_from_hf_config
 
-    if row.get("model_config"):
-        return spec_from_hf_config(row["model_config"], row["model"], "probe step row")
-    return load_preset(row["model"])
+    if row.model_config:
+        return spec_from_hf_config(row.model_config, row.model, "probe step row")
+    return load_preset(row.model)
 
 
-def _dtypes(row: dict) -> tuple[str, str]:
-    c = row.get("config") or {}
-    return (row.get("kv_dtype") or c.get("kv_dtype") or "bf16",
-            row.get("weight_dtype") or c.get("weight_dtype") or "bf16")
+def _dtypes(row: StepRow) -> tuple[str, str]:
+    c = row.config
+    return (row.kv_dtype or c.kv_dtype or "bf16", row.weight_dtype or c.weight_dtype or "bf16")
 
 
-def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str = "bf16", weight_dtype: str = "bf16",
-             params=None):
+def _predict(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, tp: int, hw, kv_dtype: str = "bf16",
+             weight_dtype: str = "bf16", params=None) -> tuple[float, float, dict]:
     from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 
@@ -86,21 +92,21 @@ def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str =
         params = params(backend, model, kv_dtype)
     params = params or params_from_probe(probe, backend, kv_dtype, hw, model)
     g = gpu_shape(model, hw, kv_dtype, weight_dtype, tp)
-    load = single_level_load(cfg["prefix_tokens"], cfg["group_size"], cfg["n_groups"], cfg["suffix_tokens"])
+    load = single_level_load(cfg.prefix_tokens, cfg.group_size, cfg.n_groups, cfg.suffix_tokens)
     c = step_costs(load, g, model, weight_dtype, tp, params)
-    parts = {"gemm_s": float(c.weight_s), "glue_s": float(c.glue_s), "comm_s": float(c.comm_s),
+    parts = {"gemm_s": float(c.weight_s), "glue_s": float(0.0 if c.glue_s is None else c.glue_s),
+             "comm_s": float(0.0 if c.comm_s is None else c.comm_s),
              "per_sequence_attention_s": float(c.ps_attention_s), "cascade_attention_s": float(c.cas_attention_s)}
     return float(c.ps_step_s), float(c.cas_step_s), parts
 
 
-def step_points(probe, hw, params=None) -> list[StepComparison]:
+def step_points(probe: ProbeData, hw, params=None) -> list[StepComparison]:
     """Every measured step pair, predicted with each backend's fit (or with `params` for all of them,
     e.g. the default efficiencies, to measure their error)."""
-    rows = probe.doc.get("steps") or []
-    fit_models = {r["config"]["model"] for r in probe.doc.get("step_ops", []) if r["op"] == "gemm"}
-    index = {}
-    for r in rows:
-        key = (r["workload"], *_dtypes(r), r["position"], r["tp"], r["backend"], r["mode"])
+    fit_models = {r.config.model for r in probe.step_ops if r.op == "gemm"}
+    index: dict[tuple, StepRow] = {}
+    for r in probe.steps:
+        key = (r.workload, *_dtypes(r), r.position, r.tp, r.backend, r.mode)
         index[key] = r
     out = []
     for (wl, kvd, wd, pos, tp, b, mode), r in sorted(index.items()):
@@ -109,13 +115,12 @@ def step_points(probe, hw, params=None) -> list[StepComparison]:
         ps = index.get((wl, kvd, wd, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
         if ps is None:
             continue
-        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], step_model(r), tp, hw, kvd, wd,
+        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
                                             params)
-        out.append(StepComparison(backend=b, workload=wl, model=r["model"], tp=tp, position=pos, kv_dtype=kvd,
-                             weight_dtype=wd,
-                             step=int(r["config"]["generated"]), held_out_shape=r["model"] not in fit_models,
-                             measured_ps_s=ps["median_s"], measured_cas_s=r["median_s"], predicted_ps_s=pred_ps,
-                             predicted_cas_s=pred_cas, predicted_parts=parts))
+        out.append(StepComparison(backend=b, workload=wl, model=r.model, tp=tp, position=pos, kv_dtype=kvd,
+                                  weight_dtype=wd, step=r.config.generated, held_out_shape=r.model not in fit_models,
+                                  measured_ps_s=ps.median_s, measured_cas_s=r.median_s, predicted_ps_s=pred_ps,
+                                  predicted_cas_s=pred_cas, predicted_parts=parts))
     return out
 
 
@@ -123,8 +128,8 @@ def _trapezoid(steps, values) -> float:
     s, v = np.asarray(steps, float), np.asarray(values, float)
     if s.size == 1:
         return float(v[0])
-    return (float(np.trapezoid(v, s) / (s[-1] - s[0])) if hasattr(np, "trapezoid")
-            else float(np.trapz(v, s) / (s[-1] - s[0])))
+    trapezoid = getattr(np, "trapezoid", None) or getattr(np, "trapz")    # numpy 2 renamed it
+    return float(trapezoid(v, s) / (s[-1] - s[0]))
 
 
 def run_speedups(points: list[StepComparison]) -> list[dict]:
@@ -156,7 +161,7 @@ def summarize(points: list[StepComparison]) -> dict:
     """Per backend (and per backend and KV dtype, as "backend/kv_dtype"): step time |error| (both modes) and
     speedup |error|, over all steps and held-out shapes."""
     out = {}
-    keys = [(b, None) for b in sorted({p.backend for p in points})]
+    keys: list[tuple[str, str | None]] = [(b, None) for b in sorted({p.backend for p in points})]
     keys += sorted({(p.backend, p.kv_dtype) for p in points})
     for b, kvd in keys:
         pts = [p for p in points if p.backend == b and (kvd is None or p.kv_dtype == kvd)]

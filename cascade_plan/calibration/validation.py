@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration.backends import BACKENDS
@@ -9,7 +10,7 @@ from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import predict_kind
 from cascade_plan.calibration.holdout import config_key, is_held_out
 from cascade_plan.calibration.leave_one_out import leave_one_out
-from cascade_plan.calibration_format import BackendFit
+from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, Measurement
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct
 
@@ -31,10 +32,10 @@ def targets(r: dict) -> dict[str, bool]:
     return out
 
 
-def _slice(cfg: dict) -> str:
-    if cfg["num_kv_heads"] == 1:
+def _slice(cfg: AttentionConfigDoc) -> str:
+    if cfg.num_kv_heads == 1:
         return "1 KV head/GPU (70B at TP 8)"
-    if cfg["prefix_tokens"] == 16384:
+    if cfg.prefix_tokens == 16384:
         return "16K-token prefix"
     return "random one in six"
 
@@ -52,7 +53,12 @@ _predict_kernel = predict_kind      # the name the tests and step validation imp
 def validate(probe: ProbeData) -> dict:
     """Per backend: per-kernel error, speedup error and mode picks on held-out points, and vLLM's picks."""
     fitted = probe.fits.kv_dtypes if probe.fits is not None else {}
-    l2, sms = probe.l2_bytes, int(probe.doc["device"]["sm_count"])
+    l2, sms = probe.l2_bytes, probe.device.sm_count
+    if sms is None:
+        from cascade_plan.errors import InputError
+
+        raise InputError("the device's sm_count is needed to judge vLLM's cascade gate", file=probe.path,
+                         field="device.sm_count")
     out: dict = {"holdout_rule": probe.fits.holdout_rule if probe.fits is not None else None, "source": probe.path,
                  "backends": {}, "points": []}
     for kv, per_backend in fitted.items():
@@ -71,24 +77,25 @@ def validate(probe: ProbeData) -> dict:
             # seen by the fit, and the table says so
             res: dict = {"kv_dtype": kv, "kernels": {}, "in_sample": bool(fits.train_rows)}
             for kind, rows in measured.items():
-                held = [r for r in rows if is_held_out(r["config"])]
+                held = [r for r in rows if is_held_out(r.config)]
                 if not held:
                     continue
-                cfgs = [r["config"] for r in held]
-                t = np.array([r["median_s"] for r in held])
+                cfgs = [r.config for r in held]
+                t = np.array([r.median_s for r in held], float)
                 p = _predict_kernel(fits, kind, cfgs, l2)
                 res["kernels"][kind] = _stats(np.abs(p / t - 1))
                 for c, tm, tp in zip(cfgs, t, p):
-                    out["points"].append({"backend": backend, "kv_dtype": kv, "kernel": kind, "config": c,
+                    out["points"].append({"backend": backend, "kv_dtype": kv, "kernel": kind,
+                                          "config": msgspec.to_builtins(c),
                                           "measured_s": float(tm), "predicted_s": float(tp), "slice": _slice(c)})
             # cascade vs per-sequence: the baseline engines store (shared pages) where the backend can express it
             base_kind = "decode_shared" if measured["decode_shared"] and backend != "torch" else "decode_dup"
-            base = {config_key(r["config"]): r for r in measured[base_kind] if is_held_out(r["config"])}
-            pairs = [(base[config_key(r["config"])], r) for r in measured["cascade_total"]
-                     if is_held_out(r["config"]) and config_key(r["config"]) in base]
+            base = {config_key(r.config): r for r in measured[base_kind] if is_held_out(r.config)}
+            pairs = [(base[config_key(r.config)], r) for r in measured["cascade_total"]
+                     if is_held_out(r.config) and config_key(r.config) in base]
             if pairs:
-                cfgs = [c["config"] for _, c in pairs]
-                ms = np.array([b["median_s"] / c["median_s"] for b, c in pairs])
+                cfgs = [c.config for _, c in pairs]
+                ms = np.array([b.timed_s / c.timed_s for b, c in pairs])
                 ps = _predict_kernel(fits, base_kind, cfgs, l2) / _predict_kernel(fits, "cascade_total", cfgs, l2)
                 truth = ms > 1
                 model_pick = ps > 1
@@ -106,10 +113,10 @@ def validate(probe: ProbeData) -> dict:
             res["interpolation"] = interpolation_loo(measured, fits, l2)
             res["targets_met"] = targets(res)
             out["backends"][f"{backend}/{kv}" if kv != "bf16" else backend] = res
-    if probe.doc.get("mla"):
+    if probe.mla:
         from cascade_plan.calibration.mla_validation import mla_validation
 
-        out["mla"] = mla_validation(probe.doc, probe.fitted, l2)
+        out["mla"] = mla_validation(probe.mla, probe.fits, l2)
     return out
 
 
@@ -117,7 +124,7 @@ def validate(probe: ProbeData) -> dict:
 INTERPOLATED = (("per_sequence", "decode_shared"), ("per_sequence_dup", "decode_dup"), ("cascade", "cascade_total"))
 
 
-def interpolation_loo(measured: dict[str, list[dict]], fits: BackendFit, l2: float) -> dict:
+def interpolation_loo(measured: dict[str, list[Measurement]], fits: BackendFit, l2: float) -> dict:
     """Leave-one-out error of the measured-row interpolation as the planner applies it (the fit times the
     rows' interpolated ratio to it, within the bracketing rows), per planner kernel: each row is predicted
     from the others of its shape where they still bracket it (a row on the grid's edge or in a sparse
@@ -126,7 +133,7 @@ def interpolation_loo(measured: dict[str, list[dict]], fits: BackendFit, l2: flo
     out = {}
     for kernel, kind in INTERPOLATED:
         rows = measured.get(kind) or []
-        interp, fit = leave_one_out(rows, lambda c: (c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
+        interp, fit = leave_one_out(rows, lambda c: (c.q_per_kv, c.num_kv_heads, c.head_dim),
                                     ("n_groups", "group_size", "prefix_tokens", "suffix_tokens"),
                                     lambda cfgs: predict_kind(fits, kind, cfgs, l2))
         if rows:
@@ -135,12 +142,12 @@ def interpolation_loo(measured: dict[str, list[dict]], fits: BackendFit, l2: flo
     return out
 
 
-def _vllm(cfg: dict, sms: int) -> bool:
+def _vllm(cfg: AttentionConfigDoc, sms: int) -> bool:
     """Would vLLM (opted in) run cascade on this probe configuration? Only a prefix shared by all requests counts."""
-    hkv = cfg["num_kv_heads"]
-    inputs = VllmGateInputs(common_prefix_tokens=cfg["prefix_tokens"] if cfg["n_groups"] == 1 else 0,
-                            num_requests=cfg["group_size"] * cfg["n_groups"], num_query_heads=hkv * cfg["q_per_kv"],
-                            num_kv_heads=hkv, num_sms=sms, block_size=cfg["page_size"], disable_cascade_attn=False)
+    hkv = cfg.num_kv_heads
+    inputs = VllmGateInputs(common_prefix_tokens=cfg.prefix_tokens if cfg.n_groups == 1 else 0,
+                            num_requests=cfg.group_size * cfg.n_groups, num_query_heads=hkv * cfg.q_per_kv,
+                            num_kv_heads=hkv, num_sms=sms, block_size=cfg.page_size, disable_cascade_attn=False)
     return vllm_uses_cascade(inputs).used
 
 

@@ -78,8 +78,8 @@ def calibrate(
     if not fitted["kv_dtypes"]:
         raise InputError("too few measurements to fit any backend (each kernel kind needs 6 training points): "
                          "run the full probe grid, not --quick", file=str(probe_file))
-    doc = {**probe.doc, "fitted": fitted}
-    if doc.get("steps") and probe.hardware_id:
+    doc = {**probe.doc, "fitted": fitted}     # the file as read (every field kept), with its new fits
+    if probe.steps and probe.hardware_id:
         # the fits' measured speedup errors on whole steps, which every verdict's margin reads
         from cascade_plan.calibration.calibration_file import ProbeData
         from cascade_plan.calibration.speedup_margin import measured_speedup_errors
@@ -145,7 +145,7 @@ def validate(
 
       cascade-plan validate h200-aic-vllm.json --json
     """
-    from cascade_plan.calibration.calibration_file import load_probe, source_kind
+    from cascade_plan.calibration.calibration_file import load_probe
     from cascade_plan.calibration.validation import validate as run_validate
     from cascade_plan.errors import InputError
 
@@ -157,7 +157,7 @@ def validate(
     if not probe.fitted.get("kv_dtypes"):
         raise InputError("no fitted parameters: run `cascade-plan calibrate` on this file first", file=str(calibration))
     cross = _crosscheck_for(probe)
-    if source_kind(probe.doc) == "aic":
+    if probe.source_kind == "aic":
         if cross is None:
             raise InputError(f"imported from AIConfigurator and no probe calibration of {probe.hardware_id} ships to "
                              "cross-check it against (only the H200 has one)", file=str(calibration))
@@ -206,17 +206,17 @@ def validate(
 def _crosscheck_for(cal):
     """The AIConfigurator-vs-probe cross-check for this file's GPU, when both kinds ship for it."""
     from cascade_plan.calibration.aic.crosscheck import crosscheck
-    from cascade_plan.calibration.calibration_file import find_committed, source_kind
+    from cascade_plan.calibration.calibration_file import find_committed
     from cascade_plan.inputs.hardware import load_hardware
 
     if not cal.hardware_id:
         return None
     hw = load_hardware(cal.hardware_id)
-    other = find_committed(hw, source="probe" if source_kind(cal.doc) == "aic" else "aic")
+    other = find_committed(hw, source="probe" if cal.source_kind == "aic" else "aic")
     if other is None:
         return None
-    aic, probe = (cal, other) if source_kind(cal.doc) == "aic" else (other, cal)
-    return crosscheck(aic, probe) if aic.doc.get("crosscheck") else None
+    aic, probe = (cal, other) if cal.source_kind == "aic" else (other, cal)
+    return crosscheck(aic, probe) if aic.crosscheck else None
 
 
 def _shipped_or_given(path: Path) -> Path:

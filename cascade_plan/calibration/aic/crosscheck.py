@@ -18,6 +18,8 @@ import numpy as np
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.holdout import config_key
 from cascade_plan.calibration.probe_params import step_parts_of
+from cascade_plan.calibration_format import AttentionConfigDoc
+from cascade_plan.calibration_rows import Crosscheck
 
 PROBE_DECODE = {"flashinfer": ("flashinfer", "tensor_cores"), "triton": ("triton", None), "torch": ("torch", None)}
 PROBE_MATMUL = 8192          # the probe's bf16 matmul ceiling is timed at 8192^3
@@ -57,22 +59,20 @@ def _interp(points: dict[tuple, float], lb: float, lc: float) -> float | None:
 def pairs_at_import(attn_cols: dict, kernel: str, gemm_rows: dict, probe: ProbeData) -> dict:
     """The `crosscheck` section of an imported file for a GPU our probe measured."""
     grid = _aic_decode_grid(attn_cols, kernel)
-    by_cfg: dict[str, dict] = {}
+    by_cfg: dict[str, tuple[AttentionConfigDoc, dict[str, float]]] = {}
     for backend, (b, v) in PROBE_DECODE.items():
         for r in probe.select(b, "decode_dup", v, "bf16"):
-            c = r["config"]
-            entry = by_cfg.setdefault(config_key(c), {"config": c, "probe_s": {}})
-            entry["probe_s"][backend] = r["median_s"]
+            _, probe_s = by_cfg.setdefault(config_key(r.config), (r.config, {}))
+            probe_s[backend] = r.timed_s
     decode = []
-    for entry in by_cfg.values():
-        c = entry["config"]
-        seqs = c["group_size"] * c["n_groups"]
-        pts = grid.get((c["q_per_kv"] * c["num_kv_heads"], c["num_kv_heads"]))
-        t = _interp(pts, np.log2(seqs), np.log2(c["prefix_tokens"] + c["suffix_tokens"])) if pts else None
+    for c, probe_s in by_cfg.values():
+        seqs = c.group_size * c.n_groups
+        pts = grid.get((c.q_per_kv * c.num_kv_heads, c.num_kv_heads))
+        t = _interp(pts, np.log2(seqs), np.log2(c.prefix_tokens + c.suffix_tokens)) if pts else None
         if t is not None:
-            decode.append({"sequences": seqs, "context": c["prefix_tokens"] + c["suffix_tokens"],
-                           "q_per_kv": c["q_per_kv"], "kv_heads": c["num_kv_heads"], "aic_s": t,
-                           "probe_s": entry["probe_s"]})
+            decode.append({"sequences": seqs, "context": c.prefix_tokens + c.suffix_tokens,
+                           "q_per_kv": c.q_per_kv, "kv_heads": c.num_kv_heads, "aic_s": t,
+                           "probe_s": probe_s})
     m = gemm_rows["bf16"]
     at = (m["m"] == PROBE_MATMUL) & (m["n"] == PROBE_MATMUL) & (m["k"] == PROBE_MATMUL)
     return {"probe_file": Path(probe.path).name, "aic_kernel": kernel, "decode": decode,
@@ -87,12 +87,12 @@ def _stats(ratio: np.ndarray) -> dict:
             "p90_ape": float(np.percentile(np.abs(err), 90)), "within_10pct": float(np.mean(np.abs(err) <= 0.10))}
 
 
-def decode_comparison(cross: dict) -> dict:
+def decode_comparison(cross: Crosscheck | None) -> dict:
     """Per probe backend: AIConfigurator's time / the probe's on the shapes both measured, overall and split
     at 50 us (launch-dominated vs bandwidth-dominated)."""
     out = {}
     for backend in PROBE_DECODE:
-        rows = [(d["aic_s"], d["probe_s"][backend]) for d in cross["decode"] if backend in d["probe_s"]]
+        rows = [(d.aic_s, d.probe_s[backend]) for d in (cross.decode if cross else []) if backend in d.probe_s]
         if not rows:
             continue
         aic, pr = np.array(rows).T
@@ -104,17 +104,17 @@ def decode_comparison(cross: dict) -> dict:
 
 def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
     """GEMM rate, streaming rate and all-reduce: the figures both files hold, side by side."""
-    cross = aic.doc.get("crosscheck") or {}
-    pc, ac = probe.doc["ceilings"], aic.doc["ceilings"]
-    rows = []
-    if cross.get("gemm_8192_s"):
-        rows.append({"what": "bf16 GEMM 8192^3 (FLOP/s)", "aic": 2 * PROBE_MATMUL**3 / cross["gemm_8192_s"],
-                     "probe": pc["bf16_matmul_flop_per_s"]})
-    rows.append({"what": "bf16 GEMM rate, AIC: median of M,N,K >= 4096 (FLOP/s)", "aic": ac["bf16_matmul_flop_per_s"],
-                 "probe": pc["bf16_matmul_flop_per_s"]})
+    cross = aic.crosscheck
+    pc, ac = probe.ceilings, aic.ceilings
+    rows: list[dict] = []
+    if cross is not None and cross.gemm_8192_s:
+        rows.append({"what": "bf16 GEMM 8192^3 (FLOP/s)", "aic": 2 * PROBE_MATMUL**3 / cross.gemm_8192_s,
+                     "probe": pc.bf16_matmul_flop_per_s})
+    rows.append({"what": "bf16 GEMM rate, AIC: median of M,N,K >= 4096 (FLOP/s)", "aic": ac.bf16_matmul_flop_per_s,
+                 "probe": pc.bf16_matmul_flop_per_s})
     rows.append({"what": "streaming read (B/s): AIC small-M GEMM vs probe read kernel",
-                 "aic": ac["hbm_read_bytes_per_s"],
-                 "probe": pc["hbm_read_bytes_per_s"]})
+                 "aic": ac.hbm_read_bytes_per_s,
+                 "probe": pc.hbm_read_bytes_per_s})
     rows += gemm_rows(aic, probe)
     ar = aic.step_parts_doc.allreduce.get("2") if aic.step_parts_doc else None
     par = probe.step_parts_doc.allreduce.get("2") if probe.step_parts_doc else None
@@ -125,7 +125,7 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
         from cascade_plan.calibration.allreduce_source import with_measured_curves
 
         a_fit = step_parts_of(aic).allreduce_for(2)      # each priced from its measured curve
-        p_fit = with_measured_curves(step_parts_of(probe), probe.doc).allreduce_for(2) if par else None
+        p_fit = with_measured_curves(step_parts_of(probe), probe.step_ops).allreduce_for(2) if par else None
         for size in (64 * 1024, 2 * 2**20, 4 * 2**20, 16 * 2**20):     # a few decode steps' worth of hidden states
             rows.append({"what": f"all-reduce, 2 GPUs, {size // 1024:,} KiB message (s)",
                          "aic": float(a_fit.time_s(size)),
@@ -151,7 +151,7 @@ def gemm_rows(aic: ProbeData, probe: ProbeData) -> list[dict]:
     from cascade_plan.cost.step_parts import gemm_time_s
     from cascade_plan.inputs.hardware import load_hardware
 
-    hw = load_hardware(probe.hardware_id)
+    hw = load_hardware(probe.require_hardware_id())
     out = []
     for lo, hi, name in ((1, 64, "M <= 64 (memory-bound)"), (256, 4096, "M >= 256")):
         ms = [m for m in GEMM_M if lo <= m <= hi]
@@ -171,7 +171,7 @@ def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer"
     from cascade_plan.inputs.workload import load_scenario
     from cascade_plan.resources import data_dir
 
-    hw = load_hardware(probe.hardware_id)
+    hw = load_hardware(probe.require_hardware_id())
     rows = []
     for path in sorted(data_dir("workloads").glob("*.yaml")):
         scn = dataclasses.replace(load_scenario(path), hardware=hw)
@@ -188,7 +188,7 @@ def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer"
 
 
 def crosscheck(aic: ProbeData, probe: ProbeData) -> dict:
-    cross = aic.doc.get("crosscheck") or {"decode": []}
+    cross = aic.crosscheck
     return {"gpu": probe.hardware_id, "probe_file": Path(probe.path).name, "aic_file": Path(aic.path).name,
-            "aic_kernel": cross.get("aic_kernel"), "decode": decode_comparison(cross),
+            "aic_kernel": cross.aic_kernel if cross else None, "decode": decode_comparison(cross),
             "kernels": kernel_table(aic, probe), "workloads": workload_table(aic, probe)}

@@ -224,12 +224,11 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                                    "ratios": ratios.to_dict(), "method": "aic/transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
         # the cascade kernels are the probe's: their coverage (query heads per KV head, head dim) is the probe's
-        "grid": {"head_dim": (probe.doc.get("grid") or {}).get("head_dim", aic_fit.HEAD_DIM),
-                 "axes": {"q_per_kv": ((probe.doc.get("grid") or {}).get("axes") or {}).get("q_per_kv")
-                          or _q_per_kv(gpu)},
+        "grid": {"head_dim": probe.grid.head_dim if probe.grid.head_dim is not None else aic_fit.HEAD_DIM,
+                 "axes": {"q_per_kv": probe.grid.axes.q_per_kv or _q_per_kv(gpu)},
                  # decode measured here, the cascade kernels' grid is the probe's (cost/coverage.py checks both)
                  "measured": {"decode": grid_of_configs(gpu.decode_cfgs),
-                              "cascade": (measured_grid(probe.doc) or {}).get("cascade")}},
+                              "cascade": (measured_grid(probe) or {}).get("cascade")}},
         "measurements": [],
         # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
