@@ -117,7 +117,8 @@ def check_record(record, form: str, flat: bool = False) -> str | None:
     ones). `flat`: a CSV/Parquet row (strings are converted to numbers; per-sequence rows are SeqRow)."""
     if not isinstance(record, dict):
         return "a record is a JSON object"
-    kind = CompactRecord if form == "compact" else (SeqRow if flat else StepRecord)
+    kind: type[CompactRecord] | type[SeqRow] | type[StepRecord] = (
+        CompactRecord if form == "compact" else (SeqRow if flat else StepRecord))
     if flat:
         record = {k: v for k, v in record.items() if v not in (None, "")}
         for name in FLAT_COUNTS[form]:          # as the SQL reader reads them: whole numbers, "64" or 64.0, not "1e3"

@@ -141,7 +141,7 @@ def wrap_run_batch(cls) -> None:
         log_batch(self, batch)
         return original(self, batch, *args, **kwargs)
 
-    run_batch._cascade_plan_logged = True
+    run_batch._cascade_plan_logged = True  # type: ignore[attr-defined]  # a marker on the function object
     cls.run_batch = run_batch
 
 

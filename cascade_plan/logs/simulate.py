@@ -42,6 +42,7 @@ def log_size(tree: TreeNode) -> tuple[int, int]:
                 s, r = walk(child)
                 seqs, rows = seqs + s, rows + r
         else:
+            assert node.samples is not None and node.output_tokens is not None   # a leaf: TreeNode.__post_init__
             seqs, rows = node.samples, node.samples * node.output_tokens
         return node.copies * seqs, node.copies * rows
 
@@ -77,6 +78,7 @@ def tree_sequences(tree: TreeNode) -> list[SimSeq]:
                 for i, child in enumerate(node.children):
                     walk(child, here + (i,), ids, cum)
             else:
+                assert node.samples is not None and node.output_tokens is not None   # a leaf
                 for s in range(node.samples):
                     out.append(SimSeq(request=f"{'.'.join(map(str, here))}-s{s}", group="/".join(ids),
                                       levels=cum, private_tokens=node.private_tokens,

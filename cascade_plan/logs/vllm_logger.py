@@ -90,7 +90,7 @@ class StepLogger:
         self.written = 0
         self._lost = False
         self.writer = writer
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._flush_s = flush_s
         self._wake = threading.Event()
         self._idle = threading.Event()
@@ -273,7 +273,7 @@ def wrap_schedule(cls) -> None:
         log_step(self, out)
         return out
 
-    schedule._cascade_plan_logged = True
+    schedule._cascade_plan_logged = True  # type: ignore[attr-defined]  # a marker on the function object
     cls.schedule = schedule
 
 

@@ -107,7 +107,9 @@ class SchedulerLogWriter:
         n = self._counted.pop(rid, 0)
         if n:
             users = self.users
-            for b in self.tables[rid][self.kv_group][:n]:
+            table = self.tables[rid]
+            assert table is not None                       # counted blocks belong to a live table
+            for b in table[self.kv_group][:n]:
                 if b != NULL_BLOCK_ID:
                     c = users[b] - 1
                     if c:
@@ -188,7 +190,9 @@ class SchedulerLogWriter:
             have = self._counted.get(r, 0)
             if full == have:
                 continue
-            blocks = self.tables[r][g] if g < len(self.tables[r]) else []
+            table = self.tables[r]
+            assert table is not None                       # decoding() keeps live tables only
+            blocks = table[g] if g < len(table) else []
             full = min(full, len(blocks))
             if full < have:                                  # drafts rejected across a block end
                 self._uncount(r)
@@ -240,7 +244,9 @@ class SchedulerLogWriter:
         for r, k in decoding:
             computed = self.computed[r]
             context = computed + 1                # the token decoded this step reads itself too
-            blocks = self.tables[r][g] if g < len(self.tables[r]) else []
+            table = self.tables[r]
+            assert table is not None                       # decoding() keeps live tables only
+            blocks = table[g] if g < len(table) else []
             shape = self._shape.get(r)
             if shape is None or shape[0] != self._version:
                 shape = self._shape[r] = (self._version, *self._levels(blocks, self._counted.get(r, 0), key))

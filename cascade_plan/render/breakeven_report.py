@@ -155,8 +155,8 @@ def render(res: BreakevenResult, console) -> None:
     a = Table(title="Shortest shared prefix (tokens) at which cascade beats per-sequence attention",
               title_justify="left")
     a.add_column("sequences per group", justify="right")
-    for c in sfx:
-        a.add_column(c, justify="right")
+    for label in sfx:
+        a.add_column(label, justify="right")
     for i, n in enumerate(sw.group_size):
         a.add_row(str(n), *[breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, j,
                                            res.prefix_spans) for j in range(len(sfx))])
@@ -164,8 +164,8 @@ def render(res: BreakevenResult, console) -> None:
 
     b = Table(title="Smallest group (sequences sharing the prefix) at which cascade wins", title_justify="left")
     b.add_column("shared prefix (tokens)", justify="right")
-    for c in sfx:
-        b.add_column(c, justify="right")
+    for label in sfx:
+        b.add_column(label, justify="right")
     for i, p in enumerate(sw.prefix_tokens):
         b.add_row(f"{p:,}", *[breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, j,
                                                 res.group_spans) for j in range(len(sfx))])

@@ -131,10 +131,11 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         _log2_ticks(ax, "y", prefix)
         marked = point is not None and _mark_point(ax, point, (x_edges[0], x_edges[-1]), (y_edges[0], y_edges[-1]))
         if hatched or marked:
+            from matplotlib.artist import Artist
             from matplotlib.lines import Line2D
             from matplotlib.patches import Patch
 
-            handles = ([Line2D([], [], marker="*", markersize=13, color="white", markeredgecolor="black",
+            handles: list[Artist] = ([Line2D([], [], marker="*", markersize=13, color="white", markeredgecolor="black",
                                linestyle="none", label="this workload")] if marked else [])
             if hatched:
                 handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////",

@@ -10,13 +10,15 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cascade_plan.atomic import write_bytes_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.typing import RcKeyType
+
     from cascade_plan.cost.estimate import Estimate
 
 
@@ -32,7 +34,7 @@ C_MERGE = "#8e44ad"
 # The one word every output uses for default-efficiency numbers (compare, report, every plot).
 UNCALIBRATED = "uncalibrated"
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,

@@ -305,8 +305,9 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
                    + (ranged if tags else ""), pad=30 if tags else 22)
         if len(sources) > 1:
-            _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + sources_note(
-                [(e.scenario.hardware.id, e.params) for e in estimates])))
+            note = sources_note([(e.scenario.hardware.id, e.params) for e in estimates])
+            assert note is not None                          # the GPUs' `numbers` differ: sources has two
+            _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + note))
         else:
             _finish(fig, first.params)
         return _save(fig, out_stem, formats)

@@ -70,6 +70,7 @@ def outcome(base: Scenario, params: CostParams, mix: Mix, batch: int, res: Routi
     est = estimate(scn, params)
     cap = capacity(scn, flat=est.flat)
     mem = est.memory
+    assert mem is not None                                       # estimate() always sizes the memory
     seqs = groups * siblings
     ps, cas = est.run_per_sequence_s, est.run_cascade_s
     if mem.fits or not mem.weights_fit:
