@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -143,7 +143,7 @@ def aic_check(
     """
     from cascade_plan.calibration.aic import estimates as est
 
-    kw = {"gpus": tuple(gpus) if gpus else est.GRID_GPUS}
+    kw: dict[str, Any] = {"gpus": tuple(gpus) if gpus else est.GRID_GPUS}
     if quick:
         kw |= {"batches": (8, 128), "isls": (4096,)}
     res = est.crosscheck_grid(**kw)

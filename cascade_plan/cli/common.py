@@ -9,7 +9,7 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -181,8 +181,8 @@ def handles_input_errors(fn: Callable) -> Callable:
                                   annotation=GpuMemoryUtilizationOpt)
         params = list(sig.parameters.values())
         params.insert(params.index(reserve) + 1, extra)
-        wrapper.__signature__ = sig.replace(parameters=params)    # typer reads the options from this
-    wrapper.handles_input_errors = True      # type: ignore[attr-defined]  (cli.app adds it where missing)
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]  # typer reads it
+    wrapper.handles_input_errors = True      # type: ignore[attr-defined]  # cli.app adds it where missing
     return wrapper
 
 
@@ -252,12 +252,13 @@ def scenario_from_options(workload: Path | None, *, model: str | None, hardware:
         if missing:
             raise InputError("no workload file given; describe one with " + ", ".join(missing) +
                              " (e.g. --model llama-3-8b --prefix 4096 --groups 2 --samples 64 --output-tokens 1024)")
+        assert model is not None and prefix is not None and samples is not None and output_tokens is not None
         m = load_model(model)
         tree = simple_tree(prefix, groups, samples, output_tokens, private_tokens)
         scn = Scenario(name=f"{model}, {groups}x{samples} seqs, prefix {prefix}, output {output_tokens}",
                        model=m, hardware=load_hardware(hardware or "h100-sxm"), kv_dtype="bf16",
                        weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=tree)
-    changes = {}
+    changes: dict[str, Any] = {}
     if kv_dtype is not None:
         changes["kv_dtype"] = kv_dtype.value
     if weight_dtype is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -113,12 +113,13 @@ def route(
         title = (f"{scn.model.id} on {scn.hardware.id}: {samples} siblings, {prefix:,}-token prefix, {b} sequences "
                  f"per replica{', forks together' if forks_together else ''}")
         written = [str(p) for p in plot_route_sweep(counts, sweep, title, Path(plot) / "route-speedup-vs-replicas")]
-    rows = [{"policy": o.routing.policy, "siblings_mean": o.routing.siblings_mean, "alone_share": o.routing.alone_share,
-             "groups_per_replica_batch": o.groups, "siblings_per_group": o.siblings,
-             "load_imbalance": o.routing.load_imbalance, "prefix_copies_per_prompt": o.routing.prefix_copies,
-             "speedup": o.speedup, "per_sequence_s": o.per_sequence_s, "cascade_s": o.cascade_s,
-             "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
-            for o in outs]
+    rows: list[dict[str, Any]] = [
+        {"policy": o.routing.policy, "siblings_mean": o.routing.siblings_mean, "alone_share": o.routing.alone_share,
+         "groups_per_replica_batch": o.groups, "siblings_per_group": o.siblings,
+         "load_imbalance": o.routing.load_imbalance, "prefix_copies_per_prompt": o.routing.prefix_copies,
+         "speedup": o.speedup, "per_sequence_s": o.per_sequence_s, "cascade_s": o.cascade_s,
+         "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
+        for o in outs]
     if json_out:
         print_json(envelope({"model": scn.model.id,
                              "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas,
