@@ -128,11 +128,11 @@ def _progress():
     if not sys.stderr.isatty():
         return None
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     bar = Progress(TextColumn("scanning logs {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(label: str, pct: float) -> None:
         if not tasks:
