@@ -234,7 +234,7 @@ def print_json(doc: dict) -> None:
 
 def scenario_from_options(workload: Path | None, *, model: str | None, hardware: str | None, prefix: int | None,
                           groups: int = 1, samples: int | None, output_tokens: int | None, private_tokens: int = 0,
-                          kv_dtype: KvDtypeOpt | None = None, weight_dtype: KvDtypeOpt | None = None,
+                          kv_dtype: KvCacheDtypeChoice | None = None, weight_dtype: KvDtypeOpt | None = None,
                           tp: int | None = None):
     """A Scenario from a workload file (with overrides) or from the quick command-line description."""
     from cascade_plan.inputs.hardware import load_hardware

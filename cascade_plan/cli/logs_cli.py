@@ -10,29 +10,25 @@ import typer
 from cascade_plan.cli.common import (
     HardwareOpt,
     JsonOpt,
-    KvDtypeOption,
-    TpOpt,
-    WeightDtypeOption,
     WorkloadArg,
     print_json,
 )
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
-from cascade_plan.cli.option_bundles import calibration_options
+from cascade_plan.cli.option_bundles import Deployment, calibration_options, deployment_options
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.choices import ParamsChoice
 
 
 @calibration_options
+@deployment_options
 def analyze(
     logs: Annotated[list[str], typer.Argument(help="Log files or globs (quote them): .jsonl/.csv/.parquet, optionally "
                                               ".gz/.zst. Format: docs/logs.md.", show_default=False)],
     model: ModelArg = None,
     hardware: HardwareOpt = None,
     workload: WorkloadOpt = None,
-    kv_dtype: KvDtypeOption = None,
-    weight_dtype: WeightDtypeOption = None,
-    tp: TpOpt = None,
+    deployment: Deployment = Deployment(),
     choice: ParamsChoice = ParamsChoice(),
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record (exit 2).")] = False,
     show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=limits.MAX_SHOW_BAD,
@@ -71,7 +67,7 @@ def analyze(
         raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
     memory_limit = check_memory_limit(memory_limit)
     _check_outputs(plots, workload_out)
-    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment, choice)
     files = expand(logs)
     a = run_analysis(files, scn, params, engine=engine, strict=strict, show_bad=show_bad,
                      progress=None if json_out else _progress(), memory_limit=memory_limit, threads=threads)

@@ -25,6 +25,7 @@ from cascade_plan.cli.common import (
     HbmBandwidthOpt,
     IdealOpt,
     JsonOpt,
+    KvCacheDtypeChoice,
     KvDtypeOpt,
     KvDtypeOption,
     L2Opt,
@@ -60,7 +61,7 @@ class QuickWorkload(_Group):
 @dataclasses.dataclass(frozen=True)
 class Deployment(_Group):
     """How the model runs; each one overrides the workload's."""
-    kv_dtype: Optional[str] = None
+    kv_dtype: Optional[KvCacheDtypeChoice] = None
     weight_dtype: Optional[KvDtypeOpt] = None
     tp: Optional[int] = None
 

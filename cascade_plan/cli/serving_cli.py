@@ -84,8 +84,7 @@ def route(
 
     if plot is not None:
         check_output_dir(plot, "--plot")
-    scn, params = scenario_and_params(workload, model, hardware, deployment.kv_dtype, deployment.weight_dtype,
-                                      deployment.tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment, choice)
     if batch is not None and rate is not None:
         raise InputError("give --batch or --rate, not both")
     given = {"--samples": samples, "--prefix": prefix, "--output-tokens": output_tokens,
@@ -208,8 +207,7 @@ def rl(
     """  # noqa: E501
     from cascade_plan.serving.rl import TAIL_FINISHED, RlSchedule, rl_generation
 
-    scn, params = scenario_and_params(workload, model, hardware, deployment.kv_dtype, deployment.weight_dtype,
-                                      deployment.tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment, choice)
     s = RlSchedule(prompts=prompts, samples=samples, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                    max_completion=max_completion, replicas=replicas, prompt_cv=prompt_cv, completion_cv=completion_cv,
                    other_s=other_s)
