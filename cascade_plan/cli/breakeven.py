@@ -26,6 +26,7 @@ from cascade_plan.cli.option_bundles import (
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS
+from cascade_plan.render.console import make_console
 
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.inputs.workload import Scenario
@@ -99,8 +100,6 @@ def breakeven(
     res = run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups, reserve)
 
     def tables() -> None:
-        from cascade_plan.render.console import make_console
-
         br.render(res, make_console())
 
     output.emit(lambda: br.to_json(res, __version__), lambda: br.to_csv(res), tables)

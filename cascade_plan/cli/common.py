@@ -7,6 +7,7 @@ import enum
 import functools
 import inspect
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Callable, Optional
@@ -14,7 +15,9 @@ from typing import Annotated, Any, Callable, Optional
 import typer
 
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.limits import MAX_COPIES
+from cascade_plan.inputs.limits import MAX_CALIBRATION_BYTES, MAX_COPIES
+from cascade_plan.inputs.model_presets import PRESETS
+from cascade_plan.inputs.yaml_source import read_bytes_bounded
 
 
 class KvDtypeOpt(str, enum.Enum):
@@ -64,8 +67,6 @@ WorkloadArg = Annotated[Optional[Path], typer.Argument(
          "workload with "
          "--model/--prefix/--groups/--samples/--output-tokens instead.", show_default=False)]
 def _complete_models(incomplete: str) -> list[str]:
-    from cascade_plan.inputs.model_presets import PRESETS
-
     return [m for m in PRESETS if m.startswith(incomplete.lower())]
 
 
@@ -207,8 +208,6 @@ def one_line(text: str) -> str:
 def _refuse_non_finite(kwargs: dict) -> None:
     """A float option given as nan, inf or 1e999 (click parses them all) is refused by name, for every
     command at once: no command's arithmetic ever sees a non-finite option."""
-    import math
-
     for name, value in kwargs.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"--{name.replace('_', '-')}: {value} is not a finite number")
@@ -267,3 +266,20 @@ def scenario_from_options(workload: Path | None, *, model: str | None, hardware:
         check_tp(scn.model, tp)
         changes["tp"] = tp
     return dataclasses.replace(scn, **changes) if changes else scn
+
+
+def refuse_replacing_non_calibration(path: Path, option: str) -> None:
+    """A calibration is written over `path` only when `path` is missing or already a calibration file:
+    `--out wl.yaml` never replaces a workload (or any other file) with a calibration."""
+    import msgspec
+
+    if not Path(path).exists():
+        return
+    refusal = InputError(f"{option}: {path} exists and is not a cascade-plan calibration file; give a new file name "
+                         "(nothing was written)")
+    try:
+        doc = msgspec.json.decode(read_bytes_bounded(path, "existing --out", MAX_CALIBRATION_BYTES))
+    except (InputError, msgspec.DecodeError):
+        raise refusal from None
+    if not (isinstance(doc, dict) and doc.get("kind") == "cascade-plan-calibration"):
+        raise refusal

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -18,6 +20,7 @@ from cascade_plan.cli.option_bundles import Deployment, calibration_options, dep
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.choices import ParamsChoice
+from cascade_plan.render.console import make_console
 
 
 @calibration_options
@@ -81,7 +84,6 @@ def analyze(
                                "mode": params.mode, "numbers": params.label, "engine": engine,
                                "written": [str(w) for w in written]}))
         return
-    from cascade_plan.render.console import make_console
     from cascade_plan.render.render_logs import render_analysis
 
     render_analysis(a, make_console(), params.label, scenario_line, [str(w) for w in written])
@@ -93,8 +95,6 @@ MEMORY_LIMIT_BYTES = (16 * 2**20, 2**50)          # 16 MiB (DuckDB needs some) .
 def check_memory_limit(text: str) -> str:
     """--memory-limit (500MB, 4GiB, 1.5TB, 1PB) as the KiB figure DuckDB is given; one error line for anything
     else, or a size outside 16 MiB .. 1 PiB (DuckDB itself knows no PB, and fails on huge numbers)."""
-    import re
-
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(B|bytes|[KMGTP]i?B)\s*", text, re.IGNORECASE)
     if not m:
         raise InputError(f"--memory-limit: {text!r} is not a size: write e.g. 500MB, 4GB or 2GiB")
@@ -119,8 +119,6 @@ def _check_outputs(plots: Path | None, workload_out: Path | None) -> None:
 
 def _progress():
     """A progress bar on stderr (only on a terminal) fed by the scan's progress callback."""
-    import sys
-
     if not sys.stderr.isatty():
         return None
     from rich.console import Console

@@ -4,35 +4,28 @@ on stderr and exit 2, like every other bad input, instead of click's multi-line 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import typer
 from typer.core import TyperGroup
 
 from cascade_plan.cli.narrow_help import NarrowSafeHelp
 
-if TYPE_CHECKING:  # pragma: no cover
-    from typer._click.exceptions import ClickException
-
-
-def _click_exceptions() -> tuple[type[ClickException], type[BaseException]]:
-    try:
-        from typer import _click as click  # typer >= 0.27 vendors click
-        from typer.core import Abort
-    except ImportError:                             # pragma: no cover - older typer on real click
-        import click  # type: ignore[no-redef]  # the same names from click itself
-        from click.exceptions import Abort  # type: ignore[no-redef]
-    return click.ClickException, Abort
+try:
+    from typer import _click as click  # typer >= 0.27 vendors click
+    from typer.core import Abort
+except ImportError:                             # pragma: no cover - older typer on real click
+    import click  # type: ignore[no-redef]  # the same names from click itself
+    from click.exceptions import Abort  # type: ignore[no-redef]
 
 
 class OneLineErrorGroup(NarrowSafeHelp, TyperGroup):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
-        click_exception, abort = _click_exceptions()
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                               windows_expand_args=windows_expand_args, **extra)
-        except click_exception as exc:
+        except click.ClickException as exc:
             if not standalone_mode:
                 raise
             if type(exc).__name__ == "NoArgsIsHelpError":     # `cascade-plan` alone: the help, as asked
@@ -43,7 +36,7 @@ class OneLineErrorGroup(NarrowSafeHelp, TyperGroup):
             message = " ".join(exc.format_message().split())
             typer.echo(f"error: {message} (see `{command} --help`)", err=True)
             sys.exit(exc.exit_code)
-        except abort as exc:
+        except Abort as exc:
             if not standalone_mode:
                 raise
             if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):

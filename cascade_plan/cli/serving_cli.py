@@ -14,6 +14,8 @@ from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.choices import ParamsChoice
+from cascade_plan.render.console import make_console
+from cascade_plan.units import fmt_seconds, fmt_speedup
 
 # requests per point of the --plot sweep (7 replica counts x 4 policies): enough for co-residency at up to
 # 64 replicas (~400 requests each), and the whole sweep within a second or two
@@ -129,9 +131,6 @@ def route(
         return
     from rich.table import Table
 
-    from cascade_plan.render.console import make_console
-    from cascade_plan.units import fmt_speedup
-
     con = make_console()
     con.print(f"{requests:,} requests in groups of {samples} over {replicas} replicas, {b} sequences per replica; "
               f"{scn.model.id} on {scn.hardware.id}; numbers: {params.label}")
@@ -217,9 +216,6 @@ def rl(
                              "tp": scn.tp, "numbers": params.label, **res.to_json()}))
         return
     from rich.table import Table
-
-    from cascade_plan.render.console import make_console
-    from cascade_plan.units import fmt_seconds, fmt_speedup
 
     con = make_console()
     con.print(f"{prompts} prompts x {samples} completions per RL step over {replicas} replicas; {scn.model.id} on "
