@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.table import Table
@@ -10,6 +11,9 @@ from rich.table import Table
 from cascade_plan.cost.breakeven import BreakevenResult, Sweep, unfit_counts
 from cascade_plan.envelope import envelope
 from cascade_plan.units import fmt_bytes_binary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 MAX_JSON_POINTS = 200_000
 
@@ -145,7 +149,7 @@ def memory_line(res: BreakevenResult) -> str | None:
             "(marked '(no fit)').")
 
 
-def render(res: BreakevenResult, console) -> None:
+def render(res: BreakevenResult, console: Console) -> None:
     sw, scn = res.sweep, res.scenario
     console.print(f"[bold]Breakeven[/bold]: {scn.model.id} on {scn.hardware.name}, KV {scn.kv_dtype}, TP {scn.tp}, "
                   f"{sw.n_groups} prompt group(s) in the batch")
