@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -41,6 +41,9 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.render.console import make_console
 from kernels_probe.options import PROBE_OPTIONS, check_choices
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernels_probe.workload_probe import WorkloadProbePlan
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
             "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
@@ -153,7 +156,7 @@ def hardware(
         render_hardware(rows, full=profile is not None)
 
 
-def _probe_option(name: str):
+def _probe_option(name: str) -> Any:
     """The typer option of one of the probe's options (kernels_probe.options: python -m kernels_probe has the
     same names, help, defaults and bounds)."""
     o = PROBE_OPTIONS[name]
@@ -225,8 +228,10 @@ def probe(
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
 
 
-def probe_plan_from_options(workload, *, model, prefix, groups, samples, output_tokens, private_tokens, kv_dtype,
-                            weight_dtype, tp, page_size: int = 16):
+def probe_plan_from_options(workload: Path | None, *, model: str | None, prefix: int | None, groups: int,
+                            samples: int | None, output_tokens: int | None, private_tokens: int,
+                            kv_dtype: KvCacheDtypeChoice | None, weight_dtype: KvDtypeOpt | None, tp: int | None,
+                            page_size: int = 16) -> WorkloadProbePlan | None:
     """The WorkloadProbePlan of `probe --workload` / `--model ...` (None when neither is given). Bad input
     raises InputError before any GPU work."""
     if workload is None and model is None:

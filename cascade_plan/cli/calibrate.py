@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -13,6 +13,9 @@ from cascade_plan.errors import InputError
 from cascade_plan.render.console import make_console
 from cascade_plan.resources import data_dir
 from cascade_plan.units import fmt_bytes_binary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.calibration.calibration_file import ProbeData
 
 
 def _window_cell(k: dict) -> str:
@@ -196,7 +199,7 @@ def validate(
         typer.echo(f"wrote {p}")
 
 
-def _crosscheck_for(cal):
+def _crosscheck_for(cal: ProbeData) -> dict | None:
     """The AIConfigurator-vs-probe cross-check for this file's GPU, when both kinds ship for it."""
     from cascade_plan.calibration.aic.crosscheck import crosscheck
     from cascade_plan.calibration.calibration_file import find_committed, source_kind

@@ -10,7 +10,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
@@ -18,6 +18,9 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_CALIBRATION_BYTES, MAX_COPIES
 from cascade_plan.inputs.model_presets import PRESETS
 from cascade_plan.inputs.yaml_source import read_bytes_bounded
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.inputs.workload import Scenario
 
 
 class KvDtypeOpt(str, enum.Enum):
@@ -58,7 +61,7 @@ def kv_dtype_value(text: str, option: str = "--kv-dtype") -> str:
     return key
 
 
-def _kv_dtype(value):
+def _kv_dtype(value: KvCacheDtypeChoice | str | None) -> str | None:
     # A plain string: typer turns what a callback returns back into the option's enum by value.
     return None if value is None else kv_dtype_value(getattr(value, "value", value))
 
@@ -167,7 +170,7 @@ def handles_input_errors(fn: Callable) -> Callable:
     reserve = sig.parameters.get("reserve")
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             _refuse_non_finite(kwargs)
             if reserve is not None:
@@ -234,7 +237,7 @@ def print_json(doc: dict) -> None:
 def scenario_from_options(workload: Path | None, *, model: str | None, hardware: str | None, prefix: int | None,
                           groups: int = 1, samples: int | None, output_tokens: int | None, private_tokens: int = 0,
                           kv_dtype: KvCacheDtypeChoice | None = None, weight_dtype: KvDtypeOpt | None = None,
-                          tp: int | None = None):
+                          tp: int | None = None) -> Scenario:
     """A Scenario from a workload file (with overrides) or from the quick command-line description."""
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.model_spec import load_model

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 import typer
 
@@ -21,6 +21,10 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.render.console import make_console
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.inputs.workload import Scenario
+    from cascade_plan.logs.analysis import Analysis
 
 
 @calibration_options
@@ -117,7 +121,7 @@ def _check_outputs(plots: Path | None, workload_out: Path | None) -> None:
         check_output_dir(plots, "--plots")
 
 
-def _progress():
+def _progress() -> Callable[[str, float], None] | None:
     """A progress bar on stderr (only on a terminal) fed by the scan's progress callback."""
     if not sys.stderr.isatty():
         return None
@@ -140,7 +144,8 @@ def _progress():
     return update
 
 
-def _write_outputs(a, scn, logs: list[str], plots: Path | None, workload_out: Path | None) -> list[Path]:
+def _write_outputs(a: Analysis, scn: Scenario, logs: list[str], plots: Path | None,
+                   workload_out: Path | None) -> list[Path]:
     written: list[Path] = []
     if workload_out:
         from cascade_plan.atomic import write_text_atomic

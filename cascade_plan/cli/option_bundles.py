@@ -120,7 +120,7 @@ def bundle(cls: type, options: dict[str, Any], only: tuple[str, ...] | None = No
                                          annotation=options[n]) for n in names]
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             kwargs[target] = cls(**{n: kwargs.pop(n) for n in names if n in kwargs})
             return fn(*args, **kwargs)
 
@@ -133,7 +133,7 @@ def bundle(cls: type, options: dict[str, Any], only: tuple[str, ...] | None = No
     return decorate
 
 
-def calibration_options(fn: Callable | None = None, *, only: tuple[str, ...] | None = None):
+def calibration_options(fn: Callable | None = None, *, only: tuple[str, ...] | None = None) -> Callable:
     """--ideal, --calibration, --backend, --force, --uncalibrated (or the ones in `only`) as one ParamsChoice."""
     decorate = bundle(ParamsChoice, CALIBRATION_OPTIONS, only)
     return decorate(fn) if fn is not None else decorate

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Collection, Optional
 
 import typer
 
@@ -13,6 +13,12 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.workload_catalog import builtin_workloads
 from cascade_plan.render.plot_jobs import KINDS, default_workers, plot_tasks, render_plots
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.cost.cost_params import CostParams
+    from cascade_plan.inputs.hardware import HardwareProfile
+    from cascade_plan.inputs.workload import Scenario
+    from cascade_plan.serving.workload_analysis import WorkloadReport
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
 SvgOpt = Annotated[bool, typer.Option("--svg", help="Write an SVG beside every PNG (vector, for papers and "
@@ -26,7 +32,8 @@ CompareOpt = Annotated[str, typer.Option(
     "--compare-hardware", help="Comma-separated GPUs for the side-by-side plot and table ('' for none).")]
 
 
-def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
+def _analyse(scn: Scenario, params: CostParams, compare_hw: list[HardwareProfile], choice: ParamsChoice,
+             reserve: float = 0.10, attention_backend: str | None = None) -> WorkloadReport:
     """The report's analysis of one workload, on the report's default breakeven axes."""
     from cascade_plan.cost.breakeven import DEFAULT_BATCH_AXIS, DEFAULT_PREFIX_AXIS
     from cascade_plan.inputs.grid_spec import parse_axis
@@ -37,13 +44,14 @@ def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_b
                             reserve, attention_backend)
 
 
-def _hardware_list(spec: str):
+def _hardware_list(spec: str) -> list[HardwareProfile]:
     from cascade_plan.inputs.hardware import load_hardware
 
     return [load_hardware(h.strip()) for h in spec.split(",") if h.strip()]
 
 
-def _plots(jobs, base: Path, kinds, svg: bool, workers: int, on_done=None) -> list[dict[str, str]]:
+def _plots(jobs: list[tuple[WorkloadReport, Path]], base: Path, kinds: Collection[str], svg: bool, workers: int,
+           on_done: Callable[[], None] | None = None) -> list[dict[str, str]]:
     """Render every (analysed workload, folder) job's plots; {caption: path relative to base} per job."""
     from cascade_plan.render.report import rel
 
