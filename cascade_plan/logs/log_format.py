@@ -111,7 +111,7 @@ _WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
 FLAT_COUNTS = {"compact": ("batch", "prefix", "siblings", "groups"), "seq": ("shared", "private")}
 
 
-def check_record(record, form: str, flat: bool = False) -> str | None:
+def check_record(record: dict, form: str, flat: bool = False) -> str | None:
     """The first rule a decoded record of `form` ('seq' | 'compact') breaks, as 'field: reason', or
     None. Cross-field rules a struct cannot say are checked here too (the SQL reader applies the same
     ones). `flat`: a CSV/Parquet row (strings are converted to numbers; per-sequence rows are SeqRow)."""
