@@ -39,7 +39,8 @@ def with_own_gpu(scn: Scenario, compare_hw: list[HardwareProfile]) -> list[Hardw
 
 
 def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[HardwareProfile], choice: ParamsChoice,
-                     prefix_axis: np.ndarray, batch_axis: np.ndarray, reserve: float = 0.10, attention_backend: str | None = None) -> WorkloadReport:
+                     prefix_axis: np.ndarray, batch_axis: np.ndarray, reserve: float = 0.10,
+                     attention_backend: str | None = None) -> WorkloadReport:
     """Everything a report section needs for `scn` under `params`; the breakeven sweeps `prefix_axis` x
     `batch_axis` at the workload's middle-step suffix; the other GPUs take `choice` (each its own best source),
     the workload's own GPU keeps `params`."""
