@@ -11,10 +11,18 @@ import time
 
 import numpy as np
 
-from cascade_plan import InputError, ParamsChoice, load_hardware, parse_axis, run_breakeven, select_params
+from cascade_plan import (
+    InputError,
+    ParamsChoice,
+    Scenario,
+    load_hardware,
+    load_model,
+    parse_axis,
+    run_breakeven,
+    select_params,
+    simple_tree,
+)
 from cascade_plan.cost.breakeven import contradictions
-from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, simple_tree
 
 GPUS = ["h200", "gb200", "gb300", "h100-sxm", "a100-80gb", "b200", "b300", "l40s"]
 MODELS = ["llama-3-8b", "llama-3-70b", "codellama-13b", "qwen2.5-7b", "mistral-7b", "mixtral-8x7b"]
@@ -22,7 +30,7 @@ BACKENDS = [None, "triton", "torch", "flashinfer", "flashinfer-fa2"]
 
 
 def random_case(rng):
-    scn = Scenario(name="bench", model=load_preset(rng.choice(MODELS)), hardware=load_hardware(rng.choice(GPUS)),
+    scn = Scenario(name="bench", model=load_model(rng.choice(MODELS)), hardware=load_hardware(rng.choice(GPUS)),
                    kv_dtype=str(rng.choice(["bf16", "fp8", "int8"])), weight_dtype="bf16",
                    tp=int(rng.choice([1, 2, 4, 8])),
                    prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))

@@ -5,12 +5,12 @@
 """
 
 import time
+from pathlib import Path
 
 import numpy as np
 
 from cascade_plan import DEFAULT, load_scenario
 from cascade_plan.cost.breakeven import breakeven_group_size, breakeven_prefix_tokens, sweep
-from cascade_plan.resources import data_dir
 
 
 def best_of(fn, repeats=5):
@@ -23,7 +23,7 @@ def best_of(fn, repeats=5):
 
 
 def main() -> None:
-    scn = load_scenario(data_dir("workloads") / "rl-rollouts-64.yaml")
+    scn = load_scenario(Path("rl-rollouts-64"))                # a shipped workload, by name
     prefix = np.arange(1, 1001) * 64                        # 64 .. 64,000 tokens
     group = np.arange(1, 1001)
     n = prefix.size * group.size

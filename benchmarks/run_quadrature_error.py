@@ -3,14 +3,10 @@ runs (9,000 to 200,000 steps) of three models, two GPUs and every parameter set.
 
     python benchmarks/run_quadrature_error.py
 """
-from cascade_plan.calibration.params_select import select_params
+from cascade_plan import ParamsChoice, Scenario, TreeNode, load_hardware, load_model, select_params
 from cascade_plan.cost.cost_model import gpu_shape
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.run_load import tree_run_costs
-from cascade_plan.inputs.choices import ParamsChoice
-from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, TreeNode
 
 worst = 0
 for model in ["llama-3-8b", "deepseek-v3", "qwen2.5-7b"]:
@@ -19,7 +15,7 @@ for model in ["llama-3-8b", "deepseek-v3", "qwen2.5-7b"]:
             tree = TreeNode(tokens=4096, children=[TreeNode(tokens=512, copies=4, samples=16, output_tokens=out),
                                                    TreeNode(tokens=64, samples=8, output_tokens=out // 3,
                                                             private_tokens=200)])
-            m, h = load_preset(model), load_hardware(hw)
+            m, h = load_model(model), load_hardware(hw)
             scn = Scenario(name="q", model=m, hardware=h, kv_dtype="bf16", weight_dtype="bf16",
                            tp=8 if model == "deepseek-v3" else 1,
                            prefix_caching=True, block_size=16, tree=tree)

@@ -19,6 +19,8 @@ _API = {
     # inputs: workloads, models, GPUs, the user's choices, sweep axes
     "Scenario": ("cascade_plan.inputs.workload", "Scenario"),
     "load_scenario": ("cascade_plan.inputs.workload", "load_scenario"),
+    "TreeNode": ("cascade_plan.inputs.workload", "TreeNode"),
+    "simple_tree": ("cascade_plan.inputs.workload", "simple_tree"),
     "builtin_workloads": ("cascade_plan.inputs.workload_catalog", "builtin_workloads"),
     "load_model": ("cascade_plan.inputs.model_spec", "load_model"),
     "load_hardware": ("cascade_plan.inputs.hardware", "load_hardware"),

@@ -7,14 +7,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan import DEFAULT, IDEAL, InputError, Scenario, load_hardware, parse_axis, simple_tree
 from cascade_plan.cli.app import app
 from cascade_plan.cost.breakeven import breakeven_group_size, breakeven_prefix_tokens, sweep
-from cascade_plan.cost.cost_params import DEFAULT, IDEAL, KernelParams
-from cascade_plan.errors import InputError
-from cascade_plan.inputs.grid_spec import parse_axis
-from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.cost.cost_params import KernelParams
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, simple_tree
 
 SCN = Scenario(name="t", model=load_preset("llama-3-8b"), hardware=load_hardware("h100-sxm"), kv_dtype="bf16",
                weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=simple_tree(1, 1, 1, 1))

@@ -8,15 +8,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.params_select import select_params
+from cascade_plan import (
+    IDEAL,
+    InputError,
+    ParamsChoice,
+    Scenario,
+    load_hardware,
+    run_breakeven,
+    select_params,
+    simple_tree,
+)
 from cascade_plan.cli.app import app
-from cascade_plan.cost.breakeven import contradictions, run_breakeven, winning_spans
-from cascade_plan.cost.cost_params import IDEAL, KernelParams
-from cascade_plan.errors import InputError
-from cascade_plan.inputs.choices import ParamsChoice
-from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.cost.breakeven import contradictions, winning_spans
+from cascade_plan.cost.cost_params import KernelParams
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, simple_tree
 from cascade_plan.render.breakeven_report import fmt_spans
 
 CALIBRATED_GPUS = ["h200", "gb200", "h100-sxm", "a100-80gb", "b200", "l40s"]

@@ -7,14 +7,11 @@ import xml.etree.ElementTree as ET
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan import DEFAULT, Scenario, TreeNode, capacity, estimate, load_hardware, load_scenario, simple_tree
 from cascade_plan.cli.app import app
-from cascade_plan.cost.capacity import capacity, preemption_warnings
-from cascade_plan.cost.cost_params import DEFAULT
-from cascade_plan.cost.estimate import estimate
+from cascade_plan.cost.capacity import preemption_warnings
 from cascade_plan.engine.engine_gate import common_prefix_of_all, engine_view
-from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, TreeNode, load_scenario, simple_tree
 
 runner = CliRunner()
 

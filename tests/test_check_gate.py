@@ -6,10 +6,9 @@ import xml.etree.ElementTree as ET
 
 from typer.testing import CliRunner
 
+from cascade_plan import builtin_workloads, load_scenario
 from cascade_plan.cli.app import app
 from cascade_plan.engine.checks import CheckResult
-from cascade_plan.inputs.workload import load_scenario
-from cascade_plan.inputs.workload_catalog import builtin_workloads
 from cascade_plan.render.check_report import markdown_summary, md_cell
 
 runner = CliRunner()

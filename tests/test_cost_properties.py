@@ -7,14 +7,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from cascade_plan import DEFAULT, IDEAL, Scenario, TreeNode, estimate, load_hardware, simple_tree
 from cascade_plan.cost.cost_model import gpu_shape
-from cascade_plan.cost.cost_params import DEFAULT, IDEAL, with_overheads_scaled
-from cascade_plan.cost.estimate import estimate
+from cascade_plan.cost.cost_params import with_overheads_scaled
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.run_load import tree_step_costs
-from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, TreeNode, simple_tree
 
 MODELS = ["llama-3-8b", "llama-3-70b", "qwen2.5-7b", "mixtral-8x7b", "deepseek-v3", "codellama-13b"]
 HW = ["h100-sxm", "h200", "a100-80gb", "l40s"]

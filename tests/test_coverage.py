@@ -7,10 +7,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan import load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
 from cascade_plan.cli.app import app
-from cascade_plan.inputs.hardware import load_hardware
 
 runner = CliRunner()
 MiB = 2**20

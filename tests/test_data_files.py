@@ -2,10 +2,8 @@
 
 import pytest
 
-from cascade_plan.cost.cost_params import DEFAULT
-from cascade_plan.cost.estimate import estimate
-from cascade_plan.inputs.hardware import NUMBER_FIELDS, builtin_hardware_ids, load_hardware
-from cascade_plan.inputs.workload import load_scenario
+from cascade_plan import DEFAULT, estimate, load_hardware, load_scenario
+from cascade_plan.inputs.hardware import NUMBER_FIELDS, builtin_hardware_ids
 from cascade_plan.resources import data_dir
 
 WORKLOADS = sorted(data_dir("workloads").glob("*.yaml"))

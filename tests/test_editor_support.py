@@ -10,10 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from cascade_plan import InputError, builtin_workloads
 from cascade_plan.cli.app import app
-from cascade_plan.errors import InputError
 from cascade_plan.inputs.workload import parse_workload
-from cascade_plan.inputs.workload_catalog import builtin_workloads
 from cascade_plan.inputs.workload_schema import schema_text, workload_json_schema
 
 

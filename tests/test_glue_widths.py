@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from cascade_plan import load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.step_fit import fit_glue
 from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_json
@@ -18,7 +19,6 @@ from cascade_plan.cost.glue_widths import (
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
 from cascade_plan.cost.step_parts import GlueParams
 from cascade_plan.cost.step_terms import step_terms
-from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 
 LLAMA = load_preset("llama-3-8b")

@@ -6,11 +6,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan import InputError, builtin_workloads, load_hardware, load_model
 from cascade_plan.cli.app import app
-from cascade_plan.errors import InputError
-from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.model_spec import load_model
-from cascade_plan.inputs.workload_catalog import builtin_workloads, resolve_workload
+from cascade_plan.inputs.workload_catalog import resolve_workload
 
 runner = CliRunner()
 QUICK = ["--prefix", "4096", "--samples", "64", "--output-tokens", "1024"]

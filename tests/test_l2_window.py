@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
+from cascade_plan import load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.fitting import KernelFit, features, fit_l2, predict
 from cascade_plan.calibration.holdout import is_held_out
 from cascade_plan.calibration.probe_fit import _xy
 from cascade_plan.calibration.probe_params import params_from_probe
-from cascade_plan.inputs.hardware import load_hardware
 
 L2 = 62914560          # the H200's 60 MiB
 BASE = KernelFit(bw_bytes_per_s=4.4e12, flop_per_s=420e12, overhead_s=9e-6, row_s=2e-9, token_latency_s=4e-10)

@@ -13,14 +13,12 @@ from hypothesis import strategies as st
 from test_calibration import one_layer_model
 from typer.testing import CliRunner
 
+from cascade_plan import Scenario, load_hardware, select_params, simple_tree
 from cascade_plan.calibration.calibration_file import find_committed
-from cascade_plan.calibration.params_select import select_params
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.ops.attention import FITTED, MEASURED, MeasuredAttention, MeasuredTable
-from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.workload import Scenario, simple_tree
 
 runner = CliRunner()
 H200 = load_hardware("h200")

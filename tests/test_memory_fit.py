@@ -11,14 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from cascade_plan import DEFAULT, IDEAL, Scenario, estimate, load_hardware, load_scenario, simple_tree
 from cascade_plan.cli.app import app
 from cascade_plan.cost.breakeven import sweep
-from cascade_plan.cost.cost_params import DEFAULT, IDEAL
-from cascade_plan.cost.estimate import estimate
 from cascade_plan.cost.memory_fit import memory_fit, single_level_fits
-from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, load_scenario, simple_tree
 
 runner = CliRunner()
 GiB = 2**30

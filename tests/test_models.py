@@ -2,11 +2,11 @@
 
 import pytest
 
+from cascade_plan import InputError, load_model
 from cascade_plan.cost.cost_model import kv_bytes_per_token, kv_heads_per_gpu, weight_bytes_per_gpu
 from cascade_plan.cost.moe_routing import expected_experts_touched
-from cascade_plan.errors import InputError
 from cascade_plan.inputs.model_presets import PRESETS
-from cascade_plan.inputs.model_spec import load_model, load_preset, preset_ids
+from cascade_plan.inputs.model_spec import load_preset, preset_ids
 
 # 2 (K,V) x layers x KV heads per GPU x head dim x 2 bytes (bf16); MLA: layers x (512 + 64) x 2.
 KV_BF16 = {

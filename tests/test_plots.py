@@ -8,11 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cascade_plan import DEFAULT, IDEAL, estimate, load_hardware, load_scenario
 from cascade_plan.cost.breakeven import Sweep, sweep
-from cascade_plan.cost.cost_params import DEFAULT, IDEAL
-from cascade_plan.cost.estimate import estimate
-from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.render import plots
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,12 +5,9 @@ import re
 
 from typer.testing import CliRunner
 
+from cascade_plan import ParamsChoice, estimate, load_scenario, select_params
 from cascade_plan.calibration.calibration_file import load_probe
-from cascade_plan.calibration.params_select import select_params
 from cascade_plan.calibration.probe_params import params_from_probe
-from cascade_plan.cost.estimate import estimate
-from cascade_plan.inputs.choices import ParamsChoice
-from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.render.report import attainable
 
 runner = CliRunner()

@@ -8,11 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.params_select import select_params
+from cascade_plan import ParamsChoice, estimate, load_scenario, select_params
 from cascade_plan.cli.app import app
-from cascade_plan.cost.estimate import estimate
-from cascade_plan.inputs.choices import ParamsChoice
-from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.serving.rl import RlSchedule, rl_generation
 from cascade_plan.serving.routing import (
     POLICIES,

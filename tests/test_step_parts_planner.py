@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan import DEFAULT, IDEAL, load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.calibration.step_fit import (
@@ -22,10 +23,8 @@ from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_
 from cascade_plan.calibration_format import Ceilings, StepOpRow
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
-from cascade_plan.cost.cost_params import DEFAULT, IDEAL
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
 from cascade_plan.cost.step_terms import layer_gemms
-from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 
 runner = CliRunner()

@@ -7,11 +7,8 @@ import json
 
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.params_select import select_params
-from cascade_plan.calibration.verdict_evidence import assess
+from cascade_plan import assess, load_hardware, load_scenario, select_params
 from cascade_plan.cli.app import app
-from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.workload import load_scenario
 
 runner = CliRunner()
 GPUS = "h100-sxm,h200,mi300x"

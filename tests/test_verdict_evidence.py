@@ -10,16 +10,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.params_select import select_params
-from cascade_plan.calibration.verdict_evidence import assess
+from cascade_plan import DEFAULT, IDEAL, ParamsChoice, assess, estimate, load_hardware, load_scenario, select_params
 from cascade_plan.cli.app import app
 from cascade_plan.cost.breakeven import sweep, workload_point
-from cascade_plan.cost.cost_params import DEFAULT, IDEAL
-from cascade_plan.cost.estimate import estimate
 from cascade_plan.cost.verdict import extrapolated, go_no_go
-from cascade_plan.inputs.choices import ParamsChoice
-from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.workload import load_scenario
 from cascade_plan.render import plots
 
 runner = CliRunner()

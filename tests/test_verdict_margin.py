@@ -7,17 +7,12 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from cascade_plan import DEFAULT, IDEAL, ParamsChoice, assess, load_hardware, load_scenario, select_params
 from cascade_plan.calibration.calibration_file import load_probe
-from cascade_plan.calibration.params_select import select_params
 from cascade_plan.calibration.speedup_margin import speedup_margin
 from cascade_plan.calibration.step_validation import speedup_errors, validate_steps
-from cascade_plan.calibration.verdict_evidence import assess
 from cascade_plan.cli.app import app
-from cascade_plan.cost.cost_params import DEFAULT, IDEAL
 from cascade_plan.cost.verdict import clears_margin, go_no_go, with_margin
-from cascade_plan.inputs.choices import ParamsChoice
-from cascade_plan.inputs.hardware import load_hardware
-from cascade_plan.inputs.workload import load_scenario
 
 runner = CliRunner()
 

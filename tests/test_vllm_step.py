@@ -8,8 +8,7 @@ import dataclasses
 
 import pytest
 
-from cascade_plan.cost.cost_params import DEFAULT
-from cascade_plan.cost.estimate import estimate
+from cascade_plan import DEFAULT, InputError, Scenario, estimate, load_hardware, load_scenario, simple_tree
 from cascade_plan.engine.attention_backend import (
     attention_backend,
     parse_attention_backend,
@@ -22,10 +21,7 @@ from cascade_plan.engine.vllm_step import (
     count_common_prefix_blocks,
     vllm_step_decision,
 )
-from cascade_plan.errors import InputError
-from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.inputs.workload import Scenario, load_scenario, simple_tree
 
 # Llama-3-8B at TP 1 on a 132-SM H100/H200: Hq 32, Hkv 8 (GQA), 32 layers, 16-token blocks.
 LLAMA = {"num_query_heads": 32, "num_kv_heads": 8, "num_sms": 132}

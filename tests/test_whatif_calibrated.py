@@ -8,11 +8,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cascade_plan.calibration.params_select import select_params
+from cascade_plan import estimate, load_scenario, select_params
 from cascade_plan.cli.app import app
-from cascade_plan.cost.estimate import estimate
 from cascade_plan.inputs.hardware_whatif import what_if
-from cascade_plan.inputs.workload import load_scenario
 
 runner = CliRunner()
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from cascade_plan.cli.common import JsonOpt, print_json
 from cascade_plan.envelope import envelope
+from cascade_plan.errors import InputError
+from cascade_plan.units import fmt_pct
 
 
 class Framework(str, Enum):
@@ -66,7 +68,6 @@ def import_aic(
     from cascade_plan.calibration.aic.importer import default_out, to_json_text
     from cascade_plan.calibration.aic.importer import import_aic as run_import
     from cascade_plan.calibration.aic.tables import AIC_SYSTEMS
-    from cascade_plan.errors import InputError
 
     ids = sorted(AIC_SYSTEMS) if gpus == ["all"] else gpus
     if out is not None and len(ids) > 1 and out.suffix == ".json":
@@ -143,7 +144,7 @@ def aic_check(
     """
     from cascade_plan.calibration.aic import estimates as est
 
-    kw = {"gpus": tuple(gpus) if gpus else est.GRID_GPUS}
+    kw: dict[str, Any] = {"gpus": tuple(gpus) if gpus else est.GRID_GPUS}
     if quick:
         kw |= {"batches": (8, 128), "isls": (4096,)}
     res = est.crosscheck_grid(**kw)
@@ -157,8 +158,6 @@ def _render_check(res: dict) -> None:
     from rich import box
     from rich.console import Console
     from rich.table import Table
-
-    from cascade_plan.units import fmt_pct
 
     s = res["summary"]
     n = len(res["rows"])

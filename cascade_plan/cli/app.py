@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -21,8 +22,12 @@ from cascade_plan.cli.common import (
     _kv_dtype,
     handles_input_errors,
     print_json,
+    refuse_replacing_non_calibration,
     scenario_from_options,
 )
+from cascade_plan.cli.interrupts import interruptible
+from cascade_plan.cli.narrow_help import NarrowSafeCommand
+from cascade_plan.cli.one_line_errors import OneLineErrorGroup
 from cascade_plan.cli.option_bundles import (
     Deployment,
     QuickWorkload,
@@ -32,16 +37,19 @@ from cascade_plan.cli.option_bundles import (
     what_if_options,
 )
 from cascade_plan.envelope import envelope
+from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
+from cascade_plan.render.console import make_console
 from kernels_probe.options import PROBE_OPTIONS, check_choices
+
+if TYPE_CHECKING:  # pragma: no cover
+    from kernels_probe.workload_probe import WorkloadProbePlan
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
             "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
 
 
 def _new_app() -> typer.Typer:
-    from cascade_plan.cli.one_line_errors import OneLineErrorGroup
-
     return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=True,
                        rich_markup_mode="markdown", cls=OneLineErrorGroup,
                        pretty_exceptions_enable=False)
@@ -106,7 +114,6 @@ def estimate(
     if json_out:
         print_json(to_json(est, __version__))
         return
-    from cascade_plan.render.console import make_console
     from cascade_plan.render.render_estimate import render_estimate
 
     render_estimate(est, make_console())
@@ -149,7 +156,7 @@ def hardware(
         render_hardware(rows, full=profile is not None)
 
 
-def _probe_option(name: str):
+def _probe_option(name: str) -> Any:
     """The typer option of one of the probe's options (kernels_probe.options: python -m kernels_probe has the
     same names, help, defaults and bounds)."""
     o = PROBE_OPTIONS[name]
@@ -187,7 +194,6 @@ def probe(
 
       cascade-plan probe --out mine.json --workload rl-rollouts-64 --kv-dtype fp8 --merge-into cal.json
     """
-    from cascade_plan.errors import InputError
     from cascade_plan.outputs import check_output_file
 
     check_output_file(out, "--out")          # the arguments first: a bad one is reported before any GPU work
@@ -207,7 +213,6 @@ def probe(
     missing = missing_requirements()
     if missing:
         raise InputError("cannot run the probe: " + "; ".join(missing))
-    from cascade_plan.render.console import make_console
     from kernels_probe.runner import run_probe
 
     console = make_console()
@@ -223,12 +228,12 @@ def probe(
     console.print(f"wrote {out}; next: cascade-plan calibrate {out}")
 
 
-def probe_plan_from_options(workload, *, model, prefix, groups, samples, output_tokens, private_tokens, kv_dtype,
-                            weight_dtype, tp, page_size: int = 16):
+def probe_plan_from_options(workload: Path | None, *, model: str | None, prefix: int | None, groups: int,
+                            samples: int | None, output_tokens: int | None, private_tokens: int,
+                            kv_dtype: KvCacheDtypeChoice | None, weight_dtype: KvDtypeOpt | None, tp: int | None,
+                            page_size: int = 16) -> WorkloadProbePlan | None:
     """The WorkloadProbePlan of `probe --workload` / `--model ...` (None when neither is given). Bad input
     raises InputError before any GPU work."""
-    from cascade_plan.errors import InputError
-
     if workload is None and model is None:
         given = [f for f, v in (("--prefix", prefix), ("--samples", samples), ("--output-tokens", output_tokens),
                                 ("--kv-dtype", kv_dtype), ("--weight-dtype", weight_dtype),
@@ -247,27 +252,6 @@ def probe_plan_from_options(workload, *, model, prefix, groups, samples, output_
         raise InputError(f"probe --workload: {exc}", file=scn.source) from None
 
 
-def refuse_replacing_non_calibration(path: Path, option: str) -> None:
-    """A calibration is written over `path` only when `path` is missing or already a calibration file:
-    `--out wl.yaml` never replaces a workload (or any other file) with a calibration."""
-    import msgspec
-
-    from cascade_plan.errors import InputError
-    from cascade_plan.inputs.limits import MAX_CALIBRATION_BYTES
-    from cascade_plan.inputs.yaml_source import read_bytes_bounded
-
-    if not Path(path).exists():
-        return
-    refusal = InputError(f"{option}: {path} exists and is not a cascade-plan calibration file; give a new file name "
-                         "(nothing was written)")
-    try:
-        doc = msgspec.json.decode(read_bytes_bounded(path, "existing --out", MAX_CALIBRATION_BYTES))
-    except (InputError, msgspec.DecodeError):
-        raise refusal from None
-    if not (isinstance(doc, dict) and doc.get("kind") == "cascade-plan-calibration"):
-        raise refusal
-
-
 # name -> (module, function), in help order. Commands that live in their own modules keep this module small.
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.breakeven"),
             ("compare", "cascade_plan.cli.compare"), ("plot", "cascade_plan.cli.report"),
@@ -283,10 +267,6 @@ COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cl
 
 
 def _commands(only: str | None = None) -> list:
-    import importlib
-
-    from cascade_plan.cli.interrupts import interruptible
-
     out = []
     for name, module in COMMANDS:
         if only is None or name == only:
@@ -296,8 +276,6 @@ def _commands(only: str | None = None) -> list:
 
 
 def _populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
-    from cascade_plan.cli.narrow_help import NarrowSafeCommand
-
     target.callback()(_root)
     for fn in _commands(only):
         target.command(cls=NarrowSafeCommand)(fn)

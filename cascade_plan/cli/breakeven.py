@@ -2,47 +2,55 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from cascade_plan import __version__
 from cascade_plan.cli.common import (
     HardwareOpt,
-    KvDtypeOption,
     ModelOpt,
     ReserveOpt,
-    TpOpt,
-    WeightDtypeOption,
     WorkloadArg,
     scenario_from_options,
 )
-from cascade_plan.cli.option_bundles import TableOutput, calibration_options, table_output_options, what_if_options
+from cascade_plan.cli.option_bundles import (
+    Deployment,
+    TableOutput,
+    calibration_options,
+    deployment_options,
+    table_output_options,
+    what_if_options,
+)
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS
+from cascade_plan.render.console import make_console
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.inputs.workload import Scenario
 
 
-def _scenario(workload, model, hardware, kv_dtype, weight_dtype, tp):
+def _scenario(workload: Path | None, model: str | None, hardware: str | None, deployment: Deployment) -> Scenario:
     if workload is None and model is None:
         raise InputError("give a workload file or --model (e.g. --model llama-3-8b --hardware h100-sxm)")
     if workload is not None:
         return scenario_from_options(workload, model=None, hardware=hardware, prefix=None, samples=None,
-                                     output_tokens=None, kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+                                     output_tokens=None, **deployment.as_kwargs())
     return scenario_from_options(None, model=model, hardware=hardware, prefix=1, samples=1, output_tokens=1,
-                                 kv_dtype=kv_dtype, weight_dtype=weight_dtype, tp=tp)
+                                 **deployment.as_kwargs())
 
 
 @calibration_options
 @what_if_options
 @table_output_options
+@deployment_options
 def breakeven(
     workload: WorkloadArg = None,
     model: ModelOpt = None,
     hardware: HardwareOpt = None,
-    kv_dtype: KvDtypeOption = None,
-    weight_dtype: WeightDtypeOption = None,
-    tp: TpOpt = None,
+    deployment: Deployment = Deployment(),
     prefix: Annotated[str, typer.Option("--prefix", help="Shared-prefix axis in tokens: START:STOP:log[:N], "
                                         "START:STOP:lin[:N], START:STOP:STEP, or a list 512,4096.")] = "64:65536:log",
     batch: Annotated[str, typer.Option("--batch",
@@ -78,7 +86,7 @@ def breakeven(
     from cascade_plan.inputs.grid_spec import parse_axis
     from cascade_plan.render import breakeven_report as br
 
-    scn = what_if.apply(_scenario(workload, model, hardware, kv_dtype, weight_dtype, tp))
+    scn = what_if.apply(_scenario(workload, model, hardware, deployment))
     wl_groups, wl_suffix = workload_axes(scn) if workload is not None else (1, 128)
     p_axis = parse_axis(prefix, "--prefix")
     n_axis = parse_axis(batch, "--batch", minimum=1)
@@ -92,8 +100,6 @@ def breakeven(
     res = run_breakeven(scn, params, p_axis, n_axis, s_axis, groups or wl_groups, reserve)
 
     def tables() -> None:
-        from cascade_plan.render.console import make_console
-
         br.render(res, make_console())
 
     output.emit(lambda: br.to_json(res, __version__), lambda: br.to_csv(res), tables)

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from cascade_plan.cli.common import JsonOpt, dumps_json, print_json
+from cascade_plan.cli.common import JsonOpt, dumps_json, print_json, refuse_replacing_non_calibration
 from cascade_plan.envelope import envelope
+from cascade_plan.errors import InputError
+from cascade_plan.render.console import make_console
+from cascade_plan.resources import data_dir
+from cascade_plan.units import fmt_bytes_binary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.calibration.calibration_file import ProbeData
 
 
 def _window_cell(k: dict) -> str:
-    from cascade_plan.units import fmt_bytes_binary
-
     if not k.get("l2_hit_max"):
         return ""
     if k.get("l2_window_bytes") is None:
@@ -24,8 +29,6 @@ def _window_cell(k: dict) -> str:
 
 def l2_explanation(k: dict, l2_bytes: float) -> str | None:
     """The L2 parameters of per-sequence decode over shared pages in physical terms."""
-    from cascade_plan.units import fmt_bytes_binary
-
     if not k.get("l2_hit_max"):
         return None
     share = (f"per-sequence decode over shared prefix pages gets {k['l2_hit_max']:.0%} of the siblings' re-reads "
@@ -59,14 +62,10 @@ def calibrate(
     from cascade_plan.calibration.calibration_file import load_probe
     from cascade_plan.calibration.file_validation import check_fitted
     from cascade_plan.calibration.probe_fit import calibrate as fit_all
-    from cascade_plan.errors import InputError
     from cascade_plan.outputs import check_output_file
-    from cascade_plan.render.console import make_console
 
     target = check_output_file(out, "--out") if out else probe_file
     if out:
-        from cascade_plan.cli.app import refuse_replacing_non_calibration
-
         refuse_replacing_non_calibration(out, "--out")
     probe = load_probe(probe_file)
     with Console(stderr=True).status("fitting kernels..."), np.errstate(all="ignore"):
@@ -147,7 +146,6 @@ def validate(
     """
     from cascade_plan.calibration.calibration_file import load_probe
     from cascade_plan.calibration.validation import validate as run_validate
-    from cascade_plan.errors import InputError
 
     if plots:
         from cascade_plan.outputs import check_output_dir
@@ -165,7 +163,6 @@ def validate(
             print_json(envelope({"calibration": str(calibration),
                                  "crosscheck": cross}))
             return
-        from cascade_plan.render.console import make_console
         from cascade_plan.render.crosscheck_table import render_crosscheck
 
         render_crosscheck(cross, make_console())
@@ -187,7 +184,6 @@ def validate(
                              "points": res["points"], "steps": steps, "crosscheck": cross}))
         return
     from cascade_plan.calibration.validation import render
-    from cascade_plan.render.console import make_console
 
     console = make_console()
     render(res, probe.device_name, console)
@@ -203,7 +199,7 @@ def validate(
         typer.echo(f"wrote {p}")
 
 
-def _crosscheck_for(cal):
+def _crosscheck_for(cal: ProbeData) -> dict | None:
     """The AIConfigurator-vs-probe cross-check for this file's GPU, when both kinds ship for it."""
     from cascade_plan.calibration.aic.crosscheck import crosscheck
     from cascade_plan.calibration.calibration_file import find_committed
@@ -221,7 +217,5 @@ def _crosscheck_for(cal):
 
 def _shipped_or_given(path: Path) -> Path:
     """The file given, or a shipped calibration of that name when no such file exists here."""
-    from cascade_plan.resources import data_dir
-
     shipped = data_dir("calibrations") / path.name
     return shipped if not path.exists() and path.parent == Path(".") and shipped.is_file() else path

@@ -69,11 +69,11 @@ def check(
     from cascade_plan.render.check_report import NO_CHECKS, junit_xml, markdown_summary
     from cascade_plan.serving.capacity_gate import run_gate
 
-    junit, markdown = _output_path(junit, "--junit"), _output_path(markdown, "--markdown")
-    if junit:
-        check_output_file(junit, "--junit")
-    if markdown:
-        check_output_file(markdown, "--markdown")
+    junit_path, markdown_path = _output_path(junit, "--junit"), _output_path(markdown, "--markdown")
+    if junit_path:
+        check_output_file(junit_path, "--junit")
+    if markdown_path:
+        check_output_file(markdown_path, "--markdown")
     # all input checked before anything is written
     loaded = [what_if.apply(load_scenario(w, hardware)) for w in workloads]
     thresholds = {"min_run_speedup": min_run_speedup, "max_step_s": max_step_s, "max_run_s": max_run_s,
@@ -83,13 +83,13 @@ def check(
     results, unchecked, label, failed = gate.results, gate.unchecked, gate.label, gate.failed
     # Both paths were checked before any work; the files are written together (a markdown summary that
     # is appended to, as GitHub's step summary is, goes last).
-    outputs = [(junit, junit_xml(results, unchecked).encode())] if junit else []
-    summary = markdown_summary(results, label, unchecked) if markdown else None
-    if markdown and overwrite:
-        outputs.append((markdown, summary.encode()))
+    outputs = [(junit_path, junit_xml(results, unchecked).encode())] if junit_path else []
+    summary = markdown_summary(results, label, unchecked) if markdown_path else None
+    if markdown_path and summary is not None and overwrite:
+        outputs.append((markdown_path, summary.encode()))
     write_files_together(outputs)
-    if markdown and not overwrite:
-        _write_markdown(markdown, summary, overwrite)
+    if markdown_path and summary is not None and not overwrite:
+        _write_markdown(markdown_path, summary, overwrite)
     if json_out:
         print_json(envelope({"mode": gate.mode, "numbers": label,
                              "passed": not failed, "hardware": gate.hardware,

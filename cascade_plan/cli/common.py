@@ -7,14 +7,20 @@ import enum
 import functools
 import inspect
 import json
+import math
 import sys
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.limits import MAX_COPIES
+from cascade_plan.inputs.limits import MAX_CALIBRATION_BYTES, MAX_COPIES
+from cascade_plan.inputs.model_presets import PRESETS
+from cascade_plan.inputs.yaml_source import read_bytes_bounded
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.inputs.workload import Scenario
 
 
 class KvDtypeOpt(str, enum.Enum):
@@ -55,7 +61,7 @@ def kv_dtype_value(text: str, option: str = "--kv-dtype") -> str:
     return key
 
 
-def _kv_dtype(value):
+def _kv_dtype(value: KvCacheDtypeChoice | str | None) -> str | None:
     # A plain string: typer turns what a callback returns back into the option's enum by value.
     return None if value is None else kv_dtype_value(getattr(value, "value", value))
 
@@ -64,8 +70,6 @@ WorkloadArg = Annotated[Optional[Path], typer.Argument(
          "workload with "
          "--model/--prefix/--groups/--samples/--output-tokens instead.", show_default=False)]
 def _complete_models(incomplete: str) -> list[str]:
-    from cascade_plan.inputs.model_presets import PRESETS
-
     return [m for m in PRESETS if m.startswith(incomplete.lower())]
 
 
@@ -166,7 +170,7 @@ def handles_input_errors(fn: Callable) -> Callable:
     reserve = sig.parameters.get("reserve")
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             _refuse_non_finite(kwargs)
             if reserve is not None:
@@ -181,8 +185,8 @@ def handles_input_errors(fn: Callable) -> Callable:
                                   annotation=GpuMemoryUtilizationOpt)
         params = list(sig.parameters.values())
         params.insert(params.index(reserve) + 1, extra)
-        wrapper.__signature__ = sig.replace(parameters=params)    # typer reads the options from this
-    wrapper.handles_input_errors = True      # type: ignore[attr-defined]  (cli.app adds it where missing)
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]  # typer reads it
+    wrapper.handles_input_errors = True      # type: ignore[attr-defined]  # cli.app adds it where missing
     return wrapper
 
 
@@ -207,8 +211,6 @@ def one_line(text: str) -> str:
 def _refuse_non_finite(kwargs: dict) -> None:
     """A float option given as nan, inf or 1e999 (click parses them all) is refused by name, for every
     command at once: no command's arithmetic ever sees a non-finite option."""
-    import math
-
     for name, value in kwargs.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"--{name.replace('_', '-')}: {value} is not a finite number")
@@ -234,8 +236,8 @@ def print_json(doc: dict) -> None:
 
 def scenario_from_options(workload: Path | None, *, model: str | None, hardware: str | None, prefix: int | None,
                           groups: int = 1, samples: int | None, output_tokens: int | None, private_tokens: int = 0,
-                          kv_dtype: KvDtypeOpt | None = None, weight_dtype: KvDtypeOpt | None = None,
-                          tp: int | None = None):
+                          kv_dtype: KvCacheDtypeChoice | None = None, weight_dtype: KvDtypeOpt | None = None,
+                          tp: int | None = None) -> Scenario:
     """A Scenario from a workload file (with overrides) or from the quick command-line description."""
     from cascade_plan.inputs.hardware import load_hardware
     from cascade_plan.inputs.model_spec import load_model
@@ -252,12 +254,13 @@ def scenario_from_options(workload: Path | None, *, model: str | None, hardware:
         if missing:
             raise InputError("no workload file given; describe one with " + ", ".join(missing) +
                              " (e.g. --model llama-3-8b --prefix 4096 --groups 2 --samples 64 --output-tokens 1024)")
+        assert model is not None and prefix is not None and samples is not None and output_tokens is not None
         m = load_model(model)
         tree = simple_tree(prefix, groups, samples, output_tokens, private_tokens)
         scn = Scenario(name=f"{model}, {groups}x{samples} seqs, prefix {prefix}, output {output_tokens}",
                        model=m, hardware=load_hardware(hardware or "h100-sxm"), kv_dtype="bf16",
                        weight_dtype="bf16", tp=1, prefix_caching=True, block_size=16, tree=tree)
-    changes = {}
+    changes: dict[str, Any] = {}
     if kv_dtype is not None:
         changes["kv_dtype"] = kv_dtype.value
     if weight_dtype is not None:
@@ -266,3 +269,20 @@ def scenario_from_options(workload: Path | None, *, model: str | None, hardware:
         check_tp(scn.model, tp)
         changes["tp"] = tp
     return dataclasses.replace(scn, **changes) if changes else scn
+
+
+def refuse_replacing_non_calibration(path: Path, option: str) -> None:
+    """A calibration is written over `path` only when `path` is missing or already a calibration file:
+    `--out wl.yaml` never replaces a workload (or any other file) with a calibration."""
+    import msgspec
+
+    if not Path(path).exists():
+        return
+    refusal = InputError(f"{option}: {path} exists and is not a cascade-plan calibration file; give a new file name "
+                         "(nothing was written)")
+    try:
+        doc = msgspec.json.decode(read_bytes_bounded(path, "existing --out", MAX_CALIBRATION_BYTES))
+    except (InputError, msgspec.DecodeError):
+        raise refusal from None
+    if not (isinstance(doc, dict) and doc.get("kind") == "cascade-plan-calibration"):
+        raise refusal

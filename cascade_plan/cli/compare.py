@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Optional
 
 import typer
@@ -18,6 +19,7 @@ from cascade_plan.cli.option_bundles import TableOutput, calibration_options, ta
 from cascade_plan.envelope import envelope
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_COPIES
+from cascade_plan.render.console import make_console
 
 
 @calibration_options(only=("ideal", "backend", "uncalibrated"))      # each GPU takes its own calibration
@@ -48,8 +50,6 @@ def compare(
 
     Example: cascade-plan compare rl-rollouts-64 --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8
     """
-    import dataclasses
-
     from cascade_plan.calibration.params_select import params_for_gpu, sources_note
     from cascade_plan.cost.compare import compare_rows
     from cascade_plan.inputs.hardware import load_hardware
@@ -67,8 +67,6 @@ def compare(
     note = sources_note([(s.hardware.id, p) for s, p in zip(scns, params)])
 
     def tables() -> None:
-        from cascade_plan.render.console import make_console
-
         console = make_console()
         render_compare(base.name, rows, console)
         if note:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Any, Callable
 
 
 class Interrupted(Exception):
@@ -15,7 +15,7 @@ def interruptible(fn: Callable) -> Callable:
     blank line and 'Aborted!'); entry.main prints one line and exits 130."""
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except KeyboardInterrupt:

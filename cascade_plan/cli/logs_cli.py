@@ -2,37 +2,40 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 import typer
 
 from cascade_plan.cli.common import (
     HardwareOpt,
     JsonOpt,
-    KvDtypeOption,
-    TpOpt,
-    WeightDtypeOption,
     WorkloadArg,
     print_json,
 )
 from cascade_plan.cli.model_options import ModelArg, WorkloadOpt, scenario_and_params
-from cascade_plan.cli.option_bundles import calibration_options
+from cascade_plan.cli.option_bundles import Deployment, calibration_options, deployment_options
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.choices import ParamsChoice
+from cascade_plan.render.console import make_console
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.inputs.workload import Scenario
+    from cascade_plan.logs.analysis import Analysis
 
 
 @calibration_options
+@deployment_options
 def analyze(
     logs: Annotated[list[str], typer.Argument(help="Log files or globs (quote them): .jsonl/.csv/.parquet, optionally "
                                               ".gz/.zst. Format: docs/logs.md.", show_default=False)],
     model: ModelArg = None,
     hardware: HardwareOpt = None,
     workload: WorkloadOpt = None,
-    kv_dtype: KvDtypeOption = None,
-    weight_dtype: WeightDtypeOption = None,
-    tp: TpOpt = None,
+    deployment: Deployment = Deployment(),
     choice: ParamsChoice = ParamsChoice(),
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record (exit 2).")] = False,
     show_bad: Annotated[int, typer.Option("--show-bad", min=0, max=limits.MAX_SHOW_BAD,
@@ -71,7 +74,7 @@ def analyze(
         raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
     memory_limit = check_memory_limit(memory_limit)
     _check_outputs(plots, workload_out)
-    scn, params = scenario_and_params(workload, model, hardware, kv_dtype, weight_dtype, tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment, choice)
     files = expand(logs)
     a = run_analysis(files, scn, params, engine=engine, strict=strict, show_bad=show_bad,
                      progress=None if json_out else _progress(), memory_limit=memory_limit, threads=threads)
@@ -85,7 +88,6 @@ def analyze(
                                "mode": params.mode, "numbers": params.label, "engine": engine,
                                "written": [str(w) for w in written]}))
         return
-    from cascade_plan.render.console import make_console
     from cascade_plan.render.render_logs import render_analysis
 
     render_analysis(a, make_console(), params.label, scenario_line, [str(w) for w in written])
@@ -97,8 +99,6 @@ MEMORY_LIMIT_BYTES = (16 * 2**20, 2**50)          # 16 MiB (DuckDB needs some) .
 def check_memory_limit(text: str) -> str:
     """--memory-limit (500MB, 4GiB, 1.5TB, 1PB) as the KiB figure DuckDB is given; one error line for anything
     else, or a size outside 16 MiB .. 1 PiB (DuckDB itself knows no PB, and fails on huge numbers)."""
-    import re
-
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(B|bytes|[KMGTP]i?B)\s*", text, re.IGNORECASE)
     if not m:
         raise InputError(f"--memory-limit: {text!r} is not a size: write e.g. 500MB, 4GB or 2GiB")
@@ -121,18 +121,16 @@ def _check_outputs(plots: Path | None, workload_out: Path | None) -> None:
         check_output_dir(plots, "--plots")
 
 
-def _progress():
+def _progress() -> Callable[[str, float], None] | None:
     """A progress bar on stderr (only on a terminal) fed by the scan's progress callback."""
-    import sys
-
     if not sys.stderr.isatty():
         return None
     from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     bar = Progress(TextColumn("scanning logs {task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                    TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-    tasks: dict[str, int] = {}
+    tasks: dict[str, TaskID] = {}
 
     def update(label: str, pct: float) -> None:
         if not tasks:
@@ -146,7 +144,8 @@ def _progress():
     return update
 
 
-def _write_outputs(a, scn, logs: list[str], plots: Path | None, workload_out: Path | None) -> list[Path]:
+def _write_outputs(a: Analysis, scn: Scenario, logs: list[str], plots: Path | None,
+                   workload_out: Path | None) -> list[Path]:
     written: list[Path] = []
     if workload_out:
         from cascade_plan.atomic import write_text_atomic

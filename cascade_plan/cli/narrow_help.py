@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import TYPE_CHECKING
 
-from typer.core import TyperCommand
+from typer.core import MarkupMode, TyperCommand
+
+if TYPE_CHECKING:  # pragma: no cover
+    from typer import _click as click  # typer >= 0.27 vendors click (older ones run on click itself)
+
+    _HelpBase = click.Command        # the mixin goes on typer's command and group classes, both click commands
+else:
+    _HelpBase = object
 
 RICH_HELP_MIN_COLUMNS = 120
 
@@ -21,10 +29,12 @@ def help_columns() -> int:
         return shutil.get_terminal_size((80, 24)).columns
 
 
-class NarrowSafeHelp:
+class NarrowSafeHelp(_HelpBase):
     """Mixin for typer's command and group classes."""
 
-    def format_help(self, ctx, formatter) -> None:
+    rich_markup_mode: MarkupMode            # set by typer's command and group classes
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         if help_columns() >= RICH_HELP_MIN_COLUMNS:
             return super().format_help(ctx, formatter)
         mode, self.rich_markup_mode = self.rich_markup_mode, None

@@ -4,40 +4,39 @@ on stderr and exit 2, like every other bad input, instead of click's multi-line 
 from __future__ import annotations
 
 import sys
+from typing import Any, Sequence
 
 import typer
 from typer.core import TyperGroup
 
 from cascade_plan.cli.narrow_help import NarrowSafeHelp
 
-
-def _click_exceptions():
-    try:
-        from typer import _click as click  # typer >= 0.27 vendors click
-        from typer.core import Abort
-    except ImportError:                             # pragma: no cover - older typer on real click
-        import click
-        from click.exceptions import Abort
-    return click.ClickException, Abort
+try:
+    from typer import _click as click  # typer >= 0.27 vendors click
+    from typer.core import Abort
+except ImportError:                             # pragma: no cover - older typer on real click
+    import click  # type: ignore[no-redef]  # the same names from click itself
+    from click.exceptions import Abort  # type: ignore[no-redef]
 
 
 class OneLineErrorGroup(NarrowSafeHelp, TyperGroup):
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        click_exception, abort = _click_exceptions()
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
-                              **extra)
-        except click_exception as exc:
+                              windows_expand_args=windows_expand_args, **extra)
+        except click.ClickException as exc:
             if not standalone_mode:
                 raise
             if type(exc).__name__ == "NoArgsIsHelpError":     # `cascade-plan` alone: the help, as asked
                 exc.show()
                 sys.exit(exc.exit_code)
-            command = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "cascade-plan"
+            ctx = getattr(exc, "ctx", None)                   # usage errors carry the command's context
+            command = ctx.command_path if ctx is not None else "cascade-plan"
             message = " ".join(exc.format_message().split())
             typer.echo(f"error: {message} (see `{command} --help`)", err=True)
             sys.exit(exc.exit_code)
-        except abort as exc:
+        except Abort as exc:
             if not standalone_mode:
                 raise
             if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):

@@ -25,6 +25,7 @@ from cascade_plan.cli.common import (
     HbmBandwidthOpt,
     IdealOpt,
     JsonOpt,
+    KvCacheDtypeChoice,
     KvDtypeOpt,
     KvDtypeOption,
     L2Opt,
@@ -60,7 +61,7 @@ class QuickWorkload(_Group):
 @dataclasses.dataclass(frozen=True)
 class Deployment(_Group):
     """How the model runs; each one overrides the workload's."""
-    kv_dtype: Optional[str] = None
+    kv_dtype: Optional[KvCacheDtypeChoice] = None
     weight_dtype: Optional[KvDtypeOpt] = None
     tp: Optional[int] = None
 
@@ -119,7 +120,7 @@ def bundle(cls: type, options: dict[str, Any], only: tuple[str, ...] | None = No
                                          annotation=options[n]) for n in names]
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             kwargs[target] = cls(**{n: kwargs.pop(n) for n in names if n in kwargs})
             return fn(*args, **kwargs)
 
@@ -132,7 +133,7 @@ def bundle(cls: type, options: dict[str, Any], only: tuple[str, ...] | None = No
     return decorate
 
 
-def calibration_options(fn: Callable | None = None, *, only: tuple[str, ...] | None = None):
+def calibration_options(fn: Callable | None = None, *, only: tuple[str, ...] | None = None) -> Callable:
     """--ideal, --calibration, --backend, --force, --uncalibrated (or the ones in `only`) as one ParamsChoice."""
     decorate = bundle(ParamsChoice, CALIBRATION_OPTIONS, only)
     return decorate(fn) if fn is not None else decorate

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Collection, Optional
 
 import typer
 
@@ -11,7 +11,14 @@ from cascade_plan.cli.common import AttentionBackendOpt, HardwareOpt, ReserveOpt
 from cascade_plan.cli.option_bundles import calibration_options, what_if_options
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
-from cascade_plan.render.plot_jobs import KINDS
+from cascade_plan.inputs.workload_catalog import builtin_workloads
+from cascade_plan.render.plot_jobs import KINDS, default_workers, plot_tasks, render_plots
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.cost.cost_params import CostParams
+    from cascade_plan.inputs.hardware import HardwareProfile
+    from cascade_plan.inputs.workload import Scenario
+    from cascade_plan.serving.workload_analysis import WorkloadReport
 
 DEFAULT_COMPARE = "a100-80gb,h100-sxm,h200,b200,mi300x"
 SvgOpt = Annotated[bool, typer.Option("--svg", help="Write an SVG beside every PNG (vector, for papers and "
@@ -25,7 +32,8 @@ CompareOpt = Annotated[str, typer.Option(
     "--compare-hardware", help="Comma-separated GPUs for the side-by-side plot and table ('' for none).")]
 
 
-def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_backend: str | None = None):
+def _analyse(scn: Scenario, params: CostParams, compare_hw: list[HardwareProfile], choice: ParamsChoice,
+             reserve: float = 0.10, attention_backend: str | None = None) -> WorkloadReport:
     """The report's analysis of one workload, on the report's default breakeven axes."""
     from cascade_plan.cost.breakeven import DEFAULT_BATCH_AXIS, DEFAULT_PREFIX_AXIS
     from cascade_plan.inputs.grid_spec import parse_axis
@@ -36,15 +44,15 @@ def _analyse(scn, params, compare_hw, choice, reserve: float = 0.10, attention_b
                             reserve, attention_backend)
 
 
-def _hardware_list(spec: str):
+def _hardware_list(spec: str) -> list[HardwareProfile]:
     from cascade_plan.inputs.hardware import load_hardware
 
     return [load_hardware(h.strip()) for h in spec.split(",") if h.strip()]
 
 
-def _plots(jobs, base: Path, kinds, svg: bool, workers: int, on_done=None) -> list[dict[str, str]]:
+def _plots(jobs: list[tuple[WorkloadReport, Path]], base: Path, kinds: Collection[str], svg: bool, workers: int,
+           on_done: Callable[[], None] | None = None) -> list[dict[str, str]]:
     """Render every (analysed workload, folder) job's plots; {caption: path relative to base} per job."""
-    from cascade_plan.render.plot_jobs import render_plots
     from cascade_plan.render.report import rel
 
     written = render_plots(jobs, kinds, ("png", "svg") if svg else ("png",), workers, on_done)
@@ -84,7 +92,6 @@ def plot(
     check_output_dir(out, "--out")
     scn = what_if.apply(load_scenario(workload, hardware))
     r = _analyse(scn, select_params(scn, choice), _hardware_list(compare_hardware), choice, reserve)
-    from cascade_plan.render.plot_jobs import default_workers
 
     written = _plots([(r, out / slug(scn.name))], out, kinds, svg, jobs or default_workers())[0]
     for caption, path in written.items():
@@ -125,8 +132,6 @@ def report(
     from cascade_plan.report_folder import ReportFolder
 
     if not workloads:
-        from cascade_plan.inputs.workload_catalog import builtin_workloads
-
         workloads = list(builtin_workloads().values())
     # Every input is checked before anything is written.
     scns = [what_if.apply(load_scenario(w, hardware)) for w in workloads]
@@ -143,8 +148,6 @@ def report(
         # a failure or an interrupt leaves the previous report as it was, never a mix of two runs.
         with target as folder:
             if not no_plots:
-                from cascade_plan.render.plot_jobs import default_workers, plot_tasks
-
                 jobs_ = [(r, folder / name) for r, name in zip(reports, names)]
                 # No auto-refresh: its thread would be running when the pool forks its workers (unsafe); the bar is
                 # redrawn as each plot finishes instead.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -14,6 +14,8 @@ from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.choices import ParamsChoice
+from cascade_plan.render.console import make_console
+from cascade_plan.units import fmt_seconds, fmt_speedup
 
 # requests per point of the --plot sweep (7 replica counts x 4 policies): enough for co-residency at up to
 # 64 replicas (~400 requests each), and the whole sweep within a second or two
@@ -84,8 +86,7 @@ def route(
 
     if plot is not None:
         check_output_dir(plot, "--plot")
-    scn, params = scenario_and_params(workload, model, hardware, deployment.kv_dtype, deployment.weight_dtype,
-                                      deployment.tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment, choice)
     if batch is not None and rate is not None:
         raise InputError("give --batch or --rate, not both")
     given = {"--samples": samples, "--prefix": prefix, "--output-tokens": output_tokens,
@@ -113,12 +114,13 @@ def route(
         title = (f"{scn.model.id} on {scn.hardware.id}: {samples} siblings, {prefix:,}-token prefix, {b} sequences "
                  f"per replica{', forks together' if forks_together else ''}")
         written = [str(p) for p in plot_route_sweep(counts, sweep, title, Path(plot) / "route-speedup-vs-replicas")]
-    rows = [{"policy": o.routing.policy, "siblings_mean": o.routing.siblings_mean, "alone_share": o.routing.alone_share,
-             "groups_per_replica_batch": o.groups, "siblings_per_group": o.siblings,
-             "load_imbalance": o.routing.load_imbalance, "prefix_copies_per_prompt": o.routing.prefix_copies,
-             "speedup": o.speedup, "per_sequence_s": o.per_sequence_s, "cascade_s": o.cascade_s,
-             "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
-            for o in outs]
+    rows: list[dict[str, Any]] = [
+        {"policy": o.routing.policy, "siblings_mean": o.routing.siblings_mean, "alone_share": o.routing.alone_share,
+         "groups_per_replica_batch": o.groups, "siblings_per_group": o.siblings,
+         "load_imbalance": o.routing.load_imbalance, "prefix_copies_per_prompt": o.routing.prefix_copies,
+         "speedup": o.speedup, "per_sequence_s": o.per_sequence_s, "cascade_s": o.cascade_s,
+         "max_sequences_per_replica": o.max_sequences, "memory": o.memory.to_json() if o.memory else None}
+        for o in outs]
     if json_out:
         print_json(envelope({"model": scn.model.id,
                              "hardware": scn.hardware.id, "numbers": params.label, "replicas": replicas,
@@ -128,9 +130,6 @@ def route(
                              "forks_together": forks_together, "policies": rows, "written": written}))
         return
     from rich.table import Table
-
-    from cascade_plan.render.console import make_console
-    from cascade_plan.units import fmt_speedup
 
     con = make_console()
     con.print(f"{requests:,} requests in groups of {samples} over {replicas} replicas, {b} sequences per replica; "
@@ -207,8 +206,7 @@ def rl(
     """  # noqa: E501
     from cascade_plan.serving.rl import TAIL_FINISHED, RlSchedule, rl_generation
 
-    scn, params = scenario_and_params(workload, model, hardware, deployment.kv_dtype, deployment.weight_dtype,
-                                      deployment.tp, choice)
+    scn, params = scenario_and_params(workload, model, hardware, deployment, choice)
     s = RlSchedule(prompts=prompts, samples=samples, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                    max_completion=max_completion, replicas=replicas, prompt_cv=prompt_cv, completion_cv=completion_cv,
                    other_s=other_s)
@@ -218,9 +216,6 @@ def rl(
                              "tp": scn.tp, "numbers": params.label, **res.to_json()}))
         return
     from rich.table import Table
-
-    from cascade_plan.render.console import make_console
-    from cascade_plan.units import fmt_seconds, fmt_speedup
 
     con = make_console()
     con.print(f"{prompts} prompts x {samples} completions per RL step over {replicas} replicas; {scn.model.id} on "

@@ -8,6 +8,8 @@ import typer
 
 from cascade_plan.cli.common import JsonOpt, print_json
 from cascade_plan.envelope import envelope
+from cascade_plan.inputs.workload_catalog import shipped_workload
+from cascade_plan.render.console import make_console
 
 
 def workloads(
@@ -25,7 +27,6 @@ def workloads(
 
       cp "$(cascade-plan workloads --path rl-rollouts-64)" my-workload.yaml
     """
-    from cascade_plan.inputs.workload_catalog import shipped_workload
     from cascade_plan.inputs.workload_rows import workload_rows
 
     if path is not None:
@@ -35,7 +36,6 @@ def workloads(
     if json_out:
         print_json(envelope({"workloads": rows}))
         return
-    from cascade_plan.render.console import make_console
     from cascade_plan.render.workload_list import render_workloads
 
     render_workloads(rows, make_console())

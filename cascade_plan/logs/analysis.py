@@ -156,7 +156,8 @@ def _group_quantiles(values: np.ndarray, starts: np.ndarray, counts: np.ndarray)
     return out
 
 
-def _by_replica(t: LogTables, m: dict[str, np.ndarray], times: StepTimes):
+def _by_replica(t: LogTables, m: dict[str, np.ndarray],
+                times: StepTimes) -> tuple[dict[str, dict[str, Distribution]], dict[str, Verdict]]:
     """Per-replica distributions and verdicts in a few sorts over the steps (never one pass over the
     steps per replica)."""
     names, inv = np.unique(t.replica, return_inverse=True)

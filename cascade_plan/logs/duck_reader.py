@@ -10,7 +10,7 @@ from __future__ import annotations
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from cascade_plan.inputs.limits import MAX_CONTEXT_TOKENS as MAX_TOKENS
 from cascade_plan.inputs.limits import MAX_DEPTH, MAX_SEQUENCES
 from cascade_plan.logs.log_format import MAX_TS_S
 from cascade_plan.logs.sources import LogFile
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
 
 SEQ_TYPE = 'STRUCT(request VARCHAR, "group" VARCHAR, shared BIGINT, private BIGINT, levels BIGINT[])'
 # Counts are read as JSON and kept only when the JSON value is an integer: a typed read would round 64.7
@@ -95,7 +98,7 @@ class LogTables:
         return int(self.ts.size)
 
 
-def _connect(memory_limit: str, threads: int | None):
+def _connect(memory_limit: str, threads: int | None) -> duckdb.DuckDBPyConnection:
     import duckdb
 
     con = duckdb.connect(config={"memory_limit": memory_limit, "preserve_insertion_order": False,
@@ -107,7 +110,7 @@ def _connect(memory_limit: str, threads: int | None):
     return con
 
 
-def create_tables(con) -> None:
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """The four tables a reader fills and `_fetch` reads (steps, nodes, requests, files), empty."""
     con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
                 "ps_prefix_tokens DOUBLE, suffix_tokens DOUBLE, longest_context DOUBLE, longest_suffix DOUBLE)")
@@ -117,7 +120,7 @@ def create_tables(con) -> None:
     con.execute("CREATE TEMP TABLE files (file VARCHAR, records BIGINT, malformed BIGINT)")
 
 
-def _columns(con, f: LogFile) -> dict[str, str]:
+def _columns(con: duckdb.DuckDBPyConnection, f: LogFile) -> dict[str, str]:
     """Column name -> DuckDB type of a CSV/Parquet file; for JSON, the keys of its first record."""
     if f.fmt == "json":
         row = con.execute("SELECT json_keys(json) FROM read_json_objects(?, format='newline_delimited', "
@@ -129,7 +132,7 @@ def _columns(con, f: LogFile) -> dict[str, str]:
     return {r[0]: r[1] for r in rows}
 
 
-def form_of(con, f: LogFile) -> tuple[str, dict[str, str]]:
+def form_of(con: duckdb.DuckDBPyConnection, f: LogFile) -> tuple[str, dict[str, str]]:
     import duckdb
 
     try:
@@ -254,13 +257,14 @@ def compact_rows_sql(files: list[LogFile], cols: dict[str, str]) -> str:
     return f"SELECT *, {COMPACT_BAD} AS bad FROM ({src})"
 
 
-def _run_with_progress(con, sql: str, progress: Callable[[float], None] | None):
+def _run_with_progress(con: duckdb.DuckDBPyConnection, sql: str,
+                       progress: Callable[[float], None] | None) -> duckdb.DuckDBPyConnection:
     """Run a statement while a thread reports DuckDB's query progress (0..100)."""
     if progress is None:
         return con.execute(sql)
     done = threading.Event()
 
-    def poll():
+    def poll() -> None:
         while not done.wait(0.25):
             try:
                 p = con.query_progress()
@@ -357,7 +361,7 @@ def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
     return tables
 
 
-def _fetch(con) -> LogTables:
+def _fetch(con: duckdb.DuckDBPyConnection) -> LogTables:
     # Steps numbered in (replica, ts) order; node buckets carry the step number.
     con.execute("CREATE OR REPLACE TEMP TABLE s AS SELECT *, row_number() OVER (ORDER BY replica, ts) - 1 AS idx "
                 "FROM (SELECT replica, ts, sum(seqs) seqs, sum(shared_seqs) shared_seqs, sum(groups) groups, "

@@ -5,12 +5,16 @@ hold a single node read by all sequences."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cascade_plan.cost.cost_model import kv_heads_per_gpu, q_heads_per_gpu
 from cascade_plan.engine.vllm_gate import FLASHINFER_NEVER_USES_CASCADE, VllmGateInputs, vllm_uses_cascade
 from cascade_plan.logs.duck_reader import LogTables
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.inputs.workload import Scenario
 
 
 def common_prefix_per_step(t: LogTables) -> np.ndarray:
@@ -43,7 +47,7 @@ class EngineShare:
                         "disabled); " + FLASHINFER_NEVER_USES_CASCADE}
 
 
-def engine_share(t: LogTables, scn) -> EngineShare:
+def engine_share(t: LogTables, scn: Scenario) -> EngineShare:
     common = common_prefix_per_step(t)
     m = scn.model
     pairs, inverse = np.unique(np.stack([common, t.seqs]).astype(np.int64), axis=1, return_inverse=True)

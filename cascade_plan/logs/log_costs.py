@@ -5,12 +5,16 @@ sharing tree's nodes, so a log simulated from a workload costs exactly what `est
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cascade_plan.cost.cost_model import StepLoad, gpu_shape, step_costs
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.logs.duck_reader import LogTables
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.inputs.workload import Scenario
 
 # Node buckets x steps priced at once: bounds the (J, S) arrays to a few tens of MB.
 CHUNK_CELLS = 1 << 20
@@ -36,7 +40,7 @@ def _chunk_load(t: LogTables, lo: int, hi: int, n0: int, n1: int) -> StepLoad:
     J = int(j.max()) + 1 if j.size else 1
     shape = (J, hi - lo)
 
-    def grid(values) -> np.ndarray:
+    def grid(values: np.ndarray) -> np.ndarray:
         out = np.zeros(shape)
         out[j, step] = values
         return out
@@ -53,7 +57,7 @@ def _chunk_load(t: LogTables, lo: int, hi: int, n0: int, n1: int) -> StepLoad:
         longest_suffix=t.longest_suffix[s])
 
 
-def price_steps(t: LogTables, scn, params: CostParams) -> StepTimes:
+def price_steps(t: LogTables, scn: Scenario, params: CostParams) -> StepTimes:
     """Per-sequence and cascade step time of every logged step (scn: model, hardware, dtypes, TP)."""
     g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
     S = t.steps

@@ -111,13 +111,14 @@ _WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
 FLAT_COUNTS = {"compact": ("batch", "prefix", "siblings", "groups"), "seq": ("shared", "private")}
 
 
-def check_record(record, form: str, flat: bool = False) -> str | None:
+def check_record(record: dict, form: str, flat: bool = False) -> str | None:
     """The first rule a decoded record of `form` ('seq' | 'compact') breaks, as 'field: reason', or
     None. Cross-field rules a struct cannot say are checked here too (the SQL reader applies the same
     ones). `flat`: a CSV/Parquet row (strings are converted to numbers; per-sequence rows are SeqRow)."""
     if not isinstance(record, dict):
         return "a record is a JSON object"
-    kind = CompactRecord if form == "compact" else (SeqRow if flat else StepRecord)
+    kind: type[CompactRecord] | type[SeqRow] | type[StepRecord] = (
+        CompactRecord if form == "compact" else (SeqRow if flat else StepRecord))
     if flat:
         record = {k: v for k, v in record.items() if v not in (None, "")}
         for name in FLAT_COUNTS[form]:          # as the SQL reader reads them: whole numbers, "64" or 64.0, not "1e3"

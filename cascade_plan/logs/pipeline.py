@@ -6,9 +6,10 @@ from typing import Callable
 
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.errors import InputError
+from cascade_plan.inputs.workload import Scenario
 from cascade_plan.logs.analysis import Analysis, analyze_tables
-from cascade_plan.logs.bad_lines import locate
-from cascade_plan.logs.duck_reader import read_logs
+from cascade_plan.logs.bad_lines import BadRecord, locate
+from cascade_plan.logs.duck_reader import LogTables, read_logs
 from cascade_plan.logs.engine_share import engine_share
 from cascade_plan.logs.log_costs import price_steps
 from cascade_plan.logs.sources import LogFile
@@ -19,7 +20,7 @@ ENGINES = ("duckdb", "spark")
 
 
 def scan(files: list[LogFile], engine: str = "duckdb", progress: Callable[[str, float], None] | None = None,
-         memory_limit: str = "1GB", threads: int | None = None):
+         memory_limit: str = "1GB", threads: int | None = None) -> LogTables:
     if engine == "duckdb":
         return read_logs(files, memory_limit=memory_limit, threads=threads, progress=progress)
     if engine == "spark":
@@ -27,11 +28,12 @@ def scan(files: list[LogFile], engine: str = "duckdb", progress: Callable[[str, 
     raise InputError(f"--engine: unknown engine {engine!r}: use {' or '.join(ENGINES)}")
 
 
-def run_analysis(files: list[LogFile], scn, params: CostParams, *, engine: str = "duckdb", strict: bool = False,
-                 show_bad: int = 10, progress=None, memory_limit: str = "1GB", threads: int | None = None) -> Analysis:
+def run_analysis(files: list[LogFile], scn: Scenario, params: CostParams, *, engine: str = "duckdb",
+                 strict: bool = False, show_bad: int = 10, progress: Callable[[str, float], None] | None = None,
+                 memory_limit: str = "1GB", threads: int | None = None) -> Analysis:
     """Scan, then (strict) fail on the first malformed record or (lenient) list up to `show_bad`."""
     tables = scan(files, engine, progress, memory_limit, threads)
-    bad = []
+    bad: list[BadRecord] = []
     by_path = {f.path: f for f in files}
     for path, _, malformed in tables.files:
         if malformed and (strict or len(bad) < show_bad):

@@ -132,20 +132,20 @@ def log_batch(scheduler: Any, batch: Any) -> None:
     push_step(lg, lambda: snapshot_batch(batch))
 
 
-def wrap_run_batch(cls) -> None:
+def wrap_run_batch(cls: Any) -> None:
     original = cls.run_batch
     if getattr(original, "_cascade_plan_logged", False):
         return
 
-    def run_batch(self, batch, *args, **kwargs):
+    def run_batch(self: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
         log_batch(self, batch)
         return original(self, batch, *args, **kwargs)
 
-    run_batch._cascade_plan_logged = True
+    run_batch._cascade_plan_logged = True  # type: ignore[attr-defined]  # a marker on the function object
     cls.run_batch = run_batch
 
 
-def run_scheduler_process_logged(*args, **kwargs):
+def run_scheduler_process_logged(*args: Any, **kwargs: Any) -> Any:
     """The scheduler process entry, wrapped (picklable by reference, so spawned processes run it too)."""
     from sglang.srt.managers import scheduler as sched
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gzip
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import msgspec
 
@@ -42,6 +42,7 @@ def log_size(tree: TreeNode) -> tuple[int, int]:
                 s, r = walk(child)
                 seqs, rows = seqs + s, rows + r
         else:
+            assert node.samples is not None and node.output_tokens is not None   # a leaf: TreeNode.__post_init__
             seqs, rows = node.samples, node.samples * node.output_tokens
         return node.copies * seqs, node.copies * rows
 
@@ -77,6 +78,7 @@ def tree_sequences(tree: TreeNode) -> list[SimSeq]:
                 for i, child in enumerate(node.children):
                     walk(child, here + (i,), ids, cum)
             else:
+                assert node.samples is not None and node.output_tokens is not None   # a leaf
                 for s in range(node.samples):
                     out.append(SimSeq(request=f"{'.'.join(map(str, here))}-s{s}", group="/".join(ids),
                                       levels=cum, private_tokens=node.private_tokens,
@@ -86,7 +88,7 @@ def tree_sequences(tree: TreeNode) -> list[SimSeq]:
     return out
 
 
-def _active_runs(seqs: list[SimSeq]):
+def _active_runs(seqs: list[SimSeq]) -> Iterator[tuple[int, int, list[int]]]:
     """(first step, last step, indices of the sequences decoding in those steps, in tree order) for
     each run of steps with the same sequences: the list is rebuilt only where some finish, from the
     previous one, so the work is linear in the rows written."""
@@ -134,7 +136,7 @@ def encoded_records(tree: TreeNode, replica: str = "r0", step_s: float = 0.01) -
             yield head[:-2] + body + b"]}\n"
 
 
-def open_for_write(path: Path, fh):
+def open_for_write(path: Path, fh: BinaryIO) -> BinaryIO | gzip.GzipFile:
     """Compress by suffix: .gz -> gzip, anything else plain (zstd: compress afterwards, `zstd LOG`).
     Level 1: on these repetitive lines it compresses ~30x, 25 times faster than gzip's level 9
     (which made the largest log take 12 s of CPU instead of 3)."""

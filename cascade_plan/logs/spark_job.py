@@ -18,14 +18,20 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_DEPTH
-from cascade_plan.logs.duck_reader import _connect, _fetch, create_tables
+from cascade_plan.logs.duck_reader import LogTables, _connect, _fetch, create_tables
 from cascade_plan.logs.sources import LogFile
 
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
-def _session():
+# PySpark ships no type information here (pyspark is read as Any): sessions, columns and data frames are Any.
+
+
+def _session() -> Any:
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -44,7 +50,7 @@ def _session():
     return spark
 
 
-def _schemas():
+def _schemas() -> tuple[Any, Any]:
     from pyspark.sql import types as T
 
     seq = T.StructType([T.StructField("request", T.StringType()), T.StructField("group", T.StringType()),
@@ -58,7 +64,7 @@ def _schemas():
     return seq, rec
 
 
-def _form(spark, f: LogFile) -> str:
+def _form(spark: Any, f: LogFile) -> str:
     if f.fmt == "json":
         first = spark.read.text(f.path).where("trim(value) != ''").first()
         try:
@@ -77,24 +83,24 @@ def _form(spark, f: LogFile) -> str:
                      "`siblings` (compact form)", file=f.path)
 
 
-def _levels_bad(F, lv, grp, shared):
+def _levels_bad(F: Any, lv: Any, grp: Any, shared: Any) -> Any:
     return lv.isNotNull() & ((F.size(lv) == 0) | (F.size(lv) > MAX_DEPTH) | (F.size(lv) != F.size(F.split(grp, "/")))
                              | ~F.element_at(lv, -1).eqNullSafe(shared)
                              | F.coalesce(F.exists(lv, lambda v: v.isNull() | (v < 0)), F.lit(False))
                              | (F.array_sort(lv) != lv))
 
 
-def _seq_bad(F, request, grp, shared, private, levels):
+def _seq_bad(F: Any, request: Any, grp: Any, shared: Any, private: Any, levels: Any) -> Any:
     return (request.isNull() | grp.isNull() | shared.isNull() | (shared < 0) | private.isNull() | (private < 0)
             | F.coalesce(_levels_bad(F, levels, grp, shared), F.lit(False)))
 
 
-def _flat(spark, F, files: list[LogFile]):
+def _flat(spark: Any, F: Any, files: list[LogFile]) -> Any:
     paths = [f.path for f in files]
     df = spark.read.option("header", True).csv(paths) if files[0].fmt == "csv" else spark.read.parquet(*paths)
     cols = set(df.columns)
 
-    def col(name, cast):
+    def col(name: str, cast: str) -> Any:
         return F.expr(f"try_cast(trim(cast(`{name}` AS STRING)) AS {cast})") if name in cols else F.lit(None).cast(cast)
 
     return df.select(F.input_file_name().alias("file"), *[col(c, t).alias(c) for c, t in (
@@ -107,7 +113,7 @@ def _flat(spark, F, files: list[LogFile]):
                                  else F.lit(None).cast("array<bigint>")).alias("levels"))
 
 
-def _seq_tables(spark, F, files: list[LogFile]):
+def _seq_tables(spark: Any, F: Any, files: list[LogFile]) -> list[pd.DataFrame]:
     seq_t, rec_t = _schemas()
     if files[0].fmt == "json":
         raw = (spark.read.schema(rec_t).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
@@ -157,7 +163,7 @@ def _seq_tables(spark, F, files: list[LogFile]):
     return out
 
 
-def _compact_tables(spark, F, files: list[LogFile]):
+def _compact_tables(spark: Any, F: Any, files: list[LogFile]) -> list[pd.DataFrame]:
     _, rec_t = _schemas()
     if files[0].fmt == "json":
         df = (spark.read.schema(rec_t).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", "_corrupt")
@@ -190,7 +196,7 @@ def _compact_tables(spark, F, files: list[LogFile]):
     return out
 
 
-def _frame(df):
+def _frame(df: Any) -> pd.DataFrame:
     """Collect a small aggregated Spark table as a pandas frame (without PySpark's pandas bridge)."""
     import pandas as pd
 
@@ -198,7 +204,7 @@ def _frame(df):
     return pd.DataFrame([r.asDict() for r in rows], columns=df.columns)
 
 
-def read_logs_spark(files: list[LogFile]):
+def read_logs_spark(files: list[LogFile]) -> LogTables:
     """Scan with Spark, then finish in DuckDB exactly as duck_reader does. A file Spark cannot read
     (missing, corrupt, no schema to infer) is one line, like DuckDB's."""
     spark = _session()                  # first: it says what is missing (PySpark, Java) in one line
@@ -218,7 +224,7 @@ def read_logs_spark(files: list[LogFile]):
                          file=files[0].path if len(files) == 1 else None) from None
 
 
-def _read_with(spark, files: list[LogFile]):
+def _read_with(spark: Any, files: list[LogFile]) -> LogTables:
     from pyspark.sql import functions as F
 
     groups: dict[tuple[str, str], list[LogFile]] = {}

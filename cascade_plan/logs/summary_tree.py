@@ -7,6 +7,8 @@ and copies, the sequences per innermost node give `samples`, requests' logged li
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from cascade_plan.logs.duck_reader import LogTables
@@ -16,7 +18,7 @@ def _median_int(x: np.ndarray, floor: int = 0) -> int:
     return max(floor, int(round(float(np.median(x))))) if x.size else floor
 
 
-def summary_tree(t: LogTables) -> tuple[dict, list[str]]:
+def summary_tree(t: LogTables) -> tuple[dict[str, Any], list[str]]:
     """(tree as a workload `tree:` mapping, notes on how it was inferred)."""
     notes = []
     if t.request_steps.size:
@@ -50,7 +52,7 @@ def summary_tree(t: LogTables) -> tuple[dict, list[str]]:
     np.add.at(tok, (t.node_level[keep], t.node_step[keep]), (t.node_tokens * t.node_instances)[keep])
     deepest = t.node_level == D
     np.add.at(readers, t.node_step[deepest], t.node_readers[deepest])
-    levels = []
+    levels: list[dict[str, Any]] = []
     prev = 1.0
     for lvl in range(1, D + 1):
         n = float(np.median(inst[lvl, typical]))
@@ -60,7 +62,7 @@ def summary_tree(t: LogTables) -> tuple[dict, list[str]]:
     samples = _median_int(readers[typical] / np.maximum(inst[D, typical], 1), 1)
     leaf = levels[-1]
     leaf.update({"samples": samples, "output_tokens": output, "private_tokens": private})
-    node = leaf
+    node: dict[str, Any] = leaf
     for lv in reversed(levels[:-1]):
         node = {**lv, "children": [node]}
     if unshared:

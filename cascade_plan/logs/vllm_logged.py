@@ -9,6 +9,7 @@ files cost nothing."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -16,6 +17,11 @@ from cascade_plan.cost.cost_model import kv_heads_per_gpu, q_heads_per_gpu
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.logs.duck_reader import LogTables
 from cascade_plan.logs.sources import LogFile
+
+if TYPE_CHECKING:  # pragma: no cover
+    import duckdb
+    
+    from cascade_plan.inputs.workload import Scenario
 
 FIELDS = ("num_common_prefix_blocks", "block_size", "scheduled", "max_query", "min_computed")
 COLUMNS = ("{ts: 'DOUBLE', replica: 'VARCHAR', block_size: 'BIGINT', num_common_prefix_blocks: 'BIGINT[]', "
@@ -47,13 +53,14 @@ class LoggedGate:
                         "(requests, longest query, fewest computed tokens), FlashAttention backend, opted in"}
 
 
-def _has_fields(con, f: LogFile) -> bool:
+def _has_fields(con: duckdb.DuckDBPyConnection, f: LogFile) -> bool:
     row = con.execute("SELECT json_keys(json) FROM read_json_objects(?, format='newline_delimited', "
                       "ignore_errors=true) WHERE json IS NOT NULL LIMIT 1", [f.path]).fetchone()
-    return bool(row) and "num_common_prefix_blocks" in row[0]
+    return row is not None and "num_common_prefix_blocks" in row[0]
 
 
-def logged_gate(files: list[LogFile], t: LogTables, scn, common_prefix_tokens: np.ndarray) -> LoggedGate | None:
+def logged_gate(files: list[LogFile], t: LogTables, scn: Scenario,
+                common_prefix_tokens: np.ndarray) -> LoggedGate | None:
     """None when no file carries vLLM's fields (or none of their steps is in `t`)."""
     import duckdb
 
@@ -79,7 +86,7 @@ def logged_gate(files: list[LogFile], t: LogTables, scn, common_prefix_tokens: n
         con.close()
     index = {(str(r), float(ts)): i for i, (r, ts) in enumerate(zip(t.replica, t.ts))}
     m = scn.model
-    base = {"num_query_heads": q_heads_per_gpu(m, scn.tp), "num_kv_heads": kv_heads_per_gpu(m, scn.tp),
+    base: dict[str, Any] = {"num_query_heads": q_heads_per_gpu(m, scn.tp), "num_kv_heads": kv_heads_per_gpu(m, scn.tp),
             "num_sms": scn.hardware.sm_count, "use_alibi": m.alibi, "sliding_window": m.sliding_window,
             "prefix_caching_enabled": scn.prefix_caching, "disable_cascade_attn": False}
     keep = [(index.get((str(r), float(ts))), bs, blocks, n, q, mc) for r, ts, bs, blocks, n, q, mc in rows]
@@ -89,7 +96,8 @@ def logged_gate(files: list[LogFile], t: LogTables, scn, common_prefix_tokens: n
     idx, bs, blocks, n, q, mc = (np.asarray(c, dtype=np.int64) for c in zip(*keep))
     planner = np.asarray(common_prefix_tokens, dtype=np.int64)[idx]
 
-    def capped(prefix):            # engine_common_prefix_tokens' rounding and cap, done here so rows repeat
+    # engine_common_prefix_tokens' rounding and cap, done here so rows repeat
+    def capped(prefix: np.ndarray) -> np.ndarray:
         return np.minimum(prefix // bs * bs, mc) // bs * bs
 
     # steps repeat the same gate inputs: decide each distinct row once

@@ -32,7 +32,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter, _get
 
@@ -77,12 +77,20 @@ def snapshot(so: Any) -> dict:
             "ts": time.time()}
 
 
+class StepWriter(Protocol):
+    """What StepLogger drives: vLLM's SchedulerLogWriter or SGLang's SglangBatchWriter."""
+
+    def reset(self) -> None: ...
+    def write(self, snap: Any) -> dict | None: ...
+    def encode(self, rec: dict) -> bytes: ...
+
+
 class StepLogger:
     """Bounded queue + background writer around a converter (`writer`: `write(snapshot) -> record or
     None`, `encode(record) -> bytes`, `reset()`; SchedulerLogWriter for vLLM, SglangBatchWriter for
     SGLang). `push` is the only call on the engine's thread."""
 
-    def __init__(self, path: str, writer, flush_s: float = 1.0, max_queued: int = MAX_QUEUED_STEPS) -> None:
+    def __init__(self, path: str, writer: StepWriter, flush_s: float = 1.0, max_queued: int = MAX_QUEUED_STEPS) -> None:
         self.path = path
         self._q: collections.deque = collections.deque()
         self._max = max_queued
@@ -90,7 +98,7 @@ class StepLogger:
         self.written = 0
         self._lost = False
         self.writer = writer
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self._flush_s = flush_s
         self._wake = threading.Event()
         self._idle = threading.Event()
@@ -166,7 +174,8 @@ class StepLogger:
             print(f"cascade-plan step log: {self.dropped} step(s) dropped (queue full) in {self.path}", file=sys.stderr)
 
 
-def chain_signals(flush, signals=(signal.SIGTERM, signal.SIGINT)) -> bool:
+def chain_signals(flush: Callable[[], Any],
+                  signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)) -> bool:
     """Make SIGTERM/SIGINT flush the log first, then do what they did before (the engine's handler,
     the default action, or nothing if ignored). Only the main thread can set handlers: False elsewhere."""
     if threading.current_thread() is not threading.main_thread():
@@ -176,7 +185,7 @@ def chain_signals(flush, signals=(signal.SIGTERM, signal.SIGINT)) -> bool:
         if prev is signal.SIG_IGN:
             continue
 
-        def handler(signum, frame, prev=prev):
+        def handler(signum: int, frame: Any, prev: Any = prev) -> Any:
             try:
                 flush()
             except Exception:              # noqa: BLE001, S110 - the engine's handler must still run
@@ -262,18 +271,18 @@ def log_step(scheduler: Any, out: Any) -> None:
     push_step(logger_for(scheduler), lambda: snapshot(out))
 
 
-def wrap_schedule(cls) -> None:
+def wrap_schedule(cls: Any) -> None:
     """Wrap `cls.schedule` (once) so every step's output is logged."""
     original = cls.schedule
     if getattr(original, "_cascade_plan_logged", False):
         return
 
-    def schedule(self, *args, **kwargs):
+    def schedule(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = original(self, *args, **kwargs)
         log_step(self, out)
         return out
 
-    schedule._cascade_plan_logged = True
+    schedule._cascade_plan_logged = True  # type: ignore[attr-defined]  # a marker on the function object
     cls.schedule = schedule
 
 
@@ -286,14 +295,14 @@ def register() -> None:
     wrap_schedule(Scheduler)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     """`LoggingScheduler`: vLLM's V1 Scheduler, logging each step (for --scheduler-cls)."""
     if name != "LoggingScheduler":
         raise AttributeError(name)
     from vllm.v1.core.sched.scheduler import Scheduler
 
     class LoggingScheduler(Scheduler):
-        def schedule(self, *args, **kwargs):
+        def schedule(self: Any, *args: Any, **kwargs: Any) -> Any:
             out = super().schedule(*args, **kwargs)
             log_step(self, out)
             return out

@@ -37,14 +37,14 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Callable
 
 import msgspec
 
 NULL_BLOCK_ID = 0            # vllm/v1/core/block_pool.py: the first block of the pool is the null block
 
 
-def _get(obj: Any, name: str, default=None):
+def _get(obj: Any, name: str, default: Any = None) -> Any:
     return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
@@ -70,7 +70,7 @@ class SchedulerLogWriter:
     engine config). `every`: write one step in `every` (the state is updated on every step)."""
 
     def __init__(self, out: BinaryIO | None, replica: str | int = 0, block_size: int | Sequence[int] = 16,
-                 kv_group: int = 0, clock=time.time, every: int = 1) -> None:
+                 kv_group: int = 0, clock: Callable[[], float] = time.time, every: int = 1) -> None:
         self.out = out
         self.replica = replica
         sizes = [block_size] if isinstance(block_size, int) else list(block_size)
@@ -107,7 +107,9 @@ class SchedulerLogWriter:
         n = self._counted.pop(rid, 0)
         if n:
             users = self.users
-            for b in self.tables[rid][self.kv_group][:n]:
+            table = self.tables[rid]
+            assert table is not None                       # counted blocks belong to a live table
+            for b in table[self.kv_group][:n]:
                 if b != NULL_BLOCK_ID:
                     c = users[b] - 1
                     if c:
@@ -116,7 +118,7 @@ class SchedulerLogWriter:
                     else:
                         del users[b]
 
-    def _set_table(self, rid: str, block_ids) -> None:
+    def _set_table(self, rid: str, block_ids: Sequence[Sequence[int]] | None) -> None:
         self._uncount(rid)
         self._shape.pop(rid, None)
         self.tables[rid] = [list(g) for g in block_ids] if block_ids else [[]]
@@ -188,7 +190,9 @@ class SchedulerLogWriter:
             have = self._counted.get(r, 0)
             if full == have:
                 continue
-            blocks = self.tables[r][g] if g < len(self.tables[r]) else []
+            table = self.tables[r]
+            assert table is not None                       # decoding() keeps live tables only
+            blocks = table[g] if g < len(table) else []
             full = min(full, len(blocks))
             if full < have:                                  # drafts rejected across a block end
                 self._uncount(r)
@@ -201,7 +205,8 @@ class SchedulerLogWriter:
                         self._version += 1
             self._counted[r] = full
 
-    def _levels(self, blocks: list[int], n_full: int, key) -> tuple[int, str, list[int] | None]:
+    def _levels(self, blocks: list[int], n_full: int,
+                key: Callable[[int], int]) -> tuple[int, str, list[int] | None]:
         """(shared blocks, group id or "", level ends or None) of one table. A level starting at block b
         is held by the same set of sequences throughout, so where it ends is a property of b, found once
         per change of the counts (by bisection) and shared by every sequence holding b."""
@@ -240,7 +245,9 @@ class SchedulerLogWriter:
         for r, k in decoding:
             computed = self.computed[r]
             context = computed + 1                # the token decoded this step reads itself too
-            blocks = self.tables[r][g] if g < len(self.tables[r]) else []
+            table = self.tables[r]
+            assert table is not None                       # decoding() keeps live tables only
+            blocks = table[g] if g < len(table) else []
             shape = self._shape.get(r)
             if shape is None or shape[0] != self._version:
                 shape = self._shape[r] = (self._version, *self._levels(blocks, self._counted.get(r, 0), key))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.table import Table
@@ -10,6 +11,9 @@ from rich.table import Table
 from cascade_plan.cost.breakeven import BreakevenResult, Sweep, unfit_counts
 from cascade_plan.envelope import envelope
 from cascade_plan.units import fmt_bytes_binary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 MAX_JSON_POINTS = 200_000
 
@@ -145,7 +149,7 @@ def memory_line(res: BreakevenResult) -> str | None:
             "(marked '(no fit)').")
 
 
-def render(res: BreakevenResult, console) -> None:
+def render(res: BreakevenResult, console: Console) -> None:
     sw, scn = res.sweep, res.scenario
     console.print(f"[bold]Breakeven[/bold]: {scn.model.id} on {scn.hardware.name}, KV {scn.kv_dtype}, TP {scn.tp}, "
                   f"{sw.n_groups} prompt group(s) in the batch")
@@ -155,8 +159,8 @@ def render(res: BreakevenResult, console) -> None:
     a = Table(title="Shortest shared prefix (tokens) at which cascade beats per-sequence attention",
               title_justify="left")
     a.add_column("sequences per group", justify="right")
-    for c in sfx:
-        a.add_column(c, justify="right")
+    for label in sfx:
+        a.add_column(label, justify="right")
     for i, n in enumerate(sw.group_size):
         a.add_row(str(n), *[breakeven_cell(res.prefix_at_group, res.prefix_at_group_fits, i, j,
                                            res.prefix_spans) for j in range(len(sfx))])
@@ -164,8 +168,8 @@ def render(res: BreakevenResult, console) -> None:
 
     b = Table(title="Smallest group (sequences sharing the prefix) at which cascade wins", title_justify="left")
     b.add_column("shared prefix (tokens)", justify="right")
-    for c in sfx:
-        b.add_column(c, justify="right")
+    for label in sfx:
+        b.add_column(label, justify="right")
     for i, p in enumerate(sw.prefix_tokens):
         b.add_row(f"{p:,}", *[breakeven_cell(res.group_at_prefix, res.group_at_prefix_fits, i, j,
                                                 res.group_spans) for j in range(len(sfx))])

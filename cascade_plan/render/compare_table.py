@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.table import Table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 COLUMNS = ("hardware", "kv_dtype", "numbers", "kv_bytes_per_token", "weight_s", "final_per_sequence_step_s",
            "final_cascade_step_s", "run_per_sequence_s", "run_cascade_s", "run_speedup", "max_sequences_fit", "fits",
@@ -17,7 +22,7 @@ def rows_csv(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_compare(name: str, rows: list[dict], console) -> None:
+def render_compare(name: str, rows: list[dict], console: Console) -> None:
     header = ["GPU", "KV", "numbers", "final\nps ms", "final\ncas ms", "run\nps s", "run\ncas s", "run\nspeedup",
               "seqs\nfit", "verdict"]
     cells = []

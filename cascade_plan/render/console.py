@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 # rich falls back to 80 columns when stdout is not a terminal and then cuts cells ("a100-8…"). Piped or
 # redirected output gets this width instead, so every table prints whole (tables keep their natural width).
 PIPE_WIDTH = 400
 
 
-def make_console(stderr: bool = False):
+def make_console(stderr: bool = False) -> Console:
     from rich.console import Console
 
     console = Console(stderr=stderr)

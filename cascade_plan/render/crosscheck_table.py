@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.table import Table
 
 from cascade_plan.units import fmt_pct
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
-def _num(x, unit: str) -> str:
+
+def _num(x: float | None, unit: str) -> str:
     if x is None:
         return "not measured"
     if unit == "FLOP/s":
@@ -20,7 +25,7 @@ def _num(x, unit: str) -> str:
     return f"{x * 1e6:.1f} us"
 
 
-def render_crosscheck(res: dict, console) -> None:
+def render_crosscheck(res: dict, console: Console) -> None:
     console.print(f"\nCross-check on the {res['gpu']}: AIConfigurator ({res['aic_file']}, decode kernel "
                   f"{res['aic_kernel']}) against our probe ({res['probe_file']}); docs/aic.md explains the differences")
     t = Table(title="Per-sequence decode attention, shapes both measured (AIC time / probe time)", title_justify="left",

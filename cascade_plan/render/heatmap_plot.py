@@ -26,7 +26,10 @@ from cascade_plan.render.plot_style import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
     from cascade_plan.cost.breakeven import Sweep
+    from cascade_plan.cost.cost_params import CostParams
 
 
 _GAIN_LEVELS = (1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)
@@ -34,7 +37,7 @@ _LOSS_LEVELS = (0.5, 0.25)
 _CBAR_TICKS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 
-def _hatch_no_fit(ax, fits: np.ndarray, x_edges: np.ndarray, y_edges: np.ndarray) -> bool:
+def _hatch_no_fit(ax: Axes, fits: np.ndarray, x_edges: np.ndarray, y_edges: np.ndarray) -> bool:
     """Hatch every cell whose point does not fit in GPU memory; True when any does not."""
     from matplotlib.collections import PatchCollection
     from matplotlib.patches import Rectangle
@@ -47,7 +50,8 @@ def _hatch_no_fit(ax, fits: np.ndarray, x_edges: np.ndarray, y_edges: np.ndarray
     return bool(cells)
 
 
-def _mark_point(ax, point: tuple[float, float, str], x_range, y_range) -> bool:
+def _mark_point(ax: Axes, point: tuple[float, float, str], x_range: tuple[float, float],
+                y_range: tuple[float, float]) -> bool:
     """A star at (group, prefix) with its label; False when the point lies outside the grid."""
     group, prefix, label = point
     if group <= 0 or prefix <= 0:
@@ -64,7 +68,8 @@ def _mark_point(ax, point: tuple[float, float, str], x_range, y_range) -> bool:
     return True
 
 
-def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0, params=None,
+def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_index: int = 0,
+                         params: CostParams | None = None,
                          point: tuple[float, float, str] | None = None,
                          formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Speedup over shared prefix length (y) x group size (x) at one suffix length, with the breakeven
@@ -131,10 +136,11 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         _log2_ticks(ax, "y", prefix)
         marked = point is not None and _mark_point(ax, point, (x_edges[0], x_edges[-1]), (y_edges[0], y_edges[-1]))
         if hatched or marked:
+            from matplotlib.artist import Artist
             from matplotlib.lines import Line2D
             from matplotlib.patches import Patch
 
-            handles = ([Line2D([], [], marker="*", markersize=13, color="white", markeredgecolor="black",
+            handles: list[Artist] = ([Line2D([], [], marker="*", markersize=13, color="white", markeredgecolor="black",
                                linestyle="none", label="this workload")] if marked else [])
             if hatched:
                 handles.append(Patch(facecolor="white", edgecolor="#555555", hatch="////",

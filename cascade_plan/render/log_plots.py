@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cascade_plan.logs.analysis import METRICS, Analysis
 from cascade_plan.render.plot_style import _RC, C_CASCADE, C_PER_SEQ, _mpl, _new_figure, _save
 
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
 SHORT = {"batch": "batch size", "siblings": "siblings per group", "prefix_tokens": "shared prefix per sequence",
          "private_tokens": "private context per sequence", "groups": "sibling groups",
          "common_prefix_tokens": "prefix shared by every sequence"}
 
 
-def _hist(ax, x: np.ndarray, label: str, color: str = C_CASCADE) -> None:
+def _hist(ax: Axes, x: np.ndarray, label: str, color: str = C_CASCADE) -> None:
     x = x[np.isfinite(x)]
     if x.size == 0:
         ax.text(0.5, 0.5, "no steps", ha="center", transform=ax.transAxes)
@@ -32,7 +36,7 @@ def _hist(ax, x: np.ndarray, label: str, color: str = C_CASCADE) -> None:
     else:
         pad = max(hi - lo, abs(hi), 1.0) * 0.02
         bins = np.linspace(lo - pad, hi + pad, 41)
-    counts, _, _ = ax.hist(x, bins=bins, color=color, alpha=0.85)
+    counts = np.asarray(ax.hist(x, bins=bins.tolist(), color=color, alpha=0.85)[0])
     nonzero = counts[counts > 0]
     if nonzero.size > 1 and nonzero.max() / nonzero.min() > 50:
         ax.set_yscale("log")          # a few odd steps stay visible beside the bulk

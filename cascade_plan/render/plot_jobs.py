@@ -10,9 +10,13 @@ import io
 import os
 import signal
 from pathlib import Path
-from typing import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, Collection
 
 from cascade_plan.cost.verdict import range_tag
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cascade_plan.serving.workload_analysis import WorkloadReport
 
 KINDS = ("heatmap", "steps", "bytes", "hardware")
 CAPTIONS = {"heatmap": "Speedup over shared-prefix length x group size, breakeven contour",
@@ -28,7 +32,7 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
+def render_one(r: WorkloadReport, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
     """One plot of one analysed workload; returns the first file written (the PNG)."""
     # imported here: estimate's start-up imports this module (for KINDS), never the drawing or the breakeven search
     from cascade_plan.render import plots
@@ -53,14 +57,14 @@ def render_one(r, kind: str, folder: Path, formats: tuple[str, ...]) -> Path:
     return plots.plot_hardware_comparison(r.hardware_estimates, stem, formats=formats)[0]
 
 
-def plot_tasks(jobs: list[tuple[object, Path]], kinds) -> list[tuple[int, str]]:
+def plot_tasks(jobs: list[tuple[WorkloadReport, Path]], kinds: Collection[str]) -> list[tuple[int, str]]:
     """(job index, kind) of every plot to draw; the across-GPU plot only where GPUs are compared."""
     return [(i, k) for i, (r, _) in enumerate(jobs) for k in KINDS
             if k in kinds and (k != "hardware" or r.hardware_estimates)]
 
 
-def render_plots(jobs: list[tuple[object, Path]], kinds, formats: tuple[str, ...], workers: int,
-                 on_done: Callable[[], None] | None = None) -> list[dict[str, Path]]:
+def render_plots(jobs: list[tuple[WorkloadReport, Path]], kinds: Collection[str], formats: tuple[str, ...],
+                 workers: int, on_done: Callable[[], None] | None = None) -> list[dict[str, Path]]:
     """For each (analysed workload, folder): {caption: first file} in KINDS order. `workers` > 1 renders in
     that many processes; on_done is called once per plot finished."""
     tasks = plot_tasks(jobs, kinds)
@@ -75,7 +79,8 @@ def render_plots(jobs: list[tuple[object, Path]], kinds, formats: tuple[str, ...
     return [{CAPTIONS[k]: done[(i, k)] for k in KINDS if (i, k) in done} for i in range(len(jobs))]
 
 
-def _parallel(jobs, tasks, formats, workers, done, on_done) -> None:
+def _parallel(jobs: list[tuple[WorkloadReport, Path]], tasks: list[tuple[int, str]], formats: tuple[str, ...],
+              workers: int, done: dict[tuple[int, str], Path], on_done: Callable[[], None] | None) -> None:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -117,7 +122,7 @@ def _ignore_sigint() -> None:
         os._exit(1)
 
 
-def _warm(plots) -> None:
+def _warm(plots: ModuleType) -> None:
     """Import what drawing needs and draw one tiny figure (fonts, text layout), once, in the parent."""
     import matplotlib.colors  # noqa: F401  (imported by the plot functions; here so that workers inherit it)
     import matplotlib.patches  # noqa: F401

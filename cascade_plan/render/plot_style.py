@@ -10,14 +10,23 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cascade_plan.atomic import write_bytes_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
+    from types import ModuleType, SimpleNamespace
+
+    from matplotlib.axes import Axes
+    from matplotlib.colors import FuncNorm, ListedColormap
+    from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
+
+    from cascade_plan.cost.cost_params import CostParams
     from cascade_plan.cost.estimate import Estimate
+    from cascade_plan.inputs.hardware import HardwareProfile
 
 
 DPI = 150
@@ -32,7 +41,7 @@ C_MERGE = "#8e44ad"
 # The one word every output uses for default-efficiency numbers (compare, report, every plot).
 UNCALIBRATED = "uncalibrated"
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -53,7 +62,7 @@ _RC = {
 # helpers
 
 
-def _mpl():
+def _mpl() -> ModuleType:
     """Import matplotlib lazily, headless. A caller that already drives pyplot keeps its backend:
     everything here draws on a bare Figure, which renders through Agg whatever the backend is."""
     import matplotlib
@@ -63,7 +72,7 @@ def _mpl():
     return matplotlib
 
 
-def _new_figure(figsize):
+def _new_figure(figsize: tuple[float, float]) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -75,7 +84,7 @@ def _new_figure(figsize):
 FORMATS = ("png", "svg")
 
 
-def _save(fig, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+def _save(fig: Figure, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Write <stem>.png and (when asked) <stem>.svg next to each other, each atomically."""
     out_stem = Path(out_stem)
     written = []
@@ -128,7 +137,7 @@ def plain(text: str) -> str:
     return re.sub(r"(?<!\\)\$", r"\\$", text)
 
 
-def _gpu_name(hw) -> str:
+def _gpu_name(hw: HardwareProfile) -> str:
     return plain(hw.name or hw.id)
 
 
@@ -154,7 +163,8 @@ def _fit_note(est: "Estimate") -> str:
     return "\ndoes not fit in GPU memory: hypothetical times, no verdict"
 
 
-def _finish(fig, est_params=None, coverage: tuple[str, ...] = ()) -> None:
+def _finish(fig: Figure, est_params: CostParams | SimpleNamespace | None = None,
+            coverage: tuple[str, ...] = ()) -> None:
     """tight_layout, keeping a strip at the bottom for the cost-parameter sentence (ideal / default /
     calibrated) and, where the workload leaves the calibration's measured grid, why its numbers are
     extrapolated; 9 pt, so nothing needs bbox_inches="tight" (an extra draw per file)."""
@@ -177,15 +187,16 @@ def _finish(fig, est_params=None, coverage: tuple[str, ...] = ()) -> None:
                  bbox={"boxstyle": "round,pad=0.25", "facecolor": "#e6e6e6", "edgecolor": "#999999"})
 
 
-def _title(ax, text: str, **kw) -> None:
+def _title(ax: Axes, text: str, **kw: Any) -> None:
     """Axes title whose lines are wrapped to the figure's width (11 pt DejaVu Sans: ~10 characters
     an inch), so a long workload or GPU name never runs off the canvas."""
-    width_chars = int(ax.figure.get_size_inches()[0] * 11)
+    # every axes here is drawn on a Figure, none on a SubFigure (Axes.get_figure(root=True) needs matplotlib 3.10)
+    width_chars = int(ax.figure.get_size_inches()[0] * 11)  # type: ignore[union-attr]
     lines = [w for line in text.split("\n") for w in (textwrap.wrap(line, width_chars) or [""])]
     ax.set_title(plain("\n".join(lines)), fontsize=11, **kw)
 
 
-def _log_if_wide(ax, axis: str, lo: float, hi: float, decade: float = 10.0) -> bool:
+def _log_if_wide(ax: Axes, axis: str, lo: float, hi: float, decade: float = 10.0) -> bool:
     """Switch `axis` to log when the positive data spans at least `decade`x."""
     if lo > 0 and hi / lo >= decade:
         from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -212,7 +223,7 @@ def _log2_edges(centres: np.ndarray) -> np.ndarray:
     return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
 
 
-def _log2_ticks(ax, axis: str, values: np.ndarray, max_ticks: int = 11) -> None:
+def _log2_ticks(ax: Axes, axis: str, values: np.ndarray, max_ticks: int = 11) -> None:
     """Ticks on a log2 axis labelled 256 / 1K / 4K: every (or every other) power of two when the grid
     is powers of two, else the grid's own values, so each row / column is named by what was swept."""
     lv = np.log2(values)
@@ -228,7 +239,7 @@ def _log2_ticks(ax, axis: str, values: np.ndarray, max_ticks: int = 11) -> None:
     getattr(ax, f"set_{axis}ticks")(pos, labels)
 
 
-def _speedup_cmap():
+def _speedup_cmap() -> ListedColormap:
     """Diverging with a visible step at 1.0: reds below (cascade loses), greens to blues above."""
     from matplotlib import colormaps
     from matplotlib.colors import ListedColormap
@@ -238,17 +249,17 @@ def _speedup_cmap():
     return ListedColormap(np.vstack([lose, win]), name="cascade_speedup")
 
 
-def _speedup_norm(vmin: float, vmax: float):
+def _speedup_norm(vmin: float, vmax: float) -> FuncNorm:
     """Log on each side of 1.0, each side scaled to its own extent, 1.0 in the middle of the map."""
     from matplotlib.colors import FuncNorm
 
     lo, hi = math.log(vmin), math.log(vmax)   # lo < 0 < hi
 
-    def forward(v):
+    def forward(v: np.ndarray) -> np.ndarray:
         z = np.log(np.clip(np.asarray(v, float), 1e-300, None))
         return np.where(z < 0, z / -lo, z / hi)
 
-    def inverse(t):
+    def inverse(t: np.ndarray) -> np.ndarray:
         t = np.asarray(t, float)
         return np.exp(np.where(t < 0, t * -lo, t * hi))
 

@@ -217,7 +217,7 @@ def _backends(r: WorkloadReport) -> list[str]:
                          f"measured ({cas.params.backend} cascade) | "
                          f"{fmt_seconds(ps.final_step.per_sequence.step_s)} | "
                          f"{fmt_seconds(cas.final_step.cascade.step_s)} | {best_speedup:.2f}x |")
-        name = (f"{e.params.backend}: {BACKEND_ROLE.get(e.params.backend, '')}" if e.params.mode == "calibrated"
+        name = (f"{e.params.backend}: {BACKEND_ROLE.get(e.params.backend or '', '')}" if e.params.mode == "calibrated"
                 else "bytes only (ideal: peak bandwidth, no fixed costs)")
         lines.append(f"| {name} | {fmt_seconds(e.final_step.per_sequence.step_s)} | "
                      f"{fmt_seconds(e.final_step.cascade.step_s)} | {e.run_speedup:.2f}x |")

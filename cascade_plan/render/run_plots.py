@@ -39,6 +39,8 @@ from cascade_plan.render.plot_style import (
 from cascade_plan.units import GiB
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+
     from cascade_plan.cost.estimate import Estimate
 
 
@@ -54,7 +56,7 @@ def _thin(n: int, max_points: int = 600) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, max_points).round().astype(int))
 
 
-def _right_labels(ax, items) -> None:
+def _right_labels(ax: Axes, items: list[tuple[float, str, str]]) -> None:
     """Labels just right of the axes at data heights, nudged apart when they would overlap."""
     from matplotlib.transforms import blended_transform_factory, offset_copy
 
@@ -70,7 +72,7 @@ def _right_labels(ax, items) -> None:
         placed[i] = y - ys[i]
         last = y
     for i, (y, text, colour) in enumerate(items):
-        t = offset_copy(tr, fig=fig, x=4, y=placed[i], units="dots")
+        t = offset_copy(tr, fig=fig, x=4, y=placed[i], units="dots")  # type: ignore[arg-type]  # no SubFigures
         ax.text(1.0, y, text, transform=t, ha="left", va="center", fontsize=9, color=colour, clip_on=False)
 
 
@@ -305,8 +307,9 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
                    + (ranged if tags else ""), pad=30 if tags else 22)
         if len(sources) > 1:
-            _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + sources_note(
-                [(e.scenario.hardware.id, e.params) for e in estimates])))
+            note = sources_note([(e.scenario.hardware.id, e.params) for e in estimates])
+            assert note is not None                          # the GPUs' `numbers` differ: sources has two
+            _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + note))
         else:
             _finish(fig, first.params)
         return _save(fig, out_stem, formats)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from cascade_plan.units import fmt_pct
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
-def render_steps(res: dict, console) -> None:
+
+def render_steps(res: dict, console: Console) -> None:
     if not res["points"]:
         console.print("[dim]No whole-step rows in this calibration (run `cascade-plan probe --step`).[/dim]")
         return

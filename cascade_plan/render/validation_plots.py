@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cascade_plan.render.plot_style import _mpl, _save
 
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure as FigureType
+
 MARKERS = {"decode_shared": "o", "decode_dup": "s", "prefix": "^", "suffix": "v", "cascade_total": "D"}
 
 
-def _footer(fig, res: dict) -> None:
+def _footer(fig: FigureType, res: dict) -> None:
     """Name the cost-model source, as every plot does: the fitted calibration, scored on held-out points."""
     src = res.get("source")
     where = f" ({Path(src).name})" if src else ""

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
 from rich.table import Table
 
 from cascade_plan.render.console import natural_width
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
 
 #: Narrowest description column worth drawing beside the key columns; below it the descriptions are
 #: printed under the table instead, wrapped, so that the key columns are never cut.
 MIN_DESCRIPTION_COLUMNS = 30
 
 
-def render_workloads(rows: list[dict], console) -> None:
+def render_workloads(rows: list[dict], console: Console) -> None:
     header = ["name", "model", "hardware", "TP", "seqs", "checks"]
     cells = [[r["name"], r["model"], r["hardware"], str(r["tp"]), f"{r['sequences']:,}",
               "\n".join(r["checks"]) or "none"] for r in rows]

@@ -53,7 +53,13 @@ def budget_tokens(scn: Scenario) -> float:
 
 
 def _own(leaf: TreeNode) -> int:
+    assert leaf.output_tokens is not None              # a leaf: TreeNode.__post_init__
     return leaf.private_tokens + leaf.output_tokens
+
+
+def _samples(leaf: TreeNode) -> int:
+    assert leaf.samples is not None                    # a leaf: TreeNode.__post_init__
+    return leaf.samples
 
 
 def pack_prompts(prompts: list[TreeNode], budget: float,
@@ -68,7 +74,7 @@ def pack_prompts(prompts: list[TreeNode], budget: float,
     for g in prompts:
         stored = g.tokens if prefix_caching else 0            # without prefix caching every sequence has its own copy
         per_seq = [(leaf, _own(leaf) + (0 if prefix_caching else g.tokens)) for leaf in g.children]
-        need = stored + sum(leaf.samples * own for leaf, own in per_seq)
+        need = stored + sum(_samples(leaf) * own for leaf, own in per_seq)
         if used + need <= budget:
             cur.append(g)
             used += need

@@ -42,14 +42,14 @@ class RlSchedule:
     other_s: float = 0.0           # rest of an RL step (training, weight sync), for the share
 
 
-def _lognormal(rng, mean: float, cv: float, n: int) -> np.ndarray:
+def _lognormal(rng: np.random.Generator, mean: float, cv: float, n: int) -> np.ndarray:
     if cv <= 0:
         return np.full(n, float(mean))
     sigma = np.sqrt(np.log1p(cv**2))
     return mean * rng.lognormal(-sigma**2 / 2, sigma, n)
 
 
-def replica_trees(s: RlSchedule, rng) -> list[TreeNode | None]:
+def replica_trees(s: RlSchedule, rng: np.random.Generator) -> list[TreeNode | None]:
     """One RL step's rollout per replica (None for a replica without prompts)."""
     p_len = np.clip(np.round(_lognormal(rng, s.prompt_tokens, s.prompt_cv, s.prompts)), 0,
                     limits.MAX_TOKENS).astype(int)

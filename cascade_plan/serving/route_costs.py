@@ -70,6 +70,7 @@ def outcome(base: Scenario, params: CostParams, mix: Mix, batch: int, res: Routi
     est = estimate(scn, params)
     cap = capacity(scn, flat=est.flat)
     mem = est.memory
+    assert mem is not None                                       # estimate() always sizes the memory
     seqs = groups * siblings
     ps, cas = est.run_per_sequence_s, est.run_cascade_s
     if mem.fits or not mem.weights_fit:
@@ -108,7 +109,8 @@ def batch_for_rate(base: Scenario, params: CostParams, mix: Mix, rate_per_s: flo
 
 
 def simulate(base: Scenario, params: CostParams, mix: Mix, replicas: int, batch: int, requests: int,
-             policies=POLICIES, forks_together: bool = False, seed: int = 0) -> tuple[Stream, list[PolicyOutcome]]:
+             policies: tuple[str, ...] = POLICIES, forks_together: bool = False,
+             seed: int = 0) -> tuple[Stream, list[PolicyOutcome]]:
     """Time is in units of one decode (every request runs ~1.0), so the arrival rate that keeps
     `batch` sequences running per replica is replicas x batch."""
     stream = make_stream(requests, mix.samples, rate_per_s=replicas * batch, duration_s=1.0, duration_cv=mix.output_cv,

@@ -8,11 +8,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from cascade_plan.cost.breakeven import BreakevenResult
 from cascade_plan.cost.capacity import Capacity
+from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.estimate import Estimate
 from cascade_plan.engine.engine_gate import EngineView
 from cascade_plan.inputs.choices import ParamsChoice
+from cascade_plan.inputs.hardware import HardwareProfile
+from cascade_plan.inputs.workload import Scenario
 
 
 @dataclass
@@ -26,15 +31,16 @@ class WorkloadReport:
     backend_estimates: list[Estimate] = field(default_factory=list)     # calibrated backends, then ideal
 
 
-def with_own_gpu(scn, compare_hw: list) -> list:
+def with_own_gpu(scn: Scenario, compare_hw: list[HardwareProfile]) -> list[HardwareProfile]:
     """The GPUs to compare against, with a what-if GPU added beside the real ones it is compared with."""
     known = {h.id for h in compare_hw}
     return compare_hw + [scn.hardware] if compare_hw and scn.hardware.id not in known and \
         "user-supplied" in scn.hardware.id else compare_hw
 
 
-def analyse_workload(scn, params, compare_hw: list, choice: ParamsChoice, prefix_axis, batch_axis,
-                     reserve: float = 0.10, attention_backend: str | None = None) -> WorkloadReport:
+def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[HardwareProfile], choice: ParamsChoice,
+                     prefix_axis: np.ndarray, batch_axis: np.ndarray, reserve: float = 0.10,
+                     attention_backend: str | None = None) -> WorkloadReport:
     """Everything a report section needs for `scn` under `params`; the breakeven sweeps `prefix_axis` x
     `batch_axis` at the workload's middle-step suffix; the other GPUs take `choice` (each its own best source),
     the workload's own GPU keeps `params`."""
@@ -61,6 +67,7 @@ def analyse_workload(scn, params, compare_hw: list, choice: ParamsChoice, prefix
         from cascade_plan.calibration.calibration_file import load_probe
         from cascade_plan.calibration.params_select import calibrated_for
 
+        assert params.source is not None                 # calibrated numbers come from a file
         probe = load_probe(Path(params.source))
         backends = probe.fitted["kv_dtypes"].get(scn.kv_dtype) or probe.fitted["kv_dtypes"]["bf16"]
         backend_ests = [estimate(scn, calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model))
