@@ -197,10 +197,12 @@ def test_validate_cross_checks_aiconfigurator_against_the_h200_probe(root):
     assert {w["workload"] for w in cross["workloads"]} == {p.stem for p in data_dir("workloads").glob("*.yaml")}
     for w in cross["workloads"]:
         if w["workload"] == "deepseek-v3-grpo-tp8":
-            # MLA: the probe file prices it from its own MLA rows at 16 query heads per GPU (1.32x: the cascade
-            # fills the query tiles a 16-head decode leaves three-quarters empty); the import still prices its
-            # cascade with GQA kernels transferred from the probe (0.29x) until it is imported again.
-            assert w["run_speedup"]["aic"] < 1 < w["run_speedup"]["probe"]
+            # MLA: the probe file prices it from its own MLA rows, the import from AIConfigurator's MLA decode
+            # and the probe's MLA cascade kernels transferred (ratio 1 on the H200): both say cascade wins
+            # (1.32x and 1.23x); the rest is the per-sequence kernel (vLLM's FLASH_ATTN_MLA against FlashInfer's
+            # MLA wrapper) and the step's other parts (docs/aic.md)
+            assert 1 < w["run_speedup"]["aic"] and 1 < w["run_speedup"]["probe"]
+            assert w["run_speedup"]["aic"] == pytest.approx(w["run_speedup"]["probe"], rel=0.10)
             continue
         assert w["run_speedup"]["aic"] == pytest.approx(w["run_speedup"]["probe"], rel=0.10), w["workload"]
     ar = [k for k in cross["kernels"] if k["what"].startswith("all-reduce, 2 GPUs")]
@@ -266,3 +268,29 @@ def test_moe_and_mla_fits_recover_the_fixture(imported):
     mla = KernelFit.from_dict(doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["decode_mla"])
     assert mla.bw_bytes_per_s == pytest.approx(TRUTH["h100_sxm"]["bw"], rel=0.1)
     assert "mla_generation_module_perf" in {t["table"] for t in doc["source"]["tables"]}
+
+
+def test_mla_cascade_is_transferred_and_the_mla_decode_rows_are_interpolated(imported):
+    from cascade_plan.calibration.aic.mla_rows import MEASURED_AIC_MLA, mla_decode_measured
+    from cascade_plan.calibration.probe_params import _mla_fit_dicts
+
+    path, doc, _ = imported
+    ratios = doc["source"]["transferred"]["ratios"]
+    probe = find_committed(load_hardware("h200"), source="probe")
+    mine, theirs = doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"], probe.fitted["kv_dtypes"]["bf16"]["flashinfer"]
+    for k in ("prefix_mla", "suffix_mla"):
+        assert mine[k]["bw_bytes_per_s"] == pytest.approx(theirs[k]["bw_bytes_per_s"] * ratios["bandwidth"], rel=1e-5)
+        assert mine[k]["overhead_s"] == pytest.approx(theirs[k]["overhead_s"] * ratios["fixed"], rel=1e-5)
+    # the decode's L2 gain over shared pages is the probe's; its rates are AIConfigurator's
+    assert mine["decode_mla"]["l2_hit_max"] == theirs["decode_mla"]["l2_hit_max"]
+    assert mine["decode_mla"]["bw_bytes_per_s"] == pytest.approx(TRUTH["h100_sxm"]["bw"], rel=0.1)
+    assert "mla_generation_module_perf" in mine["mla_train_rows"]
+    p = load_probe(path)
+    params = params_from_probe(p, None, "bf16", load_hardware("h100-sxm"), load_model("deepseek-v3"))
+    assert params.attention_kind == "mla" and params.measured.kind == "mla" and params.measured.private
+    assert params.measured.label == MEASURED_AIC_MLA
+    # at a row the interpolation is the row: module above its smallest context plus the transferred base
+    m = mla_decode_measured(p.doc, "bf16", _mla_fit_dicts(p.fits.kv_dtypes["bf16"]["flashinfer"]), p.l2_bytes)
+    tab = m.table("per_sequence_dup", (128, 1, 576))
+    i = int(np.argmax(tab.points[:, 2]))
+    assert tab(tab.points[i:i + 1], tab.fit_s[i:i + 1])[0] == pytest.approx(tab.time_s[i])

@@ -86,6 +86,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                     f"(measured with {kv_dtype} KV) prices it")
         notes_info = (stand_in,)
     notes += k.notes                     # what an imported file says about its own coverage
+    if probe_mla:
+        notes += k.mla_notes
     decode_shared, decode_dup = k.decode_shared, k.decode_dup
     prefix, suffix, merge, overlap = k.prefix, k.suffix, k.merge, k.prefix_suffix_overlap
     if probe_mla:  # the probe's own MLA kernels: decode over shared pages (own L2 gain), prefix, suffix + merge
@@ -103,8 +105,17 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                         flop_eff=min(1.0, ceil.bf16_matmul_flop_per_s / hw.dense_bf16_flop_per_s))
     shared = KernelFit.from_doc(decode_shared)
     step = step_parts_of(probe)
+    origin_aic = origin == "aic"
     if probe_mla:
         from cascade_plan.calibration.mla_fit import mla_grid, mla_measured
+    if probe_mla and origin_aic:      # AIConfigurator's MLA decode rows, the cascade transferred (aic/importer.py)
+        from cascade_plan.calibration.aic.mla_rows import mla_decode_measured
+
+        def mla_grid(doc, kv):  # noqa: F811
+            return ((doc.get("grid") or {}).get("measured_mla") or {}).get(kv)
+
+        def mla_measured(doc, kv, fits, l2):  # noqa: F811
+            return mla_decode_measured(doc, kv, fits, l2)
     if origin == "probe" and probe.hardware_id == hw.id:
         from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
 
@@ -126,7 +137,9 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                   else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
                   else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
-              *(["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
+              *([k.mla_train_rows or "MLA: AIConfigurator's MLA decode, the probe's MLA cascade kernels transferred"]
+                if probe_mla and origin_aic else
+                ["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
         attention_kind="mla" if probe_mla else "gqa",
     )
 

@@ -24,6 +24,7 @@ from cascade_plan.calibration.aic.transfer import (
     TransferRatios,
     transfer_backend,
     transfer_glue,
+    transfer_mla,
 )
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
@@ -193,6 +194,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                 for per in kv_fits[kv].values():
                     per["decode_mla"] = fit.to_dict()
                 mla_used = {"table": mla.name, "path": mla.rel_path, "rows": int(b.size)}
+    mla_rows, mla_grids = _mla_kernels(kv_fits, probe, ratios, mla, hw)
     steps, used = _step_parts(root, gpu, framework, probe, ratios, f"aic:{aic_tables.PACKAGE} {version}, {framework} "
                                                                   f"{fw_version}, {gpu.system}")
     tables = [{"table": gpu.attn.name, "path": gpu.attn.rel_path, "rows": int(sum(v[2] for v in gpu.decode.values())),
@@ -220,6 +222,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                    + ["step_parts: GEMMs" + (", MoE experts" if any(k.startswith("moe:") for k in steps.gemm) else "")
                       + (", all-reduce" if steps.allreduce else "")],
                    "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]
+                                   + (["prefix_mla", "suffix_mla", "decode_mla L2 gain"] if mla_grids else [])
                                    + (["step_parts glue"] if probe.step_parts_doc else []),
                                    "ratios": ratios.to_dict(), "method": "aic/transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
@@ -229,8 +232,12 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                           or _q_per_kv(gpu)},
                  # decode measured here, the cascade kernels' grid is the probe's (cost/coverage.py checks both)
                  "measured": {"decode": grid_of_configs(gpu.decode_cfgs),
-                              "cascade": (measured_grid(probe.doc) or {}).get("cascade")}},
+                              "cascade": (measured_grid(probe.doc) or {}).get("cascade")},
+                 # MLA: decode from AIConfigurator's MLA rows (or transferred), the cascade grid the probe's
+                 "measured_mla": mla_grids},
         "measurements": [],
+        # AIConfigurator's per-sequence MLA decode rows, interpolated inside their grid (aic/mla_rows.py)
+        "mla_decode_rows": mla_rows,
         # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
@@ -239,6 +246,54 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
     if cross is not None:
         doc["crosscheck"] = cross
     return doc
+
+
+def _mla_kernels(kv_fits: dict, probe, ratios: TransferRatios, mla, hw: HardwareProfile) -> tuple[dict | None, dict]:
+    """The MLA kernels of the MLA backend (FlashInfer's MLA wrapper in the probe), in place: the cascade's
+    prefix and suffix passes transferred from the probe's MLA fits, the per-sequence decode fitted on
+    AIConfigurator's MLA decode rows where it has them (its L2 gain over shared pages the probe's,
+    transferred), else the probe's MLA decode transferred, and labelled so. Returns the rows to ship and
+    the measured MLA grid per KV dtype."""
+    from cascade_plan.calibration.aic.mla_rows import encode_mla_rows, mla_decode_grid
+    from cascade_plan.calibration.mla_fit import mla_grid, predict_mla
+    from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
+
+    rows: dict[str, tuple] = {}
+    kernel, grids = "", {}
+    for kv, per in kv_fits.items():
+        moved = transfer_mla(((probe.fitted["kv_dtypes"].get(kv) or {}).get(MLA_BACKEND) or {}), ratios)
+        if moved is None or MLA_BACKEND not in per:
+            continue
+        cfgs, above, base_ctx, kern = (aic_fit.mla_decode_configs(mla.columns, kv) if mla is not None
+                                       else ([], None, None, ""))
+        fit = None
+        if cfgs:
+            # the module's attention at its smallest context is not separable from its projections: the
+            # probe's MLA decode, transferred, prices that part
+            base = predict_mla(moved, "decode_shared", [{**c, "prefix_tokens": int(b)} for c, b in zip(cfgs, base_ctx)],
+                               hw.l2_bytes)
+            t = above + base
+            fit = aic_fit.fit_mla_decode_planner(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s,
+                                                 moved["decode_mla"])
+        if fit is not None:
+            moved["decode_mla"] = fit.to_dict()
+            rows[kv], kernel = (cfgs, t), kern
+            how = (f"MLA: per-sequence decode measured by AIConfigurator ({mla.rel_path}, {kern}); the cascade's "
+                   f"prefix and suffix passes the {probe.hardware_id.upper()} probe's MLA kernels, transferred")
+            notes: list[str] = []
+        else:
+            how = (f"MLA: the {probe.hardware_id.upper()} probe's MLA kernels transferred (decode, prefix and "
+                   "suffix passes)")
+            notes = [f"MLA per-sequence decode: AIConfigurator has no {kv} MLA decode table for this GPU, so the "
+                     f"{probe.hardware_id.upper()} probe's is transferred (not measured here)"]
+        per[MLA_BACKEND].update(moved)
+        per[MLA_BACKEND]["mla_train_rows"] = how
+        if notes:
+            per[MLA_BACKEND]["mla_notes"] = notes
+        cas = (mla_grid(probe.doc, kv) or {}).get("cascade")
+        grids[kv] = {"decode": mla_decode_grid({"mla_decode_rows": encode_mla_rows({kv: rows[kv]}, kern, "")}, kv)
+                     if kv in rows else cas, "cascade": cas}
+    return (encode_mla_rows(rows, kernel, mla.rel_path) if rows else None), grids
 
 
 def _q_per_kv(gpu: _Gpu) -> list[int]:
