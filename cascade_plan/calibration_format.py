@@ -308,6 +308,7 @@ def bad_rows(rows: DecodeRowsDoc | None, mla: MlaDecodeRowsDoc | None = None) ->
     """The first decode-rows matrix whose size does not match the axes, or whose shape key is not
     three positive integers (MLA rows: query heads per GPU, one positive integer)."""
     for kv, per in (mla.kv_dtypes if mla is not None else {}).items():
+        assert mla is not None
         for key, m in per.items():
             where = ("mla_decode_rows", "kv_dtypes", kv, key)
             if not (key.isdigit() and int(key) > 0):
