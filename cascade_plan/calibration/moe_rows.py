@@ -47,7 +47,28 @@ def moe_tables(step_ops, path: str | None = None) -> tuple[MoeTable, ...]:
     return tuple(tables)
 
 
+def aic_moe_tables(rows, path: str | None = None) -> tuple[MoeTable, ...]:
+    """An imported file's `moe_rows` (calibration/aic/moe_import.py) as tables."""
+    out = []
+    for i, r in enumerate(rows or ()):
+        try:
+            m, s = tuple(float(x) for x in r["m"]), tuple(float(x) for x in r["seconds"])
+            t = MoeTable(hidden=int(r["hidden"]), intermediate=int(r["intermediate"]), experts=int(r["experts"]),
+                         top_k=int(r["top_k"]), dtype=str(r["dtype"]), m=m, seconds=s, backend=str(r["kernel"]),
+                         routing=str(r["routing"]), origin="aic", source_dtype=str(r.get("aic_dtype", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"an AIConfigurator MoE row lacks a readable {exc!s} (hidden, intermediate, experts, "
+                             "top_k, dtype, routing, kernel, m, seconds)", file=path, field=f"moe_rows[{i}]") from None
+        if len(m) != len(s) or len(m) < 2 or any(b <= a for a, b in zip(m, m[1:])) or m[0] < 1 \
+                or not all(x > 0 for x in s):
+            raise InputError("an AIConfigurator MoE row needs ascending token counts m >= 1 and as many positive "
+                             "seconds", file=path, field=f"moe_rows[{i}]")
+        out.append(t)
+    return tuple(out)
+
+
 def with_moe_tables(parts, doc: dict, path: str | None = None):
-    """StepParts with the file's measured routed-expert tables (unchanged when it has none)."""
-    tables = moe_tables(doc.get("step_ops"), path)
+    """StepParts with the file's measured routed-expert tables (unchanged when it has none): the probe's
+    grouped-GEMM rows, and an imported file's AIConfigurator MoE rows."""
+    tables = moe_tables(doc.get("step_ops"), path) + aic_moe_tables(doc.get("moe_rows"), path)
     return replace(parts, moe=tables) if tables else parts

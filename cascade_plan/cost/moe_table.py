@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 MEASURED = "measured grouped-GEMM rows (interpolated in M)"
+MEASURED_AIC = "AIConfigurator's MoE rows (moe_perf, interpolated in M)"
 MODELLED = "the GEMM table (touched experts as one grouped GEMM per projection, uniform routing)"
 
 
@@ -28,6 +29,8 @@ class MoeTable:
     seconds: tuple[float, ...]  # gate_up + down, one layer
     backend: str = "triton"
     routing: str = "balanced"
+    origin: str = "probe"       # or "aic": AIConfigurator's moe_perf rows (whole fused MoE layer)
+    source_dtype: str = ""      # the measured rows' own dtype name where it differs (AIConfigurator's fp8_block)
 
     def matches(self, model, tp: int, dtype: str) -> bool:
         return (self.dtype == dtype and self.hidden == model.hidden_size and self.experts == model.num_experts
@@ -40,12 +43,16 @@ class MoeTable:
     @property
     def label(self) -> str:
         lo, hi = int(self.m[0]), int(self.m[-1])
-        return f"{MEASURED}: {self.backend}, {self.dtype} weights, {self.routing} routing, M {lo}-{hi}"
+        dtype = f"{self.dtype} ({self.source_dtype})" if self.source_dtype and self.source_dtype != self.dtype \
+            else self.dtype
+        what = MEASURED_AIC if self.origin == "aic" else MEASURED
+        return f"{what}: {self.backend}, {dtype} weights, {self.routing} routing, M {lo}-{hi}"
 
 
-def table_for(tables, model, tp: int, dtype: str) -> MoeTable | None:
-    """The measured table of this model's experts at this TP and weight dtype, if any."""
-    return next((t for t in tables if t.matches(model, tp, dtype)), None)
+def table_for(tables, model, tp: int, dtype: str, routing: str = "balanced") -> MoeTable | None:
+    """The measured table of this model's experts at this TP, weight dtype and routing, if any (the probe's
+    rows before AIConfigurator's, in the order given)."""
+    return next((t for t in tables if t.matches(model, tp, dtype) and t.routing == routing), None)
 
 
 def interpolate(table: MoeTable, m, modelled_s) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 from cascade_plan import __version__
 from cascade_plan.calibration.aic import fit as aic_fit
 from cascade_plan.calibration.aic import tables as aic_tables
+from cascade_plan.calibration.aic.moe_import import moe_rows
 from cascade_plan.calibration.aic.rows import encode_rows
 from cascade_plan.calibration.aic.transfer import (
     TransferRatios,
@@ -96,7 +97,7 @@ def transfer_ratios(gpu: _Gpu, ref: _Gpu | None) -> TransferRatios:
 
 
 def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRatios,
-                source: str) -> tuple[StepParts, list[dict]]:
+                source: str) -> tuple[StepParts, list[dict], list[dict]]:
     hw, used = gpu.hw, []
     gemm, shapes = {}, {}
     for d, rows in gpu.gemm_rows.items():
@@ -104,7 +105,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
         shapes[d] = aic_fit.gemm_shape_table(rows, d, hw.hbm_bytes_per_s, hw.flop_per_s(d), gemm[d])
     used.append({"table": gpu.gemm.name, "path": gpu.gemm.rel_path,
                  "rows": int(sum(r["t"].size for r in gpu.gemm_rows.values()))})
-    moe = aic_tables.load(root, gpu.system, "moe", framework, "moe_perf", MOE_COLUMNS)
+    moe = aic_tables.load(root, gpu.system, "moe", framework, "moe_perf", MOE_COLUMNS + ["kernel_source"])
     if moe is not None:
         n_used = 0
         for a, d in aic_fit.GEMM_DTYPES.items():
@@ -148,7 +149,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
     notes.append("GEMMs: AIConfigurator's gemm_perf kept per (M, N, K) and interpolated in it (N, K >= 256, "
                  "M <= 8192); shapes outside it (e.g. a lm_head of N > 65536) from its (M, weight bytes) ratio table")
     return StepParts(gemm=gemm, glue=glue, allreduce=allreduce, source=source, notes=tuple(notes),
-                     gemm_shapes=shapes), used
+                     gemm_shapes=shapes), used, (moe_rows(moe.columns) if moe is not None else [])
 
 
 def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None = None) -> dict:
@@ -195,8 +196,8 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                     per["decode_mla"] = fit.to_dict()
                 mla_used = {"table": mla.name, "path": mla.rel_path, "rows": int(b.size)}
     mla_rows, mla_grids = _mla_kernels(kv_fits, probe, ratios, mla, hw)
-    steps, used = _step_parts(root, gpu, framework, probe, ratios, f"aic:{aic_tables.PACKAGE} {version}, {framework} "
-                                                                  f"{fw_version}, {gpu.system}")
+    steps, used, moe_tables = _step_parts(root, gpu, framework, probe, ratios,
+                                          f"aic:{aic_tables.PACKAGE} {version}, {framework} {fw_version}, {gpu.system}")
     tables = [{"table": gpu.attn.name, "path": gpu.attn.rel_path, "rows": int(sum(v[2] for v in gpu.decode.values())),
                "kernel": gpu.decode["bf16"][1]}] + used + ([mla_used] if mla_used else [])
     ceilings = {"hbm_read_bytes_per_s": gpu.ceilings["stream_bytes_per_s"],
@@ -238,6 +239,8 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         "measurements": [],
         # AIConfigurator's per-sequence MLA decode rows, interpolated inside their grid (aic/mla_rows.py)
         "mla_decode_rows": mla_rows,
+        # AIConfigurator's MoE layer rows of the shipped MoE models' expert shapes (aic/moe_import.py)
+        "moe_rows": moe_tables,
         # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
