@@ -6,6 +6,7 @@ error line."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import numpy as np
@@ -83,3 +84,70 @@ def test_malformed_moe_rows_are_one_error_line(tmp_path):
     res = CliRunner().invoke(app, ["estimate", "deepseek-v3-grpo-tp8", "--hardware", "h100-sxm", "--calibration",
                                    str(path)])
     assert res.exit_code == 2 and "Traceback" not in res.output and "moe_rows[0]" in res.output
+
+
+def _mixtral_parts(tables, skews=()):
+    from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
+
+    return dataclasses.replace(DEFAULT_STEP_PARTS, moe=tuple(tables), moe_skew=tuple(skews))
+
+
+def _table(routing, seconds, origin="probe"):
+    from cascade_plan.cost.moe_table import MoeTable
+
+    return MoeTable(hidden=4096, intermediate=14336, experts=8, top_k=2, dtype="bf16", m=(16.0, 64.0),
+                    seconds=seconds, routing=routing, origin=origin)
+
+
+def _layer_s(parts, routing, m):
+    hw = load_hardware("h200")
+    parts = dataclasses.replace(parts, moe_routing=routing)
+    op = moe_op.cost(MIXTRAL, 1, "bf16", [m], parts, 2.0, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s)
+    return op.time_s[0] / MIXTRAL.num_moe_layers, moe_op.source(MIXTRAL, 1, "bf16", [m], [1.0], parts)
+
+
+def test_skewed_routing_from_skewed_rows_else_the_measured_ratio_else_balanced_with_a_note():
+    from cascade_plan.calibration.moe_rows import skew_ratios
+
+    bal, skw = _table("balanced", (400e-6, 600e-6)), _table("skewed", (200e-6, 450e-6))
+    # balanced by default: the skewed rows are not used
+    t, src = _layer_s(_mixtral_parts([bal, skw]), "balanced", 16)
+    assert t == pytest.approx(400e-6) and "routing" not in src
+    # the calibration's own skewed rows
+    t, src = _layer_s(_mixtral_parts([bal, skw]), "skewed", 64)
+    assert t == pytest.approx(450e-6) and "skewed routing" in src["source"] and src["routing"] == "skewed"
+    # a GPU with balanced rows only (an import): balanced x the probe's ratio (0.5 at 16, 0.75 at 64)
+    (ratio,) = skew_ratios([bal, skw], "probe.json")
+    assert ratio["ratio"] == pytest.approx([0.5, 0.75]) and ratio["source"] == "probe.json"
+    from cascade_plan.calibration.moe_rows import _skews
+
+    aic = _table("balanced", (300e-6, 500e-6), origin="aic")
+    parts = _mixtral_parts([aic], _skews([ratio], None))
+    t, src = _layer_s(parts, "skewed", 64)
+    assert t == pytest.approx(500e-6 * 0.75)
+    t, src = _layer_s(parts, "skewed", 32)          # the ratio interpolated in log2 M: 0.625 halfway
+    assert t / _layer_s(parts, "balanced", 32)[0] == pytest.approx(0.625)
+    assert "ratio the probe measured" in src["routing_note"] and "probe.json" in src["routing_note"]
+    # neither: balanced, and the output says so
+    t, src = _layer_s(_mixtral_parts([aic]), "skewed", 64)
+    assert t == pytest.approx(500e-6) and "priced as balanced" in src["routing_note"]
+
+
+def test_a_workload_says_its_routing_and_the_json_carries_it(tmp_path):
+    wl = tmp_path / "ds.yaml"
+    wl.write_text("schema_version: 1\nmodel: deepseek-v3\nhardware: h100-sxm\ntp: 8\nweight_dtype: fp8\n"
+                  "moe_routing: skewed\ntree:\n  tokens: 2048\n  samples: 64\n  output_tokens: 32\n")
+    res = CliRunner().invoke(app, ["estimate", str(wl), "--json"])
+    assert res.exit_code == 0, res.output
+    src = json.loads(res.stdout)["moe_source"]
+    assert src["routing"] == "skewed" and "h200-probe" in src["routing_note"]
+    bal = CliRunner().invoke(app, ["estimate", str(wl), "--moe-routing", "balanced", "--json"])
+    d = json.loads(bal.stdout)
+    assert "routing" not in d["moe_source"] and d["run"]["per_sequence_s"] > json.loads(res.stdout)["run"][
+        "per_sequence_s"]                            # the probe's skewed router touches fewer experts
+    text = CliRunner().invoke(app, ["estimate", str(wl)])
+    assert "skewed routing" in " ".join(text.stdout.split())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(wl.read_text().replace("skewed", "zipf"))
+    res = CliRunner().invoke(app, ["estimate", str(bad)])
+    assert res.exit_code == 2 and "moe_routing" in res.output and "Traceback" not in res.output

@@ -29,6 +29,7 @@ from cascade_plan.calibration.aic.transfer import (
 )
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
+from cascade_plan.calibration.moe_rows import skew_ratios
 from cascade_plan.calibration.probe_fit import FIT_VERSION
 from cascade_plan.calibration.probe_params import step_parts_of
 from cascade_plan.calibration.step_parts_doc import step_parts_json
@@ -241,6 +242,8 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         "mla_decode_rows": mla_rows,
         # AIConfigurator's MoE layer rows of the shipped MoE models' expert shapes (aic/moe_import.py)
         "moe_rows": moe_tables,
+        # the probe's skewed / balanced routing ratios, to price skewed routing here (cost/ops/moe.py)
+        "moe_skew": skew_ratios(step_parts_of(probe).moe, probe_name),
         # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
