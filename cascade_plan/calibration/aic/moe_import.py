@@ -27,7 +27,7 @@ TPS = (1, 2, 4, 8)
 # Balanced only. The table's power-law routings are another skew than the probe's: every expert still gets
 # tokens, unevenly, so the most loaded one sets the time (on the H200, DeepSeek-V3's experts at TP 8 take
 # 1.3-1.5x longer than balanced at 64-1024 tokens), where the probe's Zipf-skewed router concentrates tokens
-# on few experts and so reads fewer experts' weights (0.34-0.47x of balanced at 8-256 tokens).
+# on few experts and so reads fewer experts' weights (0.34-0.54x of balanced at 8-256 tokens).
 ROUTINGS = ("balanced",)
 
 
