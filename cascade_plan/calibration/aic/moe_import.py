@@ -9,11 +9,11 @@ top-k, experts), tensor-parallel split of the experts (`moe_tp_size`, each GPU 1
 the planner's layout, so expert parallelism 1) and routing (`balanced`; `power_law_1.01` and `power_law_1.2`
 skewed: not kept, see ROUTINGS). Kept: the shapes of the model presets with routed experts at TP 1, 2, 4 and
 8, each planner weight dtype, balanced routing, the most common kernel of each; one median per token count.
-fp8 is AIConfigurator's block-scaled fp8 (`fp8_block`: vLLM's Triton fused MoE, what DeepSeek-V3 ships and
-what the probe times),
-its per-tensor `fp8` only where that is missing: on the H200 those rows (ModelOpt's FlashInfer CUTLASS MoE,
-Mixtral's shape) read 2.5-4x slower than its bf16 rows at 4-256 tokens and fall and rise again with the
-token count (2.2 ms at 256, 0.96 ms at 512, 3.1 ms at 768), which no fp8 expert GEMM does."""
+fp8 is AIConfigurator's block-scaled fp8 (`fp8_block`: what DeepSeek-V3 ships; vLLM's Triton fused MoE on
+Hopper and the L40S, FlashInfer's TRT-LLM MoE on Blackwell), its per-tensor `fp8` only where that is missing:
+on the H200 those rows (ModelOpt's FlashInfer CUTLASS MoE, Mixtral's shape) read 2.5-4x slower than its bf16
+rows at 4-256 tokens and fall and rise again with the token count (2.2 ms at 256, 0.96 ms at 512, 3.1 ms at
+768), which no fp8 expert GEMM does."""
 
 from __future__ import annotations
 
