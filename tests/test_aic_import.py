@@ -296,3 +296,17 @@ def test_mla_cascade_is_transferred_and_the_mla_decode_rows_are_interpolated(imp
     tab = m.table("per_sequence_dup", (128, 1, 576))
     i = int(np.argmax(tab.points[:, 2]))
     assert tab(tab.points[i:i + 1], tab.fit_s[i:i + 1])[0] == pytest.approx(tab.time_s[i])
+
+
+def test_mla_decode_of_another_kernel_family_than_the_cascade_is_a_note():
+    """vLLM's fp8 MLA decode (FLASHMLA) against the probe's FlashInfer MLA decode, whose family the cascade's
+    passes come from: 4x apart on the H200, so the verdict is a range; bf16 (FLASH_ATTN_MLA) is within 1.5x."""
+    aic = load_probe(data_dir("calibrations") / "h200-aic-vllm.json")
+    per = {kv: aic.fits.kv_dtypes[kv]["flashinfer"] for kv in ("bf16", "fp8")}
+    assert not per["bf16"].mla_notes and "FLASHMLA" in per["fp8"].mla_notes[0]
+    assert aic.doc["mla_decode_rows"]["kernels"] == {"bf16": "FLASH_ATTN_MLA", "fp8": "FLASHMLA"}
+    p = params_from_probe(aic, None, "fp8", load_hardware("h200"), load_model("deepseek-v3"))
+    assert any("kernel family" in n for n in p.notes)
+    res = runner.invoke(app, ["estimate", "deepseek-v3-grpo-tp8", "--hardware", "h200", "--kv-dtype", "fp8",
+                              "--calibration", str(aic.path), "--json"])
+    assert res.exit_code == 0 and not json.loads(res.stdout)["go_no_go"]["judged"]

@@ -254,6 +254,14 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
     return doc
 
 
+# Where AIConfigurator's MLA decode and the probe's (FlashInfer's MLA wrapper, the family the cascade's passes
+# come from) differ by more than this at GAP_POINT, the per-sequence and cascade sides are different kernel
+# families by more than a fit's error, and the output says so (a note: the verdict becomes a range).
+KERNEL_GAP = 1.5
+GAP_POINT = {"prefix_tokens": 8192, "group_size": 1, "n_groups": 256, "suffix_tokens": 0, "num_heads": 16,
+             "kv_lora_rank": aic_fit.MLA_V_DIM, "qk_rope_head_dim": aic_fit.MLA_LATENT - aic_fit.MLA_V_DIM}
+
+
 def _mla_kernels(kv_fits: dict, probe, ratios: TransferRatios, mla, hw: HardwareProfile) -> tuple[dict | None, dict]:
     """The MLA kernels of the MLA backend (FlashInfer's MLA wrapper in the probe), in place: the cascade's
     prefix and suffix passes transferred from the probe's MLA fits, the per-sequence decode fitted on
@@ -261,45 +269,67 @@ def _mla_kernels(kv_fits: dict, probe, ratios: TransferRatios, mla, hw: Hardware
     transferred), else the probe's MLA decode transferred, and labelled so. Returns the rows to ship and
     the measured MLA grid per KV dtype."""
     from cascade_plan.calibration.aic.mla_rows import encode_mla_rows, mla_decode_grid
-    from cascade_plan.calibration.mla_fit import mla_grid, predict_mla
+    from cascade_plan.calibration.mla_fit import mla_grid
     from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
 
     rows: dict[str, tuple] = {}
-    kernel, grids = "", {}
+    kernels: dict[str, str] = {}
+    grids = {}
+    ref = probe.hardware_id.upper()
     for kv, per in kv_fits.items():
         moved = transfer_mla(((probe.fitted["kv_dtypes"].get(kv) or {}).get(MLA_BACKEND) or {}), ratios)
         if moved is None or MLA_BACKEND not in per:
             continue
-        cfgs, above, base_ctx, kern = (aic_fit.mla_decode_configs(mla.columns, kv) if mla is not None
-                                       else ([], None, None, ""))
-        fit = None
-        if cfgs:
-            # the module's attention at its smallest context is not separable from its projections: the
-            # probe's MLA decode, transferred, prices that part
-            base = predict_mla(moved, "decode_shared", [{**c, "prefix_tokens": int(b)} for c, b in zip(cfgs, base_ctx)],
-                               hw.l2_bytes)
-            t = above + base
-            fit = aic_fit.fit_mla_decode_planner(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s,
-                                                 moved["decode_mla"])
-        if fit is not None:
-            moved["decode_mla"] = fit.to_dict()
-            rows[kv], kernel = (cfgs, t), kern
-            how = (f"MLA: per-sequence decode measured by AIConfigurator ({mla.rel_path}, {kern}); the cascade's "
-                   f"prefix and suffix passes the {probe.hardware_id.upper()} probe's MLA kernels, transferred")
-            notes: list[str] = []
+        got = _aic_mla_decode(mla, kv, moved, hw) if mla is not None else None
+        notes: list[str] = []
+        if got is not None:
+            fit, rows[kv], kernels[kv] = got
+            how = (f"MLA: per-sequence decode measured by AIConfigurator ({mla.rel_path}, {kernels[kv]}); the "
+                   f"cascade's prefix and suffix passes the {ref} probe's MLA kernels, transferred")
+            notes = _kernel_gap(kv, kernels[kv], {**moved, "decode_mla": fit}, moved, hw, ref)
+            moved["decode_mla"] = fit
         else:
-            how = (f"MLA: the {probe.hardware_id.upper()} probe's MLA kernels transferred (decode, prefix and "
-                   "suffix passes)")
+            how = f"MLA: the {ref} probe's MLA kernels transferred (decode, prefix and suffix passes)"
             notes = [f"MLA per-sequence decode: AIConfigurator has no {kv} MLA decode table for this GPU, so the "
-                     f"{probe.hardware_id.upper()} probe's is transferred (not measured here)"]
+                     f"{ref} probe's is transferred (not measured here)"]
         per[MLA_BACKEND].update(moved)
         per[MLA_BACKEND]["mla_train_rows"] = how
         if notes:
             per[MLA_BACKEND]["mla_notes"] = notes
         cas = (mla_grid(probe.doc, kv) or {}).get("cascade")
-        grids[kv] = {"decode": mla_decode_grid({"mla_decode_rows": encode_mla_rows({kv: rows[kv]}, kern, "")}, kv)
+        grids[kv] = {"decode": mla_decode_grid({"mla_decode_rows": encode_mla_rows({kv: rows[kv]}, kernels, "")}, kv)
                      if kv in rows else cas, "cascade": cas}
-    return (encode_mla_rows(rows, kernel, mla.rel_path) if rows else None), grids
+    return (encode_mla_rows(rows, kernels, mla.rel_path) if rows else None), grids
+
+
+def _aic_mla_decode(mla, kv: str, moved: dict, hw: HardwareProfile):
+    """(decode_mla fit dict, (configurations, attention times), kernel) from AIConfigurator's MLA module rows
+    of one KV dtype, or None where it has too few."""
+    from cascade_plan.calibration.mla_fit import predict_mla
+
+    cfgs, above, base_ctx, kern = aic_fit.mla_decode_configs(mla.columns, kv)
+    if not cfgs:
+        return None
+    # the module's attention at its smallest context is not separable from its projections: the probe's
+    # MLA decode, transferred, prices that part
+    base = predict_mla(moved, "decode_shared", [{**c, "prefix_tokens": int(b)} for c, b in zip(cfgs, base_ctx)],
+                       hw.l2_bytes)
+    t = above + base
+    fit = aic_fit.fit_mla_decode_planner(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s, moved["decode_mla"])
+    return None if fit is None else (fit.to_dict(), (cfgs, t), kern)
+
+
+def _kernel_gap(kv: str, kernel: str, aic_fits: dict, probe_fits: dict, hw: HardwareProfile, ref: str) -> list[str]:
+    """A note where AIConfigurator's MLA decode and the probe's differ by more than KERNEL_GAP."""
+    from cascade_plan.calibration.mla_fit import predict_mla
+
+    cfg = [{**GAP_POINT, "kv_dtype": kv}]
+    a, p = (float(predict_mla(f, "decode_shared", cfg, hw.l2_bytes)[0]) for f in (aic_fits, probe_fits))
+    if 1 / KERNEL_GAP <= a / p <= KERNEL_GAP:
+        return []
+    return [f"{kv} MLA: AIConfigurator's per-sequence decode ({kernel}) takes {a / p:.2f}x the time of the {ref} "
+            "probe's FlashInfer MLA decode, transferred (256 sequences of 8K tokens, 16 query heads per GPU), the "
+            "kernel family the cascade's passes come from, so the speedup depends on which decode the engine runs"]
 
 
 def _q_per_kv(gpu: _Gpu) -> list[int]:

@@ -27,16 +27,19 @@ KEEP_HEADS = (8, 16, 32, 64, 128)
 MEASURED_AIC_MLA = "measured (AIConfigurator's MLA rows, interpolated)"
 
 
-def encode_mla_rows(per_kv: dict[str, tuple[list[dict], np.ndarray]], kernel: str, table: str) -> dict | None:
+def encode_mla_rows(per_kv: dict[str, tuple[list[dict], np.ndarray]], kernels: dict[str, str],
+                    table: str) -> dict | None:
     """The file's `mla_decode_rows` from configurations (aic_fit.mla_decode_configs) and attention times per
-    KV dtype; None when there are none."""
+    KV dtype, with each dtype's kernel (vLLM picks another MLA kernel for fp8 latents); None when there are
+    none."""
     kept = {kv: [(c, t) for c, t in zip(cfgs, times) if c["num_heads"] in KEEP_HEADS] for kv, (cfgs, times)
             in per_kv.items()}
     got = matrices(kept, lambda c: str(c["num_heads"]))
     if got is None:
         return None
     seqs, ctx, out = got
-    return {"table": table, "kernel": kernel, "unit": "us", "latent_width": MLA_LATENT, "kept_heads": list(KEEP_HEADS),
+    return {"table": table, "kernels": {kv: kernels.get(kv, "") for kv in out}, "unit": "us",
+            "latent_width": MLA_LATENT, "kept_heads": list(KEEP_HEADS),
             "sequences": seqs, "context_tokens": ctx, "kv_dtypes": out}
 
 
