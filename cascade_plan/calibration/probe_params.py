@@ -107,15 +107,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     step = step_parts_of(probe)
     origin_aic = origin == "aic"
     if probe_mla:
-        from cascade_plan.calibration.mla_fit import mla_grid, mla_measured
-    if probe_mla and origin_aic:      # AIConfigurator's MLA decode rows, the cascade transferred (aic/importer.py)
-        from cascade_plan.calibration.aic.mla_rows import mla_decode_measured
-
-        def mla_grid(doc, kv):  # noqa: F811
-            return ((doc.get("grid") or {}).get("measured_mla") or {}).get(kv)
-
-        def mla_measured(doc, kv, fits, l2):  # noqa: F811
-            return mla_decode_measured(doc, kv, fits, l2)
+        mla_grid, mla_measured = _mla_readers(origin_aic)
     if origin == "probe" and probe.hardware_id == hw.id:
         from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
 
@@ -142,6 +134,21 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                 ["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
         attention_kind="mla" if probe_mla else "gqa",
     )
+
+
+def _mla_readers(imported: bool):
+    """(grid, measured rows) readers of a file's MLA kernels: the probe's own MLA rows, or in an imported file
+    AIConfigurator's MLA decode rows and the grid the importer stored (the cascade transferred: aic/importer.py)."""
+    if not imported:
+        from cascade_plan.calibration.mla_fit import mla_grid, mla_measured
+
+        return mla_grid, mla_measured
+    from cascade_plan.calibration.aic.mla_rows import mla_decode_measured
+
+    def grid(doc: dict, kv: str) -> dict | None:
+        return ((doc.get("grid") or {}).get("measured_mla") or {}).get(kv)
+
+    return grid, mla_decode_measured
 
 
 def _mla_fit_dicts(k) -> dict:
