@@ -194,6 +194,7 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     prefix_mla: KernelFitDoc | None = None          # the probe's MLA cascade: prefix pass (calibration/mla_fit.py)
     suffix_mla: KernelFitDoc | None = None          # ... and suffix pass with merge_state folded in
     mla_train_rows: Text | None = None              # how the MLA fits were trained (held-out rule, or all rows)
+    mla_notes: list[Text] = []                      # what an imported file says about its MLA coverage
     prefix_suffix_overlap: Fraction = 0.0
     notes: list[Text] = []                          # what an imported file says about its own coverage
     train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
@@ -307,9 +308,27 @@ class DecodeRowsDoc(msgspec.Struct, frozen=True, kw_only=True):
     kv_dtypes: dict[str, dict[str, list[list[Microseconds | None]]]]
 
 
-def bad_rows(rows: DecodeRowsDoc | None) -> tuple[tuple, str] | None:
+class MlaDecodeRowsDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """AIConfigurator's per-sequence MLA decode rows of an imported file (calibration/aic/mla_rows.py): per
+    KV dtype and query heads per GPU, times in us, one row per sequences value, one column per context."""
+
+    sequences: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_SEQUENCES)]]
+    context_tokens: list[Annotated[int, msgspec.Meta(ge=1, le=MAX_CONTEXT_TOKENS)]]
+    latent_width: Annotated[int, msgspec.Meta(ge=1)] = 576
+    kv_dtypes: dict[str, dict[str, list[list[Microseconds | None]]]]
+
+
+def bad_rows(rows: DecodeRowsDoc | None, mla: MlaDecodeRowsDoc | None = None) -> tuple[tuple, str] | None:
     """The first decode-rows matrix whose size does not match the axes, or whose shape key is not
-    three positive integers."""
+    three positive integers (MLA rows: query heads per GPU, one positive integer)."""
+    for kv, per in (mla.kv_dtypes if mla is not None else {}).items():
+        assert mla is not None
+        for key, m in per.items():
+            where = ("mla_decode_rows", "kv_dtypes", kv, key)
+            if not (key.isdigit() and int(key) > 0):
+                return where, "a shape is the query heads per GPU, e.g. 16"
+            if len(m) != len(mla.sequences) or any(len(r) != len(mla.context_tokens) for r in m):
+                return where, "the matrix must be sequences x context_tokens (one row per sequences value)"
     if rows is None:
         return None
     for kv, per in rows.kv_dtypes.items():

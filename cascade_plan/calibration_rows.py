@@ -30,6 +30,7 @@ from cascade_plan.calibration_format import (
     Fitted,
     KvDtype,
     Measurement,
+    MlaDecodeRowsDoc,
     StepOpRow,
 )
 
@@ -112,6 +113,7 @@ class Grid(msgspec.Struct, frozen=True, kw_only=True):
     head_dim: Annotated[int, msgspec.Meta(ge=1, le=65_536)] | None = None
     axes: GridAxes = msgspec.field(default_factory=GridAxes)
     measured: MeasuredGrids | None = None
+    measured_mla: dict[KvDtype, MeasuredGrids] | None = None      # an import's MLA kernels, per KV dtype
 
 
 class Transferred(msgspec.Struct, frozen=True, kw_only=True):
@@ -153,6 +155,41 @@ class Notes(msgspec.Struct, frozen=True, kw_only=True):
     step_probe: StepProbeNotes | None = None
 
 
+TokenCounts = list[Annotated[float, msgspec.Meta(ge=1, le=1e7)]]
+
+
+class MoeRowDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """An imported file's routed experts of one shape, TP, weight dtype and routing (`moe_rows`,
+    calibration/aic/moe_import.py): AIConfigurator's MoE module time at each token count."""
+
+    hidden: Annotated[int, msgspec.Meta(ge=1)]
+    intermediate: Annotated[int, msgspec.Meta(ge=1)]
+    experts: Annotated[int, msgspec.Meta(ge=1)]
+    top_k: Annotated[int, msgspec.Meta(ge=1)]
+    tp: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 1
+    dtype: str
+    aic_dtype: str = ""
+    routing: str
+    kernel: str
+    m: TokenCounts
+    seconds: list[PositiveSeconds]
+
+
+class MoeSkewDoc(msgspec.Struct, frozen=True, kw_only=True):
+    """Skewed / balanced time of one expert shape measured both ways (`moe_skew`: the probe's ratio, carried
+    by an import to GPUs whose rows are balanced only)."""
+
+    hidden: Annotated[int, msgspec.Meta(ge=1)]
+    intermediate: Annotated[int, msgspec.Meta(ge=1)]
+    experts: Annotated[int, msgspec.Meta(ge=1)]
+    top_k: Annotated[int, msgspec.Meta(ge=1)]
+    dtype: str
+    backend: str = ""
+    m: TokenCounts
+    ratio: list[Annotated[float, msgspec.Meta(gt=0, le=1e3)]]
+    source: str
+
+
 class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     """A calibration file as the planner reads it (calibration/calibration_file.py)."""
 
@@ -172,6 +209,9 @@ class CalibrationDoc(msgspec.Struct, frozen=True, kw_only=True):
     source: Source | None = None
     crosscheck: Crosscheck | None = None
     decode_rows: DecodeRowsDoc | None = None
+    mla_decode_rows: MlaDecodeRowsDoc | None = None
+    moe_rows: list[MoeRowDoc] = []
+    moe_skew: list[MoeSkewDoc] = []
     notes: Notes = msgspec.field(default_factory=Notes)
 
 
@@ -189,4 +229,4 @@ class StepOpsOnlyDoc(msgspec.Struct, frozen=True, kw_only=True):
 
 # The row lists a ProbeData decodes on first use (a shipped file is decoded, not checked, at start-up).
 ROW_TYPES: dict[str, Any] = {"measurements": list[Measurement], "step_ops": list[StepOpRow], "steps": list[StepRow],
-                             "mla": list[MlaRow]}
+                             "mla": list[MlaRow], "moe_rows": list[MoeRowDoc], "moe_skew": list[MoeSkewDoc]}

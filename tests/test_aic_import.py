@@ -76,7 +76,8 @@ def make_fixture(root):
                            2 * tok * k * 3 * h * i / t["gemm_fl"])
                 rows.append(dict(moe_dtype="bfloat16", num_tokens=tok, hidden_size=h, inter_size=i, topk=k,
                                  num_experts=e,
-                                 moe_tp_size=1, moe_ep_size=1, distribution="balanced", latency=2 * roof * 1e3))
+                                 moe_tp_size=1, moe_ep_size=1, distribution="balanced", latency=2 * roof * 1e3,
+                                 kernel_source="vllm_unquantizedfusedmoe_triton_tritonexperts"))
         _write(rows, root, system, "moe", "vllm", "0.24.0", "moe_perf")
         rows = [dict(kernel_source="FLASHMLA", kv_cache_dtype="bfloat16", gemm_type="bfloat16", num_heads=128,
                      batch_size=b, isl=1, step=s_, latency=(60e-6 + b * 1e-7 + b * (s_ + 1) * 576 * 2 / t["bw"]) * 1e3)
@@ -173,7 +174,8 @@ def test_shipped_aic_file_carries_its_source_and_loads(path):
     assert source_kind(probe.doc) == "aic"
     assert src["package"] == "aiconfigurator-core" and src["version"] == "0.12.0" and src["framework"] == "vllm"
     assert src["framework_version"] and src["tables"] and src["transferred"]["from"].startswith("h200-probe")
-    assert path.stat().st_size < 210 * 1024   # per-shape GEMM tables ~120 KB, decode rows ~45 KB: 1.34 MB for all 8
+    # per-shape GEMM tables ~120 KB, decode rows ~45-56 KB, MLA decode rows ~11 KB, MoE rows ~7 KB
+    assert path.stat().st_size < 230 * 1024
     hw = load_hardware(probe.hardware_id)
     for model in ("llama-3-8b", "deepseek-v3"):
         p = params_from_probe(probe, None, "bf16", hw, load_model(model))
@@ -197,10 +199,12 @@ def test_validate_cross_checks_aiconfigurator_against_the_h200_probe(root):
     assert {w["workload"] for w in cross["workloads"]} == {p.stem for p in data_dir("workloads").glob("*.yaml")}
     for w in cross["workloads"]:
         if w["workload"] == "deepseek-v3-grpo-tp8":
-            # MLA: the probe file prices it from its own MLA rows at 16 query heads per GPU (1.32x: the cascade
-            # fills the query tiles a 16-head decode leaves three-quarters empty); the import still prices its
-            # cascade with GQA kernels transferred from the probe (0.29x) until it is imported again.
-            assert w["run_speedup"]["aic"] < 1 < w["run_speedup"]["probe"]
+            # MLA: the probe file prices it from its own MLA rows, the import from AIConfigurator's MLA decode
+            # and the probe's MLA cascade kernels transferred (ratio 1 on the H200): both say cascade wins
+            # (1.32x and 1.23x); the rest is the per-sequence kernel (vLLM's FLASH_ATTN_MLA against FlashInfer's
+            # MLA wrapper) and the step's other parts (docs/aic.md)
+            assert 1 < w["run_speedup"]["aic"] and 1 < w["run_speedup"]["probe"]
+            assert w["run_speedup"]["aic"] == pytest.approx(w["run_speedup"]["probe"], rel=0.10)
             continue
         assert w["run_speedup"]["aic"] == pytest.approx(w["run_speedup"]["probe"], rel=0.10), w["workload"]
     ar = [k for k in cross["kernels"] if k["what"].startswith("all-reduce, 2 GPUs")]
@@ -266,3 +270,43 @@ def test_moe_and_mla_fits_recover_the_fixture(imported):
     mla = KernelFit.from_dict(doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["decode_mla"])
     assert mla.bw_bytes_per_s == pytest.approx(TRUTH["h100_sxm"]["bw"], rel=0.1)
     assert "mla_generation_module_perf" in {t["table"] for t in doc["source"]["tables"]}
+
+
+def test_mla_cascade_is_transferred_and_the_mla_decode_rows_are_interpolated(imported):
+    from cascade_plan.calibration.aic.mla_rows import MEASURED_AIC_MLA, mla_decode_measured
+    from cascade_plan.calibration.probe_params import _mla_fit_dicts
+
+    path, doc, _ = imported
+    ratios = doc["source"]["transferred"]["ratios"]
+    probe = find_committed(load_hardware("h200"), source="probe")
+    mine, theirs = doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"], probe.fitted["kv_dtypes"]["bf16"]["flashinfer"]
+    for k in ("prefix_mla", "suffix_mla"):
+        assert mine[k]["bw_bytes_per_s"] == pytest.approx(theirs[k]["bw_bytes_per_s"] * ratios["bandwidth"], rel=1e-5)
+        assert mine[k]["overhead_s"] == pytest.approx(theirs[k]["overhead_s"] * ratios["fixed"], rel=1e-5)
+    # the decode's L2 gain over shared pages is the probe's; its rates are AIConfigurator's
+    assert mine["decode_mla"]["l2_hit_max"] == theirs["decode_mla"]["l2_hit_max"]
+    assert mine["decode_mla"]["bw_bytes_per_s"] == pytest.approx(TRUTH["h100_sxm"]["bw"], rel=0.1)
+    assert "mla_generation_module_perf" in mine["mla_train_rows"]
+    p = load_probe(path)
+    params = params_from_probe(p, None, "bf16", load_hardware("h100-sxm"), load_model("deepseek-v3"))
+    assert params.attention_kind == "mla" and params.measured.kind == "mla" and params.measured.private
+    assert params.measured.label == MEASURED_AIC_MLA
+    # at a row the interpolation is the row: module above its smallest context plus the transferred base
+    m = mla_decode_measured(p.doc, "bf16", _mla_fit_dicts(p.fits.kv_dtypes["bf16"]["flashinfer"]), p.l2_bytes)
+    tab = m.table("per_sequence_dup", (128, 1, 576))
+    i = int(np.argmax(tab.points[:, 2]))
+    assert tab(tab.points[i:i + 1], tab.fit_s[i:i + 1])[0] == pytest.approx(tab.time_s[i])
+
+
+def test_mla_decode_of_another_kernel_family_than_the_cascade_is_a_note():
+    """vLLM's fp8 MLA decode (FLASHMLA) against the probe's FlashInfer MLA decode, whose family the cascade's
+    passes come from: 4x apart on the H200, so the verdict is a range; bf16 (FLASH_ATTN_MLA) is within 1.5x."""
+    aic = load_probe(data_dir("calibrations") / "h200-aic-vllm.json")
+    per = {kv: aic.fits.kv_dtypes[kv]["flashinfer"] for kv in ("bf16", "fp8")}
+    assert not per["bf16"].mla_notes and "FLASHMLA" in per["fp8"].mla_notes[0]
+    assert aic.doc["mla_decode_rows"]["kernels"] == {"bf16": "FLASH_ATTN_MLA", "fp8": "FLASHMLA"}
+    p = params_from_probe(aic, None, "fp8", load_hardware("h200"), load_model("deepseek-v3"))
+    assert any("kernel family" in n for n in p.notes)
+    res = runner.invoke(app, ["estimate", "deepseek-v3-grpo-tp8", "--hardware", "h200", "--kv-dtype", "fp8",
+                              "--calibration", str(aic.path), "--json"])
+    assert res.exit_code == 0 and not json.loads(res.stdout)["go_no_go"]["judged"]

@@ -116,6 +116,9 @@ def test_estimate_json_names_aiconfigurators_rows(tmp_path):
     (lambda d: d["decode_rows"]["kv_dtypes"]["bf16"]["4/8/128"].pop(), "4/8/128"),       # one sequences row short
     (lambda d: d["decode_rows"]["kv_dtypes"]["bf16"].update({"4x8": [[1.0]]}), "4x8"),   # not a shape
     (lambda d: d["decode_rows"]["kv_dtypes"]["bf16"]["4/8/128"][0].__setitem__(0, -1.0), "bf16.4/8/128"),
+    (lambda d: d["mla_decode_rows"]["kv_dtypes"]["bf16"]["16"].pop(), "mla_decode_rows.kv_dtypes.bf16.16"),
+    (lambda d: d["mla_decode_rows"]["kv_dtypes"]["bf16"].update({"16/1": [[1.0]]}), "16/1"),
+    (lambda d: d["mla_decode_rows"]["kv_dtypes"]["bf16"]["16"][0].__setitem__(0, -1.0), "mla_decode_rows"),
 ])
 def test_a_malformed_decode_rows_block_is_one_error_line(tmp_path, corrupt, field):
     from typer.testing import CliRunner

@@ -50,7 +50,10 @@ def _typed(rows: list[dict]) -> list[StepOpRow]:
 def test_tables_from_rows_by_hand() -> None:
     extra = _rows({16: (1.0, 1.0)}, backend="loop") + _rows({16: (1.0, 1.0)}, routing="skewed")
     extra += _rows({32: (1.0, 1.0)}, backend="grouped_mm")   # triton is preferred where both exist
-    (t,) = moe_tables(_typed(ROWS + extra + [{"op": "gemm", "config": {}}]))
+    tables = moe_tables(_typed(ROWS + extra + [{"op": "gemm", "config": {}}]))
+    (t,) = [x for x in tables if x.routing == "balanced"]
+    (sk,) = [x for x in tables if x.routing == "skewed"]       # skewed rows: a table of their own
+    assert sk.m == (16.0,) and sk.seconds == (2.0,) and sk.backend == "triton"
     assert (t.hidden, t.intermediate, t.experts, t.top_k, t.dtype, t.backend) == (4096, 14336, 8, 2, "bf16", "triton")
     assert t.m == (16.0, 64.0) and t.seconds == pytest.approx((450e-6, 600e-6))
     assert t.matches(MIXTRAL, 1, "bf16") and not t.matches(MIXTRAL, 2, "bf16") and not t.matches(MIXTRAL, 1, "fp8")

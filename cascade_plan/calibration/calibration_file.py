@@ -28,6 +28,8 @@ from cascade_plan.calibration_rows import (
     Crosscheck,
     Grid,
     MlaRow,
+    MoeRowDoc,
+    MoeSkewDoc,
     Notes,
     Source,
     StepRow,
@@ -115,6 +117,16 @@ class ProbeData:
     def mla(self) -> list[MlaRow]:
         """The MLA kernel rows."""
         return self._rows("mla")
+
+    @cached_property
+    def moe_rows(self) -> list[MoeRowDoc]:
+        """An imported file's AIConfigurator MoE rows."""
+        return self._rows("moe_rows")
+
+    @cached_property
+    def moe_skew(self) -> list[MoeSkewDoc]:
+        """Skewed / balanced routing ratios an import carries from the probe."""
+        return self._rows("moe_skew")
 
     def _part(self, name: str, typ, default=None):
         """One top-level part typed: the checked document's, else decoded from the file on first use."""

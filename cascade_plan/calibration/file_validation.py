@@ -100,7 +100,7 @@ def check_calibration(data: dict, source) -> CalibrationDoc:
             path, msg = _locate(data, CalibrationDoc, exc)
             raise source.error(path, _plain(msg)) from None
         raise validation_error(source, exc) from None
-    bad = inconsistent(doc.fitted) or bad_rows(doc.decode_rows)
+    bad = inconsistent(doc.fitted) or bad_rows(doc.decode_rows, doc.mla_decode_rows)
     if bad:
         raise source.error(*bad)
     return doc

@@ -139,7 +139,13 @@ def fit_mla(rows: Sequence[MlaRow], ceilings: Ceilings, kv_dtype: str, l2_bytes:
             "suffix_mla": _fit("suffix_mla", suf, bw, fl, l2_bytes).to_dict()}
 
 
-def _mla_fits(fits: BackendFit) -> dict[str, KernelFit]:
+def _mla_fits(fits: BackendFit | Mapping[str, Any]) -> dict[str, KernelFit]:
+    """The three MLA fits of a backend: its typed section, or (an import transferring them) plain fit dicts."""
+    if isinstance(fits, Mapping):
+        missing = [n for n in KINDS if not fits.get(n)]
+        if missing:
+            raise ValueError(f"no MLA fit {', '.join(missing)} in this backend's section")
+        return {n: KernelFit.from_dict(fits[n]) for n in KINDS}
     docs: dict[str, KernelFitDoc | None] = {n: getattr(fits, n) for n in KINDS}
     missing = [n for n, d in docs.items() if d is None]
     if missing:
@@ -147,7 +153,7 @@ def _mla_fits(fits: BackendFit) -> dict[str, KernelFit]:
     return {n: KernelFit.from_doc(d) for n, d in docs.items() if d is not None}
 
 
-def predict_mla(fits: BackendFit, kernel: str, cfgs: MlaConfigs, l2_bytes: float) -> np.ndarray:
+def predict_mla(fits: BackendFit | Mapping[str, Any], kernel: str, cfgs: MlaConfigs, l2_bytes: float) -> np.ndarray:
     """The fitted per-layer time of a probe kernel (decode_shared, cascade_prefix, cascade_total) at MLA
     configurations, as the planner computes it (prefix + suffix/merge run one after the other)."""
     k = _mla_fits(fits)

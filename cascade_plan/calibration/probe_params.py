@@ -28,7 +28,8 @@ def step_parts_of(probe: ProbeData):
 
     doc = probe.fits.step_parts if probe.fits is not None else None
     parts = DEFAULT_STEP_PARTS if doc is None else step_parts_from_doc(doc)
-    return with_moe_tables(parts, probe.step_ops, probe.path)   # the measured routed-expert rows, where it has them
+    # the measured routed-expert rows, where it has them
+    return with_moe_tables(parts, probe.step_ops, probe.moe_rows, probe.moe_skew, probe.path)
 
 
 def _kernel_params(d: KernelFitDoc | None, hw: HardwareProfile) -> KernelParams:
@@ -86,6 +87,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                     f"(measured with {kv_dtype} KV) prices it")
         notes_info = (stand_in,)
     notes += k.notes                     # what an imported file says about its own coverage
+    if probe_mla:
+        notes += k.mla_notes
     decode_shared, decode_dup = k.decode_shared, k.decode_dup
     prefix, suffix, merge, overlap = k.prefix, k.suffix, k.merge, k.prefix_suffix_overlap
     if probe_mla and k.decode_mla is not None and k.prefix_mla is not None and k.suffix_mla is not None:
@@ -104,8 +107,9 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                         flop_eff=min(1.0, ceil.bf16_matmul_flop_per_s / hw.dense_bf16_flop_per_s))
     shared = KernelFit.from_doc(decode_shared)
     step = step_parts_of(probe)
+    origin_aic = origin == "aic"
     if probe_mla:
-        from cascade_plan.calibration.mla_fit import mla_grid, mla_measured
+        mla_grid_of, mla_measured_of = _mla_readers(origin_aic)
     if origin == "probe" and probe.hardware_id == hw.id:
         from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
 
@@ -120,16 +124,35 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=overlap, step=step,
         origin=origin, origin_label=probe.source.label if origin == "aic" and probe.source is not None else None,
-        measured_grid=(mla_grid(probe.mla, kv_dtype) if probe_mla else
+        measured_grid=(mla_grid_of(probe, kv_dtype) if probe_mla else
                        measured_grid(probe, kv_dtype if key == kv_dtype else None)),
         measured=(None if key != kv_dtype
-                  else mla_measured(probe.mla, kv_dtype, k, probe.l2_bytes) if probe_mla
+                  else mla_measured_of(probe, kv_dtype, k) if probe_mla
                   else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
                   else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
-              *(["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
+              *([k.mla_train_rows or "MLA: AIConfigurator's MLA decode, the probe's MLA cascade kernels transferred"]
+                if probe_mla and origin_aic else
+                ["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
         attention_kind="mla" if probe_mla else "gqa",
     )
+
+
+def _mla_readers(imported: bool):
+    """(grid, measured rows) readers of a file's MLA kernels: the probe's own MLA rows, or in an imported file
+    AIConfigurator's MLA decode rows and the grid the importer stored (the cascade transferred: aic/importer.py)."""
+    if not imported:
+        from cascade_plan.calibration.mla_fit import mla_grid, mla_measured
+
+        return (lambda probe, kv: mla_grid(probe.mla, kv)), (lambda probe, kv, k: mla_measured(probe.mla, kv, k,
+                                                                                             probe.l2_bytes))
+    from cascade_plan.calibration.aic.mla_rows import mla_decode_measured
+
+    def grid(probe: ProbeData, kv: str) -> dict | None:
+        stored = probe.grid.measured_mla
+        return msgspec.to_builtins(stored[kv]) if stored and kv in stored else None
+
+    return grid, (lambda probe, kv, k: mla_decode_measured(probe.doc, kv, k, probe.l2_bytes))
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:

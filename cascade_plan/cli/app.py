@@ -17,6 +17,7 @@ from cascade_plan.cli.common import (
     KvCacheDtypeChoice,
     KvDtypeOpt,
     ModelOpt,
+    MoeRoutingOpt,
     ReserveOpt,
     WorkloadArg,
     _kv_dtype,
@@ -83,6 +84,7 @@ def estimate(
     choice: ParamsChoice = ParamsChoice(),
     reserve: ReserveOpt = 0.10,
     what_if: WhatIf = WhatIf(),
+    moe_routing: MoeRoutingOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Bytes and time per decode step, per-sequence vs cascade attention, for one workload.
@@ -110,6 +112,10 @@ def estimate(
     scn = scenario_from_options(workload, model=model, hardware=hardware, **shape.as_kwargs(),
                                 **deployment.as_kwargs())
     scn = what_if.apply(scn)
+    if moe_routing is not None:
+        import dataclasses
+
+        scn = dataclasses.replace(scn, moe_routing=moe_routing.value)
     est = assess(scn, select_params(scn, choice), reserve)
     if json_out:
         print_json(to_json(est, __version__))

@@ -106,6 +106,15 @@ KvDtypeOption = Annotated[Optional[KvCacheDtypeChoice], typer.Option(
          "is the model's dtype (bf16).")]
 WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype",
                                                                  help="Weight dtype (overrides the workload's).")]
+class MoeRoutingChoice(str, enum.Enum):
+    balanced = "balanced"
+    skewed = "skewed"
+
+
+MoeRoutingOpt = Annotated[Optional[MoeRoutingChoice], typer.Option(
+    "--moe-routing", case_sensitive=False, show_default=False,
+    help="MoE models: how the router spreads tokens over the experts (overrides the workload's): balanced (the "
+         "default) or skewed (a few experts take most tokens); the output says what prices it.")]
 TP_FLAGS = ("--tp", "-tp", "--tensor-parallel-size")          # ours, then vLLM's two spellings
 TpOpt = Annotated[Optional[int], typer.Option(*TP_FLAGS, min=1, max=64,
                                               help="Tensor-parallel degree (overrides the workload's).")]

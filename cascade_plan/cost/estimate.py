@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,9 +112,17 @@ def _summary(c: StepCosts, idx: int, label: str, mode: str = "calibrated", measu
                        comm_s=0.0 if c.comm_s is None else float(c.comm_s[idx]))
 
 
+def with_routing(params: CostParams, routing: str) -> CostParams:
+    """The parameters with their routed experts priced at the workload's routing (unchanged for balanced)."""
+    if params.step is None or params.step.moe_routing == routing:
+        return params
+    return dataclasses.replace(params, step=dataclasses.replace(params.step, moe_routing=routing))
+
+
 def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:
     """The answer for one workload. A configuration whose weights or batch do not fit in memory (after
     `reserve_fraction` of it) gets its numbers but no go/no-go: the verdict says why and what fits."""
+    params = with_routing(params, scn.moe_routing)
     flat = flatten(scn.tree)
     g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
     run = tree_run_costs(flat, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)

@@ -233,6 +233,10 @@ class StepParts:
     # measured routed-expert grouped GEMMs (cost/moe_table.py), built from the file's step_ops rows at load
     # time, not stored under fitted.step_parts
     moe: tuple = ()
+    # skewed / balanced ratios of expert shapes measured by the probe on another GPU (cost/moe_table.py MoeSkew)
+    moe_skew: tuple = ()
+    # the routing the routed experts are priced at: the workload's (balanced, or skewed), set by estimate
+    moe_routing: str = "balanced"
 
     def allreduce_for(self, gpus: int) -> AllReduceFit | None:
         if gpus <= 1:

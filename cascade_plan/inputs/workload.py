@@ -76,6 +76,7 @@ class Workload(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     prefix_caching: bool = True   # shared prefix stored once (shared physical KV blocks)
     block_size: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_BLOCK_SIZE)] = 16   # KV page size in tokens
     checks: Checks | None = None
+    moe_routing: Literal["balanced", "skewed"] = "balanced"    # how the router spreads tokens over experts
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class Scenario:
     tree: TreeNode
     source: str | None = None
     checks: Checks | None = None
+    moe_routing: str = "balanced"     # balanced, or skewed (a few experts take most tokens); MoE models only
 
 
 def _check_tree_size(doc) -> None:
@@ -201,7 +203,8 @@ def load_scenario(path: Path, hardware_override: str | None = None) -> Scenario:
         raise doc.error(("tp",), exc.message) from None
     return Scenario(name=wl.name or Path(path).stem, model=model, hardware=hw, kv_dtype=wl.kv_dtype,
                     weight_dtype=wl.weight_dtype, tp=wl.tp, prefix_caching=wl.prefix_caching,
-                    block_size=wl.block_size, tree=wl.tree, source=str(path), checks=wl.checks)
+                    block_size=wl.block_size, tree=wl.tree, source=str(path), checks=wl.checks,
+                    moe_routing=wl.moe_routing)
 
 
 def simple_tree(prefix_tokens: int, groups: int, samples: int, output_tokens: int, private_tokens: int = 0) -> TreeNode:

@@ -30,6 +30,10 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
                            "caching)."),
         "block_size": "KV page size in tokens.",
         "checks": "Capacity gates for `cascade-plan check` (command-line options win).",
+        "moe_routing": ("MoE models: how the router spreads a step's tokens over the experts. balanced (uniform, the "
+                        "default) or skewed (a few experts take most tokens, as on narrow data such as one RL prompt "
+                        "set); skewed is priced from skewed rows where measured, else from the ratio the H200 probe "
+                        "measured, and the output says which."),
     },
     "TreeNode": {
         "name": "Label for this node in reports.",

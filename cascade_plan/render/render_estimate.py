@@ -92,7 +92,8 @@ def render_estimate(est: Estimate, console: Console) -> None:
                            style="dim"))
     if est.moe_source:
         why = f"; {est.moe_source['outside']}" if est.moe_source.get("outside") else ""
-        console.print(Text(f"MoE experts: {est.moe_source['source']}{why}", style="dim"))
+        routing = f"; {est.moe_source['routing_note']}" if est.moe_source.get("routing_note") else ""
+        console.print(Text(f"MoE experts: {est.moe_source['source']}{why}{routing}", style="dim"))
     console.print()
     console.print(arithmetic_table(est))
     console.print()

@@ -116,6 +116,9 @@ def kernel_table(aic: ProbeData, probe: ProbeData) -> list[dict]:
                  "aic": ac.hbm_read_bytes_per_s,
                  "probe": pc.hbm_read_bytes_per_s})
     rows += gemm_rows(aic, probe)
+    from cascade_plan.calibration.aic.moe_crosscheck import moe_rows
+
+    rows += moe_rows(step_parts_of(aic).moe, step_parts_of(probe).moe)
     ar = aic.step_parts_doc.allreduce.get("2") if aic.step_parts_doc else None
     par = probe.step_parts_doc.allreduce.get("2") if probe.step_parts_doc else None
     if ar:

@@ -292,3 +292,51 @@ def fit_mla_decode(b, ctx, heads, t, kv_dtype: str, bw_ceiling: float, flop_ceil
 
 def median_ape(fit: KernelFit, f: Features, t: np.ndarray) -> float:
     return float(np.median(np.abs(predict(fit, f) / t - 1)))
+
+
+def mla_decode_configs(cols: dict, kv_dtype: str, heads_kept=None) -> tuple[list[dict], np.ndarray, np.ndarray, str]:
+    """The MLA decode module rows as the probe's MLA configurations (calibration/mla_fit.py: one request per
+    sequence over private pages, `group_size` 1), with each row's module time above its smallest context at
+    the same batch and heads (s), and that smallest context's configuration index per row (where the base
+    attention time is to be added back); the kernel. Empty where the table has no rows of that dtype."""
+    aic_kv = {v: k for k, v in KV_DTYPES.items()}[kv_dtype]
+    sel = (cols["kv_cache_dtype"] == aic_kv) & (cols["gemm_type"] == "bfloat16") & (cols["latency"] > 0)
+    if heads_kept is not None:
+        sel &= np.isin(cols["num_heads"], np.asarray(heads_kept))
+    if not sel.any():
+        return [], np.zeros(0), np.zeros(0), ""
+    kernel = _most_common(cols["kernel_source"][sel])
+    sel &= cols["kernel_source"] == kernel
+    b, h = cols["batch_size"][sel].astype(int), cols["num_heads"][sel].astype(int)
+    ctx = (cols["isl"][sel] + cols["step"][sel]).astype(int)
+    t = cols["latency"][sel] * MS
+    cfgs, above, base_ctx = [], [], []
+    for key in sorted(set(zip(b.tolist(), h.tolist()))):
+        m = (b == key[0]) & (h == key[1])
+        i0 = np.flatnonzero(m)[np.argmin(ctx[m])]
+        for i in np.flatnonzero(m & (ctx > ctx[i0])):
+            cfgs.append({"prefix_tokens": int(ctx[i]), "group_size": 1, "n_groups": int(b[i]), "suffix_tokens": 0,
+                         "num_heads": int(h[i]), "kv_lora_rank": MLA_V_DIM, "qk_rope_head_dim": MLA_LATENT - MLA_V_DIM,
+                         "kv_dtype": kv_dtype})
+            above.append(max(float(t[i] - t[i0]), 0.0))
+            base_ctx.append(int(ctx[i0]))
+    return cfgs, np.array(above), np.array(base_ctx, float), kernel
+
+
+def fit_mla_decode_planner(cfgs: list[dict], t: np.ndarray, bw_ceiling: float, flop_ceiling: float,
+                           l2_of: dict) -> KernelFit | None:
+    """The per-sequence MLA decode (`decode_mla`) fitted on AIConfigurator's rows with the planner's own MLA
+    features (calibration/mla_fit.py, query tiles included, so the planner computes what was fitted), the
+    L2 gain over shared pages (which private-page rows cannot show) taken from `l2_of` (the probe's
+    transferred decode_mla)."""
+    from cascade_plan.calibration.mla_fit import mla_features as planner_mla_features
+
+    if len(cfgs) < 12:
+        return None
+    f = planner_mla_features("decode_mla", cfgs)
+    fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
+    fit = dataclasses.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    fit = dataclasses.replace(fit, train_median_ape=median_ape(fit, f, t))
+    return dataclasses.replace(fit, **{k: l2_of.get(k) or 0.0 for k in ("l2_hit_max", "l2_bytes_per_s")},
+                               l2_window_bytes=l2_of.get("l2_window_bytes"),
+                               l2_measured_up_to_bytes=l2_of.get("l2_measured_up_to_bytes") or 0.0)

@@ -19,14 +19,17 @@ import numpy as np
 from cascade_plan import __version__
 from cascade_plan.calibration.aic import fit as aic_fit
 from cascade_plan.calibration.aic import tables as aic_tables
+from cascade_plan.calibration.aic.moe_import import moe_rows
 from cascade_plan.calibration.aic.rows import encode_rows
 from cascade_plan.calibration.aic.transfer import (
     TransferRatios,
     transfer_backend,
     transfer_glue,
+    transfer_mla,
 )
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.measured_grid import grid_of_configs, measured_grid
+from cascade_plan.calibration.moe_rows import skew_ratios
 from cascade_plan.calibration.probe_fit import FIT_VERSION
 from cascade_plan.calibration.probe_params import step_parts_of
 from cascade_plan.calibration.step_parts_doc import step_parts_json
@@ -95,7 +98,7 @@ def transfer_ratios(gpu: _Gpu, ref: _Gpu | None) -> TransferRatios:
 
 
 def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRatios,
-                source: str) -> tuple[StepParts, list[dict]]:
+                source: str) -> tuple[StepParts, list[dict], list[dict]]:
     hw, used = gpu.hw, []
     gemm, shapes = {}, {}
     for d, rows in gpu.gemm_rows.items():
@@ -103,7 +106,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
         shapes[d] = aic_fit.gemm_shape_table(rows, d, hw.hbm_bytes_per_s, hw.flop_per_s(d), gemm[d])
     used.append({"table": gpu.gemm.name, "path": gpu.gemm.rel_path,
                  "rows": int(sum(r["t"].size for r in gpu.gemm_rows.values()))})
-    moe = aic_tables.load(root, gpu.system, "moe", framework, "moe_perf", MOE_COLUMNS)
+    moe = aic_tables.load(root, gpu.system, "moe", framework, "moe_perf", MOE_COLUMNS + ["kernel_source"])
     if moe is not None:
         n_used = 0
         for a, d in aic_fit.GEMM_DTYPES.items():
@@ -147,7 +150,7 @@ def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRa
     notes.append("GEMMs: AIConfigurator's gemm_perf kept per (M, N, K) and interpolated in it (N, K >= 256, "
                  "M <= 8192); shapes outside it (e.g. a lm_head of N > 65536) from its (M, weight bytes) ratio table")
     return StepParts(gemm=gemm, glue=glue, allreduce=allreduce, source=source, notes=tuple(notes),
-                     gemm_shapes=shapes), used
+                     gemm_shapes=shapes), used, (moe_rows(moe.columns) if moe is not None else [])
 
 
 def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None = None) -> dict:
@@ -193,8 +196,9 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                 for per in kv_fits[kv].values():
                     per["decode_mla"] = fit.to_dict()
                 mla_used = {"table": mla.name, "path": mla.rel_path, "rows": int(b.size)}
-    steps, used = _step_parts(root, gpu, framework, probe, ratios, f"aic:{aic_tables.PACKAGE} {version}, {framework} "
-                                                                  f"{fw_version}, {gpu.system}")
+    mla_rows, mla_grids = _mla_kernels(kv_fits, probe, ratios, mla, hw)
+    steps, used, moe_tables = _step_parts(root, gpu, framework, probe, ratios,
+                                          f"aic:{aic_tables.PACKAGE} {version}, {framework} {fw_version}, {gpu.system}")
     tables = [{"table": gpu.attn.name, "path": gpu.attn.rel_path, "rows": int(sum(v[2] for v in gpu.decode.values())),
                "kernel": gpu.decode["bf16"][1]}] + used + ([mla_used] if mla_used else [])
     ceilings = {"hbm_read_bytes_per_s": gpu.ceilings["stream_bytes_per_s"],
@@ -220,6 +224,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                    + ["step_parts: GEMMs" + (", MoE experts" if any(k.startswith("moe:") for k in steps.gemm) else "")
                       + (", all-reduce" if steps.allreduce else "")],
                    "transferred": {"from": probe_name, "kernels": ["prefix", "suffix", "merge", "decode_shared L2 gain"]
+                                   + (["prefix_mla", "suffix_mla", "decode_mla L2 gain"] if mla_grids else [])
                                    + (["step_parts glue"] if probe.step_parts_doc else []),
                                    "ratios": ratios.to_dict(), "method": "aic/transfer.py: rates scaled by the "
                                    "ratio of what AIConfigurator measured on this GPU and on the reference GPU"}},
@@ -228,8 +233,16 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
                  "axes": {"q_per_kv": probe.grid.axes.q_per_kv or _q_per_kv(gpu)},
                  # decode measured here, the cascade kernels' grid is the probe's (cost/coverage.py checks both)
                  "measured": {"decode": grid_of_configs(gpu.decode_cfgs),
-                              "cascade": (measured_grid(probe) or {}).get("cascade")}},
+                              "cascade": (measured_grid(probe) or {}).get("cascade")},
+                 # MLA: decode from AIConfigurator's MLA rows (or transferred), the cascade grid the probe's
+                 "measured_mla": mla_grids},
         "measurements": [],
+        # AIConfigurator's per-sequence MLA decode rows, interpolated inside their grid (aic/mla_rows.py)
+        "mla_decode_rows": mla_rows,
+        # AIConfigurator's MoE layer rows of the shipped MoE models' expert shapes (aic/moe_import.py)
+        "moe_rows": moe_tables,
+        # the probe's skewed / balanced routing ratios, to price skewed routing here (cost/ops/moe.py)
+        "moe_skew": skew_ratios(step_parts_of(probe).moe, probe_name),
         # AIConfigurator's per-sequence decode rows, interpolated inside their grid (aic/rows.py)
         "decode_rows": encode_rows(gpu.decode_raw, gpu.decode["bf16"][1], gpu.attn.rel_path),
         "fitted": {"fit_version": FIT_VERSION, "tool_version": __version__, "created_utc": created,
@@ -238,6 +251,84 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
     if cross is not None:
         doc["crosscheck"] = cross
     return doc
+
+
+# Where AIConfigurator's MLA decode and the probe's (FlashInfer's MLA wrapper, the family the cascade's passes
+# come from) differ by more than this at GAP_POINT, the per-sequence and cascade sides are different kernel
+# families by more than a fit's error, and the output says so (a note: the verdict becomes a range).
+KERNEL_GAP = 1.5
+GAP_POINT = {"prefix_tokens": 8192, "group_size": 1, "n_groups": 256, "suffix_tokens": 0, "num_heads": 16,
+             "kv_lora_rank": aic_fit.MLA_V_DIM, "qk_rope_head_dim": aic_fit.MLA_LATENT - aic_fit.MLA_V_DIM}
+
+
+def _mla_kernels(kv_fits: dict, probe, ratios: TransferRatios, mla, hw: HardwareProfile) -> tuple[dict | None, dict]:
+    """The MLA kernels of the MLA backend (FlashInfer's MLA wrapper in the probe), in place: the cascade's
+    prefix and suffix passes transferred from the probe's MLA fits, the per-sequence decode fitted on
+    AIConfigurator's MLA decode rows where it has them (its L2 gain over shared pages the probe's,
+    transferred), else the probe's MLA decode transferred, and labelled so. Returns the rows to ship and
+    the measured MLA grid per KV dtype."""
+    from cascade_plan.calibration.aic.mla_rows import encode_mla_rows, mla_decode_grid
+    from cascade_plan.calibration.mla_fit import mla_grid
+    from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
+
+    rows: dict[str, tuple] = {}
+    kernels: dict[str, str] = {}
+    grids = {}
+    ref = probe.hardware_id.upper()
+    for kv, per in kv_fits.items():
+        moved = transfer_mla(((probe.fitted["kv_dtypes"].get(kv) or {}).get(MLA_BACKEND) or {}), ratios)
+        if moved is None or MLA_BACKEND not in per:
+            continue
+        got = _aic_mla_decode(mla, kv, moved, hw) if mla is not None else None
+        notes: list[str] = []
+        if got is not None:
+            fit, rows[kv], kernels[kv] = got
+            how = (f"MLA: per-sequence decode measured by AIConfigurator ({mla.rel_path}, {kernels[kv]}); the "
+                   f"cascade's prefix and suffix passes the {ref} probe's MLA kernels, transferred")
+            notes = _kernel_gap(kv, kernels[kv], {**moved, "decode_mla": fit}, moved, hw, ref)
+            moved["decode_mla"] = fit
+        else:
+            how = f"MLA: the {ref} probe's MLA kernels transferred (decode, prefix and suffix passes)"
+            notes = [f"MLA per-sequence decode: AIConfigurator has no {kv} MLA decode table for this GPU, so the "
+                     f"{ref} probe's is transferred (not measured here)"]
+        per[MLA_BACKEND].update(moved)
+        per[MLA_BACKEND]["mla_train_rows"] = how
+        if notes:
+            per[MLA_BACKEND]["mla_notes"] = notes
+        cas = (mla_grid(probe.mla, kv) or {}).get("cascade")
+        grids[kv] = {"decode": mla_decode_grid({"mla_decode_rows": encode_mla_rows({kv: rows[kv]}, kernels, "")}, kv)
+                     if kv in rows else cas, "cascade": cas}
+    return (encode_mla_rows(rows, kernels, mla.rel_path) if rows else None), grids
+
+
+def _aic_mla_decode(mla, kv: str, moved: dict, hw: HardwareProfile):
+    """(decode_mla fit dict, (configurations, attention times), kernel) from AIConfigurator's MLA module rows
+    of one KV dtype, or None where it has too few."""
+    from cascade_plan.calibration.mla_fit import predict_mla
+
+    cfgs, above, base_ctx, kern = aic_fit.mla_decode_configs(mla.columns, kv)
+    if not cfgs:
+        return None
+    # the module's attention at its smallest context is not separable from its projections: the probe's
+    # MLA decode, transferred, prices that part
+    base = predict_mla(moved, "decode_shared", [{**c, "prefix_tokens": int(b)} for c, b in zip(cfgs, base_ctx)],
+                       hw.l2_bytes)
+    t = above + base
+    fit = aic_fit.fit_mla_decode_planner(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s, moved["decode_mla"])
+    return None if fit is None else (fit.to_dict(), (cfgs, t), kern)
+
+
+def _kernel_gap(kv: str, kernel: str, aic_fits: dict, probe_fits: dict, hw: HardwareProfile, ref: str) -> list[str]:
+    """A note where AIConfigurator's MLA decode and the probe's differ by more than KERNEL_GAP."""
+    from cascade_plan.calibration.mla_fit import predict_mla
+
+    cfg = [{**GAP_POINT, "kv_dtype": kv}]
+    a, p = (float(predict_mla(f, "decode_shared", cfg, hw.l2_bytes)[0]) for f in (aic_fits, probe_fits))
+    if 1 / KERNEL_GAP <= a / p <= KERNEL_GAP:
+        return []
+    return [f"{kv} MLA: AIConfigurator's per-sequence decode ({kernel}) takes {a / p:.2f}x the time of the {ref} "
+            "probe's FlashInfer MLA decode, transferred (256 sequences of 8K tokens, 16 query heads per GPU), the "
+            "kernel family the cascade's passes come from, so the speedup depends on which decode the engine runs"]
 
 
 def _q_per_kv(gpu: _Gpu) -> list[int]:

@@ -39,6 +39,17 @@ def encode_rows(decode: dict[str, tuple[list[dict], np.ndarray]], kernel: str, t
     of a kept shape)."""
     kept = {kv: [(c, t) for c, t in zip(cfgs, times) if c["q_per_kv"] in KEEP_Q_PER_KV] for kv, (cfgs, times) in
             decode.items()}
+    got = matrices(kept, lambda c: _shape_key(c["q_per_kv"], c["num_kv_heads"], c["head_dim"]))
+    if got is None:
+        return None
+    seqs, ctx, out = got
+    return {"table": table, "kernel": kernel, "unit": "us", "kept_q_per_kv": list(KEEP_Q_PER_KV),
+            "sequences": seqs, "context_tokens": ctx, "kv_dtypes": out}
+
+
+def matrices(kept: dict[str, list[tuple[dict, float]]], shape_key) -> tuple[list, list, dict] | None:
+    """(sequences axis, context axis, {KV dtype: {shape key: matrix in us}}) of private-page rows
+    (configurations with n_groups sequences of prefix_tokens context); None when there are none."""
     kept = {kv: r for kv, r in kept.items() if r}
     if not kept:
         return None
@@ -49,12 +60,10 @@ def encode_rows(decode: dict[str, tuple[list[dict], np.ndarray]], kernel: str, t
     for kv, rows in kept.items():
         per: dict[str, list] = {}
         for c, t in rows:
-            m = per.setdefault(_shape_key(c["q_per_kv"], c["num_kv_heads"], c["head_dim"]),
-                               [[None] * len(ctx) for _ in seqs])
-            m[si[c["n_groups"]]][ci[c["prefix_tokens"]]] = _us(float(t))
+            m = per.setdefault(shape_key(c), [[None] * len(ctx) for _ in seqs])
+            m[si[c["n_groups"]]][ci[c["prefix_tokens"]]] = _us(max(float(t), 1e-9))
         out[kv] = dict(sorted(per.items(), key=lambda kv_: tuple(int(x) for x in kv_[0].split("/"))))
-    return {"table": table, "kernel": kernel, "unit": "us", "kept_q_per_kv": list(KEEP_Q_PER_KV),
-            "sequences": seqs, "context_tokens": ctx, "kv_dtypes": out}
+    return seqs, ctx, out
 
 
 def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: BackendFit | None,

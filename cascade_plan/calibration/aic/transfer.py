@@ -91,3 +91,15 @@ def transfer_glue(glue, r: TransferRatios, kv_append_in_attention: bool = True):
     share = out.per_layer_s / GLUE_LAYER_KERNELS
     return dataclasses.replace(out, per_layer_s=out.per_layer_s - share, kv_append_in_attention=True,
                                kv_append_per_layer_s=share)
+
+
+MLA_KERNELS = ("decode_mla", "prefix_mla", "suffix_mla")
+
+
+def transfer_mla(probe_fits: dict, r: TransferRatios) -> dict | None:
+    """The probe's MLA kernels (calibration/mla_fit.py: per-sequence decode over shared pages with its L2
+    gain, the cascade's prefix pass, its suffix pass with merge_state folded in) moved to the other GPU the
+    way the GQA kernels are; None where the probe fitted none."""
+    if not all(probe_fits.get(k) for k in MLA_KERNELS):
+        return None
+    return {k: transfer_fit(probe_fits[k], r) for k in MLA_KERNELS}

@@ -4,14 +4,19 @@ rows of this expert shape, TP and weight dtype (cost/moe_table.py) and the step'
 their M range, the time is the rows' (interpolated in M); elsewhere the model: the touched experts'
 weights streamed once, each expert over its share of the tokens (uniform routing: M k / touched per
 expert), priced from the GEMM table at that share and the group's total weight bytes, with one launch.
-`source()` says which, per run. Zero for dense models."""
+`source()` says which, per run. Zero for dense models.
+
+Routing: balanced unless the workload says skewed (StepParts.moe_routing, set from the scenario). Skewed
+is priced from skewed rows of the shape where the calibration measured them (the probe's); else from the
+balanced price times the skewed / balanced ratio the H200 probe measured for that shape (MoeSkew, carried
+into imported files), labelled so; else balanced, and the source says that the skew is not priced."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from cascade_plan.cost.moe_routing import expected_experts_touched
-from cascade_plan.cost.moe_table import MODELLED, MoeTable, interpolate, table_for
+from cascade_plan.cost.moe_table import MODELLED, MoeSkew, MoeTable, interpolate, skew_for, table_for
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.gemm import ACTIVATION_BYTES, gemm_table_key
 from cascade_plan.cost.step_parts import StepParts, gemm_time_s
@@ -34,7 +39,21 @@ def _modelled_layer_s(model, tp: int, weight_dtype: str, parts: StepParts, eleme
 
 
 def _table(model, tp: int, weight_dtype: str, parts: StepParts) -> MoeTable | None:
-    return table_for(getattr(parts, "moe", ()) or (), model, tp, weight_dtype)
+    return _pricing(model, tp, weight_dtype, parts)[0]
+
+
+def _pricing(model, tp: int, weight_dtype: str, parts: StepParts) -> tuple[MoeTable | None, MoeSkew | None]:
+    """The table that prices the experts at the asked routing (its own skewed rows where measured, else
+    the balanced ones), and the H200 skew ratio to apply on top where the table is balanced but skewed
+    routing was asked (None otherwise)."""
+    tables = getattr(parts, "moe", ()) or ()
+    routing = parts.moe_routing
+    if routing != "balanced":
+        own = table_for(tables, model, tp, weight_dtype, routing)
+        if own is not None:
+            return own, None
+        return table_for(tables, model, tp, weight_dtype), skew_for(parts.moe_skew, model, tp, weight_dtype)
+    return table_for(tables, model, tp, weight_dtype), None
 
 
 def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_bytes: float,
@@ -44,8 +63,10 @@ def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_by
         return None
     m = np.asarray(tokens, float)
     layer_s = _modelled_layer_s(model, tp, weight_dtype, parts, element_bytes, hbm_bytes_per_s, flop_per_s)
-    table = _table(model, tp, weight_dtype, parts)
+    table, skew = _pricing(model, tp, weight_dtype, parts)
     grouped = layer_s(m) if table is None else interpolate(table, m, layer_s)
+    if skew is not None:
+        grouped = grouped * skew.at(m)
     touched = np.maximum(expected_experts_touched(model, m), 1e-9)
     ei, h = model.moe_intermediate_size / tp, model.hidden_size
     w = touched * 3 * ei * h * element_bytes
@@ -65,7 +86,28 @@ def source(model, tp: int, weight_dtype: str, tokens, weights, parts: StepParts 
     if parts is None:
         return {"source": "ideal (weight bytes at peak bandwidth)", "measured_share": 0.0, "table": None,
                 "outside": None}
-    table = _table(model, tp, weight_dtype, parts)
+    table, skew = _pricing(model, tp, weight_dtype, parts)
+    out = _balanced_source(model, tp, weight_dtype, tokens, weights, parts, table)
+    if parts.moe_routing == "balanced":
+        return out
+    asked = parts.moe_routing
+    if table is not None and table.routing == asked:
+        note = f"{asked} routing: from the {asked} rows"
+    elif skew is not None:
+        lo, hi = min(skew.ratio), max(skew.ratio)
+        note = (f"{asked} routing: the balanced times x the {asked} / balanced ratio the probe measured for this "
+                f"expert shape ({lo:.2f}-{hi:.2f} over M {int(skew.m[0])}-{int(skew.m[-1])}, {skew.source}), "
+                "not measured on this GPU")
+        out["source"] = f"{out['source']}, x the probe's {asked}-routing ratio"
+    else:
+        note = (f"{asked} routing asked, but no {asked} rows and no measured {asked} / balanced ratio of "
+                f"{model.id}'s experts at TP {tp} with {weight_dtype} weights: priced as balanced")
+    bytes_ = "; the weight bytes shown count uniform routing's touched experts"
+    return {**out, "routing": asked, "routing_note": note + bytes_}
+
+
+def _balanced_source(model, tp: int, weight_dtype: str, tokens, weights, parts: StepParts,
+                     table: MoeTable | None) -> dict:
     if table is None:
         return {"source": f"{MODELLED}, {parts.source}", "measured_share": 0.0, "table": None,
                 "outside": f"no grouped-GEMM rows of {model.id}'s experts at TP {tp} with {weight_dtype} weights "
