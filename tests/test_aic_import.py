@@ -274,8 +274,6 @@ def test_moe_and_mla_fits_recover_the_fixture(imported):
 
 def test_mla_cascade_is_transferred_and_the_mla_decode_rows_are_interpolated(imported):
     from cascade_plan.calibration.aic.mla_rows import MEASURED_AIC_MLA, mla_decode_measured
-    from cascade_plan.calibration.probe_params import _mla_fit_dicts
-
     path, doc, _ = imported
     ratios = doc["source"]["transferred"]["ratios"]
     probe = find_committed(load_hardware("h200"), source="probe")
@@ -292,7 +290,7 @@ def test_mla_cascade_is_transferred_and_the_mla_decode_rows_are_interpolated(imp
     assert params.attention_kind == "mla" and params.measured.kind == "mla" and params.measured.private
     assert params.measured.label == MEASURED_AIC_MLA
     # at a row the interpolation is the row: module above its smallest context plus the transferred base
-    m = mla_decode_measured(p.doc, "bf16", _mla_fit_dicts(p.fits.kv_dtypes["bf16"]["flashinfer"]), p.l2_bytes)
+    m = mla_decode_measured(p.doc, "bf16", p.fits.kv_dtypes["bf16"]["flashinfer"], p.l2_bytes)
     tab = m.table("per_sequence_dup", (128, 1, 576))
     i = int(np.argmax(tab.points[:, 2]))
     assert tab(tab.points[i:i + 1], tab.fit_s[i:i + 1])[0] == pytest.approx(tab.time_s[i])

@@ -20,6 +20,7 @@ import numpy as np
 
 from cascade_plan.calibration.aic.fit import MLA_LATENT, MLA_V_DIM
 from cascade_plan.calibration.aic.rows import matrices
+from cascade_plan.calibration_format import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.ops.mla_attention import MLA_BACKEND, mla_shape_key
 
@@ -60,7 +61,7 @@ def _configs(block: dict, kv_dtype: str) -> tuple[list[tuple], list[dict]]:
     return rows, cfgs
 
 
-def mla_decode_measured(doc: dict, kv_dtype: str, fits: dict, l2_bytes: float) -> MeasuredAttention | None:
+def mla_decode_measured(doc: dict, kv_dtype: str, fits: BackendFit, l2_bytes: float) -> MeasuredAttention | None:
     """The rows of one KV dtype as the planner interpolates them: kind "mla", over private pages (kernel
     "per_sequence_dup" at (sequences, 1, context, 0)), each with the fitted MLA decode's time there."""
     from cascade_plan.calibration.mla_fit import predict_mla
