@@ -21,7 +21,7 @@ from cascade_plan.calibration_format import (
 from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
-from cascade_plan.resources import data_dir
+from cascade_plan.resources import data_files
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def find_committed(hw: HardwareProfile, source: str | None = None) -> ProbeData 
     the preferred kind first."""
     for kind in (source,) if source else SOURCE_PREFERENCE:
         found = []
-        for p in sorted(data_dir("calibrations").glob(f"{hw.id}-{kind}-*.json")):
+        for p in data_files("calibrations", f"{hw.id}-{kind}-", ".json"):
             try:
                 d = read_shipped(p)
             except (OSError, msgspec.DecodeError):
