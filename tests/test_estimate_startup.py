@@ -68,3 +68,81 @@ def test_median0_is_np_median(a, with_nan):
         assert np.isnan(median0(a)).all() and median0(a).shape == a.shape[1:]
         return
     assert np.array_equal(median0(a), np.median(a, axis=0), equal_nan=True)
+
+
+def _fresh_caches():
+    from cascade_plan.calibration import calibration_file, speedup_margin
+
+    calibration_file._DECODED.clear()
+    for f in (speedup_margin._stored, speedup_margin._errors, speedup_margin._probed_models):
+        f.cache_clear()
+
+
+def _reads(monkeypatch):
+    """Counts of Path.read_bytes per file name from here on."""
+    from collections import Counter
+    from pathlib import Path
+
+    reads: Counter = Counter()
+    real = Path.read_bytes
+
+    def counted(self):
+        reads[self.name] += 1
+        return real(self)
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    return reads
+
+
+def _scenario(workload, hardware):
+    import dataclasses
+
+    import cascade_plan as cp
+
+    scn = cp.load_scenario(workload)
+    return dataclasses.replace(scn, hardware=cp.load_hardware(hardware))
+
+
+def _assess(workload, hardware, **choice):
+    import cascade_plan as cp
+
+    scn = _scenario(workload, hardware)
+    return cp.assess(scn, cp.select_params(scn, cp.ParamsChoice(**choice)))
+
+
+def test_each_calibration_file_is_parsed_once_per_estimate(monkeypatch):
+    """The defaults' evidence reads the H200 probe file (3.9 MB) for the H200's numbers, and the margin takes
+    its stored errors from that same read; on the H200 its own numbers and the margin share one read too."""
+    from cascade_plan.calibration.speedup_margin import _shipped_probe
+
+    probe = _shipped_probe().name
+    for hardware, choice in (("mi300x", {}), ("h100-sxm", {"uncalibrated": True}), ("h200", {})):
+        _fresh_caches()
+        reads = _reads(monkeypatch)
+        est = _assess("rl-rollouts-64", hardware, **choice)
+        assert est.verdict.margin_error is not None and reads[probe] == 1, (hardware, dict(reads))
+        if hardware != "h200":
+            assert "Evidence: " in est.verdict.evidence and "h200" in est.verdict.evidence
+
+
+def test_a_calibrated_estimate_estimates_no_other_gpu(monkeypatch):
+    """On a GPU with its own measured numbers and a workload inside them, the verdict needs no other GPU:
+    one estimate, one calibration chosen."""
+    from cascade_plan.calibration import params_select, verdict_evidence
+
+    calls = {"estimate": 0, "select": []}
+    real_estimate, real_select = verdict_evidence.estimate, params_select.select_params
+
+    def estimate(*a, **k):
+        calls["estimate"] += 1
+        return real_estimate(*a, **k)
+
+    def select(scn=None, *a, **k):
+        calls["select"].append(scn.hardware.id if scn is not None else None)
+        return real_select(scn, *a, **k)
+    scn = _scenario("rl-rollouts-64", "h200")
+    params = real_select(scn)
+    monkeypatch.setattr(verdict_evidence, "estimate", estimate)
+    monkeypatch.setattr(params_select, "select_params", select)
+    est = verdict_evidence.assess(scn, params)
+    assert est.params.mode == "calibrated" and not est.params.notes and not est.coverage
+    assert calls["estimate"] == 1 and calls["select"] == [], calls

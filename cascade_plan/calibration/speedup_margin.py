@@ -66,10 +66,13 @@ def _stored(path: str) -> tuple[str, dict | None]:
     fields (the file itself is checked where it is used as a calibration)."""
     import msgspec
 
+    from cascade_plan.calibration.calibration_file import read_already
     from cascade_plan.calibration_format import ErrorsOnlyDoc
 
     try:
-        doc = msgspec.json.decode(Path(path).read_bytes(), type=ErrorsOnlyDoc)
+        read = read_already(Path(path))     # already decoded for its numbers (estimate on the H200): not again
+        doc = (msgspec.json.decode(Path(path).read_bytes(), type=ErrorsOnlyDoc) if read is None
+               else msgspec.convert(read, ErrorsOnlyDoc))
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return "", None
     errs = doc.fitted.speedup_errors if doc.fitted else None
