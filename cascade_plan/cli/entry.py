@@ -63,9 +63,8 @@ def _finished() -> None:
 def main() -> None:
     from cascade_plan.cli.interrupts import Interrupted  # a leaf: nothing else is imported before the try
 
-    _one_shot(sys.argv)
-
     try:
+        _one_shot(sys.argv)
         from cascade_plan.cli.app import main as run
 
         run()
