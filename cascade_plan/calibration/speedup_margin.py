@@ -105,8 +105,10 @@ def _probe_with_steps(params: CostParams) -> Path | None:
     if params.origin == "aic":
         import msgspec
 
+        from cascade_plan.calibration.calibration_file import read_already
+
         try:
-            doc = msgspec.json.decode(Path(params.source).read_bytes())
+            doc = read_already(Path(params.source)) or msgspec.json.decode(Path(params.source).read_bytes())
             name = ((doc.get("source") or {}).get("transferred") or {}).get("from")
         except (OSError, msgspec.DecodeError, AttributeError):
             return None
