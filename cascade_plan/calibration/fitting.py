@@ -43,10 +43,18 @@ class Features:
     q_rows: np.ndarray                # sequences x query heads (kernels that give each query head its own tile)
 
 
-def features(kernel: str, configs: list[dict]) -> Features:
-    c = {k: np.array([cfg[k] for cfg in configs], dtype=float)
-         for k in ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")}
-    kv_el = np.array([KV_ELEMENT_BYTES[cfg["kv_dtype"]] for cfg in configs], dtype=float)
+CONFIG_COLUMNS = ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")
+
+
+def features(kernel: str, configs: list[dict] | dict[str, np.ndarray]) -> Features:
+    """`configs`: probe configurations, or their columns already (CONFIG_COLUMNS and "kv_element_bytes", one
+    array each: a caller with thousands of rows need not build a dict per row)."""
+    if isinstance(configs, dict):
+        c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
+        kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)
+    else:
+        c = {k: np.array([cfg[k] for cfg in configs], dtype=float) for k in CONFIG_COLUMNS}
+        kv_el = np.array([KV_ELEMENT_BYTES[cfg["kv_dtype"]] for cfg in configs], dtype=float)
     kvb = 2 * c["num_kv_heads"] * c["head_dim"] * kv_el
     hq = c["num_kv_heads"] * c["q_per_kv"]
     f_tok = 4 * c["head_dim"] * hq                       # QK^T and PV, one query sequence x one token
