@@ -22,13 +22,13 @@ def measured_allreduce(hw: HardwareProfile) -> tuple[str, dict[int, AllReduceFit
     from pathlib import Path
 
     from cascade_plan.calibration.calibration_file import find_committed
-    from cascade_plan.calibration.step_parts_doc import step_parts_from_doc
+    from cascade_plan.calibration.step_parts_doc import allreduce_from_doc
 
     aic = find_committed(hw, "aic")
     doc = aic.fits.step_parts if aic is not None and aic.fits is not None else None
     if aic is None or doc is None or not doc.allreduce:
         return None
-    fits = step_parts_from_doc(doc).allreduce
+    fits = allreduce_from_doc(doc)
     return Path(aic.path).name, {n: a for n, a in fits.items() if a.origin == "aic"}
 
 

@@ -4,7 +4,7 @@ at the edge, and the shipped files found by GPU."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 
 import msgspec
@@ -37,7 +37,7 @@ from cascade_plan.calibration_rows import (
 from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
-from cascade_plan.resources import data_dir
+from cascade_plan.resources import data_files
 
 
 @dataclass(frozen=True)
@@ -252,13 +252,30 @@ SOURCE_PREFERENCE = ("probe", "aic")
 def read_shipped(path: Path) -> dict:
     """A shipped calibration file, decoded only (shipped files are checked by the tests, not on every run),
     once per process: `estimate` and `report` look up the same files for several GPUs and verdicts."""
-    st = path.stat()
-    return _decoded(str(path), st.st_mtime_ns, st.st_size)
+    key = _file_key(path)
+    doc = _DECODED.get(key)
+    if doc is None:
+        if len(_DECODED) >= 32:
+            _DECODED.clear()
+        doc = _DECODED[key] = msgspec.json.decode(Path(path).read_bytes())
+    return doc
 
 
-@lru_cache(maxsize=32)
-def _decoded(path: str, mtime_ns: int, size: int) -> dict:
-    return msgspec.json.decode(Path(path).read_bytes())
+def read_already(path: Path) -> dict | None:
+    """The document read_shipped decoded for `path` earlier in this process (None: not decoded yet, or the
+    file changed since): a reader of one field then need not parse the file again."""
+    try:
+        return _DECODED.get(_file_key(path))
+    except OSError:
+        return None
+
+
+_DECODED: dict[tuple[str, int, int], dict] = {}
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    st = Path(path).stat()
+    return str(path), st.st_mtime_ns, st.st_size
 
 
 def find_committed(hw: HardwareProfile, source: str | None = None) -> ProbeData | None:
@@ -268,7 +285,7 @@ def find_committed(hw: HardwareProfile, source: str | None = None) -> ProbeData 
     the preferred kind first."""
     for kind in (source,) if source else SOURCE_PREFERENCE:
         found = []
-        for p in sorted(data_dir("calibrations").glob(f"{hw.id}-{kind}-*.json")):
+        for p in data_files("calibrations", f"{hw.id}-{kind}-", ".json"):
             try:
                 d = read_shipped(p)
             except (OSError, msgspec.DecodeError):

@@ -61,10 +61,19 @@ class Features:
     q_rows: np.ndarray                # sequences x query heads (kernels that give each query head its own tile)
 
 
-def features(kernel: str, configs: Configs) -> Features:
-    c = {k: np.array(config_column(configs, k), dtype=float)
-         for k in ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")}
-    kv_el = np.array([KV_ELEMENT_BYTES[kv] for kv in config_column(configs, "kv_dtype")], dtype=float)
+CONFIG_COLUMNS = ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")
+
+
+def features(kernel: str, configs: Configs | dict[str, np.ndarray]) -> Features:
+    """`configs`: probe configurations (typed rows or plain mappings), or their columns already
+    (CONFIG_COLUMNS and "kv_element_bytes", one array each: a caller with thousands of rows need not build a
+    dict per row)."""
+    if isinstance(configs, dict):
+        c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
+        kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)
+    else:
+        c = {k: np.array(config_column(configs, k), dtype=float) for k in CONFIG_COLUMNS}
+        kv_el = np.array([KV_ELEMENT_BYTES[kv] for kv in config_column(configs, "kv_dtype")], dtype=float)
     kvb = 2 * c["num_kv_heads"] * c["head_dim"] * kv_el
     hq = c["num_kv_heads"] * c["q_per_kv"]
     f_tok = 4 * c["head_dim"] * hq                       # QK^T and PV, one query sequence x one token

@@ -13,10 +13,10 @@ from cascade_plan.inputs.choices import ParamsChoice
 def shipped_source(hardware_id: str) -> str:
     """What a GPU's numbers come from by default, by the shipped files' names (nothing is opened):
     "probe", "aic" (AIConfigurator) or "default"."""
-    from cascade_plan.resources import data_dir
+    from cascade_plan.resources import data_files
 
     for kind in ("probe", "aic"):
-        if any(data_dir("calibrations").glob(f"{hardware_id}-{kind}-*.json")):
+        if data_files("calibrations", f"{hardware_id}-{kind}-", ".json"):
             return kind
     return "default"
 

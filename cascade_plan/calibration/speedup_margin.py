@@ -68,10 +68,13 @@ def _stored(path: str) -> tuple[str, dict | None]:
     fields (the file itself is checked where it is used as a calibration)."""
     import msgspec
 
+    from cascade_plan.calibration.calibration_file import read_already
     from cascade_plan.calibration_format import ErrorsOnlyDoc
 
     try:
-        doc = msgspec.json.decode(Path(path).read_bytes(), type=ErrorsOnlyDoc)
+        read = read_already(Path(path))     # already decoded for its numbers (estimate on the H200): not again
+        doc = (msgspec.json.decode(Path(path).read_bytes(), type=ErrorsOnlyDoc) if read is None
+               else msgspec.convert(read, ErrorsOnlyDoc))
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return "", None
     errs = doc.fitted.speedup_errors if doc.fitted else None
@@ -105,10 +108,13 @@ def _probe_with_steps(params: CostParams) -> Path | None:
     if params.origin == "aic":
         import msgspec
 
-        from cascade_plan.calibration_rows import SourceOnlyDoc
+        from cascade_plan.calibration.calibration_file import read_already
+        from cascade_plan.calibration_rows import Source, SourceOnlyDoc
 
-        try:      # only `source` decoded (and typed); every other field skipped unparsed
-            src = msgspec.json.decode(Path(params.source).read_bytes(), type=SourceOnlyDoc).source
+        try:      # the document this run read already, else only `source` decoded (every other field skipped)
+            doc = read_already(Path(params.source))
+            src = (msgspec.convert(doc.get("source"), Source | None) if doc is not None else
+                   msgspec.json.decode(Path(params.source).read_bytes(), type=SourceOnlyDoc).source)
         except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return None
         name = src.transferred.from_ if src is not None and src.transferred is not None else None

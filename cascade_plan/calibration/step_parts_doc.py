@@ -51,10 +51,7 @@ def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
         gemm={k: GemmEfficiency(dtype=k, log2_m=_tuples(e.log2_m), log2_weight_bytes=_tuples(e.log2_weight_bytes),
                                 ratio=_tuples(e.ratio), overhead_s=e.overhead_s) for k, e in d.gemm.items()},
         glue=glue,
-        allreduce={int(n): AllReduceFit(gpus=int(n), latency_s=a.latency_s, bytes_per_s=a.bytes_per_s, origin=a.origin,
-                                        basis=a.basis, algorithm=a.algorithm or infer_algorithm(a.origin, a.basis),
-                                        table_bytes=tuple(b for b, _ in a.table), table_s=tuple(t for _, t in a.table))
-                   for n, a in d.allreduce.items()},
+        allreduce=allreduce_from_doc(d),
         source=d.source, notes=tuple(d.notes),
         gemm_shapes={k: GemmShapeTable(dtype=k, log2_m=_tuples(e.log2_m), log2_n=_tuples(e.log2_n),
                                        log2_k=_tuples(e.log2_k), ratio=_tuples(e.ratio))
@@ -62,6 +59,14 @@ def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
         composition=None if c is None else Composition(log2_m=_tuples(c.log2_m),
                                                        factor={k: _tuples(f) for k, f in c.factor.items()},
                                                        basis=c.basis, applied=c.applied))
+
+
+def allreduce_from_doc(d: StepPartsDoc) -> dict[int, AllReduceFit]:
+    """The all-reduce fits alone, by GPU count (a GPU's other file is read for these only)."""
+    return {int(n): AllReduceFit(gpus=int(n), latency_s=a.latency_s, bytes_per_s=a.bytes_per_s, origin=a.origin,
+                                 basis=a.basis, algorithm=a.algorithm or infer_algorithm(a.origin, a.basis),
+                                 table_bytes=tuple(b for b, _ in a.table), table_s=tuple(t for _, t in a.table))
+            for n, a in d.allreduce.items()}
 
 
 def read_step_parts(data: dict) -> StepParts:

@@ -34,12 +34,14 @@ def assess(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_
 
 
 def attach_evidence(est: Estimate) -> Estimate:
+    # The defaults' evidence first: it reads the probe file whole, and the margin then takes its one field
+    # from that read instead of parsing the file again (it needs only the estimate, which the margin keeps).
+    text = defaults_error(est) if est.verdict.judged and est.params.mode == "default" else None
     est = attach_margin(est)
     v, p = est.verdict, est.params
     if not v.judged or p.mode == "ideal":
         return est
     if p.mode == "default":
-        text = defaults_error(est)
         return dataclasses.replace(est, verdict=with_evidence(v, text)) if text else est
     notes = p.notes + est.coverage       # the shape, and the workload's reach, outside the measurements
     if notes:

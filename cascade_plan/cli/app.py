@@ -56,9 +56,6 @@ def _new_app() -> typer.Typer:
                        pretty_exceptions_enable=False)
 
 
-app = _new_app()
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"cascade-plan {__version__}")
@@ -288,7 +285,14 @@ def _populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
     return target
 
 
-_populate(app)
+def __getattr__(name: str) -> typer.Typer:
+    """`app`, every command registered, built on first use (tests, docs, `typer ... utils docs`): a run of one
+    command builds only its own (main), and importing this module registers none, which kept 9 command
+    modules and their option decorators out of `estimate`'s start-up."""
+    if name == "app":
+        globals()["app"] = built = _populate(_new_app())
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -299,4 +303,4 @@ def main() -> None:
     if name and name in {n for n, _ in COMMANDS}:
         _populate(_new_app(), only=name)()
         return
-    app()
+    _populate(_new_app())()

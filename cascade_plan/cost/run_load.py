@@ -21,6 +21,7 @@ import numpy as np
 from cascade_plan.cost.cost_model import GpuShape, StepCosts, StepLoad, step_costs
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import FlatTree
+from cascade_plan.cost.ops.base import distinct
 from cascade_plan.inputs.model_spec import ModelSpec
 
 POINT_BUDGET = 8192          # evaluated steps per run (every step of runs up to about this long)
@@ -39,16 +40,9 @@ class RunCosts:
         return float((np.asarray(per_step, float) * self.weights).sum())
 
 
-def _distinct(x: np.ndarray) -> np.ndarray:
-    """np.unique(x) for arrays without NaN, from one sort: np.unique imports numpy.ma on its first call,
-    a cost of 15-30 ms that every `estimate` paid at start-up."""
-    a = np.sort(np.asarray(x).ravel())
-    return a[np.concatenate(([True], a[1:] != a[:-1]))] if a.size else a
-
-
 def segment_ends(flat: FlatTree) -> np.ndarray:
     """Last step of each segment: the distinct output lengths, ascending."""
-    return _distinct(flat.leaf_output)
+    return distinct(flat.leaf_output)
 
 
 def quadrature(flat: FlatTree, budget: int = POINT_BUDGET) -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +58,7 @@ def quadrature(flat: FlatTree, budget: int = POINT_BUDGET) -> tuple[np.ndarray, 
             steps.append(np.arange(a, b + 1))
             weights.append(np.ones(n))
             continue
-        x = _distinct(np.round(np.linspace(a, b, per_seg)))
+        x = distinct(np.round(np.linspace(a, b, per_seg)))
         w = np.empty(x.size)
         w[1:-1] = (x[2:] - x[:-2]) / 2
         w[0] = (x[1] - x[0]) / 2 + 0.5

@@ -10,6 +10,7 @@ from in `source`, and each all-reduce GPU count says whether it was measured or 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -39,11 +40,16 @@ class GemmEfficiency:
     ratio: tuple[tuple[float, ...], ...]       # [i_m][j_w]: measured time / roofline time, >= ~1
     overhead_s: float = 0.0                    # fixed cost per GEMM launch (inside a CUDA graph)
 
+    @cached_property
+    def _grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The table as arrays, built once per table (a step prices every GEMM of every step against it)."""
+        return np.asarray(self.log2_m), np.asarray(self.log2_weight_bytes), np.asarray(self.ratio, float)
+
     def ratio_at(self, m, weight_bytes) -> np.ndarray:
         x = np.log2(np.maximum(np.asarray(m, float), 1.0))
         y = np.log2(np.maximum(np.asarray(weight_bytes, float), 1.0))
         x, y = np.broadcast_arrays(x, y)
-        gx, gy, r = np.asarray(self.log2_m), np.asarray(self.log2_weight_bytes), np.asarray(self.ratio, float)
+        gx, gy, r = self._grid
         # interpolate along M for every weight-size column, then along weight size
         cols = np.stack([np.interp(x, gx, r[:, j]) for j in range(gy.size)], axis=-1)
         if gy.size == 1:
@@ -74,9 +80,13 @@ class GemmShapeTable:
         ln, lk = np.log2(max(float(n), 1.0)), np.log2(max(float(k), 1.0))
         return bool(self.log2_n[0] - 1e-9 <= ln and self.log2_k[0] - 1e-9 <= lk <= self.log2_k[-1] + 1e-9)
 
+    @cached_property
+    def _grid(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The table as arrays, built once per table (its ratios are a nested tuple of every (M, N, K))."""
+        return np.asarray(self.ratio, float), np.asarray(self.log2_n), np.asarray(self.log2_k), np.asarray(self.log2_m)
+
     def ratio_at(self, m, n: float, k: float) -> np.ndarray:
-        r = np.asarray(self.ratio, float)
-        gn, gk = np.asarray(self.log2_n), np.asarray(self.log2_k)
+        r, gn, gk, gm = self._grid
 
         def bracket(g, v):
             if g.size == 1:
@@ -89,7 +99,7 @@ class GemmShapeTable:
         plane = ((1 - tn) * (1 - tk) * r[:, n0, k0] + tn * (1 - tk) * r[:, n1, k0]
                  + (1 - tn) * tk * r[:, n0, k1] + tn * tk * r[:, n1, k1])
         x = np.log2(np.maximum(np.asarray(m, float), 1.0))
-        return np.interp(x, np.asarray(self.log2_m), plane)
+        return np.interp(x, gm, plane)
 
 
 def gemm_time_s(eff: GemmEfficiency, m, n: float, k: float, element_bytes: float, hbm_bytes_per_s: float,

@@ -16,6 +16,8 @@ kept, which holds each file near 40 KB of rows; other shapes use the fit (and ou
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from cascade_plan.calibration_format import BackendFit
@@ -71,24 +73,29 @@ def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: BackendFit | N
     """The rows of one KV dtype as the planner interpolates them: kernel "per_sequence_dup" at points
     (sequences, 1, context, 0), each with the backend's fitted decode time there (the rows' ratio to the
     fit is what is interpolated); None when the file ships none for that dtype."""
-    from cascade_plan.calibration.fitting import predict_kind
+    from cascade_plan.calibration.fitting import KV_ELEMENT_BYTES, KernelFit, features, predict
 
     block = doc.get("decode_rows") or {}
     per = (block.get("kv_dtypes") or {}).get(kv_dtype)
     if not per:
         return None
-    seqs = np.asarray(block["sequences"], float)
-    ctx = np.asarray(block["context_tokens"], float)
-    rows, cfgs = [], []
-    for key, matrix in per.items():
+    seqs = [float(v) for v in block["sequences"]]
+    ctx = [float(v) for v in block["context_tokens"]]
+    rows = []
+    for key, matrix in per.items():      # Python floats cell by cell: numpy scalars per cell cost ~10 ms a file
         q, h, d = (int(x) for x in key.split("/"))
-        m = np.array([[np.nan if v is None else v for v in r] for r in matrix], float)
-        for i, j in zip(*np.nonzero(np.isfinite(m))):
-            rows.append(((q, h, d), (seqs[i], 1.0, ctx[j], 0.0), m[i, j] * 1e-6))
-            cfgs.append({"n_groups": int(seqs[i]), "group_size": 1, "prefix_tokens": int(ctx[j]), "suffix_tokens": 0,
-                         "q_per_kv": q, "num_kv_heads": h, "head_dim": d, "kv_dtype": kv_dtype})
+        for i, r in enumerate(matrix):
+            for j, v in enumerate(r):
+                if v is not None and math.isfinite(v):
+                    rows.append(((q, h, d), (seqs[i], 1.0, ctx[j], 0.0), float(v) * 1e-6))
     if not rows:
         return None
-    fit = predict_kind(fits, "decode_dup", cfgs, l2_bytes).tolist() if fits else [None] * len(rows)
+    fit = [None] * len(rows)
+    if fits:    # the fitted decode at every row, from columns (not a configuration dict per row)
+        shape, point = np.array([r[0] for r in rows], float), np.array([r[1] for r in rows], float)
+        cols = {"n_groups": point[:, 0], "group_size": point[:, 1], "prefix_tokens": point[:, 2],
+                "suffix_tokens": point[:, 3], "q_per_kv": shape[:, 0], "num_kv_heads": shape[:, 1],
+                "head_dim": shape[:, 2], "kv_element_bytes": np.full(len(rows), KV_ELEMENT_BYTES[kv_dtype], float)}
+        fit = predict(KernelFit.from_doc(fits.decode_dup), features("decode_dup", cols), l2_bytes).tolist()
     return MeasuredAttention(backend, kv_dtype, {"per_sequence_dup": [(*r, f) for r, f in zip(rows, fit)]},
                              label=MEASURED_AIC, private=True)

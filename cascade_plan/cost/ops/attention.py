@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cascade_plan.cost.ops.base import OpCost
+from cascade_plan.cost.ops.base import OpCost, distinct, median0
 
 AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
 GEOMETRIC = (True, True, True, False)       # interpolate time geometrically (log axis) or linearly
@@ -79,7 +79,7 @@ def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndar
     (Q, C), NaN where the rows do not bracket a query."""
     ncol = t.shape[1]
     if axis == len(AXES):                   # every axis matched: one row (duplicates: their median)
-        return np.broadcast_to(np.median(t, axis=0), (q.shape[0], ncol)).copy()
+        return np.broadcast_to(median0(t), (q.shape[0], ncol)).copy()
     if axis >= 2 and q.shape[0] > DEDUPE_ABOVE:   # a sweep grid repeats the last axes' values many times
         codes = [np.unique(q[:, k], return_inverse=True) for k in range(axis, len(AXES))]
         sizes = [c[0].size for c in codes]
@@ -90,7 +90,7 @@ def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndar
             _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
             return _interp(pts, t, q[first], axis)[inverse.ravel()]
     out = np.full((q.shape[0], ncol), np.nan)
-    values = np.unique(pts[:, axis])
+    values = distinct(pts[:, axis])
     x = q[:, axis]
     tol = REL_TOL * np.maximum(np.abs(values), 1.0)
     right = np.searchsorted(values, x, side="right")          # values[right - 1] <= x < values[right]
