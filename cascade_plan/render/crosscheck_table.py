@@ -40,7 +40,10 @@ def render_crosscheck(res: dict, console: Console) -> None:
             t.add_row(backend, name, str(s["n"]), f"{s['median_ratio']:.3f}", f"{s['median_ape']:.1%}",
                       f"{s['p90_ape']:.1%}", f"{s['within_10pct']:.0%}")
     console.print(t)
-    k = Table(title="GEMM, streaming and all-reduce", title_justify="left", box=box.SIMPLE_HEAD)
+    moe = any(r["what"].startswith("MoE experts") for r in res["kernels"])
+    k = Table(title="GEMM, streaming and all-reduce", title_justify="left", box=box.SIMPLE_HEAD,
+              caption=("MoE experts: AIConfigurator times its fused MoE layer, the probe its two grouped GEMMs"
+                       if moe else None), caption_justify="left")
     for col in ("figure", "AIConfigurator", "probe", "AIC vs probe"):
         k.add_column(col, justify="left" if col == "figure" else "right")
     for r in res["kernels"]:

@@ -45,11 +45,11 @@ def moe_rows(aic_tables, probe_tables) -> list[dict]:
             continue
         r = _at(a, m) / _at(p, m)
         name = _name(p)
-        out.append({"what": f"MoE experts, {name}, {p.dtype}: AIC time / probe time (its fused layer, our grouped "
-                            f"GEMMs), M {m[0]}-{m[-1]} (median; range {r.min():.2f}-{r.max():.2f})",
+        out.append({"what": f"MoE experts {name} {p.dtype}, M {m[0]}-{m[-1]}: AIC time / probe time (median; "
+                            f"range {r.min():.2f}-{r.max():.2f})",
                     "aic": float(np.median(r)), "probe": 1.0})
         mid, tp, dtype, tokens = WORKLOAD_POINT
         if name == f"{mid} TP {tp}" and p.dtype == dtype:
-            out.append({"what": f"MoE experts, {name}, {dtype}, {tokens} tokens (s)", "aic": float(_at(a, tokens)),
+            out.append({"what": f"MoE experts {name} {dtype}, {tokens} tokens (s)", "aic": float(_at(a, tokens)),
                         "probe": float(_at(p, tokens))})
     return out
