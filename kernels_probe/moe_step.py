@@ -227,6 +227,7 @@ class RoutedExperts:
         self.out1 = torch.empty((n, 2 * s.expert_width), dtype=torch.bfloat16, device=device)
         self.out2 = torch.empty((n, s.hidden), dtype=torch.bfloat16, device=device)
         self.topk_ids = None
+        self.skip_gemms = False      # diagnosis: router, alignment and combine without the grouped GEMMs
 
     def route(self, x, router):
         logits = torch.nn.functional.linear(x, router)
@@ -243,12 +244,13 @@ class RoutedExperts:
         self.topk_ids = ids
         align_in_graph(ids, s.experts, self.cfg.block_m, self.slots, self.block_expert, self.block_starts,
                        self.ones, self.arange)
-        a = x.to(FP8) if self.fp8 else x
-        TritonGroupedGemm(a, lw["w13"], self.out1, self.al, s.top_k, self.cfg)()
-        act = glue.silu_mul(self.out1)
-        if self.fp8:
-            act = act.to(FP8)
-        TritonGroupedGemm(act, lw["w2"], self.out2, self.al, 1, self.cfg)()
+        if not self.skip_gemms:
+            a = x.to(FP8) if self.fp8 else x
+            TritonGroupedGemm(a, lw["w13"], self.out1, self.al, s.top_k, self.cfg)()
+            act = glue.silu_mul(self.out1)
+            if self.fp8:
+                act = act.to(FP8)
+            TritonGroupedGemm(act, lw["w2"], self.out2, self.al, 1, self.cfg)()
         y = torch.bmm(w.to(torch.bfloat16).unsqueeze(1), self.out2.view(self.m, s.top_k, s.hidden)).squeeze(1)
         if s.shared_width:
             y = y + linear(glue.silu_mul(linear(x, lw["shared_gate_up"])), lw["shared_down"])
@@ -301,8 +303,11 @@ class MoeDecodeStep:
     """One decode step of the whole MoE model; call it eagerly or inside a CUDA graph capture."""
 
     def __init__(self, s: MoeStepShape, w: MoeStepWeights, kv, backend: str, mode: str, *, glue: str = "fused",
-                 sm_count: int = 132, seed: int = 0):
-        self.s, self.w, self.kv = s, w, kv
+                 sm_count: int = 132, seed: int = 0, skip: frozenset = frozenset()):
+        """skip: parts left out (diagnosis rows): "attention" (the attention kernels; the rest of the
+        attention block runs), "experts" (the whole MoE MLP: router, alignment, routed and shared experts),
+        "expert_gemms" (the routed experts' two grouped GEMMs and their SiLU-and-mul only)."""
+        self.s, self.w, self.kv, self.skip = s, w, kv, frozenset(skip)
         dev = kv.seq_lens.device
         B = kv.pt.batch
         g = torch.Generator(device=dev)
@@ -325,6 +330,8 @@ class MoeDecodeStep:
             self.glue.append = TorchGlue.append.__get__(self.glue)
         self.experts = (RoutedExperts(s, B, dev, pick_expert_config(w, B, dev), w.weight_dtype == "fp8")
                         if s.moe_layers else None)
+        if self.experts is not None:
+            self.experts.skip_gemms = "expert_gemms" in self.skip
         self.hidden_out = None
         self.next_tokens = None
 
@@ -336,7 +343,8 @@ class MoeDecodeStep:
         glue.rope(q, k, kv.append.positions, d)
         glue.append(k.view(B, hkv, d), v.view(B, hkv, d), kv.k[i], kv.v[i], kv.append)
         self.q.copy_(q.view(B, hq, d))
-        return linear(self.attn(i).view(B, hq * d), lw["o"])
+        a = self.q if "attention" in self.skip else self.attn(i)
+        return linear(a.view(B, hq * d), lw["o"])
 
     def _mla(self, i: int, x, lw):
         s, kv, glue = self.s, self.kv, self.glue
@@ -350,7 +358,8 @@ class MoeDecodeStep:
         glue.rope(self.q_pe.view(B, H * s.rope_dim), kpe, kv.append.positions, s.rope_dim)
         kv.write(i, ckv, kpe)
         self.q_nope.copy_(torch.bmm(q[..., :s.nope_dim].transpose(0, 1), lw["w_uk"]).transpose(0, 1))
-        o = torch.bmm(self.attn(i).transpose(0, 1), lw["w_uv"])            # [H, B, v_dim]
+        a = self.q_nope if "attention" in self.skip else self.attn(i)
+        o = torch.bmm(a.transpose(0, 1), lw["w_uv"])                       # [H, B, v_dim]
         return linear(o.transpose(0, 1).reshape(B, H * s.v_dim), lw["o"])
 
     def __call__(self):
@@ -364,7 +373,7 @@ class MoeDecodeStep:
             glue.add_rmsnorm(x, residual, lw["norm2"])
             if i < s.dense_layers:
                 x = linear(glue.silu_mul(linear(x, lw["gate_up"])), lw["down"])
-            else:
+            elif "experts" not in self.skip:
                 x = self.experts(x, lw, glue)
         glue.add_rmsnorm(x, residual, w.final_norm)
         self.hidden_out = x

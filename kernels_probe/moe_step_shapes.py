@@ -119,14 +119,14 @@ def truncated_config(model: str, layers: int | None) -> dict:
 #    (32 of 61: 61 layers of fp8 experts are 82 GB, and the final step's latent cache another 40 GB);
 #    a single GPU has no all-reduce: the planner's step is compared without its all-reduce terms.
 MOE_STEP_WORKLOADS = (
+    ("deepseek-v3-grpo-tp8", "deepseek-v3", 8, 32, 6000, 32, 8, 0, 2048, "bf16", "fp8"),
+    ("deepseek-v3-grpo-tp8-fp8kv", "deepseek-v3", 8, 32, 6000, 32, 8, 0, 2048, "fp8", "fp8"),
+    ("mla-ds-16x1-16k", "deepseek-v3", 8, 32, 16384, 16, 1, 0, 1024, "bf16", "fp8"),
     ("moe-mixtral-64x2", "mixtral-8x7b", 1, None, 4096, 64, 2, 0, 1024, "bf16", "bf16"),
     ("moe-mixtral-64x2-fp8kv", "mixtral-8x7b", 1, None, 4096, 64, 2, 0, 1024, "fp8", "bf16"),
     ("moe-mixtral-8-32k", "mixtral-8x7b", 1, None, 32768, 8, 1, 0, 512, "bf16", "bf16"),
     ("moe-qwen3-16x32", "qwen3-30b-a3b", 1, None, 2048, 16, 32, 0, 512, "bf16", "bf16"),
     ("moe-qwen3-16x32-fp8kv", "qwen3-30b-a3b", 1, None, 2048, 16, 32, 0, 512, "fp8", "bf16"),
-    ("deepseek-v3-grpo-tp8", "deepseek-v3", 8, 32, 6000, 32, 8, 0, 2048, "bf16", "fp8"),
-    ("deepseek-v3-grpo-tp8-fp8kv", "deepseek-v3", 8, 32, 6000, 32, 8, 0, 2048, "fp8", "fp8"),
-    ("mla-ds-16x1-16k", "deepseek-v3", 8, 32, 16384, 16, 1, 0, 1024, "bf16", "fp8"),
 )
 
 
