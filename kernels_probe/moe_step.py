@@ -225,7 +225,7 @@ class RoutedExperts:
         self.arange = torch.arange(n, device=device, dtype=torch.int64)
         self.al = Aligned(bm, self.slots, self.block_expert, torch.empty(0, device=device), [], n)
         self.out1 = torch.empty((n, 2 * s.expert_width), dtype=torch.bfloat16, device=device)
-        self.out2 = torch.empty((n, s.hidden), dtype=torch.bfloat16, device=device)
+        self.out2 = torch.zeros((n, s.hidden), dtype=torch.bfloat16, device=device)   # read by "expert_gemms" skips
         self.topk_ids = None
         self.skip_gemms = False      # diagnosis: router, alignment and combine without the grouped GEMMs
 

@@ -149,3 +149,28 @@ def test_tiny_moe_step_matches_a_plain_torch_forward(attention):
         assert _rel(st.hidden_out, ref) < 3e-2
         # every MoE layer routed to experts, and the routing used by the grouped GEMMs is the reference's
         assert st.experts.topk_ids.shape == (pt.batch, s.top_k)
+
+
+def test_shipped_moe_steps_validate_apart_from_the_dense_ones(root):
+    from cascade_plan.calibration.calibration_file import load_probe
+    from cascade_plan.calibration.moe_step_validation import moe_step_points
+    from cascade_plan.calibration.step_validation import step_points
+    from cascade_plan.inputs.hardware import load_hardware
+
+    probe = load_probe(root / "calibrations" / "h200-probe-2026-12-01.json")
+    hw = load_hardware("h200")
+    moe_rows = [r for r in probe.doc["steps"] if r.get("step_kind")]
+    assert moe_rows, "the shipped H200 file carries the MoE / MLA steps"
+    dense = step_points(probe, hw)
+    assert {p.workload for p in dense}.isdisjoint({r["workload"] for r in moe_rows})
+    pts = moe_step_points(probe, hw)
+    kinds = {k for k, _ in pts}
+    assert kinds == {"moe", "mla_moe"}
+    ds = [p for k, p in pts if k == "mla_moe"]
+    # DeepSeek-V3's TP-8 shard on one GPU: predicted without its all-reduce, at the measured 32 layers
+    assert ds and all(p.tp == 8 and p.predicted_parts["comm_s"] == 0.0 for p in ds)
+    # Qwen3-30B-A3B's experts were never GEMM-probed: held out; Mixtral's were
+    held = {p.model: p.held_out_shape for _, p in pts}
+    assert held["qwen3-30b-a3b"] and not held["mixtral-8x7b"]
+    # every comparison pairs a cascade with its own per-sequence twin
+    assert len(pts) == sum(1 for r in moe_rows if r["mode"] == "cascade")

@@ -96,7 +96,8 @@ def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str =
 def step_points(probe, hw, params=None) -> list[StepComparison]:
     """Every measured step pair, predicted with each backend's fit (or with `params` for all of them,
     e.g. the default efficiencies, to measure their error)."""
-    rows = probe.doc.get("steps") or []
+    # MoE / MLA steps (a ``step_kind``) are validated on their own (calibration/moe_step_validation.py)
+    rows = [r for r in probe.doc.get("steps") or [] if not r.get("step_kind")]
     fit_models = {r["config"]["model"] for r in probe.doc.get("step_ops", []) if r["op"] == "gemm"}
     index = {}
     for r in rows:
@@ -190,8 +191,10 @@ def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
 
 
 def validate_steps(probe, hw) -> dict:
+    from cascade_plan.calibration.moe_step_validation import validate_moe_steps
+
     pts = step_points(probe, hw)
-    return {"targets": STEP_TARGETS, "summary": summarize(pts), "run_speedups": run_speedups(pts),
+    out = {"targets": STEP_TARGETS, "summary": summarize(pts), "run_speedups": run_speedups(pts),
             "points": [{"backend": p.backend, "workload": p.workload, "model": p.model, "tp": p.tp,
                         "kv_dtype": p.kv_dtype, "weight_dtype": p.weight_dtype,
                         "position": p.position, "step": p.step, "held_out_shape": p.held_out_shape,
@@ -200,3 +203,7 @@ def validate_steps(probe, hw) -> dict:
                         "per_sequence_error": p.ps_err, "cascade_error": p.cas_err,
                         "measured_speedup": p.speedup_measured, "predicted_speedup": p.speedup_predicted,
                         "speedup_error": p.speedup_err, "predicted_parts": p.predicted_parts} for p in pts]}
+    moe = validate_moe_steps(probe, hw)
+    if moe is not None:           # the MoE / MLA + MoE steps, apart from the dense ones above
+        out["moe_mla"] = moe
+    return out

@@ -195,6 +195,9 @@ def validate(
         from cascade_plan.render.step_validation_render import render_steps
 
         render_steps(steps, console)
+        from cascade_plan.render.moe_step_validation_render import render_moe_steps
+
+        render_moe_steps(steps.get("moe_mla"), console)
     if cross is not None:
         from cascade_plan.render.crosscheck_table import render_crosscheck
 
