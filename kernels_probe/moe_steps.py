@@ -21,11 +21,19 @@ import torch
 
 from kernels_probe.moe_step_shapes import MoeStepPoint, moe_step_points, moe_step_shape, truncated_config
 from kernels_probe.reference import rel_err
-from kernels_probe.whole_steps import STEP_TOLERANCE, compare_modes, time_step
+from kernels_probe.whole_steps import compare_modes, correctness_failure, time_step
 
 GQA_MODES = (("flashinfer", "per_sequence"), ("flashinfer", "cascade"), ("flashinfer-fa2", "cascade"),
              ("triton", "per_sequence"), ("triton", "cascade"))
 MLA_MODES = (("flashinfer", "per_sequence"), ("flashinfer", "cascade"))
+
+
+def _free(checkpoint=None, rows=None, skipped=None) -> None:
+    """Give the GPU memory of what was just dropped back, then write what was measured so far."""
+    gc.collect()
+    torch.cuda.empty_cache()
+    if checkpoint:
+        checkpoint(rows, skipped)
 
 
 def compare_mla_modes(kv, steps: dict, pt) -> dict:
@@ -103,10 +111,9 @@ def measure_moe_steps(flusher, device, sm_count: int, points: list[MoeStepPoint]
                 steps, chk = {}, {"ref_err": {}, "mode_err": {}}
             for (b, mode), st in steps.items():
                 e_ref, e_mode = chk["ref_err"].get((b, mode)), chk["mode_err"].get((b, mode))
-                bad = [x for x in (e_ref, e_mode) if x is not None and not x <= STEP_TOLERANCE]
-                if e_ref is None or bad:
-                    skipped.append({**base, "backend": b, "mode": mode,
-                                    "reason": f"correctness: ref err {e_ref}, vs per-sequence {e_mode}"})
+                why = correctness_failure(e_ref, e_mode)
+                if why:
+                    skipped.append({**base, "backend": b, "mode": mode, "reason": why})
                     continue
                 try:
                     st()
@@ -125,13 +132,9 @@ def measure_moe_steps(flusher, device, sm_count: int, points: list[MoeStepPoint]
                 log(f"  {pt.workload} {pt.position} {b} {mode}: {res['median_s'] * 1e3:.3f} ms")
             st = None      # the loop's last step holds the weights: nothing may outlive the group
             del steps, kv, st
-            gc.collect()
-            torch.cuda.empty_cache()
-            if checkpoint:
-                checkpoint(rows, skipped)
+            _free(checkpoint, rows, skipped)
         del weights
-        gc.collect()
-        torch.cuda.empty_cache()
+        _free()
     return rows, skipped
 
 
@@ -193,13 +196,9 @@ def measure_parts(flusher, device, sm_count: int, groups=PART_GROUPS, *, glue: s
             log(f"  {op} {model} {pt.workload} M={pt.batch} skip={'+'.join(skip) or '-'}: "
                 f"{res['median_s'] * 1e3:.3f} ms")
             st = kv = None
-            gc.collect()
-            torch.cuda.empty_cache()
-            if checkpoint:
-                checkpoint(rows, skipped)
+            _free(checkpoint, rows, skipped)
         del weights
-        gc.collect()
-        torch.cuda.empty_cache()
+        _free()
     return rows, skipped
 
 

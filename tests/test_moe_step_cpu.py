@@ -174,3 +174,21 @@ def test_shipped_moe_steps_validate_apart_from_the_dense_ones(root):
     assert held["qwen3-30b-a3b"] and not held["mixtral-8x7b"]
     # every comparison pairs a cascade with its own per-sequence twin
     assert len(pts) == sum(1 for r in moe_rows if r["mode"] == "cascade")
+
+
+def test_mla_rows_are_timed_kernels():
+    from types import SimpleNamespace
+
+    from kernels_probe.mla import mla_kernels
+    from kernels_probe.timed import TimedKernel
+
+    def prefix():
+        return "prefix"
+
+    cas = SimpleNamespace(mode="cascade", prefix=prefix, __call__=None)
+    ks = mla_kernels(cas, "cascade_total")
+    assert all(isinstance(k, TimedKernel) for k in ks)
+    assert [(k.backend, k.kernel, k.variant) for k in ks] == [("flashinfer", "cascade_total", "mla"),
+                                                             ("flashinfer", "cascade_prefix", "mla")]
+    assert ks[1].timed_callable()() == "prefix" and ks[0].check is cas and ks[1].check is None
+    assert [k.kernel for k in mla_kernels(SimpleNamespace(mode="per_sequence"), "decode_shared")] == ["decode_shared"]

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from cascade_plan.calibration.step_validation import (
     CASCADE_BACKEND,
-    PER_SEQUENCE_ROW,
     STEP_TARGETS,
     StepComparison,
     _dtypes,
     _predict,
     run_speedups,
     step_model,
+    step_pairs,
     summarize,
 )
 
@@ -35,14 +35,9 @@ def moe_step_points(probe, hw, params=None) -> list[tuple[str, StepComparison]]:
     """(step kind, comparison) of every measured MoE / MLA step pair."""
     rows = [r for r in probe.doc.get("steps") or [] if is_moe_step(r)]
     moe_models = {r["config"]["model"] for r in probe.doc.get("step_ops", []) if r.get("op") == "moe_grouped_gemm"}
-    index = {(r["workload"], *_dtypes(r), r["position"], r["tp"], r["backend"], r["mode"]): r for r in rows}
     out = []
-    for (wl, kvd, wd, pos, tp, b, mode), r in sorted(index.items()):
-        if mode != "cascade" or b not in CASCADE_BACKEND:
-            continue
-        ps = index.get((wl, kvd, wd, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
-        if ps is None:
-            continue
+    for r, ps in step_pairs(rows):
+        wl, (kvd, wd), pos, tp, b = r["workload"], _dtypes(r), r["position"], r["tp"], r["backend"]
         pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], step_model(r), tp, hw, kvd, wd,
                                             params)
         if r.get("allreduce") is False:       # one GPU's shard: no all-reduce was timed

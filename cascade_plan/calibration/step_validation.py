@@ -93,23 +93,26 @@ def _predict(probe, backend: str, cfg: dict, model, tp: int, hw, kv_dtype: str =
     return float(c.ps_step_s), float(c.cas_step_s), parts
 
 
+def step_pairs(rows: list[dict]):
+    """(cascade row, its per-sequence twin) of every measured step pair, in key order (a re-measured row wins)."""
+    index = {(r["workload"], *_dtypes(r), r["position"], r["tp"], r["backend"], r["mode"]): r for r in rows}
+    for (wl, kvd, wd, pos, tp, b, mode), r in sorted(index.items()):
+        if mode != "cascade" or b not in CASCADE_BACKEND:
+            continue
+        ps = index.get((wl, kvd, wd, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
+        if ps is not None:
+            yield r, ps
+
+
 def step_points(probe, hw, params=None) -> list[StepComparison]:
     """Every measured step pair, predicted with each backend's fit (or with `params` for all of them,
     e.g. the default efficiencies, to measure their error)."""
     # MoE / MLA steps (a ``step_kind``) are validated on their own (calibration/moe_step_validation.py)
     rows = [r for r in probe.doc.get("steps") or [] if not r.get("step_kind")]
     fit_models = {r["config"]["model"] for r in probe.doc.get("step_ops", []) if r["op"] == "gemm"}
-    index = {}
-    for r in rows:
-        key = (r["workload"], *_dtypes(r), r["position"], r["tp"], r["backend"], r["mode"])
-        index[key] = r
     out = []
-    for (wl, kvd, wd, pos, tp, b, mode), r in sorted(index.items()):
-        if mode != "cascade" or b not in CASCADE_BACKEND:
-            continue
-        ps = index.get((wl, kvd, wd, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
-        if ps is None:
-            continue
+    for r, ps in step_pairs(rows):
+        wl, (kvd, wd), pos, tp, b = r["workload"], _dtypes(r), r["position"], r["tp"], r["backend"]
         pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r["config"], step_model(r), tp, hw, kvd, wd,
                                             params)
         out.append(StepComparison(backend=b, workload=wl, model=r["model"], tp=tp, position=pos, kv_dtype=kvd,
@@ -191,10 +194,8 @@ def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
 
 
 def validate_steps(probe, hw) -> dict:
-    from cascade_plan.calibration.moe_step_validation import validate_moe_steps
-
     pts = step_points(probe, hw)
-    out = {"targets": STEP_TARGETS, "summary": summarize(pts), "run_speedups": run_speedups(pts),
+    return {"targets": STEP_TARGETS, "summary": summarize(pts), "run_speedups": run_speedups(pts),
             "points": [{"backend": p.backend, "workload": p.workload, "model": p.model, "tp": p.tp,
                         "kv_dtype": p.kv_dtype, "weight_dtype": p.weight_dtype,
                         "position": p.position, "step": p.step, "held_out_shape": p.held_out_shape,
@@ -203,7 +204,3 @@ def validate_steps(probe, hw) -> dict:
                         "per_sequence_error": p.ps_err, "cascade_error": p.cas_err,
                         "measured_speedup": p.speedup_measured, "predicted_speedup": p.speedup_predicted,
                         "speedup_error": p.speedup_err, "predicted_parts": p.predicted_parts} for p in pts]}
-    moe = validate_moe_steps(probe, hw)
-    if moe is not None:           # the MoE / MLA + MoE steps, apart from the dense ones above
-        out["moe_mla"] = moe
-    return out

@@ -175,6 +175,12 @@ def validate(
     from cascade_plan.inputs.hardware import load_hardware
 
     steps = validate_steps(probe, load_hardware(probe.hardware_id)) if probe.hardware_id else None
+    if steps is not None:         # the MoE / MLA + MoE steps, apart from the dense ones
+        from cascade_plan.calibration.moe_step_validation import validate_moe_steps
+
+        moe = validate_moe_steps(probe, load_hardware(probe.hardware_id))
+        if moe is not None:
+            steps["moe_mla"] = moe
     written = []
     if plots:
         from cascade_plan.render.validation_plots import plot_error_heatmap, plot_scatter
