@@ -8,6 +8,7 @@
 #   mla-tp    MLA at 16/32/64/128 query heads per GPU, bf16 and fp8 latent (--mla-grid tp)     -> mla-tp.json
 #   mla-plan  probe --workload deepseek-v3-grpo-tp8's MLA shapes (plan derived on the CPU)      -> mla-plan.json
 #   mla-plan-fp8  the same with --kv-dtype fp8                                                 -> mla-plan-fp8.json
+#   moe-steps whole MoE / MLA + MoE steps (Mixtral, Qwen3-30B-A3B, DeepSeek-V3's TP-8 shard)     -> moe_steps.json
 # Run from the staged copy (cd .stage); the wheels are at ../.whl. Files land in $OUT.
 set -o pipefail
 stages=${1:-coverage,step}; total=${2:-585}
@@ -30,6 +31,8 @@ for st in ${stages//,/ }; do
               --plan benchmarks/plan-deepseek-v3-grpo-tp8.json && python3 benchmarks/mla_table.py $OUT/mla-plan.json ;;
     mla-plan-fp8) timeout $(left) python3 -m kernels_probe --out $OUT/mla-plan-fp8.json --no-attention --backend flashinfer \
               --plan benchmarks/plan-deepseek-v3-grpo-tp8-fp8.json && python3 benchmarks/mla_table.py $OUT/mla-plan-fp8.json ;;
+    moe-steps) timeout $(left) python3 -m kernels_probe.moe_steps --out $OUT/moe_steps.json \
+              --budget-s $(( $(left) - 45 )) ${MOE_STEPS_ARGS:-} ;;
   esac
   echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"
 done

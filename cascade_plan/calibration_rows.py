@@ -85,6 +85,9 @@ class StepRow(msgspec.Struct, frozen=True, kw_only=True):
     mode: Literal["per_sequence", "cascade"]
     median_s: PositiveSeconds
     model_config: dict[str, Any] | None = None     # a config.json for models without a preset (read by inputs/)
+    step_kind: Literal["moe", "mla_moe"] | None = None  # MoE / MLA + MoE steps (kernels_probe/moe_step.py); None: dense
+    layers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None   # the layers built, where fewer than the model's
+    allreduce: bool | None = None                   # False: one GPU's tensor-parallel shard, no all-reduce timed
 
 
 class GridExtent(msgspec.Struct, frozen=True, kw_only=True):

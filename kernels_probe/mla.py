@@ -230,11 +230,10 @@ def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02,
                 if not err <= 1e-2:
                     skipped.append({"config": c.as_dict(), "kernel": kernel, "reason": f"correctness: {err:.3g}"})
                     continue
-                items = [(kernel, fm)] + ([("cascade_prefix", fm.prefix)] if mode == "cascade" else [])
-                for k, fn in items:
-                    res = time_fn(fn, flusher, budget_s=budget_s)
-                    rows.append({"backend": "flashinfer", "kernel": k, "variant": "mla", "config": c.as_dict(),
-                                 **mla_cost(c, k), **res, "max_rel_err": err if k == kernel else None,
+                for k in mla_kernels(fm, kernel):
+                    res = time_fn(k.timed_callable(), flusher, budget_s=budget_s)
+                    rows.append({"backend": k.backend, "kernel": k.kernel, "variant": k.variant, "config": c.as_dict(),
+                                 **mla_cost(c, k.kernel), **res, "max_rel_err": err if k.kernel == kernel else None,
                                  "fi_kernel": fm.backend_name()})
             except Exception as exc:
                 skipped.append({"config": c.as_dict(), "kernel": kernel,
@@ -243,6 +242,17 @@ def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02,
         del d
         torch.cuda.empty_cache()
     return rows, skipped
+
+
+def mla_kernels(fm: FlashInferMla, kernel: str) -> list:
+    """The timed rows of one MLA composite (kernels_probe/timed.py, as every backend hands them over): the composite
+    (`decode_shared` per sequence, `cascade_total` as the cascade) and, for the cascade, its prefix pass alone."""
+    from kernels_probe.timed import TimedKernel
+
+    out = [TimedKernel("flashinfer", kernel, run=fm, variant="mla", check=fm)]
+    if fm.mode == "cascade":
+        out.append(TimedKernel("flashinfer", "cascade_prefix", run=fm.prefix, variant="mla"))
+    return out
 
 
 def out_device(fm: FlashInferMla):

@@ -5,9 +5,10 @@ At TP t a GPU holds the whole latent (kv_lora_rank + rope dims per token, replic
 num_q_heads / t query heads, so the rows are MLA rows at that many heads, in the workload's KV dtype: its
 prefix and group layout with the suffix of its first, middle and final decode step (exact lengths: an MLA
 pass takes any, and the planner asks for exactly these), plus half and double the group size and the prefix
-halved and doubled at the middle step (7 configurations, each per-sequence and cascade). Whole MLA steps and
-MLA's own projection GEMMs (the low-rank q/kv and absorbed matrices) are not built by the probe: the plan's
-notes say so. kernels_probe/workload_probe.py derives the workload's levels and builds the plan."""
+halved and doubled at the middle step (7 configurations, each per-sequence and cascade). An MLA + MoE model's
+whole steps (kernels_probe/moe_step.py) hold MLA's own projection GEMMs (the low-rank q/kv and absorbed
+matrices); they are not timed apart: the plan's notes say so. kernels_probe/workload_probe.py derives the
+workload's levels and builds the plan."""
 
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ def mla_configs(model, tp: int, kv_dtype: str, page_size: int, prefix: int, grou
     return tuple(cfgs)
 
 
-def mla_notes(heads: int, tp: int) -> list[str]:
+def mla_notes(heads: int, tp: int, steps: bool = False) -> list[str]:
     return [(f"MLA: attention measured with FlashInfer's MLA wrapper at {heads} query heads per GPU (TP {tp}; the "
              "latent is replicated on every rank)"),
-            "MLA: its projection GEMMs (low-rank q/kv, absorbed matrices) and whole steps are not built by the probe"]
+            ("MLA: its projection GEMMs (low-rank q/kv, absorbed matrices) are timed inside the whole steps only"
+             if steps else
+             "MLA: its projection GEMMs (low-rank q/kv, absorbed matrices) and whole steps are not built by the probe")]

@@ -112,6 +112,8 @@ def _moe_gemm_kernel(a_ptr, w_ptr, c_ptr, slots_ptr, block_expert_ptr, n_slots, 
     valid = slots < n_slots
     rows = tl.where(valid, slots // a_div, 0).to(tl.int64)
     e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    if e < 0:   # past the routed rows of an alignment with fixed capacity (the whole MoE step's)
+        return
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_ok = offs_n < N
     offs_k = tl.arange(0, BLOCK_K)

@@ -342,6 +342,10 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item, grid=mla, plan=plan,
                                   deadline=deadline)
             timings["mla_s"] = time.perf_counter() - t0
+        moe_out = None
+        if plan is not None and plan.shape is None and plan.moe is not None:   # an MLA + MoE plan (DeepSeek)
+            moe_out = _mla_moe_plan(plan, flusher, device, device_info["sm_count"], fi_ok and fi_build.get("ok"),
+                                    ctx.budget_per_item, deadline, timings)
         if step:
             from kernels_probe.step_probe import run_step_ops, run_step_probe
 
@@ -362,7 +366,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             timings["step_probe_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
     timings["measuring_s"] = timings["total_s"] - timings.get("flashinfer_build_wait_s", 0.0) - \
-        timings.get("step_flashinfer_wait_s", 0.0)   # JIT builds apart
+        timings.get("step_flashinfer_wait_s", 0.0) - timings.get("moe_glue_build_s", 0.0)   # JIT builds apart
     notes = dict(NOTES)
     notes["ceiling_details"] = ceil_details
     notes["run_timings_s"] = timings
@@ -376,6 +380,8 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     doc["probe_version"] = PROBE_VERSION
     if mla_out is not None:
         doc["mla"], doc["mla_skipped"] = mla_out
+    if moe_out is not None:
+        doc["step_ops"], doc["steps"], doc["step_skipped"] = moe_out
     if step_out is not None:
         doc["step_ops"] = step_out.pop("step_ops")
         doc["steps"] = step_out.pop("steps")
@@ -383,3 +389,32 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         doc["notes"]["step_probe"] = {**step_out, **STEP_NOTES}
     write_atomic(out_path, doc)
     return doc
+
+
+def _mla_moe_plan(plan, flusher, device, sm_count: int, fi_ok: bool, budget_s: float, deadline, timings: dict):
+    """An MLA + MoE workload's routed experts (grouped GEMM rows at its M, Triton, both routings) and its whole
+    first / middle / final steps as one GPU's shard (kernels_probe/moe_steps.py): (step_ops, steps, skipped)."""
+    from kernels_probe.moe_probe import measure_moe
+    from kernels_probe.moe_step_shapes import MoeStepPoint
+    from kernels_probe.moe_steps import measure_moe_steps
+    from kernels_probe.step_probe import has_fp8
+
+    t0 = time.perf_counter()
+    if fi_ok:                 # the steps' FlashInfer glue modules (JIT on a fresh machine): built first, apart
+        from kernels_probe.glue import warm_build_glue
+
+        warm_build_glue(device)   # a failure shows in the steps' skipped rows
+        timings["moe_glue_build_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+    dtypes = [d for d in [plan.weight_dtype] if d == "bf16" or has_fp8(device)]
+    ops, skipped = measure_moe(flusher, device, [plan.moe], m_grid=plan.gemm_m, dtypes=dtypes, backends=("triton",),
+                               budget_s=budget_s, deadline_s=deadline, log=lambda msg: None)
+    timings["moe_s"] = time.perf_counter() - t0
+    steps: list = []
+    if plan.steps and plan.moe_step_layers and fi_ok:
+        t0 = time.perf_counter()
+        pts = [MoeStepPoint(p, plan.moe.tp, plan.moe_step_layers) for p in plan.steps]
+        steps, sk = measure_moe_steps(flusher, device, sm_count, pts, deadline_s=deadline, log=lambda msg: None)
+        skipped += sk
+        timings["moe_steps_s"] = time.perf_counter() - t0
+    return ops, steps, skipped

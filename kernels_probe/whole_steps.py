@@ -21,6 +21,12 @@ def time_step(step, flusher, *, budget_s: float = 0.15) -> dict:
     return time_fn(step, flusher, budget_s=budget_s, lo=5, hi=30)
 
 
+def correctness_failure(e_ref, e_mode) -> str | None:
+    """Why a step fails its checks (no reference error, or one over STEP_TOLERANCE), or None."""
+    bad = [x for x in (e_ref, e_mode) if x is not None and not x <= STEP_TOLERANCE]
+    return f"correctness: ref err {e_ref}, vs per-sequence {e_mode}" if e_ref is None or bad else None
+
+
 def compare_modes(kv, steps: dict, pt: WorkloadStep) -> dict:
     """Run each step once eagerly on the same random q of layer 0: every attention output against a
     float32 reference on a few sequences, and each cascade against its per-sequence twin on all of them."""
@@ -93,12 +99,10 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
                 steps = {}
                 chk = {"ref_err": {}, "mode_err": {}}
             for (b, mode), st in steps.items():
-                e_ref = chk["ref_err"].get((b, mode))
-                e_mode = chk["mode_err"].get((b, mode))
-                bad = [x for x in (e_ref, e_mode) if x is not None and not x <= STEP_TOLERANCE]
-                if e_ref is None or bad:
-                    skipped.append({**base, "backend": b, "mode": mode,
-                                    "reason": f"correctness: ref err {e_ref}, vs per-sequence {e_mode}"})
+                e_ref, e_mode = chk["ref_err"].get((b, mode)), chk["mode_err"].get((b, mode))
+                why = correctness_failure(e_ref, e_mode)
+                if why:
+                    skipped.append({**base, "backend": b, "mode": mode, "reason": why})
                     continue
                 try:
                     res = timer(st, flusher, budget_s=budget_s)

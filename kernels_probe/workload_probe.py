@@ -15,10 +15,12 @@ samples, optionally private prompt tokens):
   timed without its all-reduces, which the multi-GPU probe measures);
 * MoE models: the routed experts as engines run them (kernels_probe/moe_probe.py: one grouped GEMM per
   projection over the batch's routing, balanced and skewed) at its TP, weight dtype and the GEMMs' M;
-  no whole steps (the step probe builds dense models only: the plan's notes say so).
+  a GQA MoE model builds no dense step (the plan's notes say so).
 
-Dense GQA models; MLA models get their MLA attention rows (kernels_probe/mla_workload.py) and no step rows:
-an MLA model's routed experts are measured by `python -m kernels_probe.moe_run --model ID:TP`.
+MLA models get their MLA attention rows (kernels_probe/mla_workload.py); an MLA + MoE model (DeepSeek) also its
+routed experts (grouped GEMM rows at its TP and weight dtype, Triton, balanced and skewed routing) and its whole
+first, middle and final steps as one GPU's shard (kernels_probe/moe_step.py: all layers that fit one GPU's
+memory, `moe_step_layers`; without the all-reduces).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class WorkloadProbePlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     mla: tuple = ()                   # MLA attention configurations (kernels_probe.mla.MlaConfig)
     moe: MoeShape | None = None       # the routed experts per GPU (MoE models), measured at gemm_m
+    moe_step_layers: int = 0          # MLA + MoE: whole steps (`steps`) built with this many layers (0: none)
 
     def describe(self) -> dict:
         d = {"workload": self.name, "shape": None if self.shape is None else self.shape.as_dict(),
@@ -54,6 +57,8 @@ class WorkloadProbePlan:
             d["mla_configs"] = [c.as_dict() for c in self.mla]
         if self.moe is not None:
             d["moe"] = self.moe.as_dict()
+        if self.moe_step_layers:
+            d["moe_step_layers"] = self.moe_step_layers
         return d
 
 
@@ -142,14 +147,40 @@ def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
     cfgs = mla_configs(scn.model, scn.tp, scn.kv_dtype, page_size, P, groups, samples,
                        tuple(private + k for k in (1, max(1, out // 2), out)),
                        [_round_up(p, page_size) for p in (P // 2, P * 2) if p >= page_size])
-    notes = mla_notes(cfgs[0].num_heads, scn.tp)
-    if scn.model.num_experts and scn.model.num_moe_layers:
-        notes.append("MoE: the routed experts are not in this plan (it builds no layer); "
-                     f"`python -m kernels_probe.moe_run --model {scn.model.id}:{scn.tp}` measures them")
+    has_moe = bool(scn.model.num_experts and scn.model.num_moe_layers)
+    notes = mla_notes(cfgs[0].num_heads, scn.tp, steps=has_moe)
+    moe, ms, steps, layers = None, (), (), 0
+    if has_moe:
+        moe = moe_shape_from_spec(scn.model, scn.tp)
+        B = samples * groups
+        ms = tuple(sorted({1, B} | {m for m in M_GRID if B / 4 <= m <= 4 * B}))
+        positions = (("first", 1), ("middle", max(1, out // 2)), ("final", out))
+        steps = tuple(WorkloadStep(scn.name, scn.model.id, pos, P, samples, groups, private, k, out,
+                                   kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype) for pos, k in positions)
+        layers = moe_step_layers(scn.model, scn.tp, scn.weight_dtype, scn.kv_dtype, steps[-1])
+        notes.append(f"MoE: routed experts ({moe.experts} experts, top {moe.top_k}, width {moe.intermediate} per GPU) "
+                     "measured as grouped GEMMs")
+        notes.append(f"whole steps: one GPU's shard with {layers} of {scn.model.num_layers} layers (what fits one "
+                     "GPU's memory at the final step), without the all-reduces; validation predicts the same layers")
     if P != prefix:
         notes.append(f"prefix {prefix} rounded up to {P} tokens (whole pages of {page_size})")
     return WorkloadProbePlan(name=scn.name, shape=None, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
-                             attention=(), gemm_m=(), steps=(), notes=tuple(notes), mla=cfgs)
+                             attention=(), gemm_m=ms, steps=steps, notes=tuple(notes), mla=cfgs, moe=moe,
+                             moe_step_layers=layers)
+
+
+def moe_step_layers(model, tp: int, weight_dtype: str, kv_dtype: str, final: WorkloadStep,
+                    budget_bytes: float = 100e9) -> int:
+    """How many layers of an MLA + MoE model's shard (its dense layers first) fit `budget_bytes` of one GPU with
+    the final step's latent cache: the whole model where it fits, else fewer MoE layers."""
+    from kernels_probe.moe_step_shapes import moe_step_shape
+
+    s = moe_step_shape(model.id, tp)
+    eb = 1 if weight_dtype.startswith("fp8") else 2
+    tokens = final.n_groups * final.prefix_tokens + final.batch * (-(-final.suffix_tokens // 16) * 16)
+    kv_layer = tokens * (s.kv_lora + s.rope_dim) * (1 if kv_dtype == "fp8" else 2)
+    per_layer = s.weight_bytes(eb) / s.layers + kv_layer          # MoE layers dominate: an upper bound
+    return max(s.dense_layers + 1, min(s.layers, int(budget_bytes // per_layer)))
 
 
 def plan_from_json(d: dict) -> WorkloadProbePlan:
@@ -164,7 +195,8 @@ def plan_from_json(d: dict) -> WorkloadProbePlan:
                              attention=tuple(AttentionConfig(**c) for c in d["attention_configs"]),
                              gemm_m=tuple(d["gemm_m"]), steps=tuple(pts), notes=tuple(d.get("notes", ())),
                              mla=_mla_configs(d.get("mla_configs")),
-                             moe=MoeShape(**d["moe"]) if d.get("moe") else None)
+                             moe=MoeShape(**d["moe"]) if d.get("moe") else None,
+                             moe_step_layers=int(d.get("moe_step_layers") or 0))
 
 
 def _mla_configs(rows) -> tuple:

@@ -126,7 +126,13 @@ def test_probe_workload_plans_mla_shapes():
     assert (first.prefix_tokens, first.group_size, first.n_groups, first.num_heads) == (6000, 32, 8, 16)
     assert [c.suffix_tokens for c in (first, mid, final)] == [1, 1024, 2048]
     assert {(c.group_size, c.prefix_tokens) for c in plan.mla[3:]} == {(16, 6000), (64, 6000), (32, 3008), (32, 12000)}
-    assert plan.shape is None and not plan.attention and not plan.steps
+    assert plan.shape is None and not plan.attention
+    # its routed experts (grouped GEMM rows around its 256 sequences) and its whole first / middle / final steps,
+    # as one GPU's shard with the layers that fit one GPU (fp8 experts: 48 of 61 with the final step's latent)
+    assert (plan.moe.experts, plan.moe.intermediate, plan.moe.tp) == (256, 256, 8) and 256 in plan.gemm_m
+    assert [(p.position, p.suffix_tokens, p.batch) for p in plan.steps] == [
+        ("first", 1, 256), ("middle", 1024, 256), ("final", 2048, 256)]
+    assert 3 < plan.moe_step_layers < 61 and not any("moe_run" in n for n in plan.notes)
     assert plan_from_json(json.loads(json.dumps(plan.describe()))) == plan
     tp4 = probe_plan_from_options(None, **{**kw, "model": "deepseek-v3", "prefix": 1000, "samples": 8,
                                           "output_tokens": 64, "tp": 4, "groups": 1, "private_tokens": 0})

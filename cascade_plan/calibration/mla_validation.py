@@ -2,7 +2,7 @@
 validate` prints it beside the GQA tables): per KV dtype and probe kernel, the fit's |error| on the held-out rows
 (calibration/mla_fit.py's rule: a whole head count, a whole prefix, one in six of the rest), on the 32-head rows
 alone (a head count the fit never saw), and the leave-one-out error of the interpolation the planner applies
-inside the grid. No whole MLA steps are measured (the probe builds no MLA model step), so none are scored."""
+inside the grid. Whole MLA + MoE steps are scored apart (calibration/moe_step_validation.py, their own tables)."""
 
 from __future__ import annotations
 
@@ -107,5 +107,5 @@ def render_mla(res: dict, console) -> None:
         if s.get("n"):
             console.print(f"MLA {kv}: per-layer speedup (per-sequence / cascade) on {s['n']} held-out configurations: "
                           f"median |error| {fmt_pct(s['median'])}, max {fmt_pct(s['max'])}")
-    console.print("[dim]No whole MLA steps were measured (the probe builds no MLA model step): these are kernel "
-                  "errors per layer.[/dim]")
+    console.print("[dim]These are kernel errors per layer; whole MLA + MoE steps are in the MoE / MLA step tables "
+                  "below.[/dim]")

@@ -10,6 +10,7 @@ never probed are "held-out shape" steps; the targets are judged on all steps and
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -100,21 +101,26 @@ def _predict(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, 
     return float(c.ps_step_s), float(c.cas_step_s), parts
 
 
-def step_points(probe: ProbeData, hw, params=None) -> list[StepComparison]:
-    """Every measured step pair, predicted with each backend's fit (or with `params` for all of them,
-    e.g. the default efficiencies, to measure their error)."""
-    fit_models = {r.config.model for r in probe.step_ops if r.op == "gemm"}
-    index: dict[tuple, StepRow] = {}
-    for r in probe.steps:
-        key = (r.workload, *_dtypes(r), r.position, r.tp, r.backend, r.mode)
-        index[key] = r
-    out = []
+def step_pairs(rows: Sequence[StepRow]) -> Iterator[tuple[StepRow, StepRow]]:
+    """(cascade row, its per-sequence twin) of every measured step pair, in key order (a re-measured row wins)."""
+    index: dict[tuple, StepRow] = {(r.workload, *_dtypes(r), r.position, r.tp, r.backend, r.mode): r for r in rows}
     for (wl, kvd, wd, pos, tp, b, mode), r in sorted(index.items()):
         if mode != "cascade" or b not in CASCADE_BACKEND:
             continue
         ps = index.get((wl, kvd, wd, pos, tp, PER_SEQUENCE_ROW[b], "per_sequence"))
-        if ps is None:
-            continue
+        if ps is not None:
+            yield r, ps
+
+
+def step_points(probe: ProbeData, hw, params=None) -> list[StepComparison]:
+    """Every measured step pair, predicted with each backend's fit (or with `params` for all of them,
+    e.g. the default efficiencies, to measure their error)."""
+    # MoE / MLA steps (a step_kind) are validated on their own (calibration/moe_step_validation.py)
+    rows = [r for r in probe.steps if not r.step_kind]
+    fit_models = {r.config.model for r in probe.step_ops if r.op == "gemm"}
+    out = []
+    for r, ps in step_pairs(rows):
+        wl, (kvd, wd), pos, tp, b = r.workload, _dtypes(r), r.position, r.tp, r.backend
         pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
                                             params)
         out.append(StepComparison(backend=b, workload=wl, model=r.model, tp=tp, position=pos, kv_dtype=kvd,

@@ -171,7 +171,14 @@ def validate(
     from cascade_plan.calibration.step_validation import validate_steps
     from cascade_plan.inputs.hardware import load_hardware
 
-    steps = validate_steps(probe, load_hardware(probe.hardware_id)) if probe.hardware_id else None
+    hw = load_hardware(probe.hardware_id) if probe.hardware_id else None
+    steps = validate_steps(probe, hw) if hw is not None else None
+    if steps is not None and hw is not None:         # the MoE / MLA + MoE steps, apart from the dense ones
+        from cascade_plan.calibration.moe_step_validation import validate_moe_steps
+
+        moe = validate_moe_steps(probe, hw)
+        if moe is not None:
+            steps["moe_mla"] = moe
     written = []
     if plots:
         from cascade_plan.render.validation_plots import plot_error_heatmap, plot_scatter
@@ -191,6 +198,9 @@ def validate(
         from cascade_plan.render.step_validation_render import render_steps
 
         render_steps(steps, console)
+        from cascade_plan.render.moe_step_validation_render import render_moe_steps
+
+        render_moe_steps(steps.get("moe_mla"), console)
     if cross is not None:
         from cascade_plan.render.crosscheck_table import render_crosscheck
 
