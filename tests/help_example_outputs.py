@@ -79,7 +79,8 @@ EXPECTED: dict[str, Callable[[str], None]] = {
             r"6 passed, 0 failed"),
     "workloads": _every_shipped_workload,
     "estimate rl-rollouts-64": has(r"Numbers: calibrated", KV_8B),
-    "validate h200-probe-2026-12-01.json": has(r"Held-out accuracy on NVIDIA H200", r"decode_shared"),
+    "validate h200-probe-2026-12-01.json": has(r"Held-out accuracy on NVIDIA H200", r"decode_shared",
+                                               r"Whole decode steps", r"Step targets"),
     "validate h200-aic-vllm.json --json": json_doc(lambda d: d["calibration"] == "h200-aic-vllm.json"
                                                    and d["crosscheck"]["gpu"] == "h200", "the AIC file's crosscheck"),
     "aic-check": has(r"Planner vs AIConfigurator's own estimate, \d+ configurations", r"attention", r"step"),

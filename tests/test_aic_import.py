@@ -24,6 +24,9 @@ from cascade_plan.resources import data_dir
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
+
+# one worker runs the module: the `imported` fixture (an import-aic run) is then made once, not once per worker
+pytestmark = pytest.mark.xdist_group("aic-import")
 runner = CliRunner()
 
 # The "true" GPUs of the fixture: decode bandwidth, fixed cost, per-row cost; GEMM rates; all-reduce.

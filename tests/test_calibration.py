@@ -148,12 +148,11 @@ def test_calibrate_writes_fitted_section_atomically(tmp_path):
     assert bad.exit_code == 2 and "calibrate" in bad.stderr
 
 
-def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels():
+@pytest.mark.xdist_group("validate")        # conftest.py: one validate() for the tests that read it
+def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels(h200_validation):
     """validate on the committed file: the default backend (FlashInfer, what engines ship) meets every
     accuracy target on held-out slices; every backend picks the faster mode more often than vLLM."""
-    from cascade_plan.calibration.validation import validate
-
-    res = validate(find_committed(load_hardware("h200")))
+    res = h200_validation
     fi = res["backends"]["flashinfer"]
     for kind, s in fi["kernels"].items():
         assert s["median_ape"] <= 0.05, kind
@@ -173,11 +172,9 @@ def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels():
 
 
 @pytest.mark.slow
-def test_validate_command_json_and_plots(tmp_path):
-    path = find_committed(load_hardware("h200")).path
-    res = runner.invoke(app, ["validate", str(path), "--json", "--plots", str(tmp_path)])
-    assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout)
+@pytest.mark.xdist_group("validate")        # conftest.py: one `validate --json --plots` for the tests that read it
+def test_validate_command_json_and_plots(h200_validate_command):
+    doc, plots = h200_validate_command
     assert {"flashinfer", "triton", "torch"} <= set(doc["backends"])
     for name in ("predicted-vs-measured", "error-by-region"):
-        assert (tmp_path / f"{name}.png").stat().st_size > 10_000
+        assert (plots / f"{name}.png").stat().st_size > 10_000

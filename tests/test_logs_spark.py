@@ -14,6 +14,7 @@ from cascade_plan.cli.app import app
 pytestmark = [
     pytest.mark.slow,          # a Spark session in local mode: ~20 s
     pytest.mark.xdist_group("spark"),   # one worker, one JVM for every Spark test
+    pytest.mark.usefixtures("local_spark"),   # conftest.py: two cores, two shuffle partitions, a fast JVM start
     pytest.mark.skipif(importlib.util.find_spec("pyspark") is None,
                        reason="PySpark is not installed (pip install '.[spark]')"),
     pytest.mark.skipif(not (os.environ.get("JAVA_HOME") or shutil.which("java")), reason="no Java runtime"),

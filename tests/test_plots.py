@@ -38,11 +38,11 @@ def small_sweep(scn, params):
                  suffix_tokens=[512, 4096], n_groups=2)
 
 
-def _render_workload(path: str, out: str) -> dict[str, list[Path]]:
+def _render_workload(path: Path, out: Path) -> dict[str, list[Path]]:
     """Every plot function on one shipped workload."""
-    scn = load_scenario(Path(path))
+    scn = load_scenario(path)
     est = estimate(scn, DEFAULT)
-    out_dir = Path(out) / "nested" / "dir"        # parent directories are created
+    out_dir = out / "nested" / "dir"        # parent directories are created
     title = f"{scn.model.id} on {scn.hardware.name} ({DEFAULT.mode} mode)"
     ests = [estimate(dataclasses.replace(scn, hardware=load_hardware(h)), DEFAULT) for h in ("a100-80gb", "b200")]
     return {
@@ -53,22 +53,18 @@ def _render_workload(path: str, out: str) -> dict[str, list[Path]]:
     }
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
-    """All shipped workloads x all plots, rendered once for the module."""
-    out = tmp_path_factory.mktemp("plots")
-    return out, {p.stem: _render_workload(str(p), str(out / p.stem)) for p in WORKLOADS}
-
-
-@pytest.mark.slow       # the module's fixture draws 4 plots x 8 workloads
-@pytest.mark.parametrize("name", [p.stem for p in WORKLOADS])
-def test_every_plot_for_every_shipped_workload(rendered, name):
-    out, results = rendered
-    out_dir = out / name / "nested" / "dir"
-    for stem, paths in results[name].items():
+# Each test draws its own workload's plots: a module fixture drawing all of them was drawn again on each xdist
+# worker that ran one of these tests (about 20 s of drawing per worker).
+@pytest.mark.slow       # 4 plots x 8 workloads, about 20 s together
+@pytest.mark.parametrize("path", WORKLOADS, ids=lambda p: p.stem)
+def test_every_plot_for_every_shipped_workload(tmp_path, path):
+    results = _render_workload(path, tmp_path)
+    out_dir = tmp_path / "nested" / "dir"
+    assert set(results) == {"heatmap", "steps", "bytes", "gpus"}
+    for stem, paths in results.items():
         assert_plot_files(paths, out_dir / stem)
     assert len(list(out_dir.iterdir())) == 8
-    assert no_temp_files(out / name) == []
+    assert no_temp_files(tmp_path) == []
 
 
 def test_heatmap_where_cascade_never_wins_always_wins_or_breaks_exactly_even(tmp_path, recwarn):

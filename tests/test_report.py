@@ -2,6 +2,7 @@
 
 import re
 
+import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.cli.app import app
@@ -13,6 +14,7 @@ SECTIONS = ["# cascade-plan report", "## Summary", "### Inputs", "### The arithm
             "### Across GPUs", "### Plots", "## About these numbers"]
 
 
+@pytest.mark.slow       # two workloads' reports with eight plots in PNG and SVG: ~15 s on two busy cores
 def test_report_has_every_section_and_its_images_exist(root, tmp_path):
     out = tmp_path / "report"
     res = runner.invoke(app, ["report", str(root / "workloads/rl-rollouts-64.yaml"),

@@ -170,6 +170,7 @@ def test_probe_backends_are_the_probe_packages():
 
 
 @pytest.mark.xdist_group("spark")      # the worker that runs the other Spark tests: one JVM for all
+@pytest.mark.usefixtures("local_spark")
 def test_a_log_spark_cannot_read_is_one_line(tmp_path):
     pytest.importorskip("pyspark")
     import shutil
