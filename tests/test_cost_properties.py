@@ -96,9 +96,10 @@ def test_more_sequences_sharing_never_lower_the_ideal_gain(model, hw, prefix, gr
     Past one tile the prefix pass computes whole tiles of 128 query rows (sequences x query heads per KV
     head), so the sequence that opens a tile adds a whole tile's FLOPs. On a compute-bound prefix pass
     that can lower the gain, as it does on the GPU: Llama-3-8B on an A100, 1,518-token prefix, 128 -> 129
-    sequences opens a fifth tile and lowers it by 0.5%. The property holds between tile edges. And once the weight GEMMs are
-    compute-bound, each sequence adds the same GEMM time to both modes, which dilutes the gain: Llama-3-8B
-    on an H100 from 96 to 97 sequences of a 1-token prefix (M = 291, past the ridge) lowers it by 6e-6."""
+    sequences opens a fifth tile and lowers it by 0.5%. The property holds between tile edges. And once the
+    weight GEMMs are compute-bound, each sequence adds the same GEMM time to both modes, which dilutes the
+    gain: Llama-3-8B on an H100 from 96 to 97 sequences of a 1-token prefix (M = 291, past the ridge) lowers
+    it by 6e-6."""
     from cascade_plan.cost.ops.attention import PREFIX_TILE_ROWS, prefix_tile_rows
 
     base = scenario(model, hw, simple_tree(prefix, groups, samples, output, private))
