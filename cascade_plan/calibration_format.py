@@ -36,7 +36,7 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -158,6 +158,7 @@ class StepOpRow(msgspec.Struct, frozen=True, kw_only=True):
     median_s: Seconds | None = None
     correct: bool = True
     per_layer_s: Seconds | None = None               # layer_graph: the graph's time per layer
+    model_config: dict[str, Any] | None = None       # moe_layer_graph: the config.json the step was built from
 
 
 class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -222,6 +223,19 @@ class GlueDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     kv_append_per_layer_s: Seconds = 0.0
 
 
+class MoeLayerDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What an MoE layer costs in a step beyond its expert GEMMs, and MLA's per-layer glue (cost/step_parts.py
+    MoeLayerParams), fitted on ``moe_layer_graph`` rows (whole steps with attention left out) only."""
+    per_layer_s: Seconds                             # router, top-k, alignment, combine: fixed per MoE layer
+    per_token_hidden_layer_s: Seconds                # ... per token per element of the hidden size per MoE layer
+    per_expert_layer_s: Seconds                      # ... per expert the batch touches per MoE layer
+    mla_per_layer_s: Seconds = 0.0                   # MLA's absorbed bmm, latent norm / RoPE glue per MLA layer
+    basis: Text = ""
+    n_train: Annotated[int, msgspec.Meta(ge=0)] = 0
+    train_median_ape: FiniteNonNeg = 0.0
+    train_max_ape: FiniteNonNeg = 0.0
+
+
 class AllReduceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     latency_s: Seconds
     bytes_per_s: Annotated[float, msgspec.Meta(ge=MIN_RATE, le=1e30)]
@@ -261,6 +275,7 @@ class StepPartsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     glue: GlueDoc
     allreduce: dict[GpuCount, AllReduceDoc] = {}
     gemm_shapes: dict[Text, GemmShapeDoc] = {}
+    moe_layer: MoeLayerDoc | None = None             # absent: not measured (every file before MoE layer rows)
 
 
 SpeedupError = Annotated[float, msgspec.Meta(ge=-1, le=1e3)]    # predicted / measured - 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -264,8 +265,21 @@ def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepPa
                          f"= {', '.join(f'{x:.2f}' for x in comp.factor['bf16'])} (bf16) at M = "
                          f"{', '.join(str(round(2 ** v)) for v in comp.log2_m)}; {comp.basis}; "
                          + ("applied" if comp.applied else "measured, not applied (it worsens whole steps)"),)
-    return StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, probe.hardware_id),
-                     source=f"probe:{source}", notes=notes, composition=comp)
+    parts = StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, probe.hardware_id),
+                      source=f"probe:{source}", notes=notes, composition=comp)
+    from cascade_plan.calibration.moe_layer_fit import fit_moe_layer
+    from cascade_plan.calibration.moe_rows import with_moe_tables
+
+    moe_layer = fit_moe_layer(rows, with_moe_tables(parts, rows, path=probe.path), hw)
+    if moe_layer is None:
+        return parts
+    ml = moe_layer
+    note = (f"MoE layer beyond its expert GEMMs: {ml.per_layer_s * 1e6:.1f} us + "
+            f"{ml.per_token_hidden_layer_s * 1e12:.1f} ps/(token x hidden element) + "
+            f"{ml.per_expert_layer_s * 1e9:.0f} ns/touched expert per MoE layer, MLA glue "
+            f"{ml.mla_per_layer_s * 1e6:.1f} us per MLA layer; {ml.basis} (whole steps with attention left out; "
+            f"training |error| median {ml.train_median_ape:.1%}, max {ml.train_max_ape:.1%})")
+    return replace(parts, notes=notes + (note,), moe_layer=moe_layer)
 
 
 def fitted_step_parts_json(probe: ProbeData, hw: HardwareProfile, source: str) -> dict | None:
