@@ -287,6 +287,8 @@ class SpeedupErrorsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown
     fits: dict[Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
     defaults: dict[Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
     probed_models: list[Text] | None = None         # models whose GEMMs were probed: the "probed" regime
+    # per step kind ("moe", "mla_moe") and backend, the fits' speedup errors on the whole MoE / MLA + MoE steps
+    moe_fits: dict[Text, dict[Text, list[SpeedupError]]] | None = None
 
 
 class _FittedErrorsOnly(msgspec.Struct, frozen=True, kw_only=True):
