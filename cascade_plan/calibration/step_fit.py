@@ -271,15 +271,8 @@ def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepPa
     from cascade_plan.calibration.moe_rows import with_moe_tables
 
     moe_layer = fit_moe_layer(rows, with_moe_tables(parts, rows, path=probe.path), hw)
-    if moe_layer is None:
-        return parts
-    ml = moe_layer
-    note = (f"MoE layer beyond its expert GEMMs: {ml.per_layer_s * 1e6:.1f} us + "
-            f"{ml.per_token_hidden_layer_s * 1e12:.1f} ps/(token x hidden element) + "
-            f"{ml.per_expert_layer_s * 1e9:.0f} ns/touched expert per MoE layer, MLA glue "
-            f"{ml.mla_per_layer_s * 1e6:.1f} us per MLA layer; {ml.basis} (whole steps with attention left out; "
-            f"training |error| median {ml.train_median_ape:.1%}, max {ml.train_max_ape:.1%})")
-    return replace(parts, notes=notes + (note,), moe_layer=moe_layer)
+    # not in `notes`: every estimate on this GPU lists those; the fit says what it is in its own fields
+    return parts if moe_layer is None else replace(parts, moe_layer=moe_layer)
 
 
 def fitted_step_parts_json(probe: ProbeData, hw: HardwareProfile, source: str) -> dict | None:

@@ -28,3 +28,16 @@ def cost(model, tp: int, tokens, parts: StepParts) -> OpCost | None:
     t = np.where(m > 0, model.num_moe_layers * per_layer, 0.0)
     return OpCost(name="moe_dispatch", bytes=np.zeros_like(t), flops=np.zeros_like(t), time_s=t,
                   source=f"{parts.source}, MoE routing / dispatch / combine fitted on {p.basis}")
+
+
+def describe(model, parts: StepParts | None) -> str:
+    """Where an MoE model's router / alignment / combine time comes from, in words."""
+    p = None if parts is None else parts.moe_layer
+    if p is None:
+        return ("router, alignment and combine not priced: no MoE layer fit in this calibration (the H200 probe "
+                "fits one on whole steps with attention left out; without it MoE steps there came out 10-38% "
+                "too fast)")
+    mla = f", MLA glue {p.mla_per_layer_s * 1e6:.1f} us per MLA layer" if model.attention == "mla" else ""
+    return (f"router, alignment and combine {p.per_layer_s * 1e6:.1f} us + {p.per_token_hidden_layer_s * 1e12:.1f} "
+            f"ps per token x hidden element + {p.per_expert_layer_s * 1e9:.0f} ns per touched expert per MoE "
+            f"layer{mla}; fitted on {p.basis} (whole steps with attention left out)")
