@@ -32,7 +32,9 @@ def cost(model, tp: int, tokens, parts: StepParts) -> OpCost | None:
 
 def describe(model, parts: StepParts | None) -> str:
     """Where an MoE model's router / alignment / combine time comes from, in words."""
-    p = None if parts is None else parts.moe_layer
+    if parts is None:
+        return "router, alignment and combine not priced (no calibrated step parts: an ideal or default bound)"
+    p = parts.moe_layer
     if p is None:
         return ("router, alignment and combine not priced: no MoE layer fit in this calibration (the H200 probe "
                 "fits one on whole steps with attention left out; without it MoE steps there came out 10-38% "
