@@ -30,15 +30,19 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
     in `fitted` (read as fitted.step_parts: calibration_file.upgraded);
   - later fits: KernelFitDoc.surface, l2_* fields, token_latency_s, q_row_s; GlueDoc byte widths and
     kv_append_*; AllReduceDoc.algorithm and table; StepPartsDoc.gemm_shapes and composition;
-    fitted.speedup_errors; BackendFit.decode_mla (MLA decode);
-  - probe 1.2 (2026-12-01): fp8 rows, `mla`/`mla_skipped` rows, `run` on every row, notes.runs.
+    fitted.speedup_errors (cascade_plan/calibration_speedup_errors.py); BackendFit.decode_mla (MLA decode);
+  - probe 1.2 (2026-12-01): fp8 rows, `mla`/`mla_skipped` rows, `run` on every row, notes.runs;
+  - whole MoE steps (2026-12-01): step_ops of op moe_layer_graph with StepOpRow.model_config,
+    StepPartsDoc.moe_layer, speedup_errors.moe_fits.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+
+from cascade_plan.calibration_speedup_errors import ErrorsOnlyDoc, SpeedupErrorsDoc  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 READABLE_VERSIONS = (1,)           # versions the planner reads (older ones upgraded on reading)
@@ -158,6 +162,7 @@ class StepOpRow(msgspec.Struct, frozen=True, kw_only=True):
     median_s: Seconds | None = None
     correct: bool = True
     per_layer_s: Seconds | None = None               # layer_graph: the graph's time per layer
+    model_config: dict[str, Any] | None = None       # moe_layer_graph: the config.json the step was built from
 
 
 class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -222,6 +227,19 @@ class GlueDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     kv_append_per_layer_s: Seconds = 0.0
 
 
+class MoeLayerDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """An MoE layer's cost beyond its expert GEMMs, and MLA's per-layer glue (cost/step_parts.py MoeLayerParams),
+    fitted on ``moe_layer_graph`` rows (whole steps with attention left out) only: calibration/moe_layer_fit.py."""
+    per_layer_s: Seconds                             # router, top-k, alignment, combine: fixed per MoE layer
+    per_token_hidden_layer_s: Seconds                # ... per token per element of the hidden size
+    per_expert_layer_s: Seconds                      # ... per expert the batch touches
+    mla_per_layer_s: Seconds = 0.0                   # MLA's absorbed bmm, latent norm / RoPE glue per MLA layer
+    basis: Text = ""
+    n_train: Annotated[int, msgspec.Meta(ge=0)] = 0
+    train_median_ape: FiniteNonNeg = 0.0
+    train_max_ape: FiniteNonNeg = 0.0
+
+
 class AllReduceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     latency_s: Seconds
     bytes_per_s: Annotated[float, msgspec.Meta(ge=MIN_RATE, le=1e30)]
@@ -261,27 +279,7 @@ class StepPartsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     glue: GlueDoc
     allreduce: dict[GpuCount, AllReduceDoc] = {}
     gemm_shapes: dict[Text, GemmShapeDoc] = {}
-
-
-SpeedupError = Annotated[float, msgspec.Meta(ge=-1, le=1e3)]    # predicted / measured - 1
-
-
-class SpeedupErrorsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Per backend and regime ("probed", "held_out"), the signed per-step speedup errors on the file's
-    measured whole steps: of its fits, and of the default efficiencies (calibration/speedup_margin.py)."""
-    fits: dict[Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
-    defaults: dict[Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
-    probed_models: list[Text] | None = None         # models whose GEMMs were probed: the "probed" regime
-
-
-class _FittedErrorsOnly(msgspec.Struct, frozen=True, kw_only=True):
-    speedup_errors: SpeedupErrorsDoc | None = None
-
-
-class ErrorsOnlyDoc(msgspec.Struct, frozen=True, kw_only=True):
-    """A calibration file read for its stored speedup errors alone (every other field skipped unparsed)."""
-    hardware_id: str | None = None
-    fitted: _FittedErrorsOnly | None = None
+    moe_layer: MoeLayerDoc | None = None             # absent: not measured (every file before MoE layer rows)
 
 
 class Fitted(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -94,7 +94,7 @@ def validate_document(doc: dict) -> list[str]:
     return errs + validate_step_rows(doc)
 
 
-STEP_OPS = ("gemm", "glue_layer", "glue_step", "allreduce", "layer_graph", "moe_grouped_gemm")
+STEP_OPS = ("gemm", "glue_layer", "glue_step", "allreduce", "layer_graph", "moe_grouped_gemm", "moe_layer_graph")
 STEP_ROW_KEYS = ("workload", "model", "tp", "position", "config", "glue", "backend", "mode", "median_s", "p10_s",
                  "p90_s", "n_reps", "max_rel_err")
 

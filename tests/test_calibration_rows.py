@@ -53,7 +53,9 @@ def test_every_shipped_file_decodes_into_typed_rows(path):
 
 def test_the_probe_file_rows_by_hand():
     p = find_committed(load_hardware("h200"), "probe")
-    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (2885, 1120, 228, 1038)
+    # steps: 135 dense + 93 whole MoE / MLA + MoE; step_ops: 1,120 + 16 moe_layer_graph (no-attention steps)
+    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (2885, 1136, 228, 1038)
+    assert sum(r.op == "moe_layer_graph" and r.model_config is not None for r in p.step_ops) == 16
     m = p.measurements[0]
     assert (m.backend, m.kernel, m.variant, m.config.prefix_tokens, m.config.kv_dtype) == \
         ("triton", "decode_shared", None, 4096, "fp8")

@@ -92,8 +92,8 @@ def test_deepseek_tp8_is_priced_from_measured_mla(doc):
     assert "MLA" in est["calibration"]["label"]
     # the cascade's suffix pass is priced as MLA, not as GQA kernels (247 ms at the final step before)
     assert est["final_step"]["cascade"]["attention_s"] < 0.05
-    # its error bars come from GQA whole steps; the verdict says no whole MLA step backs them
-    assert "no whole MLA step timed" in est["go_no_go"]["text"]
+    # its error bars come from the whole MLA + MoE steps timed on the H200, and the verdict says so
+    assert "whole MLA + MoE steps measured on the H200" in est["go_no_go"]["text"]
 
 
 def test_a_measured_mla_row_is_returned_as_measured(doc, tmp_path):

@@ -54,8 +54,21 @@ def measured_speedup_errors(probe, hw) -> dict:
     from cascade_plan.calibration.step_validation import speedup_errors
     from cascade_plan.cost.cost_params import DEFAULT
 
-    return {"fits": speedup_errors(probe, hw), "defaults": speedup_errors(probe, hw, DEFAULT),
-            "probed_models": sorted(_gemm_models(probe.step_ops))}
+    out = {"fits": speedup_errors(probe, hw), "defaults": speedup_errors(probe, hw, DEFAULT),
+           "probed_models": sorted(_gemm_models(probe.step_ops))}
+    moe = moe_speedup_errors(probe, hw)
+    return {**out, "moe_fits": moe} if moe else out
+
+
+def moe_speedup_errors(probe, hw) -> dict[str, dict[str, list[float]]]:
+    """Per step kind ("moe", "mla_moe") and backend, the signed per-step speedup errors of the file's fits on its
+    whole MoE / MLA + MoE steps (calibration/moe_step_validation.py); empty where it has none."""
+    from cascade_plan.calibration.moe_step_validation import moe_step_points
+
+    out: dict[str, dict[str, list[float]]] = {}
+    for kind, p in moe_step_points(probe, hw):
+        out.setdefault(kind, {}).setdefault(p.backend, []).append(p.speedup_err)
+    return out
 
 
 def _gemm_models(step_ops: Sequence[StepOpRow]) -> set[str]:
@@ -125,14 +138,51 @@ def _probe_with_steps(params: CostParams) -> Path | None:
     return Path(params.source)
 
 
-def speedup_margin(params: CostParams, model_id: str) -> Margin | None:
+STEP_KIND_WORDS = {"moe": "MoE (GQA attention + routed experts)", "mla_moe": "MLA + MoE"}
+
+
+def step_kind(model) -> str | None:
+    """The whole-step kind whose measured errors back a model's margin: "mla_moe", "moe", or None (dense)."""
+    if not (model.num_moe_layers and model.num_experts):
+        return None
+    return "mla_moe" if model.attention == "mla" else "moe"
+
+
+def _moe_margin(path: Path, params: CostParams, kind: str) -> Margin | None:
+    """The margin from the file's own whole MoE / MLA + MoE steps of this kind (the fits' errors stored by
+    `calibrate`); None where it timed none."""
+    hw_id, stored = _stored(str(path))
+    per = ((stored or {}).get("moe_fits") or {}).get(kind)
+    if not per:
+        return None
+    gpu = hw_id.upper() or "the probed GPU"
+    words = STEP_KIND_WORDS.get(kind, kind)
+    if per.get(params.backend or ""):
+        vals = per[params.backend or ""]
+        where = f"{params.backend} kernels against {len(vals)} whole {words} steps measured on the {gpu}"
+    else:
+        vals = [e for b in per.values() for e in b]
+        where = (f"every backend's kernels against {len(vals)} whole {words} steps measured on the {gpu} (none "
+                 f"were timed with {params.backend})")
+    where += ", one GPU's shard of each model, without its all-reduce"
+    return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where}", n_steps=len(vals),
+                  over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
+
+
+def speedup_margin(params: CostParams, model_id: str, kind: str | None = None) -> Margin | None:
     """The measured speedup error behind numbers from `params` for a workload of `model_id`; None for
-    the ideal bound, or where no measured whole steps back the numbers."""
+    the ideal bound, or where no measured whole steps back the numbers. `kind` ("moe", "mla_moe": step_kind)
+    takes the margin from the file's whole steps of that kind where a probe file timed them; an imported
+    file (whose step parts carry no fitted MoE layer term) and the defaults keep the dense steps' margin."""
     if params.mode == "ideal":
         return None
     path = _probe_with_steps(params)
     if path is None:
         return None
+    if kind is not None and params.mode != "default" and params.origin != "aic":
+        m = _moe_margin(path, params, kind)
+        if m is not None:
+            return m
     defaults = params.mode == "default"
     hw_id, errs = _errors(str(path), defaults)
     gpu = hw_id.upper() or "the probed GPU"
@@ -154,7 +204,10 @@ def speedup_margin(params: CostParams, model_id: str) -> Margin | None:
     if not vals:
         return None
     if params.attention_kind == "mla":   # the steps above are GQA models: say what MLA's attention rests on
-        where += "; MLA attention from the MLA kernel rows per layer, no whole MLA step timed"
+        where += "; MLA attention from the MLA kernel rows per layer, " + (
+            "no whole MLA step timed" if kind is None else
+            f"and no MoE layer term (routing, alignment, combine: fitted on and validated against the {gpu}'s "
+            "whole MoE steps) in these numbers")
     return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where.format(n=len(vals))}",
                   n_steps=len(vals), over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -264,8 +265,14 @@ def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepPa
                          f"= {', '.join(f'{x:.2f}' for x in comp.factor['bf16'])} (bf16) at M = "
                          f"{', '.join(str(round(2 ** v)) for v in comp.log2_m)}; {comp.basis}; "
                          + ("applied" if comp.applied else "measured, not applied (it worsens whole steps)"),)
-    return StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, probe.hardware_id),
-                     source=f"probe:{source}", notes=notes, composition=comp)
+    parts = StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, probe.hardware_id),
+                      source=f"probe:{source}", notes=notes, composition=comp)
+    from cascade_plan.calibration.moe_layer_fit import fit_moe_layer
+    from cascade_plan.calibration.moe_rows import with_moe_tables
+
+    moe_layer = fit_moe_layer(rows, with_moe_tables(parts, rows, path=probe.path), hw)
+    # not in `notes`: every estimate on this GPU lists those; the fit says what it is in its own fields
+    return parts if moe_layer is None else replace(parts, moe_layer=moe_layer)
 
 
 def fitted_step_parts_json(probe: ProbeData, hw: HardwareProfile, source: str) -> dict | None:

@@ -12,6 +12,7 @@ from cascade_plan.calibration_format import (
     GemmShapeDoc,
     GemmTableDoc,
     GlueDoc,
+    MoeLayerDoc,
     StepPartsDoc,
     step_parts_problem,
 )
@@ -26,6 +27,7 @@ from cascade_plan.cost.step_parts import (
     GemmEfficiency,
     GemmShapeTable,
     GlueParams,
+    MoeLayerParams,
     StepParts,
     infer_algorithm,
 )
@@ -46,7 +48,7 @@ def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
                       step_bytes_per_token=g.step_bytes_per_token or LEGACY_STEP_BYTES_PER_TOKEN,
                       basis=LEGACY_BASIS if g.basis is None else g.basis,
                       kv_append_in_attention=g.kv_append_in_attention, kv_append_per_layer_s=g.kv_append_per_layer_s)
-    c = d.composition
+    c, ml = d.composition, d.moe_layer
     return StepParts(
         gemm={k: GemmEfficiency(dtype=k, log2_m=_tuples(e.log2_m), log2_weight_bytes=_tuples(e.log2_weight_bytes),
                                 ratio=_tuples(e.ratio), overhead_s=e.overhead_s) for k, e in d.gemm.items()},
@@ -58,7 +60,8 @@ def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
                      for k, e in d.gemm_shapes.items()},
         composition=None if c is None else Composition(log2_m=_tuples(c.log2_m),
                                                        factor={k: _tuples(f) for k, f in c.factor.items()},
-                                                       basis=c.basis, applied=c.applied))
+                                                       basis=c.basis, applied=c.applied),
+        moe_layer=None if ml is None else MoeLayerParams(**{f: getattr(ml, f) for f in MoeLayerDoc.__struct_fields__}))
 
 
 def allreduce_from_doc(d: StepPartsDoc) -> dict[int, AllReduceFit]:
@@ -113,8 +116,12 @@ def step_parts_json(p: StepParts) -> dict:
                    for n, a in sorted(p.allreduce.items())},
         gemm_shapes={k: GemmShapeDoc(log2_m=_lists(e.log2_m), log2_n=_lists(e.log2_n), log2_k=_lists(e.log2_k),
                                      ratio=_lists(e.ratio))
-                     for k, e in p.gemm_shapes.items()})
+                     for k, e in p.gemm_shapes.items()},
+        moe_layer=None if p.moe_layer is None else MoeLayerDoc(**{f: getattr(p.moe_layer, f)
+                                                                  for f in MoeLayerDoc.__struct_fields__}))
     out = msgspec.to_builtins(doc, enc_hook=_number)
+    if p.moe_layer is None:
+        del out["moe_layer"]
     if c is None:
         del out["composition"]
     if not p.gemm_shapes:

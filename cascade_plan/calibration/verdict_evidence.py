@@ -53,11 +53,11 @@ def attach_evidence(est: Estimate) -> Estimate:
 def attach_margin(est: Estimate) -> Estimate:
     """The verdict held against the measured speedup error of its numbers (calibration/speedup_margin.py):
     a go within that error becomes marginal; every judged verdict carries the error it was held to."""
-    from cascade_plan.calibration.speedup_margin import speedup_margin
+    from cascade_plan.calibration.speedup_margin import speedup_margin, step_kind
 
     if not est.verdict.judged:
         return est
-    m = speedup_margin(est.params, est.scenario.model.id)
+    m = speedup_margin(est.params, est.scenario.model.id, step_kind(est.scenario.model))
     if m is None:
         return est
     v = with_margin(est.verdict, est.run_speedup, m.error, m.source)

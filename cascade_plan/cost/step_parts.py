@@ -230,6 +230,23 @@ class Composition:
 
 
 @dataclass(frozen=True)
+class MoeLayerParams:
+    """Per MoE layer, what the step spends beyond the routed experts' grouped GEMMs (router GEMM, top-k, token
+    alignment, weighted combine, the grouped GEMM's per-expert cost inside a step): fixed + per token per
+    hidden element + per expert touched; per MLA layer, the absorbed form's extra glue. Fitted on whole
+    steps with attention left out (calibration/moe_layer_fit.py), never on whole steps."""
+
+    per_layer_s: float
+    per_token_hidden_layer_s: float
+    per_expert_layer_s: float
+    mla_per_layer_s: float = 0.0
+    basis: str = ""
+    n_train: int = 0
+    train_median_ape: float = 0.0
+    train_max_ape: float = 0.0
+
+
+@dataclass(frozen=True)
 class StepParts:
     """Parameters of the non-attention part of a decode step on one GPU kind."""
 
@@ -240,6 +257,7 @@ class StepParts:
     notes: tuple[str, ...] = ()
     gemm_shapes: dict[str, GemmShapeTable] = field(default_factory=dict)   # by weight dtype, where measured
     composition: Composition | None = None     # back-to-back layer vs summed ops (None: not measured)
+    moe_layer: MoeLayerParams | None = None    # an MoE layer's routing / dispatch / combine (None: not measured)
     # measured routed-expert grouped GEMMs (cost/moe_table.py), built from the file's step_ops rows at load
     # time, not stored under fitted.step_parts
     moe: tuple = ()

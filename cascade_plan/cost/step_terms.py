@@ -1,5 +1,6 @@
 """The non-attention terms of a decode step: the sum of its operations (cost/ops/), one module per kind:
-the dense weight GEMMs of every layer (ops/gemm.py), the routed MoE experts (ops/moe.py), the lm_head
+the dense weight GEMMs of every layer (ops/gemm.py), the routed MoE experts (ops/moe.py) and the rest of
+each MoE layer (router, alignment, combine: ops/moe_dispatch.py), MLA's per-layer glue (ops/mla_glue.py), the lm_head
 (ops/lm_head.py), the engine glue (ops/glue.py) and the two all-reduces per layer under tensor
 parallelism (ops/allreduce.py). Each returns an `OpCost` (bytes, FLOPs, time); `StepTerms.ops` keeps
 them keyed by op name. Pure numpy.
@@ -15,7 +16,9 @@ from cascade_plan.cost.ops import allreduce as _allreduce
 from cascade_plan.cost.ops import gemm as _gemm
 from cascade_plan.cost.ops import glue as _glue
 from cascade_plan.cost.ops import lm_head as _lm_head
+from cascade_plan.cost.ops import mla_glue as _mla_glue
 from cascade_plan.cost.ops import moe as _moe
+from cascade_plan.cost.ops import moe_dispatch as _moe_dispatch
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.gemm import gemm_table_key, layer_gemms  # noqa: F401  (re-exported: callers import them here)
 from cascade_plan.cost.step_parts import StepParts
@@ -47,6 +50,9 @@ def step_ops(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_by
     moe = _moe.cost(*args)
     if moe is not None:
         ops["moe"] = moe
+    extra = {"moe_dispatch": _moe_dispatch.cost(model, tp, tokens, parts),
+             "mla_glue": _mla_glue.cost(model, tokens, parts)}
+    ops.update({k: v for k, v in extra.items() if v is not None})
     ops["glue"] = _glue.cost(model, tp, tokens, parts)
     ops["kv_append"] = _glue.kv_append(model, tp, tokens, parts)
     ops["allreduce"] = _allreduce.cost(model, tp, tokens, parts)
@@ -64,5 +70,8 @@ def step_terms(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_
     if parts.composition is not None and parts.composition.applied:   # ops back to back vs each priced alone
         f = parts.composition.factor_at(gemm_table_key(parts, weight_dtype), np.asarray(tokens, float))
         gemm, glue = gemm * f, glue * f
+    for k in ("moe_dispatch", "mla_glue"):       # measured inside whole steps already: no composition factor
+        if k in ops:
+            glue = glue + ops[k].time_s
     return StepTerms(gemm_s=gemm, glue_s=glue, comm_s=ops["allreduce"].time_s,
                      gemm_dtype=gemm_table_key(parts, weight_dtype), ops=ops, kv_append_s=ops["kv_append"].time_s)

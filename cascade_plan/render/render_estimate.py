@@ -94,6 +94,8 @@ def render_estimate(est: Estimate, console: Console) -> None:
         why = f"; {est.moe_source['outside']}" if est.moe_source.get("outside") else ""
         routing = f"; {est.moe_source['routing_note']}" if est.moe_source.get("routing_note") else ""
         console.print(Text(f"MoE experts: {est.moe_source['source']}{why}{routing}", style="dim"))
+        if est.moe_source.get("layer"):
+            console.print(Text(f"MoE layer: {est.moe_source['layer']}", style="dim"))
     console.print()
     console.print(arithmetic_table(est))
     console.print()

@@ -17,7 +17,10 @@ def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
         ("GEMMs (qkv, o, MLP, lm_head)", [fmt_seconds(s.weight_s) for s in cols], False),
     ]
     if any(s.glue_s for s in cols):
-        rows.append(("engine glue (norms, RoPE, KV append, ...)", [fmt_seconds(s.glue_s) for s in cols], False))
+        priced = est.params.step is not None and est.params.step.moe_layer is not None
+        label = ("engine glue + MoE routing, alignment, combine" if est.moe_source and priced
+                 else "engine glue (norms, RoPE, KV append, ...)")
+        rows.append((label, [fmt_seconds(s.glue_s) for s in cols], False))
     if any(s.comm_s for s in cols):
         rows.append(("all-reduce (2 per layer, TP)", [fmt_seconds(s.comm_s) for s in cols], False))
     rows += [

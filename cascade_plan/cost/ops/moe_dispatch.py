@@ -1,0 +1,45 @@
+"""What an MoE layer costs in a decode step beyond its routed experts' grouped GEMMs (cost/ops/moe.py): the
+router GEMM, softmax top-k, the tokens' alignment into per-expert blocks, the weighted combine of each token's
+k expert rows, and the grouped GEMM's per-expert cost inside a step (launching and finishing a block per
+touched expert). Per MoE layer: fixed + per token x hidden size (the router reads, the alignment moves and
+the combine sums rows of the hidden size) + per expert the batch touches (uniform routing,
+cost/moe_routing.py), from the fitted `MoeLayerParams` (calibration/moe_layer_fit.py).
+
+Zero (None) for a dense model, or where the calibration has no fit (every imported GPU: the fit is the
+H200 probe's own, `source` says so)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cascade_plan.cost.moe_routing import expected_experts_touched
+from cascade_plan.cost.ops.base import OpCost
+from cascade_plan.cost.step_parts import StepParts
+
+
+def cost(model, tp: int, tokens, parts: StepParts) -> OpCost | None:
+    """None for a model without routed experts or a calibration without the fit."""
+    p = parts.moe_layer
+    if p is None or not (model.num_moe_layers and model.num_experts):
+        return None
+    m = np.asarray(tokens, float)
+    touched = expected_experts_touched(model, m)
+    per_layer = p.per_layer_s + m * model.hidden_size * p.per_token_hidden_layer_s + touched * p.per_expert_layer_s
+    t = np.where(m > 0, model.num_moe_layers * per_layer, 0.0)
+    return OpCost(name="moe_dispatch", bytes=np.zeros_like(t), flops=np.zeros_like(t), time_s=t,
+                  source=f"{parts.source}, MoE routing / dispatch / combine fitted on {p.basis}")
+
+
+def describe(model, parts: StepParts | None) -> str:
+    """Where an MoE model's router / alignment / combine time comes from, in words."""
+    if parts is None:
+        return "router, alignment and combine not priced (no calibrated step parts: an ideal or default bound)"
+    p = parts.moe_layer
+    if p is None:
+        return ("router, alignment and combine not priced: no MoE layer fit in this calibration (the H200 probe "
+                "fits one on whole steps with attention left out; without it MoE steps there came out 10-38% "
+                "too fast)")
+    mla = f", MLA glue {p.mla_per_layer_s * 1e6:.1f} us per MLA layer" if model.attention == "mla" else ""
+    return (f"router, alignment and combine {p.per_layer_s * 1e6:.1f} us + {p.per_token_hidden_layer_s * 1e12:.1f} "
+            f"ps per token x hidden element + {p.per_expert_layer_s * 1e9:.0f} ns per touched expert per MoE "
+            f"layer{mla}; fitted on {p.basis} (whole steps with attention left out)")
