@@ -21,7 +21,7 @@ import torch
 
 from kernels_probe.moe_step_shapes import MoeStepPoint, moe_step_points, moe_step_shape, truncated_config
 from kernels_probe.reference import rel_err
-from kernels_probe.whole_steps import compare_modes, correctness_failure, time_step
+from kernels_probe.whole_steps import compare_modes, passing_steps, time_step
 
 GQA_MODES = (("flashinfer", "per_sequence"), ("flashinfer", "cascade"), ("flashinfer-fa2", "cascade"),
              ("triton", "per_sequence"), ("triton", "cascade"))
@@ -103,18 +103,8 @@ def measure_moe_steps(flusher, device, sm_count: int, points: list[MoeStepPoint]
                 except Exception as exc:  # noqa: BLE001
                     skipped.append({**base, "backend": b, "mode": mode,
                                     "reason": f"{type(exc).__name__}: {exc}"[:300]})
-            try:
-                chk = (compare_mla_modes if kind == "mla_moe" else compare_modes)(kv, steps, pt)
-            except Exception as exc:  # noqa: BLE001
-                skipped += [{**base, "backend": b, "mode": m, "reason": f"check failed: {type(exc).__name__}: "
-                             f"{exc}"[:300]} for (b, m) in steps]
-                steps, chk = {}, {"ref_err": {}, "mode_err": {}}
-            for (b, mode), st in steps.items():
-                e_ref, e_mode = chk["ref_err"].get((b, mode)), chk["mode_err"].get((b, mode))
-                why = correctness_failure(e_ref, e_mode)
-                if why:
-                    skipped.append({**base, "backend": b, "mode": mode, "reason": why})
-                    continue
+            check = compare_mla_modes if kind == "mla_moe" else compare_modes
+            for (b, mode), st, e_ref, e_mode in passing_steps(check, kv, steps, pt, base, skipped):
                 try:
                     st()
                     if not torch.isfinite(st.hidden_out.float()).all():
