@@ -87,20 +87,18 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", action="append", choices=("triton", "grouped_mm", "loop"))
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    if not torch.cuda.is_available():
-        print("moe_probe: no CUDA GPU")
-        return 2
     from kernels_probe.step_probe import has_fp8
-    from kernels_probe.timing import L2Flusher
+    from kernels_probe.timing import cuda_device
 
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(device)
+    cuda = cuda_device("moe_probe")
+    if cuda is None:
+        return 2
+    device, _, flusher = cuda
     models = ([(s.split(":")[0], int(s.split(":")[1])) for s in args.model] if args.model
               else list(MOE_PROBE_MODELS_QUICK if args.quick else MOE_PROBE_MODELS))
     shapes = [moe_shape(m, tp) for m, tp in models]
     dtypes = ["bf16"] + (["fp8"] if has_fp8(device) else [])
     backends = args.backend or ["triton", "grouped_mm", "loop"]
-    flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
     run(args.out, shapes, device, flusher, m_grid=MOE_M_GRID_QUICK if args.quick else MOE_M_GRID, dtypes=dtypes,
         backends=backends, deadline_s=t_start + args.budget_s, t_start=t_start)
     return 0

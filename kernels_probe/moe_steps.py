@@ -220,14 +220,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-steps", action="store_true", help="no whole steps (with --parts: the parts only)")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
-    if not torch.cuda.is_available():
-        print("moe_steps: no CUDA GPU")
-        return 2
-    from kernels_probe.timing import L2Flusher
+    from kernels_probe.timing import cuda_device
 
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(device)
-    flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
+    cuda = cuda_device("moe_steps")
+    if cuda is None:
+        return 2
+    device, props, flusher = cuda
     pts = moe_step_points(args.quick, tuple(args.workload) if args.workload else None)
     head = {"kind": "moe_step_rows", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "device": {"name": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,

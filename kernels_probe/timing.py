@@ -63,6 +63,17 @@ class L2Flusher:
                                     EVICT="", num_warps=8)
 
 
+def cuda_device(prog: str):
+    """The CUDA device a probe command times on, its properties and an L2 flusher sized to its L2 (50 MiB where
+    torch does not say); None, after printing so, where torch sees no CUDA GPU."""
+    if not torch.cuda.is_available():
+        print(f"{prog}: no CUDA GPU")
+        return None
+    device = torch.device("cuda")
+    props = torch.cuda.get_device_properties(device)
+    return device, props, L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
+
+
 def capture_graph(fn, warmup: int = 2) -> torch.cuda.CUDAGraph:
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
