@@ -11,6 +11,7 @@ import pathlib
 import sys
 
 from kernels_probe.calibration_file import write_atomic
+from kernels_probe.merge import merge_tagged_rows
 
 KEY = ("step_kind", "workload", "position", "backend", "mode", "kv_dtype", "weight_dtype", "tp")
 
@@ -20,17 +21,8 @@ def _key(r: dict) -> tuple:
 
 
 def merge(rows_doc: dict, cal: dict) -> dict:
-    if rows_doc.get("kind") != "moe_step_rows":
-        raise SystemExit("not a MoE step rows file (kind moe_step_rows)")
-    gpu, cal_gpu = rows_doc["device"]["name"], (cal.get("device") or {}).get("name")
-    if gpu != cal_gpu:
-        raise SystemExit(f"rows measured on {gpu!r}, calibration on {cal_gpu!r}: not merged")
-    run = rows_doc["created_utc"]
-    new = [{**r, "run": run} for r in rows_doc.get("steps", []) if r.get("step_kind")]
-    keys = {_key(r) for r in new}
-    cal["steps"] = [r for r in cal.get("steps", []) if not (r.get("step_kind") and _key(r) in keys)] + new
-    cal["step_skipped"] = (list(cal.get("step_skipped") or [])
-                           + [{**s, "run": run} for s in rows_doc.get("step_skipped", [])])
+    run, new = merge_tagged_rows(rows_doc, cal, kind="moe_step_rows", what="MoE step", rows="steps", section="steps",
+                                 skipped="step_skipped", ours=lambda r: r.get("step_kind"), key=_key)
     notes = cal.setdefault("notes", {})
     notes.setdefault("runs", []).append({"created_utc": run, "probe_version": "moe_steps",
                                          "grid": {"mode": "moe_steps", "device": rows_doc["device"],
