@@ -207,25 +207,19 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    import argparse
-    import pathlib
+    from kernels_probe.options import command_parser
 
-    ap = argparse.ArgumentParser(prog="python -m kernels_probe.moe_steps", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, type=pathlib.Path)
-    ap.add_argument("--quick", action="store_true")
+    ap = command_parser("kernels_probe.moe_steps", __doc__, budget_s=480.0)
     ap.add_argument("--workload", action="append", help="only these step workloads (moe_step_shapes.py)")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new points after this long")
     ap.add_argument("--glue", choices=("fused", "torch"), default="fused")
     ap.add_argument("--parts", action="store_true", help="then the diagnosis and no-attention rows (step_ops)")
     ap.add_argument("--no-steps", action="store_true", help="no whole steps (with --parts: the parts only)")
-    args = ap.parse_args(argv)
-    t_start = time.perf_counter()
-    from kernels_probe.timing import cuda_device
+    from kernels_probe.timing import start_command
 
-    cuda = cuda_device("moe_steps")
-    if cuda is None:
+    started = start_command(ap, argv, "moe_steps")
+    if started is None:
         return 2
-    device, props, flusher = cuda
+    args, t_start, device, props, flusher = started
     pts = moe_step_points(args.quick, tuple(args.workload) if args.workload else None)
     head = {"kind": "moe_step_rows", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "device": {"name": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,
