@@ -11,6 +11,7 @@ import pathlib
 import sys
 
 from kernels_probe.calibration_file import write_atomic
+from kernels_probe.merge import merge_tagged_rows
 
 OP = "moe_grouped_gemm"
 
@@ -20,16 +21,8 @@ def _key(r: dict) -> str:
 
 
 def merge(rows_doc: dict, cal: dict) -> dict:
-    if rows_doc.get("kind") != "moe_probe_rows":
-        raise SystemExit("not a MoE probe rows file (kind moe_probe_rows)")
-    gpu, cal_gpu = rows_doc["device"]["name"], (cal.get("device") or {}).get("name")
-    if gpu != cal_gpu:
-        raise SystemExit(f"rows measured on {gpu!r}, calibration on {cal_gpu!r}: not merged")
-    run = rows_doc["created_utc"]
-    new = [{**r, "run": run} for r in rows_doc["step_ops"] if r.get("op") == OP]
-    keys = {_key(r) for r in new}
-    cal["step_ops"] = [r for r in cal.get("step_ops", []) if not (r.get("op") == OP and _key(r) in keys)] + new
-    cal["step_skipped"] = list(cal.get("step_skipped") or []) + [{**s, "run": run} for s in rows_doc.get("skipped", [])]
+    run, _ = merge_tagged_rows(rows_doc, cal, kind="moe_probe_rows", what="MoE probe", rows="step_ops",
+                               section="step_ops", skipped="skipped", ours=lambda r: r.get("op") == OP, key=_key)
     notes = cal.setdefault("notes", {})
     notes.setdefault("runs", []).append({"created_utc": run, "probe_version": "moe_probe",
                                          "grid": {"mode": "moe", "shapes": rows_doc.get("shapes"),

@@ -14,6 +14,7 @@ import pathlib
 import sys
 
 from kernels_probe.calibration_file import write_atomic
+from kernels_probe.merge import merge_tagged_rows
 
 KEY = ("step_kind", "workload", "position", "backend", "mode", "kv_dtype", "weight_dtype", "tp")
 LAYER_OP = "moe_layer_graph"
@@ -46,20 +47,12 @@ def _key(r: dict) -> tuple:
 
 
 def merge(rows_doc: dict, cal: dict) -> dict:
-    if rows_doc.get("kind") != "moe_step_rows":
-        raise SystemExit("not a MoE step rows file (kind moe_step_rows)")
-    gpu, cal_gpu = rows_doc["device"]["name"], (cal.get("device") or {}).get("name")
-    if gpu != cal_gpu:
-        raise SystemExit(f"rows measured on {gpu!r}, calibration on {cal_gpu!r}: not merged")
-    run = rows_doc["created_utc"]
-    new = [{**r, "run": run} for r in rows_doc.get("steps", []) if r.get("step_kind")]
-    keys = {_key(r) for r in new}
-    cal["steps"] = [r for r in cal.get("steps", []) if not (r.get("step_kind") and _key(r) in keys)] + new
     notes = cal.setdefault("notes", {})
-    seen = next((x for x in notes.get("runs", []) if x.get("created_utc") == run), None)
-    if seen is None:      # a run merged again (for rows this script did not carry before) is not listed twice
-        cal["step_skipped"] = (list(cal.get("step_skipped") or [])
-                               + [{**s, "run": run} for s in rows_doc.get("step_skipped", [])])
+    seen = next((x for x in notes.get("runs", []) if x.get("created_utc") == rows_doc.get("created_utc")), None)
+    # a run merged again (for rows this script did not carry before) is not listed twice, nor its skipped steps
+    run, new = merge_tagged_rows(rows_doc, cal, kind="moe_step_rows", what="MoE step", rows="steps", section="steps",
+                                 skipped="step_skipped", ours=lambda r: r.get("step_kind"), key=_key,
+                                 add_skipped=seen is None)
     layer = _layer_rows(rows_doc, cal, run)
     lkeys = {tuple(r["config"].get(k) for k in LAYER_KEY) for r in layer}
     cal["step_ops"] = [r for r in cal.get("step_ops", []) if not (

@@ -94,4 +94,26 @@ def merge_sections(new: dict, base: dict, sections: tuple[str, ...] = ("mla", "m
     return out
 
 
+def merge_tagged_rows(rows_doc: dict, cal: dict, *, kind: str, what: str, rows: str, section: str, skipped: str,
+                      ours, key, add_skipped: bool = True) -> tuple[str, list[dict]]:
+    """Merge one probe command's rows file (of `kind`, measured on the calibration's GPU) into the calibration
+    `cal` in place: its `rows` list, each row tagged with the run that measured it (`run`: created_utc), joins
+    `cal[section]`, a row of the same `key` that `ours` claims replaced; its `skipped` rows join `step_skipped`
+    (unless add_skipped is false: a run merged before).
+    The run and the new rows (the caller records the run in notes.runs). A file of another kind or GPU: SystemExit."""
+    if rows_doc.get("kind") != kind:
+        raise SystemExit(f"not a {what} rows file (kind {kind})")
+    gpu, cal_gpu = rows_doc["device"]["name"], (cal.get("device") or {}).get("name")
+    if gpu != cal_gpu:
+        raise SystemExit(f"rows measured on {gpu!r}, calibration on {cal_gpu!r}: not merged")
+    run = rows_doc["created_utc"]
+    new = [{**r, "run": run} for r in rows_doc.get(rows, []) if ours(r)]
+    keys = {key(r) for r in new}
+    cal[section] = [r for r in cal.get(section, []) if not (ours(r) and key(r) in keys)] + new
+    if add_skipped:
+        cal["step_skipped"] = (list(cal.get("step_skipped") or [])
+                               + [{**s, "run": run} for s in rows_doc.get(skipped, [])])
+    return run, new
+
+
 _ROW_SECTIONS = ("measurements", "skipped", "step_ops", "steps", "step_skipped", "mla", "mla_skipped")

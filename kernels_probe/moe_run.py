@@ -68,9 +68,6 @@ def run(out_path, shapes, device, flusher, *, m_grid, dtypes, backends, deadline
 
 
 def main(argv=None) -> int:
-    import argparse
-    import pathlib
-
     from kernels_probe.moe_shapes import (
         MOE_M_GRID,
         MOE_M_GRID_QUICK,
@@ -78,29 +75,24 @@ def main(argv=None) -> int:
         MOE_PROBE_MODELS_QUICK,
         moe_shape,
     )
+    from kernels_probe.options import command_parser
 
-    ap = argparse.ArgumentParser(prog="python -m kernels_probe.moe_run", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, type=pathlib.Path)
-    ap.add_argument("--quick", action="store_true")
+    ap = command_parser("kernels_probe.moe_run", __doc__, budget_s=150.0)
     ap.add_argument("--model", action="append", metavar="ID:TP", help="e.g. deepseek-v3:8 (repeatable)")
-    ap.add_argument("--budget-s", type=float, default=150.0, help="stop starting new points after this long")
     ap.add_argument("--backend", action="append", choices=("triton", "grouped_mm", "loop"))
-    args = ap.parse_args(argv)
-    t_start = time.perf_counter()
-    if not torch.cuda.is_available():
-        print("moe_probe: no CUDA GPU")
-        return 2
-    from kernels_probe.step_probe import has_fp8
-    from kernels_probe.timing import L2Flusher
+    from kernels_probe.timing import start_command
 
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(device)
+    started = start_command(ap, argv, "moe_probe")
+    if started is None:
+        return 2
+    args, t_start, device, _, flusher = started
+    from kernels_probe.step_probe import has_fp8
+
     models = ([(s.split(":")[0], int(s.split(":")[1])) for s in args.model] if args.model
               else list(MOE_PROBE_MODELS_QUICK if args.quick else MOE_PROBE_MODELS))
     shapes = [moe_shape(m, tp) for m, tp in models]
     dtypes = ["bf16"] + (["fp8"] if has_fp8(device) else [])
     backends = args.backend or ["triton", "grouped_mm", "loop"]
-    flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
     run(args.out, shapes, device, flusher, m_grid=MOE_M_GRID_QUICK if args.quick else MOE_M_GRID, dtypes=dtypes,
         backends=backends, deadline_s=t_start + args.budget_s, t_start=t_start)
     return 0

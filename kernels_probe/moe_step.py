@@ -37,6 +37,7 @@ import torch
 from kernels_probe.glue import AppendTarget, TorchGlue, make_glue, rope_cache
 from kernels_probe.layer_graph import linear
 from kernels_probe.moe_step_shapes import MoeStepShape
+from kernels_probe.page_layout import page_layout
 from kernels_probe.step_model import PAGE_SIZE, Attention, StepKV
 from kernels_probe.step_shapes import WorkloadStep
 
@@ -103,14 +104,9 @@ class MlaKV:
 
     def __init__(self, s: MoeStepShape, pt: WorkloadStep, device, *, seed: int = 0, page_size: int = PAGE_SIZE):
         ps = page_size
-        if pt.prefix_tokens % ps:
-            raise ValueError("prefix_tokens must be a multiple of the page size")
+        layout = page_layout(pt, ps, device)
         self.shape, self.pt, self.page_size = s, pt, ps
-        B, ng, n = pt.batch, pt.n_groups, pt.group_size
-        P, S = pt.prefix_tokens, pt.suffix_tokens
-        pp, sp = P // ps, -(-S // ps)
-        prefix_pages = ng * pp
-        pages = prefix_pages + B * sp
+        B, P, S, pages = pt.batch, pt.prefix_tokens, pt.suffix_tokens, layout.num_pages
         dt = FP8 if pt.kv_dtype == "fp8" else torch.bfloat16
         g = torch.Generator(device=device)
         g.manual_seed(seed)
@@ -119,10 +115,8 @@ class MlaKV:
         for cache in (self.ckv, self.kpe):
             for layer in range(s.layers):
                 cache[layer].copy_(torch.randn(cache.shape[1:], dtype=torch.bfloat16, device=device, generator=g))
-        ar = lambda k: torch.arange(k, device=device, dtype=torch.int32)  # noqa: E731
-        self.prefix_table = (ar(ng)[:, None] * pp + ar(pp)[None, :]).contiguous()
-        self.suffix_table = (prefix_pages + ar(B)[:, None] * sp + ar(sp)[None, :]).contiguous()
-        self.shared_table = torch.cat([self.prefix_table[ar(B).long() // n], self.suffix_table], 1).contiguous()
+        self.prefix_table, self.suffix_table = layout.prefix_table, layout.suffix_table
+        self.shared_table = layout.shared_table
         self.seq_lens = torch.full((B,), P + S, dtype=torch.int32, device=device)
         self.append = AppendTarget(self.shared_table, self.seq_lens, ps)
         self.sm_scale = 1.0 / math.sqrt(s.nope_dim + s.rope_dim)

@@ -21,7 +21,7 @@ import torch
 
 from kernels_probe.moe_step_shapes import MoeStepPoint, moe_step_points, moe_step_shape, truncated_config
 from kernels_probe.reference import rel_err
-from kernels_probe.whole_steps import compare_modes, correctness_failure, time_step
+from kernels_probe.whole_steps import compare_modes, passing_steps, time_step
 
 GQA_MODES = (("flashinfer", "per_sequence"), ("flashinfer", "cascade"), ("flashinfer-fa2", "cascade"),
              ("triton", "per_sequence"), ("triton", "cascade"))
@@ -103,18 +103,8 @@ def measure_moe_steps(flusher, device, sm_count: int, points: list[MoeStepPoint]
                 except Exception as exc:  # noqa: BLE001
                     skipped.append({**base, "backend": b, "mode": mode,
                                     "reason": f"{type(exc).__name__}: {exc}"[:300]})
-            try:
-                chk = (compare_mla_modes if kind == "mla_moe" else compare_modes)(kv, steps, pt)
-            except Exception as exc:  # noqa: BLE001
-                skipped += [{**base, "backend": b, "mode": m, "reason": f"check failed: {type(exc).__name__}: "
-                             f"{exc}"[:300]} for (b, m) in steps]
-                steps, chk = {}, {"ref_err": {}, "mode_err": {}}
-            for (b, mode), st in steps.items():
-                e_ref, e_mode = chk["ref_err"].get((b, mode)), chk["mode_err"].get((b, mode))
-                why = correctness_failure(e_ref, e_mode)
-                if why:
-                    skipped.append({**base, "backend": b, "mode": mode, "reason": why})
-                    continue
+            check = compare_mla_modes if kind == "mla_moe" else compare_modes
+            for (b, mode), st, e_ref, e_mode in passing_steps(check, kv, steps, pt, base, skipped):
                 try:
                     st()
                     if not torch.isfinite(st.hidden_out.float()).all():
@@ -217,27 +207,19 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    import argparse
-    import pathlib
+    from kernels_probe.options import command_parser
 
-    ap = argparse.ArgumentParser(prog="python -m kernels_probe.moe_steps", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, type=pathlib.Path)
-    ap.add_argument("--quick", action="store_true")
+    ap = command_parser("kernels_probe.moe_steps", __doc__, budget_s=480.0)
     ap.add_argument("--workload", action="append", help="only these step workloads (moe_step_shapes.py)")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting new points after this long")
     ap.add_argument("--glue", choices=("fused", "torch"), default="fused")
     ap.add_argument("--parts", action="store_true", help="then the diagnosis and no-attention rows (step_ops)")
     ap.add_argument("--no-steps", action="store_true", help="no whole steps (with --parts: the parts only)")
-    args = ap.parse_args(argv)
-    t_start = time.perf_counter()
-    if not torch.cuda.is_available():
-        print("moe_steps: no CUDA GPU")
-        return 2
-    from kernels_probe.timing import L2Flusher
+    from kernels_probe.timing import start_command
 
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(device)
-    flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
+    started = start_command(ap, argv, "moe_steps")
+    if started is None:
+        return 2
+    args, t_start, device, props, flusher = started
     pts = moe_step_points(args.quick, tuple(args.workload) if args.workload else None)
     head = {"kind": "moe_step_rows", "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "device": {"name": props.name, "sm_count": props.multi_processor_count, "torch": torch.__version__,

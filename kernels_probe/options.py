@@ -124,6 +124,18 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     return ap
 
 
+def command_parser(module: str, doc: str | None, *, budget_s: float) -> argparse.ArgumentParser:
+    """The parser of a probe command beside this one (python -m kernels_probe.moe_run, .moe_steps): described by
+    the first paragraph of its module's doc, with the options they all have (--out FILE, --quick, --budget-s S)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog=f"python -m {module}", description=(doc or "").split("\n\n")[0])
+    ap.add_argument("--out", required=True, type=pathlib.Path)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--budget-s", type=float, default=budget_s, help="stop starting new points after this long")
+    return ap
+
+
 def check_choices(backends: list[str] | None, grid: str) -> str | None:
     """The one-line error for an unknown backend or grid (None when both are known)."""
     from kernels_probe.grid import BACKENDS

@@ -21,6 +21,7 @@ import torch
 
 from kernels_probe.glue import AppendTarget, TorchGlue, make_glue, rope_cache
 from kernels_probe.layer_graph import linear
+from kernels_probe.page_layout import page_layout
 from kernels_probe.step_shapes import LayerShape, WorkloadStep
 
 PAGE_SIZE = 16
@@ -62,14 +63,9 @@ class StepKV:
     def __init__(self, shape: LayerShape, pt: WorkloadStep, device, *, seed: int = 0, page_size: int = PAGE_SIZE,
                  dtype=None):
         ps = page_size
-        if pt.prefix_tokens % ps:
-            raise ValueError("prefix_tokens must be a multiple of the page size")
+        layout = page_layout(pt, ps, device)
         self.shape, self.pt, self.page_size = shape, pt, ps
-        B, ng, n = pt.batch, pt.n_groups, pt.group_size
-        P, S = pt.prefix_tokens, pt.suffix_tokens
-        pp, sp = P // ps, -(-S // ps)
-        prefix_pages = ng * pp
-        num_pages = prefix_pages + B * sp
+        B, P, S, num_pages = pt.batch, pt.prefix_tokens, pt.suffix_tokens, layout.num_pages
         cache_shape = (shape.layers, num_pages, ps, shape.kv_heads, shape.head_dim)
         g = torch.Generator(device=device)
         g.manual_seed(seed)
@@ -83,10 +79,8 @@ class StepKV:
                     cache[layer].copy_(torch.randn(cache_shape[1:], dtype=torch.bfloat16, device=device, generator=g))
                 else:
                     cache[layer].normal_(generator=g)
-        ar = lambda k: torch.arange(k, device=device, dtype=torch.int32)  # noqa: E731
-        self.prefix_table = (ar(ng)[:, None] * pp + ar(pp)[None, :]).contiguous()
-        self.suffix_table = (prefix_pages + ar(B)[:, None] * sp + ar(sp)[None, :]).contiguous()
-        self.shared_table = torch.cat([self.prefix_table[ar(B) // n], self.suffix_table], dim=1).contiguous()
+        self.prefix_table, self.suffix_table = layout.prefix_table, layout.suffix_table
+        self.shared_table = layout.shared_table
         self.seq_lens = torch.full((B,), P + S, dtype=torch.int32, device=device)
         self.suffix_lens = torch.full((B,), S, dtype=torch.int32, device=device)
         self.append = AppendTarget(self.shared_table, self.seq_lens, ps)

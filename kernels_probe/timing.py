@@ -11,6 +11,7 @@ A ``torch.cuda._sleep`` before the loop gives the host a head start.
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
 import triton
@@ -61,6 +62,20 @@ class L2Flusher:
     def __call__(self):
         _read_kernel[(self.nprog,)](self.buf, self.out, self.buf.numel(), BLOCK=self.block, ITERS=self.iters,
                                     EVICT="", num_warps=8)
+
+
+def start_command(ap, argv, prog: str):
+    """A probe command's start: its arguments parsed, the clock its budget counts from started, and the CUDA device
+    it times on with its properties and an L2 flusher sized to its L2 (50 MiB where torch does not say):
+    (args, t_start, device, props, flusher); None, after printing so, where torch sees no CUDA GPU."""
+    args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    if not torch.cuda.is_available():
+        print(f"{prog}: no CUDA GPU")
+        return None
+    device = torch.device("cuda")
+    props = torch.cuda.get_device_properties(device)
+    return args, t_start, device, props, L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
 
 
 def capture_graph(fn, warmup: int = 2) -> torch.cuda.CUDAGraph:

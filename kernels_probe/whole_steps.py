@@ -27,6 +27,25 @@ def correctness_failure(e_ref, e_mode) -> str | None:
     return f"correctness: ref err {e_ref}, vs per-sequence {e_mode}" if e_ref is None or bad else None
 
 
+def passing_steps(check, kv, steps: dict, pt, base: dict, skipped: list):
+    """Yield (backend, mode), step, reference error, error vs per-sequence for each step that passes its checks
+    (``check(kv, steps, pt)``: compare_modes or the MLA twin); each one that fails, or all where the check
+    itself raises, goes to ``skipped`` with its reason (as it is reached, in the order of ``steps``)."""
+    try:
+        chk = check(kv, steps, pt)
+    except Exception as exc:  # noqa: BLE001
+        skipped += [{**base, "backend": b, "mode": m, "reason": f"check failed: {type(exc).__name__}: "
+                     f"{exc}"[:300]} for (b, m) in steps]
+        return
+    for (b, mode), st in steps.items():
+        e_ref, e_mode = chk["ref_err"].get((b, mode)), chk["mode_err"].get((b, mode))
+        why = correctness_failure(e_ref, e_mode)
+        if why:
+            skipped.append({**base, "backend": b, "mode": mode, "reason": why})
+            continue
+        yield (b, mode), st, e_ref, e_mode
+
+
 def compare_modes(kv, steps: dict, pt: WorkloadStep) -> dict:
     """Run each step once eagerly on the same random q of layer 0: every attention output against a
     float32 reference on a few sequences, and each cascade against its per-sequence twin on all of them."""
@@ -90,20 +109,7 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
                     except Exception as exc:
                         skipped.append({**base, "backend": b, "mode": mode,
                                         "reason": f"{type(exc).__name__}: {exc}"[:300]})
-            try:
-                chk = compare_modes(kv, steps, pt)
-            except Exception as exc:
-                for (b, mode) in list(steps):
-                    skipped.append({**base, "backend": b, "mode": mode,
-                                    "reason": f"check failed: {type(exc).__name__}: {exc}"[:300]})
-                steps = {}
-                chk = {"ref_err": {}, "mode_err": {}}
-            for (b, mode), st in steps.items():
-                e_ref, e_mode = chk["ref_err"].get((b, mode)), chk["mode_err"].get((b, mode))
-                why = correctness_failure(e_ref, e_mode)
-                if why:
-                    skipped.append({**base, "backend": b, "mode": mode, "reason": why})
-                    continue
+            for (b, mode), st, e_ref, e_mode in passing_steps(compare_modes, kv, steps, pt, base, skipped):
                 try:
                     res = timer(st, flusher, budget_s=budget_s)
                 except Exception as exc:

@@ -1,6 +1,7 @@
 """What the CLI reproducer tests share: the repository's data files, a runner, and the contract's check
 that a refusal is one line on stderr with exit 2 and no traceback."""
 
+import json
 import os
 from pathlib import Path
 
@@ -19,6 +20,16 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 def run(*args):
     return runner.invoke(app, [str(a) for a in args])
+
+
+def estimate_json_and_text(*args) -> tuple[dict, str]:
+    """`estimate ARGS --json` (exit 0) as data, and `estimate ARGS` (exit 0) as text, its words joined by single
+    spaces (the table wraps at the terminal's width)."""
+    res = run("estimate", *args, "--json")
+    assert res.exit_code == 0, res.output
+    text = run("estimate", *args)
+    assert text.exit_code == 0, text.output
+    return json.loads(res.stdout), " ".join(text.stdout.split())
 
 
 def refused(res, *fragments):

@@ -26,6 +26,8 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 
+from cli_support import estimate_json_and_text
+
 MIXTRAL = load_preset("mixtral-8x7b")
 
 
@@ -139,16 +141,14 @@ def test_a_workload_says_its_routing_and_the_json_carries_it(tmp_path):
     wl = tmp_path / "ds.yaml"
     wl.write_text("schema_version: 1\nmodel: deepseek-v3\nhardware: h100-sxm\ntp: 8\nweight_dtype: fp8\n"
                   "moe_routing: skewed\ntree:\n  tokens: 2048\n  samples: 64\n  output_tokens: 32\n")
-    res = CliRunner().invoke(app, ["estimate", str(wl), "--json"])
-    assert res.exit_code == 0, res.output
-    src = json.loads(res.stdout)["moe_source"]
+    skewed, text = estimate_json_and_text(wl)
+    src = skewed["moe_source"]
     assert src["routing"] == "skewed" and "h200-probe" in src["routing_note"]
     bal = CliRunner().invoke(app, ["estimate", str(wl), "--moe-routing", "balanced", "--json"])
     d = json.loads(bal.stdout)
-    assert "routing" not in d["moe_source"] and d["run"]["per_sequence_s"] > json.loads(res.stdout)["run"][
+    assert "routing" not in d["moe_source"] and d["run"]["per_sequence_s"] > skewed["run"][
         "per_sequence_s"]                            # the probe's skewed router touches fewer experts
-    text = CliRunner().invoke(app, ["estimate", str(wl)])
-    assert "skewed routing" in " ".join(text.stdout.split())
+    assert "skewed routing" in text
     bad = tmp_path / "bad.yaml"
     bad.write_text(wl.read_text().replace("skewed", "zipf"))
     res = CliRunner().invoke(app, ["estimate", str(bad)])

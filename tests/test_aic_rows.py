@@ -97,19 +97,14 @@ def test_outside_the_rows_and_over_shared_pages_the_fit_prices_it_and_says_why()
 
 
 def test_estimate_json_names_aiconfigurators_rows(tmp_path):
-    from typer.testing import CliRunner
-
-    from cascade_plan.cli.app import app
+    from cli_support import estimate_json_and_text
 
     wl = tmp_path / "private.yaml"
     wl.write_text("schema_version: 1\nmodel: llama-3-8b\nhardware: h100-sxm\nprefix_caching: false\n"
                   "tree:\n  tokens: 1024\n  samples: 8\n  output_tokens: 64\n")
-    res = CliRunner().invoke(app, ["estimate", str(wl), "--json"])
-    assert res.exit_code == 0, res.output
-    assert MEASURED_AIC in res.stdout
-    text = CliRunner().invoke(app, ["estimate", str(wl)])
-    assert text.exit_code == 0 and "AIConfigurator's rows, interpolated" in " ".join(text.stdout.split())
-    assert json.loads(res.stdout)
+    d, text = estimate_json_and_text(wl)
+    assert MEASURED_AIC in json.dumps(d, ensure_ascii=False)
+    assert "AIConfigurator's rows, interpolated" in text
 
 
 @pytest.mark.parametrize("corrupt, field", [

@@ -202,3 +202,17 @@ def test_workload_step_ops_measure_the_experts(monkeypatch) -> None:
     out = sp.run_step_ops(None, CPU, quick=False, plan=plan)
     assert seen["shapes"] == [plan.moe] and seen["m_grid"] == plan.gemm_m and seen["dtypes"] == ["bf16"]
     assert out["step_ops"] == [{"op": "moe_grouped_gemm"}] and "moe_s" in out["timings_s"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the commands' refusal without a GPU")
+@pytest.mark.parametrize("module, prog", [("moe_run", "moe_probe"), ("moe_steps", "moe_steps")])
+def test_the_moe_commands_parse_then_refuse_without_a_gpu_writing_nothing(module, prog, tmp_path, capsys) -> None:
+    import importlib
+
+    main = importlib.import_module(f"kernels_probe.{module}").main
+    out = tmp_path / "rows.json"
+    assert main(["--out", str(out), "--quick", "--budget-s", "5"]) == 2
+    assert capsys.readouterr().out.strip() == f"{prog}: no CUDA GPU" and not out.exists()
+    with pytest.raises(SystemExit):          # --out is required: argparse refuses before looking for a GPU
+        main(["--quick"])
+    assert "--out" in capsys.readouterr().err

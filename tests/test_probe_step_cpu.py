@@ -78,3 +78,28 @@ def test_tiny_model_step_per_sequence_and_cascade_agree():
     assert float((a[1].float() - b[1].float()).norm() / a[1].float().norm()) < 2e-2
     # the new token's K landed in the last slot of each sequence's own suffix pages
     assert kv.append.positions.tolist() == [64 + 19 - 1] * 4
+
+
+def test_only_steps_that_pass_their_checks_are_timed_and_the_others_say_why():
+    from kernels_probe.whole_steps import STEP_TOLERANCE, passing_steps
+
+    steps = {("triton", "per_sequence"): "ps", ("triton", "cascade"): "c", ("flashinfer", "cascade"): "fc"}
+    errs = {"ref_err": {("triton", "per_sequence"): 1e-3, ("triton", "cascade"): 10 * STEP_TOLERANCE,
+                        ("flashinfer", "cascade"): 1e-4}, "mode_err": {("flashinfer", "cascade"): 1e-3}}
+    skipped: list = []
+    order = []
+    for key, st, e_ref, e_mode in passing_steps(lambda kv, s, pt: errs, None, steps, None, {"w": 1}, skipped):
+        order.append((key, st, e_ref, e_mode, len(skipped)))
+    # the failing cascade is skipped as it is reached: after the first step was handed out, before the third
+    assert order == [(("triton", "per_sequence"), "ps", 1e-3, None, 0),
+                     (("flashinfer", "cascade"), "fc", 1e-4, 1e-3, 1)]
+    assert skipped == [{"w": 1, "backend": "triton", "mode": "cascade",
+                        "reason": f"correctness: ref err {10 * STEP_TOLERANCE}, vs per-sequence None"}]
+
+    def broken(kv, s, pt):
+        raise RuntimeError("no reference")
+
+    skipped = []
+    assert list(passing_steps(broken, None, steps, None, {}, skipped)) == []
+    assert [(s["backend"], s["mode"]) for s in skipped] == list(steps)
+    assert all(s["reason"] == "check failed: RuntimeError: no reference" for s in skipped)

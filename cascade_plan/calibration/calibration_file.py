@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Generic, TypeVar, overload
 
 import msgspec
 
@@ -38,6 +39,30 @@ from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
 from cascade_plan.resources import data_files
+
+R = TypeVar("R")
+
+
+class _Rows(Generic[R]):
+    """A list of measured rows of a ProbeData (ROW_TYPES names its row type), typed on first use and kept on the
+    instance, as a cached_property is: one descriptor for every row list instead of one property each."""
+
+    def __init__(self, doc: str):
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Rows[R]: ...
+    @overload
+    def __get__(self, obj: ProbeData, owner: type | None = None) -> list[R]: ...
+
+    def __get__(self, obj: ProbeData | None, owner: type | None = None) -> _Rows[R] | list[R]:
+        if obj is None:
+            return self
+        rows = obj.__dict__[self.name] = obj._rows(self.name)
+        return rows
 
 
 @dataclass(frozen=True)
@@ -98,35 +123,14 @@ class ProbeData:
         _TYPED[(id(raw), name)] = (raw, typed)
         return typed
 
-    @cached_property
-    def measurements(self) -> list[Measurement]:
-        """The attention kernel rows (per-sequence decode, cascade prefix, suffix, merge, total)."""
-        return self._rows("measurements")
-
-    @cached_property
-    def step_ops(self) -> list[StepOpRow]:
-        """The op rows of `probe --step` (GEMM, glue, all-reduce, layer graphs, MoE grouped GEMMs)."""
-        return self._rows("step_ops")
-
-    @cached_property
-    def steps(self) -> list[StepRow]:
-        """Whole decode steps of models (validation only)."""
-        return self._rows("steps")
-
-    @cached_property
-    def mla(self) -> list[MlaRow]:
-        """The MLA kernel rows."""
-        return self._rows("mla")
-
-    @cached_property
-    def moe_rows(self) -> list[MoeRowDoc]:
-        """An imported file's AIConfigurator MoE rows."""
-        return self._rows("moe_rows")
-
-    @cached_property
-    def moe_skew(self) -> list[MoeSkewDoc]:
-        """Skewed / balanced routing ratios an import carries from the probe."""
-        return self._rows("moe_skew")
+    measurements = _Rows[Measurement]("The attention kernel rows (per-sequence decode, cascade prefix, suffix, "
+                                      "merge, total).")
+    step_ops = _Rows[StepOpRow]("The op rows of `probe --step` (GEMM, glue, all-reduce, layer graphs, MoE grouped "
+                                "GEMMs).")
+    steps = _Rows[StepRow]("Whole decode steps of models (validation only).")
+    mla = _Rows[MlaRow]("The MLA kernel rows.")
+    moe_rows = _Rows[MoeRowDoc]("An imported file's AIConfigurator MoE rows.")
+    moe_skew = _Rows[MoeSkewDoc]("Skewed / balanced routing ratios an import carries from the probe.")
 
     def _part(self, name: str, typ, default=None):
         """One top-level part typed: the checked document's, else decoded from the file on first use."""
