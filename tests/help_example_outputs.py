@@ -80,7 +80,8 @@ EXPECTED: dict[str, Callable[[str], None]] = {
     "workloads": _every_shipped_workload,
     "estimate rl-rollouts-64": has(r"Numbers: calibrated", KV_8B),
     "validate h200-probe-2026-12-01.json": has(r"Held-out accuracy on NVIDIA H200", r"decode_shared",
-                                               r"Whole decode steps", r"Step targets"),
+                                               r"Whole decode steps", r"Step targets", r"MoE / MLA step targets",
+                                               r"mla_moe"),
     "validate h200-aic-vllm.json --json": json_doc(lambda d: d["calibration"] == "h200-aic-vllm.json"
                                                    and d["crosscheck"]["gpu"] == "h200", "the AIC file's crosscheck"),
     "aic-check": has(r"Planner vs AIConfigurator's own estimate, \d+ configurations", r"attention", r"step"),
