@@ -124,13 +124,10 @@ def local_spark(monkeypatch):
 # tests that read its answer share one run per worker: each is marked xdist_group("validate") so that one
 # worker runs them all.
 @pytest.fixture(scope="session")
-def h200_validation():
-    """validate() of the shipped H200 probe file (the library call), computed once; read-only."""
-    from cascade_plan.calibration.calibration_file import find_committed
-    from cascade_plan.calibration.validation import validate
-    from cascade_plan.inputs.hardware import load_hardware
-
-    return validate(find_committed(load_hardware("h200")))
+def h200_validation(h200_validate_command):
+    """validate() of the shipped H200 probe file as `validate --json` prints it (its keys, plus the steps and the
+    file's name): the same computation, read from the one shared run instead of a second one; read-only."""
+    return h200_validate_command[0]
 
 
 @pytest.fixture(scope="session")

@@ -148,7 +148,7 @@ def test_calibrate_writes_fitted_section_atomically(tmp_path):
     assert bad.exit_code == 2 and "calibrate" in bad.stderr
 
 
-@pytest.mark.xdist_group("validate")        # conftest.py: one validate() for the tests that read it
+@pytest.mark.xdist_group("validate")        # conftest.py: one `validate --json --plots` for the tests that read it
 def test_committed_h200_calibration_meets_the_targets_for_the_shipped_kernels(h200_validation):
     """validate on the committed file: the default backend (FlashInfer, what engines ship) meets every
     accuracy target on held-out slices; every backend picks the faster mode more often than vLLM."""

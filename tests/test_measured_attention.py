@@ -218,7 +218,7 @@ def test_measured_attention_builds_only_the_tables_asked_for():
     assert list(m._tables) == [("per_sequence", (4, 8, 128)), ("cascade", (4, 8, 128))]
 
 
-@pytest.mark.xdist_group("validate")        # conftest.py: one validate() for the tests that read it
+@pytest.mark.xdist_group("validate")        # conftest.py: one `validate --json --plots` for the tests that read it
 def test_validate_reports_the_interpolation_error_apart_from_the_fit(h200_validation):
     res = h200_validation
     for name in ("flashinfer", "triton", "triton/fp8"):
