@@ -71,6 +71,10 @@ class StepConfig(msgspec.Struct, frozen=True, kw_only=True):
     suffix_tokens: Count
 
 
+# The whole-step kinds beside the dense steps (kernels_probe/moe_step.py), in words.
+STEP_KINDS = {"moe": "MoE (GQA attention + routed experts)", "mla_moe": "MLA + MoE"}
+
+
 class StepRow(msgspec.Struct, frozen=True, kw_only=True):
     """One whole decode step of a model the probe timed (`steps`: validation only, never fitted)."""
 

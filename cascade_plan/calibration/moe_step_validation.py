@@ -24,9 +24,7 @@ from cascade_plan.calibration.step_validation import (
     step_pairs,
     summarize,
 )
-from cascade_plan.calibration_rows import StepRow
-
-STEP_KINDS = {"moe": "MoE (GQA attention + routed experts)", "mla_moe": "MLA + MoE"}
+from cascade_plan.calibration_rows import STEP_KINDS, StepRow
 
 
 def is_moe_step(row: StepRow) -> bool:

@@ -14,7 +14,7 @@ from cascade_plan.calibration.measured_grid import (
     measured_grid,
     measured_rows,
 )
-from cascade_plan.calibration_format import KernelFitDoc
+from cascade_plan.calibration_format import BackendFit, KernelFitDoc
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -108,8 +108,6 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     shared = KernelFit.from_doc(decode_shared)
     step = step_parts_of(probe)
     origin_aic = origin == "aic"
-    if probe_mla:
-        mla_grid_of, mla_measured_of = _mla_readers(origin_aic)
     if origin == "probe" and probe.hardware_id == hw.id:
         from cascade_plan.calibration.allreduce_source import prefer_measured_allreduce
 
@@ -124,10 +122,10 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=overlap, step=step,
         origin=origin, origin_label=probe.source.label if origin == "aic" and probe.source is not None else None,
-        measured_grid=(mla_grid_of(probe, kv_dtype) if probe_mla else
+        measured_grid=(_mla_grid(probe, kv_dtype) if probe_mla else
                        measured_grid(probe, kv_dtype if key == kv_dtype else None)),
         measured=(None if key != kv_dtype
-                  else mla_measured_of(probe, kv_dtype, k) if probe_mla
+                  else _mla_measured(probe, kv_dtype, k) if probe_mla
                   else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
                   else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
@@ -138,21 +136,26 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     )
 
 
-def _mla_readers(imported: bool):
-    """(grid, measured rows) readers of a file's MLA kernels: the probe's own MLA rows, or in an imported file
-    AIConfigurator's MLA decode rows and the grid the importer stored (the cascade transferred: aic/importer.py)."""
-    if not imported:
-        from cascade_plan.calibration.mla_fit import mla_grid, mla_measured
+def _mla_grid(probe: ProbeData, kv: str) -> dict | None:
+    """The measured grid of a file's MLA kernels: the probe's own MLA rows, or the grid an import stored (its
+    decode from AIConfigurator's MLA rows, its cascade transferred: aic/importer.py)."""
+    if probe.source_kind != "aic":
+        from cascade_plan.calibration.mla_fit import mla_grid
 
-        return (lambda probe, kv: mla_grid(probe.mla, kv)), (lambda probe, kv, k: mla_measured(probe.mla, kv, k,
-                                                                                             probe.l2_bytes))
+        return mla_grid(probe.mla, kv)
+    stored = probe.grid.measured_mla
+    return msgspec.to_builtins(stored[kv]) if stored and kv in stored else None
+
+
+def _mla_measured(probe: ProbeData, kv: str, fits: BackendFit):
+    """The MLA rows the planner interpolates: the probe's own, or an import's AIConfigurator MLA decode rows."""
+    if probe.source_kind != "aic":
+        from cascade_plan.calibration.mla_fit import mla_measured
+
+        return mla_measured(probe.mla, kv, fits, probe.l2_bytes)
     from cascade_plan.calibration.aic.mla_rows import mla_decode_measured
 
-    def grid(probe: ProbeData, kv: str) -> dict | None:
-        stored = probe.grid.measured_mla
-        return msgspec.to_builtins(stored[kv]) if stored and kv in stored else None
-
-    return grid, (lambda probe, kv, k: mla_decode_measured(probe.doc, kv, k, probe.l2_bytes))
+    return mla_decode_measured(probe.doc, kv, fits, probe.l2_bytes)
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:

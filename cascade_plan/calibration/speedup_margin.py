@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cascade_plan.calibration_format import StepOpRow
+from cascade_plan.calibration_rows import STEP_KINDS
 from cascade_plan.cost.cost_params import CostParams
 
 
@@ -138,9 +139,6 @@ def _probe_with_steps(params: CostParams) -> Path | None:
     return Path(params.source)
 
 
-STEP_KIND_WORDS = {"moe": "MoE (GQA attention + routed experts)", "mla_moe": "MLA + MoE"}
-
-
 def step_kind(model) -> str | None:
     """The whole-step kind whose measured errors back a model's margin: "mla_moe", "moe", or None (dense)."""
     if not (model.num_moe_layers and model.num_experts):
@@ -156,7 +154,7 @@ def _moe_margin(path: Path, params: CostParams, kind: str) -> Margin | None:
     if not per:
         return None
     gpu = hw_id.upper() or "the probed GPU"
-    words = STEP_KIND_WORDS.get(kind, kind)
+    words = STEP_KINDS.get(kind, kind)
     if per.get(params.backend or ""):
         vals = per[params.backend or ""]
         where = f"{params.backend} kernels against {len(vals)} whole {words} steps measured on the {gpu}"
@@ -164,9 +162,7 @@ def _moe_margin(path: Path, params: CostParams, kind: str) -> Margin | None:
         vals = [e for b in per.values() for e in b]
         where = (f"every backend's kernels against {len(vals)} whole {words} steps measured on the {gpu} (none "
                  f"were timed with {params.backend})")
-    where += ", one GPU's shard of each model, without its all-reduce"
-    return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where}", n_steps=len(vals),
-                  over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
+    return _largest(vals, where + ", one GPU's shard of each model, without its all-reduce")
 
 
 def speedup_margin(params: CostParams, model_id: str, kind: str | None = None) -> Margin | None:
@@ -208,8 +204,13 @@ def speedup_margin(params: CostParams, model_id: str, kind: str | None = None) -
             "no whole MLA step timed" if kind is None else
             f"and no MoE layer term (routing, alignment, combine: fitted on and validated against the {gpu}'s "
             "whole MoE steps) in these numbers")
-    return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where.format(n=len(vals))}",
-                  n_steps=len(vals), over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
+    return _largest(vals, where.format(n=len(vals)))
+
+
+def _largest(vals, where: str) -> Margin:
+    """The margin of signed per-step speedup errors: their largest magnitude, and how far over and under."""
+    return Margin(error=float(max(abs(v) for v in vals)), source=f"the largest of {where}", n_steps=len(vals),
+                  over=max(float(max(vals)), 0.0), under=min(float(min(vals)), 0.0))
 
 
 @functools.lru_cache(maxsize=16)
