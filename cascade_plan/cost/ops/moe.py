@@ -38,10 +38,6 @@ def _modelled_layer_s(model, tp: int, weight_dtype: str, parts: StepParts, eleme
     return layer_s
 
 
-def _table(model, tp: int, weight_dtype: str, parts: StepParts) -> MoeTable | None:
-    return _pricing(model, tp, weight_dtype, parts)[0]
-
-
 def _pricing(model, tp: int, weight_dtype: str, parts: StepParts) -> tuple[MoeTable | None, MoeSkew | None]:
     """The table that prices the experts at the asked routing (its own skewed rows where measured, else
     the balanced ones), and the H200 skew ratio to apply on top where the table is balanced but skewed
