@@ -193,7 +193,3 @@ def mla_grid(rows: Sequence[MlaRow], kv_dtype: str) -> dict | None:
          "sequences": int(max(c.group_size * c.n_groups for c in cfgs)),
          "layer_prefix_bytes": float(max(c.n_groups * c.prefix_tokens * tb(c) for c in cfgs))}
     return {"decode": g, "cascade": dict(g)}
-
-
-def mla_heads(rows: Sequence[MlaRow], kv_dtype: str) -> list[int]:
-    return sorted({r.config.num_heads for r in rows if r.config.kv_dtype == kv_dtype})
