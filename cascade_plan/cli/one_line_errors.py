@@ -11,12 +11,13 @@ from typer.core import TyperGroup
 
 from cascade_plan.cli.narrow_help import NarrowSafeHelp
 
+from typer import Abort                          # click's Abort on older typer, typer's own from 0.27
+
 try:
     from typer import _click as click  # typer >= 0.27 vendors click
-    from typer.core import Abort
 except ImportError:                             # pragma: no cover - older typer on real click
-    import click  # type: ignore[no-redef]  # the same names from click itself
-    from click.exceptions import Abort  # type: ignore[no-redef]
+    # no-redef whether or not click is installed beside typer (mypy then sees click's own types)
+    import click  # type: ignore[no-redef, unused-ignore]
 
 
 class OneLineErrorGroup(NarrowSafeHelp, TyperGroup):
