@@ -7,11 +7,10 @@ import sys
 from typing import Any, Sequence
 
 import typer
+from typer import Abort  # click's Abort on older typer, typer's own from 0.27
 from typer.core import TyperGroup
 
 from cascade_plan.cli.narrow_help import NarrowSafeHelp
-
-from typer import Abort                          # click's Abort on older typer, typer's own from 0.27
 
 try:
     from typer import _click as click  # typer >= 0.27 vendors click
