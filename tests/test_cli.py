@@ -94,9 +94,12 @@ NOT_FOR_ESTIMATE = ("pandas", "matplotlib", "torch", "triton", "pydantic", "pyar
 
 
 def test_estimate_imports_no_heavy_modules(root):
-    code = ("import sys; from cascade_plan.cli.app import main; sys.argv=['cascade-plan','estimate',"
-            f"{str(root / 'workloads/rl-rollouts-64.yaml')!r}]\ntry: main()\nexcept SystemExit: pass\n"
-            f"print('HEAVY', sorted(m for m in {NOT_FOR_ESTIMATE!r} if m in sys.modules))")
+    # Modules the interpreter loaded before our code ran (a site-packages .pth file: CI's Python imports certifi,
+    # and with it tempfile, at start-up) are not estimate's doing.
+    code = ("import sys; before = set(sys.modules); from cascade_plan.cli.app import main; "
+            f"sys.argv=['cascade-plan','estimate',{str(root / 'workloads/rl-rollouts-64.yaml')!r}]\n"
+            "try: main()\nexcept SystemExit: pass\n"
+            f"print('HEAVY', sorted(m for m in {NOT_FOR_ESTIMATE!r} if m in sys.modules and m not in before))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert "HEAVY []" in out.stdout, out.stdout[-500:] + out.stderr
 
