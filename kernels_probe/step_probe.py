@@ -259,12 +259,22 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     t0 = time.perf_counter()
     backends = [b for b in STEP_BACKENDS if fi_ok or b == "triton"]
     pts = step_points(quick) + (held_out_points(quick) if held_out else [])
+    moe_plan = plan is not None and getattr(plan, "moe", None) is not None
     if plan is not None:
-        pts = list(plan.steps)
+        pts = [] if moe_plan else list(plan.steps)       # a MoE model's steps: the MoE step model below
     r, s = measure_steps(flusher, device, sm_count, quick=quick, backends=backends, glue=glue, points=pts,
                          shapes=None if plan is None else {plan.shape.model: plan.shape})
     out["steps"] += r
     out["skipped"] += s
+    if moe_plan and plan.steps and plan.moe_step_layers:
+        from kernels_probe.moe_step_shapes import MoeStepPoint
+        from kernels_probe.moe_steps import GQA_MODES, measure_moe_steps
+
+        mpts = [MoeStepPoint(p, plan.moe.tp, plan.moe_step_layers) for p in plan.steps]
+        modes = tuple(m for m in GQA_MODES if m[0] in backends)
+        r, s = measure_moe_steps(flusher, device, sm_count, mpts, glue=glue, modes=modes, log=lambda msg: None)
+        out["steps"] += r
+        out["skipped"] += s
     out["timings_s"]["steps_s"] = time.perf_counter() - t0
     _checkpoint(out)
     out["step_glue"] = glue

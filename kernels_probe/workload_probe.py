@@ -14,8 +14,8 @@ samples, optionally private prompt tokens):
 * whole steps: its first, middle and final decode step (one GPU's shard: on one GPU a TP > 1 step is
   timed without its all-reduces, which the multi-GPU probe measures);
 * MoE models: the routed experts as engines run them (kernels_probe/moe_probe.py: one grouped GEMM per
-  projection over the batch's routing, balanced and skewed) at its TP, weight dtype and the GEMMs' M;
-  a GQA MoE model builds no dense step (the plan's notes say so).
+  projection over the batch's routing, balanced and skewed) at its TP, weight dtype and the GEMMs' M,
+  and its whole steps through the MoE step model (kernels_probe/moe_step.py) instead of the dense one.
 
 MLA models get their MLA attention rows (kernels_probe/mla_workload.py); an MLA + MoE model (DeepSeek) also its
 routed experts (grouped GEMM rows at its TP and weight dtype, Triton, balanced and skewed routing) and its whole
@@ -46,7 +46,7 @@ class WorkloadProbePlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     mla: tuple = ()                   # MLA attention configurations (kernels_probe.mla.MlaConfig)
     moe: MoeShape | None = None       # the routed experts per GPU (MoE models), measured at gemm_m
-    moe_step_layers: int = 0          # MLA + MoE: whole steps (`steps`) built with this many layers (0: none)
+    moe_step_layers: int = 0          # MoE: whole steps (`steps`) of the MoE step model with this many layers (0: none)
 
     def describe(self) -> dict:
         d = {"workload": self.name, "shape": None if self.shape is None else self.shape.as_dict(),
@@ -124,18 +124,32 @@ def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
     steps = tuple(WorkloadStep(scn.name, shape.model, pos, P, samples, groups, private, k, out, kv_dtype=scn.kv_dtype,
                             weight_dtype=scn.weight_dtype) for pos, k in positions)
     notes = []
-    moe = None
+    moe, layers = None, 0
     if scn.model.num_experts and scn.model.num_moe_layers:
         moe = moe_shape_from_spec(scn.model, scn.tp)
-        steps = ()
         notes.append(f"MoE: routed experts ({moe.experts} experts, top {moe.top_k}, width {moe.intermediate} per GPU) "
-                     "measured as grouped GEMMs; no whole steps (the step probe builds dense models only)")
+                     "measured as grouped GEMMs")
+        try:
+            layers = moe_step_layers(scn.model, scn.tp, scn.weight_dtype, scn.kv_dtype, steps[-1])
+        except ValueError as exc:          # a config the step model cannot find or split: experts and attention only
+            steps = ()
+            notes.append(f"no whole steps: {exc}")
+        else:
+            notes.append(_moe_steps_note(layers, scn.model.num_layers))
     if P != prefix:
         notes.append(f"prefix {prefix} rounded up to {P} tokens (whole pages of {page_size})")
     if scn.tp > 1:
         notes.append(f"TP {scn.tp}: one GPU's shard is timed; its all-reduces need the multi-GPU probe")
     return WorkloadProbePlan(name=scn.name, shape=shape, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
-                             attention=tuple(cfgs), gemm_m=tuple(ms), steps=steps, notes=tuple(notes), moe=moe)
+                             attention=tuple(cfgs), gemm_m=tuple(ms), steps=steps, notes=tuple(notes), moe=moe,
+                             moe_step_layers=layers)
+
+
+def _moe_steps_note(layers: int, model_layers: int) -> str:
+    kept = "all" if layers >= model_layers else f"{layers} of"
+    return (f"whole steps: one GPU's shard with {kept} {model_layers} layers (the MoE step model, "
+            "kernels_probe/moe_step.py; what fits one GPU's memory at the final step), without the all-reduces; "
+            "validation predicts the same layers")
 
 
 def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
@@ -160,8 +174,7 @@ def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
         layers = moe_step_layers(scn.model, scn.tp, scn.weight_dtype, scn.kv_dtype, steps[-1])
         notes.append(f"MoE: routed experts ({moe.experts} experts, top {moe.top_k}, width {moe.intermediate} per GPU) "
                      "measured as grouped GEMMs")
-        notes.append(f"whole steps: one GPU's shard with {layers} of {scn.model.num_layers} layers (what fits one "
-                     "GPU's memory at the final step), without the all-reduces; validation predicts the same layers")
+        notes.append(_moe_steps_note(layers, scn.model.num_layers))
     if P != prefix:
         notes.append(f"prefix {prefix} rounded up to {P} tokens (whole pages of {page_size})")
     return WorkloadProbePlan(name=scn.name, shape=None, kv_dtype=scn.kv_dtype, weight_dtype=scn.weight_dtype,
@@ -171,14 +184,16 @@ def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
 
 def moe_step_layers(model, tp: int, weight_dtype: str, kv_dtype: str, final: WorkloadStep,
                     budget_bytes: float = 100e9) -> int:
-    """How many layers of an MLA + MoE model's shard (its dense layers first) fit `budget_bytes` of one GPU with
-    the final step's latent cache: the whole model where it fits, else fewer MoE layers."""
+    """How many layers of a MoE model's shard (its dense layers first) fit `budget_bytes` of one GPU with the
+    final step's KV cache (MLA: the latent; GQA: K and V of its KV heads per GPU): the whole model where it
+    fits, else fewer MoE layers. ValueError where the step model has no config for the model."""
     from kernels_probe.moe_step_shapes import moe_step_shape
 
     s = moe_step_shape(model.id, tp)
     eb = 1 if weight_dtype.startswith("fp8") else 2
     tokens = final.n_groups * final.prefix_tokens + final.batch * (-(-final.suffix_tokens // 16) * 16)
-    kv_layer = tokens * (s.kv_lora + s.rope_dim) * (1 if kv_dtype == "fp8" else 2)
+    width = s.kv_lora + s.rope_dim if s.attention == "mla" else 2 * s.kv_heads * s.head_dim
+    kv_layer = tokens * width * (1 if kv_dtype == "fp8" else 2)
     per_layer = s.weight_bytes(eb) / s.layers + kv_layer          # MoE layers dominate: an upper bound
     return max(s.dense_layers + 1, min(s.layers, int(budget_bytes // per_layer)))
 

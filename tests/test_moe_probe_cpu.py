@@ -4,6 +4,8 @@ pass of the measuring loop with a stand-in timer."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kernels_probe.interpret import enable_interpreter
@@ -175,7 +177,10 @@ def test_probe_workload_plan_of_a_moe_model() -> None:
     plan = probe_plan_from_options(None, model="mixtral-8x7b", prefix=2048, groups=2, samples=16, output_tokens=256,
                                    private_tokens=0, kv_dtype=None, weight_dtype=None, tp=2)
     assert plan.moe == MoeShape("mixtral-8x7b", 2, hidden=4096, intermediate=7168, experts=8, top_k=2)
-    assert plan.steps == () and any("MoE" in n and "no whole steps" in n for n in plan.notes)
+    # its whole first / middle / final steps through the MoE step model: all 32 layers of a TP-2 shard fit
+    assert [(p.position, p.suffix_tokens, p.batch) for p in plan.steps] == [
+        ("first", 1, 32), ("middle", 128, 32), ("final", 256, 32)]
+    assert plan.moe_step_layers == 32 and any("whole steps" in n and "all 32 layers" in n for n in plan.notes)
     assert 32 in plan.gemm_m and plan.attention                      # attention and dense GEMMs as before
     assert plan_from_json(plan.describe()) == plan
     dense = probe_plan_from_options(None, model="llama-3-8b", prefix=1000, groups=1, samples=8, output_tokens=100,
@@ -216,3 +221,50 @@ def test_the_moe_commands_parse_then_refuse_without_a_gpu_writing_nothing(module
     with pytest.raises(SystemExit):          # --out is required: argparse refuses before looking for a GPU
         main(["--quick"])
     assert "--out" in capsys.readouterr().err
+
+
+def test_probe_workload_moe_steps_need_a_config_the_step_model_finds(tmp_path) -> None:
+    """A MoE model the step model has no config for (a user's config.json outside calibrations/configs/) is
+    probed for its attention and experts only, and the plan's notes say why no whole steps."""
+    from cascade_plan.cli.app import probe_plan_from_options
+    from kernels_probe.step_shapes import config_dir
+
+    cfg = json.loads((config_dir() / "qwen3-30b-a3b.json").read_text())
+    path = tmp_path / "my-moe.json"
+    path.write_text(json.dumps(cfg))
+    plan = probe_plan_from_options(None, model=str(path), prefix=1024, groups=4, samples=8, output_tokens=64,
+                                   private_tokens=0, kv_dtype=None, weight_dtype=None, tp=1)
+    assert plan.moe is not None and plan.attention and plan.steps == () and plan.moe_step_layers == 0
+    assert any(n.startswith("no whole steps: ") and "my-moe" in n for n in plan.notes)
+
+
+def test_a_moe_workload_plans_steps_are_timed_by_the_moe_step_model(monkeypatch) -> None:
+    """probe --workload on a GQA MoE model: its steps go to the MoE step model (never the dense one), with the
+    plan's layer count and the backends the run has."""
+    import kernels_probe.layer_graph as lg
+    import kernels_probe.moe_steps as ms
+    import kernels_probe.step_probe as sp
+    from cascade_plan.cli.app import probe_plan_from_options
+
+    plan = probe_plan_from_options(None, model="mixtral-8x7b", prefix=1024, groups=1, samples=8, output_tokens=64,
+                                   private_tokens=0, kv_dtype=None, weight_dtype=None, tp=1)
+    seen: dict = {}
+
+    def dense(*a, points, **k):
+        seen["dense"] = list(points)
+        return [], []
+
+    def moe_steps(flusher, device, sm_count, points, **kw):
+        seen.update(points=points, **kw)
+        return [{"step_kind": "moe"}], []
+
+    monkeypatch.setattr(sp, "measure_steps", dense)
+    monkeypatch.setattr(lg, "measure_layer_graphs", lambda *a, **k: ([], []))
+    monkeypatch.setattr(ms, "measure_moe_steps", moe_steps)
+    monkeypatch.setattr(sp.torch.cuda, "device_count", lambda: 1)
+    out = sp.run_step_probe(None, "cpu", 132, quick=True, fi_ok=False, out={"step_ops": [], "steps": [], "skipped": [],
+                                                                             "timings_s": {}}, plan=plan)
+    assert seen["dense"] == [] and out["steps"] == [{"step_kind": "moe"}]
+    assert [(p.step.position, p.layers, p.tp) for p in seen["points"]] == [("first", 32, 1), ("middle", 32, 1),
+                                                                         ("final", 32, 1)]
+    assert seen["modes"] == (("triton", "per_sequence"), ("triton", "cascade"))     # no FlashInfer in this run
