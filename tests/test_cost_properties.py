@@ -189,3 +189,29 @@ def test_prefix_pass_computes_whole_tiles_of_query_rows():
         c = step_costs(single_level_load(4096, n, 4, 1), g, model, "bf16", 1, flop_bound)
         assert float(c.cas_prefix_flops) == pytest.approx(4 * n * 4096 * g.attn_flop_per_query_token)
         assert float(c.cas_prefix_s) == pytest.approx(float(c.cas_prefix_flops) * tiles / g.attn_flop_per_s)
+
+
+def test_fa3_prefix_pass_tiles_every_query_head_apart():
+    """FlashInfer's FA3 prefill (its automatic choice on Hopper for 16-bit KV) gives each query head whole
+    128-row tiles of a prompt's sequences: 16 sequences compute as 128 rows per head, 8x the useful FLOP,
+    however many query heads share a KV head. The fit's features and the planner count the same."""
+    from cascade_plan.calibration.fitting import features
+    from cascade_plan.cost.cost_model import single_level_load, step_costs
+    from cascade_plan.cost.cost_params import KernelParams
+    from cascade_plan.cost.ops.attention import prefix_compute_factor, prefix_tile_factor
+
+    readers = np.array([1, 16, 128, 129, 320])
+    assert prefix_compute_factor(readers, 8, "q_head").tolist() == pytest.approx([128, 8, 1, 256 / 129, 384 / 320])
+    assert prefix_compute_factor(readers, 8).tolist() == prefix_tile_factor(readers * 8).tolist()
+    cfg = dict(prefix_tokens=2048, n_groups=32, group_size=16, suffix_tokens=16, num_kv_heads=4, q_per_kv=8,
+               head_dim=128, kv_dtype="bf16")
+    packed, per_head = features("cascade_prefix", [cfg]), features("cascade_prefix", [cfg], "q_head")
+    assert per_head.flops[0] / packed.flops[0] == pytest.approx(8.0)       # 128 packed rows: one full tile
+    model, hw = load_preset("qwen2.5-7b"), load_hardware("h200")
+    g = gpu_shape(model, hw, "bf16", "bf16", 1)
+    flop_bound = dataclasses.replace(IDEAL, prefix=KernelParams(bw_eff=1e12))
+    load = single_level_load(4096, 16, 4, 1)
+    a = step_costs(load, g, model, "bf16", 1, flop_bound)
+    b = step_costs(load, g, model, "bf16", 1, dataclasses.replace(flop_bound, prefix_rows="q_head"))
+    assert float(a.cas_prefix_flops) == float(b.cas_prefix_flops)          # the useful FLOP reported alike
+    assert float(b.cas_prefix_s) == pytest.approx(float(a.cas_prefix_s) * 8)   # 16 rows per head of 128

@@ -15,3 +15,9 @@ BACKENDS: dict[str, dict[str, tuple[str, str | None]]] = {
     "flashinfer-fa2": {"decode": ("flashinfer", "tensor_cores"), "prefix": ("flashinfer-fa2", "fa2"),
                        "total": ("flashinfer-fa2", "fa2")},
 }
+
+# How each backend's prefix pass tiles query rows, per KV dtype (cost/ops/attention.py PREFIX_ROWS). FlashInfer's
+# automatic choice on Hopper (the probe's "flashinfer" cascade) is its FA3 prefill for 16-bit KV, which gives
+# every query head its own tiles; with fp8 KV it falls back to FA2 (on the H200 its fp8 rows and fits match
+# flashinfer-fa2's within 1%). The rest pack a prompt's rows per KV head.
+PREFIX_ROWS: dict[tuple[str, str], str] = {("flashinfer", "bf16"): "q_head", ("flashinfer", "fp16"): "q_head"}

@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 
 from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, KernelFitDoc
-from cascade_plan.cost.ops.attention import overlapped_total, prefix_tile_factor
+from cascade_plan.cost.ops.attention import overlapped_total, prefix_compute_factor
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -64,10 +64,10 @@ class Features:
 CONFIG_COLUMNS = ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")
 
 
-def features(kernel: str, configs: Configs | dict[str, np.ndarray]) -> Features:
+def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows: str = "kv_head") -> Features:
     """`configs`: probe configurations (typed rows or plain mappings), or their columns already
     (CONFIG_COLUMNS and "kv_element_bytes", one array each: a caller with thousands of rows need not build a
-    dict per row)."""
+    dict per row). `prefix_rows`: how the backend's prefix pass tiles query rows (cost/ops/attention.py)."""
     if isinstance(configs, dict):
         c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
         kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)
@@ -86,8 +86,8 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray]) -> Features:
         red = c["n_groups"] * (c["group_size"] - 1) * P * kvb if kernel == "decode_shared" else zero
         b = seqs * (P + S) * kvb
         return Features(b, seqs * (P + S) * f_tok, rows, red, shared, b, P + S, seqs * hq)
-    if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows per KV head
-        tiles = prefix_tile_factor(c["group_size"] * c["q_per_kv"])
+    if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows
+        tiles = prefix_compute_factor(c["group_size"], c["q_per_kv"], prefix_rows)
         return Features(shared, seqs * P * f_tok * tiles, rows, zero, shared, shared, P, seqs * hq)
     if kernel == "cascade_suffix":
         b = seqs * S * kvb
@@ -317,7 +317,7 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
     overlap and the merge). `fits`: one backend's fitted section."""
     if kind == "cascade_total":
         pre_fit, suf_fit = KernelFit.from_doc(fits.prefix), KernelFit.from_doc(fits.suffix)
-        fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+        fp, fs = features("cascade_prefix", cfgs, fits.prefix_rows), features("cascade_suffix", cfgs)
         has_suffix = np.array(config_column(cfgs, "suffix_tokens")) > 0
         t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
         total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
@@ -327,4 +327,4 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
             total = total + predict_kind(fits, "merge", cfgs, l2)
         return total
     feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
-    return predict(KernelFit.from_doc(getattr(fits, kind)), features(feature_kind, cfgs), l2)
+    return predict(KernelFit.from_doc(getattr(fits, kind)), features(feature_kind, cfgs, fits.prefix_rows), l2)

@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 from cascade_plan import __version__
-from cascade_plan.calibration.backends import BACKENDS
+from cascade_plan.calibration.backends import BACKENDS, PREFIX_ROWS
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import (
     Features,
@@ -32,8 +32,8 @@ from cascade_plan.calibration_format import Measurement
 FIT_VERSION = 1
 
 
-def _xy(rows: list[Measurement], kernel: str) -> tuple[Features, np.ndarray]:
-    f = features(kernel, [r.config for r in rows])
+def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head") -> tuple[Features, np.ndarray]:
+    f = features(kernel, [r.config for r in rows], prefix_rows)
     return f, np.array([r.median_s for r in rows], dtype=float)
 
 
@@ -88,7 +88,10 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     pre = rows(pb, "cascade_prefix", pv)
     if len(pre) < 6:
         return None
-    out["prefix"] = _fit_one(*_xy(pre, "cascade_prefix"), bw, fl).to_dict()
+    tiling = PREFIX_ROWS.get((backend, kv_dtype), "kv_head")
+    out["prefix"] = _fit_one(*_xy(pre, "cascade_prefix", tiling), bw, fl).to_dict()
+    if tiling != "kv_head":
+        out["prefix_rows"] = tiling
     if "total" in src:
         tb, tv = src["total"]
         rest = _residual_rows(rows(tb, "cascade_total", tv), [pre])

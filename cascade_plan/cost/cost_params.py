@@ -78,6 +78,9 @@ class CostParams:
     # "gqa", or "mla": the kernel fits are the probe's MLA kernels (cost/ops/mla_attention.py), whose FLOP
     # are counted in whole query tiles of 64/128 rows
     attention_kind: str = "gqa"
+    # how the GQA prefix pass tiles query rows (cost/ops/attention.py PREFIX_ROWS): "kv_head" packs a prompt's
+    # sequences x query heads per KV head, "q_head" tiles each query head apart (FlashInfer's FA3 prefill)
+    prefix_rows: str = "kv_head"
 
     @property
     def numbers(self) -> str:

@@ -54,6 +54,11 @@ def with_l2_of(decode: dict, shared_probe: dict, r: TransferRatios) -> dict:
     return out
 
 
+# GPUs where FlashInfer's automatic prefill choice is FA3 (Hopper, SM 9.0), as on the H200 the probe measured;
+# elsewhere it is FA2, whose cascade the probe times as flashinfer-fa2.
+FA3_GPUS = frozenset({"h100-sxm", "h100-pcie", "h200", "gh200"})
+
+
 def transfer_backend(probe_fits: dict, decode: dict, r: TransferRatios) -> dict:
     """A backend's fitted kernels for the other GPU: decode measured (AIConfigurator), the rest moved."""
     return {
@@ -63,6 +68,8 @@ def transfer_backend(probe_fits: dict, decode: dict, r: TransferRatios) -> dict:
         "suffix": transfer_fit(probe_fits["suffix"], r),
         "merge": transfer_fit(probe_fits.get("merge"), r),
         "prefix_suffix_overlap": float(probe_fits.get("prefix_suffix_overlap", 0.0)),
+        # the prefix fit's parameters hold only with the row tiling they were fitted with
+        **({"prefix_rows": probe_fits["prefix_rows"]} if "prefix_rows" in probe_fits else {}),
     }
 
 

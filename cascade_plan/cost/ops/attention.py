@@ -154,6 +154,24 @@ def prefix_tile_factor(rows):
     return np.where(r > 0, prefix_tile_rows(r) / np.maximum(r, 1e-300), 1.0)
 
 
+# How a backend's cascade prefix pass lays out one prompt's query rows: "kv_head" packs a prompt's sequences x
+# the query heads of each KV head into one tile (the probe's Triton kernel, FlashInfer's FA2 prefill);
+# "q_head" gives each query head its own whole 128-row tiles of the prompt's sequences (FlashInfer's FA3
+# prefill on Hopper, its automatic choice there: on the H200 its prefix time for 32 prompts x 4 KV heads x 8
+# query heads is the same at 8, 16 and 32 sequences per prompt, 261-288 us at 2,048 tokens, 1,024 tiles x 128
+# rows at 540 TFLOP/s).
+PREFIX_ROWS = ("kv_head", "q_head")
+
+
+def prefix_compute_factor(readers, q_per_kv, prefix_rows: str = "kv_head"):
+    """Computed FLOP per useful FLOP of the prefix pass: `readers` sequences per prompt, `q_per_kv` query
+    heads per KV head, tiled as `prefix_rows` says (PREFIX_ROWS)."""
+    r = np.asarray(readers, float)
+    if prefix_rows == "q_head":
+        return np.where(r > 0, np.ceil(r / PREFIX_TILE_ROWS - 1e-9) * PREFIX_TILE_ROWS / np.maximum(r, 1e-300), 1.0)
+    return prefix_tile_factor(r * np.asarray(q_per_kv, float))
+
+
 def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.ndarray:
     """Prefix and suffix passes of one cascade. Run one after the other they add up; run concurrently
     (two streams) their fixed costs overlap but their bytes still share the bus: the larger of the two
