@@ -34,7 +34,8 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
   - probe 1.2 (2026-12-01): fp8 rows, `mla`/`mla_skipped` rows, `run` on every row, notes.runs;
   - whole MoE steps (2026-12-01): step_ops of op moe_layer_graph with StepOpRow.model_config,
     StepPartsDoc.moe_layer, speedup_errors.moe_fits;
-  - BackendFit.prefix_rows (2026-12-01): FlashInfer's FA3 prefix pass tiles each query head apart.
+  - BackendFit.prefix_rows, decode_rows (2026-12-01): FlashInfer's FA3 prefix pass tiles each query head apart;
+    the probe's Triton decode computes a KV head's query heads as one padded tile.
 """
 
 from __future__ import annotations
@@ -204,6 +205,8 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     prefix_suffix_overlap: Fraction = 0.0
     # how the prefix pass tiles query rows (cost/ops/attention.py PREFIX_ROWS); files without it: "kv_head"
     prefix_rows: Literal["kv_head", "q_head"] = "kv_head"
+    # how its per-sequence decode computes query rows (DECODE_ROWS); files without it: "q_head"
+    decode_rows: Literal["q_head", "kv_head"] = "q_head"
     notes: list[Text] = []                          # what an imported file says about its own coverage
     train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
 

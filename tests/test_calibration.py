@@ -96,7 +96,8 @@ def test_planner_applies_the_fit_exactly(h200_params, cfg):
         fits = probe.fits.kv_dtypes["bf16"][backend]
         costs = step_costs(single_level_load(P, n, gr, S), sh, model, "bf16", 1, params, prefix_caching=True)
         l2 = probe.l2_bytes
-        want_ps = predict(KernelFit.from_doc(fits.decode_shared), features("decode_shared", [c]), l2)[0]
+        want_ps = predict(KernelFit.from_doc(fits.decode_shared),
+                          features("decode_shared", [c], decode_rows=fits.decode_rows), l2)[0]
         assert float(costs.ps_attention_s) == pytest.approx(want_ps, rel=1e-6)
         want_pre = predict(KernelFit.from_doc(fits.prefix), features("cascade_prefix", [c], fits.prefix_rows), l2)[0]
         assert float(costs.cas_prefix_s) == pytest.approx(want_pre, rel=1e-6)
@@ -195,3 +196,24 @@ def test_fa3_cascade_is_priced_per_query_head_on_shapes_the_fit_never_saw(h200_p
     pred = _predict_kernel(fits["bf16"]["flashinfer"], "cascade_total", [r["config"] for r in rows], probe.l2_bytes)
     err = np.abs(pred / np.array([r["median_s"] for r in rows]) - 1)
     assert np.median(err) < 0.04 and err.max() < 0.07, err
+
+
+def test_triton_fp8_decode_is_priced_per_kv_head_on_shapes_the_fit_never_saw(h200_params, root):
+    """The probe's Triton decode computes a KV head's query heads as one dot of at least 16 rows; with fp8 KV that
+    work bounds it, so its fit counts it that way (bf16, bandwidth-bound, keeps useful FLOP). Checked on Qwen3's
+    `probe --workload` rows (8 query heads per KV head, 256-1,024 sequences), never fitted: useful FLOP priced
+    them 17-27% too slow."""
+    from cascade_plan.cost.ops.attention import decode_compute_factor
+
+    assert decode_compute_factor([1, 4, 5, 8, 16, 32], "kv_head").tolist() == [16, 4, 16 / 5, 2, 1, 1]
+    assert decode_compute_factor([1, 8], "q_head").tolist() == [1, 1]
+    probe, _ = h200_params
+    fits = probe.fits.kv_dtypes
+    assert fits["fp8"]["triton"].decode_rows == "kv_head" and fits["bf16"]["triton"].decode_rows == "q_head"
+    doc = json.loads((root / "benchmarks/raw/h200-2026-12-01b/qwen3-fp8.json").read_text())
+    for kind in ("decode_shared", "decode_dup"):
+        rows = [r for r in doc["measurements"] if r["backend"] == "triton" and r["kernel"] == kind]
+        assert len(rows) == 7
+        pred = _predict_kernel(fits["fp8"]["triton"], kind, [r["config"] for r in rows], probe.l2_bytes)
+        err = np.abs(pred / np.array([r["median_s"] for r in rows]) - 1)
+        assert np.median(err) < 0.03 and err.max() < 0.07, (kind, err)

@@ -70,4 +70,5 @@ def test_beam_search_on_mi300x_defaults_is_no_longer_the_only_go(root):
     mi = next(r for r in doc["rows"] if r["hardware"] == "mi300x")
     assert round(mi["run_speedup"], 2) == 1.83 and mi["uncalibrated"]
     assert mi["verdict"] == "marginal" and mi["speedup_range"][0] < 1
-    assert all(r["verdict"] != "go" for r in doc["rows"])
+    # a "go" comes only from measured numbers (AIConfigurator's tables or the probe), never the defaults
+    assert all(not r["uncalibrated"] for r in doc["rows"] if r["verdict"] == "go")

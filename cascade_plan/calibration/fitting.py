@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 
 from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, KernelFitDoc
-from cascade_plan.cost.ops.attention import overlapped_total, prefix_compute_factor
+from cascade_plan.cost.ops.attention import decode_compute_factor, overlapped_total, prefix_compute_factor
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -64,10 +64,12 @@ class Features:
 CONFIG_COLUMNS = ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")
 
 
-def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows: str = "kv_head") -> Features:
+def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows: str = "kv_head",
+             decode_rows: str = "q_head") -> Features:
     """`configs`: probe configurations (typed rows or plain mappings), or their columns already
     (CONFIG_COLUMNS and "kv_element_bytes", one array each: a caller with thousands of rows need not build a
-    dict per row). `prefix_rows`: how the backend's prefix pass tiles query rows (cost/ops/attention.py)."""
+    dict per row). `prefix_rows`, `decode_rows`: how the backend's prefix pass and per-sequence decode lay out
+    query rows (cost/ops/attention.py PREFIX_ROWS, DECODE_ROWS)."""
     if isinstance(configs, dict):
         c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
         kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)
@@ -85,7 +87,8 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     if kernel in ("decode_shared", "decode_dup"):
         red = c["n_groups"] * (c["group_size"] - 1) * P * kvb if kernel == "decode_shared" else zero
         b = seqs * (P + S) * kvb
-        return Features(b, seqs * (P + S) * f_tok, rows, red, shared, b, P + S, seqs * hq)
+        flops = seqs * (P + S) * f_tok * decode_compute_factor(c["q_per_kv"], decode_rows)
+        return Features(b, flops, rows, red, shared, b, P + S, seqs * hq)
     if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows
         tiles = prefix_compute_factor(c["group_size"], c["q_per_kv"], prefix_rows)
         return Features(shared, seqs * P * f_tok * tiles, rows, zero, shared, shared, P, seqs * hq)
@@ -327,4 +330,5 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
             total = total + predict_kind(fits, "merge", cfgs, l2)
         return total
     feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
-    return predict(KernelFit.from_doc(getattr(fits, kind)), features(feature_kind, cfgs, fits.prefix_rows), l2)
+    return predict(KernelFit.from_doc(getattr(fits, kind)),
+                   features(feature_kind, cfgs, fits.prefix_rows, fits.decode_rows), l2)

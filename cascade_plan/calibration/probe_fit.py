@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 from cascade_plan import __version__
-from cascade_plan.calibration.backends import BACKENDS, PREFIX_ROWS
+from cascade_plan.calibration.backends import BACKENDS, DECODE_ROWS, PREFIX_ROWS
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import (
     Features,
@@ -32,8 +32,9 @@ from cascade_plan.calibration_format import Measurement
 FIT_VERSION = 1
 
 
-def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head") -> tuple[Features, np.ndarray]:
-    f = features(kernel, [r.config for r in rows], prefix_rows)
+def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head",
+        decode_rows: str = "q_head") -> tuple[Features, np.ndarray]:
+    f = features(kernel, [r.config for r in rows], prefix_rows, decode_rows)
     return f, np.array([r.median_s for r in rows], dtype=float)
 
 
@@ -74,12 +75,15 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     dup = rows(db, "decode_dup", dv)
     if len(dup) < 6:
         return None
-    f, t = _xy(dup, "decode_dup")
+    dec_rows = DECODE_ROWS.get((backend, kv_dtype), "q_head")
+    f, t = _xy(dup, "decode_dup", decode_rows=dec_rows)
     dup_fit = _fit_one(f, t, bw, fl)
     out["decode_dup"] = dup_fit.to_dict()
+    if dec_rows != "q_head":
+        out["decode_rows"] = dec_rows
     shared = rows(db, "decode_shared", dv)
     if len(shared) >= 6:
-        f2, t2 = _xy(shared, "decode_shared")
+        f2, t2 = _xy(shared, "decode_shared", decode_rows=dec_rows)
         sh = fit_l2(dataclasses.replace(dup_fit, surface=None), f2, t2, l2)
         out["decode_shared"] = dataclasses.replace(sh, surface=fit_surface(sh, f2, t2, l2)).to_dict()
     else:

@@ -134,6 +134,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                 ["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
         attention_kind="mla" if probe_mla else "gqa",
         prefix_rows="kv_head" if probe_mla else k.prefix_rows,
+        decode_rows="q_head" if probe_mla else k.decode_rows,
     )
 
 

@@ -15,6 +15,7 @@ from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.cost.moe_routing import expected_experts_touched
 from cascade_plan.cost.ops.attention import (
     SingleLevel,
+    decode_compute_factor,
     measured_layer_s,
     outside_reason,
     overlapped_total,
@@ -263,7 +264,8 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         def tile_factor(readers: np.ndarray, heads: int) -> np.ndarray:
             return mla_tile_factor(readers * heads)
     dec = params.decode if prefix_caching or params.decode_dup is None else params.decode_dup
-    ps_roof = corrected_roofline_s(ps_hbm, ps_flops * one_tile, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
+    ps_computed = ps_flops * one_tile * float(decode_compute_factor(G, params.decode_rows))
+    ps_roof = corrected_roofline_s(ps_hbm, ps_computed, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
                                    longest_tokens=load.longest_context)
     if prefix_caching and params.l2_bytes_per_s:
         # every logical byte still streams through L2 (same correction surface as the HBM term)

@@ -81,6 +81,9 @@ class CostParams:
     # how the GQA prefix pass tiles query rows (cost/ops/attention.py PREFIX_ROWS): "kv_head" packs a prompt's
     # sequences x query heads per KV head, "q_head" tiles each query head apart (FlashInfer's FA3 prefill)
     prefix_rows: str = "kv_head"
+    # how the per-sequence decode computes query rows (cost/ops/attention.py DECODE_ROWS): "q_head" useful FLOP,
+    # "kv_head" a KV head's query heads as one tile of at least 16 rows (the probe's Triton kernel)
+    decode_rows: str = "q_head"
 
     @property
     def numbers(self) -> str:
