@@ -83,6 +83,7 @@ class StepRow(msgspec.Struct, frozen=True, kw_only=True):
     tp: Annotated[int, msgspec.Meta(ge=1, le=1024)]
     position: str
     config: StepConfig
+    glue: Literal["fused", "torch"] | None = None    # the engine glue the step ran (None: the file's step_glue)
     kv_dtype: KvDtype | None = None
     weight_dtype: str | None = None
     backend: str

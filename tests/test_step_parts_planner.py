@@ -203,3 +203,23 @@ def test_every_shipped_step_parts_section_round_trips_through_the_typed_form_unc
     for path in sorted((root / "calibrations").glob("*.json")):
         sp = json.loads(path.read_text())["fitted"]["step_parts"]
         assert json.dumps(step_parts_json(read_step_parts(sp))) == json.dumps(sp), path.name
+
+
+def test_a_step_timed_with_torch_glue_is_priced_with_torch_glue():
+    """A probe run without FlashInfer times its steps with plain torch glue (Qwen3's fp8 `probe --workload` run in
+    benchmarks/raw/h200-2026-12-01b: priced with the file's fused glue its steps came out 9-15% too fast, with
+    torch glue within 4%). Validation prices each step with the glue it ran, fitted from the file's glue rows."""
+    from cascade_plan.calibration.calibration_file import ProbeData
+    from cascade_plan.calibration.step_validation import step_points
+
+    probe = find_committed(H200)
+    rows = [s for s in probe.doc["steps"] if s["workload"] == "rl-rollouts-64" and s["tp"] == 1
+            and s["kv_dtype"] == "bf16" and s["position"] == "first" and s["backend"] in ("triton",)]
+    assert len(rows) == 2 and {s["glue"] for s in rows} == {"fused"}
+    fused, torch_glue = ({**probe.doc, "steps": [{**s, "glue": g} for s in rows]} for g in ("fused", "torch"))
+    a, = step_points(ProbeData(probe.path, fused), H200)
+    b, = step_points(ProbeData(probe.path, torch_glue), H200)
+    # torch glue: ~94 us per layer at M = 1 against FlashInfer's ~16 us (glue rows of the file), 32 layers
+    extra = b.predicted_ps_s - a.predicted_ps_s
+    assert 1.5e-3 < extra < 4e-3 and b.predicted_cas_s - a.predicted_cas_s == pytest.approx(extra, rel=1e-6)
+    assert b.predicted_parts["glue_s"] - a.predicted_parts["glue_s"] == pytest.approx(extra, rel=1e-6)

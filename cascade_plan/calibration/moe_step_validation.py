@@ -39,7 +39,7 @@ def moe_step_points(probe: ProbeData, hw, params=None) -> list[tuple[str, StepCo
     for r, ps in step_pairs(rows):
         wl, (kvd, wd), pos, tp, b = r.workload, _dtypes(r), r.position, r.tp, r.backend
         pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
-                                            params)
+                                            params, r.glue)
         if r.allreduce is False:       # one GPU's shard: no all-reduce was timed
             pred_ps, pred_cas = pred_ps - parts["comm_s"], pred_cas - parts["comm_s"]
             parts = {**parts, "comm_s": 0.0, "comm_excluded": True}

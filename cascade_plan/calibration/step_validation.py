@@ -84,14 +84,27 @@ def _dtypes(row: StepRow) -> tuple[str, str]:
     return (row.kv_dtype or c.kv_dtype or "bf16", row.weight_dtype or c.weight_dtype or "bf16")
 
 
+def _with_glue(probe: ProbeData, params, glue: str | None):
+    """`params` with the engine glue a step ran (fused FlashInfer kernels or plain torch), fitted from the file's
+    glue rows of that variant, where it is not the calibration's own; as given where the file has none."""
+    if glue is None or params.step is None or params.step.glue.variant == glue:
+        return params
+    import dataclasses
+
+    from cascade_plan.calibration.step_fit import fit_glue
+
+    fitted = fit_glue(probe.step_ops, glue, probe.ceilings)
+    return params if fitted is None else dataclasses.replace(params, step=dataclasses.replace(params.step, glue=fitted))
+
+
 def _predict(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, tp: int, hw, kv_dtype: str = "bf16",
-             weight_dtype: str = "bf16", params=None) -> tuple[float, float, dict]:
+             weight_dtype: str = "bf16", params=None, glue: str | None = None) -> tuple[float, float, dict]:
     from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 
     if callable(params):          # a resolver (backend, model, KV dtype) -> CostParams
         params = params(backend, model, kv_dtype)
-    params = params or params_from_probe(probe, backend, kv_dtype, hw, model)
+    params = _with_glue(probe, params or params_from_probe(probe, backend, kv_dtype, hw, model), glue)
     g = gpu_shape(model, hw, kv_dtype, weight_dtype, tp)
     load = single_level_load(cfg.prefix_tokens, cfg.group_size, cfg.n_groups, cfg.suffix_tokens)
     c = step_costs(load, g, model, weight_dtype, tp, params)
@@ -122,7 +135,7 @@ def step_points(probe: ProbeData, hw, params=None) -> list[StepComparison]:
     for r, ps in step_pairs(rows):
         wl, (kvd, wd), pos, tp, b = r.workload, _dtypes(r), r.position, r.tp, r.backend
         pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
-                                            params)
+                                            params, r.glue)
         out.append(StepComparison(backend=b, workload=wl, model=r.model, tp=tp, position=pos, kv_dtype=kvd,
                                   weight_dtype=wd, step=r.config.generated, held_out_shape=r.model not in fit_models,
                                   measured_ps_s=ps.median_s, measured_cas_s=r.median_s, predicted_ps_s=pred_ps,
