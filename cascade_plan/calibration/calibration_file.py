@@ -3,10 +3,11 @@ at the edge, and the shipped files found by GPU."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 import msgspec
 
@@ -122,6 +123,12 @@ class ProbeData:
             _TYPED.clear()
         _TYPED[(id(raw), name)] = (raw, typed)
         return typed
+
+    def derived(self, name: str, make: Callable[["ProbeData"], Any]) -> Any:
+        """make(self), once per decoded document: what the planner derives from the file alone (its step parts,
+        its measured grid), shared by every ProbeData of one read_shipped document (`estimate` builds one per
+        backend it weighs). The result is shared: callers must not change it."""
+        return self._shared(self.doc, "derived:" + name, lambda _doc: make(self))
 
     measurements = _Rows[Measurement]("The attention kernel rows (per-sequence decode, cascade prefix, suffix, "
                                       "merge, total).")

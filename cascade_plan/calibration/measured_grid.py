@@ -38,7 +38,11 @@ def grid_of_configs(cfgs: Configs) -> dict | None:
 def measured_grid(probe: ProbeData, kv_dtype: str | None = None) -> dict | None:
     """{"decode": grid, "cascade": grid} of a calibration: written by the importer (grid.measured), else
     computed from the probe's measurement rows (of `kv_dtype` only, where given: a grid measured in bf16
-    says nothing about fp8); None when neither exists."""
+    says nothing about fp8); None when neither exists. Once per document and dtype: the result is shared."""
+    return probe.derived(f"measured_grid:{kv_dtype}", lambda p: _measured_grid(p, kv_dtype))
+
+
+def _measured_grid(probe: ProbeData, kv_dtype: str | None) -> dict | None:
     stored = msgspec.to_builtins(probe.grid.measured) if probe.grid.measured is not None else None
     if stored:
         return stored
@@ -57,17 +61,18 @@ def coverage_notes(probe: ProbeData, model, has_mla_fit: bool | str = False, kv_
     else the grid's axes."""
     from cascade_plan.calibration.backends import BACKENDS
 
-    grid = probe.grid
-    q_per_kv = sorted(set(grid.axes.q_per_kv or []))
-    head_dims = [grid.head_dim] if grid.head_dim else []
-    rows = ([m.config for m in probe.measurements
-             if m.config.kv_dtype == kv_dtype and (backend is None or m.backend in
-                                                  {b for b, _ in BACKENDS.get(backend, {}).values()})]
-            if kv_dtype else [])
-    if rows:
-        q_per_kv = sorted({c.q_per_kv for c in rows})
-        head_dims = sorted({c.head_dim for c in rows})
-    what = f" ({kv_dtype} KV rows)" if rows and kv_dtype != "bf16" else ""
+    def shapes(p: ProbeData) -> tuple[list[int], list[int], bool]:
+        grid = p.grid
+        rows = ([m.config for m in p.measurements
+                 if m.config.kv_dtype == kv_dtype and (backend is None or m.backend in
+                                                      {b for b, _ in BACKENDS.get(backend, {}).values()})]
+                if kv_dtype else [])
+        if rows:
+            return sorted({c.q_per_kv for c in rows}), sorted({c.head_dim for c in rows}), True
+        return sorted(set(grid.axes.q_per_kv or [])), [grid.head_dim] if grid.head_dim else [], False
+
+    q_per_kv, head_dims, by_rows = probe.derived(f"measured_shapes:{kv_dtype}:{backend}", shapes)
+    what = f" ({kv_dtype} KV rows)" if by_rows and kv_dtype != "bf16" else ""
     notes = []
     if model.attention == "mla" and has_mla_fit == "probe":
         pass     # the probe's own MLA rows and fits: heads and grid are checked where they are interpolated

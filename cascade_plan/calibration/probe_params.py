@@ -21,7 +21,11 @@ from cascade_plan.inputs.hardware import HardwareProfile
 
 
 def step_parts_of(probe: ProbeData):
-    """The fitted StepParts of a calibration, or the documented defaults when it has none."""
+    """The fitted StepParts of a calibration, or the documented defaults when it has none (once per document)."""
+    return probe.derived("step_parts", _step_parts)
+
+
+def _step_parts(probe: ProbeData):
     from cascade_plan.calibration.moe_rows import with_moe_tables
     from cascade_plan.calibration.step_parts_doc import step_parts_from_doc
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
