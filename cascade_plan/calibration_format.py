@@ -7,7 +7,7 @@ unknown fields (a misspelt or extra key is one error line, not a TypeError downs
 number is typed, its range an annotation (a string in a surface is refused here, not in numpy). At the
 top level and in the measurement rows the probe writes more fields than the reader needs (timing
 details, notes, tuning): unknown ones there are kept in the file and ignored by the reader; the writer's
-own rows (TimedMeasurement, ProbeCeilings) require them. A new fitted field goes into the struct it
+own rows (TimedMeasurement, ProbeCeilings, in the sibling leaf calibration_probe_format.py) require them. A new fitted field goes into the struct it
 belongs to (KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel kind such as
 `decode_mla`, StepPartsDoc and its parts for the rest of the step, Fitted for a new fitted section or
 bookkeeping): one struct field each. The measured rows beyond the attention and step-op ones (`steps`, `mla`),
@@ -34,6 +34,7 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
   - probe 1.2 (2026-12-01): fp8 rows, `mla`/`mla_skipped` rows, `run` on every row, notes.runs;
   - whole MoE steps (2026-12-01): step_ops of op moe_layer_graph with StepOpRow.model_config,
     StepPartsDoc.moe_layer, speedup_errors.moe_fits;
+  - MoeLayerDoc.measured (2026-12-01): the MoE layer term per measured layer shape;
   - BackendFit.prefix_rows, decode_rows (2026-12-01): FlashInfer's FA3 prefix pass tiles each query head apart;
     the probe's Triton decode computes a KV head's query heads as one padded tile.
 """
@@ -233,6 +234,14 @@ class GlueDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     kv_append_per_layer_s: Seconds = 0.0
 
 
+class MoeLayerTableDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The MoE layer term as measured for one layer shape (cost/step_parts.py MoeLayerTable)."""
+    key: Text
+    log2_m: list[LogAxis]
+    per_layer_s: list[Seconds]
+    label: Text = ""
+
+
 class MoeLayerDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """An MoE layer's cost beyond its expert GEMMs, and MLA's per-layer glue (cost/step_parts.py MoeLayerParams),
     fitted on ``moe_layer_graph`` rows (whole steps with attention left out) only: calibration/moe_layer_fit.py."""
@@ -244,6 +253,7 @@ class MoeLayerDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     n_train: Annotated[int, msgspec.Meta(ge=0)] = 0
     train_median_ape: FiniteNonNeg = 0.0
     train_max_ape: FiniteNonNeg = 0.0
+    measured: list[MoeLayerTableDoc] = []           # per layer shape, the term as measured (absent: fit only)
 
 
 class AllReduceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -406,45 +416,3 @@ def inconsistent(fitted: Fitted | None) -> tuple[tuple, str] | None:
                     return where + ("l2_bytes_per_s",), f"must be 0 (none) or at least {MIN_RATE:g} bytes/s"
     return None
 
-
-# ---- the probe's own rows, as it writes them (kernels_probe/calibration_file.py checks its file with these)
-
-class ProbeCeilings(Ceilings, frozen=True, kw_only=True):
-    """The ceilings a probe run measures: every one present."""
-    hbm_copy_bytes_per_s: Bandwidth
-    graph_kernel_launch_s: Seconds
-
-
-class TimedMeasurement(Measurement, frozen=True, kw_only=True):
-    """One measurement row as the probe writes it: timings and the correctness check beside the median."""
-    median_s: Annotated[float, msgspec.Meta(gt=0, le=1e4)]
-    bytes: FiniteNonNeg
-    flops: FiniteNonNeg
-    p10_s: Seconds
-    p90_s: Seconds
-    n_reps: Annotated[int, msgspec.Meta(ge=1)]
-    max_rel_err: Annotated[float, msgspec.Meta(ge=0, le=1e30)] | None
-
-
-class SkippedRow(msgspec.Struct, frozen=True, kw_only=True):
-    config: dict
-    backend: str
-    kernel: str
-    reason: str
-
-
-class ProbeDocument(msgspec.Struct, frozen=True, kw_only=True):
-    """The top level of a file the probe writes (before `calibrate` fills `fitted`)."""
-    schema_version: Literal[1]
-    kind: Literal["cascade-plan-calibration"]
-    probe_version: str
-    created_utc: str
-    hardware_id: str | None
-    device: dict
-    ceilings: ProbeCeilings
-    grid: dict
-    measurements: list[TimedMeasurement]
-    skipped: list[SkippedRow]
-    fitted: dict
-    notes: dict = {}
-    step_ops: list[StepOpRow] = []

@@ -16,7 +16,8 @@ import pathlib
 
 import msgspec
 
-from cascade_plan.calibration_format import KIND, SCHEMA_VERSION, ProbeDocument
+from cascade_plan.calibration_format import KIND, SCHEMA_VERSION
+from cascade_plan.calibration_probe_format import ProbeDocument
 from kernels_probe import PROBE_VERSION
 from kernels_probe.grid import BACKENDS, KERNELS
 

@@ -96,7 +96,7 @@ def test_fit_recovers_planted_parameters(root) -> None:
     planted = []
     for r in rows:
         if r.op == OP:
-            _, priced, x, _ = _features(r, parts, H200)
+            _, priced, x, *_ = _features(r, parts, H200)
             r = msgspec.structs.replace(r, median_s=priced + float(x @ truth))
         planted.append(r)
     got = fit_moe_layer(planted, parts, H200)
@@ -163,3 +163,31 @@ def test_deepseek_margin_rests_on_the_whole_mla_moe_steps() -> None:
     assert margin["error"] < 0.05               # the DeepSeek shard's speedups, predicted within 1.8%
     assert "no whole MLA step timed" not in json.dumps(out)
     assert out["moe_source"]["layer"].startswith("router, alignment and combine")
+
+
+def test_a_measured_layer_shape_is_priced_from_its_rows() -> None:
+    """Inside the batch sizes the probe measured a layer shape at (Mixtral-8x7B TP 1 bf16, DeepSeek-V3 TP 8 fp8),
+    the MoE layer term is the measurement: exact at a measured M; another TP, weight dtype or model, or a batch
+    beyond the rows, gets the fit. The tables survive the file's round trip."""
+    from cascade_plan.calibration.calibration_file import find_committed
+    from cascade_plan.calibration.probe_params import step_parts_of
+    from cascade_plan.cost.step_parts import moe_layer_key
+
+    parts = step_parts_of(find_committed(H200))
+    tables = parts.moe_layer.measured
+    mixtral = load_preset("mixtral-8x7b")
+    assert {t.key for t in tables} == {moe_layer_key(mixtral, 1, "bf16"),
+                                       moe_layer_key(load_preset("deepseek-v3"), 8, "fp8")}
+    table = parts.moe_layer.table_for(moe_layer_key(mixtral, 1, "bf16"))
+    m = 2.0 ** np.array(table.log2_m)
+    assert list(m) == [1, 8, 16, 32, 64, 128, 256, 512]
+    got = moe_dispatch.cost(mixtral, 1, m, parts, "bf16").time_s
+    assert list(got) == pytest.approx([32 * t for t in table.per_layer_s], rel=1e-9)
+    fit_only = replace(parts, moe_layer=replace(parts.moe_layer, measured=()))
+    for tp, wd, tokens in ((2, "bf16", m), (1, "fp8", m), (1, "bf16", np.array([1024.0]))):
+        assert list(moe_dispatch.cost(mixtral, tp, tokens, parts, wd).time_s) == \
+            list(moe_dispatch.cost(mixtral, tp, tokens, fit_only, wd).time_s)
+    assert not np.allclose(got, moe_dispatch.cost(mixtral, 1, m, fit_only, "bf16").time_s, rtol=1e-3)
+    assert read_step_parts(step_parts_json(parts)).moe_layer == parts.moe_layer
+    assert "measured for this layer shape" in moe_dispatch.describe(mixtral, parts, 1, "bf16")
+    assert "measured" not in moe_dispatch.describe(mixtral, parts, 2, "bf16")

@@ -25,14 +25,14 @@ import numpy as np
 
 from cascade_plan.calibration_rows import StepOpRow
 from cascade_plan.cost.moe_routing import expected_experts_touched
-from cascade_plan.cost.step_parts import MoeLayerParams, StepParts
+from cascade_plan.cost.step_parts import MoeLayerParams, MoeLayerTable, StepParts, moe_layer_key
 from cascade_plan.errors import InputError
 
 OP = "moe_layer_graph"
 
 
-def _features(row: StepOpRow, parts: StepParts, hw) -> tuple[float, float, np.ndarray, str]:
-    """(measured s, already-priced s, the four regressors, the row's model label)."""
+def _features(row: StepOpRow, parts: StepParts, hw) -> tuple[float, float, np.ndarray, str, str]:
+    """(measured s, already-priced s, the four regressors, the row's model label, its MoE layer shape key)."""
     from cascade_plan.cost.step_terms import step_ops
     from cascade_plan.inputs.dtypes import ELEMENT_BYTES
     from cascade_plan.inputs.model_spec import spec_from_hf_config
@@ -51,7 +51,8 @@ def _features(row: StepOpRow, parts: StepParts, hw) -> tuple[float, float, np.nd
     L = model.num_moe_layers
     x = np.array([L, L * float(c.m) * model.hidden_size, L * float(expected_experts_touched(model, m)[0]),
                   model.num_layers if model.attention == "mla" else 0.0])
-    return float(row.median_s), priced, x, f"{c.model} TP{c.tp} ({model.num_layers} layers, {wd} weights)"
+    return (float(row.median_s), priced, x, f"{c.model} TP{c.tp} ({model.num_layers} layers, {wd} weights)",
+            moe_layer_key(model, c.tp, wd))
 
 
 def _nonneg_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -87,4 +88,21 @@ def fit_moe_layer(rows: Sequence[StepOpRow], parts: StepParts, hw) -> MoeLayerPa
             f"{max(r.config.m or 0 for r in sel)}"
     return MoeLayerParams(per_layer_s=float(coef[0]), per_token_hidden_layer_s=float(coef[1]),
                           per_expert_layer_s=float(coef[2]), mla_per_layer_s=float(coef[3]), basis=basis,
-                          n_train=len(sel), train_median_ape=float(np.median(err)), train_max_ape=float(err.max()))
+                          n_train=len(sel), train_median_ape=float(np.median(err)), train_max_ape=float(err.max()),
+                          measured=_tables(sel, feats, meas, priced, x, coef))
+
+
+def _tables(sel: Sequence[StepOpRow], feats, meas: np.ndarray, priced: np.ndarray, x: np.ndarray,
+            coef: np.ndarray) -> tuple[MoeLayerTable, ...]:
+    """Per MoE layer shape, the term each row measured (its time less what is priced otherwise and less the
+    fitted MLA glue, per MoE layer), over the batch sizes it was measured at (two at least)."""
+    by_key: dict[str, dict[float, float]] = {}
+    labels: dict[str, str] = {}
+    for r, f, t, p, xi in zip(sel, feats, meas, priced, x):
+        per_layer = (t - p - xi[3] * coef[3]) / xi[0]
+        if per_layer > 0 and r.config.m:
+            by_key.setdefault(f[4], {})[float(np.log2(r.config.m))] = float(per_layer)
+            labels[f[4]] = f[3]
+    return tuple(MoeLayerTable(key=k, log2_m=tuple(sorted(v)), per_layer_s=tuple(v[m] for m in sorted(v)),
+                               label=labels[k])
+                 for k, v in sorted(by_key.items()) if len(v) >= 2)

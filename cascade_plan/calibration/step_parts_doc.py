@@ -13,6 +13,7 @@ from cascade_plan.calibration_format import (
     GemmTableDoc,
     GlueDoc,
     MoeLayerDoc,
+    MoeLayerTableDoc,
     StepPartsDoc,
     step_parts_problem,
 )
@@ -28,6 +29,7 @@ from cascade_plan.cost.step_parts import (
     GemmShapeTable,
     GlueParams,
     MoeLayerParams,
+    MoeLayerTable,
     StepParts,
     infer_algorithm,
 )
@@ -61,7 +63,21 @@ def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
         composition=None if c is None else Composition(log2_m=_tuples(c.log2_m),
                                                        factor={k: _tuples(f) for k, f in c.factor.items()},
                                                        basis=c.basis, applied=c.applied),
-        moe_layer=None if ml is None else MoeLayerParams(**{f: getattr(ml, f) for f in MoeLayerDoc.__struct_fields__}))
+        moe_layer=None if ml is None else _moe_layer_params(ml))
+
+
+def _moe_layer_params(ml: MoeLayerDoc) -> MoeLayerParams:
+    scalar = {f: getattr(ml, f) for f in MoeLayerDoc.__struct_fields__ if f != "measured"}
+    return MoeLayerParams(**scalar, measured=tuple(
+        MoeLayerTable(key=t.key, log2_m=tuple(t.log2_m), per_layer_s=tuple(t.per_layer_s), label=t.label)
+        for t in ml.measured))
+
+
+def _moe_layer_doc(p: MoeLayerParams) -> MoeLayerDoc:
+    scalar = {f: getattr(p, f) for f in MoeLayerDoc.__struct_fields__ if f != "measured"}
+    return MoeLayerDoc(**scalar, measured=[MoeLayerTableDoc(key=t.key, log2_m=list(t.log2_m),
+                                                            per_layer_s=list(t.per_layer_s), label=t.label)
+                                           for t in p.measured])
 
 
 def allreduce_from_doc(d: StepPartsDoc) -> dict[int, AllReduceFit]:
@@ -117,8 +133,7 @@ def step_parts_json(p: StepParts) -> dict:
         gemm_shapes={k: GemmShapeDoc(log2_m=_lists(e.log2_m), log2_n=_lists(e.log2_n), log2_k=_lists(e.log2_k),
                                      ratio=_lists(e.ratio))
                      for k, e in p.gemm_shapes.items()},
-        moe_layer=None if p.moe_layer is None else MoeLayerDoc(**{f: getattr(p.moe_layer, f)
-                                                                  for f in MoeLayerDoc.__struct_fields__}))
+        moe_layer=None if p.moe_layer is None else _moe_layer_doc(p.moe_layer))
     out = msgspec.to_builtins(doc, enc_hook=_number)
     if p.moe_layer is None:
         del out["moe_layer"]

@@ -161,15 +161,15 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
         output_tokens=int((flat.leaf_seqs * flat.leaf_output).sum()), verdict=verdict, warnings=warnings,
         memory=mem, coverage=coverage, attention_source=attention_sources(run.costs, run.weights, params),
         moe_source=_with_layer(moe_source(m, scn.tp, scn.weight_dtype, run.costs.active_seqs, run.weights,
-                                          params.step), m, params.step),
+                                          params.step), m, params.step, scn.tp, scn.weight_dtype),
     )
 
 
-def _with_layer(src: dict | None, model, parts) -> dict | None:
+def _with_layer(src: dict | None, model, parts, tp: int, weight_dtype: str) -> dict | None:
     """The MoE source with what prices the rest of each MoE layer (router, alignment, combine)."""
     from cascade_plan.cost.ops.moe_dispatch import describe
 
-    return None if src is None else {**src, "layer": describe(model, parts)}
+    return None if src is None else {**src, "layer": describe(model, parts, tp, weight_dtype)}
 
 
 def _mode_json(m: ModeStep) -> dict:

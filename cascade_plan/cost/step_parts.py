@@ -229,6 +229,24 @@ class Composition:
         return np.interp(x, np.asarray(self.log2_m), np.asarray(f, float))
 
 
+def moe_layer_key(model, tp: int, weight_dtype: str) -> str:
+    """The MoE layer shape a measured MoE-layer table holds for: hidden size, experts, top-k, expert width per GPU,
+    TP and weight dtype (models of one shape share it)."""
+    width = (model.moe_intermediate_size or model.intermediate_size or 0) // max(tp, 1)
+    return (f"h{model.hidden_size}-e{model.num_experts}-k{model.experts_per_token}-w{width}-tp{tp}-{weight_dtype}")
+
+
+@dataclass(frozen=True)
+class MoeLayerTable:
+    """The MoE layer term as measured for one layer shape (moe_layer_key): seconds per MoE layer beyond what the
+    planner prices otherwise, at batch sizes 2^log2_m, from whole steps with attention left out."""
+
+    key: str
+    log2_m: tuple[float, ...]
+    per_layer_s: tuple[float, ...]
+    label: str = ""
+
+
 @dataclass(frozen=True)
 class MoeLayerParams:
     """Per MoE layer, what the step spends beyond the routed experts' grouped GEMMs (router GEMM, top-k, token
@@ -244,6 +262,12 @@ class MoeLayerParams:
     n_train: int = 0
     train_median_ape: float = 0.0
     train_max_ape: float = 0.0
+    # the same term as measured, per layer shape: inside a table's batch range the planner interpolates the
+    # measured / fitted ratio (cost/ops/moe_dispatch.py), elsewhere the fit alone
+    measured: tuple[MoeLayerTable, ...] = ()
+
+    def table_for(self, key: str) -> MoeLayerTable | None:
+        return next((t for t in self.measured if t.key == key), None)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def step_ops(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_by
     moe = _moe.cost(*args)
     if moe is not None:
         ops["moe"] = moe
-    extra = {"moe_dispatch": _moe_dispatch.cost(model, tp, tokens, parts),
+    extra = {"moe_dispatch": _moe_dispatch.cost(model, tp, tokens, parts, weight_dtype),
              "mla_glue": _mla_glue.cost(model, tokens, parts)}
     ops.update({k: v for k, v in extra.items() if v is not None})
     ops["glue"] = _glue.cost(model, tp, tokens, parts)
