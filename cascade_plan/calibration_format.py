@@ -7,12 +7,12 @@ unknown fields (a misspelt or extra key is one error line, not a TypeError downs
 number is typed, its range an annotation (a string in a surface is refused here, not in numpy). At the
 top level and in the measurement rows the probe writes more fields than the reader needs (timing
 details, notes, tuning): unknown ones there are kept in the file and ignored by the reader; the writer's
-own rows (TimedMeasurement, ProbeCeilings, in the sibling leaf calibration_probe_format.py) require them. A new fitted field goes into the struct it
-belongs to (KernelFitDoc for a per-kernel parameter, BackendFit for a new kernel kind such as
-`decode_mla`, StepPartsDoc and its parts for the rest of the step, Fitted for a new fitted section or
-bookkeeping): one struct field each. The measured rows beyond the attention and step-op ones (`steps`, `mla`),
-the grid, an import's `source` and `crosscheck`, and the whole document as the planner reads it (CalibrationDoc)
-are in the sibling leaf cascade_plan/calibration_rows.py.
+own rows (TimedMeasurement, ProbeCeilings: the sibling leaf calibration_probe_format.py) require them.
+A new fitted field goes into the struct it belongs to (KernelFitDoc for a per-kernel parameter, BackendFit
+for a new kernel kind such as `decode_mla`, StepPartsDoc and its parts for the rest of the step, Fitted for
+a new fitted section or bookkeeping): one struct field each. The measured rows beyond the attention and
+step-op ones (`steps`, `mla`), the grid, an import's `source` and `crosscheck`, and the whole document as
+the planner reads it (CalibrationDoc) are in the sibling leaf cascade_plan/calibration_rows.py.
 
 Version history of `schema_version` (pyperf keeps its benchmark files' JSON versions the same way). Every
 change so far added optional fields with defaults, so every file ever written reads as version 1; a

@@ -190,12 +190,15 @@ def test_fa3_cascade_is_priced_per_query_head_on_shapes_the_fit_never_saw(h200_p
     fits = probe.fits.kv_dtypes
     assert fits["bf16"]["flashinfer"].prefix_rows == "q_head"
     assert fits["fp8"]["flashinfer"].prefix_rows == fits["bf16"]["flashinfer-fa2"].prefix_rows == "kv_head"
-    doc = json.loads((root / "benchmarks/raw/h200-2026-12-01b/qwen3-bf16.json").read_text())
-    rows = [r for r in doc["measurements"] if r["backend"] == "flashinfer" and r["kernel"] == "cascade_total"]
-    assert len(rows) == 7
-    pred = _predict_kernel(fits["bf16"]["flashinfer"], "cascade_total", [r["config"] for r in rows], probe.l2_bytes)
-    err = np.abs(pred / np.array([r["median_s"] for r in rows]) - 1)
-    assert np.median(err) < 0.04 and err.max() < 0.07, err
+    # and on a second shape measured after the change, chosen for it: Qwen2.5-32B (8 KV x 5 query heads), 64
+    # prompts of 4-16 samples, where a prompt's rows per query head are 4-16 of FA3's 128 (packed: 13% median)
+    for name in ("qwen3-bf16", "qwen25-32b-bf16"):
+        doc = json.loads((root / f"benchmarks/raw/h200-2026-12-01b/{name}.json").read_text())
+        rows = [r for r in doc["measurements"] if r["backend"] == "flashinfer" and r["kernel"] == "cascade_total"]
+        assert len(rows) == 7
+        pred = _predict_kernel(fits["bf16"]["flashinfer"], "cascade_total", [r["config"] for r in rows], probe.l2_bytes)
+        err = np.abs(pred / np.array([r["median_s"] for r in rows]) - 1)
+        assert np.median(err) < 0.04 and err.max() < 0.07, (name, err)
 
 
 def test_triton_fp8_decode_is_priced_per_kv_head_on_shapes_the_fit_never_saw(h200_params, root):
