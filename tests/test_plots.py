@@ -123,3 +123,25 @@ def test_module_imports_no_matplotlib():
     code = "import sys, cascade_plan.render.plots; print('matplotlib' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert res.stdout.strip() == "False"
+
+
+def test_step_times_legend_step_table_and_report_name_the_glue_alike(tmp_path, monkeypatch):
+    """An MoE model's glue time holds its router, alignment and combine where the calibration prices them: the
+    plot's legend, the step table and the report's words say the same."""
+    from cascade_plan import select_params
+    from cascade_plan.render import run_plots
+    from cascade_plan.render.report import _rest_of_step
+    from cascade_plan.render.step_table import glue_label, step_rows
+
+    scn = load_scenario(ROOT / "workloads/deepseek-v3-grpo-tp8.yaml")
+    est = estimate(scn, select_params(scn))
+    label = glue_label(est)
+    assert label == "engine glue + MoE routing, alignment, combine"
+    assert label in [r[0] for r in step_rows(est)]
+    assert f", {label} " in _rest_of_step(est)[0]
+    figs = []
+    monkeypatch.setattr(run_plots, "_save", lambda fig, stem, formats=(): figs.append(fig) or [])
+    run_plots.plot_step_times(est, tmp_path / "s")
+    assert label in [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
+    dense = estimate(load_scenario(ROOT / "workloads/rl-rollouts-64.yaml"), DEFAULT)
+    assert glue_label(dense) == "engine glue"

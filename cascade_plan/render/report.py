@@ -20,7 +20,7 @@ from cascade_plan.inputs.ids import slug as safe_slug  # one rule for every fold
 from cascade_plan.inputs.workload import TreeNode
 from cascade_plan.render.breakeven_report import breakeven_cell, memory_line
 from cascade_plan.render.check_report import md_cell
-from cascade_plan.render.step_table import step_rows
+from cascade_plan.render.step_table import glue_label, step_rows
 from cascade_plan.serving.workload_analysis import WorkloadReport
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
 
@@ -107,8 +107,8 @@ def _rest_of_step(est: Estimate) -> list[str]:
     s = est.steps[0]
     ar = sp.allreduce_for(est.scenario.tp) if est.scenario.tp > 1 else None
     comm = (f", all-reduce {fmt_seconds(s.comm_s)} (2 per layer; {ar.label}: {ar.basis})" if ar is not None else "")
-    return [f"The rest of the step, the same in both modes: GEMMs {fmt_seconds(s.weight_s)}, engine glue "
-            f"{fmt_seconds(s.glue_s)} ({sp.glue.variant}){comm}; step parts from {sp.source}."]
+    return [f"The rest of the step, the same in both modes: GEMMs {fmt_seconds(s.weight_s)}, {glue_label(est)} "
+            f"{fmt_seconds(s.glue_s)} ({sp.glue.variant} glue){comm}; step parts from {sp.source}."]
 
 
 def _steps_table(est: Estimate) -> list[str]:

@@ -36,6 +36,7 @@ from cascade_plan.render.plot_style import (
     _scenario_line,
     _title,
 )
+from cascade_plan.render.step_table import glue_label
 from cascade_plan.units import GiB
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,7 +103,7 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
             ax.fill_between(k, ps_ms, cas_ms, where=cas_ms >= ps_ms, color=C_PER_SEQ, alpha=0.15, linewidth=0,
                             interpolate=True, label="time cascade loses")
         parts = [(w_ms, "GEMMs (weights)", C_WEIGHTS)]
-        for arr, name, colour in ((c.glue_s, "engine glue", "#b8860b"), (c.comm_s, "all-reduce (TP)", "#6a3d9a")):
+        for arr, name, colour in ((c.glue_s, glue_label(est), "#b8860b"), (c.comm_s, "all-reduce (TP)", "#6a3d9a")):
             if arr is not None and np.any(np.asarray(arr) > 0):
                 parts.append((np.asarray(arr)[idx] * 1e3, name, colour))
         if len(parts) > 1:   # the step's non-attention parts, stacked: the floor both modes share

@@ -7,6 +7,15 @@ from cascade_plan.cost.estimate import Estimate
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_seconds, fmt_speedup
 
 
+def glue_label(est: Estimate, detail: str = "") -> str:
+    """What the step's glue time holds, the same words in the step table, the step-times plot and the report:
+    for an MoE model whose calibration prices its layer term, the router, alignment and combine as well."""
+    priced = est.params.step is not None and est.params.step.moe_layer is not None
+    if est.moe_source and priced:
+        return "engine glue + MoE routing, alignment, combine"
+    return f"engine glue {detail}".rstrip()
+
+
 def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
     """The per-step breakdown as (label, one cell per summarised step, emphasised) rows, shared by the
     terminal table and the markdown report."""
@@ -17,10 +26,7 @@ def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
         ("GEMMs (qkv, o, MLP, lm_head)", [fmt_seconds(s.weight_s) for s in cols], False),
     ]
     if any(s.glue_s for s in cols):
-        priced = est.params.step is not None and est.params.step.moe_layer is not None
-        label = ("engine glue + MoE routing, alignment, combine" if est.moe_source and priced
-                 else "engine glue (norms, RoPE, KV append, ...)")
-        rows.append((label, [fmt_seconds(s.glue_s) for s in cols], False))
+        rows.append((glue_label(est, "(norms, RoPE, KV append, ...)"), [fmt_seconds(s.glue_s) for s in cols], False))
     if any(s.comm_s for s in cols):
         rows.append(("all-reduce (2 per layer, TP)", [fmt_seconds(s.comm_s) for s in cols], False))
     rows += [
