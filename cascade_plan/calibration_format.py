@@ -209,6 +209,8 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # how its per-sequence decode computes query rows (DECODE_ROWS); files without it: "q_head"
     decode_rows: Literal["q_head", "kv_head"] = "q_head"
     notes: list[Text] = []                          # what an imported file says about its own coverage
+    info: list[Text] = []                           # ... and about its numbers, without qualifying a verdict
+    cascade_from: Text | None = None                # the probe backend whose cascade kernels these are (None: its own)
     train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
 
 

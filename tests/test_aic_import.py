@@ -311,3 +311,25 @@ def test_mla_decode_of_another_kernel_family_than_the_cascade_is_a_note():
     res = runner.invoke(app, ["estimate", "deepseek-v3-grpo-tp8", "--hardware", "h200", "--kv-dtype", "fp8",
                               "--calibration", str(aic.path), "--json"])
     assert res.exit_code == 0 and not json.loads(res.stdout)["go_no_go"]["judged"]
+
+
+def test_flashinfer_cascade_off_hopper_is_the_probes_fa2_cascade():
+    """FlashInfer's automatic prefill is FA3 on Hopper only: an imported A100 (or Blackwell, L40S) file prices its
+    `flashinfer` cascade with the probe's FA2 cascade kernels, says so in its label (not as a verdict's caveat),
+    and takes its verdict margin from the probe's flashinfer-fa2 whole steps; Hopper files keep FA3's."""
+    from cascade_plan.calibration.speedup_margin import speedup_margin
+
+    probe = find_committed(load_hardware("h200"), source="probe")
+    for gpu, fa2 in (("a100-80gb", True), ("b200", True), ("l40s", True), ("h100-sxm", False)):
+        hw = load_hardware(gpu)
+        aic = find_committed(hw, source="aic")
+        fi = aic.fits.kv_dtypes["bf16"]["flashinfer"]
+        assert (fi.cascade_from == "flashinfer-fa2") == fa2, gpu
+        src = probe.fits.kv_dtypes["bf16"]["flashinfer-fa2" if fa2 else "flashinfer"]
+        assert fi.prefix_rows == src.prefix_rows and fi.prefix_suffix_overlap == src.prefix_suffix_overlap, gpu
+        params = params_from_probe(aic, "flashinfer", "bf16", hw, load_model("llama-3-8b"))
+        assert not any("FA2" in n for n in params.notes)
+        assert any("FA2 prefill" in n for n in params.info) == fa2
+        margin = speedup_margin(params, "llama-3-8b")
+        assert margin is not None and margin.source.startswith(
+            "the largest of flashinfer-fa2 kernels" if fa2 else "the largest of flashinfer kernels"), (gpu, margin)

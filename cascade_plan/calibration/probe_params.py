@@ -91,6 +91,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                     f"(measured with {kv_dtype} KV) prices it")
         notes_info = (stand_in,)
     notes += k.notes                     # what an imported file says about its own coverage
+    notes_info += tuple(k.info)          # ... and about its numbers (shown in the label, not a verdict's caveat)
     if probe_mla:
         notes += k.mla_notes
     decode_shared, decode_dup = k.decode_shared, k.decode_dup
@@ -139,6 +140,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         attention_kind="mla" if probe_mla else "gqa",
         prefix_rows="kv_head" if probe_mla else k.prefix_rows,
         decode_rows="q_head" if probe_mla else k.decode_rows,
+        margin_backend=k.cascade_from,
     )
 
 

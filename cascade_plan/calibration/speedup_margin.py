@@ -189,14 +189,15 @@ def speedup_margin(params: CostParams, model_id: str, kind: str | None = None) -
     else:
         regime = "held_out" if model_id not in _probed_models(str(path)) else "probed"
         shape = "models whose GEMMs were probed" if regime == "probed" else "held-out model shapes"
-        per = errs.get(params.backend or "")
+        backend = params.margin_backend or params.backend
+        per = errs.get(backend or "")
         if per:
             vals = per[regime] or per["probed"] + per["held_out"]
-            where = f"{params.backend} kernels against {{n}} whole steps measured on the {gpu}, {shape}"
+            where = f"{backend} kernels against {{n}} whole steps measured on the {gpu}, {shape}"
         else:   # no whole steps were timed with this backend: the largest error of those that were
             vals = [e for b in errs.values() for e in b[regime]]
             where = (f"every backend's kernels against {{n}} whole steps measured on the {gpu}, {shape} (none were "
-                     f"timed with {params.backend})")
+                     f"timed with {backend})")
     if not vals:
         return None
     if params.attention_kind == "mla":   # the steps above are GQA models: say what MLA's attention rests on

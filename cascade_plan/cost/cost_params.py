@@ -84,6 +84,9 @@ class CostParams:
     # how the per-sequence decode computes query rows (cost/ops/attention.py DECODE_ROWS): "q_head" useful FLOP,
     # "kv_head" a KV head's query heads as one tile of at least 16 rows (the probe's Triton kernel)
     decode_rows: str = "q_head"
+    # the probe backend whose whole steps measure these numbers' error, where not `backend` (an imported GPU's
+    # FlashInfer cascade is its FA2 prefill: the probe's flashinfer-fa2 kernels, and their steps' errors)
+    margin_backend: str | None = None
 
     @property
     def numbers(self) -> str:

@@ -184,13 +184,13 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
             if b in src:
                 fa2 = b == "flashinfer" and hw.id not in FA3_GPUS and "flashinfer-fa2" in src
                 per[b] = transfer_backend(src["flashinfer-fa2" if fa2 else b], dec.to_dict(), ratios)
-                notes = [f"{kv} KV: decode measured by AIConfigurator, the cascade kernels transferred from the "
-                         "probe's bf16 fits"] if kv not in probe.fitted["kv_dtypes"] else []
-                if fa2:
-                    notes.append("FlashInfer's cascade here is its FA2 prefill (FA3 needs a Hopper GPU): the probe's "
-                                 "FA2 cascade kernels transferred")
-                if notes:
-                    per[b]["notes"] = notes
+                if kv not in probe.fitted["kv_dtypes"]:
+                    per[b]["notes"] = [f"{kv} KV: decode measured by AIConfigurator, the cascade kernels transferred "
+                                       "from the probe's bf16 fits"]
+                if fa2:     # the same transfer as every cascade kernel here, of the kernels FlashInfer runs here
+                    per[b]["info"] = ["FlashInfer's cascade here is its FA2 prefill (FA3 needs a Hopper GPU): the "
+                                      "probe's FA2 cascade kernels transferred"]
+                    per[b]["cascade_from"] = "flashinfer-fa2"
         kv_fits[kv] = per
     mla_used = None
     mla = aic_tables.load(root, gpu.system, "mla", framework, "mla_generation_module_perf", MLA_COLUMNS)
