@@ -389,6 +389,10 @@ def step_parts_problem(sp: StepPartsDoc) -> tuple[tuple, str] | None:
         for dtype, f in c.factor.items():
             if len(f) != len(c.log2_m):
                 return ("composition", "factor", dtype), "needs one factor per log2_m point"
+    for i, m in enumerate(sp.moe_layer.measured if sp.moe_layer is not None else []):
+        if len(m.log2_m) < 2 or not _ascending(m.log2_m) or len(m.per_layer_s) != len(m.log2_m):
+            return (("moe_layer", "measured", i),
+                    "needs a strictly ascending log2_m of two points or more and one per_layer_s per point")
     return None
 
 

@@ -69,3 +69,22 @@ def test_a_fit_on_all_rows_says_so_and_passes_the_strict_schema():
     fitted["kv_dtypes"]["fp8"]["triton"]["train_row"] = "typo"
     with pytest.raises(Exception, match="train_row"):
         check_fitted(fitted, "x.json")
+
+
+@pytest.mark.parametrize("where, value, words", [
+    (("fitted", "kv_dtypes", "bf16", "flashinfer", "prefix_rows"), "per_warp", "prefix_rows"),
+    (("fitted", "kv_dtypes", "fp8", "triton", "decode_rows"), 16, "decode_rows"),
+    (("fitted", "step_parts", "moe_layer", "measured", 0, "log2_m"), [9.0, 3.0, 0.0], "strictly ascending"),
+    (("fitted", "step_parts", "moe_layer", "measured", 0, "per_layer_s"), [1e-4], "one per_layer_s per point"),
+])
+def test_the_new_fitted_fields_are_checked_in_one_line(tmp_path, where, value, words):
+    """How a backend tiles its rows and the MoE layer term's measured tables: a bad value is one line naming the
+    file and the field, exit 2 (numpy would otherwise interpolate an unsorted table silently)."""
+    doc = json.loads(PROBE_H200.read_text())
+    node = doc
+    for k in where[:-1]:
+        node = node[k]
+    node[where[-1]] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    refused(run("estimate", GOOD, "--hardware", "h200", "--calibration", bad), "bad.json", words)
