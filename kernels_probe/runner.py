@@ -395,7 +395,6 @@ def _mla_moe_plan(plan, flusher, device, sm_count: int, fi_ok: bool, budget_s: f
     """An MLA + MoE workload's routed experts (grouped GEMM rows at its M, Triton, both routings) and its whole
     first / middle / final steps as one GPU's shard (kernels_probe/moe_steps.py): (step_ops, steps, skipped)."""
     from kernels_probe.moe_probe import measure_moe
-    from kernels_probe.moe_step_shapes import MoeStepPoint
     from kernels_probe.moe_steps import measure_moe_steps
     from kernels_probe.step_probe import has_fp8
 
@@ -411,9 +410,9 @@ def _mla_moe_plan(plan, flusher, device, sm_count: int, fi_ok: bool, budget_s: f
                                budget_s=budget_s, deadline_s=deadline, log=lambda msg: None)
     timings["moe_s"] = time.perf_counter() - t0
     steps: list = []
-    if plan.steps and plan.moe_step_layers and fi_ok:
+    pts = plan.moe_steps()
+    if pts and fi_ok:
         t0 = time.perf_counter()
-        pts = [MoeStepPoint(p, plan.moe.tp, plan.moe_step_layers) for p in plan.steps]
         steps, sk = measure_moe_steps(flusher, device, sm_count, pts, deadline_s=deadline, log=lambda msg: None)
         skipped += sk
         timings["moe_steps_s"] = time.perf_counter() - t0

@@ -266,11 +266,10 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
                          shapes=None if plan is None else {plan.shape.model: plan.shape})
     out["steps"] += r
     out["skipped"] += s
-    if moe_plan and plan.steps and plan.moe_step_layers:
-        from kernels_probe.moe_step_shapes import MoeStepPoint
+    mpts = plan.moe_steps() if moe_plan else []
+    if mpts:
         from kernels_probe.moe_steps import GQA_MODES, measure_moe_steps
 
-        mpts = [MoeStepPoint(p, plan.moe.tp, plan.moe_step_layers) for p in plan.steps]
         modes = tuple(m for m in GQA_MODES if m[0] in backends)
         r, s = measure_moe_steps(flusher, device, sm_count, mpts, glue=glue, modes=modes, log=lambda msg: None)
         out["steps"] += r

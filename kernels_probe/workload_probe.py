@@ -48,6 +48,15 @@ class WorkloadProbePlan:
     moe: MoeShape | None = None       # the routed experts per GPU (MoE models), measured at gemm_m
     moe_step_layers: int = 0          # MoE: whole steps (`steps`) of the MoE step model with this many layers (0: none)
 
+    def moe_steps(self) -> list:
+        """Its whole steps as the MoE step model builds them (kernels_probe/moe_step_shapes.py MoeStepPoint);
+        none without routed experts or a layer count."""
+        from kernels_probe.moe_step_shapes import MoeStepPoint
+
+        if self.moe is None or not self.moe_step_layers:
+            return []
+        return [MoeStepPoint(p, self.moe.tp, self.moe_step_layers) for p in self.steps]
+
     def describe(self) -> dict:
         d = {"workload": self.name, "shape": None if self.shape is None else self.shape.as_dict(),
              "kv_dtype": self.kv_dtype, "weight_dtype": self.weight_dtype,

@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 
 from cascade_plan import __version__
-from cascade_plan.calibration.backends import BACKENDS, DECODE_ROWS, PREFIX_ROWS
+from cascade_plan.calibration.backends import BACKENDS, DECODE_ROWS_BY_BACKEND, PREFIX_ROWS_BY_BACKEND
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import (
     Features,
@@ -75,7 +75,7 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     dup = rows(db, "decode_dup", dv)
     if len(dup) < 6:
         return None
-    dec_rows = DECODE_ROWS.get((backend, kv_dtype), "q_head")
+    dec_rows = DECODE_ROWS_BY_BACKEND.get((backend, kv_dtype), "q_head")
     f, t = _xy(dup, "decode_dup", decode_rows=dec_rows)
     dup_fit = _fit_one(f, t, bw, fl)
     out["decode_dup"] = dup_fit.to_dict()
@@ -92,7 +92,7 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     pre = rows(pb, "cascade_prefix", pv)
     if len(pre) < 6:
         return None
-    tiling = PREFIX_ROWS.get((backend, kv_dtype), "kv_head")
+    tiling = PREFIX_ROWS_BY_BACKEND.get((backend, kv_dtype), "kv_head")
     out["prefix"] = _fit_one(*_xy(pre, "cascade_prefix", tiling), bw, fl).to_dict()
     if tiling != "kv_head":
         out["prefix_rows"] = tiling

@@ -93,7 +93,7 @@ def _with_glue(probe: ProbeData, params, glue: str | None):
 
     from cascade_plan.calibration.step_fit import fit_glue
 
-    fitted = fit_glue(probe.step_ops, glue, probe.ceilings)
+    fitted = probe.derived(f"glue:{glue}", lambda p: fit_glue(p.step_ops, glue, p.ceilings))   # once per file
     return params if fitted is None else dataclasses.replace(params, step=dataclasses.replace(params.step, glue=fitted))
 
 

@@ -251,18 +251,10 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     # FLOP as the kernels compute them: the probe's MLA kernels fill whole tiles of query rows
     # (cost/ops/mla_attention.py); the GQA prefix pass whole 128-row tiles past one, of a prompt's rows per KV
     # head or per query head as the backend lays them out (params.prefix_rows)
-    one_tile = 1.0
-
-    def tile_factor(readers: np.ndarray, heads: int) -> np.ndarray:
-        return prefix_compute_factor(readers, heads, params.prefix_rows)
-
-    if params.attention_kind == "mla":
+    mla = params.attention_kind == "mla"
+    if mla:
         from cascade_plan.cost.ops.mla_attention import mla_tile_factor
-
-        one_tile = mla_tile_factor(g.q_heads)
-
-        def tile_factor(readers: np.ndarray, heads: int) -> np.ndarray:
-            return mla_tile_factor(readers * heads)
+    one_tile = mla_tile_factor(g.q_heads) if mla else 1.0
     dec = params.decode if prefix_caching or params.decode_dup is None else params.decode_dup
     ps_computed = ps_flops * one_tile * float(decode_compute_factor(G, params.decode_rows))
     ps_roof = corrected_roofline_s(ps_hbm, ps_computed, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
@@ -278,7 +270,8 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     node_flops = load.node_query_tokens * g.attn_flop_per_query_token
     # the pass computes whole tiles of each prompt's query rows per KV head (readers per instance x G)
     readers = np.asarray(load.node_query_tokens, float) / np.maximum(np.asarray(load.node_tokens, float), 1e-300)
-    pre_roof = corrected_roofline_s(node_bytes, node_flops * tile_factor(readers, G), bw, g.attn_flop_per_s,
+    tiles = mla_tile_factor(readers * G) if mla else prefix_compute_factor(readers, G, params.prefix_rows)
+    pre_roof = corrected_roofline_s(node_bytes, node_flops * tiles, bw, g.attn_flop_per_s,
                                     params.prefix, L, rows, longest_tokens=load.node_instance_tokens).sum(0)
     pre_s = pre_roof + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L, G)
     suf_bytes = load.suffix_tokens * kvb
