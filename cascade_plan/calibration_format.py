@@ -36,7 +36,8 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
     StepPartsDoc.moe_layer, speedup_errors.moe_fits;
   - MoeLayerDoc.measured (2026-12-01): the MoE layer term per measured layer shape;
   - BackendFit.prefix_rows, decode_rows (2026-12-01): FlashInfer's FA3 prefix pass tiles each query head apart;
-    the probe's Triton decode computes a KV head's query heads as one padded tile.
+    the probe's Triton decode computes a KV head's query heads as one padded tile;
+  - CompositionDoc.over_bf16 (2026-12-01): a weight dtype's layer back to back relative to the bf16 layer's.
 """
 
 from __future__ import annotations
@@ -275,12 +276,20 @@ class GemmShapeDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     ratio: list[list[list[Positive]]]
 
 
+class RelativeCurveDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One factor per tokens-per-step point 2^log2_m."""
+    log2_m: list[LogAxis]
+    factor: list[Positive]
+
+
 class CompositionDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A layer's GEMMs and glue back to back in one graph over their isolated sum, per weight dtype over M."""
+    """A layer's GEMMs and glue back to back in one graph over their isolated sum, per weight dtype over M;
+    `over_bf16`: another weight dtype's factor over the bf16 factor, at that dtype's own M points."""
     log2_m: list[LogAxis]
     factor: dict[Text, list[Positive]]
     basis: Text = ""
     applied: bool = True
+    over_bf16: dict[Text, RelativeCurveDoc] = {}
 
 
 GpuCount = Annotated[str, msgspec.Meta(pattern=r"^[1-9][0-9]{0,5}$")]

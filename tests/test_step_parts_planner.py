@@ -121,12 +121,11 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
     and three models from config.json files (CodeLlama-13B MHA at 8 sequences, Qwen2.5-14B groups of 5 with
     fp8 KV at 512 sequences, Mistral-Nemo-12B at a 32K prefix with bf16 and with fp8 KV + fp8 weights);
     GEMMs fitted on Llama-3-8B only; TP 2 steps included. The whole-step targets (step median <= 4%, worst
-    <= 10%, speedup median <= 4%) hold for each backend and KV dtype but one: Triton with fp8 KV, whose speedup
-    median is 4.7%. Its per-sequence decode, priced by the padded rows it computes, is within 2% on these steps,
-    and its cascade runs 3-7% slower inside the step than its kernels alone (3 of 9 steps); over its MoE steps
-    as well the median is 1.1%. The worst fp8 step is the 512-sequence Qwen2.5-14B cascade (groups of 5: 320
-    query rows per prompt and KV head, run as three 128-row tiles), 7-9% too fast at its first step (10-12%
-    before the prefix pass counted whole tiles)."""
+    <= 10%, speedup median <= 4%) hold for each backend and KV dtype. Triton with fp8 KV missed its speedup
+    median (4.7%) until the fp8 weights' activation quantisation was priced (test_fp8_layer_composition.py).
+    The worst fp8 step is the 512-sequence Qwen2.5-14B cascade, 7-9% too fast at its first step: GEMM-bound at
+    M = 512, it runs at the H200's 700 W power limit (SM clock 1,755-1,920 MHz) where its per-sequence twin and
+    the isolated rows do not (benchmarks/raw/h200-2026-12-01c, docs/probe.md)."""
     from cascade_plan.calibration.step_validation import validate_steps
 
     probe = find_committed(H200)
@@ -145,8 +144,8 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
         for kv in ("bf16", "fp8"):
             d = res["summary"][f"{b}/{kv}"]
             assert d["step"]["median"] <= 0.04 and d["step"]["max"] <= 0.10, (b, kv, d["step"])
-            assert d["targets_met"] == ((b, kv) != ("triton", "fp8")), (b, kv, d)
-    assert 0.04 < res["summary"]["triton/fp8"]["speedup"]["median"] <= 0.05
+            assert d["targets_met"], (b, kv, d)
+    assert res["summary"]["triton/fp8"]["speedup"]["median"] <= 0.02
     g5 = [p for p in res["points"] if p["workload"] == "heldout-g5-512-fp8kv" and p["position"] == "first"]
     assert len(g5) == 3 and all(-0.10 < p["cascade_error"] < -0.05 for p in g5), g5   # still the fp8 worst, now inside
     assert len(res["run_speedups"]) == 27

@@ -237,8 +237,18 @@ def fit_composition(rows: Sequence[StepOpRow], gemm: dict, glue: GlueParams,
         if sorted(d) != ms:
             continue
         factor[dt] = tuple(float(np.median(d[m])) for m in ms)
-    return Composition(log2_m=tuple(math.log2(m) for m in ms), factor=factor, applied=COMPOSE_APPLY,
-                       basis="layer_graph rows of " + ", ".join(sorted(basis)))
+    log2_m = tuple(math.log2(m) for m in ms)
+    over = {}
+    for dt, d in by.items():
+        if dt == "bf16":
+            continue
+        own = sorted(m for m in d if ms[0] <= m <= ms[-1])   # where the bf16 curve is measured too
+        if own:
+            base = np.interp(np.log2(own), log2_m, factor["bf16"])
+            over[dt] = (tuple(math.log2(m) for m in own),
+                        tuple(float(np.median(d[m]) / b) for m, b in zip(own, base)))
+    return Composition(log2_m=log2_m, factor=factor, applied=COMPOSE_APPLY,
+                       basis="layer_graph rows of " + ", ".join(sorted(basis)), over_bf16=over)
 
 
 def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepParts | None:
@@ -265,6 +275,10 @@ def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepPa
                          f"= {', '.join(f'{x:.2f}' for x in comp.factor['bf16'])} (bf16) at M = "
                          f"{', '.join(str(round(2 ** v)) for v in comp.log2_m)}; {comp.basis}; "
                          + ("applied" if comp.applied else "measured, not applied (it worsens whole steps)"),)
+        for dt, (lm, f) in comp.over_bf16.items():
+            notes = notes + (f"{dt} weights: a dense layer back to back over a bf16 layer = "
+                             f"{', '.join(f'{x:.2f}' for x in f)} at M = {', '.join(str(round(2 ** v)) for v in lm)} "
+                             "(each GEMM's activation quantised in the step, not in the isolated rows); applied",)
     parts = StepParts(gemm=gemm, glue=glue, allreduce=fit_allreduce(rows, probe.hardware_id),
                       source=f"probe:{source}", notes=notes, composition=comp)
     from cascade_plan.calibration.moe_layer_fit import fit_moe_layer

@@ -14,6 +14,7 @@ from cascade_plan.calibration_format import (
     GlueDoc,
     MoeLayerDoc,
     MoeLayerTableDoc,
+    RelativeCurveDoc,
     StepPartsDoc,
     step_parts_problem,
 )
@@ -60,9 +61,9 @@ def step_parts_from_doc(d: StepPartsDoc) -> StepParts:
         gemm_shapes={k: GemmShapeTable(dtype=k, log2_m=_tuples(e.log2_m), log2_n=_tuples(e.log2_n),
                                        log2_k=_tuples(e.log2_k), ratio=_tuples(e.ratio))
                      for k, e in d.gemm_shapes.items()},
-        composition=None if c is None else Composition(log2_m=_tuples(c.log2_m),
-                                                       factor={k: _tuples(f) for k, f in c.factor.items()},
-                                                       basis=c.basis, applied=c.applied),
+        composition=None if c is None else Composition(
+            log2_m=_tuples(c.log2_m), factor={k: _tuples(f) for k, f in c.factor.items()}, basis=c.basis,
+            applied=c.applied, over_bf16={k: (_tuples(v.log2_m), _tuples(v.factor)) for k, v in c.over_bf16.items()}),
         moe_layer=None if ml is None else _moe_layer_params(ml))
 
 
@@ -118,9 +119,10 @@ def step_parts_json(p: StepParts) -> dict:
     split or all-reduce curve: no key), every all-reduce naming its algorithm."""
     c = p.composition
     doc = StepPartsDoc(
-        composition=None if c is None else CompositionDoc(log2_m=_lists(c.log2_m),
-                                                          factor={k: _lists(f) for k, f in c.factor.items()},
-                                                          basis=c.basis, applied=c.applied),
+        composition=None if c is None else CompositionDoc(
+            log2_m=_lists(c.log2_m), factor={k: _lists(f) for k, f in c.factor.items()}, basis=c.basis,
+            applied=c.applied, over_bf16={k: RelativeCurveDoc(log2_m=_lists(x), factor=_lists(f))
+                                          for k, (x, f) in c.over_bf16.items()}),
         version=1, source=p.source, notes=list(p.notes),
         gemm={k: GemmTableDoc(log2_m=_lists(e.log2_m), log2_weight_bytes=_lists(e.log2_weight_bytes),
                               ratio=_lists(e.ratio), overhead_s=e.overhead_s) for k, e in p.gemm.items()},

@@ -222,11 +222,24 @@ class Composition:
     factor: dict[str, tuple[float, ...]]       # by weight dtype: one factor per log2_m point
     basis: str = ""
     applied: bool = True                       # False: measured and kept, but the step model does not use it
+    # A weight dtype's factor over the bf16 factor at the same M, on that dtype's own points (log2_m, factor):
+    # what a layer of that dtype costs back to back beyond what a bf16 layer does. Isolated fp8 GEMM rows take
+    # inputs quantised beforehand; a step quantises each GEMM's activation (one more kernel per GEMM), and the
+    # bf16 steps are priced from isolated rows as they are (the absolute factor is not applied).
+    over_bf16: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
 
     def factor_at(self, dtype: str, m) -> np.ndarray:
         f = self.factor.get(dtype) or self.factor.get("bf16") or next(iter(self.factor.values()))
         x = np.log2(np.maximum(np.asarray(m, float), 1.0))
         return np.interp(x, np.asarray(self.log2_m), np.asarray(f, float))
+
+    def over_bf16_at(self, dtype: str, m) -> np.ndarray:
+        """`dtype`'s layer back to back over the bf16 layer's at m tokens per step (1 where not measured)."""
+        curve = self.over_bf16.get(dtype)
+        if curve is None:
+            return np.ones_like(np.asarray(m, float))
+        x = np.log2(np.maximum(np.asarray(m, float), 1.0))
+        return np.interp(x, np.asarray(curve[0]), np.asarray(curve[1], float))
 
 
 def moe_layer_key(model, tp: int, weight_dtype: str) -> str:

@@ -63,13 +63,20 @@ def step_terms(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_
                flop_per_s: float) -> StepTerms:
     """GEMM, glue and communication seconds of decode steps of `tokens` sequences (one token each)."""
     ops = step_ops(model, tp, weight_dtype, tokens, parts, hbm_bytes_per_s, flop_per_s)
-    gemm = ops["gemm"].time_s + ops["lm_head"].time_s
-    if "moe" in ops:
-        gemm = gemm + ops["moe"].time_s
+    dense = ops["gemm"].time_s + ops["lm_head"].time_s
+    moe = ops["moe"].time_s if "moe" in ops else 0.0
     glue = ops["glue"].time_s
-    if parts.composition is not None and parts.composition.applied:   # ops back to back vs each priced alone
-        f = parts.composition.factor_at(gemm_table_key(parts, weight_dtype), np.asarray(tokens, float))
-        gemm, glue = gemm * f, glue * f
+    comp, key, m = parts.composition, gemm_table_key(parts, weight_dtype), np.asarray(tokens, float)
+    if comp is not None and comp.applied:   # ops back to back vs each priced alone
+        f = comp.factor_at(key, m)
+        dense, moe, glue = dense * f, moe * f, glue * f
+    if comp is not None and key != "bf16" and "moe" not in ops and not (comp.applied and key in comp.factor):
+        # what a dense layer of this weight dtype costs back to back beyond a bf16 layer (fp8: each GEMM's
+        # activation quantised in the step, not in the isolated rows). An MoE model's layer term is measured on
+        # whole layers run back to back (ops/moe_dispatch.py), which hold their quantisation already.
+        f = comp.over_bf16_at(key, m)
+        dense, glue = dense * f, glue * f
+    gemm = dense + moe
     for k in ("moe_dispatch", "mla_glue"):       # measured inside whole steps already: no composition factor
         if k in ops:
             glue = glue + ops[k].time_s
