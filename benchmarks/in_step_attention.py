@@ -46,6 +46,10 @@ CASES = (
      (("triton", "cascade"), ("triton", "per_sequence"))),
     ("llama8b-middle", WorkloadStep("rl-rollouts-64", "llama-3-8b", "middle", 4096, 64, 2, 0, 512, 1024), "dense",
      (("triton", "cascade"), ("flashinfer", "cascade"))),
+    ("llama8b-first", WorkloadStep("rl-rollouts-64", "llama-3-8b", "first", 4096, 64, 2, 0, 1, 1024), "dense",
+     (("flashinfer", "cascade"), ("flashinfer", "per_sequence"))),
+    ("llama8b-final", WorkloadStep("rl-rollouts-64", "llama-3-8b", "final", 4096, 64, 2, 0, 1024, 1024), "dense",
+     (("flashinfer", "cascade"), ("flashinfer", "per_sequence"), ("flashinfer-fa2", "cascade"))),
 )
 IDLE_CYCLES = 200_000_000   # torch.cuda._sleep: ~100 ms at the H200's 1.98 GHz
 

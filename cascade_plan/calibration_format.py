@@ -110,13 +110,17 @@ class Measurement(msgspec.Struct, frozen=True, kw_only=True):
     config: AttentionConfigDoc
     median_s: Seconds | None          # None or 0: not timed (the row is skipped)
     variant: str | None = None
+    # the same kernel timed back to back, as every layer of a step runs it (kernels_probe/timing.py: time_sustained;
+    # FlashInfer's FA3 cascade, which runs slower so): what fits and interpolation use where present
+    sustained_s: Seconds | None = None
 
     @property
     def timed_s(self) -> float:
-        """The median of a timed row (calibration_file.ProbeData.select keeps only those)."""
+        """What the planner takes a timed row's time to be (calibration_file.ProbeData.select keeps only those): its
+        sustained time where it was timed so, else its median."""
         if not self.median_s:
             raise ValueError(f"a {self.kernel} row of {self.backend} was not timed")
-        return self.median_s
+        return self.sustained_s or self.median_s
 
 
 class Device(msgspec.Struct, frozen=True, kw_only=True):

@@ -167,8 +167,12 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
             if it.check is None:
                 ctx.skip(cfg, backend, kernel, "not timed: the composite failed its correctness check", variant)
             continue
+        sustained = (backend, kernel, variant) == ("flashinfer", "cascade_total", "auto")   # FA3: timing.SUSTAIN_S
         try:
-            res = _time(ctx, it.timed_callable())
+            fn = it.timed_callable()
+            res = _time(ctx, fn)
+            if sustained:
+                res["sustained_s"] = _time(ctx, fn, sustained=True)["median_s"]
         except Exception as exc:
             ctx.skip(cfg, backend, kernel, f"timing failed: {type(exc).__name__}: {exc}", variant)
             torch.cuda.synchronize()
@@ -178,6 +182,10 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
                "max_rel_err": _finite_or_none(errs.get(it.key)) if it.check is not None else None}
         if kernel == "cascade_total" and it.keep_output:
             row["max_rel_err_vs_decode"] = _finite_or_none(vs_decode.get(it.key))
+        if sustained:
+            from kernels_probe.timing import SUSTAINED
+
+            row["timing"] = SUSTAINED
         if kernel in ("cascade_prefix", "cascade_suffix", "cascade_merge"):
             row["composite_max_rel_err"] = _finite_or_none(casc_err.get(backend))
         if it.launch is not None:
@@ -189,10 +197,12 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
         torch.cuda.empty_cache()
 
 
-def _time(ctx: _Ctx, fn) -> dict:
-    from kernels_probe.timing import time_fn
+def _time(ctx: _Ctx, fn, sustained: bool = False) -> dict:
+    """The row's burst timing (median, p10, p90 of ~20 ms of flushed replays), or with `sustained` the same replays
+    back to back for timing.SUSTAIN_S (a step runs every layer's kernel so)."""
+    from kernels_probe.timing import time_fn, time_sustained
 
-    return time_fn(fn, ctx.flusher, budget_s=ctx.budget_per_item)
+    return time_sustained(fn, ctx.flusher) if sustained else time_fn(fn, ctx.flusher, budget_s=ctx.budget_per_item)
 
 
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,

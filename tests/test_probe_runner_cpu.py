@@ -32,10 +32,10 @@ def _stand_in(q4, k4, v4, scale):
 def ctx(monkeypatch):
     timed = []
 
-    def fake_time(ctx, fn):
+    def fake_time(ctx, fn, sustained=False):
         fn()
         timed.append(fn)
-        return {"median_s": float(len(timed))}
+        return {"median_s": float(len(timed)), "sustained": sustained}
 
     monkeypatch.setattr(runner, "_time", fake_time)
     monkeypatch.setattr(torch_backend, "flash", _stand_in)
@@ -51,6 +51,8 @@ def test_rows_of_every_backend_checked_then_timed(ctx):
     # triton: all six; torch: all but decode_shared (no block table: a shared prefix needs one group, no suffix)
     assert set(rows) == {("triton", k) for k in KERNELS} | {("torch", k) for k in KERNELS if k != "decode_shared"}
     assert [r["backend"] for r in ctx.measurements] == ["triton"] * 6 + ["torch"] * 5   # the order rows are built in
+    # only FlashInfer's FA3 cascade is timed sustained (kernels_probe/timing.py: SUSTAIN_S)
+    assert not any(r["sustained"] or "timing" in r for r in ctx.measurements)
     for (b, k), r in rows.items():
         composite = k in ("decode_shared", "decode_dup", "cascade_total")
         assert (r["max_rel_err"] is not None) == composite and (not composite or r["max_rel_err"] < 1e-2)

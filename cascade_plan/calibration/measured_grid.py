@@ -113,6 +113,6 @@ def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
         cfgs = [r.config for r in sel]
         fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))
         out[kernel] = [((c.q_per_kv, c.num_kv_heads, c.head_dim),
-                        (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.median_s, f)
+                        (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.timed_s, f)
                        for r, c, f in zip(sel, cfgs, fit)]
     return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None

@@ -35,7 +35,7 @@ FIT_VERSION = 1
 def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head",
         decode_rows: str = "q_head") -> tuple[Features, np.ndarray]:
     f = features(kernel, [r.config for r in rows], prefix_rows, decode_rows)
-    return f, np.array([r.median_s for r in rows], dtype=float)
+    return f, np.array([r.timed_s for r in rows], dtype=float)
 
 
 def _fit_one(f: Features, t: np.ndarray, bw: float, fl: float, l2: float = 0.0) -> KernelFit:
@@ -56,7 +56,7 @@ def _residual_rows(total: list[Measurement], parts: list[list[Measurement]]) -> 
         key = config_key(r.config)
         if all(key in m for m in maps):
             rest = r.timed_s - sum(m[key].timed_s for m in maps)
-            out.append(msgspec.structs.replace(r, median_s=max(rest, 0.02 * r.timed_s)))
+            out.append(msgspec.structs.replace(r, median_s=max(rest, 0.02 * r.timed_s), sustained_s=None))
     return out
 
 

@@ -81,7 +81,7 @@ def validate(probe: ProbeData) -> dict:
                 if not held:
                     continue
                 cfgs = [r.config for r in held]
-                t = np.array([r.median_s for r in held], float)
+                t = np.array([r.timed_s for r in held], float)
                 p = _predict_kernel(fits, kind, cfgs, l2)
                 res["kernels"][kind] = _stats(np.abs(p / t - 1))
                 for c, tm, tp in zip(cfgs, t, p):
