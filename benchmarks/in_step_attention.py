@@ -31,7 +31,7 @@ from datetime import datetime
 import torch
 
 from kernels_probe.step_shapes import WorkloadStep, layer_shape
-from kernels_probe.timing import L2Flusher, capture_graph, summarize, time_fn, time_graph
+from kernels_probe.timing import capture_graph, start_command, summarize, time_fn, time_graph
 
 # name, step point, step kind ("dense" through the dense step model, "moe" through the MoE one), (backend, mode)s
 CASES = (
@@ -177,13 +177,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--cases", default=",".join(c[0] for c in CASES))
     ap.add_argument("--no-steps", action="store_true")
-    args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("in_step_attention: no CUDA GPU")
+    started = start_command(ap, argv, "in_step_attention")
+    if started is None:
         return 1
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(device)
-    flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
+    args, _, device, props, flusher = started
     smi_path = os.path.splitext(args.out)[0] + "-smi.csv"
     for reasons in ("clocks_event_reasons.active", "clocks_throttle_reasons.active"):   # newer, older drivers
         smi = subprocess.Popen(["nvidia-smi", f"--query-gpu=timestamp,clocks.sm,power.draw,{reasons}",

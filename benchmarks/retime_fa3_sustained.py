@@ -24,7 +24,7 @@ import time
 import torch
 
 from kernels_probe.grid import AttentionConfig
-from kernels_probe.timing import SUSTAIN_S, L2Flusher, time_fn, time_sustained
+from kernels_probe.timing import SUSTAIN_S, start_command, time_fn, time_sustained
 
 TOLERANCE = 1e-2
 
@@ -34,17 +34,14 @@ def main(argv=None) -> int:
     ap.add_argument("calibration")
     ap.add_argument("--out", required=True)
     ap.add_argument("--kv-dtype", default="bf16")
-    args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("retime_fa3_sustained: no CUDA GPU")
+    started = start_command(ap, argv, "retime_fa3_sustained")
+    if started is None:
         return 1
+    args, _, device, props, flusher = started
     from kernels_probe.data import build_data, reference_output
     from kernels_probe.flashinfer_backend import FlashInferCascade
     from kernels_probe.reference import max_rel_err
 
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(device)
-    flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
     doc = json.load(open(args.calibration))
     rows = [m for m in doc["measurements"] if m["backend"] == "flashinfer" and m["kernel"] == "cascade_total"
             and m.get("variant") == "auto" and m["config"].get("kv_dtype", "bf16") == args.kv_dtype

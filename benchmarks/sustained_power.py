@@ -32,7 +32,7 @@ from datetime import datetime
 import torch
 
 from kernels_probe.step_shapes import WorkloadStep, layer_shape
-from kernels_probe.timing import L2Flusher, capture_graph
+from kernels_probe.timing import L2Flusher, capture_graph, start_command
 
 LAYER_M = (16, 64, 256, 512, 1024, 2048)
 LAYER_MODELS = ("qwen2.5-14b", "llama-3-8b")
@@ -200,12 +200,10 @@ class _NoAttention:
         return self.q
 
 
-def step_rows(device, smi, max_mhz) -> list[dict]:
+def step_rows(device, flusher, smi, max_mhz) -> list[dict]:
     from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
     from kernels_probe.timing import time_graph
 
-    props = torch.cuda.get_device_properties(device)
-    flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
     rows = []
     for case, pt in STEPS:
         shape = layer_shape(pt.model, 1)
@@ -235,12 +233,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--parts", default="idle,read,layers,attention")
-    args = ap.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("sustained_power: no CUDA GPU")
+    started = start_command(ap, argv, "sustained_power")
+    if started is None:
         return 1
-    device = torch.device("cuda")
-    props = torch.cuda.get_device_properties(device)
+    args, _, device, props, flusher = started
     q = subprocess.run(["nvidia-smi", "--query-gpu=clocks.max.sm,power.limit,power.default_limit",
                         "--format=csv,noheader,nounits"], capture_output=True, text=True).stdout.strip().split(",")
     max_mhz, limit_w = float(q[0]), float(q[1])
@@ -256,19 +252,18 @@ def main(argv=None) -> int:
             doc["idle_sm_mhz"] = statistics.median(x[1] for x in idle) if idle else None
             print(f"idle: {doc['idle_power_w']} W at {doc['idle_sm_mhz']} MHz", flush=True)
         if "read" in parts:
-            flusher = L2Flusher(getattr(props, "L2_cache_size", 50 << 20), device)
             big = L2Flusher(1 << 30, device)      # a 4 GiB streaming read
             r = {"op": "hbm_read", "bytes": big.buf.numel() * 4, **sustained(big, smi, max_mhz)}
             doc["rows"].append(r)
             print(f"  hbm read: {r['bytes'] / r['sustained_s'] / 1e12:.2f} TB/s sustained, {r.get('power_w', 0):.0f} W",
                   flush=True)
-            del flusher, big
+            del big
         if "layers" in parts:
             doc["rows"] += layer_rows(device, smi, max_mhz)
         if "attention" in parts:
             doc["rows"] += attention_rows(device, smi, max_mhz)
         if "steps" in parts:
-            doc["rows"] += step_rows(device, smi, max_mhz)
+            doc["rows"] += step_rows(device, flusher, smi, max_mhz)
     finally:
         smi.stop()
         with open(args.out + ".tmp", "w") as f:

@@ -58,6 +58,11 @@ class MlaRow(msgspec.Struct, frozen=True, kw_only=True):
     config: MlaConfig
     median_s: PositiveSeconds                       # timed: a configuration that failed is in `mla_skipped`
 
+    @property
+    def timed_s(self) -> float:
+        """What the planner takes the row's time to be (Measurement.timed_s): MLA rows are timed one way."""
+        return self.median_s
+
 
 class StepConfig(msgspec.Struct, frozen=True, kw_only=True):
     """The batch a whole-step row was timed at (the fields the step validation reads; the rest kept, ignored)."""

@@ -13,7 +13,7 @@ class _Row(Protocol):
     def config(self) -> Any: ...
 
     @property
-    def median_s(self) -> float | None: ...
+    def timed_s(self) -> float: ...
 
 
 def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: Sequence[str],
@@ -30,7 +30,7 @@ def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: 
     fit: list[float] = []
     for group in by_shape.values():
         pts = np.array([[getattr(r.config, a) for a in axes] for r in group], float)
-        t = np.array([getattr(r, "sustained_s", None) or r.median_s for r in group], float)   # as fits see it
+        t = np.array([r.timed_s for r in group], float)
         f = predict([r.config for r in group])
         for i in range(len(group)):
             others = np.arange(len(group)) != i
