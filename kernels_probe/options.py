@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from cascade_plan.inputs.limits import MAX_SECONDS
 
@@ -20,8 +21,7 @@ GRIDS = ("full", "coverage", "full+coverage")
 MAX_PAGE_TOKENS = 4_096                 # tokens per KV page: every engine uses 1..256
 
 
-@dataclass(frozen=True)
-class ProbeOption:
+class ProbeOption(msgspec.Struct, frozen=True):
     """One option: `name` is the Python parameter (and argparse dest); `kind` is "flag" (a bool switch),
     "value" (one value of `type`) or "repeat" (a value that may be given several times)."""
 

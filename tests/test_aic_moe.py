@@ -6,7 +6,6 @@ error line."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 
 import msgspec
@@ -93,7 +92,7 @@ def test_malformed_moe_rows_are_one_error_line(tmp_path):
 def _mixtral_parts(tables, skews=()):
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
 
-    return dataclasses.replace(DEFAULT_STEP_PARTS, moe=tuple(tables), moe_skew=tuple(skews))
+    return msgspec.structs.replace(DEFAULT_STEP_PARTS, moe=tuple(tables), moe_skew=tuple(skews))
 
 
 def _table(routing, seconds, origin="probe"):
@@ -105,7 +104,7 @@ def _table(routing, seconds, origin="probe"):
 
 def _layer_s(parts, routing, m):
     hw = load_hardware("h200")
-    parts = dataclasses.replace(parts, moe_routing=routing)
+    parts = msgspec.structs.replace(parts, moe_routing=routing)
     op = moe_op.cost(MIXTRAL, 1, "bf16", [m], parts, 2.0, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s)
     return op.time_s[0] / MIXTRAL.num_moe_layers, moe_op.source(MIXTRAL, 1, "bf16", [m], [1.0], parts)
 

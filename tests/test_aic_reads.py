@@ -8,6 +8,7 @@ expected numbers follow by hand from the collector's definition:
 4. GEMMs are kept per (M, N, K) and interpolated in them.
 """
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -101,7 +102,6 @@ def test_every_shipped_allreduce_is_a_curve_per_gpu_count():
 # ---- the K/V append, counted once -----------------------------------------------------------------
 
 def _costs(glue: GlueParams):
-    import dataclasses
 
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
     from cascade_plan.cost.cost_params import DEFAULT
@@ -111,7 +111,7 @@ def _costs(glue: GlueParams):
 
     model, hw = load_preset("llama-3-8b"), load_hardware("h200")
     step = StepParts(gemm=DEFAULT_STEP_PARTS.gemm, glue=glue, allreduce=DEFAULT_STEP_PARTS.allreduce)
-    params = dataclasses.replace(DEFAULT, step=step)
+    params = msgspec.structs.replace(DEFAULT, step=step)
     g = gpu_shape(model, hw, "bf16", "bf16", 1)
     return step_costs(single_level_load(4096, 64, 2, 512), g, model, "bf16", 1, params)
 

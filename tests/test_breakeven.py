@@ -1,8 +1,8 @@
 """Breakeven sweeps against hand arithmetic, axis parsing, and the breakeven command."""
 
-import dataclasses
 import json
 
+import msgspec
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -29,7 +29,7 @@ def test_zero_overhead_cascade_wins_for_every_prefix_and_group_above_one():
 def test_fixed_prefix_overhead_breakeven_by_hand():
     """Only a prefix-pass launch cost o per layer: cascade wins once (n-1) P c / BW > L o, i.e.
     P > 32 x 5 us x 3.35e12 B/s / ((n-1) x 131,072 B) = 4,089.4 / (n-1) tokens (memory-bound while n < 74)."""
-    params = dataclasses.replace(IDEAL, prefix=KernelParams(overhead_s=5e-6))
+    params = msgspec.structs.replace(IDEAL, prefix=KernelParams(overhead_s=5e-6))
     got = breakeven_prefix_tokens(SCN, params, [2, 5, 9, 33], [0, 700])
     limit = 32 * 5e-6 * 3.35e12 / 131072
     expected = [int(np.floor(limit / (n - 1))) + 1 for n in (2, 5, 9, 33)]
@@ -50,7 +50,7 @@ def test_sweep_matches_the_workload_estimate_at_one_step():
     """A one-level sweep point equals the tree model's step with the same load."""
     from cascade_plan.cost.estimate import estimate
 
-    scn = dataclasses.replace(SCN, tree=simple_tree(4096, 2, 64, 1024))
+    scn = msgspec.structs.replace(SCN, tree=simple_tree(4096, 2, 64, 1024))
     est = estimate(scn, DEFAULT)
     sw = sweep(scn, DEFAULT, [4096], [64], [1024], n_groups=2)
     assert sw.cascade_step_s[0, 0, 0] == pytest.approx(est.final_step.cascade.step_s)

@@ -1,8 +1,8 @@
 """Breakeven tables against their own grid on non-monotone (calibrated) surfaces: the two reported
 reproducers, the span search on a hand-made surface, and a property over random calibrated sweeps."""
 
-import dataclasses
 
+import msgspec
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -88,7 +88,7 @@ def test_a_win_that_vanishes_and_reappears_is_two_exact_ranges():
     """A prefix-pass efficiency that drops over a band of sizes: the win along the prefix axis
     appears, vanishes and reappears; the search reports both ranges, ends exact to the token."""
     scn = _scenario("llama-3-8b", "h100-sxm", "bf16", 1)
-    params = dataclasses.replace(IDEAL, prefix=KernelParams(overhead_s=5e-6))
+    params = msgspec.structs.replace(IDEAL, prefix=KernelParams(overhead_s=5e-6))
     spans = winning_spans(scn, params, "prefix", [5], [0], 1, 0, 1 << 20)
     assert spans[0][0] == [(1023, None)]                   # by hand, test_breakeven's fixed-overhead case
 

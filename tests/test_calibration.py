@@ -1,9 +1,9 @@
 """Fitting recovers known parameters; the planner applies fitted numbers exactly as the fit
 predicts them; calibrations are refused for other GPUs; the committed H200 calibration validates."""
 
-import dataclasses
 import json
 
+import msgspec
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -43,7 +43,7 @@ def test_fit_recovers_known_parameters_from_noisy_synthetic_measurements(kernel)
     cfgs = configs()
     f = features(kernel, cfgs)
     keep = f.bytes > 0
-    f = dataclasses.replace(f, **{k: getattr(f, k)[keep] for k in f.__dataclass_fields__})
+    f = msgspec.structs.replace(f, **{k: getattr(f, k)[keep] for k in f.__struct_fields__})
     t = predict(TRUE, f) * np.exp(rng.normal(0, 0.02, keep.sum()))        # 2% noise
     got = fit_kernel(f, t, 4.5e12, 790e12)
     assert got.bw_bytes_per_s == pytest.approx(TRUE.bw_bytes_per_s, rel=0.05)
@@ -56,7 +56,7 @@ def test_fit_recovers_known_parameters_from_noisy_synthetic_measurements(kernel)
 
 def test_fit_recovers_l2_hit_fraction():
     cfgs = configs(150)
-    true = dataclasses.replace(TRUE, l2_hit_max=0.6, l2_window_bytes=5e8, l2_bytes_per_s=9e12)
+    true = msgspec.structs.replace(TRUE, l2_hit_max=0.6, l2_window_bytes=5e8, l2_bytes_per_s=9e12)
     f = features("decode_shared", cfgs)
     t = predict(true, f, 62914560) * np.exp(rng.normal(0, 0.01, len(cfgs)))
     got = fit_l2(TRUE, f, t, 62914560)
@@ -85,7 +85,7 @@ def test_planner_applies_the_fit_exactly(h200_params, cfg):
     """One layer of the planner's cost = the fit's prediction for the same configuration (the fitted
     model alone: without the measured rows, which would price a measured configuration themselves)."""
     probe, per_backend = h200_params
-    per_backend = {b: dataclasses.replace(p, measured=None) for b, p in per_backend.items()}
+    per_backend = {b: msgspec.structs.replace(p, measured=None) for b, p in per_backend.items()}
     P, n, gr, S, hkv, g = cfg
     model = one_layer_model(hkv, g)
     hw = load_hardware("h200")

@@ -1,7 +1,7 @@
 """Invariants of the cost model, over random trees and shapes (hypothesis)."""
 
-import dataclasses
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -110,7 +110,7 @@ def test_more_sequences_sharing_never_lower_the_ideal_gain(model, hw, prefix, gr
     rows = np.array([samples, samples + 1]) * rows_per_sequence
     computed = prefix_tile_rows(rows)
     assume(computed[1] - computed[0] <= rows_per_sequence)    # the added sequence opens no new tile
-    more = dataclasses.replace(base, tree=simple_tree(prefix, groups, samples + 1, output, private))
+    more = msgspec.structs.replace(base, tree=simple_tree(prefix, groups, samples + 1, output, private))
     a, b = estimate(base, IDEAL), estimate(more, IDEAL)
     assume(all(x.weight_s == y.weight_s for x, y in zip(a.steps, b.steps)))   # GEMMs still memory-bound
     assert b.run_speedup >= a.run_speedup * (1 - 1e-9)
@@ -159,7 +159,7 @@ def test_two_level_tree_reads_each_node_once():
 
 
 def test_l2_hits_only_lower_per_sequence_hbm_bytes():
-    params = dataclasses.replace(IDEAL, l2_hit_max=0.5)
+    params = msgspec.structs.replace(IDEAL, l2_hit_max=0.5)
     small = scenario("llama-3-8b", "h200", simple_tree(256, 1, 32, 16))       # one layer's prefix: 1 MiB, fits L2
     c, _ = costs(small, params)
     redundant = 31 * 256 * 131072
@@ -184,7 +184,7 @@ def test_prefix_pass_computes_whole_tiles_of_query_rows():
     assert np.allclose(f5.flops / nominal, [384 / 320, 1.0])
     model, hw = load_preset("qwen2.5-7b"), load_hardware("h200")      # 28 query heads on 4 KV heads: G = 7
     g = gpu_shape(model, hw, "bf16", "bf16", 1)
-    flop_bound = dataclasses.replace(IDEAL, prefix=KernelParams(bw_eff=1e12))
+    flop_bound = msgspec.structs.replace(IDEAL, prefix=KernelParams(bw_eff=1e12))
     for n, tiles in ((64, 512 / 448), (16, 1.0)):
         c = step_costs(single_level_load(4096, n, 4, 1), g, model, "bf16", 1, flop_bound)
         assert float(c.cas_prefix_flops) == pytest.approx(4 * n * 4096 * g.attn_flop_per_query_token)
@@ -209,9 +209,9 @@ def test_fa3_prefix_pass_tiles_every_query_head_apart():
     assert per_head.flops[0] / packed.flops[0] == pytest.approx(8.0)       # 128 packed rows: one full tile
     model, hw = load_preset("qwen2.5-7b"), load_hardware("h200")
     g = gpu_shape(model, hw, "bf16", "bf16", 1)
-    flop_bound = dataclasses.replace(IDEAL, prefix=KernelParams(bw_eff=1e12))
+    flop_bound = msgspec.structs.replace(IDEAL, prefix=KernelParams(bw_eff=1e12))
     load = single_level_load(4096, 16, 4, 1)
     a = step_costs(load, g, model, "bf16", 1, flop_bound)
-    b = step_costs(load, g, model, "bf16", 1, dataclasses.replace(flop_bound, prefix_rows="q_head"))
+    b = step_costs(load, g, model, "bf16", 1, msgspec.structs.replace(flop_bound, prefix_rows="q_head"))
     assert float(a.cas_prefix_flops) == float(b.cas_prefix_flops)          # the useful FLOP reported alike
     assert float(b.cas_prefix_s) == pytest.approx(float(a.cas_prefix_s) * 8)   # 16 rows per head of 128

@@ -4,6 +4,7 @@ benchmarks/estimate_startup.py, never asserted here)."""
 import subprocess
 import sys
 
+import msgspec
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
@@ -94,12 +95,11 @@ def _reads(monkeypatch):
 
 
 def _scenario(workload, hardware):
-    import dataclasses
 
     import cascade_plan as cp
 
     scn = cp.load_scenario(workload)
-    return dataclasses.replace(scn, hardware=cp.load_hardware(hardware))
+    return msgspec.structs.replace(scn, hardware=cp.load_hardware(hardware))
 
 
 def _assess(workload, hardware, **choice):

@@ -3,10 +3,10 @@ rows, than a bf16 layer does (the step quantises each GEMM's activation; the iso
 quantised beforehand). The planner multiplies a dense fp8 step's GEMMs and glue by that measured ratio
 (Composition.over_bf16), and nothing else."""
 
-import dataclasses
 import json
 import math
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -79,7 +79,7 @@ def _terms(parts, model_id: str, weight_dtype: str, m: float):
 
 def test_a_dense_fp8_step_pays_it_and_nothing_else_does(probe):
     parts = params_from_probe(probe, "triton", "bf16", H200, load_preset("llama-3-8b")).step
-    bare = dataclasses.replace(parts, composition=dataclasses.replace(parts.composition, over_bf16={}))
+    bare = msgspec.structs.replace(parts, composition=msgspec.structs.replace(parts.composition, over_bf16={}))
     f16 = float(parts.composition.over_bf16_at("fp8", 16))
     with_it, without = _terms(parts, "llama-3-8b", "fp8", 16), _terms(bare, "llama-3-8b", "fp8", 16)
     assert float(with_it.gemm_s) == pytest.approx(float(without.gemm_s) * f16, rel=1e-9)

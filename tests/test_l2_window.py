@@ -1,8 +1,8 @@
 """The L2 parameters of per-sequence decode over shared pages mean what they say:
 a window is fitted only where the data show hits falling, and the shipped H200 probe shows none."""
 
-import dataclasses
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -27,7 +27,7 @@ def _configs(seed=3, n=160):
 
 def _synthetic(window):
     f = features("decode_shared", _configs())
-    true = dataclasses.replace(BASE, l2_hit_max=0.5, l2_window_bytes=window, l2_bytes_per_s=9e12)
+    true = msgspec.structs.replace(BASE, l2_hit_max=0.5, l2_window_bytes=window, l2_bytes_per_s=9e12)
     t = predict(true, f, L2) * np.exp(np.random.default_rng(1).normal(0, 0.01, f.bytes.size))
     return f, t
 
@@ -64,7 +64,7 @@ def test_shipped_probe_shows_no_fall_up_to_4x_the_l2(probe, backend, variant):
     f, t = _xy(rows, "decode_shared")
 
     def worst(window):
-        return np.abs(predict(dataclasses.replace(fit, l2_window_bytes=window), f, L2) / t - 1).max()
+        return np.abs(predict(msgspec.structs.replace(fit, l2_window_bytes=window), f, L2) / t - 1).max()
 
     # Hits that stopped once one layer's prefix outgrew the L2 would fit the measurements far worse.
     assert worst(L2) > 2 * worst(None)

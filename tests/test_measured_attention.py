@@ -2,10 +2,10 @@
 the rows (exact at them, between them in between), outside it the fitted model prices it and the output
 says so; fp8 KV is never priced from bf16 rows or fits."""
 
-import dataclasses
 import json
 import math
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -69,7 +69,7 @@ def test_between_rows_geometric_over_batch_and_linear_over_suffix(probe):
     at256 = (FI_DECODE_SHARED[(256, 4096, 128)] + FI_DECODE_SHARED[(256, 4096, 1024)]) / 2
     assert params.measured.table("per_sequence", (4, 8, 128))(q)[0] == pytest.approx(math.sqrt(at64 * at256), rel=1e-12)
 
-    fitted_only = dataclasses.replace(params, measured=None)
+    fitted_only = msgspec.structs.replace(params, measured=None)
     ratio = {k: t / float(one_layer(fitted_only, k[1], k[0], 1, k[2]).ps_attention_s)
              for k, t in FI_DECODE_SHARED.items()}
     r64 = (ratio[(64, 4096, 128)] + ratio[(64, 4096, 1024)]) / 2
@@ -91,7 +91,7 @@ def test_ratio_interpolation_stays_within_the_bracketing_rows():
 
 def test_outside_the_grid_is_the_fitted_model_and_says_why(probe):
     params = params_from_probe(probe, "flashinfer", "bf16", H200)
-    fitted_only = dataclasses.replace(params, measured=None)
+    fitted_only = msgspec.structs.replace(params, measured=None)
     for args in ((4096, 64, 1, 5000), (128, 64, 1, 128), (131072, 64, 1, 128)):   # beyond / below / beyond
         c, f = one_layer(params, *args), one_layer(fitted_only, *args)
         assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) == float(f.ps_attention_s)
@@ -316,5 +316,5 @@ def test_attention_as_an_op(probe):
     ops = attention_ops(c)
     assert ops["per_sequence"].name == ops["cascade"].name == "attention"
     assert float(ops["per_sequence"].time_s) == FI_DECODE_SHARED[(64, 4096, 128)] and ops["cascade"].source == MEASURED
-    assert (attention_ops(one_layer(dataclasses.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source
+    assert (attention_ops(one_layer(msgspec.structs.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source
             == FITTED)

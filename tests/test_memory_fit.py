@@ -1,10 +1,10 @@
 """Memory everywhere: a configuration whose weights or batch do not fit gets no go/no-go, says why and
 what would fit; sweeps and breakevens mark the points that do not fit."""
 
-import dataclasses
 import json
 import re
 
+import msgspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -30,7 +30,7 @@ def _applied(s: Scenario, suggestion: str) -> Scenario:
     """The scenario a 'what would fit' suggestion describes (its command-line flag)."""
     m = re.search(r"--(tp|weight-dtype|kv-dtype) (\w+)", suggestion)
     key = {"tp": "tp", "weight-dtype": "weight_dtype", "kv-dtype": "kv_dtype"}[m.group(1)]
-    return dataclasses.replace(s, **{key: int(m.group(2)) if key == "tp" else m.group(2)})
+    return msgspec.structs.replace(s, **{key: int(m.group(2)) if key == "tp" else m.group(2)})
 
 
 def test_deepseek_v3_tp8_on_a100_40gb_gets_no_verdict(root):
@@ -128,7 +128,7 @@ def test_sweep_fit_by_hand():
     fits = single_level_fits(s, np.array([edge, edge + 1]), 1, 0, 1)
     assert fits.tolist() == [True, False]
     # without prefix caching each of the 4 sequences stores its own copy
-    no_cache = dataclasses.replace(s, prefix_caching=False)
+    no_cache = msgspec.structs.replace(s, prefix_caching=False)
     assert single_level_fits(no_cache, edge // 4, 4, 0, 1) and not single_level_fits(no_cache, edge // 4 + 1, 4, 0, 1)
 
 

@@ -8,7 +8,6 @@ import copy
 import importlib.util
 import json
 import pathlib
-from dataclasses import replace
 
 import msgspec
 import numpy as np
@@ -43,7 +42,7 @@ def test_dispatch_by_hand() -> None:
     assert t[1] == pytest.approx(3.4555e-3, rel=1e-4)
     # dense models and calibrations without the fit: no term
     assert moe_dispatch.cost(load_preset("llama-3-8b"), 1, np.array([16.0]), PARTS) is None
-    assert moe_dispatch.cost(mixtral, 1, np.array([16.0]), replace(PARTS, moe_layer=None)) is None
+    assert moe_dispatch.cost(mixtral, 1, np.array([16.0]), msgspec.structs.replace(PARTS, moe_layer=None)) is None
 
 
 def test_mla_glue_by_hand() -> None:
@@ -60,7 +59,7 @@ def test_step_parts_round_trip_and_absent_key() -> None:
     again = read_step_parts(step_parts_json(parts))
     assert again.moe_layer == parts.moe_layer
     # a file without the fit writes no moe_layer key (every imported file stays as it was)
-    assert "moe_layer" not in step_parts_json(replace(parts, moe_layer=None))
+    assert "moe_layer" not in step_parts_json(msgspec.structs.replace(parts, moe_layer=None))
 
 
 def _probe_with(doc: dict) -> ProbeData:
@@ -91,7 +90,7 @@ def test_fit_recovers_planted_parameters(root) -> None:
     probe = _probe_with(doc)
     rows = probe.step_ops
     plain = fit_step_parts(probe, H200, "x")
-    parts = with_moe_tables(replace(plain, moe_layer=None), rows)
+    parts = with_moe_tables(msgspec.structs.replace(plain, moe_layer=None), rows)
     truth = np.array([80e-6, 30e-12, 0.5e-6, 25e-6])
     planted = []
     for r in rows:
@@ -183,7 +182,7 @@ def test_a_measured_layer_shape_is_priced_from_its_rows() -> None:
     assert list(m) == [1, 8, 16, 32, 64, 128, 256, 512]
     got = moe_dispatch.cost(mixtral, 1, m, parts, "bf16").time_s
     assert list(got) == pytest.approx([32 * t for t in table.per_layer_s], rel=1e-9)
-    fit_only = replace(parts, moe_layer=replace(parts.moe_layer, measured=()))
+    fit_only = msgspec.structs.replace(parts, moe_layer=msgspec.structs.replace(parts.moe_layer, measured=()))
     for tp, wd, tokens in ((2, "bf16", m), (1, "fp8", m), (1, "bf16", np.array([1024.0]))):
         assert list(moe_dispatch.cost(mixtral, tp, tokens, parts, wd).time_s) == \
             list(moe_dispatch.cost(mixtral, tp, tokens, fit_only, wd).time_s)

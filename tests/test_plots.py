@@ -1,10 +1,10 @@
 """Plots: every shipped workload yields non-empty PNG + SVG from every plot function, written
 atomically (no temp files left), and the heatmap survives sweeps where cascade never / always wins."""
 
-import dataclasses
 import sys
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -44,7 +44,7 @@ def _render_workload(path: Path, out: Path) -> dict[str, list[Path]]:
     est = estimate(scn, DEFAULT)
     out_dir = out / "nested" / "dir"        # parent directories are created
     title = f"{scn.model.id} on {scn.hardware.name} ({DEFAULT.mode} mode)"
-    ests = [estimate(dataclasses.replace(scn, hardware=load_hardware(h)), DEFAULT) for h in ("a100-80gb", "b200")]
+    ests = [estimate(msgspec.structs.replace(scn, hardware=load_hardware(h)), DEFAULT) for h in ("a100-80gb", "b200")]
     return {
         "heatmap": plots.plot_speedup_heatmap(small_sweep(scn, DEFAULT), title, out_dir / "heatmap"),
         "steps": plots.plot_step_times(est, out_dir / "steps"),

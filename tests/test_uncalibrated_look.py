@@ -2,9 +2,9 @@
 more confidently than measured ones: a range (what the defaults' measured error allows), the word
 'uncalibrated', pale hatched bars."""
 
-import dataclasses
 import json
 
+import msgspec
 from typer.testing import CliRunner
 
 from cascade_plan import assess, load_hardware, load_scenario, select_params
@@ -44,7 +44,7 @@ def test_hardware_plot_draws_default_bars_pale_and_hatched_with_a_range(root, tm
     scn = load_scenario(root / "workloads/rl-rollouts-64.yaml")
     ests = []
     for gpu in GPUS.split(","):
-        other = dataclasses.replace(scn, hardware=load_hardware(gpu))
+        other = msgspec.structs.replace(scn, hardware=load_hardware(gpu))
         ests.append(assess(other, select_params(other)))
     figs = []
     monkeypatch.setattr(run_plots, "_save", lambda fig, stem, formats=(): figs.append(fig) or [])

@@ -2,10 +2,10 @@
 computed against a measured GPU, a range (or no verdict) for shapes outside the measurements, the
 workload's point on the heatmap, and the cost-model source in every plot's footer."""
 
-import dataclasses
 import json
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -25,7 +25,7 @@ def rollouts(root):
 
 
 def _on(scn, hw):
-    return dataclasses.replace(scn, hardware=load_hardware(hw))
+    return msgspec.structs.replace(scn, hardware=load_hardware(hw))
 
 
 def test_default_verdict_says_so_and_shows_the_error_measured_on_the_h200(rollouts):

@@ -1,9 +1,9 @@
 """Verdicts held to the measured error of their numbers: a go only where the run speedup clears 1x by
 more than the speedup error validate measures for that backend and regime (or the defaults' error)."""
 
-import dataclasses
 import json
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -39,7 +39,7 @@ def test_the_margin_is_validates_largest_speedup_error_for_that_backend(root, ro
     hw = load_hardware("h200")
     pts = validate_steps(probe, hw)["points"]
     for backend in ("flashinfer", "flashinfer-fa2", "triton"):
-        params = select_params(dataclasses.replace(rollouts, hardware=hw), ParamsChoice(backend=backend))
+        params = select_params(msgspec.structs.replace(rollouts, hardware=hw), ParamsChoice(backend=backend))
         m = speedup_margin(params, "llama-3-8b")
         probed = [abs(p["speedup_error"]) for p in pts if p["backend"] == backend and not p["held_out_shape"]]
         assert m.error == pytest.approx(max(probed)) and m.n_steps == len(probed)
@@ -63,7 +63,7 @@ def test_go_needs_the_speedup_to_clear_the_error():
 
 
 def test_a_measured_go_that_clears_its_error_stays_go(rollouts):
-    h200 = dataclasses.replace(rollouts, hardware=load_hardware("h200"))
+    h200 = msgspec.structs.replace(rollouts, hardware=load_hardware("h200"))
     v = assess(h200, select_params(h200, ParamsChoice(backend="triton"))).verdict
     assert v.level == "go" and v.margin_error < 0.1 and "clears 1x by more than the measured error" in v.text
 

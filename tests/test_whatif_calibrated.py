@@ -2,9 +2,9 @@
 parts by the bandwidth ratio, compute-bound by the FLOP ratio, fixed costs kept), labelled; a what-if
 equal to the profile changes no number."""
 
-import dataclasses
 import json
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -57,7 +57,7 @@ def test_the_issue_reproducer_keeps_its_calibration(root):
 
 def test_bandwidth_scales_the_bandwidth_bound_parts_and_keeps_fixed_costs(root):
     scn = load_scenario(root / "workloads/rl-rollouts-64.yaml")          # h100-sxm, AIConfigurator tables
-    fast = dataclasses.replace(scn, hardware=what_if(scn.hardware, hbm_bandwidth="6.7"))   # 2x
+    fast = msgspec.structs.replace(scn, hardware=what_if(scn.hardware, hbm_bandwidth="6.7"))   # 2x
     p0, p1 = select_params(scn), select_params(fast)
     assert p1.mode == "calibrated" and p1.decode == p0.decode and p1.prefix == p0.prefix   # same fractions of peak
     assert "HBM x2" in p1.label and p1.numbers.endswith("what-if")
@@ -73,7 +73,7 @@ def test_bandwidth_scales_the_bandwidth_bound_parts_and_keeps_fixed_costs(root):
 
 def test_flop_rate_scales_the_compute_bound_prefix_pass(root):
     scn = load_scenario(root / "workloads/rl-rollouts-64.yaml")
-    slow = dataclasses.replace(scn, hardware=what_if(scn.hardware, bf16_tflops="100"))
+    slow = msgspec.structs.replace(scn, hardware=what_if(scn.hardware, bf16_tflops="100"))
     p = select_params(slow)
     assert p.mode == "calibrated" and "bf16 x" in p.label
     assert (estimate(slow, p).steps[0].cascade.attention_s

@@ -8,8 +8,9 @@ measured rows, the AIConfigurator table, or (extrapolated counts) the measured c
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
+
+import msgspec
 
 from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.cost.step_parts import AllReduceFit, StepParts
@@ -46,17 +47,17 @@ def with_measured_curves(step: StepParts, rows: Sequence[StepOpRow] = ()) -> Ste
         if a.origin == "measured" and not a.table_bytes:
             tb, ts = allreduce_curve(rows, n)
             if len(tb) >= 2:
-                ar[n] = dataclasses.replace(a, table_bytes=tb, table_s=ts,
-                                            basis=a.basis + "; the measured curve (step_ops rows), interpolated")
+                ar[n] = msgspec.structs.replace(a, table_bytes=tb, table_s=ts,
+                                                basis=a.basis + "; the measured curve (step_ops rows), interpolated")
     measured = [n for n, a in ar.items() if a.origin == "measured" and a.table_bytes]
     if measured:
         base = ar[max(measured)]
         for n, a in step.allreduce.items():
             if a.origin == "extrapolated" and not a.table_bytes:
                 tb, ts = carried_curve(base, n)
-                ar[n] = dataclasses.replace(a, table_bytes=tb, table_s=ts,
-                                            basis=a.basis + f"; the measured {base.gpus}-GPU curve carried over")
-    return dataclasses.replace(step, allreduce=ar)
+                ar[n] = msgspec.structs.replace(a, table_bytes=tb, table_s=ts,
+                                                basis=a.basis + f"; the measured {base.gpus}-GPU curve carried over")
+    return msgspec.structs.replace(step, allreduce=ar)
 
 
 def prefer_measured_allreduce(step: StepParts, hw: HardwareProfile, rows: Sequence[StepOpRow] = ()) -> StepParts:
@@ -74,9 +75,9 @@ def prefer_measured_allreduce(step: StepParts, hw: HardwareProfile, rows: Sequen
         return step
     ar = dict(step.allreduce)
     for n in swap:
-        ar[n] = dataclasses.replace(aic[n], basis=f"{name}: {aic[n].basis}; used instead of the probe's "
+        ar[n] = msgspec.structs.replace(aic[n], basis=f"{name}: {aic[n].basis}; used instead of the probe's "
                                                   "extrapolation (measured data preferred)")
     kept = ", ".join(ar[n].label for n in sorted(ar) if n not in swap)
     note = (f"all-reduce for {', '.join(map(str, swap))} GPUs: AIConfigurator's measurement ({name}, "
             f"{ar[swap[0]].algorithm}) instead of the probe's extrapolation" + (f"; kept: {kept}" if kept else ""))
-    return dataclasses.replace(step, allreduce=ar, notes=step.notes + (note,))
+    return msgspec.structs.replace(step, allreduce=ar, notes=step.notes + (note,))

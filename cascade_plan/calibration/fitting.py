@@ -14,10 +14,8 @@ measurements show such a fall (see fit_l2). Fitting minimises squared log error
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -45,8 +43,7 @@ def config_column(configs: Sequence[msgspec.Struct] | Sequence[Mapping[str, Any]
     return [get(c) for c in configs]
 
 
-@dataclass(frozen=True)
-class Features:
+class Features(msgspec.Struct, frozen=True):
     """Per-layer work of one measurement, in the planner's terms."""
 
     bytes: np.ndarray
@@ -101,8 +98,7 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     raise ValueError(f"no features for kernel {kernel!r}")
 
 
-@dataclass(frozen=True)
-class KernelFit:
+class KernelFit(msgspec.Struct, frozen=True):
     bw_bytes_per_s: float
     flop_per_s: float
     overhead_s: float
@@ -119,7 +115,7 @@ class KernelFit:
     train_median_ape: float = 0.0
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "surface"}
+        d = {k: getattr(self, k) for k in self.__struct_fields__ if k != "surface"}
         d["surface"] = self.surface.to_dict() if self.surface else None
         return d
 
@@ -127,7 +123,7 @@ class KernelFit:
     def from_doc(cls, d: KernelFitDoc) -> "KernelFit":
         """The typed form in a calibration file (calibration_format.KernelFitDoc) as a fit."""
         s = d.surface
-        return cls(**{f: getattr(d, f) for f in cls.__dataclass_fields__ if f != "surface"},
+        return cls(**{f: getattr(d, f) for f in cls.__struct_fields__ if f != "surface"},
                    surface=None if s is None else Surface(tuple(s.log_bytes), tuple(s.log_rows),
                                                           tuple(tuple(r) for r in s.values)))
 
@@ -269,8 +265,8 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
     def candidate(th) -> KernelFit:
         h, bl2, w = unpack(th)
         # no window: hits never fall (np.inf); KernelFit stores that as None
-        return dataclasses.replace(base, l2_hit_max=float(h), l2_bytes_per_s=float(bl2),
-                                   l2_window_bytes=np.inf if w is None else float(w))
+        return msgspec.structs.replace(base, l2_hit_max=float(h), l2_bytes_per_s=float(bl2),
+                                       l2_window_bytes=np.inf if w is None else float(w))
 
     def resid(th):
         return np.log(predict(candidate(th), f, l2_bytes)) - np.log(t)
@@ -288,9 +284,9 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
     fit = candidate(best[0])
     ape = np.abs(np.exp(resid(best[0])) - 1)
     window = fit.l2_window_bytes
-    return dataclasses.replace(fit, l2_window_bytes=None if window is None or np.isinf(window) else window,
-                               l2_measured_up_to_bytes=largest, n_train=int(t.size),
-                               train_median_ape=float(np.median(ape)))
+    return msgspec.structs.replace(fit, l2_window_bytes=None if window is None or np.isinf(window) else window,
+                                   l2_measured_up_to_bytes=largest, n_train=int(t.size),
+                                   train_median_ape=float(np.median(ape)))
 
 
 def fixed_part(fit: KernelFit, f: Features) -> np.ndarray:

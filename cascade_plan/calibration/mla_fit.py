@@ -16,7 +16,6 @@ count the fit never sees), every row with a 16,384-token prefix, and one in six 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -112,7 +111,7 @@ def _xy(kind: str, rows: list[MlaRow]) -> tuple[Features, np.ndarray]:
 def _fit(kind: str, rows: list[MlaRow], bw: float, fl: float, l2: float) -> KernelFit:
     f, t = _xy(kind, rows)
     fit = fit_kernel(f, t, bw, fl)
-    return dataclasses.replace(fit, surface=fit_surface(fit, f, t, l2))
+    return msgspec.structs.replace(fit, surface=fit_surface(fit, f, t, l2))
 
 
 def fit_mla(rows: Sequence[MlaRow], ceilings: Ceilings, kv_dtype: str, l2_bytes: float,
@@ -132,9 +131,9 @@ def fit_mla(rows: Sequence[MlaRow], ceilings: Ceilings, kv_dtype: str, l2_bytes:
     if min(len(dec), len(pre), len(suf)) < MIN_ROWS:
         return None
     f, t = _xy("decode_mla", dec)
-    base = fit_kernel(dataclasses.replace(f, bytes=f.bytes - f.redundant_bytes), t, bw, fl)
+    base = fit_kernel(msgspec.structs.replace(f, bytes=f.bytes - f.redundant_bytes), t, bw, fl)
     decode = fit_l2(base, f, t, l2_bytes)
-    decode = dataclasses.replace(decode, surface=fit_surface(decode, f, t, l2_bytes))
+    decode = msgspec.structs.replace(decode, surface=fit_surface(decode, f, t, l2_bytes))
     return {"decode_mla": decode.to_dict(), "prefix_mla": _fit("prefix_mla", pre, bw, fl, l2_bytes).to_dict(),
             "suffix_mla": _fit("suffix_mla", suf, bw, fl, l2_bytes).to_dict()}
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import replace
 
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration_rows import StepOpRow
@@ -77,7 +77,7 @@ def fit_moe_layer(rows: Sequence[StepOpRow], parts: StepParts, hw) -> MoeLayerPa
     sel = [r for r in rows if r.op == OP and r.correct]
     if len(sel) < 4:
         return None
-    base = parts if parts.moe_layer is None else replace(parts, moe_layer=None)
+    base = parts if parts.moe_layer is None else msgspec.structs.replace(parts, moe_layer=None)
     feats = [_features(r, base, hw) for r in sel]
     meas = np.array([f[0] for f in feats])
     priced = np.array([f[1] for f in feats])

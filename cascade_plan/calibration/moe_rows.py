@@ -8,7 +8,8 @@ loaded: the rows are the data, nothing is fitted."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+
+import msgspec
 
 from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.calibration_rows import MoeRowDoc, MoeSkewDoc
@@ -107,5 +108,5 @@ def with_moe_tables(parts: StepParts, step_ops: Sequence[StepOpRow], moe_rows: S
     tables = moe_tables(step_ops, path) + aic_moe_tables(moe_rows, path)
     skews = _skews(moe_skew, path)
     if skews:
-        parts = replace(parts, moe_skew=skews)
-    return replace(parts, moe=tables) if tables else parts
+        parts = msgspec.structs.replace(parts, moe_skew=skews)
+    return msgspec.structs.replace(parts, moe=tables) if tables else parts

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
+
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice
@@ -34,9 +36,8 @@ def select_params(scn=None, choice: ParamsChoice = ParamsChoice()) -> CostParams
         return DEFAULT
     base = what_if_base(scn.hardware)
     if base is not None:          # the base GPU's numbers, scaled to the user's peaks
-        import dataclasses
 
-        measured = select_params(dataclasses.replace(scn, hardware=base), choice)
+        measured = select_params(msgspec.structs.replace(scn, hardware=base), choice)
         return what_if_params(measured, base, scn.hardware)
     if calibration is None and backend is None and shipped_source(scn.hardware.id) == "default":
         return DEFAULT        # nothing shipped for this GPU: skip loading the calibration machinery
@@ -78,16 +79,15 @@ def what_if_params(params: CostParams, base, hw) -> CostParams:
     window by the L2 ratio; fixed costs (launches, per-row setup, latencies) and the all-reduce (the
     interconnect, not HBM) are kept. Ideal and default numbers need nothing: they are fractions of
     the peaks too. A what-if equal to the profile changes no number."""
-    import dataclasses
 
     if params.mode != "calibrated":
         return params
     bw = base.hbm_bytes_per_s / hw.hbm_bytes_per_s
     step = params.step
     if step is not None and bw != 1.0:
-        glue = dataclasses.replace(step.glue, per_token_layer_s=step.glue.per_token_layer_s * bw,
-                                   per_token_step_s=step.glue.per_token_step_s * bw)
-        step = dataclasses.replace(step, glue=glue)
+        glue = msgspec.structs.replace(step.glue, per_token_layer_s=step.glue.per_token_layer_s * bw,
+                                       per_token_step_s=step.glue.per_token_step_s * bw)
+        step = msgspec.structs.replace(step, glue=glue)
     window = params.l2_window_bytes
     if window and base.l2_bytes and hw.l2_bytes != base.l2_bytes:
         window = window * hw.l2_bytes / base.l2_bytes
@@ -103,8 +103,8 @@ def what_if_params(params: CostParams, base, hw) -> CostParams:
     measured = params.measured if not scaled else None
     if scaled and params.measured is not None:
         how += "; attention from the fitted kernels (the measured rows hold for the base GPU's peaks only)"
-    return dataclasses.replace(params, step=step, l2_window_bytes=window, measured=measured,
-                               what_if=f"what-if on measured kernels of {base.id}{how}")
+    return msgspec.structs.replace(params, step=step, l2_window_bytes=window, measured=measured,
+                                   what_if=f"what-if on measured kernels of {base.id}{how}")
 
 
 def calibrated_for(probe, backend: str | None, kv_dtype: str, hw, model=None) -> CostParams:
@@ -121,9 +121,8 @@ def params_for_gpu(scn, choice: ParamsChoice) -> CostParams:
     """The one path for a GPU the user gave no calibration file for (compare's rows, the report's and the
     plots' other GPUs, estimate without --calibration): ideal or the defaults when asked, else the GPU's
     own best shipped source: the project's probe, else AIConfigurator's tables, else the defaults."""
-    import dataclasses
 
-    return select_params(scn, dataclasses.replace(choice, calibration=None, force=False))
+    return select_params(scn, msgspec.structs.replace(choice, calibration=None, force=False))
 
 
 def sources_note(gpu_params: list[tuple[str, CostParams]]) -> str | None:

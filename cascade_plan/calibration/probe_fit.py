@@ -4,7 +4,6 @@ file's `fitted` section."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 from pathlib import Path
 from typing import Any
@@ -40,7 +39,7 @@ def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head",
 
 def _fit_one(f: Features, t: np.ndarray, bw: float, fl: float, l2: float = 0.0) -> KernelFit:
     fit = fit_kernel(f, t, bw, fl)
-    return dataclasses.replace(fit, surface=fit_surface(fit, f, t, l2))
+    return msgspec.structs.replace(fit, surface=fit_surface(fit, f, t, l2))
 
 
 def _by_config(rows: list[Measurement]) -> dict[str, Measurement]:
@@ -84,8 +83,8 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     shared = rows(db, "decode_shared", dv)
     if len(shared) >= 6:
         f2, t2 = _xy(shared, "decode_shared", decode_rows=dec_rows)
-        sh = fit_l2(dataclasses.replace(dup_fit, surface=None), f2, t2, l2)
-        out["decode_shared"] = dataclasses.replace(sh, surface=fit_surface(sh, f2, t2, l2)).to_dict()
+        sh = fit_l2(msgspec.structs.replace(dup_fit, surface=None), f2, t2, l2)
+        out["decode_shared"] = msgspec.structs.replace(sh, surface=fit_surface(sh, f2, t2, l2)).to_dict()
     else:
         out["decode_shared"] = dup_fit.to_dict()   # no block table: shared pages are not expressible
     pb, pv = src["prefix"]

@@ -19,16 +19,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.calibration_rows import STEP_KINDS
 from cascade_plan.cost.cost_params import CostParams
 
 
-@dataclass(frozen=True)
-class Margin:
+class Margin(msgspec.Struct, frozen=True):
     error: float          # relative |error| of a predicted speedup (0.054 = ±5.4%)
     source: str           # where it was measured, in words
     n_steps: int          # measured whole steps behind it

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration.step_parts_doc import step_parts_json
@@ -286,7 +286,7 @@ def fit_step_parts(probe: ProbeData, hw: HardwareProfile, source: str) -> StepPa
 
     moe_layer = fit_moe_layer(rows, with_moe_tables(parts, rows, path=probe.path), hw)
     # not in `notes`: every estimate on this GPU lists those; the fit says what it is in its own fields
-    return parts if moe_layer is None else replace(parts, moe_layer=moe_layer)
+    return parts if moe_layer is None else msgspec.structs.replace(parts, moe_layer=moe_layer)
 
 
 def fitted_step_parts_json(probe: ProbeData, hw: HardwareProfile, source: str) -> dict | None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration_rows import StepConfig, StepRow
@@ -89,12 +90,13 @@ def _with_glue(probe: ProbeData, params, glue: str | None):
     glue rows of that variant, where it is not the calibration's own; as given where the file has none."""
     if glue is None or params.step is None or params.step.glue.variant == glue:
         return params
-    import dataclasses
 
     from cascade_plan.calibration.step_fit import fit_glue
 
     fitted = probe.derived(f"glue:{glue}", lambda p: fit_glue(p.step_ops, glue, p.ceilings))   # once per file
-    return params if fitted is None else dataclasses.replace(params, step=dataclasses.replace(params.step, glue=fitted))
+    if fitted is None:
+        return params
+    return msgspec.structs.replace(params, step=msgspec.structs.replace(params.step, glue=fitted))
 
 
 def _predict(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, tp: int, hw, kv_dtype: str = "bf16",

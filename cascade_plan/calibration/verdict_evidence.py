@@ -16,7 +16,7 @@ Only CostParams.mode / label / notes / source are read, so any measured source w
 
 from __future__ import annotations
 
-import dataclasses
+import msgspec
 
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
@@ -42,11 +42,11 @@ def attach_evidence(est: Estimate) -> Estimate:
     if not v.judged or p.mode == "ideal":
         return est
     if p.mode == "default":
-        return dataclasses.replace(est, verdict=with_evidence(v, text)) if text else est
+        return msgspec.structs.replace(est, verdict=with_evidence(v, text)) if text else est
     notes = p.notes + est.coverage       # the shape, and the workload's reach, outside the measurements
     if notes:
         lo, hi, sources = speedup_range(est)
-        return dataclasses.replace(est, verdict=extrapolated(v, "; ".join(notes), lo, hi, sources))
+        return msgspec.structs.replace(est, verdict=extrapolated(v, "; ".join(notes), lo, hi, sources))
     return est
 
 
@@ -63,8 +63,8 @@ def attach_margin(est: Estimate) -> Estimate:
     v = with_margin(est.verdict, est.run_speedup, m.error, m.source)
     if est.params.mode == "default" and v.speedup_range is None:
         # uncalibrated numbers are never one crisp figure: the range their measured error allows
-        v = dataclasses.replace(v, speedup_range=m.speedup_range(est.run_speedup))
-    return dataclasses.replace(est, verdict=v)
+        v = msgspec.structs.replace(v, speedup_range=m.speedup_range(est.run_speedup))
+    return msgspec.structs.replace(est, verdict=v)
 
 
 def _measured_gpus(first: str) -> list[str]:
@@ -87,7 +87,7 @@ def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
     found = []
     # already in the order shown: open only as many calibrations as are shown
     for hw_id in _measured_gpus(scn.hardware.id):
-        other = scn if hw_id == scn.hardware.id else dataclasses.replace(scn, hardware=load_hardware(hw_id))
+        other = scn if hw_id == scn.hardware.id else msgspec.structs.replace(scn, hardware=load_hardware(hw_id))
         measured = select_params(other)
         if measured.mode not in UNMEASURED:
             found.append((other, measured))

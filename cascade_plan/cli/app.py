@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
+import msgspec
 import typer
 
 from cascade_plan import __version__
@@ -110,9 +111,8 @@ def estimate(
                                 **deployment.as_kwargs())
     scn = what_if.apply(scn)
     if moe_routing is not None:
-        import dataclasses
 
-        scn = dataclasses.replace(scn, moe_routing=moe_routing.value)
+        scn = msgspec.structs.replace(scn, moe_routing=moe_routing.value)
     est = assess(scn, select_params(scn, choice), reserve)
     if json_out:
         print_json(to_json(est, __version__))

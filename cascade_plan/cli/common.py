@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 import inspect
@@ -12,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
+import msgspec
 import typer
 
 from cascade_plan.errors import InputError
@@ -277,7 +277,7 @@ def scenario_from_options(workload: Path | None, *, model: str | None, hardware:
     if tp is not None:
         check_tp(scn.model, tp)
         changes["tp"] = tp
-    return dataclasses.replace(scn, **changes) if changes else scn
+    return msgspec.structs.replace(scn, **changes) if changes else scn
 
 
 def refuse_replacing_non_calibration(path: Path, option: str) -> None:

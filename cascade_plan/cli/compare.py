@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Annotated, Optional
 
+import msgspec
 import typer
 
 from cascade_plan.cli.common import (
@@ -59,7 +59,7 @@ def compare(
                                  output_tokens=output_tokens, tp=tp)
     hws = [load_hardware(h.strip()) for h in hardware.split(",")] if hardware else [base.hardware]
     kvs = list(dict.fromkeys(kv_dtype_value(k) for k in kv_dtype.split(","))) if kv_dtype else [base.kv_dtype]
-    scns = [what_if.apply(dataclasses.replace(base, hardware=h, kv_dtype=k)) for h in hws for k in kvs]
+    scns = [what_if.apply(msgspec.structs.replace(base, hardware=h, kv_dtype=k)) for h in hws for k in kvs]
     params = [params_for_gpu(s, choice) for s in scns]          # each GPU's own best source
     from cascade_plan.calibration.verdict_evidence import assess
 

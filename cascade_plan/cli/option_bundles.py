@@ -8,11 +8,11 @@ from the signature the decorator writes."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 from typing import Any, Callable, Optional
 
+import msgspec
 import typer
 
 from cascade_plan.cli.common import (
@@ -45,11 +45,10 @@ from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 class _Group:
     def as_kwargs(self) -> dict[str, Any]:
         """The fields by name, to pass on as keyword arguments."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        return {f: getattr(self, f) for f in self.__struct_fields__}  # type: ignore[attr-defined]
 
 
-@dataclasses.dataclass(frozen=True)
-class QuickWorkload(_Group):
+class QuickWorkload(_Group, msgspec.Struct, frozen=True):
     """A workload described on the command line instead of in a file."""
     prefix: Optional[int] = None
     groups: int = 1
@@ -58,16 +57,14 @@ class QuickWorkload(_Group):
     private_tokens: int = 0
 
 
-@dataclasses.dataclass(frozen=True)
-class Deployment(_Group):
+class Deployment(_Group, msgspec.Struct, frozen=True):
     """How the model runs; each one overrides the workload's."""
     kv_dtype: Optional[KvCacheDtypeChoice] = None
     weight_dtype: Optional[KvDtypeOpt] = None
     tp: Optional[int] = None
 
 
-@dataclasses.dataclass(frozen=True)
-class TableOutput(_Group):
+class TableOutput(_Group, msgspec.Struct, frozen=True):
     """A JSON document or CSV instead of the tables."""
     json_out: bool = False
     csv_out: bool = False
@@ -100,7 +97,7 @@ def bundle(cls: type, options: dict[str, Any], only: tuple[str, ...] | None = No
     unknown = set(only or ()) - set(options)
     if unknown:
         raise ValueError(f"no such option in the group: {sorted(unknown)}")
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    defaults = {f.name: f.default for f in msgspec.structs.fields(cls)}
 
     def decorate(fn: Callable) -> Callable:
         sig = inspect.signature(fn, eval_str=True)

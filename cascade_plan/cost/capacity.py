@@ -3,8 +3,7 @@ prefix stored once (storage sharing) and without; and whether one sibling group 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.cost_model import kv_bytes_per_token
@@ -18,8 +17,7 @@ from cascade_plan.units import fmt_bytes_binary
 DEFAULT_RESERVE_FRACTION = 0.10
 
 
-@dataclass(frozen=True)
-class Capacity:
+class Capacity(msgspec.Struct, frozen=True):
     memory_bytes: float
     weight_bytes: float                # every parameter stored on this GPU (all experts)
     reserve_bytes: float

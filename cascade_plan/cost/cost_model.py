@@ -7,8 +7,7 @@ launch per layer; a step is the weight GEMMs plus the attention terms of its mod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.cost_params import CostParams, KernelParams
@@ -66,8 +65,7 @@ def gemm_flops_per_gpu(model: ModelSpec, tp: int, batch: np.ndarray | float) -> 
     return 2.0 * (model.active_params - model.embedding_params) * np.asarray(batch, dtype=float) / tp
 
 
-@dataclass(frozen=True)
-class GpuShape:
+class GpuShape(msgspec.Struct, frozen=True):
     """The per-GPU constants a decode step needs."""
 
     layers: int
@@ -135,8 +133,7 @@ def l2_hit_fraction(params: CostParams, layer_working_set_bytes, l2_bytes: float
     return params.l2_hit_max * np.minimum(1.0, params.l2_window_bytes / ws)
 
 
-@dataclass(frozen=True)
-class StepCosts:
+class StepCosts(msgspec.Struct, frozen=True):
     """Per decode step k = 1..K (arrays of shape (K,)); bytes are HBM bytes unless named logical."""
 
     steps: np.ndarray
@@ -188,8 +185,7 @@ class StepCosts:
         return self.ps_step_s / self.cas_step_s
 
 
-@dataclass(frozen=True)
-class StepLoad:
+class StepLoad(msgspec.Struct, frozen=True):
     """What one decode step asks of the attention kernels, in tokens. Arrays broadcast over any
     trailing shape S (decode steps of a run, or a sweep grid); node arrays are (J,) + S."""
 

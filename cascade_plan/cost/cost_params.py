@@ -5,8 +5,9 @@ Three sources: `ideal` (peaks, no overheads: the seed's arithmetic), `default` (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
+
+import msgspec
 
 from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
@@ -14,8 +15,7 @@ from cascade_plan.cost.step_parts import StepParts
 from cascade_plan.cost.surface import Surface
 
 
-@dataclass(frozen=True)
-class KernelParams:
+class KernelParams(msgspec.Struct, frozen=True):
     """One kernel kind: achieved fraction of peak bandwidth and FLOP/s, a fixed cost per launch per
     layer (launch, tail), and a cost per (sequence, KV head) row per layer (per-row setup, partial
     waves at small batch) that calibration can fit."""
@@ -29,8 +29,7 @@ class KernelParams:
     surface: Surface | None = None     # calibrated efficiency correction over (bytes per layer, rows)
 
 
-@dataclass(frozen=True)
-class CostParams:
+class CostParams(msgspec.Struct, frozen=True):
     mode: str                    # "ideal" | "default" | "calibrated"
     decode: KernelParams         # per-sequence paged decode attention over shared prefix pages
     prefix: KernelParams         # cascade prefix pass (one launch per level)
@@ -98,7 +97,7 @@ class CostParams:
     @property
     def label(self) -> str:
         if self.what_if:
-            return f"{self.what_if}; {replace(self, what_if=None).label}"
+            return f"{self.what_if}; {msgspec.structs.replace(self, what_if=None).label}"
         if self.mode == "calibrated":
             note = "".join(f"; {n}" for n in self.info + self.notes)
             if self.origin == "aic":
@@ -130,6 +129,6 @@ DEFAULT = CostParams(
 def with_overheads_scaled(params: CostParams, factor: float) -> CostParams:
     """Scale every fixed overhead (used by sensitivity sweeps and tests)."""
     def s(k: KernelParams) -> KernelParams:
-        return replace(k, overhead_s=k.overhead_s * factor)
-    return replace(params, decode=s(params.decode), prefix=s(params.prefix), suffix=s(params.suffix),
-                   merge=s(params.merge), gemm=s(params.gemm))
+        return msgspec.structs.replace(k, overhead_s=k.overhead_s * factor)
+    return msgspec.structs.replace(params, decode=s(params.decode), prefix=s(params.prefix), suffix=s(params.suffix),
+                                   merge=s(params.merge), gemm=s(params.gemm))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
@@ -21,8 +19,7 @@ from cascade_plan.envelope import envelope
 from cascade_plan.inputs.workload import Scenario
 
 
-@dataclass(frozen=True)
-class ModeStep:
+class ModeStep(msgspec.Struct, frozen=True):
     attention_bytes: float   # logical KV (+ merge) bytes the attention kernels read
     hbm_bytes: float         # after L2 hits (per-sequence over shared pages); equals attention_bytes for cascade
     prefix_bytes: float
@@ -34,8 +31,7 @@ class ModeStep:
     attention_source: str = ""   # "measured (interpolated)" or "fitted model" (cost/ops/attention.py)
 
 
-@dataclass(frozen=True)
-class StepSummary:
+class StepSummary(msgspec.Struct, frozen=True):
     label: str
     step: int                # 1-based decode step
     active_seqs: int
@@ -56,8 +52,7 @@ class StepSummary:
         return self.per_sequence.step_s / self.cascade.step_s
 
 
-@dataclass(frozen=True)
-class Estimate:
+class Estimate(msgspec.Struct, frozen=True):
     scenario: Scenario
     params: CostParams
     flat: FlatTree
@@ -70,7 +65,7 @@ class Estimate:
     run_cascade_s: float
     output_tokens: int
     verdict: Verdict
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
     memory: MemoryFit | None = None
     # where this workload leaves the calibration's measured grid (cost/coverage.py); joins params.notes
     coverage: tuple[str, ...] = ()
@@ -116,7 +111,7 @@ def with_routing(params: CostParams, routing: str) -> CostParams:
     """The parameters with their routed experts priced at the workload's routing (unchanged for balanced)."""
     if params.step is None or params.step.moe_routing == routing:
         return params
-    return dataclasses.replace(params, step=dataclasses.replace(params.step, moe_routing=routing))
+    return msgspec.structs.replace(params, step=msgspec.structs.replace(params.step, moe_routing=routing))
 
 
 def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from cascade_plan.inputs.workload import TreeNode
 
 
-@dataclass(frozen=True)
-class FlatTree:
+class FlatTree(msgspec.Struct, frozen=True):
     """Leaf classes i (one per leaf node of the tree) and shared nodes j (every node with tokens > 0).
 
     leaf_seqs[i]      sequences of class i in the whole batch

@@ -4,9 +4,7 @@ batch. A speedup for a configuration that cannot run is no answer, so the verdic
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.capacity import (
@@ -25,8 +23,7 @@ TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 SMALLER_DTYPES = {"bf16": ("fp8", "int4"), "fp16": ("fp8", "int4"), "fp8": ("int4",), "int8": ("int4",), "int4": ()}
 
 
-@dataclass(frozen=True)
-class MemoryFit:
+class MemoryFit(msgspec.Struct, frozen=True):
     weights_fit: bool
     batch_fits: bool                 # the whole batch at its longest, stored as the workload says
     group_fits: bool                 # one sibling group with its prefix chain
@@ -85,13 +82,13 @@ def _first(variants: list[tuple[str, Scenario]], reserve: float, flat: FlatTree)
 def _alternatives(scn: Scenario, reserve: float, flat: FlatTree, here: MemoryFit) -> list[str]:
     """Single changes to the configuration under which it runs: the smallest tensor-parallel degree,
     the next smaller dtype, the largest batch of this shape."""
-    tps = [(f"tensor parallelism {t} (--tp {t})", dataclasses.replace(scn, tp=t)) for t in _valid_tps(scn)]
+    tps = [(f"tensor parallelism {t} (--tp {t})", msgspec.structs.replace(scn, tp=t)) for t in _valid_tps(scn)]
     out = [_first(tps, reserve, flat)]
     if not here.weights_fit:
-        dts = [(f"{dt} weights (--weight-dtype {dt})", dataclasses.replace(scn, weight_dtype=dt))
+        dts = [(f"{dt} weights (--weight-dtype {dt})", msgspec.structs.replace(scn, weight_dtype=dt))
                for dt in SMALLER_DTYPES.get(scn.weight_dtype, ())]
         return [a for a in out + [_first(dts, reserve, flat)] if a]
-    kvs = [(f"{dt} KV cache (--kv-dtype {dt})", dataclasses.replace(scn, kv_dtype=dt))
+    kvs = [(f"{dt} KV cache (--kv-dtype {dt})", msgspec.structs.replace(scn, kv_dtype=dt))
            for dt in SMALLER_DTYPES.get(scn.kv_dtype, ())]
     out.append(_first(kvs, reserve, flat))
     if here.max_sequences >= 1:
@@ -133,7 +130,7 @@ def memory_fit(scn: Scenario, reserve_fraction: float = DEFAULT_RESERVE_FRACTION
                      max_sequences=n if weights_fit else 0, reserve_fraction=reserve_fraction, reason=reason,
                      would_fit=())
     if reason and alternatives:
-        fit = dataclasses.replace(fit, would_fit=tuple(_alternatives(scn, reserve_fraction, flat, fit)))
+        fit = msgspec.structs.replace(fit, would_fit=tuple(_alternatives(scn, reserve_fraction, flat, fit)))
     return fit
 
 

@@ -11,8 +11,7 @@ expert shape to a GPU whose rows are balanced only (an AIConfigurator import).""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 MEASURED = "measured grouped-GEMM rows (interpolated in M)"
@@ -20,8 +19,7 @@ MEASURED_AIC = "AIConfigurator's MoE rows (moe_perf, interpolated in M)"
 MODELLED = "the GEMM table (touched experts as one grouped GEMM per projection, uniform routing)"
 
 
-@dataclass(frozen=True)
-class MoeTable:
+class MoeTable(msgspec.Struct, frozen=True):
     hidden: int
     intermediate: int          # one expert's width on one GPU (moe_intermediate_size / tp)
     experts: int
@@ -71,8 +69,7 @@ def interpolate(table: MoeTable, m, modelled_s) -> np.ndarray:
 ROUTINGS = ("balanced", "skewed")
 
 
-@dataclass(frozen=True)
-class MoeSkew:
+class MoeSkew(msgspec.Struct, frozen=True):
     """Skewed / balanced time of one expert shape and weight dtype over tokens per step M, as measured by
     the probe on another GPU (`source`: its file), to scale balanced times where skewed was not measured."""
 

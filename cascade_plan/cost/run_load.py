@@ -13,9 +13,7 @@ the step and within a fraction of a percent of the step-by-step sum for the roof
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.cost_model import GpuShape, StepCosts, StepLoad, step_costs
@@ -28,8 +26,7 @@ POINT_BUDGET = 8192          # evaluated steps per run (every step of runs up to
 CHUNK_ELEMENTS = 1_000_000   # largest node x segment or segment x point array built at once
 
 
-@dataclass(frozen=True)
-class RunCosts:
+class RunCosts(msgspec.Struct, frozen=True):
     """Step costs at chosen decode steps of a run, and the weights that sum them into the whole run."""
 
     costs: StepCosts             # arrays over the evaluated steps (costs.steps, ascending)
@@ -104,12 +101,12 @@ def _node_readers(flat: FlatTree, ends: np.ndarray, segs: np.ndarray) -> np.ndar
 def _broadcast(costs: StepCosts, shape: tuple, keep: np.ndarray) -> dict:
     """Every array field of `costs` broadcast to the (segments, points) grid, valid points only."""
     out = {}
-    for f in dataclasses.fields(costs):
-        v = getattr(costs, f.name)
+    for name in costs.__struct_fields__:
+        v = getattr(costs, name)
         if isinstance(v, np.ndarray) or np.isscalar(v):
-            out[f.name] = np.broadcast_to(np.asarray(v, float), shape)[keep]
+            out[name] = np.broadcast_to(np.asarray(v, float), shape)[keep]
         else:
-            out[f.name] = v
+            out[name] = v
     return out
 
 

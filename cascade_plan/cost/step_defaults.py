@@ -21,8 +21,9 @@ calibrations/h200-probe-2026-12-01.json), fitted by calibration/step_fit.py, coa
 
 from __future__ import annotations
 
-import dataclasses
 import math
+
+import msgspec
 
 from cascade_plan.cost.step_parts import (
     AllReduceFit,
@@ -57,9 +58,10 @@ _AR2 = AllReduceFit(gpus=2, latency_s=10e-6, bytes_per_s=242e9, origin="measured
 
 def _carried(n: int, latency_s: float, bytes_per_s: float) -> AllReduceFit:
     tb, ts = carried_curve(_AR2, n)
-    return dataclasses.replace(_AR2, gpus=n, latency_s=latency_s, bytes_per_s=bytes_per_s, origin="extrapolated",
-                               basis=_BASIS + "; carried over: bus bandwidth per GPU kept, ring 2(n-1)/n, latency x "
-                                              "log2 n", table_bytes=tb, table_s=ts)
+    return msgspec.structs.replace(_AR2, gpus=n, latency_s=latency_s, bytes_per_s=bytes_per_s,
+                                   origin="extrapolated", table_bytes=tb, table_s=ts,
+                                   basis=_BASIS + "; carried over: bus bandwidth per GPU kept, ring 2(n-1)/n, "
+                                                  "latency x log2 n")
 
 DEFAULT_STEP_PARTS = StepParts(
     gemm={"bf16": _table("bf16", _BF16, _W_BF16), "fp8": _table("fp8", _FP8, tuple(w / 2 for w in _W_BF16))},

@@ -9,9 +9,9 @@ from in `source`, and each all-reduce GPU count says whether it was measured or 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cached_property
 
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.glue_widths import (
@@ -25,8 +25,7 @@ from cascade_plan.cost.glue_widths import (
 GEMM_NAMES = ("qkv", "o", "gate_up", "down", "lm_head", "expert")
 
 
-@dataclass(frozen=True)
-class GemmEfficiency:
+class GemmEfficiency(msgspec.Struct, frozen=True, dict=True):
     """Achieved GEMM time relative to its roofline, max(weight bytes / HBM bandwidth, FLOP / peak), over
     tokens per step M and the weight matrix size N x K x element bytes, for one weight dtype.
 
@@ -61,8 +60,7 @@ class GemmEfficiency:
         return lo + t * (hi - lo)
 
 
-@dataclass(frozen=True)
-class GemmShapeTable:
+class GemmShapeTable(msgspec.Struct, frozen=True, dict=True):
     """Measured GEMM time over its roofline per (M, N, K), for one weight dtype: AIConfigurator's
     `gemm_perf` grid kept per shape (its estimator interpolates in (m, n, k) too). Trilinear in
     (log2 M, log2 N, log2 K); M clamped at the grid's edges, and N above the widest measured too (a wider
@@ -118,8 +116,7 @@ def gemm_time_s(eff: GemmEfficiency, m, n: float, k: float, element_bytes: float
     return np.where(m > 0, roof * ratio + overhead, 0.0)
 
 
-@dataclass(frozen=True)
-class GlueParams:
+class GlueParams(msgspec.Struct, frozen=True):
     """Everything between the GEMMs and attention, as the engine runs it (`variant`: "fused" as vLLM
     and SGLang fuse it with FlashInfer's kernels, or "torch" unfused): add-RMSNorm twice, RoPE, the new
     token's K/V append into the paged cache, SiLU-and-mul; once per step: embedding gather, final norm,
@@ -151,8 +148,7 @@ class GlueParams:
         return np.where(t > 0, layers * (self.per_layer_s + t * lay) + self.per_step_s + t * stp, 0.0)
 
 
-@dataclass(frozen=True)
-class AllReduceFit:
+class AllReduceFit(msgspec.Struct, frozen=True):
     """One all-reduce over `gpus` GPUs: latency + message bytes / bus rate (the rate that already folds in
     the ring's 2(n-1)/n traffic). `origin`: "measured" (our probe), "aic" (AIConfigurator's table: the
     framework's custom all-reduce, or NCCL's where it has none; `algorithm` says which)
@@ -211,8 +207,7 @@ def infer_algorithm(origin: str, basis: str) -> str:
     return "NCCL" if origin != "extrapolated" else "NCCL (modelled)"
 
 
-@dataclass(frozen=True)
-class Composition:
+class Composition(msgspec.Struct, frozen=True):
     """How one layer's GEMMs and glue run back to back in one CUDA graph against the sum of the same ops
     priced one by one (each fitted on its own isolated rows): factor(M) = measured layer / summed ops, per
     weight dtype, over tokens per step M (interpolated in log2 M, clamped at the ends). The step model
@@ -226,7 +221,7 @@ class Composition:
     # what a layer of that dtype costs back to back beyond what a bf16 layer does. Isolated fp8 GEMM rows take
     # inputs quantised beforehand; a step quantises each GEMM's activation (one more kernel per GEMM), and the
     # bf16 steps are priced from isolated rows as they are (the absolute factor is not applied).
-    over_bf16: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = field(default_factory=dict)
+    over_bf16: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = msgspec.field(default_factory=dict)
 
     def factor_at(self, dtype: str, m) -> np.ndarray:
         f = self.factor.get(dtype) or self.factor.get("bf16") or next(iter(self.factor.values()))
@@ -249,8 +244,7 @@ def moe_layer_key(model, tp: int, weight_dtype: str) -> str:
     return (f"h{model.hidden_size}-e{model.num_experts}-k{model.experts_per_token}-w{width}-tp{tp}-{weight_dtype}")
 
 
-@dataclass(frozen=True)
-class MoeLayerTable:
+class MoeLayerTable(msgspec.Struct, frozen=True):
     """The MoE layer term as measured for one layer shape (moe_layer_key): seconds per MoE layer beyond what the
     planner prices otherwise, at batch sizes 2^log2_m, from whole steps with attention left out."""
 
@@ -260,8 +254,7 @@ class MoeLayerTable:
     label: str = ""
 
 
-@dataclass(frozen=True)
-class MoeLayerParams:
+class MoeLayerParams(msgspec.Struct, frozen=True):
     """Per MoE layer, what the step spends beyond the routed experts' grouped GEMMs (router GEMM, top-k, token
     alignment, weighted combine, the grouped GEMM's per-expert cost inside a step): fixed + per token per
     hidden element + per expert touched; per MLA layer, the absorbed form's extra glue. Fitted on whole
@@ -283,16 +276,15 @@ class MoeLayerParams:
         return next((t for t in self.measured if t.key == key), None)
 
 
-@dataclass(frozen=True)
-class StepParts:
+class StepParts(msgspec.Struct, frozen=True):
     """Parameters of the non-attention part of a decode step on one GPU kind."""
 
     gemm: dict[str, GemmEfficiency]            # by weight dtype ("bf16", "fp8")
     glue: GlueParams
-    allreduce: dict[int, AllReduceFit] = field(default_factory=dict)   # by GPU count
+    allreduce: dict[int, AllReduceFit] = msgspec.field(default_factory=dict)   # by GPU count
     source: str = "default"                    # "probe:<file>", "aic:<package version, framework>", "default"
     notes: tuple[str, ...] = ()
-    gemm_shapes: dict[str, GemmShapeTable] = field(default_factory=dict)   # by weight dtype, where measured
+    gemm_shapes: dict[str, GemmShapeTable] = msgspec.field(default_factory=dict)   # by weight dtype, where measured
     composition: Composition | None = None     # back-to-back layer vs summed ops (None: not measured)
     moe_layer: MoeLayerParams | None = None    # an MoE layer's routing / dispatch / combine (None: not measured)
     # measured routed-expert grouped GEMMs (cost/moe_table.py), built from the file's step_ops rows at load

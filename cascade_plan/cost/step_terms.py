@@ -8,8 +8,7 @@ them keyed by op name. Pure numpy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.ops import allreduce as _allreduce
@@ -27,15 +26,14 @@ from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 ACTIVATION_BYTES = 2.0   # bf16 activations: all-reduce messages and GEMM inputs/outputs
 
 
-@dataclass(frozen=True)
-class StepTerms:
+class StepTerms(msgspec.Struct, frozen=True):
     """Seconds per decode step, arrays over the step grid."""
 
     gemm_s: np.ndarray       # dense GEMMs + lm_head + MoE experts
     glue_s: np.ndarray
     comm_s: np.ndarray
     gemm_dtype: str          # the efficiency table used ("bf16" or "fp8")
-    ops: dict[str, OpCost] = field(default_factory=dict)   # the breakdown, by op name
+    ops: dict[str, OpCost] = msgspec.field(default_factory=dict)   # the breakdown, by op name
     # The K/V append when the calibration's per-sequence decode already includes it (AIConfigurator's):
     # the per-sequence step must not add it again, the cascade step (probe kernels) must add it once.
     kv_append_s: np.ndarray | float = 0.0

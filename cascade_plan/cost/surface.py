@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 
-@dataclass(frozen=True)
-class Surface:
+class Surface(msgspec.Struct, frozen=True):
     """Natural-log efficiency correction over (log10 bytes per layer, log10 rows per layer), on a
     regular grid, bilinear in between and clamped outside. It carries what one bandwidth and one
     FLOP rate cannot: partial waves and occupancy at small batch, split-K choices, L2 effects."""

@@ -8,9 +8,9 @@ cover (a range over the sources we have, and no verdict when the range straddles
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.cost.memory_fit import MemoryFit
@@ -30,8 +30,7 @@ BASIS_TAG = {"default": "uncalibrated: default efficiencies, not measured kernel
              "ideal": "ideal: bytes at peak bandwidth, no fixed costs; a bound, not a prediction"}
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     redundant_prefix_bytes: float
     weight_bytes: float
     ratio: float
@@ -115,7 +114,7 @@ def does_not_fit(mem: "MemoryFit", redundant: float, weights: float, basis: str)
 
 def with_evidence(v: Verdict, evidence: str) -> Verdict:
     """The same verdict with measurements that back or undermine it appended."""
-    return dataclasses.replace(v, text=f"{v.text} {evidence}", evidence=evidence)
+    return msgspec.structs.replace(v, text=f"{v.text} {evidence}", evidence=evidence)
 
 
 def extrapolated(v: Verdict, why: str, lo: float, hi: float, sources: str) -> Verdict:
@@ -126,12 +125,12 @@ def extrapolated(v: Verdict, why: str, lo: float, hi: float, sources: str) -> Ve
         text = (f"{HEADS['undecided']}: {why}. Over {sources} the whole-run speedup lies anywhere from {rng}, "
                 "so cascade could win or lose here. Measure this shape (`cascade-plan probe --workload FILE`, or "
                 "`--model ...` with the same flags) before deciding.")
-        return dataclasses.replace(v, level="undecided", text=text, speedup_range=(lo, hi), evidence=why)
+        return msgspec.structs.replace(v, level="undecided", text=text, speedup_range=(lo, hi), evidence=why)
     level = v.level if lo >= 1.0 else "no-go"
     text = (f"{HEADS[level]} (extrapolated: {why}): over {sources} the whole-run speedup is {rng}; "
             f"{'every source says cascade wins' if lo >= 1.0 else 'every source says cascade loses'}, "
             "but the size of the effect is not measured.")
-    return dataclasses.replace(v, level=level, text=text, speedup_range=(lo, hi), evidence=why)
+    return msgspec.structs.replace(v, level=level, text=text, speedup_range=(lo, hi), evidence=why)
 
 
 def clears_margin(run_speedup: float, error: float) -> bool:
@@ -144,14 +143,14 @@ def with_margin(v: Verdict, run_speedup: float, error: float, source: str) -> Ve
     """The verdict held against the measured error of the numbers behind it: a go whose run speedup
     does not clear 1x by more than that error becomes marginal, and says so."""
     pct = f"±{error:.1%}"
-    out = dataclasses.replace(v, margin_error=error, margin_source=source)
+    out = msgspec.structs.replace(v, margin_error=error, margin_source=source)
     if v.level != "go":
         return out
     if clears_margin(run_speedup, error):
-        return dataclasses.replace(out, text=f"{v.text} {run_speedup:.2f}x clears 1x by more than the measured error "
-                                             f"of these numbers ({pct}; {source}).")
+        return msgspec.structs.replace(out, text=f"{v.text} {run_speedup:.2f}x clears 1x by more than the measured "
+                                                 f"error of these numbers ({pct}; {source}).")
     text = (f"{_head('marginal', v.basis)}: within the error of these numbers ({pct}). The model puts the whole run "
             f"at {run_speedup:.2f}x, and numbers like these were off by up to {pct} in speedup ({source}), so the "
             f"gain may not be real. The redundant prefix traffic per step is {v.ratio:.2f}x the weight bytes. Measure "
             "this workload on the GPU (`cascade-plan probe --workload`) before building on it.")
-    return dataclasses.replace(out, level="marginal", text=text)
+    return msgspec.structs.replace(out, level="marginal", text=text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.cost_model import gpu_shape, kv_heads_per_gpu, q_heads_per_gpu
@@ -103,7 +104,7 @@ def common_only(flat: FlatTree, common_tokens: int) -> FlatTree:
     token becomes private to each sequence, as in vLLM's single-level cascade."""
     seqs = flat.leaf_seqs
     nodes = int(common_tokens > 0)
-    return replace(
+    return msgspec.structs.replace(
         flat, leaf_private=flat.leaf_private + flat.leaf_shared - common_tokens,
         leaf_shared=np.full_like(flat.leaf_shared, common_tokens),
         node_tokens=np.full(nodes, float(common_tokens)), node_instances=np.ones(nodes),

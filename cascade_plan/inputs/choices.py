@@ -1,16 +1,16 @@
 """What the user chose on the command line for a whole command, as one object per option group: which
 cost parameters to use (ideal, a calibration file, a backend, the defaults) and what-if GPU peaks. Plain
-data with no imports, so that the CLI can name them at start-up for free."""
+data (msgspec structs: cheap to define) importing nothing of ours, so that the CLI can name them at start-up
+for free."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 
-@dataclass(frozen=True)
-class ParamsChoice:
+
+class ParamsChoice(msgspec.Struct, frozen=True):
     """Which cost parameters: ideal peaks, a calibration (given, or shipped for the GPU; `backend` picks its
     kernels; `force` applies one measured on another GPU), or the uncalibrated defaults."""
 
@@ -21,8 +21,7 @@ class ParamsChoice:
     force: bool = False
 
 
-@dataclass(frozen=True)
-class WhatIf:
+class WhatIf(msgspec.Struct, frozen=True):
     """The user's replacement GPU peaks, as typed (units parsed by inputs/hardware_whatif.py)."""
 
     hbm_bandwidth: str | None = None
@@ -35,4 +34,4 @@ class WhatIf:
         from cascade_plan.inputs.hardware_whatif import what_if
 
         hw = what_if(scn.hardware, self.hbm_bandwidth, self.memory, self.bf16_tflops, self.l2)
-        return scn if hw is scn.hardware else dataclasses.replace(scn, hardware=hw)
+        return scn if hw is scn.hardware else msgspec.structs.replace(scn, hardware=hw)

@@ -7,8 +7,9 @@ a preset.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs import hf_ids
@@ -19,8 +20,7 @@ from cascade_plan.inputs.model_presets import PRESETS
 from cascade_plan.inputs.yaml_source import SourceDoc, check_reference, load_json
 
 
-@dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(msgspec.Struct, frozen=True):
     id: str
     source: str
     num_layers: int

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -79,8 +78,7 @@ class Workload(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=
     moe_routing: Literal["balanced", "skewed"] = "balanced"    # how the router spreads tokens over experts
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(msgspec.Struct, frozen=True):
     """A workload resolved against its model and hardware: what the cost model consumes."""
 
     name: str

@@ -14,6 +14,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.cost_model import gpu_shape
@@ -97,7 +98,7 @@ def _wave_costs(scn: Scenario, params: CostParams, tree: TreeNode) -> tuple[floa
 def plan_rollout(scn: Scenario, tree: TreeNode) -> tuple[WavePlan, list[TreeNode]]:
     """How one replica's rollout meets its KV memory, and the batches it then runs, one after another."""
     flat = flatten(tree)
-    mem = memory_fit(dataclasses.replace(scn, tree=tree), flat=flat, alternatives=False)
+    mem = memory_fit(msgspec.structs.replace(scn, tree=tree), flat=flat, alternatives=False)
     seqs = int(flat.total_seqs)
     if mem.fits or not mem.weights_fit:
         mode = FITS if mem.fits else NO_ROOM

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
+
+import msgspec
 
 from cascade_plan.cost.capacity import capacity
 from cascade_plan.cost.cost_params import CostParams
@@ -57,7 +58,7 @@ def mix_from_log(patterns: list[str], output_cv: float = 0.0, sibling_spread: fl
 
 
 def batch_scenario(base: Scenario, mix: Mix, groups: int, siblings: int) -> Scenario:
-    return dataclasses.replace(base, tree=simple_tree(mix.prefix_tokens, groups, siblings, mix.output_tokens,
+    return msgspec.structs.replace(base, tree=simple_tree(mix.prefix_tokens, groups, siblings, mix.output_tokens,
                                                       mix.private_tokens))
 
 

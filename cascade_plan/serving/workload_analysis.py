@@ -4,10 +4,10 @@ backend beside the ideal. Computed without writing anything; render/report.py fo
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.breakeven import BreakevenResult
@@ -59,7 +59,7 @@ def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[Hardwar
     # the user asked for); the workload's own GPU keeps the numbers it was given.
     hw_ests = []
     for h in compare_hw:
-        other = dataclasses.replace(scn, hardware=h)
+        other = msgspec.structs.replace(scn, hardware=h)
         p = params if h.id == scn.hardware.id else params_for_gpu(other, choice)
         hw_ests.append(assess(other, p, reserve))
     backend_ests = []

@@ -10,9 +10,9 @@ through the planner with each calibration.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration.calibration_file import ProbeData
@@ -177,7 +177,7 @@ def workload_table(aic: ProbeData, probe: ProbeData, backend: str = "flashinfer"
     hw = load_hardware(probe.require_hardware_id())
     rows = []
     for path in sorted(data_dir("workloads").glob("*.yaml")):
-        scn = dataclasses.replace(load_scenario(path), hardware=hw)
+        scn = msgspec.structs.replace(load_scenario(path), hardware=hw)
         ep, ea = (estimate(scn, params_from_probe(f, backend, scn.kv_dtype, hw, scn.model)) for f in (probe, aic))
         rows.append({"workload": path.stem,
                      "first_step_speedup": {"probe": float(ep.steps[0].speedup), "aic": float(ea.steps[0].speedup)},

@@ -16,8 +16,7 @@ milliseconds. What each table gives:
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration.fitting import Features, KernelFit, features, fit_kernel, fit_surface, predict
@@ -75,8 +74,8 @@ def fit_decode(cfgs: list[dict], t: np.ndarray, bw_ceiling: float, flop_ceiling:
                                       fit, f, t)
     surface = Surface(surface.log_bytes, surface.log_rows,        # log corrections: 4 digits are plenty
                       tuple(tuple(float(f"{v:.4g}") for v in row) for row in surface.values))
-    fit = dataclasses.replace(fit, surface=surface)
-    return dataclasses.replace(fit, train_median_ape=median_ape(fit, f, t))
+    fit = msgspec.structs.replace(fit, surface=surface)
+    return msgspec.structs.replace(fit, train_median_ape=median_ape(fit, f, t))
 
 
 def no_faster_than_measured(surface: Surface, fit: KernelFit, f: Features, t: np.ndarray) -> Surface:
@@ -286,8 +285,8 @@ def fit_mla_decode(b, ctx, heads, t, kv_dtype: str, bw_ceiling: float, flop_ceil
         return None
     f = mla_features(b, ctx, heads, kv_dtype)
     fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
-    fit = dataclasses.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
-    return dataclasses.replace(fit, train_median_ape=median_ape(fit, f, t))
+    fit = msgspec.structs.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    return msgspec.structs.replace(fit, train_median_ape=median_ape(fit, f, t))
 
 
 def median_ape(fit: KernelFit, f: Features, t: np.ndarray) -> float:
@@ -335,8 +334,8 @@ def fit_mla_decode_planner(cfgs: list[dict], t: np.ndarray, bw_ceiling: float, f
         return None
     f = planner_mla_features("decode_mla", cfgs)
     fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
-    fit = dataclasses.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
-    fit = dataclasses.replace(fit, train_median_ape=median_ape(fit, f, t))
-    return dataclasses.replace(fit, **{k: l2_of.get(k) or 0.0 for k in ("l2_hit_max", "l2_bytes_per_s")},
-                               l2_window_bytes=l2_of.get("l2_window_bytes"),
-                               l2_measured_up_to_bytes=l2_of.get("l2_measured_up_to_bytes") or 0.0)
+    fit = msgspec.structs.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    fit = msgspec.structs.replace(fit, train_median_ape=median_ape(fit, f, t))
+    return msgspec.structs.replace(fit, **{k: l2_of.get(k) or 0.0 for k in ("l2_hit_max", "l2_bytes_per_s")},
+                                   l2_window_bytes=l2_of.get("l2_window_bytes"),
+                                   l2_measured_up_to_bytes=l2_of.get("l2_measured_up_to_bytes") or 0.0)

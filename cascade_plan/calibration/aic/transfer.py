@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import msgspec
+
 
 @dataclass(frozen=True)
 class TransferRatios:
@@ -88,16 +90,15 @@ def transfer_glue(glue, r: TransferRatios, kv_append_in_attention: bool = True):
     apart (`kv_append_per_layer_s`), and ops/glue.py prices the per-token part over the bytes without the
     append. The decode then counts the write once; the cascade step, whose kernels come from the probe
     and do not write the cache, adds it once (StepTerms.kv_append_s)."""
-    import dataclasses
 
-    out = dataclasses.replace(glue, per_layer_s=glue.per_layer_s * r.fixed, per_step_s=glue.per_step_s * r.fixed,
-                              per_token_layer_s=glue.per_token_layer_s / r.bandwidth,
-                              per_token_step_s=glue.per_token_step_s / r.bandwidth)
+    out = msgspec.structs.replace(glue, per_layer_s=glue.per_layer_s * r.fixed, per_step_s=glue.per_step_s * r.fixed,
+                                  per_token_layer_s=glue.per_token_layer_s / r.bandwidth,
+                                  per_token_step_s=glue.per_token_step_s / r.bandwidth)
     if not kv_append_in_attention or out.kv_append_in_attention:
         return out
     share = out.per_layer_s / GLUE_LAYER_KERNELS
-    return dataclasses.replace(out, per_layer_s=out.per_layer_s - share, kv_append_in_attention=True,
-                               kv_append_per_layer_s=share)
+    return msgspec.structs.replace(out, per_layer_s=out.per_layer_s - share, kv_append_in_attention=True,
+                                   kv_append_per_layer_s=share)
 
 
 MLA_KERNELS = ("decode_mla", "prefix_mla", "suffix_mla")

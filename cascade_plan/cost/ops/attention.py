@@ -16,8 +16,9 @@ NaN and the caller keeps the fitted model, saying why (`outside_reason`). Pure n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from functools import cached_property
 
+import msgspec
 import numpy as np
 
 from cascade_plan.cost.ops.base import OpCost, distinct, median0
@@ -38,8 +39,7 @@ MEASURED_AIC = "measured (AIConfigurator's rows, interpolated)"
 FITTED = "fitted model"
 
 
-@dataclass(frozen=True, eq=False)
-class MeasuredTable:
+class MeasuredTable(msgspec.Struct, frozen=True, eq=False):
     """Per-layer times of one kernel at one attention shape, over AXES (points: (N, 4)); fit_s: the fitted
     model's time at each row, where the table is to interpolate the rows' ratio to the fit (None: the
     times themselves)."""
@@ -202,8 +202,7 @@ def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.nda
 ShapeKey = tuple[int, int, int]
 
 
-@dataclass(frozen=True, eq=False)
-class MeasuredAttention:
+class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
     """One backend's measured attention rows at one KV dtype, built into tables lazily (a calibration
     holds many shapes; a workload asks for one). rows: kernel -> [(shape key, point (4,), time_s, fitted
     time_s or None)] for the planner's kernels "per_sequence" (decode over shared prefix pages),
@@ -213,7 +212,6 @@ class MeasuredAttention:
     backend: str
     kv_dtype: str
     rows: dict[str, list[tuple]]
-    _tables: dict = field(default_factory=dict, repr=False)
     # What outputs call an interpolated time from these rows (the probe's, or AIConfigurator's).
     label: str = MEASURED
     # Rows over private pages only, at points (sequences, 1, context tokens, 0) (AIConfigurator's
@@ -222,6 +220,11 @@ class MeasuredAttention:
     private: bool = False
     # "gqa", or "mla": the probe's MLA rows, keyed by (query heads per GPU, 1, latent width)
     kind: str = "gqa"
+
+    @cached_property
+    def _tables(self) -> dict[tuple[str, ShapeKey], MeasuredTable | None]:
+        """The tables built so far (the rows are fixed, so a table once built holds)."""
+        return {}
 
     def table(self, kernel: str, shape: ShapeKey) -> MeasuredTable | None:
         key = (kernel, shape)
@@ -238,8 +241,7 @@ class MeasuredAttention:
         return sorted({r[0] for r in self.rows.get(kernel, ())})
 
 
-@dataclass(frozen=True)
-class SingleLevel:
+class SingleLevel(msgspec.Struct, frozen=True):
     """A step's attention load in the probe's coordinates (arrays over the step grid), and where it is
     one shared level read by every sequence with one suffix length (the only cascades the probe times)."""
 

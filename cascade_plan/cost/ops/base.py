@@ -4,13 +4,11 @@ Arrays broadcast over the step grid (one value per decode step, or per sweep poi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 
-@dataclass(frozen=True)
-class OpCost:
+class OpCost(msgspec.Struct, frozen=True):
     """One operation kind's cost for a whole step on one GPU (every layer it runs in, summed)."""
 
     name: str                  # the breakdown key: "attention", "gemm", "moe", "glue", "allreduce", "lm_head"
