@@ -74,7 +74,7 @@ def _probe_with(rows) -> ProbeData:
     doc = copy.deepcopy(base.doc)
     # the shipped file's own MoE rows left out: only the hand-made ones price the experts here
     doc["step_ops"] = [r for r in doc.get("step_ops", []) if r.get("op") != "moe_grouped_gemm"] + rows
-    return ProbeData(path="hand.json", doc=doc)
+    return ProbeData("hand.json", doc)
 
 
 def _moe_op(probe, m):

@@ -70,21 +70,33 @@ class _Rows(Generic[R]):
 class ProbeData:
     """A calibration file: `fits`, its fitted section typed (what the planner computes with); its measured rows
     (`measurements`, `step_ops`, `steps`, `mla`), `grid`, `device`, `ceilings`, `source` and `crosscheck`
-    typed (cascade_plan/calibration_rows.py); and `doc`, the document as read, which `calibrate` writes back
-    with its new fitted section (it keeps every field the reader ignores). `checked`: the typed document where
+    typed (cascade_plan/calibration_rows.py); and `doc`, the document as read, as plain data, which `calibrate`
+    writes back with its new fitted section (it keeps every field the reader ignores). `decoded`: the document
+    as decoded, where a shipped file's row lists are still JSON (read_shipped); the typed parts read it, so a
+    command that never asks for `doc` never builds those lists' dicts. `checked`: the typed document where
     load_probe has already checked the whole file; otherwise (a shipped file, decoded only) each part is
     decoded on first use, and a malformed row is one error naming the file, the list, the row and the field."""
 
     path: str
-    doc: dict
+    decoded: dict
     checked: CalibrationDoc | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def doc(self) -> dict:
+        """The document as plain data: row lists read_shipped left as JSON are decoded, in place (every ProbeData
+        of that read then shares them)."""
+        d = self.decoded
+        for k, v in d.items():
+            if isinstance(v, msgspec.Raw):
+                d[k] = msgspec.json.decode(v)
+        return d
 
     @cached_property
     def fits(self) -> Fitted | None:
         """The fitted section as typed structs; None where the file is not fitted yet."""
         if self.checked is not None:
             return self.checked.fitted
-        f = self.doc.get("fitted")
+        f = self.decoded.get("fitted")
         if not (isinstance(f, dict) and f.get("kv_dtypes")):
             return None
         return self._shared(f, "fitted", self._checked_fits)
@@ -98,6 +110,8 @@ class ProbeData:
 
     def _typed(self, data, typ, name: str):
         try:
+            if isinstance(data, msgspec.Raw):      # a shipped file's row list, still JSON (read_shipped)
+                return msgspec.json.decode(data, type=typ)
             return msgspec.convert(data, typ)
         except msgspec.ValidationError as exc:
             msg, _, where = str(exc).partition(" - at `")
@@ -107,7 +121,7 @@ class ProbeData:
     def _rows(self, name: str) -> list:
         if self.checked is not None:
             return getattr(self.checked, name)
-        raw = self.doc.get(name)
+        raw = self.decoded.get(name)
         if raw is None or raw == []:
             return []
         return self._shared(raw, name, lambda r: self._typed(r, ROW_TYPES[name], name))
@@ -128,7 +142,7 @@ class ProbeData:
         """make(self), once per decoded document: what the planner derives from the file alone (its step parts,
         its measured grid), shared by every ProbeData of one read_shipped document (`estimate` builds one per
         backend it weighs). The result is shared: callers must not change it."""
-        return self._shared(self.doc, "derived:" + name, lambda _doc: make(self))
+        return self._shared(self.decoded, "derived:" + name, lambda _doc: make(self))
 
     measurements = _Rows[Measurement]("The attention kernel rows (per-sequence decode, cascade prefix, suffix, "
                                       "merge, total).")
@@ -143,18 +157,18 @@ class ProbeData:
         """One top-level part typed: the checked document's, else decoded from the file on first use."""
         if self.checked is not None:
             return getattr(self.checked, name)
-        raw = self.doc.get(name)
+        raw = self.decoded.get(name)
         return default if raw is None else self._typed(raw, typ, name)
 
     @cached_property
     def device(self) -> Device:
-        if self.checked is None and "device" not in self.doc:
+        if self.checked is None and "device" not in self.decoded:
             raise InputError("required field is missing", file=self.path, field="device")
         return self._part("device", Device)
 
     @cached_property
     def ceilings(self) -> Ceilings:
-        if self.checked is None and "ceilings" not in self.doc:
+        if self.checked is None and "ceilings" not in self.decoded:
             raise InputError("required field is missing", file=self.path, field="ceilings")
         return self._part("ceilings", Ceilings)
 
@@ -183,11 +197,11 @@ class ProbeData:
     @property
     def source_kind(self) -> str:
         """"probe" (our GPU probe) or "aic" (imported from AIConfigurator's tables)."""
-        return source_kind(self.doc)
+        return source_kind(self.decoded)
 
     @property
     def hardware_id(self) -> str | None:
-        return self.doc.get("hardware_id")
+        return self.decoded.get("hardware_id")
 
     def require_hardware_id(self) -> str:
         """The hardware id, for what needs the profile of the GPU the file was measured on."""
@@ -207,7 +221,7 @@ class ProbeData:
     @property
     def fitted(self) -> dict:
         """The fitted section as plain data (what the fits are computed as and written back)."""
-        return self.doc.get("fitted") or {}
+        return self.decoded.get("fitted") or {}
 
     @property
     def step_parts_doc(self) -> StepPartsDoc | None:
@@ -262,14 +276,23 @@ SOURCE_PREFERENCE = ("probe", "aic")
 
 def read_shipped(path: Path) -> dict:
     """A shipped calibration file, decoded only (shipped files are checked by the tests, not on every run),
-    once per process: `estimate` and `report` look up the same files for several GPUs and verdicts."""
+    once per process: `estimate` and `report` look up the same files for several GPUs and verdicts. Its row
+    lists stay JSON (msgspec.Raw) until ProbeData types them straight from it: `estimate` on a GQA model reads
+    the attention and op rows of the 4 MB probe file, never its MLA, whole-step or skipped rows, and typing a
+    list from JSON skips building a dict per row first."""
     key = _file_key(path)
     doc = _DECODED.get(key)
     if doc is None:
         if len(_DECODED) >= 32:
             _DECODED.clear()
-        doc = _DECODED[key] = msgspec.json.decode(Path(path).read_bytes())
+        top = _TOP_LEVEL.decode(Path(path).read_bytes())
+        doc = _DECODED[key] = {k: v if k in _RAW_LISTS else msgspec.json.decode(v) for k, v in top.items()}
     return doc
+
+
+_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+# what read_shipped leaves as JSON: the typed row lists, and the probe's skipped points (read by no command)
+_RAW_LISTS = frozenset(ROW_TYPES) | {"skipped", "mla_skipped", "step_skipped"}
 
 
 def read_already(path: Path) -> dict | None:

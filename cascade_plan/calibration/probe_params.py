@@ -132,7 +132,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         measured=(None if key != kv_dtype
                   else _mla_measured(probe, kv_dtype, k) if probe_mla
                   else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
-                  else decode_measured(probe.doc, backend, kv_dtype, k, probe.l2_bytes)),
+                  else decode_measured(probe.decoded, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
               *([k.mla_train_rows or "MLA: AIConfigurator's MLA decode, the probe's MLA cascade kernels transferred"]
                 if probe_mla and origin_aic else
@@ -163,7 +163,7 @@ def _mla_measured(probe: ProbeData, kv: str, fits: BackendFit):
         return mla_measured(probe.mla, kv, fits, probe.l2_bytes)
     from cascade_plan.calibration.aic.mla_rows import mla_decode_measured
 
-    return mla_decode_measured(probe.doc, kv, fits, probe.l2_bytes)
+    return mla_decode_measured(probe.decoded, kv, fits, probe.l2_bytes)
 
 
 def check_device(probe: ProbeData, hw: HardwareProfile, force: bool) -> None:
