@@ -102,7 +102,6 @@ def test_every_shipped_allreduce_is_a_curve_per_gpu_count():
 # ---- the K/V append, counted once -----------------------------------------------------------------
 
 def _costs(glue: GlueParams):
-
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
     from cascade_plan.cost.cost_params import DEFAULT
     from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS

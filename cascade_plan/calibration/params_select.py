@@ -36,7 +36,6 @@ def select_params(scn=None, choice: ParamsChoice = ParamsChoice()) -> CostParams
         return DEFAULT
     base = what_if_base(scn.hardware)
     if base is not None:          # the base GPU's numbers, scaled to the user's peaks
-
         measured = select_params(msgspec.structs.replace(scn, hardware=base), choice)
         return what_if_params(measured, base, scn.hardware)
     if calibration is None and backend is None and shipped_source(scn.hardware.id) == "default":
@@ -79,7 +78,6 @@ def what_if_params(params: CostParams, base, hw) -> CostParams:
     window by the L2 ratio; fixed costs (launches, per-row setup, latencies) and the all-reduce (the
     interconnect, not HBM) are kept. Ideal and default numbers need nothing: they are fractions of
     the peaks too. A what-if equal to the profile changes no number."""
-
     if params.mode != "calibrated":
         return params
     bw = base.hbm_bytes_per_s / hw.hbm_bytes_per_s
@@ -121,7 +119,6 @@ def params_for_gpu(scn, choice: ParamsChoice) -> CostParams:
     """The one path for a GPU the user gave no calibration file for (compare's rows, the report's and the
     plots' other GPUs, estimate without --calibration): ideal or the defaults when asked, else the GPU's
     own best shipped source: the project's probe, else AIConfigurator's tables, else the defaults."""
-
     return select_params(scn, msgspec.structs.replace(choice, calibration=None, force=False))
 
 

@@ -90,7 +90,6 @@ def _with_glue(probe: ProbeData, params, glue: str | None):
     glue rows of that variant, where it is not the calibration's own; as given where the file has none."""
     if glue is None or params.step is None or params.step.glue.variant == glue:
         return params
-
     from cascade_plan.calibration.step_fit import fit_glue
 
     fitted = probe.derived(f"glue:{glue}", lambda p: fit_glue(p.step_ops, glue, p.ceilings))   # once per file

@@ -111,7 +111,6 @@ def estimate(
                                 **deployment.as_kwargs())
     scn = what_if.apply(scn)
     if moe_routing is not None:
-
         scn = msgspec.structs.replace(scn, moe_routing=moe_routing.value)
     est = assess(scn, select_params(scn, choice), reserve)
     if json_out:

@@ -90,7 +90,6 @@ def transfer_glue(glue, r: TransferRatios, kv_append_in_attention: bool = True):
     apart (`kv_append_per_layer_s`), and ops/glue.py prices the per-token part over the bytes without the
     append. The decode then counts the write once; the cascade step, whose kernels come from the probe
     and do not write the cache, adds it once (StepTerms.kv_append_s)."""
-
     out = msgspec.structs.replace(glue, per_layer_s=glue.per_layer_s * r.fixed, per_step_s=glue.per_step_s * r.fixed,
                                   per_token_layer_s=glue.per_token_layer_s / r.bandwidth,
                                   per_token_step_s=glue.per_token_step_s / r.bandwidth)
