@@ -10,14 +10,15 @@ EXIT_INTERRUPTED = 130          # 128 + SIGINT, what shells report for a command
 # One-shot commands that answer in well under a second from small arrays: OpenBLAS would start its thread pool
 # for nothing when numpy loads (they multiply no matrices: 40-60 ms of `estimate` on a 2-core machine), and the
 # cyclic garbage collector ran ~100 times over the modules and the decoded calibration files in every run
-# (25-90 ms), with nothing to reclaim before the process exits.
+# (25-90 ms), with nothing to reclaim before the process exits; and the interpreter's exit, which collects
+# whatever is alive even with the collector disabled, spent another ~70 ms doing it.
 ONE_SHOT = frozenset({"estimate"})
 
 
-def _one_shot(argv: list[str]) -> None:
+def _one_shot(argv: list[str]) -> bool:
     """A one-shot command's process: one OpenBLAS thread unless the user chose a number (set before numpy is
     first imported: OpenBLAS reads it once, when it loads), and no automatic collection (gc.collect() still
-    runs where asked, as on an interrupt)."""
+    runs where asked, as on an interrupt). True for such a command."""
     import gc
     import os
 
@@ -25,6 +26,8 @@ def _one_shot(argv: list[str]) -> None:
         if "numpy" not in sys.modules:
             os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         gc.disable()
+        return True
+    return False
 
 
 def interrupted() -> None:
@@ -48,33 +51,39 @@ def interrupted() -> None:
     os._exit(EXIT_INTERRUPTED)           # no interpreter teardown: nothing left to print a traceback
 
 
-def _finished() -> None:
+def _finished(one_shot: bool = False) -> None:
     """The command is done (its output written and flushed): a Ctrl-C from here on changes nothing. Without
     this, one in the interpreter's teardown (tens of ms, after Python restores the default handler) would
-    kill the process by the signal, without the one line."""
+    kill the process by the signal, without the one line. A one-shot command's objects are frozen out of the
+    exit's collections (their memory goes back with the process; such a command holds no file or connection
+    that a finaliser would have to close)."""
+    import gc
     import signal
 
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     except (ValueError, OSError):
         pass
+    if one_shot:
+        gc.freeze()
 
 
 def main() -> None:
     from cascade_plan.cli.interrupts import Interrupted  # a leaf: nothing else is imported before the try
 
+    one_shot = False
     try:
-        _one_shot(sys.argv)
+        one_shot = _one_shot(sys.argv)
         from cascade_plan.cli.app import main as run
 
         run()
     except SystemExit:                  # how click ends every command, answered or refused
-        _finished()
+        _finished(one_shot)
         raise
     except (KeyboardInterrupt, Interrupted):
         pass
     else:
-        _finished()
+        _finished(one_shot)
         return
     # Outside the except block the traceback is gone, so what the command held (a DuckDB connection and its
     # spill files, open temporaries) is released before the exit.
