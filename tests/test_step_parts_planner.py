@@ -8,11 +8,13 @@ import math
 import msgspec
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cascade_plan import DEFAULT, IDEAL, load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
-from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration.probe_params import params_from_probe, step_parts_of
 from cascade_plan.calibration.step_fit import (
     fit_allreduce,
     fit_gemm,
@@ -222,3 +224,13 @@ def test_a_step_timed_with_torch_glue_is_priced_with_torch_glue():
     extra = b.predicted_ps_s - a.predicted_ps_s
     assert 1.5e-3 < extra < 4e-3 and b.predicted_cas_s - a.predicted_cas_s == pytest.approx(extra, rel=1e-6)
     assert b.predicted_parts["glue_s"] - a.predicted_parts["glue_s"] == pytest.approx(extra, rel=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(0.5, 1e5), min_size=1, max_size=6), st.floats(1e5, 1e12))
+def test_one_gemms_ratio_reads_only_its_two_columns_and_agrees_with_the_whole_table(ms, weight_bytes):
+    """A GEMM's weight size is one number: the table is read at its two bracketing columns only, and gives what
+    interpolating every column at that size gives (the path taken for arrays of weight sizes)."""
+    e = next(iter(step_parts_of(find_committed(H200, "probe")).gemm.values()))
+    m = np.array(ms)
+    assert np.array_equal(e.ratio_at(m, weight_bytes), e.ratio_at(m, np.full(m.shape, weight_bytes)))

@@ -159,3 +159,17 @@ def test_an_extrapolated_verdict_reads_the_shipped_calibration_once(root, monkey
     own = tmp_path / shipped.name
     own.write_bytes(shipped.read_bytes())
     assert _calibration_of(str(own)).doc["hardware_id"] == "h200" and checked == [own]
+
+
+@pytest.mark.parametrize("workload, hw, kv", [("rl-rollouts-64", "h200", "bf16"), ("rl-rollouts-64", "h200", "fp8"),
+                                              ("beam-search", "h200", "fp8"), ("deepseek-v3-grpo-tp8", "h200", "bf16"),
+                                              ("rl-rollouts-64", "a100-80gb", "bf16"), ("beam-search", "mi300x", "bf16")])
+def test_the_evidence_prices_a_run_exactly_as_estimate_does(root, workload, hw, kv):
+    """The evidence compares sources by their run speedups alone (cost/estimate.run_speedup, no step summaries):
+    for every source of numbers, the same speedup and the same reach beyond the grid as `estimate`'s."""
+    from cascade_plan.cost.estimate import run_speedup
+
+    scn = msgspec.structs.replace(_on(load_scenario(root / f"workloads/{workload}.yaml"), hw), kv_dtype=kv)
+    for params in (select_params(scn), DEFAULT, IDEAL):
+        est = estimate(scn, params)
+        assert run_speedup(scn, params) == (est.run_speedup, est.coverage), params.label

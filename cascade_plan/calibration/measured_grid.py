@@ -63,9 +63,9 @@ def coverage_notes(probe: ProbeData, model, has_mla_fit: bool | str = False, kv_
 
     def shapes(p: ProbeData) -> tuple[list[int], list[int], bool]:
         grid = p.grid
+        kernels_of = {b for b, _ in BACKENDS.get(backend, {}).values()} if backend is not None else None
         rows = ([m.config for m in p.measurements
-                 if m.config.kv_dtype == kv_dtype and (backend is None or m.backend in
-                                                      {b for b, _ in BACKENDS.get(backend, {}).values()})]
+                 if m.config.kv_dtype == kv_dtype and (kernels_of is None or m.backend in kernels_of)]
                 if kv_dtype else [])
         if rows:
             return sorted({c.q_per_kv for c in rows}), sorted({c.head_dim for c in rows}), True

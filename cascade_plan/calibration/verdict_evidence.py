@@ -20,7 +20,7 @@ import msgspec
 
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, CostParams
-from cascade_plan.cost.estimate import Estimate, estimate
+from cascade_plan.cost.estimate import Estimate, estimate, run_speedup
 from cascade_plan.cost.verdict import extrapolated, with_evidence, with_margin
 from cascade_plan.inputs.workload import Scenario
 
@@ -77,9 +77,11 @@ def _measured_gpus(first: str) -> list[str]:
     return sorted((h for h, s in source.items() if s != "default"), key=lambda h: (h != first, source[h] != "probe"))
 
 
-def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
-    """(GPU, defaults, measured) for the workload on the GPUs with measured numbers: its own first, then
-    those whose cascade kernels were measured on the GPU itself (our probe) before imported tables."""
+def _gpu_pairs(est: Estimate) -> list[tuple[str, float, float, CostParams, list[str]]]:
+    """(GPU, run speedup under the defaults, under the measured numbers, those numbers, where the workload reaches
+    beyond their grid) on the GPUs with measured numbers: the workload's own first, then those whose cascade
+    kernels were measured on the GPU itself (our probe) before imported tables. Only the runs are priced: the
+    evidence compares their speedups, not the steps, memory or verdict `estimate` adds."""
     from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.hardware import load_hardware
 
@@ -95,8 +97,9 @@ def _gpu_pairs(est: Estimate) -> list[tuple[str, Estimate, Estimate]]:
             break
     out = []
     for other, measured in found:
-        defaults = est if other is scn else estimate(other, est.params)
-        out.append((other.hardware.id, defaults, estimate(other, measured)))
+        defaults = est.run_speedup if other is scn else run_speedup(other, est.params)[0]
+        speedup, coverage = run_speedup(other, measured)
+        out.append((other.hardware.id, defaults, speedup, measured, coverage))
     return out
 
 
@@ -107,15 +110,15 @@ def defaults_error(est: Estimate) -> str | None:
     if not pairs:
         return None
     parts = []
-    for hw_id, d, m in pairs:
-        ratio = d.run_speedup / m.run_speedup
+    for hw_id, d, m, params, coverage in pairs:
+        ratio = d / m
         off = (f"{ratio:.1f}x too optimistic" if ratio >= 1.05 else
                f"{1 / ratio:.1f}x too pessimistic" if ratio <= 1 / 1.05 else "within 5%")
-        flip = (d.run_speedup >= 1.0) != (m.run_speedup >= 1.0)
+        flip = (d >= 1.0) != (m >= 1.0)
         where = f"this GPU ({hw_id})" if hw_id == est.scenario.hardware.id else f"the {hw_id}"
-        caveat = " (themselves extrapolated to this shape)" if m.params.notes or m.coverage else ""
-        parts.append(f"on {where} the defaults put this workload at {d.run_speedup:.2f}x against "
-                     f"{m.run_speedup:.2f}x with measured kernels ({m.params.numbers}){caveat}: {off}"
+        caveat = " (themselves extrapolated to this shape)" if params.notes or coverage else ""
+        parts.append(f"on {where} the defaults put this workload at {d:.2f}x against "
+                     f"{m:.2f}x with measured kernels ({params.numbers}){caveat}: {off}"
                      + (", and on the other side of 1x" if flip else ""))
     return ("Evidence: " + "; ".join(parts) + ". The defaults are guesses until this GPU is measured "
             "(`cascade-plan probe`).")
@@ -162,7 +165,7 @@ def _calibration_of(source: str):
 def speedup_range(est: Estimate) -> tuple[float, float, str]:
     """(lowest, highest) whole-run speedup over every source, and the sources in words."""
     alts, backends = _alternatives(est)
-    runs = [est.run_speedup] + [estimate(est.scenario, a).run_speedup for a in alts]
+    runs = [est.run_speedup] + [run_speedup(est.scenario, a)[0] for a in alts]
     measured = ", ".join([est.params.backend or est.params.mode] + backends)
     sources = f"the measured kernels ({measured}), the default efficiencies and the bytes-only bound"
     return min(runs), max(runs), sources

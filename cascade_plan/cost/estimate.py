@@ -114,13 +114,30 @@ def with_routing(params: CostParams, routing: str) -> CostParams:
     return msgspec.structs.replace(params, step=msgspec.structs.replace(params.step, moe_routing=routing))
 
 
-def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:
-    """The answer for one workload. A configuration whose weights or batch do not fit in memory (after
-    `reserve_fraction` of it) gets its numbers but no go/no-go: the verdict says why and what fits."""
+def _priced_run(scn: Scenario, params: CostParams):
+    """(params at the workload's routing, its flat tree, its GPU shape, the whole run's costs, the longest context,
+    where the run reaches beyond the measured grid): what `estimate` and `run_speedup` both price the run from."""
     params = with_routing(params, scn.moe_routing)
     flat = flatten(scn.tree)
     g = gpu_shape(scn.model, scn.hardware, scn.kv_dtype, scn.weight_dtype, scn.tp)
     run = tree_run_costs(flat, g, scn.model, scn.weight_dtype, scn.tp, params, scn.prefix_caching)
+    longest = int((flat.leaf_shared + flat.leaf_private + flat.leaf_output).max())
+    coverage = grid_notes(run.costs, params, g.layers, g.kv_heads, g.kv_bytes_per_token, longest, scn.prefix_caching)
+    return params, flat, g, run, longest, coverage
+
+
+def run_speedup(scn: Scenario, params: CostParams) -> tuple[float, list[str]]:
+    """The whole run's speedup and where it reaches beyond the measured grid, priced exactly as `estimate` prices
+    them, without its per-step summaries, memory fit and verdict: what a verdict's evidence compares across
+    sources of numbers."""
+    _, _, _, run, _, coverage = _priced_run(scn, params)
+    return run.run_total(run.costs.ps_step_s) / run.run_total(run.costs.cas_step_s), coverage
+
+
+def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAULT_RESERVE_FRACTION) -> Estimate:
+    """The answer for one workload. A configuration whose weights or batch do not fit in memory (after
+    `reserve_fraction` of it) gets its numbers but no go/no-go: the verdict says why and what fits."""
+    params, flat, g, run, longest, coverage = _priced_run(scn, params)
     k = run.decode_steps
     picks = [1, (k - 1) // 2 + 1, k]
     at = tree_costs_at(flat, np.array(sorted(set(picks)), float), g, scn.model, scn.weight_dtype, scn.tp, params,
@@ -138,8 +155,6 @@ def estimate(scn: Scenario, params: CostParams, reserve_fraction: float = DEFAUL
 
     warnings = []
     m = scn.model
-    longest = int((flat.leaf_shared + flat.leaf_private + flat.leaf_output).max())
-    coverage = grid_notes(run.costs, params, g.layers, g.kv_heads, g.kv_bytes_per_token, longest, scn.prefix_caching)
     if m.sliding_window and longest > m.sliding_window:
         warnings.append(f"{m.id} uses a {m.sliding_window}-token sliding window, shorter than the longest context "
                         f"({longest}); the model here assumes full attention, and engines do not cascade such layers.")

@@ -47,8 +47,13 @@ class GemmEfficiency(msgspec.Struct, frozen=True, dict=True):
     def ratio_at(self, m, weight_bytes) -> np.ndarray:
         x = np.log2(np.maximum(np.asarray(m, float), 1.0))
         y = np.log2(np.maximum(np.asarray(weight_bytes, float), 1.0))
-        x, y = np.broadcast_arrays(x, y)
         gx, gy, r = self._grid
+        if y.ndim == 0 and gy.size > 1:     # one weight size (one GEMM's): only its two bracketing columns
+            j0 = int(np.clip(np.searchsorted(gy, y) - 1, 0, gy.size - 2))
+            t0 = np.clip((y - gy[j0]) / (gy[j0 + 1] - gy[j0]), 0.0, 1.0)
+            lo0, hi0 = np.interp(x, gx, r[:, j0]), np.interp(x, gx, r[:, j0 + 1])
+            return lo0 + t0 * (hi0 - lo0)
+        x, y = np.broadcast_arrays(x, y)
         # interpolate along M for every weight-size column, then along weight size
         cols = np.stack([np.interp(x, gx, r[:, j]) for j in range(gy.size)], axis=-1)
         if gy.size == 1:
@@ -109,10 +114,10 @@ def gemm_time_s(eff: GemmEfficiency, m, n: float, k: float, element_bytes: float
     w_bytes = n * k * element_bytes
     bytes_ = w_bytes + m * (n + k) * 2.0
     roof = np.maximum(bytes_ / hbm_bytes_per_s, 2.0 * m * n * k / flop_per_s)
-    ratio = eff.ratio_at(m, w_bytes)
-    overhead = eff.overhead_s
     if shapes is not None and shapes.covers(n, k):
         ratio, overhead = shapes.ratio_at(m, n, k), 0.0     # measured per shape, launch included
+    else:
+        ratio, overhead = eff.ratio_at(m, w_bytes), eff.overhead_s
     return np.where(m > 0, roof * ratio + overhead, 0.0)
 
 
