@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cascade_plan.calibration.calibration_file import ProbeData, find_committed, load_probe
+from cascade_plan.calibration.calibration_file import ProbeData, find_committed, load_probe, read_shipped
 from cascade_plan.calibration.holdout import is_held_out
 from cascade_plan.calibration_format import AttentionConfigDoc
 from cascade_plan.errors import InputError
@@ -70,6 +70,23 @@ def test_the_v1_file_reads_typed():
     assert p.measurements == [] and p.steps == [] and p.mla == []
     assert p.grid.head_dim == 128 and p.grid.axes.q_per_kv[:3] == [1, 2, 3] and p.grid.measured is None
     assert p.source is not None and p.source.label and p.source_kind == "aic"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_a_shipped_file_read_with_its_rows_still_json_types_the_same_rows(path):
+    """read_shipped leaves the row lists as JSON: the typed rows are the checked file's, and `doc` (the file as
+    data) is the file itself, every list included."""
+    from cascade_plan.calibration import calibration_file
+
+    raw = json.loads(path.read_text())
+    calibration_file._DECODED.clear()       # a fresh read: another test's `doc` may have decoded the cached one
+    checked, shipped = load_probe(path), ProbeData(str(path), read_shipped(path))
+    lists = [name for name in calibration_file._RAW_LISTS if name in raw]
+    assert lists and all(isinstance(shipped.decoded[name], msgspec.Raw) for name in lists)
+    for name in LISTS:
+        assert getattr(shipped, name) == getattr(checked, name), name
+    assert shipped.fits == checked.fits and shipped.device == checked.device
+    assert shipped.doc == raw and json.loads(json.dumps(shipped.doc)) == raw
 
 
 def test_a_shipped_files_rows_are_decoded_once_per_process():
