@@ -188,3 +188,17 @@ def test_probe_without_torch_or_gpu_says_what_is_missing(tmp_path):
     assert res.exit_code == 2
     assert "cannot run the probe" in res.stderr
     assert not (tmp_path / "cal.json").exists()
+
+
+def test_a_profile_name_with_brackets_and_colons_prints_as_written(tmp_path):
+    """Rich reads `[red]` as markup and `:rocket:` as an emoji code; a user's GPU name is shown as the user wrote it."""
+    from cli_support import ROOT
+
+    text = (ROOT / "hardware_profiles" / "h100-sxm.yaml").read_text()
+    swap = {"name:": 'name: "Lab GPU [red] :rocket:"', "id:": "id: labgpu"}
+    lines = [next((v for k, v in swap.items() if ln.startswith(k)), ln) for ln in text.splitlines()]
+    hw = tmp_path / "lab.yaml"
+    hw.write_text("\n".join(lines) + "\n")
+    for command in ("estimate", "breakeven"):
+        res = run(command, "rl-rollouts-64", "--hardware", hw)
+        assert res.exit_code == 0 and "Lab GPU [red] :rocket:" in res.stdout, (command, res.output[:600])

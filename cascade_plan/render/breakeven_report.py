@@ -6,6 +6,7 @@ import io
 from typing import TYPE_CHECKING
 
 import numpy as np
+from rich.markup import escape
 from rich.table import Table
 
 from cascade_plan.cost.breakeven import BreakevenResult, Sweep, unfit_counts
@@ -151,9 +152,10 @@ def memory_line(res: BreakevenResult) -> str | None:
 
 def render(res: BreakevenResult, console: Console) -> None:
     sw, scn = res.sweep, res.scenario
-    console.print(f"[bold]Breakeven[/bold]: {scn.model.id} on {scn.hardware.name}, KV {scn.kv_dtype}, TP {scn.tp}, "
-                  f"{sw.n_groups} prompt group(s) in the batch")
-    console.print(f"[dim]Numbers: {res.params.label}[/dim]")
+    # the model's and the profile's names as written: escaped, never read as markup or emoji codes
+    console.print(f"[bold]Breakeven[/bold]: {escape(scn.model.id)} on {escape(scn.hardware.name)}, KV {scn.kv_dtype}, "
+                  f"TP {scn.tp}, {sw.n_groups} prompt group(s) in the batch", emoji=False)
+    console.print(f"[dim]Numbers: {escape(res.params.label)}[/dim]", emoji=False)
     sfx = [f"suffix {int(s):,}" for s in sw.suffix_tokens]
 
     a = Table(title="Shortest shared prefix (tokens) at which cascade beats per-sequence attention",

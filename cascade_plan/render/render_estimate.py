@@ -80,7 +80,7 @@ def run_table(est: Estimate) -> Table:
 
 def render_estimate(est: Estimate, console: Console) -> None:
     console.print(Text(f"cascade-plan estimate: {est.scenario.name}", style="bold"))
-    console.print(inputs_line(est))
+    console.print(Text(inputs_line(est)))     # Text: a profile's or model's name is printed as written, never markup
     console.print(Text(f"Numbers: {est.params.label}", style="dim"))
     if est.attention_source:
         console.print(Text(sources_line(est.attention_source), style="dim"))
