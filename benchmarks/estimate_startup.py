@@ -1,14 +1,15 @@
 """Start-up of `cascade-plan estimate` per calibration source: a GPU with an imported AIConfigurator
-file (h100-sxm), the probe file (h200), none (mi300x), and --uncalibrated. Each run is a fresh
-interpreter, as a user's shell starts it. Prints the median and best wall time and the median CPU time
+file (h100-sxm), the probe file (h200), none (mi300x), and --uncalibrated; each as the tables a user
+reads (rich) and as --json. Each run is a fresh interpreter, as a user's shell starts it. Prints the median and best wall time and the median CPU time
 (user + system of the child: steadier than wall time on a shared machine).
 
     python benchmarks/estimate_startup.py [--repeats 15] [--src PATH] [--workload NAME[,NAME...]]
-                                          [--against PATH]
+                                          [--output table,json] [--against PATH]
 
 --src runs another checkout's code and data (e.g. a `git archive main` copy) for a before/after figure.
 --workload picks other shipped workloads, comma-separated (default rl-rollouts-64; beam-search and
 deepseek-v3-grpo-tp8 get extrapolated verdicts on the H200, which read the other backends of its calibration).
+--output: the forms timed, comma-separated (default both; the tables import rich, --json does not).
 --against PATH times a second tree in alternating rounds (one run of each tree per case per round, so both
 see the same minutes of a shared machine) and prints one table: wall and CPU medians of both, per case.
 
@@ -32,8 +33,7 @@ CASES = [("h100-sxm (aic file)", ["--hardware", "h100-sxm"]), ("h200 (probe file
 def timed(src: Path, workload: str, extra: list[str]) -> tuple[float, float]:
     """(wall s, CPU s) of one `estimate --json` in a fresh interpreter on the code and data of `src`."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    cmd = [sys.executable, "-m", "cascade_plan", "estimate", str(src / "workloads" / f"{workload}.yaml"), "--json",
-           *extra]
+    cmd = [sys.executable, "-m", "cascade_plan", "estimate", str(src / "workloads" / f"{workload}.yaml"), *extra]
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, cwd=src, stdout=subprocess.DEVNULL)
@@ -47,10 +47,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1])
     ap.add_argument("--workload", default="rl-rollouts-64")
+    ap.add_argument("--output", default="table,json")
     ap.add_argument("--against", type=Path, default=None)
     a = ap.parse_args()
     trees = [a.src.resolve()] + ([a.against.resolve()] if a.against else [])
-    cases = [(w, name, extra) for w in a.workload.split(",") for name, extra in CASES]
+    forms = {"table": [], "json": ["--json"]}
+    cases = [(w, f"{name}, {out}", extra + forms[out]) for w in a.workload.split(",") for name, extra in CASES
+             for out in a.output.split(",")]
     runs: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for tree in trees:          # compile each tree's bytecode once, outside the timed rounds
         timed(tree, cases[0][0], cases[0][2])
@@ -63,7 +66,7 @@ def main() -> None:
     if a.against is None:
         for ci, (w, name, _) in enumerate(cases):
             wall, cpu = zip(*runs[(ci, 0)])
-            print(f"  {w:22s} {name:26s} wall median {statistics.median(wall):.3f} s, best {min(wall):.3f} s; "
+            print(f"  {w:22s} {name:32s} wall median {statistics.median(wall):.3f} s, best {min(wall):.3f} s; "
                   f"CPU median {statistics.median(cpu):.3f} s")
         return
     head = f"| workload | path | wall median {trees[0].name} | wall median {trees[1].name} | CPU {trees[0].name} " \
