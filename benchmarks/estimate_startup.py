@@ -1,6 +1,7 @@
 """Start-up of `cascade-plan estimate` per calibration source: a GPU with an imported AIConfigurator
 file (h100-sxm), the probe file (h200), none (mi300x), and --uncalibrated; each as the tables a user
-reads (rich) and as --json. Each run is a fresh interpreter, as a user's shell starts it. Prints the median and best wall time and the median CPU time
+reads (rich) and as --json. Each run is a fresh interpreter, as a user's shell starts it.
+Prints the median and best wall time and the median CPU time
 (user + system of the child: steadier than wall time on a shared machine).
 
     python benchmarks/estimate_startup.py [--repeats 15] [--src PATH] [--workload NAME[,NAME...]]

@@ -161,9 +161,10 @@ def test_an_extrapolated_verdict_reads_the_shipped_calibration_once(root, monkey
     assert _calibration_of(str(own)).doc["hardware_id"] == "h200" and checked == [own]
 
 
-@pytest.mark.parametrize("workload, hw, kv", [("rl-rollouts-64", "h200", "bf16"), ("rl-rollouts-64", "h200", "fp8"),
-                                              ("beam-search", "h200", "fp8"), ("deepseek-v3-grpo-tp8", "h200", "bf16"),
-                                              ("rl-rollouts-64", "a100-80gb", "bf16"), ("beam-search", "mi300x", "bf16")])
+@pytest.mark.parametrize("workload, hw, kv", [
+    ("rl-rollouts-64", "h200", "bf16"), ("rl-rollouts-64", "h200", "fp8"), ("beam-search", "h200", "fp8"),
+    ("deepseek-v3-grpo-tp8", "h200", "bf16"), ("rl-rollouts-64", "a100-80gb", "bf16"),
+    ("beam-search", "mi300x", "bf16")])
 def test_the_evidence_prices_a_run_exactly_as_estimate_does(root, workload, hw, kv):
     """The evidence compares sources by their run speedups alone (cost/estimate.run_speedup, no step summaries):
     for every source of numbers, the same speedup and the same reach beyond the grid as `estimate`'s."""
