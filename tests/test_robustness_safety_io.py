@@ -47,6 +47,48 @@ def test_ctrl_c_at_start_up_is_one_line_and_130(tmp_path, delay):
     assert code == 130 and err.strip() == "interrupted", (code, err)
 
 
+def test_ctrl_c_while_typer_parses_is_carried_to_the_one_line():
+    """Typer answers a Ctrl-C while it parses the command line with a silent exit status 130 (no "interrupted");
+    the group carries it past typer as Interrupted, which entry.main turns into the one line."""
+    import typer
+
+    from cascade_plan.cli.interrupts import Interrupted
+    from cascade_plan.cli.one_line_errors import OneLineErrorGroup
+
+    def ctrl_c(value: str) -> str:
+        raise KeyboardInterrupt
+
+    app = typer.Typer(cls=OneLineErrorGroup)
+
+    @app.command()
+    def one(name: str = typer.Option("x", callback=ctrl_c)) -> None:
+        pass
+
+    @app.command()
+    def two() -> None:
+        pass
+
+    with pytest.raises(Interrupted):
+        typer.main.get_command(app).main(args=["one", "--name", "y"], standalone_mode=True)
+
+
+def test_a_ctrl_c_wrapped_by_python_is_still_a_ctrl_c():
+    """A Ctrl-C landing in a descriptor's __set_name__ while a module defines a class reaches entry.main as a
+    RuntimeError (Python 3.11 wraps it); it is an interrupt all the same, and any other error stays an error."""
+    from cascade_plan.cli.entry import from_interrupt
+
+    class Lands:
+        def __set_name__(self, owner, name):
+            raise KeyboardInterrupt
+
+    try:
+        type("Defined", (), {"attr": Lands()})
+    except BaseException as exc:      # a RuntimeError on Python 3.11; 3.12 lets the KeyboardInterrupt through
+        caught = exc
+    assert from_interrupt(caught)
+    assert not from_interrupt(RuntimeError("a bug")) and not from_interrupt(ValueError("bad input"))
+
+
 def test_ctrl_c_during_a_report_leaves_nothing(tmp_path):
     code, err = _interrupt(["report", "--out", tmp_path / "rep", "-j", "2"], 3.0, tmp_path)   # every workload: ~15 s
     if code == 0:

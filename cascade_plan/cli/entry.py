@@ -68,6 +68,21 @@ def _finished(one_shot: bool = False) -> None:
         gc.freeze()
 
 
+def from_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C is behind `exc`: Python wraps one that lands while a class is being defined (in a
+    descriptor's __set_name__, e.g. a cached_property's, during an import) in a RuntimeError."""
+    from cascade_plan.cli.interrupts import Interrupted
+
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, (KeyboardInterrupt, Interrupted)):
+            return True
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return False
+
+
 def main() -> None:
     from cascade_plan.cli.interrupts import Interrupted  # a leaf: nothing else is imported before the try
 
@@ -82,6 +97,9 @@ def main() -> None:
         raise
     except (KeyboardInterrupt, Interrupted):
         pass
+    except Exception as exc:            # noqa: BLE001 (re-raised unless a Ctrl-C caused it)
+        if not from_interrupt(exc):
+            raise
     else:
         _finished(one_shot)
         return

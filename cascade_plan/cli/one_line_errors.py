@@ -10,6 +10,7 @@ import typer
 from typer import Abort  # click's Abort on older typer, typer's own from 0.27
 from typer.core import TyperGroup
 
+from cascade_plan.cli.interrupts import Interrupted
 from cascade_plan.cli.narrow_help import NarrowSafeHelp
 
 try:
@@ -20,6 +21,20 @@ except ImportError:                             # pragma: no cover - older typer
 
 
 class OneLineErrorGroup(NarrowSafeHelp, TyperGroup):
+    # Typer turns a Ctrl-C while it parses or dispatches into a silent exit status 130 (its Exit(130), returned
+    # as the status outside standalone mode): carried past it as Interrupted, entry.main says "interrupted".
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
         try:
