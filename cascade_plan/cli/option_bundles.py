@@ -45,7 +45,7 @@ from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 class _Group:
     def as_kwargs(self) -> dict[str, Any]:
         """The fields by name, to pass on as keyword arguments."""
-        return {f: getattr(self, f) for f in self.__struct_fields__}  # type: ignore[attr-defined]
+        return msgspec.structs.asdict(self)  # type: ignore[arg-type]
 
 
 class QuickWorkload(_Group, msgspec.Struct, frozen=True):

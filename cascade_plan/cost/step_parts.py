@@ -48,10 +48,9 @@ class GemmEfficiency(msgspec.Struct, frozen=True, dict=True):
         x = np.log2(np.maximum(np.asarray(m, float), 1.0))
         y = np.log2(np.maximum(np.asarray(weight_bytes, float), 1.0))
         gx, gy, r = self._grid
-        if y.ndim == 0 and gy.size > 1:     # one weight size (one GEMM's): only its two bracketing columns
-            j0 = int(np.clip(np.searchsorted(gy, y) - 1, 0, gy.size - 2))
-            t0 = np.clip((y - gy[j0]) / (gy[j0 + 1] - gy[j0]), 0.0, 1.0)
-            lo0, hi0 = np.interp(x, gx, r[:, j0]), np.interp(x, gx, r[:, j0 + 1])
+        if y.ndim == 0:     # one weight size (one GEMM's): only its two bracketing columns
+            j0, j1, t0 = _bracket(gy, y)
+            lo0, hi0 = np.interp(x, gx, r[:, j0]), np.interp(x, gx, r[:, j1])
             return lo0 + t0 * (hi0 - lo0)
         x, y = np.broadcast_arrays(x, y)
         # interpolate along M for every weight-size column, then along weight size
@@ -90,19 +89,21 @@ class GemmShapeTable(msgspec.Struct, frozen=True, dict=True):
 
     def ratio_at(self, m, n: float, k: float) -> np.ndarray:
         r, gn, gk, gm = self._grid
-
-        def bracket(g, v):
-            if g.size == 1:
-                return 0, 0, 0.0
-            j = int(np.clip(np.searchsorted(g, v) - 1, 0, g.size - 2))
-            return j, j + 1, float(np.clip((v - g[j]) / (g[j + 1] - g[j]), 0.0, 1.0))
-
-        n0, n1, tn = bracket(gn, np.log2(max(float(n), 1.0)))
-        k0, k1, tk = bracket(gk, np.log2(max(float(k), 1.0)))
+        n0, n1, tn = _bracket(gn, np.log2(max(float(n), 1.0)))
+        k0, k1, tk = _bracket(gk, np.log2(max(float(k), 1.0)))
         plane = ((1 - tn) * (1 - tk) * r[:, n0, k0] + tn * (1 - tk) * r[:, n1, k0]
                  + (1 - tn) * tk * r[:, n0, k1] + tn * tk * r[:, n1, k1])
         x = np.log2(np.maximum(np.asarray(m, float), 1.0))
         return np.interp(x, gm, plane)
+
+
+def _bracket(g: np.ndarray, v) -> tuple[int, int, float]:
+    """The grid points either side of one value on an ascending axis and its weight towards the upper one,
+    clamped at the edges (a one-point axis: that point)."""
+    if g.size == 1:
+        return 0, 0, 0.0
+    j = int(np.clip(np.searchsorted(g, v) - 1, 0, g.size - 2))
+    return j, j + 1, float(np.clip((v - g[j]) / (g[j + 1] - g[j]), 0.0, 1.0))
 
 
 def gemm_time_s(eff: GemmEfficiency, m, n: float, k: float, element_bytes: float, hbm_bytes_per_s: float,
