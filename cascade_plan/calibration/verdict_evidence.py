@@ -37,6 +37,9 @@ def attach_evidence(est: Estimate) -> Estimate:
     # The defaults' evidence first: it reads the probe file whole, and the margin then takes its one field
     # from that read instead of parsing the file again (it needs only the estimate, which the margin keeps).
     text = defaults_error(est) if est.verdict.judged and est.params.mode == "default" else None
+    # before the margin: an imported GPU's transferred probe file is read here the shared way (read_shipped), and
+    # the margin then takes its stored errors from that read instead of parsing the 4 MB file again
+    est = attach_numerics(est)
     est = attach_margin(est)
     v, p = est.verdict, est.params
     if not v.judged or p.mode == "ideal":
@@ -48,6 +51,15 @@ def attach_evidence(est: Estimate) -> Estimate:
         lo, hi, sources = speedup_range(est)
         return msgspec.structs.replace(est, verdict=extrapolated(v, "; ".join(notes), lo, hi, sources))
     return est
+
+
+def attach_numerics(est: Estimate) -> Estimate:
+    """The estimate with the measured error against float32 of the kernels behind its numbers (every verdict,
+    judged or not: it describes the kernels, not the workload); unchanged where none stand behind them."""
+    from cascade_plan.calibration.kernel_numerics import kernel_numerics
+
+    n = kernel_numerics(est.params, est.scenario.kv_dtype)
+    return est if n is None else msgspec.structs.replace(est, numerics=n.to_json())
 
 
 def attach_margin(est: Estimate) -> Estimate:

@@ -73,6 +73,9 @@ class Estimate(msgspec.Struct, frozen=True):
     attention_source: dict | None = None
     # MoE models: where the routed experts' times come from (measured rows or the model), cost/ops/moe.py
     moe_source: dict | None = None
+    # the measured error against float32 of the kernels behind the numbers (cascade_plan/calibration/kernel_numerics.py,
+    # KernelNumerics.to_json); None for the defaults and the ideal bound, which have no kernel behind them
+    numerics: dict | None = None
 
     @property
     def run_speedup(self) -> float:
@@ -247,6 +250,7 @@ def to_json(est: Estimate, version: str | None = None) -> dict:
                 "per_sequence_tokens_per_s": est.output_tokens / est.run_per_sequence_s,
                 "cascade_tokens_per_s": est.output_tokens / est.run_cascade_s},
         "go_no_go": est.verdict.to_json(),
+        "numerics": est.numerics,
         "memory": est.memory.to_json() if est.memory else None,
         "warnings": est.warnings,
         "coverage": list(est.coverage),

@@ -107,6 +107,8 @@ def render_estimate(est: Estimate, console: Console) -> None:
                  f"({fmt_seconds(est.run_per_sequence_s)} -> {fmt_seconds(est.run_cascade_s)})", style="bold"),
             Text(est.verdict.text)]
     console.print(Panel(Group(*body), title="Verdict", border_style=style, expand=False))
+    if est.numerics:
+        console.print(Text(est.numerics["text"], style="dim"))
     for w in est.warnings:
         console.print(Text(f"warning: {w}", style="yellow"))
     for note in est.coverage:
