@@ -13,6 +13,9 @@ the step and within a fraction of a percent of the step-by-step sum for the roof
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import msgspec
 import numpy as np
 
@@ -110,10 +113,9 @@ def _broadcast(costs: StepCosts, shape: tuple, keep: np.ndarray) -> dict:
     return out
 
 
-def tree_costs_at(flat: FlatTree, steps: np.ndarray, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
-                  params: CostParams, prefix_caching: bool = True) -> StepCosts:
-    """Cost of the given decode steps (ascending, 1-based) of a run over the sharing tree."""
-    steps = np.asarray(steps, float)
+def _chunk_loads(flat: FlatTree, steps: np.ndarray):
+    """The load of the given decode steps (ascending, 1-based), in chunks of (segments, points): yields
+    (load, grid of steps, which grid points are real steps)."""
     ends = segment_ends(flat)
     seg_of = np.searchsorted(ends, steps, side="left")              # segment each step lies in
     used, first, counts = np.unique(seg_of, return_index=True, return_counts=True)
@@ -129,7 +131,6 @@ def tree_costs_at(flat: FlatTree, steps: np.ndarray, g: GpuShape, model: ModelSp
     by_level = np.argsort(flat.node_level, kind="stable")
     level_start = np.searchsorted(flat.node_level[by_level], np.arange(n_levels))
     rows_per_chunk = max(1, min(CHUNK_ELEMENTS // max(flat.node_tokens.size, 1), CHUNK_ELEMENTS // width))
-    parts: list[dict] = []
     for c0 in range(0, used.size, rows_per_chunk):
         segs = used[c0:c0 + rows_per_chunk]
         # step of each (segment, point); a segment with fewer points repeats its last step (not kept)
@@ -154,11 +155,21 @@ def tree_costs_at(flat: FlatTree, steps: np.ndarray, g: GpuShape, model: ModelSp
             node_instance_tokens=flat.node_tokens[:, None, None] * on,
             longest_context=ctx_max[segs][:, None] + grid, longest_suffix=priv_max[segs][:, None] + grid,
         )
-        costs = step_costs(load, g, model, weight_dtype, tp, params, prefix_caching, grid)
-        parts.append(_broadcast(costs, grid.shape, keep))
-    merged: dict = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray) else parts[0][k])
-              for k in parts[0]}
+        yield load, grid, keep
+
+
+def _merged(parts: list[dict]) -> StepCosts:
+    merged: dict[str, Any] = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray)
+                                  else parts[0][k]) for k in parts[0]}
     return StepCosts(**merged)
+
+
+def tree_costs_at(flat: FlatTree, steps: np.ndarray, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
+                  params: CostParams, prefix_caching: bool = True) -> StepCosts:
+    """Cost of the given decode steps (ascending, 1-based) of a run over the sharing tree."""
+    parts = [_broadcast(step_costs(load, g, model, weight_dtype, tp, params, prefix_caching, grid), grid.shape, keep)
+             for load, grid, keep in _chunk_loads(flat, np.asarray(steps, float))]
+    return _merged(parts)
 
 
 def tree_run_costs(flat: FlatTree, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int, params: CostParams,
@@ -173,3 +184,98 @@ def tree_step_costs(flat: FlatTree, g: GpuShape, model: ModelSpec, weight_dtype:
                     prefix_caching: bool = True) -> StepCosts:
     """Costs at the steps a run is summed over: every decode step for runs of up to POINT_BUDGET steps."""
     return tree_run_costs(flat, g, model, weight_dtype, tp, params, prefix_caching).costs
+
+
+def _stacked(loads: list[StepLoad]) -> StepLoad:
+    """Loads of one shape side by side on a new leading step axis (node arrays keep their node axis first)."""
+    fields = {}
+    for name in StepLoad.__struct_fields__:
+        vals = [np.broadcast_to(getattr(ld, name), np.broadcast_shapes(*(np.shape(getattr(x, name)) for x in loads)))
+                for ld in loads]
+        fields[name] = np.stack(vals, axis=1 if name.startswith("node_") else 0)
+    return StepLoad(**fields)
+
+
+class RunGroup(msgspec.Struct, frozen=True):
+    """Runs over trees of one shape (the same nodes and output lengths; other copies), their loads stacked on a
+    leading axis so that one pass of the cost model prices them all. The load does not depend on the GPU or the
+    kernels: build it once, price it under any number of them (price_group)."""
+
+    index: tuple[int, ...]           # positions of these trees in the list given to group_runs
+    weights: np.ndarray              # the run sum's quadrature weights (one shape: the same for all)
+    decode_steps: tuple[int, ...]
+    load: StepLoad | None            # None: priced tree by tree (several chunks)
+    grid: np.ndarray | None
+    keep: np.ndarray | None
+    flats: tuple[FlatTree, ...]
+
+
+def group_runs(flats: list[FlatTree]) -> list[RunGroup]:
+    by_shape: dict[tuple, list[int]] = {}
+    for i, f in enumerate(flats):
+        key = (f.node_tokens.size, f.n_levels, tuple(segment_ends(f).tolist()))
+        by_shape.setdefault(key, []).append(i)
+    out = []
+    for idx in by_shape.values():
+        steps, weights = quadrature(flats[idx[0]])
+        chunks = [list(_chunk_loads(flats[i], steps)) for i in idx]
+        one = all(len(c) == 1 for c in chunks)
+        out.append(RunGroup(index=tuple(idx), weights=weights, decode_steps=tuple(flats[i].max_output for i in idx),
+                            load=_stacked([c[0][0] for c in chunks]) if one else None,
+                            grid=chunks[0][0][1] if one else None, keep=chunks[0][0][2] if one else None,
+                            flats=tuple(flats[i] for i in idx)))
+    return out
+
+
+def _group_costs(group: RunGroup, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int, params: CostParams,
+                 prefix_caching: bool, fields: tuple[str, ...] | None = None) -> Iterator[dict[str, Any]]:
+    """Per run of the group: its cost fields (those named, else all) on the group's (segments, points) grid."""
+    assert group.load is not None and group.grid is not None and group.keep is not None
+    n = len(group.index)
+    costs = step_costs(group.load, g, model, weight_dtype, tp, params, prefix_caching,
+                       np.broadcast_to(group.grid, (n,) + group.grid.shape))
+    names = fields or costs.__struct_fields__
+    for j in range(n):
+        one: dict[str, Any] = {}
+        for name in names:
+            v = getattr(costs, name)
+            if isinstance(v, np.ndarray) and v.ndim == 3:
+                v = v[j if v.shape[0] > 1 else 0]
+            one[name] = v
+        yield one
+
+
+def price_group(group: RunGroup, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int, params: CostParams,
+                prefix_caching: bool = True) -> list[RunCosts]:
+    """Each run of the group, equal to its own `tree_run_costs`."""
+    if group.load is None or group.grid is None or group.keep is None:
+        return [tree_run_costs(f, g, model, weight_dtype, tp, params, prefix_caching) for f in group.flats]
+    return [RunCosts(costs=_merged([_broadcast(StepCosts(**c), group.grid.shape, group.keep)]),
+                     weights=group.weights, decode_steps=steps)
+            for c, steps in zip(_group_costs(group, g, model, weight_dtype, tp, params, prefix_caching),
+                                group.decode_steps)]
+
+
+def group_step_times(group: RunGroup, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int, params: CostParams,
+                     prefix_caching: bool = True) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each run's (per-sequence, cascade) step times at the steps its weights sum: `price_group`'s ps_step_s and
+    cas_step_s without broadcasting every other field (what a search over many configurations needs)."""
+    if group.load is None or group.grid is None or group.keep is None:
+        return [(r.costs.ps_step_s, r.costs.cas_step_s)
+                for r in price_group(group, g, model, weight_dtype, tp, params, prefix_caching)]
+    shape, keep = group.grid.shape, group.keep
+    out = []
+    for c in _group_costs(group, g, model, weight_dtype, tp, params, prefix_caching, ("ps_step_s", "cas_step_s")):
+        ps, cas = (np.broadcast_to(np.asarray(c[f], float), shape)[keep] for f in ("ps_step_s", "cas_step_s"))
+        out.append((ps, cas))
+    return out
+
+
+def tree_run_costs_many(flats: list[FlatTree], g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
+                        params: CostParams, prefix_caching: bool = True) -> list[RunCosts]:
+    """`tree_run_costs` of each tree, trees of one shape priced in one pass of the cost model."""
+    out: list[RunCosts | None] = [None] * len(flats)
+    for group in group_runs(flats):
+        for i, r in zip(group.index, price_group(group, g, model, weight_dtype, tp, params, prefix_caching)):
+            out[i] = r
+    return [r for r in out if r is not None]
