@@ -127,9 +127,9 @@ def test_each_calibration_file_is_parsed_once_per_estimate(monkeypatch):
     """The defaults' evidence reads the H200 probe file (3.9 MB) for the H200's numbers, and the margin takes
     its stored errors from that same read; on the H200 its own numbers and the margin share one read too, and
     on an imported GPU its file is read once for its numbers and the margin's pointer to the probe file."""
-    from cascade_plan.calibration.speedup_margin import _shipped_probe
+    from cascade_plan.calibration.speedup_margin import shipped_probe
 
-    probe = _shipped_probe().name
+    probe = shipped_probe().name
     for hardware, choice in (("mi300x", {}), ("h100-sxm", {"uncalibrated": True}), ("h200", {}), ("h100-sxm", {})):
         _fresh_caches()
         reads = _reads(monkeypatch)

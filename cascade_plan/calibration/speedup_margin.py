@@ -41,7 +41,7 @@ class Margin(msgspec.Struct, frozen=True):
         return predicted / (1 + self.over), predicted / (1 + self.under)
 
 
-def _shipped_probe() -> Path | None:
+def shipped_probe() -> Path | None:
     from cascade_plan.resources import data_dir
 
     found = sorted(data_dir("calibrations").glob("*-probe-*.json"))
@@ -116,7 +116,7 @@ def _errors(path: str, defaults: bool) -> tuple[str, dict]:
 def _probe_with_steps(params: CostParams) -> Path | None:
     """The calibration file whose measured steps validate these numbers."""
     if params.mode == "default":
-        return _shipped_probe()
+        return shipped_probe()
     if not params.source:
         return None
     if params.origin == "aic":
