@@ -48,6 +48,7 @@ def figures() -> dict[str, str]:
         ("torch", ("--backend", "torch")))}
     fail = next(line for line in _run("check", "rl-rollouts-64", "--min-run-speedup", "5").splitlines()
                 if line.startswith("FAIL") and "min_run_speedup" in line)
+    cap = json.loads(_run("capacity", "rl-rollouts-64", "--tpot-ms", "9", "--hardware", "h200,h100-sxm", "--json"))
     aic_bytes = sum(p.stat().st_size for p in (ROOT / "calibrations").glob("*-aic-*.json"))
     figs = {
         "seed_weight_gb": f"{seed['weight_bytes'] / 1e9:.1f} GB",
@@ -60,6 +61,7 @@ def figures() -> dict[str, str]:
         "h200_weight_bytes_over_bw": _ms(h200["ideal"]["first_step"]["gemm_s"]),
         "h200_default_glue": _ms(h200["default"]["first_step"]["glue_s"]),
         "check_fail_line": f"`{fail}`",
+        "capacity_answer": f"```\nAnswer: {cap['answer']}\nLaunch: {cap['launch']['command']}\n```",
         "aic_calibrations_kb": f"{aic_bytes / 1e3:.0f} KB",
     }
     for backend in ("flashinfer", "flashinfer_fa2", "triton", "torch"):

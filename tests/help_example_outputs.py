@@ -71,6 +71,16 @@ EXPECTED: dict[str, Callable[[str], None]] = {
         has(r"llama-3-70b on NVIDIA H200 SXM 141GB, KV bf16, TP 8", r"suffix 0 . suffix 512 . suffix 4,096"),
     "compare rl-rollouts-64 --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8":
         has(*(rf" {gpu} {kv} " for gpu in ("a100-80gb", "h100-sxm", "h200", "b200") for kv in ("bf16", "fp8"))),
+    "capacity rl-rollouts-64 --tpot-ms 12":
+        has(r"rl-rollouts-64 \(llama-3-8b\): 704 configurations searched", r"targets: TPOT <= 12 ms",
+            r"Answer: 1 x GB300, triton, cascade on, bf16 KV: 5\.42 ms TPOT",
+            r"Launch: vllm serve meta-llama/Meta-Llama-3-8B -tp 1 --kv-cache-dtype auto --max-num-seqs 128"),
+    "capacity deepseek-v3-grpo-tp8 --rollout-s 120 --hardware h200,b200 --plot pareto.png":
+        has(r"Answer: 8 x B200 at TP 8, triton, cascade on, bf16 KV, fp8 weights", r"vLLM's MLA backends have no "
+            r"cascade path", r"wrote pareto\.png"),
+    "capacity --model llama-3-70b --prefix 8000 --groups 8 --samples 16 --output-tokens 512 --tpot-ms 30 -tp 4,8":
+        has(r"targets: TPOT <= 30 ms", r"Answer: 4 x GB200 at TP 4, triton, cascade on",
+            r"vllm serve meta-llama/Meta-Llama-3-70B -tp 4"),
     "plot rl-rollouts-64 --out plots/ --kind steps": has(r"^plots/rl-rollouts-64/step-times\.png \(Step time"),
     "report --out report/ --no-plots": _shipped_count,
     "report rl-rollouts-64 beam-search --out report/ --svg --no-plots": has(r"wrote report/report\.md \(2 workloads\)"),

@@ -135,7 +135,7 @@ def test_every_report_plot_names_the_cost_model(root, tmp_path):
                               "--compare-hardware", "h100-sxm,h200", "--svg"])
     assert res.exit_code == 0, res.output
     svgs = sorted(tmp_path.rglob("*.svg"))
-    assert len(svgs) == 4
+    assert len(svgs) == 5
     for svg in svgs:
         assert "Cost model:" in svg.read_text(), svg.name
 

@@ -256,7 +256,8 @@ def probe_plan_from_options(workload: Path | None, *, model: str | None, prefix:
 
 # name -> (module, function), in help order. Commands that live in their own modules keep this module small.
 COMMANDS = [("estimate", "cascade_plan.cli.app"), ("breakeven", "cascade_plan.cli.breakeven"),
-            ("compare", "cascade_plan.cli.compare"), ("plot", "cascade_plan.cli.report"),
+            ("compare", "cascade_plan.cli.compare"), ("capacity", "cascade_plan.cli.capacity"),
+            ("plot", "cascade_plan.cli.report"),
             ("report", "cascade_plan.cli.report"), ("check", "cascade_plan.cli.check"),
             ("models", "cascade_plan.cli.app"),
             ("workloads", "cascade_plan.cli.workloads"), ("schema", "cascade_plan.cli.workloads"),

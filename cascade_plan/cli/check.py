@@ -29,6 +29,13 @@ def check(
                                                         max=MAX_THRESHOLD)] = None,
     max_run_s: Annotated[Optional[float], typer.Option(help="Fail if the whole decode, in the picked mode, exceeds "
                                                        "this many seconds.", min=0, max=MAX_THRESHOLD)] = None,
+    max_tpot_ms: Annotated[Optional[float], typer.Option(help="Fail if the mean decode step (TPOT), in the picked "
+                                                         "mode, in waves that fit in memory, exceeds this many ms.",
+                                                         min=0, max=MAX_THRESHOLD)] = None,
+    max_rollout_s: Annotated[Optional[float], typer.Option(help="Fail if the decode of the whole batch, in waves of "
+                                                           "sibling groups that fit in memory, in the picked mode, "
+                                                           "exceeds this many seconds.", min=0,
+                                                           max=MAX_THRESHOLD)] = None,
     min_sequences_fit: Annotated[Optional[int], typer.Option(help="Fail if fewer sequences of this shape fit in "
                                                              "GPU memory.", min=1, max=MAX_SEQUENCES)] = None,
     cascade_chosen: Annotated[Optional[bool], typer.Option("--cascade-chosen/--no-cascade-chosen", help="Require "
@@ -77,6 +84,7 @@ def check(
     # all input checked before anything is written
     loaded = [what_if.apply(load_scenario(w, hardware)) for w in workloads]
     thresholds = {"min_run_speedup": min_run_speedup, "max_step_s": max_step_s, "max_run_s": max_run_s,
+                  "max_tpot_ms": max_tpot_ms, "max_rollout_s": max_rollout_s,
                   "min_sequences_fit": min_sequences_fit, "cascade_chosen": cascade_chosen,
                   "vllm_uses_cascade": vllm_uses_cascade}
     gate = run_gate(loaded, choice, thresholds, reserve, margin, attention_backend)
@@ -96,11 +104,14 @@ def check(
                              "workloads": {name: [{"name": c.name, "passed": c.passed, "measured": c.measured,
                                                    "threshold": c.threshold, "text": c.text} for c in r]
                                            for name, r in results.items()},
-                             "without_checks": unchecked}))
+                             "without_checks": unchecked, "cheapest_passing": gate.suggestions}))
     else:
         for name, checks_ in results.items():
             for c in checks_:
                 typer.echo(f"{'PASS' if c.passed else 'FAIL'}  {name}  {c.text}")
+            if name in gate.suggestions:
+                typer.echo(f"      {name}: cheapest configuration that passes (cascade-plan capacity): "
+                           f"{gate.suggestions[name]}")
         for name in unchecked:
             typer.echo(f"SKIP  {name}  {NO_CHECKS}")
         skipped = f", {len(unchecked)} workload{'s' if len(unchecked) > 1 else ''} without checks" if unchecked else ""

@@ -39,9 +39,11 @@ def picked_mode(est: Estimate) -> str:
 
 
 def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks,
-               margin: bool = False) -> list[CheckResult]:
+               margin: bool = False, waves: dict | None = None) -> list[CheckResult]:
     """`margin`: judge min_run_speedup and cascade_chosen on the run speedup less the measured error of
-    its numbers (speedup / (1 + error), the verdict's margin), where the verdict carries one."""
+    its numbers (speedup / (1 + error), the verdict's margin), where the verdict carries one. `waves`: per mode
+    (cascade True / False), the batch in waves that fit (serving/capacity_search.own_run: tpot_s, rollout_s,
+    waves, sequences), which max_tpot_ms and max_rollout_s judge."""
     out: list[CheckResult] = []
     mode = picked_mode(est)
     steps = est.costs.cas_step_s if mode == "cascade" else est.costs.ps_step_s
@@ -72,6 +74,15 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks,
     if c.max_run_s is not None:
         add("max_run_s", run_s, c.max_run_s, run_s <= c.max_run_s, f"{fmt_seconds(run_s)} ({mode} decode)", "<=",
             fmt_seconds(c.max_run_s))
+    run = waves.get(mode == "cascade") if waves and (c.max_tpot_ms is not None or c.max_rollout_s is not None) else None
+    in_waves = f", {run.waves} waves of {run.sequences:,} sequences" if run is not None and run.waves > 1 else ""
+    if c.max_tpot_ms is not None and run is not None:
+        add("max_tpot_ms", run.tpot_s * 1e3, c.max_tpot_ms, run.tpot_s * 1e3 <= c.max_tpot_ms,
+            f"{fmt_seconds(run.tpot_s)} (mean {mode} step{in_waves})", "<=", fmt_seconds(c.max_tpot_ms * 1e-3))
+    if c.max_rollout_s is not None and run is not None:
+        add("max_rollout_s", run.rollout_s, c.max_rollout_s, run.rollout_s <= c.max_rollout_s,
+            f"{fmt_seconds(run.rollout_s)} ({mode} decode of the whole batch{in_waves})", "<=",
+            fmt_seconds(c.max_rollout_s))
     if c.min_sequences_fit is not None:
         add("min_sequences_fit", fit, c.min_sequences_fit, fit >= c.min_sequences_fit, f"{fit} sequences", ">=",
             str(c.min_sequences_fit))

@@ -56,6 +56,8 @@ class Checks(msgspec.Struct, forbid_unknown_fields=True, frozen=True, kw_only=Tr
     min_run_speedup: Threshold | None = None     # per-sequence / cascade run time
     max_step_s: Threshold | None = None          # slowest decode step, in the mode picked
     max_run_s: Threshold | None = None           # whole decode, in the mode picked
+    max_tpot_ms: Threshold | None = None         # mean decode step (ms), in the mode picked, in waves that fit
+    max_rollout_s: Threshold | None = None       # the whole batch in waves that fit, in the mode picked
     # KV capacity, this workload's shape
     min_sequences_fit: Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_SEQUENCES)] | None = None
     cascade_chosen: bool | None = None                                    # the model picks cascade

@@ -48,6 +48,12 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
         "min_run_speedup": "Fail below this run speedup (per-sequence time / cascade time).",
         "max_step_s": "Fail if the slowest decode step, in the mode the planner picks, exceeds this many seconds.",
         "max_run_s": "Fail if the whole decode, in the mode the planner picks, exceeds this many seconds.",
+        "max_tpot_ms": "Fail if the mean decode step (TPOT), in the mode the planner picks, with the batch in waves of "
+                       "sibling groups that fit in memory, exceeds this many milliseconds; a failure names the "
+                       "cheapest configuration that passes (`cascade-plan capacity`).",
+        "max_rollout_s": "Fail if the decode of the whole batch, in waves of sibling groups that fit in memory, in the "
+                         "mode the planner picks, exceeds this many seconds; a failure names the cheapest "
+                         "configuration that passes.",
         "min_sequences_fit": "Fail if fewer sequences of this shape fit in GPU memory beside the weights.",
         "cascade_chosen": "Require that the planner picks cascade (true) or per-sequence attention (false).",
         "vllm_uses_cascade": "Require vLLM's cascade gate (opted in) to use cascade (true) or not (false).",

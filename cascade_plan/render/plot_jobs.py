@@ -18,11 +18,13 @@ from cascade_plan.cost.verdict import range_tag
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.serving.workload_analysis import WorkloadReport
 
-KINDS = ("heatmap", "steps", "bytes", "hardware")
+KINDS = ("heatmap", "steps", "bytes", "hardware", "capacity")
 CAPTIONS = {"heatmap": "Speedup over shared-prefix length x group size, breakeven contour",
             "steps": "Step time over the run", "bytes": "Bytes per decode step",
-            "hardware": "The same workload across GPUs"}
-STEMS = {"heatmap": "speedup-heatmap", "steps": "step-times", "bytes": "bytes-per-step", "hardware": "hardware"}
+            "hardware": "The same workload across GPUs",
+            "capacity": "Capacity: tokens/s per GPU against TPOT, cascade on and off (Pareto frontier)"}
+STEMS = {"heatmap": "speedup-heatmap", "steps": "step-times", "bytes": "bytes-per-step", "hardware": "hardware",
+         "capacity": "capacity"}
 
 
 def default_workers() -> int:
@@ -54,13 +56,18 @@ def render_one(r: WorkloadReport, kind: str, folder: Path, formats: tuple[str, .
         return plots.plot_step_times(est, stem, formats=formats)[0]
     if kind == "bytes":
         return plots.plot_bytes_per_step(est, stem, formats=formats)[0]
+    if kind == "capacity":
+        from cascade_plan.render.capacity_plot import plot_capacity
+
+        assert r.capacity is not None                    # plot_tasks draws it only where there is one
+        return plot_capacity(r.capacity, stem, formats)[0]
     return plots.plot_hardware_comparison(r.hardware_estimates, stem, formats=formats)[0]
 
 
 def plot_tasks(jobs: list[tuple[WorkloadReport, Path]], kinds: Collection[str]) -> list[tuple[int, str]]:
     """(job index, kind) of every plot to draw; the across-GPU plot only where GPUs are compared."""
     return [(i, k) for i, (r, _) in enumerate(jobs) for k in KINDS
-            if k in kinds and (k != "hardware" or r.hardware_estimates)]
+            if k in kinds and (k != "hardware" or r.hardware_estimates) and (k != "capacity" or r.capacity)]
 
 
 def render_plots(jobs: list[tuple[WorkloadReport, Path]], kinds: Collection[str], formats: tuple[str, ...],

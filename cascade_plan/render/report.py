@@ -167,6 +167,32 @@ def _capacity(r: WorkloadReport) -> list[str]:
     return lines + [""]
 
 
+def capacity_section(r: WorkloadReport, rows: int = 8) -> list[str]:
+    """`cascade-plan capacity` for the workload: the answer, the best candidates, the launch line."""
+    res = r.capacity
+    if res is None:
+        return []
+    from cascade_plan.render.capacity_table import targets_line
+
+    lines = ["### Capacity: which GPUs, TP and batch", "",
+             f"The same search as `cascade-plan capacity {md_cell(res.workload)}` ({len(res.candidates):,} "
+             f"configurations; {md_cell(targets_line(res))}).", "", f"**Answer:** {md_cell(r.capacity_answer)}", "",
+             "| GPU | TP | kernels | KV | cascade | seqs at once | waves | TPOT | rollout | tokens/s per GPU | numbers "
+             "| meets |", "| --- | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+    for c in res.candidates[:rows]:
+        meets = "yes" if c.meets else "does not fit" if not c.fits else "no"
+        lines.append(f"| {md_cell(c.hardware)} | {c.tp} | {c.backend} | {c.kv_dtype} | {'on' if c.cascade else 'off'} "
+                     f"| {c.sequences:,} | {c.waves} | {fmt_seconds(c.tpot_s)} | {fmt_seconds(c.rollout_s)} | "
+                     f"{c.tokens_per_s_per_gpu:,.0f} | {c.source} | {meets} |")
+    lines.append("")
+    how = r.capacity_launch
+    if how is not None:
+        lines += [f"Launch: `{how.command}`", ""] + [f"- {md_cell(x)}" for x in (how.gate, how.kernels, how.numerics,
+                                                                             how.sglang) if x] + [""]
+    lines += [f"*Note: {md_cell(n)}*" for n in res.notes] + ([""] if res.notes else [])
+    return lines
+
+
 def _engine(v: EngineView) -> list[str]:
     b = v.backend
     lines = ["### Would the engine turn it on?", "",
@@ -253,7 +279,7 @@ def workload_section(r: WorkloadReport) -> list[str]:
     lines += [f"**Verdict:** {est.verdict.text} Whole-run speedup **{speedup_cell(est)}**.", ""]
     lines += [f"> **Warning:** {w}" for w in est.warnings] + ([""] if est.warnings else [])
     lines += _inputs(r) + _arithmetic(r) + _steps_table(est) + _run(est) + _breakeven(r.breakeven)
-    lines += _capacity(r) + _engine(r.engine)
+    lines += _capacity(r) + capacity_section(r) + _engine(r.engine)
     if r.backend_estimates:
         lines += _backends(r)
     if r.hardware_estimates:

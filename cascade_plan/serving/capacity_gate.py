@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgspec
+
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice
+from cascade_plan.inputs.workload import Checks, Scenario
 
 
 @dataclass
@@ -19,6 +22,9 @@ class GateResult:
     hardware: dict[str, str] = field(default_factory=dict)       # workload name -> hardware id
     labels: list[str] = field(default_factory=list)              # the numbers each checked workload rests on
     modes: list[str] = field(default_factory=list)
+    # workload name -> the cheapest configuration that meets its failed latency or rollout checks (a capacity
+    # search), in one line
+    suggestions: dict[str, str] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -37,6 +43,17 @@ class GateResult:
         return sum(len(r) for r in self.results.values())
 
 
+TIME_CHECKS = ("max_tpot_ms", "max_rollout_s", "max_step_s", "max_run_s")
+
+
+def cheapest_passing(scn: Scenario, checks: Checks, reserve: float) -> str:
+    """The capacity search's answer for the workload's latency and rollout checks: the fewest GPUs (of every
+    calibrated kind and the workload's own) that meet them all."""
+    from cascade_plan.serving.workload_analysis import capacity_search
+
+    return capacity_search(msgspec.structs.replace(scn, checks=checks), reserve)[1]
+
+
 def run_gate(scenarios: list, choice: ParamsChoice, thresholds: dict, reserve: float = 0.10, margin: bool = False,
              attention_backend: str | None = None) -> GateResult:
     """Judge every scenario. `thresholds` (the Checks fields; None leaves a workload's own) win over each
@@ -47,6 +64,7 @@ def run_gate(scenarios: list, choice: ParamsChoice, thresholds: dict, reserve: f
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.engine.checks import has_checks, merge_checks, run_checks
     from cascade_plan.engine.engine_gate import engine_view
+    from cascade_plan.serving.capacity_search import own_run
 
     chosen = [select_params(s, choice) for s in scenarios]
     gate = GateResult()
@@ -57,8 +75,13 @@ def run_gate(scenarios: list, choice: ParamsChoice, thresholds: dict, reserve: f
             gate.unchecked.append(scn.name)
             continue
         est = assess(scn, params, reserve)
-        gate.results[scn.name] = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est, attention_backend),
-                                            checks, margin)
+        timed = checks.max_tpot_ms is not None or checks.max_rollout_s is not None
+        waves = own_run(scn, params, reserve) if timed else None
+        results = run_checks(est, capacity(scn, reserve, est.flat), engine_view(est, attention_backend), checks,
+                             margin, waves)
+        gate.results[scn.name] = results
+        if any(not r.passed and r.name in TIME_CHECKS for r in results):
+            gate.suggestions[scn.name] = cheapest_passing(scn, checks, reserve)
         gate.labels.append(params.label)
         gate.modes.append(params.mode)
     if not gate.results:

@@ -18,6 +18,8 @@ from cascade_plan.engine.engine_gate import EngineView
 from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.workload import Scenario
+from cascade_plan.serving.capacity_answer import Launch
+from cascade_plan.serving.capacity_search import SearchResult
 
 
 @dataclass
@@ -29,6 +31,9 @@ class WorkloadReport:
     plots: dict[str, str] = field(default_factory=dict)          # caption -> relative path
     hardware_estimates: list[Estimate] = field(default_factory=list)
     backend_estimates: list[Estimate] = field(default_factory=list)     # calibrated backends, then ideal
+    capacity: SearchResult | None = None       # which GPUs, TP and batch meet the workload's latency checks
+    capacity_answer: str = ""
+    capacity_launch: Launch | None = None
 
 
 def with_own_gpu(scn: Scenario, compare_hw: list[HardwareProfile]) -> list[HardwareProfile]:
@@ -73,5 +78,27 @@ def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[Hardwar
         backend_ests = [estimate(scn, calibrated_for(probe, b, scn.kv_dtype, scn.hardware, scn.model))
                         for b in backends]
         backend_ests.append(estimate(scn, select_params(None, ParamsChoice(ideal=True))))
+    search, answer, how = capacity_search(scn, reserve)
     return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est, attention_backend),
-                          breakeven=be, hardware_estimates=hw_ests, backend_estimates=backend_ests)
+                          breakeven=be, hardware_estimates=hw_ests, backend_estimates=backend_ests, capacity=search,
+                          capacity_answer=answer, capacity_launch=how)
+
+
+def capacity_search(scn: Scenario, reserve: float = 0.10) -> tuple[SearchResult, str, Launch | None]:
+    """`cascade-plan capacity` for the workload over every calibrated GPU and its own, against the latency and
+    rollout checks its `checks:` section holds (none: every configuration that fits meets them): the search, its
+    one-line answer and the best candidate's launch line."""
+    from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.serving.capacity_answer import best_estimate, launch, one_line_answer
+    from cascade_plan.serving.capacity_search import SearchSpace, Targets, default_hardware_ids, search
+
+    ids = list(dict.fromkeys(default_hardware_ids() + [scn.hardware.id]))
+    hws = tuple(scn.hardware if h == scn.hardware.id else load_hardware(h) for h in ids)
+    c = scn.checks
+    targets = Targets() if c is None else Targets(
+        tpot_s=None if c.max_tpot_ms is None else c.max_tpot_ms * 1e-3, worst_step_s=c.max_step_s,
+        rollout_s=min((v for v in (c.max_rollout_s, c.max_run_s) if v is not None), default=None))
+    result = search(scn, SearchSpace(hardware=hws, reserve_fraction=reserve), targets)
+    best = result.best
+    how = launch(scn, best, best_estimate(scn, result, best, reserve)) if best is not None else None
+    return result, one_line_answer(result), how
