@@ -116,3 +116,22 @@ def test_check_max_rollout_passes_and_counts_waves(tmp_path):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert [c["passed"] for c in doc["workloads"]["w"]] == [True, True] and doc["cheapest_passing"] == {}
+
+
+def test_a_forest_too_wide_to_search_in_seconds_is_refused_before_pricing(tmp_path):
+    import time
+
+    import yaml
+
+    children = [{"tokens": 100 + i, "copies": 1 + i % 3, "samples": 1 + i % 7, "output_tokens": 64 + i % 50}
+                for i in range(2047)]
+    wl = tmp_path / "forest.yaml"
+    wl.write_text(yaml.safe_dump({"schema_version": 1, "model": "llama-3-8b", "tree": {"tokens": 0,
+                                                                                     "children": children}}))
+    t = time.perf_counter()
+    refused(run("capacity", wl), "node x step cells", "narrow it with --hardware")
+    assert time.perf_counter() - t < 5
+    # narrowed to one configuration it is searched: waves of sibling groups whose forests stay under 64 shapes
+    res, doc = _json(wl, "--hardware", "h200", "--tp", "1", "--kv-dtype", "bf16", "--backend", "triton")
+    assert res.exit_code == 0, res.output
+    assert doc["candidates"] and any("distinct waves of this forest" in n for n in doc["notes"])

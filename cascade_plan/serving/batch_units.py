@@ -9,6 +9,8 @@ group is split (splitting one would lose its common prefix; `memory_waves` price
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable
 
 import msgspec
@@ -18,7 +20,7 @@ from cascade_plan.inputs.workload import TreeNode
 # Waves priced per search candidate; a forest split into more waves of distinct shapes is not searched
 # at that concurrency (the search says so).
 MAX_DISTINCT_WAVES = 64
-MAX_WAVES_WALKED = 100_000      # waves of a forest enumerated one by one to find their shapes
+MAX_WAVES_WALKED = 4096         # waves of a forest enumerated one by one to find their shapes
 
 
 class BatchUnits(msgspec.Struct, frozen=True):
@@ -62,14 +64,16 @@ def _rebuilt(tree: TreeNode, path: tuple[int, ...], at_node: Callable[[TreeNode]
 
 
 def composition(units: BatchUnits, start: int, n: int) -> tuple[tuple[int, int], ...]:
-    """The units [start, start + n) as (unit kind, count) runs, in order."""
+    """The units [start, start + n) as (unit kind, count) runs, in order (a bisection: linear in the runs)."""
+    ends = list(itertools.accumulate(units.counts))        # units before the end of each kind
     out = []
-    first = 0
-    for kind, count in enumerate(units.counts):
-        lo, hi = max(start, first), min(start + n, first + count)
-        if hi > lo:
-            out.append((kind, hi - lo))
-        first += count
+    kind = bisect.bisect_right(ends, start)
+    pos = start
+    while pos < start + n and kind < len(ends):
+        take = min(ends[kind], start + n) - pos
+        out.append((kind, take))
+        pos += take
+        kind += 1
     return tuple(out)
 
 

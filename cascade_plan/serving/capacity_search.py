@@ -30,9 +30,19 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.workload import Scenario
-from cascade_plan.serving.batch_units import MAX_DISTINCT_WAVES, BatchUnits, batch_units, wave_tree, waves_of
+from cascade_plan.serving.batch_units import (
+    MAX_DISTINCT_WAVES,
+    MAX_WAVES_WALKED,
+    BatchUnits,
+    batch_units,
+    wave_tree,
+    waves_of,
+)
 
 DEFAULT_TPS = (1, 2, 4, 8)
+# Node x segment cells (plus the steps of a run) priced over the whole search, counted before any is priced:
+# ~1 us a cell for a wide forest on one core, so 3M keeps the widest search a user may ask within seconds.
+MAX_SEARCH_CELLS = 3_000_000
 # The kernels engines ship (FlashInfer's, on its default and FA2 prefill paths) and the probe's own (what is
 # attainable); torch's flash attention reads duplicated prefixes without a block table and serves as a baseline.
 DEFAULT_BACKENDS = ("flashinfer", "flashinfer-fa2", "triton")
@@ -217,6 +227,20 @@ def _kernels(scn: Scenario, space: SearchSpace, notes: list[str]) -> list[_Kerne
     return out
 
 
+def check_search_size(scn: Scenario, units: BatchUnits, pricings: int) -> None:
+    """Refuse, before pricing anything, a search whose configurations x batch sizes x the tree's node x segment
+    cells would take more than seconds (a forest of thousands of distinct prompts on every GPU); the same tree
+    searched narrower, or `estimate`d, is not refused."""
+    flat = flatten(scn.tree)
+    cells = max(1, flat.node_tokens.size) * np.unique(flat.leaf_output).size + min(flat.max_output, 8192)
+    total = pricings * (units.total.bit_length() + 2) * cells
+    if total > MAX_SEARCH_CELLS:
+        raise InputError(f"this search prices about {total:,} node x step cells ({pricings:,} GPU x TP x KV dtype x "
+                         f"kernel configurations of a {flat.node_tokens.size:,}-node tree), more than the "
+                         f"{MAX_SEARCH_CELLS:,} one search handles in seconds: narrow it with --hardware, --tp, "
+                         "--kv-dtype or --backend, or `estimate` one configuration")
+
+
 def concurrency_ladder(scn: Scenario, units: BatchUnits, reserve: float) -> list[tuple[int, bool]]:
     """Sibling groups decoding at once to try: powers of two up to the most that fit, that most, and the
     whole batch (shown once when it does not fit); each with whether its waves fit in memory."""
@@ -255,7 +279,10 @@ def search(scn: Scenario, space: SearchSpace, targets: Targets,
     groups: dict[tuple, list[RunGroup]] = {}
     configs = [(hw, wd, kv) for hw in space.hardware for wd in (space.weight_dtypes or (scn.weight_dtype,))
                for kv in space.kv_dtypes]
+    pricings = len(configs) * len(space.tps or DEFAULT_TPS) * len(space.backends or DEFAULT_BACKENDS)
+    check_search_size(scn, units, pricings)
     cands: list[Candidate] = []
+    unsearched: set[int] = set()
     for i, (hw, wd, kv) in enumerate(configs):
         base = msgspec.structs.replace(scn, hardware=hw, weight_dtype=wd, kv_dtype=kv)
         tps = _tps(base, hw, wd, space, notes)
@@ -266,8 +293,7 @@ def search(scn: Scenario, space: SearchSpace, targets: Targets,
             for k, fits in concurrency_ladder(at_tp, units, space.reserve_fraction):
                 shapes = waves_of(units, k)
                 if shapes is None:
-                    notes.append(f"{k:,} sibling groups at once make more than {MAX_DISTINCT_WAVES} distinct waves "
-                                 "of this forest: not searched")
+                    unsearched.add(k)
                     continue
                 plans.append((k, fits, shapes))
             comps = tuple(dict.fromkeys(comp for _, _, shapes in plans for comp, _ in shapes))
@@ -281,6 +307,10 @@ def search(scn: Scenario, space: SearchSpace, targets: Targets,
                           for k, fits, shapes in plans for cascade in (True, False)]
         if progress is not None:
             progress(i + 1, len(configs))
+    if unsearched:
+        notes.append(f"{', '.join(f'{k:,}' for k in sorted(unsearched))} sibling groups at once: each makes more than "
+                     f"{MAX_DISTINCT_WAVES} distinct waves of this forest (or more than {MAX_WAVES_WALKED:,} waves), so "
+                     "those batch sizes were not searched")
     return SearchResult(workload=scn.name, model=scn.model.id, targets=targets,
                         candidates=sorted(cands, key=rank_key), notes=list(dict.fromkeys(notes)), units=units,
                         profiles={hw.id: hw for hw in space.hardware})
