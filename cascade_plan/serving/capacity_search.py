@@ -308,9 +308,9 @@ def search(scn: Scenario, space: SearchSpace, targets: Targets,
         if progress is not None:
             progress(i + 1, len(configs))
     if unsearched:
-        notes.append(f"{', '.join(f'{k:,}' for k in sorted(unsearched))} sibling groups at once: each makes more than "
-                     f"{MAX_DISTINCT_WAVES} distinct waves of this forest (or more than {MAX_WAVES_WALKED:,} waves), so "
-                     "those batch sizes were not searched")
+        sizes = ", ".join(f"{k:,}" for k in sorted(unsearched))
+        notes.append(f"{sizes} sibling groups at once: each makes more than {MAX_DISTINCT_WAVES} distinct waves of "
+                     f"this forest (or more than {MAX_WAVES_WALKED:,} waves), so those batch sizes were not searched")
     return SearchResult(workload=scn.name, model=scn.model.id, targets=targets,
                         candidates=sorted(cands, key=rank_key), notes=list(dict.fromkeys(notes)), units=units,
                         profiles={hw.id: hw for hw in space.hardware})
