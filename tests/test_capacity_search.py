@@ -124,6 +124,14 @@ def test_cascade_changes_the_answer_for_the_seed_workload():
     assert one_line_answer(res).endswith(f"cascade off needs {off.gpus} GPUs")
 
 
+def test_only_cascade_meets_a_rollout_budget_on_the_h200():
+    # DeepSeek-V3's rollouts on 8 H200s: no per-sequence configuration decodes the batch within 130 s
+    _, res = _search("deepseek-v3-grpo-tp8", ("h200",), Targets(rollout_s=130.0))
+    best = res.best
+    assert best is not None and best.cascade and res.best_with(False) is None
+    assert one_line_answer(res).endswith("; no configuration searched meets the targets with cascade off")
+
+
 def test_no_candidate_meets_names_the_closest():
     _, res = _search("rl-rollouts-64", ("h200",), Targets(tpot_s=1e-4), kv_dtypes=("bf16",))
     assert res.best is None

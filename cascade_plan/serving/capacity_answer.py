@@ -119,7 +119,7 @@ def one_line_answer(result: SearchResult) -> str:
     other = result.best_with(not best.cascade)
     mode = "off" if best.cascade else "on"
     if other is None:
-        tail = f"cascade {mode} meets the targets with no configuration searched"
+        tail = f"no configuration searched meets the targets with cascade {mode}"
     elif other.gpus > best.gpus:
         tail = f"cascade {mode} needs {other.gpus} GPUs"
     else:
