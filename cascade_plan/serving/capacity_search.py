@@ -192,7 +192,6 @@ class _Kernels(msgspec.Struct, frozen=True):
     params: CostParams
     source: str
     margin: dict
-    choice: ParamsChoice            # what `estimate` is given to price the same numbers
 
 
 def _kernels(scn: Scenario, space: SearchSpace, notes: list[str]) -> list[_Kernels]:
@@ -208,13 +207,12 @@ def _kernels(scn: Scenario, space: SearchSpace, notes: list[str]) -> list[_Kerne
     wanted = space.backends or DEFAULT_BACKENDS
     out = []
 
-    def add(backend: str, choice: ParamsChoice) -> None:
+    def add(backend: str, choice: ParamsChoice) -> None:     # choice: what candidate_choice gives estimate
         params = with_routing(select_params(scn, choice), scn.moe_routing)
         m = speedup_margin(params, scn.model.id, step_kind(scn.model))
         out.append(_Kernels(backend=backend, params=params, source=SOURCES.get(params.origin or "", "uncalibrated"),
                             margin={"error": m.error if m else None, "source": m.source if m else None,
-                                    "time_range": None},
-                            choice=choice))
+                                    "time_range": None}))
 
     for b in wanted:
         if b in measured:
@@ -263,7 +261,8 @@ def concurrency_ladder(scn: Scenario, units: BatchUnits, reserve: float) -> list
             else:
                 hi = mid - 1
     ks = {1 << i for i in range(total.bit_length()) if (1 << i) <= lo} | ({lo} if lo else set()) | {total}
-    return [(k, k <= lo) for k in sorted(ks)]
+    # a forest's waves differ in shape, so more units at once need not need more memory: each size is checked
+    return [(k, k <= lo if units.own else fits(k)) for k in sorted(ks)]
 
 
 def search(scn: Scenario, space: SearchSpace, targets: Targets,
