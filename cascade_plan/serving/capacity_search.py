@@ -25,7 +25,7 @@ from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.estimate import with_routing
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.memory_fit import memory_fit
-from cascade_plan.cost.run_load import RunGroup, group_runs, group_step_times
+from cascade_plan.cost.run_load import POINT_BUDGET, RunGroup, group_runs, group_step_times
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -40,9 +40,12 @@ from cascade_plan.serving.batch_units import (
 )
 
 DEFAULT_TPS = (1, 2, 4, 8)
-# Node x segment cells (plus the steps of a run) priced over the whole search, counted before any is priced:
-# ~1 us a cell for a wide forest on one core, so 3M keeps the widest search a user may ask within seconds.
-MAX_SEARCH_CELLS = 3_000_000
+# Work of a whole search, counted before anything is priced, in node x segment cells of each run (~1 us each on
+# one core for a wide forest) plus its evaluated steps, five to a cell (all waves of a configuration share one
+# pass: the 8,192 steps of short-prompt-long-reasoning's default search weigh 2.5M, and it answers in ~2.5 s).
+# 5M keeps the widest search a user may ask within about five seconds.
+MAX_SEARCH_CELLS = 5_000_000
+STEPS_PER_CELL = 5
 # The kernels engines ship (FlashInfer's, on its default and FA2 prefill paths) and the probe's own (what is
 # attainable); torch's flash attention reads duplicated prefixes without a block table and serves as a baseline.
 DEFAULT_BACKENDS = ("flashinfer", "flashinfer-fa2", "triton")
@@ -230,8 +233,9 @@ def check_search_size(scn: Scenario, units: BatchUnits, pricings: int) -> None:
     cells would take more than seconds (a forest of thousands of distinct prompts on every GPU); the same tree
     searched narrower, or `estimate`d, is not refused."""
     flat = flatten(scn.tree)
-    cells = max(1, flat.node_tokens.size) * np.unique(flat.leaf_output).size + min(flat.max_output, 8192)
-    total = pricings * (units.total.bit_length() + 2) * cells
+    nodes = max(1, flat.node_tokens.size) * np.unique(flat.leaf_output).size
+    cells = nodes + min(flat.max_output, POINT_BUDGET) / STEPS_PER_CELL
+    total = int(pricings * (units.total.bit_length() + 2) * cells)
     if total > MAX_SEARCH_CELLS:
         raise InputError(f"this search prices about {total:,} node x step cells ({pricings:,} GPU x TP x KV dtype x "
                          f"kernel configurations of a {flat.node_tokens.size:,}-node tree), more than the "
