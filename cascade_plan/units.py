@@ -3,6 +3,8 @@ bandwidth, FLOP/s and weight totals print decimal (TB/s, TFLOP/s, GB)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 KiB, MiB, GiB, TiB, PiB = 1024, 1024**2, 1024**3, 1024**4, 1024**5
 KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
 
@@ -30,17 +32,29 @@ def fmt_bytes(n: float) -> str:
     return f"{fmt_bytes_binary(n)} ({fmt_bytes_decimal(n)})"
 
 
-def fmt_seconds(s: float) -> str:
+def fmt_seconds(s: float, digits: int = 3) -> str:
+    """Seconds in the unit that suits them, `digits` significant digits (whole seconds from 100 s)."""
     s = float(s)
     if s >= 100:
-        return f"{s:,.0f} s"
+        return f"{s:,.{max(0, digits - 3)}f} s"
     if s >= 1:
-        return f"{s:.3g} s"
+        return f"{s:.{digits}g} s"
     if s >= 1e-3:
-        return f"{s * 1e3:.3g} ms"
+        return f"{s * 1e3:.{digits}g} ms"
     if s >= 1e-6:
-        return f"{s * 1e6:.3g} µs"
-    return f"{s * 1e9:.3g} ns"
+        return f"{s * 1e6:.{digits}g} µs"
+    return f"{s * 1e9:.{digits}g} ns"
+
+
+def fmt_apart(a: float, b: float, fmt: Callable[[float, int], str], digits: int, most: int = 9) -> tuple[str, str]:
+    """`a` and `b` with the fewest digits, from `digits` on, at which they read differently: a comparison that
+    fails on the digits beyond the usual ones never prints as `1.01x < 1.01x`."""
+    shown = fmt(a, digits), fmt(b, digits)
+    for d in range(digits + 1, most + 1):
+        if shown[0] != shown[1] or a == b:
+            break
+        shown = fmt(a, d), fmt(b, d)
+    return shown
 
 
 def fmt_bandwidth(bytes_per_s: float) -> str:

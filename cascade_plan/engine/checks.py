@@ -9,7 +9,15 @@ from cascade_plan.cost.capacity import Capacity
 from cascade_plan.cost.estimate import Estimate
 from cascade_plan.engine.engine_gate import PAYS_THRESHOLD, EngineView
 from cascade_plan.inputs.workload import Checks
-from cascade_plan.units import fmt_seconds
+from cascade_plan.units import fmt_apart, fmt_seconds
+
+
+def _x(v: float, d: int) -> str:
+    return f"{v:.{d}f}x"
+
+
+def _apart_s(a: float, b: float) -> tuple[str, str]:
+    return fmt_apart(a, b, fmt_seconds, 3)
 
 
 @dataclass(frozen=True)
@@ -62,27 +70,29 @@ def run_checks(est: Estimate, cap: Capacity, engine: EngineView, checks: Checks,
     c = checks
     err = est.verdict.margin_error if margin else None
     speedup = est.run_speedup if err is None else est.run_speedup / (1 + err)
-    shown = (f"{est.run_speedup:.2f}x" if err is None
-             else f"{speedup:.2f}x ({est.run_speedup:.2f}x less its ±{err:.1%} error)")
+    bound = c.min_run_speedup if c.min_run_speedup is not None else PAYS_THRESHOLD
+    judged, bound_shown = fmt_apart(speedup, bound, _x, 2)
+    shown = (judged if err is None
+             else f"{judged} ({est.run_speedup:.2f}x less its ±{err:.1%} error)")
     if c.min_run_speedup is not None:
-        add("min_run_speedup", speedup, c.min_run_speedup, speedup >= c.min_run_speedup, shown, ">=",
-            f"{c.min_run_speedup:.2f}x")
+        add("min_run_speedup", speedup, c.min_run_speedup, speedup >= c.min_run_speedup, shown, ">=", bound_shown)
     if c.max_step_s is not None:
         worst = float(steps.max())
-        add("max_step_s", worst, c.max_step_s, worst <= c.max_step_s, f"{fmt_seconds(worst)} (slowest {mode} step)",
-            "<=", fmt_seconds(c.max_step_s))
+        w, t = _apart_s(worst, c.max_step_s)
+        add("max_step_s", worst, c.max_step_s, worst <= c.max_step_s, f"{w} (slowest {mode} step)", "<=", t)
     if c.max_run_s is not None:
-        add("max_run_s", run_s, c.max_run_s, run_s <= c.max_run_s, f"{fmt_seconds(run_s)} ({mode} decode)", "<=",
-            fmt_seconds(c.max_run_s))
+        r, t = _apart_s(run_s, c.max_run_s)
+        add("max_run_s", run_s, c.max_run_s, run_s <= c.max_run_s, f"{r} ({mode} decode)", "<=", t)
     run = waves.get(mode == "cascade") if waves and (c.max_tpot_ms is not None or c.max_rollout_s is not None) else None
     in_waves = f", {run.waves} waves of {run.sequences:,} sequences" if run is not None and run.waves > 1 else ""
     if c.max_tpot_ms is not None and run is not None:
+        r, t = _apart_s(run.tpot_s, c.max_tpot_ms * 1e-3)
         add("max_tpot_ms", run.tpot_s * 1e3, c.max_tpot_ms, run.tpot_s * 1e3 <= c.max_tpot_ms,
-            f"{fmt_seconds(run.tpot_s)} (mean {mode} step{in_waves})", "<=", fmt_seconds(c.max_tpot_ms * 1e-3))
+            f"{r} (mean {mode} step{in_waves})", "<=", t)
     if c.max_rollout_s is not None and run is not None:
+        r, t = _apart_s(run.rollout_s, c.max_rollout_s)
         add("max_rollout_s", run.rollout_s, c.max_rollout_s, run.rollout_s <= c.max_rollout_s,
-            f"{fmt_seconds(run.rollout_s)} ({mode} decode of the whole batch{in_waves})", "<=",
-            fmt_seconds(c.max_rollout_s))
+            f"{r} ({mode} decode of the whole batch{in_waves})", "<=", t)
     if c.min_sequences_fit is not None:
         add("min_sequences_fit", fit, c.min_sequences_fit, fit >= c.min_sequences_fit, f"{fit} sequences", ">=",
             str(c.min_sequences_fit))

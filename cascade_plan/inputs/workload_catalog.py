@@ -6,6 +6,7 @@ from pathlib import Path
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.ids import match_id, suggestion
+from cascade_plan.inputs.yaml_source import check_reference
 from cascade_plan.resources import data_dir
 
 
@@ -15,6 +16,7 @@ def builtin_workloads() -> dict[str, Path]:
 
 def resolve_workload(ref: Path | str) -> Path:
     """A file that exists wins; otherwise a bare name (any case, `.yaml` optional) of a shipped workload."""
+    check_reference(str(ref), "workload")
     path = Path(ref)
     if path.exists() or len(path.parts) > 1:
         return path

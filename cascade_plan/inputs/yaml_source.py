@@ -80,6 +80,19 @@ def check_reference(ref: str, what: str) -> None:
         raise InputError(f"{what} is empty: give a built-in {what} id or a path to a file")
     if "\0" in ref or len(ref) > 4096:
         raise InputError(f"{what} {ref[:60]!r} is not a valid id or file path")
+    if max(map(len, ref.replace("\\", "/").split("/"))) > 63:   # 255 bytes of UTF-8 are 64 characters or more
+        _check_name_lengths(ref, what)
+
+
+def _check_name_lengths(ref: str, what: str) -> None:
+    """stat() of a component longer than a file name can be fails with ENAMETOOLONG, which Path.exists() does
+    not turn into False: refuse it as a reference instead of letting the OSError through."""
+    from cascade_plan.outputs import NAME_MAX_BYTES  # file writing's module, imported only for such a name
+
+    longest = max(len(part.encode("utf-8", "surrogateescape")) for part in ref.replace("\\", "/").split("/"))
+    if longest > NAME_MAX_BYTES:
+        raise InputError(f"{what} {ref[:60]!r}... is not a valid id or file path: one of its names is {longest:,} "
+                         f"bytes, longer than a file name can be ({NAME_MAX_BYTES})")
 
 
 def _size(n: int) -> str:

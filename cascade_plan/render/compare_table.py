@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 from rich import box
 from rich.table import Table
 
+from cascade_plan.render.console import written
+
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
@@ -44,7 +46,7 @@ def render_compare(name: str, rows: list[dict], console: Console) -> None:
         # still too narrow: the verdict's qualifier goes on its own line, abbreviated (a legend follows)
         cells = [[*c[:9], c[9].replace(" (uncalibrated)", "\n(uncal.)").replace(" (extrapolated)", "\n(extrap.)")]
                  for c in cells]
-    t = Table(title=f"{name}: side by side (ps = per-sequence, cas = cascade)", title_justify="left",
+    t = Table(title=written(f"{name}: side by side (ps = per-sequence, cas = cascade)"), title_justify="left",
               caption="numbers per row: ideal, default (uncalibrated), probe/<backend> (measured on that GPU) or "
                       "aic/<backend> (AIConfigurator's tables, cascade kernels transferred from the H200 probe); "
                       "`estimate --help` explains each", caption_justify="left", box=box.SIMPLE_HEAD, padding=(0, 0),
@@ -52,11 +54,11 @@ def render_compare(name: str, rows: list[dict], console: Console) -> None:
     for i, col in enumerate(header):
         t.add_column(col, justify="left" if i < 3 or i == 9 else "right", no_wrap=True)
     for c, r in zip(cells, rows):
-        t.add_row(*c, style="dim" if r["uncalibrated"] else None)
+        t.add_row(*map(written, c), style="dim" if r["uncalibrated"] else None)     # ids as written, never markup
     console.print(t)
     if any(r["uncalibrated"] for r in rows):
         console.print("uncalibrated rows (dimmed): default efficiencies, not measured kernels; their speedup is the "
                       "range the defaults' measured error allows (`estimate --help`).")
     for r in rows:   # the rows without a verdict say why
         if r["verdict"] in ("does-not-fit", "undecided"):
-            console.print(f"{r['hardware']} {r['kv_dtype']}: {r['verdict_text']}")
+            console.print(written(f"{r['hardware']} {r['kv_dtype']}: {r['verdict_text']}"))

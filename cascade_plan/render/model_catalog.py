@@ -8,7 +8,7 @@ from cascade_plan.calibration.params_select import shipped_source
 from cascade_plan.cost.cost_model import kv_bytes_per_token, kv_heads_per_gpu, weight_bytes_per_gpu
 from cascade_plan.inputs.hardware import builtin_hardware_ids, load_hardware
 from cascade_plan.inputs.model_spec import load_preset, preset_ids
-from cascade_plan.render.console import make_console
+from cascade_plan.render.console import make_console, written
 from cascade_plan.units import fmt_bytes_binary, fmt_count
 
 
@@ -44,7 +44,7 @@ def render_models(rows: list[dict], kv_dtype: str, weight_dtype: str, tp: int) -
             attn += f", MoE {r['experts_per_token']}/{r['num_experts']}"
         heads = f"{r['q_heads']}/{r['kv_heads']}" if r["attention"] == "gqa" else f"{r['q_heads']}/1 latent"
         kvb = r["kv_bytes_per_token"]
-        t.add_row(r["id"], attn, str(r["layers"]), heads,
+        t.add_row(written(r["id"]), attn, str(r["layers"]), heads,
                   f"{fmt_count(r['total_params'])} / {fmt_count(r['active_params'])}",
                   "n/a (TP does not divide heads)" if kvb is None else f"{kvb:,.0f} B ({fmt_bytes_binary(kvb)})",
                   f"{r['weight_bytes_total'] / 1e9:,.1f} / {r['weight_bytes_per_token_step'] / 1e9:,.1f}")
@@ -69,7 +69,7 @@ def render_hardware(rows: list[dict], full: bool) -> None:
     for col in ("HBM TB/s", "memory", "bf16 TFLOP/s", "fp8 TFLOP/s", "L2", "SMs/CUs", "calibration"):
         t.add_column(col, justify="right")
     for r in rows:
-        t.add_row(r["id"], f"{r['hbm_bytes_per_s'] / 1e12:.3g}", fmt_bytes_binary(r["memory_bytes"]),
+        t.add_row(written(r["id"]), f"{r['hbm_bytes_per_s'] / 1e12:.3g}", fmt_bytes_binary(r["memory_bytes"]),
                   f"{r['dense_bf16_flop_per_s'] / 1e12:,.0f}",
                   f"{r['dense_fp8_flop_per_s'] / 1e12:,.0f}" if r["dense_fp8_flop_per_s"] else "—",
                   fmt_bytes_binary(r["l2_bytes"]), str(r["sm_count"]), r["calibration"])
@@ -80,8 +80,9 @@ def render_hardware(rows: list[dict], full: bool) -> None:
                   "default (uncalibrated guesses)", style="dim")
     if full:
         for r in rows:
-            console.print(f"{r['id']}: {r['name']} ({r['memory_kind'] or 'memory kind not given'})")
+            # a profile YAML's id, name, sources and notes are the user's text: printed as written
+            console.print(written(f"{r['id']}: {r['name']} ({r['memory_kind'] or 'memory kind not given'})"))
             for k, v in r["sources"].items():
-                console.print(f"  source for {k}: {v}")
+                console.print(written(f"  source for {k}: {v}"))
             if r.get("notes"):
-                console.print(f"  notes: {r['notes']}")
+                console.print(written(f"  notes: {r['notes']}"))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from cascade_plan.logs.analysis import MAX_REPLICA_TABLES, METRICS, QUANTILES, Analysis
+from cascade_plan.render.console import written as as_written
 from cascade_plan.units import fmt_seconds, fmt_speedup
 
 REPLICA_ROWS = 32        # per-replica rows printed per table (--json has them all)
@@ -27,7 +29,7 @@ def distribution_table(a: Analysis) -> Table:
         rows = [("all", a.overall[key])] + ([(r, ds[key]) for r, ds in list(a.per_replica.items())[:REPLICA_ROWS]]
                                             if len(a.per_replica) > 1 else [])
         for n, (scope, d) in enumerate(rows):
-            t.add_row(f"{key} ({unit})" if n == 0 else "", scope, _num(d.mean),
+            t.add_row(f"{key} ({unit})" if n == 0 else "", as_written(scope), _num(d.mean),
                       *(_num(v) for v in d.quantiles.values()), _num(d.max))
     return t
 
@@ -40,7 +42,7 @@ def verdict_table(a: Analysis) -> Table:
     rows = [("all", a.verdict)] + ([(r, v) for r, v in list(a.verdict_per_replica.items())[:REPLICA_ROWS]]
                                    if len(a.verdict_per_replica) > 1 else [])
     for scope, v in rows:
-        t.add_row(scope, f"{v.steps:,}", fmt_seconds(v.per_sequence_s),
+        t.add_row(as_written(scope), f"{v.steps:,}", fmt_seconds(v.per_sequence_s),
                   f"{fmt_seconds(v.cascade_s)} ({fmt_speedup(v.speedup)})", fmt_seconds(v.best_s),
                   f"{fmt_seconds(v.saving_s)} ({v.saving_fraction:.1%})", f"{v.share_steps_paying:.1%}",
                   f"{v.share_time_paying:.1%}")
@@ -52,12 +54,13 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
     t = a.tables
     console.print(f"[bold]{len(t.files)} file(s), {a.records:,} records, {t.steps:,} decode steps on "
                   f"{len(a.replica_names)} replica(s), {t.request_steps.size:,} requests[/bold]")
-    console.print(f"{scenario_line}; numbers: {params_label}")
+    # replica names, file names, records and the workload's names are the user's: printed as written
+    console.print(as_written(f"{scenario_line}; numbers: {params_label}"))
     if a.malformed:
-        console.print(f"[yellow]{a.malformed:,} malformed record(s) skipped[/yellow] "
-                      + ", ".join(f"{f}: {m:,}" for f, _, m in t.files if m))
+        console.print(Text.assemble((f"{a.malformed:,} malformed record(s) skipped ", "yellow"),
+                                    ", ".join(f"{f}: {m:,}" for f, _, m in t.files if m)))
         for b in a.bad:
-            console.print(f"  {b}")
+            console.print(as_written(f"  {b}"))
         if len(a.bad) < a.malformed:
             console.print(f"  ... {a.malformed - len(a.bad):,} more (--show-bad N lists more; --strict stops at "
                           "the first)")
@@ -87,4 +90,4 @@ def render_analysis(a: Analysis, console: Console, params_label: str, scenario_l
                       f"{g['share_of_steps_agreeing']:.1%} (common prefix {_num(g['mean_common_prefix_tokens_vllm'])} "
                       f"vs {_num(g['mean_common_prefix_tokens_planner'])} tokens on average).")
     for w in written:
-        console.print(f"wrote {w}")
+        console.print(as_written(f"wrote {w}"))

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
-from cascade_plan.render.console import natural_width
+from cascade_plan.render.console import natural_width, written
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -19,6 +20,7 @@ MIN_DESCRIPTION_COLUMNS = 30
 
 def render_workloads(rows: list[dict], console: Console) -> None:
     header = ["name", "model", "hardware", "TP", "seqs", "checks"]
+    # names and descriptions as the files write them, never read as markup ("[red]" stays text)
     cells = [[r["name"], r["model"], r["hardware"], str(r["tp"]), f"{r['sequences']:,}",
               "\n".join(r["checks"]) or "none"] for r in rows]
     gap = 1                                                     # no padding: the separator is one space
@@ -30,10 +32,10 @@ def render_workloads(rows: list[dict], console: Console) -> None:
     if beside:
         t.add_column("what it represents", min_width=MIN_DESCRIPTION_COLUMNS, ratio=1)
     for c, r in zip(cells, rows):
-        t.add_row(*c, *([r["description"]] if beside else []))
+        t.add_row(*map(written, c), *([written(r["description"])] if beside else []))
     console.print(t)
     if not beside:
         for r in rows:
-            console.print(f"[bold]{r['name']}[/bold]: {r['description']}", highlight=False)
+            console.print(Text.assemble((r["name"], "bold"), ": ", r["description"]), highlight=False)
     console.print("e.g. cascade-plan estimate rl-rollouts-64; copy one to start your own: "
                   "cascade-plan workloads --path rl-rollouts-64", style="dim")
