@@ -18,6 +18,7 @@ import msgspec
 
 from cascade_plan.calibration_format import KIND, SCHEMA_VERSION
 from cascade_plan.calibration_probe_format import ProbeDocument
+from cascade_plan.gpus import hardware_id_for
 from kernels_probe import PROBE_VERSION
 from kernels_probe.grid import BACKENDS, KERNELS
 
@@ -25,24 +26,6 @@ __all__ = ["KIND", "SCHEMA_VERSION", "hardware_id_for", "load", "new_document", 
 
 DEVICE_KEYS = ("name", "sm_count", "l2_bytes", "memory_bytes", "compute_capability", "driver", "cuda", "torch",
                "triton", "flashinfer")
-
-
-def hardware_id_for(device_name: str | None) -> str | None:
-    """The hardware profile id for a CUDA device name (None when we have no profile for it)."""
-    if not device_name:
-        return None
-    n = device_name.upper().replace("-", " ")
-    if "H200" in n:
-        return "h200"
-    if "H100" in n:
-        if "PCIE" in n:
-            return "h100-pcie"
-        if "NVL" in n:
-            return "h100-nvl"
-        return "h100-sxm"
-    if "A100" in n:
-        return "a100-sxm" if "PCIE" not in n else "a100-pcie"
-    return None
 
 
 def utc_now() -> str:

@@ -137,8 +137,8 @@ def test_the_probe_checks_its_file_with_the_shared_format():
 
 
 @pytest.mark.parametrize("name,hid", [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100-sxm"),
-                                      ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA GeForce RTX 4090", None),
-                                      (None, None)])
+                                      ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+                                      ("NVIDIA RTX 6000 Ada Generation", None), (None, None)])
 def test_hardware_id(name, hid):
     assert calibration_file.hardware_id_for(name) == hid
 

@@ -29,6 +29,7 @@ from cascade_plan.cost.step_parts import (
     StepParts,
     carried_curve,
 )
+from cascade_plan.gpus import GPUS
 
 if TYPE_CHECKING:
     from cascade_plan.calibration.calibration_file import ProbeData
@@ -36,11 +37,8 @@ if TYPE_CHECKING:
 
 LAUNCH_CORRECTION = False   # subtract (graph_single_kernel_s - graph_kernel_launch_s) from each op row
 
-NVLINK_BASIS = {
-    # GPU kind -> (NVLink bandwidth per GPU per direction, bytes/s; source)
-    "h200": (450e9, "H200 SXM datasheet: NVLink 4, 900 GB/s per GPU (both directions), NVSwitch"),
-    "h100-sxm": (450e9, "H100 SXM datasheet: NVLink 4, 900 GB/s per GPU (both directions), NVSwitch"),
-}
+# GPU id -> (NVLink bandwidth per GPU per direction, bytes/s; source), from cascade_plan/gpus.py
+NVLINK_BASIS = {g.id: g.nvlink for g in GPUS if g.nvlink is not None}
 
 
 def _launch_correction(ceilings: Ceilings | None) -> tuple[float, float]:

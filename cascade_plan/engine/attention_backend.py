@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from cascade_plan.errors import InputError
+from cascade_plan.gpus import BLACKWELL, ids_of
 
 FLASH_ATTN = "FLASH_ATTN"
 FLASHINFER = "FLASHINFER"
@@ -27,7 +28,7 @@ BACKENDS: dict[str, str] = {
     "FLEX_ATTENTION": "FlexAttention (never cascades)",
 }
 #: Data-centre Blackwell parts (compute capability 10.x), by profile id; a user profile matches by name.
-BLACKWELL_IDS = ("b200", "b300", "gb200", "gb300")
+BLACKWELL_IDS = ids_of(BLACKWELL)
 _BLACKWELL_NAME = re.compile(r"\bG?B[123]00\b|blackwell", re.IGNORECASE)
 
 

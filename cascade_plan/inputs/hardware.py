@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from cascade_plan.errors import InputError
+from cascade_plan.gpus import aliases
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.ids import match_id, suggestion
 from cascade_plan.inputs.yaml_source import check_reference, load_yaml, validation_error
@@ -77,8 +78,7 @@ def load_hardware_file(path: Path) -> HardwareProfile:
 
 
 # Short names people type for the common parts (ids match in any case).
-ALIASES = {"h100": "h100-sxm", "h100-sxm5": "h100-sxm", "a100": "a100-80gb", "a100-sxm": "a100-80gb",
-           "4090": "rtx-4090", "mi300": "mi300x", "gh200-144gb": "gh200"}
+ALIASES = aliases()        # alias -> profile id (cascade_plan/gpus.py: one entry per GPU)
 
 
 def load_hardware(ref: str, base_dir: Path | None = None) -> HardwareProfile:

@@ -15,16 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from cascade_plan.errors import InputError
+from cascade_plan.gpus import GPUS
 
 PACKAGE = "aiconfigurator-core"
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
 
-# Our hardware profile id -> AIConfigurator's system folder. Profiles it has no data for (A100-40GB,
-# H100 PCIe, GH200, MI300X, RTX 4090) stay on the probe or the defaults.
-AIC_SYSTEMS = {
-    "a100-80gb": "a100_sxm", "h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm",
-    "b300": "b300_sxm", "gb200": "gb200", "gb300": "gb300", "l40s": "l40s",
-}
+# Our hardware profile id -> AIConfigurator's system folder (cascade_plan/gpus.py). Profiles it has no data for
+# (A100-40GB, H100 PCIe, GH200, MI300X, RTX 4090) stay on the probe or the defaults.
+AIC_SYSTEMS = {g.id: g.aic_system for g in GPUS if g.aic_system}
 # The GPU whose probe calibration the cascade parts are transferred from.
 REFERENCE_HW = "h200"
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import msgspec
 
+from cascade_plan.gpus import HOPPER, ids_of
+
 
 @dataclass(frozen=True)
 class TransferRatios:
@@ -58,7 +60,7 @@ def with_l2_of(decode: dict, shared_probe: dict, r: TransferRatios) -> dict:
 
 # GPUs where FlashInfer's automatic prefill choice is FA3 (Hopper, SM 9.0), as on the H200 the probe measured;
 # elsewhere it is FA2, whose cascade the probe times as flashinfer-fa2.
-FA3_GPUS = frozenset({"h100-sxm", "h100-pcie", "h200", "gh200"})
+FA3_GPUS = frozenset(ids_of(HOPPER))
 
 
 def transfer_backend(probe_fits: dict, decode: dict, r: TransferRatios) -> dict:
