@@ -28,7 +28,8 @@ def test_aliases_resolve_to_their_profiles():
     ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA A100 80GB PCIe", None),
     ("NVIDIA A100-PCIE-40GB", None), ("NVIDIA B200", "b200"), ("NVIDIA B300 SXM6 AC", "b300"),
     ("NVIDIA GB200", "gb200"), ("NVIDIA GB300", "gb300"), ("NVIDIA L40S", "l40s"),
-    ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("AMD Instinct MI300X", "mi300x"), ("NVIDIA RTX 6000 Ada Generation", None),
+    ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("AMD Instinct MI300X", "mi300x"),
+    ("NVIDIA RTX 6000 Ada Generation", None),
     ("", None), (None, None),
 ])
 def test_the_probe_files_a_device_under_a_profile_that_exists(device, gpu_id):
