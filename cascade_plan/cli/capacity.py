@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
+import msgspec
 import typer
 
 from cascade_plan.cli.common import JsonOpt, ModelOpt, ReserveOpt, WorkloadArg, kv_dtype_value, scenario_from_options
@@ -195,10 +196,7 @@ def _emit(scn: Scenario, result: SearchResult, reserve: float, plot: Path | None
     if json_out:
         print_json(envelope({
             "workload": result.workload, "model": result.model,
-            "targets": {k: v for k, v in (("tpot_s", result.targets.tpot_s),
-                                          ("worst_step_s", result.targets.worst_step_s),
-                                          ("rollout_s", result.targets.rollout_s),
-                                          ("min_tokens_per_s", result.targets.min_tokens_per_s))},
+            "targets": msgspec.structs.asdict(result.targets),
             "candidates": [c.to_json() for c in result.candidates],
             "best": best.to_json() if best is not None else None,
             "answer": answer, "launch": how.to_json() if how is not None else None,

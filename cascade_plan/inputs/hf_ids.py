@@ -13,11 +13,17 @@ _REPO_IN_URL = re.compile(r"huggingface\.co/([^/]+/[^/]+)/")
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
+def repo_in_source(source: str) -> str | None:
+    """The Hugging Face repo a preset's source URL cites (`meta-llama/Meta-Llama-3-8B`), or None."""
+    m = _REPO_IN_URL.search(source)
+    return m.group(1) if m else None
+
+
 def preset_for_repo(repo_id: str) -> str | None:
     """The preset whose source cites this repo (case-insensitive), or None."""
     for preset, (source, *_rest) in PRESETS.items():
-        m = _REPO_IN_URL.search(source)
-        if m and m.group(1).lower() == repo_id.strip().lower():
+        repo = repo_in_source(source)
+        if repo and repo.lower() == repo_id.strip().lower():
             return preset
     return None
 

@@ -6,8 +6,6 @@ that configuration, not a second model of it."""
 
 from __future__ import annotations
 
-import re
-
 import msgspec
 
 from cascade_plan.cost.estimate import Estimate
@@ -23,7 +21,6 @@ from cascade_plan.serving.capacity_search import (
 )
 from cascade_plan.units import fmt_seconds
 
-_REPO_IN_URL = re.compile(r"huggingface\.co/([^/\s]+/[^/\s#?]+)")
 # What each priced backend's cascade is, next to what vLLM runs (its FLASH_ATTN backend's cascade path).
 BACKEND_WORDS = {
     "flashinfer": "FlashInfer's MultiLevelCascadeAttentionWrapper (FA3 prefill on Hopper), as engines calling "
@@ -39,8 +36,9 @@ SGLANG_NOTE = ("SGLang: no cascade decode on main (its radix cache shares prefix
 
 def model_ref(model: ModelSpec) -> str:
     """What `vllm serve` takes for the model: the Hugging Face repo a preset cites, else its id or file."""
-    m = _REPO_IN_URL.search(model.source or "")
-    return m.group(1) if m else model.id
+    from cascade_plan.inputs.hf_ids import repo_in_source
+
+    return repo_in_source(model.source or "") or model.id
 
 
 class Launch(msgspec.Struct, frozen=True):
