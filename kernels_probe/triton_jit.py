@@ -79,6 +79,23 @@ def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp,
     return m_i, l_i, acc
 
 
+@triton.jit
+def _store_rows(acc, m_i, l_i, rows, mask, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot, offs_d,
+                D: tl.constexpr, WRITE_FINAL: tl.constexpr):
+    """Normalise one program's rows and store them: the bf16 output (unsplit) or an (o, lse) state slot."""
+    has = l_i > 0.0
+    l_safe = tl.where(has, l_i, 1.0)
+    o = acc / l_safe[:, None]
+    if WRITE_FINAL:
+        tl.store(out_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
+                 mask=mask[:, None])
+    else:
+        lse = tl.where(has, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+        srow = slot.to(tl.int64) * rows_total + rows
+        tl.store(o_state_ptr + srow[:, None] * D + offs_d[None, :], o, mask=mask[:, None])
+        tl.store(lse_state_ptr + srow, lse, mask=mask)
+
+
 @triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "tokens_per_split"])
 def paged_decode_kernel(
     q_ptr,
@@ -109,17 +126,16 @@ def paged_decode_kernel(
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
+    HQ: tl.constexpr = HKV * G
+    n_seqs = rows_total // HQ
     if HEAD_MAJOR:  # consecutive programs: same KV head, consecutive sequences
-        n_seqs = rows_total // (HKV * G)
         h = pid_bh // n_seqs
         b = pid_bh % n_seqs
     else:
         b = pid_bh // HKV
         h = pid_bh % HKV
-    HQ: tl.constexpr = HKV * G
-    seq_len = tl.load(seq_lens_ptr + b)
     start = split * tokens_per_split
-    end = tl.minimum(start + tokens_per_split, seq_len)
+    end = tl.minimum(start + tokens_per_split, tl.load(seq_lens_ptr + b))
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
@@ -127,26 +143,15 @@ def paged_decode_kernel(
     mask_g = offs_g < G
     rows = b * HQ + h * G + offs_g
     q = tl.load(q_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], mask=mask_g[:, None], other=0.0).to(DOT_DTYPE)
-
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
     bt_row = bt_ptr + b.to(tl.int64) * stride_bt
+    slot = slot_offset + split
     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                   h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE)
-
-    has = l_i > 0.0
-    l_safe = tl.where(has, l_i, 1.0)
-    o = acc / l_safe[:, None]
-    if WRITE_FINAL:
-        tl.store(out_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], o.to(out_ptr.dtype.element_ty),
-                 mask=mask_g[:, None])
-    else:
-        lse = tl.where(has, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-        slot = slot_offset + split
-        srow = slot.to(tl.int64) * rows_total + rows
-        tl.store(o_state_ptr + srow[:, None] * D + offs_d[None, :], o, mask=mask_g[:, None])
-        tl.store(lse_state_ptr + srow, lse, mask=mask_g)
+    _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot, offs_d,
+                D, WRITE_FINAL)
 
 
 @triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "seqs_per_group", "first_seq",
@@ -212,6 +217,18 @@ def prefix_kernel(
     tl.store(lse_state_ptr + srow, lse, mask=mask_m)
 
 
+@triton.jit
+def _store_merged(acc, den, m, rows, mask_r, offs_d, out_ptr, lse_out_ptr, D: tl.constexpr, WRITE_LSE: tl.constexpr):
+    """A merge's epilogue: the weighted sum over its denominator (max LSE m), and the merged LSE if asked."""
+    den_safe = tl.where(den > 0.0, den, 1.0)
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], (acc / den_safe[:, None]).to(
+        out_ptr.dtype.element_ty), mask=mask_r[:, None])
+    if WRITE_LSE:
+        if tl.program_id(1) == 0:
+            m_fin = tl.where(m == float("-inf"), 0.0, m)
+            tl.store(lse_out_ptr + rows, tl.where(den > 0.0, m_fin + tl.log(den_safe), float("-inf")), mask=mask_r)
+
+
 @triton.jit(do_not_specialize=["num_slots", "rows_total"])
 def merge_kernel(
     o_state_ptr,
@@ -244,11 +261,46 @@ def merge_kernel(
         acc = acc * scale_old[:, None] + w[:, None] * o
         den = den * scale_old + w
         m = m_new
-    den_safe = tl.where(den > 0.0, den, 1.0)
-    out = acc / den_safe[:, None]
-    tl.store(out_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
-             mask=mask_r[:, None])
-    if WRITE_LSE:
-        if tl.program_id(1) == 0:
-            m_fin = tl.where(m == float("-inf"), 0.0, m)
-            tl.store(lse_out_ptr + rows, tl.where(den > 0.0, m_fin + tl.log(den_safe), float("-inf")), mask=mask_r)
+    _store_merged(acc, den, m, rows, mask_r, offs_d, out_ptr, lse_out_ptr, D, WRITE_LSE)
+
+
+@triton.jit(do_not_specialize=["num_slots", "rows_total"])
+def merge_slots_kernel(
+    o_state_ptr,
+    lse_state_ptr,
+    out_ptr,
+    lse_out_ptr,
+    num_slots,
+    rows_total,
+    D: tl.constexpr,
+    BLOCK_R: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    WRITE_LSE: tl.constexpr,
+):
+    """The merge for many slots and few rows (split-K over a long context at small batch): BLOCK_S slots are
+    loaded at once as one [BLOCK_R, BLOCK_S, BLOCK_D] tile instead of one slot per dependent iteration; the max
+    LSE over all slots first, then the weighted sum. Same result as merge_kernel."""
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    offs_s = tl.arange(0, BLOCK_S)
+    mask_r = rows < rows_total
+    m = tl.full([BLOCK_R], float("-inf"), tl.float32)
+    for s0 in range(0, num_slots, BLOCK_S):
+        s = s0 + offs_s
+        msk = mask_r[:, None] & (s < num_slots)[None, :]
+        lse = tl.load(lse_state_ptr + s[None, :].to(tl.int64) * rows_total + rows[:, None], mask=msk,
+                      other=float("-inf"))
+        m = tl.maximum(m, tl.max(lse, 1))
+    m_safe = tl.where(m == float("-inf"), 0.0, m)
+    acc = tl.zeros([BLOCK_R, BLOCK_D], tl.float32)
+    den = tl.zeros([BLOCK_R], tl.float32)
+    for s0 in range(0, num_slots, BLOCK_S):
+        s = s0 + offs_s
+        msk = mask_r[:, None] & (s < num_slots)[None, :]
+        srow = s[None, :].to(tl.int64) * rows_total + rows[:, None]
+        w = tl.exp(tl.load(lse_state_ptr + srow, mask=msk, other=float("-inf")) - m_safe[:, None])
+        o = tl.load(o_state_ptr + srow[:, :, None] * D + offs_d[None, None, :], mask=msk[:, :, None], other=0.0)
+        acc += tl.sum(w[:, :, None] * o, 1)
+        den += tl.sum(w, 1)
+    _store_merged(acc, den, m, rows, mask_r, offs_d, out_ptr, lse_out_ptr, D, WRITE_LSE)

@@ -23,6 +23,10 @@ class TuneParams:
     prefix_max_block_m: int = 128
     min_tokens_per_split: int = 256
     target_programs_per_sm: int = 4  # split-K target for per-sequence decode (and the suffix pass)
+    # ... raised to this many programs per SM where every split still holds long_min_tokens_per_split tokens and
+    # the batch alone gives fewer than target_programs_per_sm per SM (decode_splits; H200 figures there)
+    long_programs_per_sm: int = 8
+    long_min_tokens_per_split: int = 512
     # split target for the prefix pass: 2 programs per SM leaves room for the concurrent suffix pass and
     # halves the merge's state traffic (H200: cascade 110 -> 97.5 us at B=256 P=4096 S=128; 58 -> 41 us
     # at B=16 P=16384), although the prefix pass alone is slower (56 -> 68 us at B=256)
@@ -42,9 +46,18 @@ class TuneParams:
     decode_head_major: bool = False  # program order: (sequence, head) [False] or (head, sequence) [True]
     # cascade: run the suffix pass on a second stream, concurrently with the prefix pass (graph branches)
     cascade_concurrent: bool = True
+    # fp8 KV: widen to fp16 (one conversion instruction per two values) and run the dots in fp16, q converted
+    fp8_dot_fp16: bool = True
+    # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
+    # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
+    merge_slots_min: int = 16
+    merge_block_s: int = 16
 
 
 DEFAULT_TUNE = TuneParams()
+# The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
+# dots over an fp8 cache, the slot-at-a-time merge.
+PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -62,6 +75,21 @@ def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, 
     tps = ceil_div(ceil_div(tokens, splits), block_n) * block_n
     splits = ceil_div(tokens, tps)
     return splits, tps
+
+
+def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tune: TuneParams) -> tuple[int, int]:
+    """Split count and tokens per split of the per-sequence decode. choose_splits at the base target, then more
+    splits (up to the long target) while each keeps long_min_tokens_per_split tokens. On the H200 the long target
+    everywhere gained 10-29% where splits kept 1,000+ tokens (16 sequences x 8 KV heads at 4K-64K: 5 -> 9 splits)
+    but lost 9% where they fell to ~300 tokens (8 x 8 at 4K: 9 -> 14) and 5-12% where a batch of >= 4 programs
+    per SM was split in two (benchmarks/decode_vs_flashinfer.py grid, 2026-12-03)."""
+    s0, t0 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.min_tokens_per_split,
+                           target_per_sm=tune.target_programs_per_sm)
+    if work_items >= tune.target_programs_per_sm * sm_count or tune.long_programs_per_sm <= tune.target_programs_per_sm:
+        return s0, t0
+    s1, t1 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
+                           target_per_sm=tune.long_programs_per_sm)
+    return (s1, t1) if s1 > s0 else (s0, t0)
 
 
 def choose_splits_waves(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,

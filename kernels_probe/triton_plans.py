@@ -14,23 +14,25 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels_probe.triton_jit import merge_kernel, paged_decode_kernel, prefix_kernel
+from kernels_probe.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
 from kernels_probe.triton_launch import (
     DEFAULT_TUNE,
     TuneParams,
     ceil_div,
-    choose_splits,
     choose_splits_waves,
+    decode_splits,
     prefix_block_m,
     scale_log2,
 )
 
 
-def dot_dtype(q_dtype):
-    """Operand type of tl.dot: q's type on a GPU; float32 under Triton's interpreter for bf16, whose
-    interpreted tl.dot multiplies bf16 bit patterns as integers (Triton 3.6)."""
+def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):
+    """Operand type of tl.dot: q's type on a GPU (fp16 over an fp8 cache where the tune says so); float32 under
+    Triton's interpreter for bf16, whose interpreted tl.dot multiplies bf16 bit patterns as integers (Triton 3.6)."""
     if q_dtype == torch.bfloat16 and os.environ.get("TRITON_INTERPRET") == "1":
         return tl.float32
+    if tune.fp8_dot_fp16 and kv_dtype == torch.float8_e4m3fn:
+        return tl.float16
     return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[q_dtype]
 
 
@@ -59,14 +61,14 @@ class DecodePlan:
         self.tune = tune
         self.scale_log2 = scale_log2(D, sm_scale)
         self.block_n = tune.decode_block_n
+        self.work_items = B * HKV
         if force_splits is not None:
             tps = ceil_div(ceil_div(max(max_seq_len, 1), force_splits), self.block_n) * self.block_n
             self.splits, self.tps = ceil_div(max(max_seq_len, 1), tps), tps
         else:
-            self.splits, self.tps = choose_splits(B * HKV, max_seq_len, sm_count, self.block_n,
-                                                  min_tokens=tune.min_tokens_per_split,
-                                                  target_per_sm=tune.target_programs_per_sm)
-        large_batch = force_splits is None and self.splits == 1 and B * HKV >= tune.target_programs_per_sm * sm_count
+            self.splits, self.tps = decode_splits(self.work_items, max_seq_len, sm_count, self.block_n, tune)
+        large_batch = (force_splits is None and self.splits == 1
+                       and self.work_items >= tune.target_programs_per_sm * sm_count)
         self.stages, self.warps = tune.decode_stages, tune.decode_warps
         if large_batch:  # the batch alone fills the GPU: longer tiles
             self.block_n = tune.decode_block_n_large_batch
@@ -74,6 +76,7 @@ class DecodePlan:
         if self.tps <= tune.decode_short_tokens:  # one or two tiles per program: shallow pipeline, more CTAs/SM
             self.block_n, self.stages, self.warps = (tune.decode_short_block_n, tune.decode_short_stages,
                                                      tune.decode_short_warps)
+
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.external_states = states is not None
         if states is None and self.splits > 1:
@@ -89,14 +92,14 @@ class DecodePlan:
         st = self.states
         o_state = st.o if st is not None else self.out
         lse_state = st.lse if st is not None else self.out
-        grid = (self.B * self.HKV, self.splits)
+        grid = (self.work_items, self.splits)
         paged_decode_kernel[grid](
             self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out,
             self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
             self.B * self.HQ, self.slot_offset, self.tps,
             HKV=self.HKV, G=self.G, BLOCK_G=max(16, triton.next_power_of_2(self.G)), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
-            DOT_DTYPE=dot_dtype(self.q.dtype), HEAD_MAJOR=self.tune.decode_head_major,
+            DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             num_warps=self.warps, num_stages=self.stages,
         )
 
@@ -141,7 +144,8 @@ class PrefixPlan:
             self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
             self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
             HKV=self.HKV, G=self.G, D=self.D, PAGE_SIZE=self.PS, BLOCK_M=self.block_m,
-            BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype), num_warps=self.tune.prefix_warps,
+            BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune),
+            num_warps=self.tune.prefix_warps,
             num_stages=self.tune.prefix_stages,
         )
 
@@ -161,10 +165,22 @@ class MergePlan:
         while br > 1 and ceil_div(states.rows, br) * col_blocks < 4 * sm_count:
             br //= 2
         self.block_r = br
+        self.block_s = 0
+        if self.num_slots >= tune.merge_slots_min:  # many slots: BLOCK_S at once, a [R, S, D] tile of 4K values
+            self.block_s = min(tune.merge_block_s, triton.next_power_of_2(self.num_slots))
+            self.block_r = max(1, min(br, 4096 // (self.block_s * self.block_d)))
 
     def __call__(self):
         rows = self.states.rows
         grid = (ceil_div(rows, self.block_r), ceil_div(self.D, self.block_d))
+        if self.block_s:
+            merge_slots_kernel[grid](
+                self.states.o, self.states.lse, self.out,
+                self.lse_out if self.lse_out is not None else self.states.lse, self.num_slots, rows, D=self.D,
+                BLOCK_R=self.block_r, BLOCK_S=self.block_s, BLOCK_D=self.block_d, WRITE_LSE=self.lse_out is not None,
+                num_warps=4, num_stages=2,
+            )
+            return self.out
         merge_kernel[grid](
             self.states.o, self.states.lse, self.out, self.lse_out if self.lse_out is not None else self.states.lse,
             self.num_slots, rows, D=self.D, BLOCK_R=self.block_r, BLOCK_D=self.block_d,
@@ -194,9 +210,8 @@ class CascadePlan:
                                        target_per_sm=tune.prefix_programs_per_sm)
             prefix_splits.append(s)
         if max_suffix_len > 0:
-            suffix_splits, _ = choose_splits(B * k_cache.shape[2], max_suffix_len, sm_count, tune.decode_block_n,
-                                             min_tokens=tune.min_tokens_per_split,
-                                             target_per_sm=tune.target_programs_per_sm)
+            suffix_splits, _ = decode_splits(B * k_cache.shape[2], max_suffix_len, sm_count, tune.decode_block_n,
+                                             tune)
         else:
             suffix_splits = 0
         n_slots = sum(prefix_splits) + suffix_splits

@@ -64,6 +64,17 @@ def test_decode_variable_lengths_and_scattered_pages():
     assert max_rel_err(out, ref) < 2e-3
 
 
+def test_decode_fp8_cache_with_fp16_dots():
+    import dataclasses
+
+    d = build_data(_cfg(kv_dtype="fp8", group_size=2), "cpu", seed=8)
+    ref = reference_output(d)
+    out = _nan_like(d.q)
+    DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 48, out, sm_count=2,
+               tune=dataclasses.replace(TINY, fp8_dot_fp16=True), force_splits=2)()
+    assert max_rel_err(out, ref) < TOL
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(n_groups=2, q_per_kv=1, suffix_tokens=0),
                                 dict(kv_dtype="fp8", num_kv_heads=1, q_per_kv=8),
                                 dict(group_size=1, prefix_tokens=64, page_size=16)])
@@ -106,16 +117,20 @@ def test_two_level_cascade_merges_in_one_pass():
     assert max_rel_err(out, ref) < 2e-3
 
 
-def test_merge_of_states_and_lse_output():
+@pytest.mark.parametrize("NS,slots_min", [(3, 1 << 30), (3, 1), (37, 1)])
+def test_merge_of_states_and_lse_output(NS, slots_min):
+    """The slot-at-a-time merge and the BLOCK_S-slots merge (37 slots: three blocks, the last partial)."""
     torch.manual_seed(4)
-    rows, D, NS = 5, 16, 3
+    rows, D = 5, 16
     st = StateBuffer(NS, rows, D, "cpu")
     st.o.copy_(torch.randn(NS, rows, D))
     st.lse.copy_(torch.randn(NS, rows))
     st.lse[1, 2] = float("-inf")  # an empty split contributes nothing
     out = torch.empty(rows, D, dtype=torch.float16)
     lse_out = torch.empty(rows)
-    MergePlan(st, out, lse_out=lse_out)()
+    plan = MergePlan(st, out, lse_out=lse_out, tune=TuneParams(merge_slots_min=slots_min, merge_block_s=16))
+    assert bool(plan.block_s) == (NS >= slots_min)
+    plan()
     w = torch.softmax(st.lse, dim=0)
     ref = (w[..., None] * st.o).sum(0)
     assert torch.allclose(out.float(), ref, atol=2e-3, rtol=2e-3)
@@ -133,4 +148,5 @@ def test_prefix_pass_state_and_splits():
     out = torch.empty_like(d.q)
     MergePlan(st, out.view(-1, cfg.head_dim), num_slots=p.splits)()
     assert max_rel_err(out, ref) < TOL
+
 

@@ -16,6 +16,7 @@ from kernels_probe.triton_launch import (
     ceil_div,
     choose_splits,
     choose_splits_waves,
+    decode_splits,
     prefix_block_m,
     scale_log2,
 )
@@ -40,6 +41,16 @@ def test_choose_splits_waves_avoids_a_partial_last_wave():
     assert choose_splits(64, 4096, 132, 64, min_tokens=256, target_per_sm=2)[0] == 5
     assert choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2) == (4, 1024)
     assert choose_splits_waves(8, 256, 132, 64, min_tokens=256, target_per_sm=2) == (1, 256)
+
+
+def test_decode_splits_raise_the_target_only_for_long_splits():
+    # 16 sequences x 8 KV heads over 16,512 tokens: the base target gives ceil(528 / 128) = 5 splits of 3,328;
+    # the long target ceil(1056 / 128) = 9 splits of ceil(16512 / 9) = 1835 -> 1856 tokens, each >= 512: taken
+    assert decode_splits(128, 16512, 132, 64, DEFAULT_TUNE) == (9, 1856)
+    # 8 x 8 over 4,224: the base gives 9 splits of 512; the long target may make only 4224 // 512 = 8: base kept
+    assert decode_splits(64, 4224, 132, 64, DEFAULT_TUNE) == (9, 512)
+    # 1,024 programs already give 4 per SM: one split, as before
+    assert decode_splits(1024, 4224, 132, 64, DEFAULT_TUNE) == (1, 4224)
 
 
 def test_prefix_block_m_and_scale():

@@ -1,0 +1,223 @@
+"""Our Triton per-sequence decode against FlashInfer's decode, on a GPU (development tool; prints tables).
+
+    python benchmarks/decode_vs_flashinfer.py sweep [--out rows.json]     # launch variants on the shapes that lose
+    python benchmarks/decode_vs_flashinfer.py grid  [--out rows.json]     # the default tune on every probe row
+
+Each shape is built as the probe builds it (``kernels_probe.data``), each kernel is checked against the float32
+reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
+before each replay). FlashInfer's figure is the faster of its two decode variants (CUDA cores, tensor cores).
+The ratio is FlashInfer's time over ours: >= 1.0 means ours is at least as fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, ".")
+
+TOL = 1e-2
+
+
+def sweep_configs():
+    from kernels_probe.grid import AttentionConfig as A
+
+    return [
+        A(prefix_tokens=4096, group_size=64, q_per_kv=1, num_kv_heads=40, kv_dtype="fp8"),
+        A(prefix_tokens=4096, group_size=128, q_per_kv=1, num_kv_heads=40),
+        A(prefix_tokens=32768, group_size=16),
+        A(prefix_tokens=65536, group_size=4),
+        A(prefix_tokens=16384, group_size=16, suffix_tokens=0),
+        A(prefix_tokens=32768, group_size=1, q_per_kv=8, num_kv_heads=1),
+        A(prefix_tokens=32768, group_size=64, q_per_kv=8, num_kv_heads=1),
+        A(prefix_tokens=4096, group_size=64, q_per_kv=8, kv_dtype="fp8"),
+        A(prefix_tokens=4096, group_size=64, kv_dtype="fp8"),
+        A(prefix_tokens=16384, group_size=128, q_per_kv=16, num_kv_heads=2),
+        A(prefix_tokens=4096, group_size=256),
+        A(prefix_tokens=1024, group_size=16, suffix_tokens=4096),
+        A(prefix_tokens=256, group_size=1024),
+        A(prefix_tokens=131072, group_size=8),
+        A(prefix_tokens=4096, group_size=1, q_per_kv=8, num_kv_heads=1),
+        A(prefix_tokens=16384, group_size=4, kv_dtype="fp8"),
+        A(prefix_tokens=1024, group_size=8, q_per_kv=5),
+    ]
+
+
+def sweep_variants(base):
+    """(label, tune): the default first, then split targets x tile shapes (all with fp16 dots over fp8 and the
+    many-slot merge)."""
+    out = [("default", base)]
+    for tgt in (4, 8):
+        for bn, st, w in ((64, 3, 4), (32, 4, 4), (128, 2, 8)):
+            t = dataclasses.replace(base, target_programs_per_sm=tgt, decode_block_n=bn, decode_stages=st,
+                                    decode_warps=w, fp8_dot_fp16=True, merge_slots_min=16)
+            out.append((f"t{tgt} bn{bn} s{st} w{w}", t))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("stage", choices=["sweep", "grid"])
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
+    args = ap.parse_args()
+    import torch
+
+    from kernels_probe import flashinfer_backend
+    from kernels_probe.data import build_data, reference_output
+    from kernels_probe.grid import build_grid
+    from kernels_probe.reference import max_rel_err
+    from kernels_probe.timing import L2Flusher, time_fn
+    from kernels_probe.triton_launch import DEFAULT_TUNE, PROBE_1_2_TUNE
+    from kernels_probe.triton_plans import CascadePlan, DecodePlan
+
+    t_start = time.perf_counter()
+    props = torch.cuda.get_device_properties(0)
+    sm = props.multi_processor_count
+    flusher = L2Flusher(props.L2_cache_size)
+    fi_ok, why = flashinfer_backend.available()
+    build: dict = {}
+    if fi_ok:
+        th = threading.Thread(target=lambda: build.update(flashinfer_backend.warm_build("cuda")), daemon=True)
+        th.start()
+    if args.stage == "sweep":
+        cfgs, variants = sweep_configs(), sweep_variants(DEFAULT_TUNE)
+    else:
+        cfgs, _ = build_grid(coverage=True)
+        cfgs = list(cfgs) + [c for c in sweep_configs() if c not in cfgs]
+        variants = [("default", DEFAULT_TUNE), ("probe-1.2", PROBE_1_2_TUNE)]
+    rows = []
+    for cfg in cfgs:
+        if time.perf_counter() - t_start > args.budget_s:
+            print("budget reached; shapes left:", len(cfgs) - cfgs.index(cfg), flush=True)
+            break
+        try:
+            d = build_data(cfg, "cuda")
+            ref = reference_output(d)
+        except Exception as exc:  # out of memory at the largest shapes
+            print("SKIP", cfg.label(), type(exc).__name__, str(exc)[:120], flush=True)
+            torch.cuda.empty_cache()
+            continue
+        T = cfg.prefix_tokens + cfg.suffix_tokens
+        row = {"config": cfg.as_dict(), "triton": {}, "flashinfer": {}}
+        for tname in ("shared_table", "dup_table"):
+            table = getattr(d, tname)
+            if table is None:
+                continue
+            for label, tune in variants:
+                out = torch.empty_like(d.q)
+                try:
+                    p = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=sm, tune=tune)
+                    out.fill_(float("nan"))
+                    p()
+                    torch.cuda.synchronize()
+                    err = max_rel_err(out, ref)
+                    if not err < TOL:
+                        print("WRONG", cfg.label(), tname, label, err, flush=True)
+                        continue
+                    res = time_fn(p, flusher)
+                    row["triton"].setdefault(tname, {})[label] = {"median_s": res["median_s"], "err": err,
+                                                                  "splits": p.splits}
+                except Exception as exc:
+                    print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
+        if args.stage == "grid":  # the cascade, whose suffix pass and merge the tune also sets
+            for label, tune in variants:
+                out = torch.empty_like(d.q)
+                try:
+                    casc = CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens,
+                                                                    cfg.group_size, cfg.n_groups)],
+                                       d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=sm, tune=tune)
+                    out.fill_(float("nan"))
+                    casc()
+                    torch.cuda.synchronize()
+                    err = max_rel_err(out, ref)
+                    if err < TOL:
+                        row["triton"].setdefault("cascade", {})[label] = {"median_s": time_fn(casc, flusher)[
+                            "median_s"], "err": err}
+                    else:
+                        print("WRONG cascade", cfg.label(), label, err, flush=True)
+                except Exception as exc:
+                    print("FAIL cascade", cfg.label(), label, type(exc).__name__, str(exc)[:160], flush=True)
+        if fi_ok:
+            th.join()
+            for tname in ("shared_table", "dup_table"):
+                if getattr(d, tname) is None:
+                    continue
+                for tc in (False, True):
+                    try:
+                        fd = flashinfer_backend.FlashInferDecode(d, shared=tname == "shared_table", tensor_cores=tc)
+                        fd.out.fill_(float("nan"))
+                        o = fd()
+                        torch.cuda.synchronize()
+                        err = max_rel_err(o, ref)
+                        if not err < TOL:
+                            continue
+                        res = time_fn(fd, flusher)
+                        row["flashinfer"].setdefault(tname, {})["tc" if tc else "cc"] = res["median_s"]
+                    except Exception as exc:
+                        print("FI FAIL", cfg.label(), tname, tc, type(exc).__name__, str(exc)[:160], flush=True)
+        rows.append(row)
+        line = [cfg.label()]
+        for tname in ("shared_table", "dup_table"):
+            fi = row["flashinfer"].get(tname)
+            tr = row["triton"].get(tname)
+            if not fi or not tr:
+                continue
+            best_fi = min(fi.values())
+            best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
+            line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
+                        f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
+        print(" | ".join(line), flush=True)
+        del d, ref
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"fi_build": build, "rows": rows, "sm_count": sm}, f)
+    summarize(rows, [v[0] for v in variants])
+    return 0
+
+
+def summarize(rows, labels):
+    """Per variant: the median and worst ratio (FlashInfer / ours) over the rows both timed; with two tunes,
+    the new default's cascade against the old one's too."""
+    print("\nratio = FlashInfer's best decode / ours (>= 1.0: ours at least as fast)")
+    print(f"{'variant':28s} {'table':6s} {'n':>4s} {'median':>7s} {'worst':>7s} {'< 1.0':>6s}")
+    for label in labels:
+        for tname in ("shared_table", "dup_table"):
+            r = []
+            for row in rows:
+                fi = row["flashinfer"].get(tname)
+                tr = row["triton"].get(tname, {}).get(label)
+                if fi and tr:
+                    r.append(min(fi.values()) / tr["median_s"])
+            if r:
+                print(f"{label:28s} {tname[:6]:6s} {len(r):4d} {statistics.median(r):7.3f} {min(r):7.3f} "
+                      f"{sum(x < 1.0 for x in r):6d}")
+    if "probe-1.2" in labels:
+        for kind in ("shared_table", "dup_table", "cascade"):
+            r = [row["triton"][kind]["probe-1.2"]["median_s"] / row["triton"][kind]["default"]["median_s"]
+                 for row in rows if {"default", "probe-1.2"} <= set(row["triton"].get(kind, {}))]
+            if r:
+                print(f"speed-up of the default over probe 1.2's tune, {kind}: n={len(r)} median "
+                      f"{statistics.median(r):.3f}x, min {min(r):.3f}x, max {max(r):.3f}x")
+        worst = []
+        for row in rows:
+            for tname in ("shared_table", "dup_table"):
+                fi = row["flashinfer"].get(tname)
+                tr = row["triton"].get(tname, {}).get("default")
+                if fi and tr:
+                    worst.append((min(fi.values()) / tr["median_s"], tname[:3], row["config"]))
+        worst.sort(key=lambda w: w[0])
+        print("\nthe 12 rows furthest from FlashInfer (default tune):")
+        for ratio, t, c in worst[:12]:
+            print(f"  x{ratio:.2f} {t} P={c['prefix_tokens']} n={c['group_size']}x{c['n_groups']} "
+                  f"S={c['suffix_tokens']} G={c['q_per_kv']} Hkv={c['num_kv_heads']} {c['kv_dtype']}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
