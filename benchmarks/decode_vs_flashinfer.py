@@ -65,6 +65,9 @@ def main() -> int:
     ap.add_argument("stage", choices=["sweep", "grid"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
+    ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
+    ap.add_argument("--only-changed", action="store_true",
+                    help="grid: only the shapes whose decode launch differs between the two tunes (splits, fp8 dots)")
     args = ap.parse_args()
     import torch
 
@@ -73,7 +76,7 @@ def main() -> int:
     from kernels_probe.grid import build_grid
     from kernels_probe.reference import max_rel_err
     from kernels_probe.timing import L2Flusher, time_fn
-    from kernels_probe.triton_launch import DEFAULT_TUNE, PROBE_1_2_TUNE
+    from kernels_probe.triton_launch import DEFAULT_TUNE, PROBE_1_2_TUNE, decode_splits
     from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     t_start = time.perf_counter()
@@ -81,6 +84,7 @@ def main() -> int:
     sm = props.multi_processor_count
     flusher = L2Flusher(props.L2_cache_size)
     fi_ok, why = flashinfer_backend.available()
+    fi_ok = fi_ok and not args.no_flashinfer
     build: dict = {}
     if fi_ok:
         th = threading.Thread(target=lambda: build.update(flashinfer_backend.warm_build("cuda")), daemon=True)
@@ -91,6 +95,12 @@ def main() -> int:
         cfgs, _ = build_grid(coverage=True)
         cfgs = list(cfgs) + [c for c in sweep_configs() if c not in cfgs]
         variants = [("default", DEFAULT_TUNE), ("probe-1.2", PROBE_1_2_TUNE)]
+        if args.only_changed:
+            def launch(c, tune):
+                return decode_splits(c.batch * c.num_kv_heads, c.prefix_tokens + c.suffix_tokens, sm,
+                                     tune.decode_block_n, tune)
+            cfgs = [c for c in cfgs if c.kv_dtype == "fp8" or launch(c, DEFAULT_TUNE) != launch(c, PROBE_1_2_TUNE)]
+            print(len(cfgs), "shapes whose launch differs", flush=True)
     rows = []
     for cfg in cfgs:
         if time.perf_counter() - t_start > args.budget_s:
