@@ -12,7 +12,7 @@ The library API is named here and imported on first use, so `import cascade_plan
 Every name in `__all__` is part of the API; the modules behind them are not.
 """
 
-__version__ = "0.1.0"
+from cascade_plan.version import __version__  # noqa: F401  (a leaf; re-exported as the API's version)
 
 # name -> (module, attribute). Strings only: nothing is imported until a name is used.
 _API = {

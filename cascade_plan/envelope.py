@@ -13,5 +13,5 @@ def envelope(body: Mapping[str, Any] | None = None, *, schema_version: int = SCH
              tool_version: str | None = None) -> dict[str, Any]:
     """`{"schema_version": ..., "tool_version": ..., **body}`; tool_version defaults to this package's."""
     if tool_version is None:
-        from cascade_plan import __version__ as tool_version
+        from cascade_plan.version import __version__ as tool_version
     return {"schema_version": schema_version, "tool_version": tool_version, **(body or {})}

@@ -1,8 +1,9 @@
 """The package's layering, read from the source with `ast` (imports inside functions count too).
 
-Layers, lowest first: the top-level leaves (errors, units, resources, atomic, outputs, report_folder)
-< inputs < cost < engine < calibration < logs < serving < render < cli. A module may import its own
-layer and the layers below it, never above, and the import graph has no cycle. `kernels_probe` (the
+Layers, lowest first: the top-level leaves (in their own order, TOP_LEVEL) < inputs < cost < engine <
+calibration < logs < serving < render < cli. A module may import its own layer and the layers below it, never
+above, and the import graph has no cycle. No module imports the package root (it names the whole API, so it
+sits above everything): the version is the leaf `cascade_plan.version`. `kernels_probe` (the
 torch side) imports only leaf modules of `cascade_plan`, and only `cli/` imports `kernels_probe`.
 `cascade_plan/__init__.py` is the front door: it names the library API lazily and sits outside the order.
 """
@@ -19,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cascade_plan", "kernels_probe")
 LAYERS = ("", "inputs", "cost", "engine", "calibration", "logs", "serving", "render", "cli")
 MAX_LINES = 450
+# The top-level modules, lowest first: each may import only those before it. A new one takes its place here.
+TOP_LEVEL = ("version", "errors", "units", "resources", "gpus", "calibration_speedup_errors", "calibration_format",
+             "calibration_rows", "calibration_probe_format", "envelope", "outputs", "atomic", "report_folder")
 # The numeric core renders nothing and needs no GPU stack: these never appear under cost/.
 COST_BANNED = ("rich", "matplotlib", "xml", "torch", "triton", "pandas", "duckdb", "pyspark", "typer")
 # The planner must run without the probe's extra.
@@ -49,23 +53,25 @@ def _resolve_relative(module: str, level: int, target: str | None) -> str:
     return ".".join(base + ([target] if target else []))
 
 
+def _imports_of_source(source: str, name: str = "cascade_plan.cost.example") -> set[tuple[str, int]]:
+    """(imported module, line) for every import in `source`, as module `name` would resolve them."""
+    known = modules()
+    found: set[tuple[str, int]] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve_relative(name, node.level, node.module) if node.level else node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                found.add((sub if sub in known else target, node.lineno))
+    return found
+
+
 @cache
 def imports() -> dict[str, frozenset[tuple[str, int]]]:
     """Each module's imports of anything (first-party names resolved to modules), with line numbers."""
-    graph: dict[str, frozenset[tuple[str, int]]] = {}
-    known = modules()
-    for name, path in known.items():
-        found: set[tuple[str, int]] = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Import):
-                found.update((alias.name, node.lineno) for alias in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                target = _resolve_relative(name, node.level, node.module) if node.level else node.module or ""
-                for alias in node.names:
-                    sub = f"{target}.{alias.name}"
-                    found.add((sub if sub in known else target, node.lineno))
-        graph[name] = frozenset(found)
-    return graph
+    return {name: frozenset(_imports_of_source(path.read_text(), name)) for name, path in modules().items()}
 
 
 def first_party(name: str) -> bool:
@@ -202,6 +208,26 @@ def test_kernels_probe_imports_only_leaves() -> None:
     ) == []
 
 
+def _top_level(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) == 2 and parts[0] == "cascade_plan" and parts[1] not in LAYERS else None
+
+
+def test_top_level_modules_are_ordered() -> None:
+    found = {_top_level(name) for name in modules()} - {None, "__main__"}
+    assert found == set(TOP_LEVEL), (found - set(TOP_LEVEL), set(TOP_LEVEL) - found)
+    assert violations(
+        lambda name: _top_level(name) in TOP_LEVEL,
+        lambda name, target: _top_level(target) in TOP_LEVEL
+        and TOP_LEVEL.index(_top_level(target)) >= TOP_LEVEL.index(_top_level(name)),  # type: ignore[arg-type]
+    ) == []
+
+
+def test_nothing_imports_the_package_root() -> None:
+    assert violations(lambda name: name.startswith("cascade_plan."),
+                      lambda name, target: target == "cascade_plan") == []
+
+
 def test_only_the_cli_imports_kernels_probe() -> None:
     assert violations(
         lambda name: _top(name) == "cascade_plan" and not name.startswith("cascade_plan.cli"),
@@ -213,6 +239,9 @@ def test_the_rules_catch_what_they_forbid() -> None:
     # The layer order itself, on names: an upward pair and a downward pair.
     assert layer_of("cascade_plan.cost.estimate") < layer_of("cascade_plan.calibration.fitting")
     assert layer_of("cascade_plan.errors") == 0 and layer_of("cascade_plan.__main__") == LAYERS.index("cli")
+    # A root import is seen as one (what the package-root rule judges), and top-level modules do import each other.
+    assert _imports_of_source("from cascade_plan import __version__\n") == {("cascade_plan", 1)}
+    assert violations(lambda name: _top_level(name) in TOP_LEVEL, lambda name, target: _top_level(target) is not None)
     # The cli imports below it, so the rule that forbids upward imports sees real edges to judge.
     assert violations(lambda name: name.startswith("cascade_plan.cli"),
                       lambda name, target: _planner_module(target) and layer_of(target) < layer_of(name))

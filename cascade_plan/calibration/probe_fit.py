@@ -11,7 +11,6 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from cascade_plan import __version__
 from cascade_plan.calibration.backends import BACKENDS, DECODE_ROWS_BY_BACKEND, PREFIX_ROWS_BY_BACKEND
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import (
@@ -27,6 +26,7 @@ from cascade_plan.calibration.fitting import (
 )
 from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
 from cascade_plan.calibration_format import Measurement
+from cascade_plan.version import __version__
 
 FIT_VERSION = 1
 

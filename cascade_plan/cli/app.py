@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import msgspec
 import typer
 
-from cascade_plan import __version__
 from cascade_plan.cli.common import (
     TP_FLAGS,
     HardwareOpt,
@@ -42,6 +41,7 @@ from cascade_plan.envelope import envelope
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.render.console import make_console
+from cascade_plan.version import __version__
 from kernels_probe.options import PROBE_OPTIONS, check_choices
 
 if TYPE_CHECKING:  # pragma: no cover

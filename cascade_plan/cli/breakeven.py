@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from cascade_plan import __version__
 from cascade_plan.cli.common import (
     HardwareOpt,
     ModelOpt,
@@ -27,6 +26,7 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice, WhatIf
 from cascade_plan.inputs.limits import MAX_COPIES, MAX_GRID_POINTS
 from cascade_plan.render.console import make_console
+from cascade_plan.version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from cascade_plan.inputs.workload import Scenario

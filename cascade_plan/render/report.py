@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from cascade_plan import __version__
 from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.breakeven import BreakevenResult
 from cascade_plan.cost.capacity import preemption_warnings
@@ -23,6 +22,7 @@ from cascade_plan.render.check_report import md_cell
 from cascade_plan.render.step_table import glue_label, step_rows
 from cascade_plan.serving.workload_analysis import WorkloadReport
 from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds
+from cascade_plan.version import __version__
 
 
 def _tree_lines(node: TreeNode, depth: int = 0) -> list[str]:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 
-from cascade_plan import __version__
 from cascade_plan.calibration.aic import fit as aic_fit
 from cascade_plan.calibration.aic import tables as aic_tables
 from cascade_plan.calibration.aic.moe_import import moe_rows
@@ -38,6 +37,7 @@ from cascade_plan.calibration_format import KIND
 from cascade_plan.cost.step_parts import GlueParams, StepParts
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
+from cascade_plan.version import __version__
 
 SOURCE_KIND = "aic"
 # Backends whose cascade kernels are transferred. torch's per-sequence decode has no block table (it
