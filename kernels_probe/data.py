@@ -25,7 +25,7 @@ DUP_CAP_BYTES = 48 << 30
 
 
 @dataclass
-class ProbeData:
+class AttentionInputs:
     cfg: AttentionConfig
     q: torch.Tensor
     k_cache: torch.Tensor
@@ -76,7 +76,7 @@ def _random_kv(shape, dtype, device, gen) -> torch.Tensor:
 
 
 def build_data(cfg: AttentionConfig, device, *, seed: int = 0, dup_cap_bytes: int = DUP_CAP_BYTES,
-               q_dtype=torch.bfloat16) -> ProbeData:
+               q_dtype=torch.bfloat16) -> AttentionInputs:
     c = cfg
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
@@ -111,13 +111,13 @@ def build_data(cfg: AttentionConfig, device, *, seed: int = 0, dup_cap_bytes: in
         dup_table = (seq_base[:, None] + ar(pp + sp)[None, :]).contiguous()
     seq_lens = torch.full((B,), P + S, dtype=torch.int32, device=device)
     suffix_lens = torch.full((B,), S, dtype=torch.int32, device=device)
-    return ProbeData(cfg=c, q=q, k_cache=k_cache, v_cache=v_cache, prefix_table=prefix_table,
+    return AttentionInputs(cfg=c, q=q, k_cache=k_cache, v_cache=v_cache, prefix_table=prefix_table,
                      shared_table=shared_table, dup_table=dup_table, suffix_table=suffix_table, seq_lens=seq_lens,
                      suffix_lens=suffix_lens, has_dup=has_dup, seq_first_page=prefix_pages,
                      region_tokens=region_pages * ps)
 
 
-def reference_output(data: ProbeData) -> torch.Tensor:
+def reference_output(data: AttentionInputs) -> torch.Tensor:
     from kernels_probe.reference import reference_shared_prefix
 
     c = data.cfg

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels_probe.data import ProbeData
+from kernels_probe.data import AttentionInputs
 from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 
 WORKSPACE_BYTES = 256 << 20
@@ -40,7 +40,7 @@ def version() -> str | None:
 
 
 class _Common:
-    def __init__(self, data: ProbeData):
+    def __init__(self, data: AttentionInputs):
         import flashinfer
 
         self.fi = flashinfer
@@ -65,7 +65,7 @@ class _Common:
 
 
 class FlashInferDecode(_Common):
-    def __init__(self, data: ProbeData, *, shared: bool, tensor_cores: bool):
+    def __init__(self, data: AttentionInputs, *, shared: bool, tensor_cores: bool):
         super().__init__(data)
         c = self.c
         table = data.shared_table if shared else data.dup_table
@@ -86,7 +86,7 @@ class FlashInferDecode(_Common):
 class FlashInferCascade(_Common):
     """Two levels: the group prefix (qo rows = the group's sequences), then each sequence's suffix."""
 
-    def __init__(self, data: ProbeData, *, fa2: bool):
+    def __init__(self, data: AttentionInputs, *, fa2: bool):
         super().__init__(data)
         c = self.c
         if c.suffix_tokens == 0:
@@ -130,7 +130,7 @@ class FlashInferCascade(_Common):
         return out
 
 
-def timed_kernels(data: ProbeData, **_launch) -> BackendKernels:
+def timed_kernels(data: AttentionInputs, **_launch) -> BackendKernels:
     """Decode (CUDA-core and tensor-core variants) over shared and duplicated pages, KV in bf16 or fp8 (e4m3:
     bf16 queries over an fp8 cache, as vLLM's --kv-cache-dtype fp8 runs it); the cascade as shipped (backend
     ``flashinfer``) and built from FA2 prefill levels (``flashinfer-fa2``). A wrapper that fails to build

@@ -25,7 +25,7 @@ CKV, KPE, HEADS = 512, 64, 128
 
 
 @dataclass(frozen=True)
-class MlaConfig:
+class MlaShape:
     prefix_tokens: int
     group_size: int
     n_groups: int = 1
@@ -50,31 +50,31 @@ class MlaConfig:
 GRIDS = ("shipped", "tp")
 
 
-def mla_grid(quick: bool = False, grid: str = "shipped") -> list[MlaConfig]:
+def mla_grid(quick: bool = False, grid: str = "shipped") -> list[MlaShape]:
     if grid not in GRIDS:
         raise ValueError(f"MLA grid must be one of {', '.join(GRIDS)}, got {grid!r}")
     if quick:
-        return [MlaConfig(4096, 16), MlaConfig(4096, 64)]
+        return [MlaShape(4096, 16), MlaShape(4096, 64)]
     if grid == "tp":
         return tp_grid()
-    return [MlaConfig(p, n) for p in (1024, 4096, 16384) for n in (4, 16, 64)] + [MlaConfig(4096, 128),
-                                                                                  MlaConfig(4096, 32, 4)]
+    return [MlaShape(p, n) for p in (1024, 4096, 16384) for n in (4, 16, 64)] + [MlaShape(4096, 128),
+                                                                                  MlaShape(4096, 32, 4)]
 
 
-def tp_grid() -> list[MlaConfig]:
+def tp_grid() -> list[MlaShape]:
     """Cartesian blocks (the planner interpolates only where rows bracket a step on every axis), in the
     order they matter: the shipped TP-8 workload first, then the regime at 16 heads, then 32/64/128 heads,
     then fp8 latents (they build their own modules)."""
     ds = [(p, n, 8, s) for p in (4096, 8192) for n in (16, 32, 64) for s in (1, 1024, 2048)]
     one = [(p, n, 1, s) for p in (1024, 4096, 16384, 32768) for n in (1, 4, 16, 64, 256, 1024) for s in (1, 512, 2048)]
-    out = [MlaConfig(p, n, g, s, num_heads=16) for p, n, g, s in ds + one]
-    out += [MlaConfig(p, n, 1, s, num_heads=h) for h in (32, 64, 128) for p in (1024, 4096, 16384)
+    out = [MlaShape(p, n, g, s, num_heads=16) for p, n, g, s in ds + one]
+    out += [MlaShape(p, n, 1, s, num_heads=h) for h in (32, 64, 128) for p in (1024, 4096, 16384)
             for n in (1, 4, 16, 64, 256) for s in (1, 1024, 2048)]
-    out += [MlaConfig(p, n, g, s, num_heads=16, kv_dtype="fp8") for p, n, g, s in ds + one]
+    out += [MlaShape(p, n, g, s, num_heads=16, kv_dtype="fp8") for p, n, g, s in ds + one]
     return out
 
 
-def mla_cost(c: MlaConfig, kernel: str) -> dict:
+def mla_cost(c: MlaShape, kernel: str) -> dict:
     """bytes (per-sequence floor or the cascade's unique bytes) and FLOPs of one MLA layer."""
     tb, B, P, S = c.token_bytes(), c.batch, c.prefix_tokens, c.suffix_tokens
     qo = B * c.num_heads * (c.kv_lora_rank + c.qk_rope_head_dim + c.kv_lora_rank) * 2
@@ -88,7 +88,7 @@ def mla_cost(c: MlaConfig, kernel: str) -> dict:
 
 
 class MlaData:
-    def __init__(self, c: MlaConfig, device, seed: int = 0):
+    def __init__(self, c: MlaShape, device, seed: int = 0):
         import torch
 
         g = torch.Generator(device=device)
@@ -197,7 +197,7 @@ class FlashInferMla:
 
 
 def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02, grid: bool | str = "shipped",
-                configs: list[MlaConfig] | None = None, deadline: float | None = None, plan=None) -> tuple[list, list]:
+                configs: list[MlaShape] | None = None, deadline: float | None = None, plan=None) -> tuple[list, list]:
     """(rows, skipped) for the MLA grid (or the given configurations, or a plan's); every composite checked against the
     float32 reference first. Past `deadline` (time.perf_counter()) the rest are skipped with that reason."""
     import time

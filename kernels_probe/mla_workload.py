@@ -15,9 +15,9 @@ from __future__ import annotations
 
 def mla_configs(model, tp: int, kv_dtype: str, page_size: int, prefix: int, groups: int, samples: int,
                 suffixes: tuple[int, int, int], prefixes: list[int]) -> tuple:
-    """MlaConfigs at the workload's prefix and groups for its first/middle/final suffixes, then half and double
+    """MlaShapes at the workload's prefix and groups for its first/middle/final suffixes, then half and double
     the samples and the given neighbouring prefixes at the middle suffix."""
-    from kernels_probe.mla import MlaConfig
+    from kernels_probe.mla import MlaShape
 
     if model.num_q_heads % tp:
         raise ValueError(f"{model.id}: {model.num_q_heads} query heads do not divide by TP {tp}")
@@ -28,7 +28,7 @@ def mla_configs(model, tp: int, kv_dtype: str, page_size: int, prefix: int, grou
     cfgs: list = []
 
     def add(p, n, s):
-        c = MlaConfig(prefix_tokens=p, group_size=n, suffix_tokens=s, **kw)
+        c = MlaShape(prefix_tokens=p, group_size=n, suffix_tokens=s, **kw)
         if c not in cfgs:
             cfgs.append(c)
 

@@ -161,10 +161,10 @@ class MlaAttention:
             return
         if backend != "flashinfer":
             raise ValueError(f"MLA attention runs on FlashInfer (or torch on the CPU), not {backend!r}")
-        from kernels_probe.mla import FlashInferMla, MlaConfig
+        from kernels_probe.mla import FlashInferMla, MlaShape
 
         s, pt = kv.shape, kv.pt
-        c = MlaConfig(prefix_tokens=pt.prefix_tokens, group_size=pt.group_size, n_groups=pt.n_groups,
+        c = MlaShape(prefix_tokens=pt.prefix_tokens, group_size=pt.group_size, n_groups=pt.n_groups,
                       suffix_tokens=pt.suffix_tokens, num_heads=s.q_heads, kv_lora_rank=s.kv_lora,
                       qk_rope_head_dim=s.rope_dim, kv_dtype=pt.kv_dtype, page_size=kv.page_size)
         self.d = SimpleNamespace(c=c, ckv=kv.ckv[0], kpe=kv.kpe[0], q_nope=q_nope, q_pe=q_pe, sm_scale=kv.sm_scale,

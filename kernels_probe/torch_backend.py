@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from kernels_probe.data import ProbeData
+from kernels_probe.data import AttentionInputs
 from kernels_probe.grid import KERNELS
 from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 
@@ -28,7 +28,7 @@ def flash(q4, k4, v4, scale):
 
 
 class TorchCascade:
-    def __init__(self, data: ProbeData, out: torch.Tensor):
+    def __init__(self, data: AttentionInputs, out: torch.Tensor):
         c = data.cfg
         self.c, self.data, self.out = c, data, out
         B, HKV, G, D, ng, n = c.batch, c.num_kv_heads, c.q_per_kv, c.head_dim, c.n_groups, c.group_size
@@ -85,7 +85,7 @@ class TorchCascade:
 class TorchDecode:
     """Per-sequence decode through torch's flash kernel (dense views of the same cache)."""
 
-    def __init__(self, data: ProbeData, *, shared: bool):
+    def __init__(self, data: AttentionInputs, *, shared: bool):
         c = data.cfg
         B, HKV, G, D = c.batch, c.num_kv_heads, c.q_per_kv, c.head_dim
         self.scale = 1.0 / math.sqrt(D)
@@ -109,7 +109,7 @@ class TorchDecode:
         return o  # [B, HKV, G, D] == [B, HQ, D] up to layout; no copy is timed
 
 
-def timed_kernels(data: ProbeData, **_launch) -> BackendKernels:
+def timed_kernels(data: AttentionInputs, **_launch) -> BackendKernels:
     """Per-sequence decode (shared pages where expressible, duplicated pages) and the cascade and its pieces."""
     cfg = data.cfg
     if cfg.kv_dtype not in KV_DTYPES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels_probe.data import ProbeData
+from kernels_probe.data import AttentionInputs
 from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 from kernels_probe.triton_launch import DEFAULT_TUNE, TuneParams
 from kernels_probe.triton_plans import CascadePlan, DecodePlan
@@ -21,7 +21,7 @@ def launch_info(casc: CascadePlan) -> dict:
             "kernels": len(casc.prefix_plans) + (1 if casc.suffix_plan is not None else 0) + 1}
 
 
-def timed_kernels(data: ProbeData, *, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> BackendKernels:
+def timed_kernels(data: AttentionInputs, *, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> BackendKernels:
     cfg = data.cfg
     out: BackendKernels = []
     T = cfg.prefix_tokens + cfg.suffix_tokens

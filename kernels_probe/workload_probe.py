@@ -44,7 +44,7 @@ class WorkloadProbePlan:
     gemm_m: tuple[int, ...]
     steps: tuple[WorkloadStep, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
-    mla: tuple = ()                   # MLA attention configurations (kernels_probe.mla.MlaConfig)
+    mla: tuple = ()                   # MLA attention configurations (kernels_probe.mla.MlaShape)
     moe: MoeShape | None = None       # the routed experts per GPU (MoE models), measured at gemm_m
     moe_step_layers: int = 0          # MoE: whole steps (`steps`) of the MoE step model with this many layers (0: none)
 
@@ -226,6 +226,6 @@ def plan_from_json(d: dict) -> WorkloadProbePlan:
 def _mla_configs(rows) -> tuple:
     if not rows:
         return ()
-    from kernels_probe.mla import MlaConfig
+    from kernels_probe.mla import MlaShape
 
-    return tuple(MlaConfig(**c) for c in rows)
+    return tuple(MlaShape(**c) for c in rows)

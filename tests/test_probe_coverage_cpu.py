@@ -118,9 +118,9 @@ def test_merge_replaces_remeasured_rows_and_keeps_the_rest():
 
 def test_mla_reference_equals_a_two_pass_cascade_by_hand():
     torch = pytest.importorskip("torch")
-    from kernels_probe.mla import MlaConfig, MlaData, mla_cost, mla_grid, reference_mla
+    from kernels_probe.mla import MlaData, MlaShape, mla_cost, mla_grid, reference_mla
 
-    c = MlaConfig(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, num_heads=4, kv_lora_rank=16,
+    c = MlaShape(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, num_heads=4, kv_lora_rank=16,
                   qk_rope_head_dim=8)
     d = MlaData(c, "cpu")
     ref = reference_mla(d, list(range(c.batch)))

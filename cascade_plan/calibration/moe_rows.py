@@ -18,7 +18,7 @@ from cascade_plan.cost.step_parts import StepParts
 from cascade_plan.errors import InputError
 
 OP = "moe_grouped_gemm"
-BACKENDS = ("triton", "grouped_mm")      # in order of preference
+MOE_GEMM_BACKENDS = ("triton", "grouped_mm")      # in order of preference
 # what a row of this op must carry (the step-op config's fields are optional: other ops have other ones)
 NEEDED = ("proj", "m", "n", "k", "experts", "top_k", "dtype", "routing", "backend")
 
@@ -36,7 +36,7 @@ def moe_tables(step_ops: Sequence[StepOpRow], path: str | None = None) -> tuple[
         assert (c.proj is not None and c.m is not None and c.n is not None and c.k is not None and c.routing
                 is not None and c.experts is not None and c.top_k is not None and c.dtype is not None
                 and c.backend is not None)
-        if c.routing not in ROUTINGS or c.backend not in BACKENDS or not r.median_s:
+        if c.routing not in ROUTINGS or c.backend not in MOE_GEMM_BACKENDS or not r.median_s:
             continue
         if c.proj not in ("gate_up", "down"):
             raise InputError(f"a {OP} row needs proj gate_up or down, m >= 1 and a positive median_s",
@@ -46,7 +46,7 @@ def moe_tables(step_ops: Sequence[StepOpRow], path: str | None = None) -> tuple[
         groups.setdefault(key, {}).setdefault(c.backend, {}).setdefault(c.m, {})[c.proj] = r.median_s
     tables = []
     for (h, ei, e, k, dtype, routing), by_backend in sorted(groups.items()):
-        backend = next(b for b in BACKENDS if b in by_backend)
+        backend = next(b for b in MOE_GEMM_BACKENDS if b in by_backend)
         pts = sorted((m, d["gate_up"] + d["down"]) for m, d in by_backend[backend].items() if len(d) == 2)
         if pts:
             tables.append(MoeTable(hidden=h, intermediate=ei, experts=e, top_k=k, dtype=dtype,

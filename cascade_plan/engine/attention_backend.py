@@ -21,7 +21,7 @@ from cascade_plan.gpus import BLACKWELL, ids_of
 FLASH_ATTN = "FLASH_ATTN"
 FLASHINFER = "FLASHINFER"
 #: The backends a user can name, in vLLM's spelling, and what each is.
-BACKENDS: dict[str, str] = {
+VLLM_BACKENDS: dict[str, str] = {
     FLASH_ATTN: "FlashAttention (the only backend with a cascade path)",
     FLASHINFER: "FlashInfer (never cascades)",
     "TRITON_ATTN": "vLLM's Triton attention (never cascades)",
@@ -54,9 +54,9 @@ def parse_attention_backend(text: str | None) -> str | None:
     key = text.strip().upper().replace("-", "_")
     key = {"FLASHATTENTION": FLASH_ATTN, "FA": FLASH_ATTN, "FLASH_ATTENTION": FLASH_ATTN,
            "FLASH_INFER": FLASHINFER, "TRITON": "TRITON_ATTN", "FLEX": "FLEX_ATTENTION"}.get(key, key)
-    if key not in BACKENDS:
+    if key not in VLLM_BACKENDS:
         raise InputError(f"--attention-backend: unknown backend {text!r}: use auto, "
-                         + ", ".join(BACKENDS))
+                         + ", ".join(VLLM_BACKENDS))
     return key
 
 
@@ -71,7 +71,7 @@ def attention_backend(hw, mla: bool, user: str | None = None) -> BackendChoice:
         if mla:
             return BackendChoice("MLA", True, f"{user} was asked for, but MLA models run on vLLM's MLA backends, "
                                               "none of which has a cascade path.")
-        return BackendChoice(user, True, f"--attention-backend {user}: {BACKENDS[user]}.")
+        return BackendChoice(user, True, f"--attention-backend {user}: {VLLM_BACKENDS[user]}.")
     if hw.vendor == "amd":
         return BackendChoice("ROCM", False, "On AMD GPUs vLLM runs its ROCm backends, none of which has a "
                                             "cascade path (only the CUDA FlashAttention builder overrides "

@@ -60,7 +60,7 @@ from cascade_plan.engine.vllm_source import (  # noqa: F401  (re-exported: calle
     VLLM_VERSION_MODELLED,
 )
 
-#: vLLM's AttentionBackendEnum names (attention_backend.BACKENDS), or "MLA" / "ROCM" for those families.
+#: vLLM's AttentionBackendEnum names (attention_backend.VLLM_BACKENDS), or "MLA" / "ROCM" for those families.
 AttentionBackendName = str
 
 #: Which check settled the decision (machine-readable twin of `VllmGateDecision.reason`).

@@ -41,7 +41,7 @@ class Distribution:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class LogVerdict:
     steps: int
     per_sequence_s: float          # decode time with per-sequence attention throughout
     cascade_s: float               # with cascade attention throughout
@@ -87,8 +87,8 @@ class Analysis:
     metrics: dict[str, np.ndarray]
     overall: dict[str, Distribution]
     per_replica: dict[str, dict[str, Distribution]]
-    verdict: Verdict
-    verdict_per_replica: dict[str, Verdict]
+    verdict: LogVerdict
+    verdict_per_replica: dict[str, LogVerdict]
     engine: EngineShare
     bad: list[BadRecord] = field(default_factory=list)
     vllm_logged: LoggedGate | None = None    # vLLM's own gate input, where the log carries it
@@ -126,10 +126,10 @@ def distribution(x: np.ndarray) -> Distribution:
     return Distribution(float(x.mean()), dict(zip(QUANTILES, map(float, qs))), float(x.max()))
 
 
-def verdict(times: StepTimes, mask: np.ndarray | slice = slice(None)) -> Verdict:
+def verdict(times: StepTimes, mask: np.ndarray | slice = slice(None)) -> LogVerdict:
     ps, cas = times.per_sequence_s[mask], times.cascade_s[mask]
     pays = cas < ps
-    return Verdict(steps=int(ps.size), per_sequence_s=float(ps.sum()), cascade_s=float(cas.sum()),
+    return LogVerdict(steps=int(ps.size), per_sequence_s=float(ps.sum()), cascade_s=float(cas.sum()),
                    best_s=float(np.minimum(ps, cas).sum()), steps_paying=int(pays.sum()),
                    time_paying_s=float(ps[pays].sum()))
 
@@ -157,7 +157,7 @@ def _group_quantiles(values: np.ndarray, starts: np.ndarray, counts: np.ndarray)
 
 
 def _by_replica(t: LogTables, m: dict[str, np.ndarray],
-                times: StepTimes) -> tuple[dict[str, dict[str, Distribution]], dict[str, Verdict]]:
+                times: StepTimes) -> tuple[dict[str, dict[str, Distribution]], dict[str, LogVerdict]]:
     """Per-replica distributions and verdicts in a few sorts over the steps (never one pass over the
     steps per replica)."""
     names, inv = np.unique(t.replica, return_inverse=True)
@@ -177,7 +177,7 @@ def _by_replica(t: LogTables, m: dict[str, np.ndarray],
     sums = [np.add.reduceat(v, starts).tolist() for v in (ps, cas, np.minimum(ps, cas), np.where(pays, ps, 0.0))]
     paying = np.add.reduceat(pays.astype(np.int64), starts).tolist()
     per_replica = {str(r): {k: dists[k][i] for k in m} for i, r in enumerate(names)}
-    verdicts = {str(r): Verdict(steps=int(counts[i]), per_sequence_s=sums[0][i], cascade_s=sums[1][i],
+    verdicts = {str(r): LogVerdict(steps=int(counts[i]), per_sequence_s=sums[0][i], cascade_s=sums[1][i],
                                 best_s=sums[2][i], steps_paying=paying[i], time_paying_s=sums[3][i])
                 for i, r in enumerate(names)}
     return per_replica, verdicts

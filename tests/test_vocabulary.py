@@ -1,0 +1,40 @@
+"""One vocabulary across the planner and the probe: no two classes share a name, and the attention backends the
+probe times are the ones the planner fits (both spell them alike)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _class_names(source: str) -> list[str]:
+    return [n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]
+
+
+def duplicated_classes(paths) -> dict[str, list[str]]:
+    where: dict[str, list[str]] = defaultdict(list)
+    for path in paths:
+        for name in _class_names(path.read_text(encoding="utf-8")):
+            where[name].append(path.name if path.parent.name.startswith("test_") else str(path.relative_to(ROOT)))
+    return {name: files for name, files in where.items() if len(files) > 1}
+
+
+def test_no_two_classes_share_a_name():
+    paths = sorted((ROOT / "cascade_plan").rglob("*.py")) + sorted((ROOT / "kernels_probe").rglob("*.py"))
+    assert duplicated_classes(paths) == {}
+
+
+def test_the_duplicate_check_can_fail(tmp_path):
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("class Verdict:\n    pass\n", encoding="utf-8")
+    assert duplicated_classes(sorted(tmp_path.glob("*.py"))) == {"Verdict": ["a.py", "b.py"]}
+
+
+def test_the_probe_times_the_backends_the_planner_fits():
+    from cascade_plan.calibration.backends import BACKENDS
+    from kernels_probe.grid import BACKENDS as PROBED
+
+    assert sorted(PROBED) == sorted(BACKENDS)
