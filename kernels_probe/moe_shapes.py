@@ -21,7 +21,6 @@ ROUTINGS = ("balanced", "skewed")
 # Skewed routing: expert e's router logit is shifted by SKEW_ALPHA x log(1 / (e + 1)) (Zipf-like
 # popularity), so a few experts take most tokens, as routers do on narrow data (e.g. one RL prompt set).
 SKEW_ALPHA = 1.0
-PROJECTIONS = ("gate_up", "down")
 
 # The shipped MoE presets at the TPs a fleet runs them, most needed first (a run cut short keeps those):
 # DeepSeek-V3 at TP 8 (the shipped deepseek-v3-grpo-tp8 workload), Mixtral-8x7B on 1 and 2 GPUs,

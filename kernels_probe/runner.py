@@ -13,7 +13,7 @@ import time
 from kernels_probe import PROBE_VERSION
 from kernels_probe.accounting import kernel_cost
 from kernels_probe.calibration_file import new_document, write_atomic
-from kernels_probe.grid import BACKENDS, KERNELS, AttentionConfig, build_grid
+from kernels_probe.grid import BACKEND_MODULES, BACKENDS, KERNELS, AttentionConfig, build_grid
 from kernels_probe.timed import SkippedKernel, TimedKernel
 
 TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
@@ -94,17 +94,11 @@ def _finite_or_none(x):
     return x if (x is not None and math.isfinite(x)) else None
 
 
-BACKEND_ORDER = ("triton", "torch", "flashinfer")   # the order a configuration's rows are built and timed in
-
-
 def _backend_kernels(backend: str, data, ctx: _Ctx):
     """The kernels one backend module times on this configuration (imported only when asked for)."""
-    if backend == "triton":
-        from kernels_probe import triton_backend as mod
-    elif backend == "torch":
-        from kernels_probe import torch_backend as mod
-    else:
-        from kernels_probe import flashinfer_backend as mod
+    import importlib
+
+    mod = importlib.import_module(BACKEND_MODULES[backend])
     return mod.timed_kernels(data, sm_count=ctx.sm_count, tune=ctx.tune)
 
 
@@ -124,7 +118,7 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
         return
     B, HQ, D = data.q.shape
     items: list[TimedKernel] = []
-    for backend in (b for b in BACKEND_ORDER if b in backends):
+    for backend in (b for b in BACKEND_MODULES if b in backends):
         for k in _backend_kernels(backend, data, ctx):
             if isinstance(k, SkippedKernel):
                 ctx.skip(cfg, k.backend, k.kernel, k.reason, k.variant)
@@ -231,7 +225,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     if missing:
         raise RuntimeError("; ".join(missing))
     out_path = pathlib.Path(out_path)
-    wanted = list(backends) if backends else ["triton", "torch", "flashinfer"]
+    wanted = list(backends) if backends else list(BACKEND_MODULES)
     for b in wanted:
         if b not in BACKENDS:
             raise ValueError(f"unknown backend {b!r}; choose from {', '.join(BACKENDS)}")

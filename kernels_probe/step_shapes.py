@@ -16,7 +16,6 @@ M_GRID_QUICK = (1, 16, 64, 128, 256, 512, 2048)
 GLUE_M_GRID = (1, 8, 32, 64, 128, 256, 512, 1024, 2048)
 GLUE_M_GRID_QUICK = (1, 64, 256, 1024)
 # All-reduce message sizes: tokens x hidden x 2 B for 1..2048 tokens at hidden 4096-16384 (8 KiB - 64 MiB).
-ALLREDUCE_BYTES = tuple(1 << k for k in range(13, 27))
 ALLREDUCE_BYTES_QUICK = tuple(1 << k for k in (13, 16, 19, 21, 23, 25))
 # Dense enough to show NCCL's protocol and algorithm switches (LL -> LL128 -> Simple, tree -> ring): 8-32 KiB,
 # then powers of 2 and 1.5x from 64 KiB to 64 MiB (25 sizes). A decode step sends M x hidden x 2 B.

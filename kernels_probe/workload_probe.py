@@ -31,8 +31,6 @@ from kernels_probe.grid import AttentionConfig
 from kernels_probe.moe_shapes import MoeShape, moe_shape_from_spec
 from kernels_probe.step_shapes import M_GRID, LayerShape, WorkloadStep
 
-MEASURE_BUDGET_S = 120.0        # measuring one workload's shapes takes minutes at most (JIT builds excluded)
-
 
 @dataclass(frozen=True)
 class WorkloadProbePlan:

@@ -306,15 +306,3 @@ def test_estimate_with_measured_rows_imports_no_heavy_modules(root):
             "print('HEAVY', sorted(m for m in ('pandas','matplotlib','torch','triton','pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert "HEAVY []" in out.stdout and "Attention" in out.stdout, out.stdout[-500:] + out.stderr
-
-
-def test_attention_as_an_op(probe):
-    from cascade_plan.cost.ops.attention import attention_ops
-
-    params = params_from_probe(probe, "flashinfer", "bf16", H200)
-    c = one_layer(params, 4096, 64, 1, 128)
-    ops = attention_ops(c)
-    assert ops["per_sequence"].name == ops["cascade"].name == "attention"
-    assert float(ops["per_sequence"].time_s) == FI_DECODE_SHARED[(64, 4096, 128)] and ops["cascade"].source == MEASURED
-    assert (attention_ops(one_layer(msgspec.structs.replace(params, measured=None), 4096, 64, 1, 128))["cascade"].source
-            == FITTED)

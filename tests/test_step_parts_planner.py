@@ -179,7 +179,6 @@ def test_validate_command_reports_the_steps(h200_validate_command):
 
 
 def test_the_step_is_the_sum_of_its_op_modules_keyed_by_name():
-    from cascade_plan.cost.ops.base import total_time_s
     from cascade_plan.cost.step_terms import step_ops, step_terms
 
     for model, tp in (("llama-3-8b", 1), ("llama-3-70b", 8), ("mixtral-8x7b", 2), ("deepseek-v3", 8)):
@@ -189,7 +188,7 @@ def test_the_step_is_the_sum_of_its_op_modules_keyed_by_name():
         terms = step_terms(m, tp, "bf16", tokens, DEFAULT_STEP_PARTS, H200.hbm_bytes_per_s, H200.dense_bf16_flop_per_s)
         assert set(ops) >= {"gemm", "lm_head", "glue", "allreduce"} and ("moe" in ops) == bool(m.num_experts)
         assert all(o.name == k for k, o in ops.items())
-        assert np.allclose(total_time_s(list(ops.values())), terms.gemm_s + terms.glue_s + terms.comm_s)
+        assert np.allclose(sum(o.time_s for o in ops.values()), terms.gemm_s + terms.glue_s + terms.comm_s)
         # each op: bytes and FLOPs of its own; time no faster than its bytes at the datasheet bandwidth
         for o in (ops["gemm"], ops["lm_head"]):
             assert np.all(o.time_s >= o.bytes / H200.hbm_bytes_per_s) and np.all(np.diff(o.flops) > 0)

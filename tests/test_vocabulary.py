@@ -38,3 +38,16 @@ def test_the_probe_times_the_backends_the_planner_fits():
     from kernels_probe.grid import BACKENDS as PROBED
 
     assert sorted(PROBED) == sorted(BACKENDS)
+
+
+def test_every_probe_backend_module_hands_the_runner_its_kernels():
+    import importlib.util
+
+    from kernels_probe.grid import BACKEND_MODULES, BACKENDS
+
+    assert set(BACKEND_MODULES) <= set(BACKENDS)
+    for module in BACKEND_MODULES.values():
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        source = open(spec.origin, encoding="utf-8").read()
+        assert "def timed_kernels(data" in source, module

@@ -31,9 +31,6 @@ class KvDtypeOpt(str, enum.Enum):
     int4 = "int4"
 
 
-WeightDtypeOpt = KvDtypeOpt
-
-
 class KvCacheDtypeChoice(str, enum.Enum):
     """What --kv-dtype / --kv-cache-dtype accept: the planner's dtypes and vLLM's spellings of them."""
     bf16 = "bf16"

@@ -20,10 +20,6 @@ from cascade_plan.cost.glue_widths import (
     LEGACY_STEP_BYTES_PER_TOKEN,
 )
 
-# The GEMMs of one dense transformer layer, per GPU after TP (column-parallel qkv and gate_up,
-# row-parallel o and down), and the lm_head once per step. MoE expert GEMMs use "expert".
-GEMM_NAMES = ("qkv", "o", "gate_up", "down", "lm_head", "expert")
-
 
 class GemmEfficiency(msgspec.Struct, frozen=True, dict=True):
     """Achieved GEMM time relative to its roofline, max(weight bytes / HBM bandwidth, FLOP / peak), over

@@ -2,7 +2,7 @@
 the dense weight GEMMs of every layer (ops/gemm.py), the routed MoE experts (ops/moe.py) and the rest of
 each MoE layer (router, alignment, combine: ops/moe_dispatch.py), MLA's per-layer glue (ops/mla_glue.py), the lm_head
 (ops/lm_head.py), the engine glue (ops/glue.py) and the two all-reduces per layer under tensor
-parallelism (ops/allreduce.py). Each returns an `OpCost` (bytes, FLOPs, time); `StepTerms.ops` keeps
+parallelism (ops/allreduce.py). Each returns an `OpCost` (bytes, FLOPs, time); `step_ops` gives
 them keyed by op name. Pure numpy.
 """
 
@@ -33,7 +33,6 @@ class StepTerms(msgspec.Struct, frozen=True):
     glue_s: np.ndarray
     comm_s: np.ndarray
     gemm_dtype: str          # the efficiency table used ("bf16" or "fp8")
-    ops: dict[str, OpCost] = msgspec.field(default_factory=dict)   # the breakdown, by op name
     # The K/V append when the calibration's per-sequence decode already includes it (AIConfigurator's):
     # the per-sequence step must not add it again, the cascade step (probe kernels) must add it once.
     kv_append_s: np.ndarray | float = 0.0
@@ -79,4 +78,4 @@ def step_terms(model, tp: int, weight_dtype: str, tokens, parts: StepParts, hbm_
         if k in ops:
             glue = glue + ops[k].time_s
     return StepTerms(gemm_s=gemm, glue_s=glue, comm_s=ops["allreduce"].time_s,
-                     gemm_dtype=gemm_table_key(parts, weight_dtype), ops=ops, kv_append_s=ops["kv_append"].time_s)
+                     gemm_dtype=gemm_table_key(parts, weight_dtype), kv_append_s=ops["kv_append"].time_s)

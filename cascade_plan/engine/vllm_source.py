@@ -106,7 +106,6 @@ DEFAULT_BLOCK_SIZE_TOKENS: int = 16
 #: per piece, Python dispatch of each attention op, the kernels' launch gaps); vLLM PR #16072 (full
 #: CUDA graphs in V1) measured a 7% lower median TPOT on Qwen2.5-1.5B from the same change.
 EAGER_ATTENTION_PER_LAYER_S: float = 13e-6
-EAGER_ATTENTION_RANGE_S: tuple[float, float] = (6e-6, 20e-6)
 
 CUDA_GRAPH_NOTE: str = (
     "A step vLLM cascades skips its full CUDA graph (vllm/v1/cudagraph_dispatcher.py: use_cascade_attn "

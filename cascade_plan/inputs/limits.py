@@ -9,8 +9,6 @@ calibration file, command-line axes), so the cost model downstream can trust wha
 
 from __future__ import annotations
 
-import math
-
 # Input files: a workload or hardware profile is a few kilobytes; a 2,048-node tree written out in
 # full is ~130 KB. Larger files are refused before parsing (parsing is the slow part).
 MAX_YAML_BYTES = 1 << 20
@@ -57,9 +55,6 @@ FLOP_PER_S = (1e11, 1e19)              # 0.1 TFLOP/s .. 10 EFLOP/s
 L2_BYTES = (0.0, 1e11)                 # 0 .. 100 GB
 SM_COUNT = (1, 100_000)
 
-
-def finite_positive(value: float) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 # Serving and log commands (route, rl, simulate-log, analyze): bounds that keep one run within
 # seconds and a few hundred MB (benchmarks/bounded_commands.py runs the worst cases, ~5 s of CPU at most:

@@ -15,8 +15,6 @@ from cascade_plan.inputs.model_spec import ModelSpec, load_model
 from cascade_plan.inputs.workload_catalog import resolve_workload
 from cascade_plan.inputs.yaml_source import SourceDoc, load_yaml, validation_error
 
-NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
-PosInt = Annotated[int, msgspec.Meta(ge=1)]
 # Every count is bounded (see limits.py): no product of them can overflow, and none is beyond a GPU.
 Tokens = Annotated[int, msgspec.Meta(ge=0, le=limits.MAX_TOKENS)]
 OutputTokens = Annotated[int, msgspec.Meta(ge=1, le=limits.MAX_OUTPUT_TOKENS)]

@@ -103,10 +103,6 @@ class SeqRow(msgspec.Struct, frozen=True):
     step: NonNeg | None = None
 
 
-PER_SEQUENCE_FIELDS = ("ts", "replica", "request", "group", "shared", "private")
-COMPACT_FIELDS = ("ts", "replica", "batch", "prefix", "siblings", "private")
-
-
 _WHOLE = re.compile(r"[+-]?[0-9]+(\.0*)?")
 FLAT_COUNTS = {"compact": ("batch", "prefix", "siblings", "groups"), "seq": ("shared", "private")}
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from cascade_plan.errors import InputError
 
-COMPRESSIONS = (".gz", ".zst")
 FORMATS = {".jsonl": "json", ".ndjson": "json", ".json": "json", ".csv": "csv", ".parquet": "parquet"}
 
 

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     
     from cascade_plan.inputs.workload import Scenario
 
-FIELDS = ("num_common_prefix_blocks", "block_size", "scheduled", "max_query", "min_computed")
 COLUMNS = ("{ts: 'DOUBLE', replica: 'VARCHAR', block_size: 'BIGINT', num_common_prefix_blocks: 'BIGINT[]', "
            "kv_group: 'BIGINT', scheduled: 'BIGINT', max_query: 'BIGINT', min_computed: 'BIGINT'}")
 

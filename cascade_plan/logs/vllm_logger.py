@@ -36,12 +36,11 @@ from typing import Any, Callable, Protocol
 
 from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter, _get
 
-#: What the field layout was read from (docs/logs.md lists the older layouts also read).
-VLLM_VERSIONS = ("vLLM V1 engine, main branch in 2026 (the v0.18-era releases, cascade attention opt-in), as modelled "
-                 "by engine/vllm_gate.py: vllm/v1/core/sched/output.py at 00e8f1fd0936d138370d01dbe1b4f8e12baf63b1, "
-                 "vllm/v1/core/sched/scheduler.py at 00024d314514900f361ad072af6931e403b7f589; older V1 layouts "
-                 "(num_common_prefix_blocks as one int, resumed_from_preemption, no preempted_req_ids) are read too; "
-                 "not the V0 engine")
+# The field layout was read from the vLLM V1 engine, main branch in 2026 (the v0.18-era releases, cascade attention
+# opt-in), as modelled by engine/vllm_gate.py: vllm/v1/core/sched/output.py at 00e8f1fd0936d138370d01dbe1b4f8e12baf63b1,
+# vllm/v1/core/sched/scheduler.py at 00024d314514900f361ad072af6931e403b7f589. Older V1 layouts
+# (num_common_prefix_blocks as one int, resumed_from_preemption, no preempted_req_ids) are read too (docs/logs.md);
+# not the V0 engine.
 ENV_DIR, ENV_REPLICA, ENV_EVERY = "CASCADE_PLAN_LOG_DIR", "CASCADE_PLAN_REPLICA", "CASCADE_PLAN_LOG_EVERY"
 MAX_QUEUED_STEPS = 4096          # ~ a few MB of snapshots at 256 sequences; beyond, steps are dropped
 

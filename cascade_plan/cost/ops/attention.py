@@ -21,7 +21,7 @@ from functools import cached_property
 import msgspec
 import numpy as np
 
-from cascade_plan.cost.ops.base import OpCost, distinct, median0
+from cascade_plan.cost.ops.base import distinct, median0
 
 AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
 GEOMETRIC = (True, True, True, False)       # interpolate time geometrically (log axis) or linearly
@@ -391,20 +391,3 @@ def source_label(measured_share: float, reason: str | None, steps: float = 0.0, 
     part = (f"on {max(1, round(measured_share * steps)):,} of {round(steps):,} decode steps" if steps
             else f"on {measured_share:.1%} of the decode steps")
     return f"{measured} {part}, {FITTED} on the rest (outside the measured grid: {reason})"
-
-
-def attention_op(bytes_, flops, time_s, measured_mask=None) -> OpCost:
-    """One mode's attention as an OpCost; its source says whether the rows or the fit priced it (None:
-    no rows to interpolate)."""
-    m = np.zeros(0) if measured_mask is None else np.asarray(measured_mask, float)
-    src = MEASURED if m.size and m.min() > 0 else FITTED if not m.size or m.max() == 0 else f"{MEASURED} / {FITTED}"
-    return OpCost(name="attention", bytes=np.asarray(bytes_, float), flops=np.asarray(flops, float),
-                  time_s=np.asarray(time_s, float), source=src)
-
-
-def attention_ops(c) -> dict[str, OpCost]:
-    """Both modes' attention of a cost_model.StepCosts as the step model's op: per-sequence (HBM bytes
-    after L2 hits) and cascade (prefix, suffix and merge together)."""
-    return {"per_sequence": attention_op(c.ps_hbm_bytes, c.ps_flops, c.ps_attention_s, c.ps_measured),
-            "cascade": attention_op(c.cas_attention_bytes, c.cas_prefix_flops + c.cas_suffix_flops, c.cas_attention_s,
-                                    c.cas_measured)}

@@ -18,11 +18,6 @@ class OpCost(msgspec.Struct, frozen=True):
     source: str = ""           # where the parameters came from ("measured table", "fitted model", "default", ...)
 
 
-def total_time_s(ops: list[OpCost]) -> np.ndarray:
-    """A step is the sum of its operations (they run back to back on one stream)."""
-    return sum((np.asarray(o.time_s, float) for o in ops), np.zeros(()))
-
-
 def distinct(x: np.ndarray) -> np.ndarray:
     """np.unique(x) for arrays without NaN, from one sort: a plain np.unique imports numpy.ma on its first
     call (15-60 ms), which every `estimate` paid at start-up."""
