@@ -29,7 +29,7 @@ PATH_MAX_BYTES = 4096
 TEMP_STEM_BYTES = 96                  # the output's name inside a temporary name: the rest fits in 255
 
 
-def _reason(exc: OSError) -> str:
+def os_reason(exc: OSError) -> str:
     return exc.strerror or exc.__class__.__name__
 
 
@@ -87,7 +87,7 @@ def check_output_dir(path: Path, option: str) -> Path:
     return path
 
 
-def _stem(name: str) -> str:
+def file_stem(name: str) -> str:
     """The output's name as it appears inside its temporary names: itself, or (when long) a prefix and a
     hash, so a temporary name always fits in one path component."""
     if len(os.fsencode(name)) <= TEMP_STEM_BYTES:
@@ -97,7 +97,7 @@ def _stem(name: str) -> str:
 
 
 def temp_name(path: Path) -> str:
-    return f".{_stem(Path(path).name)}.{os.getpid()}."
+    return f".{file_stem(Path(path).name)}.{os.getpid()}."
 
 
 def lock_file(fd: int) -> None:
@@ -157,7 +157,7 @@ def clean_stale_temps(folder: Path, name: str | None = None, ours: bool = False)
     except OSError:
         return removed
     now = time.time()
-    stem = _stem(name) if name is not None else None
+    stem = file_stem(name) if name is not None else None
     for entry in entries:
         m = _TEMP.match(entry.name)
         if m:
@@ -204,12 +204,12 @@ def write_files_together(files: list[tuple[Path, bytes]]) -> list[Path]:
                 os.fsync(fd)
                 os.chmod(tmp, 0o666 & ~current_umask())
             except OSError as exc:
-                raise InputError(f"cannot write {path}: {_reason(exc)}") from None
+                raise InputError(f"cannot write {path}: {os_reason(exc)}") from None
         for tmp, path in temps:
             try:
                 os.replace(tmp, path)
             except OSError as exc:
-                raise InputError(f"cannot write {path}: {_reason(exc)}") from None
+                raise InputError(f"cannot write {path}: {os_reason(exc)}") from None
     finally:
         for tmp, _ in temps:
             Path(tmp).unlink(missing_ok=True)

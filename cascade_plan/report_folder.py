@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from cascade_plan.errors import InputError
-from cascade_plan.outputs import _reason, _stem, check_output_dir, clean_stale_temps, current_umask, temp_name
+from cascade_plan.outputs import check_output_dir, clean_stale_temps, current_umask, file_stem, os_reason, temp_name
 
 REPORT_MARKER = ".cascade-plan-report"
 REPORT_FORMAT = 1
@@ -109,14 +109,14 @@ class FolderLock:
     def __init__(self, out: Path, option: str, shown: Path | None = None) -> None:
         import fcntl
 
-        self.path = out.parent / f".{_stem(out.name)}.cascade-plan.lock"
+        self.path = out.parent / f".{file_stem(out.name)}.cascade-plan.lock"
         self.fd: int | None = None
         shown = shown or out
         for _ in range(20):
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
             except OSError as exc:
-                raise InputError(f"{option}: cannot write into {shown}: {_reason(exc)}") from None
+                raise InputError(f"{option}: cannot write into {shown}: {os_reason(exc)}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -170,7 +170,7 @@ class ReportFolder:
         try:
             self.abs.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"{option}: cannot write into {self.out}: {_reason(exc)}") from None
+            raise InputError(f"{option}: cannot write into {self.out}: {os_reason(exc)}") from None
         self.lock = FolderLock(self.abs, option, self.out)
         self._check_ours()                   # again, now that no other report can change it
         self.tmp: Path | None = None
@@ -199,7 +199,7 @@ class ReportFolder:
             os.chmod(self.tmp, 0o777 & ~current_umask())      # mkdtemp makes 0700; a report folder is an ordinary one
         except OSError as exc:
             self.lock.release()
-            raise InputError(f"cannot write into {self.out}: {_reason(exc)}") from None
+            raise InputError(f"cannot write into {self.out}: {os_reason(exc)}") from None
         return self.tmp
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -221,7 +221,7 @@ class ReportFolder:
                                                               if w != REPORT_MARKER}))
         except OSError as exc:
             shutil.rmtree(self.tmp, ignore_errors=True)
-            raise InputError(f"cannot write into {self.out}: {_reason(exc)}") from None
+            raise InputError(f"cannot write into {self.out}: {os_reason(exc)}") from None
         old: Path | None = None
         try:
             if out.exists():
@@ -238,7 +238,7 @@ class ReportFolder:
                 os.rename(old, out)          # put the previous report back
                 old = None
             shutil.rmtree(self.tmp, ignore_errors=True)
-            raise InputError(f"cannot write into {self.out}: {_reason(exc)}") from None
+            raise InputError(f"cannot write into {self.out}: {os_reason(exc)}") from None
         finally:
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)

@@ -140,7 +140,7 @@ def test_step_times_legend_step_table_and_report_name_the_glue_alike(tmp_path, m
     assert label in [r[0] for r in step_rows(est)]
     assert f", {label} " in _rest_of_step(est)[0]
     figs = []
-    monkeypatch.setattr(run_plots, "_save", lambda fig, stem, formats=(): figs.append(fig) or [])
+    monkeypatch.setattr(run_plots, "save_figure", lambda fig, stem, formats=(): figs.append(fig) or [])
     run_plots.plot_step_times(est, tmp_path / "s")
     assert label in [t.get_text() for t in figs[0].axes[0].get_legend().get_texts()]
     dense = estimate(load_scenario(ROOT / "workloads/rl-rollouts-64.yaml"), DEFAULT)

@@ -47,7 +47,7 @@ def test_hardware_plot_draws_default_bars_pale_and_hatched_with_a_range(root, tm
         other = msgspec.structs.replace(scn, hardware=load_hardware(gpu))
         ests.append(assess(other, select_params(other)))
     figs = []
-    monkeypatch.setattr(run_plots, "_save", lambda fig, stem, formats=(): figs.append(fig) or [])
+    monkeypatch.setattr(run_plots, "save_figure", lambda fig, stem, formats=(): figs.append(fig) or [])
     run_plots.plot_hardware_comparison(ests, tmp_path / "hw")
     ax = figs[0].axes[0]
     bars = [p for p in ax.patches if p.get_height() == p.get_height() and p.get_height() > 0]

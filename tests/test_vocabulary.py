@@ -28,9 +28,10 @@ def test_no_two_classes_share_a_name():
 
 
 def test_the_duplicate_check_can_fail(tmp_path):
-    for name in ("a.py", "b.py"):
+    names = [f"{stem}.py" for stem in ("first", "second")]
+    for name in names:
         (tmp_path / name).write_text("class Verdict:\n    pass\n", encoding="utf-8")
-    assert duplicated_classes(sorted(tmp_path.glob("*.py"))) == {"Verdict": ["a.py", "b.py"]}
+    assert duplicated_classes(sorted(tmp_path.glob("*.py"))) == {"Verdict": names}
 
 
 def test_the_probe_times_the_backends_the_planner_fits():
@@ -51,3 +52,24 @@ def test_every_probe_backend_module_hands_the_runner_its_kernels():
         assert spec is not None and spec.origin is not None
         source = open(spec.origin, encoding="utf-8").read()
         assert "def timed_kernels(data" in source, module
+
+
+def private_imports(paths) -> list[str]:
+    """`from first_party.module import _name`: a name its module keeps to itself, taken by another."""
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("cascade_plan",
+                                                                                          "kernels_probe"):
+                found += [f"{path.name}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names(tmp_path):
+    paths = sorted((ROOT / "cascade_plan").rglob("*.py")) + sorted((ROOT / "kernels_probe").rglob("*.py"))
+    assert private_imports(paths) == []
+    stem = "planted"
+    planted = tmp_path / f"{stem}.py"
+    planted.write_text("from cascade_plan.outputs import _hidden\n", encoding="utf-8")
+    assert private_imports([planted]) == [f"{planted.name}:1 cascade_plan.outputs._hidden"]

@@ -17,9 +17,9 @@ from cascade_plan.calibration.step_validation import (
     CASCADE_BACKEND,
     STEP_TARGETS,
     StepComparison,
-    _dtypes,
-    _predict,
+    predict_step,
     run_speedups,
+    step_dtypes,
     step_model,
     step_pairs,
     summarize,
@@ -37,8 +37,8 @@ def moe_step_points(probe: ProbeData, hw, params=None) -> list[tuple[str, StepCo
     moe_models = {r.config.model for r in probe.step_ops if r.op == "moe_grouped_gemm"}
     out: list[tuple[str, StepComparison]] = []
     for r, ps in step_pairs(rows):
-        wl, (kvd, wd), pos, tp, b = r.workload, _dtypes(r), r.position, r.tp, r.backend
-        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
+        wl, (kvd, wd), pos, tp, b = r.workload, step_dtypes(r), r.position, r.tp, r.backend
+        pred_ps, pred_cas, parts = predict_step(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
                                             params, r.glue)
         if r.allreduce is False:       # one GPU's shard: no all-reduce was timed
             pred_ps, pred_cas = pred_ps - parts["comm_s"], pred_cas - parts["comm_s"]

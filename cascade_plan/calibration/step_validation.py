@@ -80,7 +80,7 @@ def step_model(row: StepRow) -> ModelSpec:
     return load_preset(row.model)
 
 
-def _dtypes(row: StepRow) -> tuple[str, str]:
+def step_dtypes(row: StepRow) -> tuple[str, str]:
     c = row.config
     return (row.kv_dtype or c.kv_dtype or "bf16", row.weight_dtype or c.weight_dtype or "bf16")
 
@@ -98,7 +98,7 @@ def _with_glue(probe: ProbeData, params, glue: str | None):
     return msgspec.structs.replace(params, step=msgspec.structs.replace(params.step, glue=fitted))
 
 
-def _predict(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, tp: int, hw, kv_dtype: str = "bf16",
+def predict_step(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, tp: int, hw, kv_dtype: str = "bf16",
              weight_dtype: str = "bf16", params=None, glue: str | None = None) -> tuple[float, float, dict]:
     from cascade_plan.calibration.probe_params import params_from_probe
     from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
@@ -117,7 +117,7 @@ def _predict(probe: ProbeData, backend: str, cfg: StepConfig, model: ModelSpec, 
 
 def step_pairs(rows: Sequence[StepRow]) -> Iterator[tuple[StepRow, StepRow]]:
     """(cascade row, its per-sequence twin) of every measured step pair, in key order (a re-measured row wins)."""
-    index: dict[tuple, StepRow] = {(r.workload, *_dtypes(r), r.position, r.tp, r.backend, r.mode): r for r in rows}
+    index: dict[tuple, StepRow] = {(r.workload, *step_dtypes(r), r.position, r.tp, r.backend, r.mode): r for r in rows}
     for (wl, kvd, wd, pos, tp, b, mode), r in sorted(index.items()):
         if mode != "cascade" or b not in CASCADE_BACKEND:
             continue
@@ -134,8 +134,8 @@ def step_points(probe: ProbeData, hw, params=None) -> list[StepComparison]:
     fit_models = {r.config.model for r in probe.step_ops if r.op == "gemm"}
     out = []
     for r, ps in step_pairs(rows):
-        wl, (kvd, wd), pos, tp, b = r.workload, _dtypes(r), r.position, r.tp, r.backend
-        pred_ps, pred_cas, parts = _predict(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
+        wl, (kvd, wd), pos, tp, b = r.workload, step_dtypes(r), r.position, r.tp, r.backend
+        pred_ps, pred_cas, parts = predict_step(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
                                             params, r.glue)
         out.append(StepComparison(backend=b, workload=wl, model=r.model, tp=tp, position=pos, kv_dtype=kvd,
                                   weight_dtype=wd, step=r.config.generated, held_out_shape=r.model not in fit_models,

@@ -20,8 +20,8 @@ from cascade_plan.cli.common import (
     MoeRoutingOpt,
     ReserveOpt,
     WorkloadArg,
-    _kv_dtype,
     handles_input_errors,
+    kv_dtype_of,
     print_json,
     refuse_replacing_non_calibration,
     scenario_from_options,
@@ -51,7 +51,7 @@ APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and ba
             "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
 
 
-def _new_app() -> typer.Typer:
+def new_app() -> typer.Typer:
     return typer.Typer(name="cascade-plan", help=APP_HELP, no_args_is_help=True, add_completion=True,
                        rich_markup_mode="markdown", cls=OneLineErrorGroup,
                        pretty_exceptions_enable=False)
@@ -124,7 +124,7 @@ def estimate(
 @handles_input_errors
 def models(
     kv_dtype: Annotated[KvCacheDtypeChoice, typer.Option(
-        "--kv-dtype", "--kv-cache-dtype", callback=_kv_dtype, case_sensitive=False,
+        "--kv-dtype", "--kv-cache-dtype", callback=kv_dtype_of, case_sensitive=False,
         help="KV dtype for the bytes-per-token column (vLLM's fp8_e4m3, fp8_e5m2, "
              "auto too).")] = KvCacheDtypeChoice.bf16,
     weight_dtype: Annotated[KvDtypeOpt, typer.Option(
@@ -278,7 +278,7 @@ def _commands(only: str | None = None) -> list:
     return out
 
 
-def _populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
+def populate(target: typer.Typer, only: str | None = None) -> typer.Typer:
     target.callback()(_root)
     for fn in _commands(only):
         target.command(cls=NarrowSafeCommand)(fn)
@@ -290,7 +290,7 @@ def __getattr__(name: str) -> typer.Typer:
     command builds only its own (main), and importing this module registers none, which kept 9 command
     modules and their option decorators out of `estimate`'s start-up."""
     if name == "app":
-        globals()["app"] = built = _populate(_new_app())
+        globals()["app"] = built = populate(new_app())
         return built
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -301,6 +301,6 @@ def main() -> None:
     argv = sys.argv[1:]
     name = argv[0] if argv and not argv[0].startswith("-") else None
     if name and name in {n for n, _ in COMMANDS}:
-        _populate(_new_app(), only=name)()
+        populate(new_app(), only=name)()
         return
-    _populate(_new_app())()
+    populate(new_app())()

@@ -58,7 +58,7 @@ def kv_dtype_value(text: str, option: str = "--kv-dtype") -> str:
     return key
 
 
-def _kv_dtype(value: KvCacheDtypeChoice | str | None) -> str | None:
+def kv_dtype_of(value: KvCacheDtypeChoice | str | None) -> str | None:
     # A plain string: typer turns what a callback returns back into the option's enum by value.
     return None if value is None else kv_dtype_value(getattr(value, "value", value))
 
@@ -98,7 +98,7 @@ PrivateOpt = Annotated[int, typer.Option(
     "--private-tokens", min=0, help="Prompt tokens private to each sequence (not shared).",
     rich_help_panel="Workload without a file")]
 KvDtypeOption = Annotated[Optional[KvCacheDtypeChoice], typer.Option(
-    "--kv-dtype", "--kv-cache-dtype", callback=_kv_dtype, case_sensitive=False, show_default=False,
+    "--kv-dtype", "--kv-cache-dtype", callback=kv_dtype_of, case_sensitive=False, show_default=False,
     help="KV cache dtype (overrides the workload's); vLLM's spellings work too: fp8_e4m3 and fp8_e5m2 are fp8, auto "
          "is the model's dtype (bf16).")]
 WeightDtypeOption = Annotated[Optional[KvDtypeOpt], typer.Option("--weight-dtype",

@@ -23,9 +23,9 @@ def interruptible(fn: Callable) -> Callable:
         except Exception as exc:   # noqa: BLE001 (re-raised unless it is DuckDB's interrupt)
             # DuckDB turns a Ctrl-C during any of its queries into its own error ("Query interrupted"),
             # whichever command's query it was (analyze's scan, its bad-line pass, route --log)
-            from cascade_plan.logs.duck_reader import _interrupt
+            from cascade_plan.logs.duck_reader import interrupt_query
 
-            if not _interrupt(exc):
+            if not interrupt_query(exc):
                 raise
         raise Interrupted()
     return wrapper

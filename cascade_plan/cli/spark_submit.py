@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import sys
 
-from cascade_plan.cli.app import _new_app, _populate
+from cascade_plan.cli.app import new_app, populate
 
 
 def main(argv: list[str] | None = None) -> None:
     """`analyze` with the Spark engine, on the arguments spark-submit passes the script."""
     args = list(sys.argv[1:] if argv is None else argv)
-    _populate(_new_app(), only="analyze")(["analyze", *args, "--engine", "spark"])
+    populate(new_app(), only="analyze")(["analyze", *args, "--engine", "spark"])
 
 
 if __name__ == "__main__":

@@ -98,7 +98,7 @@ class LogTables:
         return int(self.ts.size)
 
 
-def _connect(memory_limit: str, threads: int | None) -> duckdb.DuckDBPyConnection:
+def connect(memory_limit: str, threads: int | None) -> duckdb.DuckDBPyConnection:
     import duckdb
 
     con = duckdb.connect(config={"memory_limit": memory_limit, "preserve_insertion_order": False,
@@ -111,7 +111,7 @@ def _connect(memory_limit: str, threads: int | None) -> duckdb.DuckDBPyConnectio
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """The four tables a reader fills and `_fetch` reads (steps, nodes, requests, files), empty."""
+    """The four tables a reader fills and `fetch_rows` reads (steps, nodes, requests, files), empty."""
     con.execute("CREATE TEMP TABLE steps (replica VARCHAR, ts DOUBLE, seqs BIGINT, shared_seqs BIGINT, groups BIGINT, "
                 "ps_prefix_tokens DOUBLE, suffix_tokens DOUBLE, longest_context DOUBLE, longest_suffix DOUBLE)")
     con.execute("CREATE TEMP TABLE nodes (replica VARCHAR, ts DOUBLE, lvl BIGINT, tokens BIGINT, instances BIGINT, "
@@ -138,7 +138,7 @@ def form_of(con: duckdb.DuckDBPyConnection, f: LogFile) -> tuple[str, dict[str, 
     try:
         cols = _columns(con, f)
     except duckdb.Error as exc:          # not gzip / zstd / Parquet after all, unreadable, ...
-        if _interrupt(exc):
+        if interrupt_query(exc):
             raise
         raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=f.path) from None
     if "seqs" in cols or "request" in cols:
@@ -282,7 +282,7 @@ def _run_with_progress(con: duckdb.DuckDBPyConnection, sql: str,
         th.join()
 
 
-def _interrupt(exc: BaseException) -> bool:
+def interrupt_query(exc: BaseException) -> bool:
     """DuckDB reports Ctrl-C during a query as an error ("Query interrupted", "INTERRUPT Error")."""
     return "interrupt" in str(exc).lower() or type(exc).__name__ == "InterruptException"
 
@@ -296,7 +296,7 @@ def read_logs(files: list[LogFile], *, memory_limit: str = "1GB", threads: int |
     try:
         return _read_logs(files, memory_limit, threads, progress)
     except (RuntimeError, duckdb.Error) as exc:
-        if not _interrupt(exc):
+        if not interrupt_query(exc):
             raise
     raise KeyboardInterrupt
 
@@ -314,7 +314,7 @@ def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
     import duckdb
 
     try:
-        con = _connect(memory_limit, threads)
+        con = connect(memory_limit, threads)
     except duckdb.Error as exc:
         raise InputError(f"--memory-limit / --threads: DuckDB refused them: {str(exc).splitlines()[0]}") from None
     groups: dict[tuple[str, str, tuple], list[LogFile]] = {}
@@ -353,15 +353,15 @@ def _read_logs(files: list[LogFile], memory_limit: str, threads: int | None,
                 con.execute("INSERT INTO nodes SELECT replica, ts, 1, prefix, g, g * siblings FROM agg "
                             "WHERE prefix > 0 AND g > 0")
         except duckdb.Error as exc:
-            if _interrupt(exc):
+            if interrupt_query(exc):
                 raise
             raise InputError(f"cannot read this log: {str(exc).splitlines()[0]}", file=fs[0].path) from None
-    tables = _fetch(con)
+    tables = fetch_rows(con)
     tables.forms = forms
     return tables
 
 
-def _fetch(con: duckdb.DuckDBPyConnection) -> LogTables:
+def fetch_rows(con: duckdb.DuckDBPyConnection) -> LogTables:
     # Steps numbered in (replica, ts) order; node buckets carry the step number.
     con.execute("CREATE OR REPLACE TEMP TABLE s AS SELECT *, row_number() OVER (ORDER BY replica, ts) - 1 AS idx "
                 "FROM (SELECT replica, ts, sum(seqs) seqs, sum(shared_seqs) shared_seqs, sum(groups) groups, "

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.limits import MAX_DEPTH
-from cascade_plan.logs.duck_reader import LogTables, _connect, _fetch, create_tables
+from cascade_plan.logs.duck_reader import LogTables, connect, create_tables, fetch_rows
 from cascade_plan.logs.sources import LogFile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -233,7 +233,7 @@ def _read_with(spark: Any, files: list[LogFile]) -> LogTables:
         form = _form(spark, f)
         forms[f.path] = form
         groups.setdefault((f.fmt, form), []).append(f)
-    con = _connect("1GB", None)
+    con = connect("1GB", None)
     create_tables(con)
     local = {("file:" + f.path if not f.path.startswith("file:") else f.path): f.path for f in files}
     for (fmt, form), fs in groups.items():
@@ -250,7 +250,7 @@ def _read_with(spark: Any, files: list[LogFile]) -> LogTables:
         if form == "seq":
             con.register("rdf", parts[3])
             con.execute("INSERT INTO requests SELECT steps, private FROM rdf")
-    tables = _fetch(con)
+    tables = fetch_rows(con)
     tables.forms = forms
     return tables
 

@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
-from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter, _get
+from cascade_plan.logs.vllm_scheduler import SchedulerLogWriter, get_field
 
 # The field layout was read from the vLLM V1 engine, main branch in 2026 (the v0.18-era releases, cascade attention
 # opt-in), as modelled by engine/vllm_gate.py: vllm/v1/core/sched/output.py at 00e8f1fd0936d138370d01dbe1b4f8e12baf63b1,
@@ -48,31 +48,31 @@ MAX_QUEUED_STEPS = 4096          # ~ a few MB of snapshots at 256 sequences; bey
 def snapshot(so: Any) -> dict:
     """The counts of one SchedulerOutput, copied (vLLM reuses and extends some of its lists in place)."""
     new = []
-    for r in _get(so, "scheduled_new_reqs") or ():
-        ids, emb = _get(r, "prompt_token_ids"), _get(r, "prompt_embeds")
-        new.append({"req_id": _get(r, "req_id"),
+    for r in get_field(so, "scheduled_new_reqs") or ():
+        ids, emb = get_field(r, "prompt_token_ids"), get_field(r, "prompt_embeds")
+        new.append({"req_id": get_field(r, "req_id"),
                     "num_prompt_tokens": len(ids) if ids is not None else (len(emb) if emb is not None else 0),
-                    "block_ids": [list(g) for g in _get(r, "block_ids") or ()],
-                    "num_computed_tokens": _get(r, "num_computed_tokens")})
-    c = _get(so, "scheduled_cached_reqs")
+                    "block_ids": [list(g) for g in get_field(r, "block_ids") or ()],
+                    "num_computed_tokens": get_field(r, "num_computed_tokens")})
+    c = get_field(so, "scheduled_cached_reqs")
     cached = None
     if c is not None:
-        resumed = _get(c, "resumed_req_ids")
-        cached = {"req_ids": list(_get(c, "req_ids") or ()),
+        resumed = get_field(c, "resumed_req_ids")
+        cached = {"req_ids": list(get_field(c, "req_ids") or ()),
                   "new_block_ids": [None if b is None else [list(g) for g in b]
-                                    for b in _get(c, "new_block_ids") or ()],
-                  "num_computed_tokens": list(_get(c, "num_computed_tokens") or ()),
+                                    for b in get_field(c, "new_block_ids") or ()],
+                  "num_computed_tokens": list(get_field(c, "num_computed_tokens") or ()),
                   "resumed_req_ids": set(resumed) if resumed is not None else None,
-                  "resumed_from_preemption": list(_get(c, "resumed_from_preemption") or ())}
-    spec = _get(so, "scheduled_spec_decode_tokens") or {}
-    common = _get(so, "num_common_prefix_blocks")
+                  "resumed_from_preemption": list(get_field(c, "resumed_from_preemption") or ())}
+    spec = get_field(so, "scheduled_spec_decode_tokens") or {}
+    common = get_field(so, "num_common_prefix_blocks")
     return {"scheduled_new_reqs": new, "scheduled_cached_reqs": cached,
-            "num_scheduled_tokens": dict(_get(so, "num_scheduled_tokens") or {}),
+            "num_scheduled_tokens": dict(get_field(so, "num_scheduled_tokens") or {}),
             "scheduled_spec_decode_tokens": {r: range(len(v)) for r, v in spec.items()},
             "num_common_prefix_blocks": ([common] if isinstance(common, int)
                                          else (None if common is None else list(common))),
-            "finished_req_ids": set(_get(so, "finished_req_ids") or ()),
-            "preempted_req_ids": set(_get(so, "preempted_req_ids") or ()),
+            "finished_req_ids": set(get_field(so, "finished_req_ids") or ()),
+            "preempted_req_ids": set(get_field(so, "preempted_req_ids") or ()),
             "ts": time.time()}
 
 
@@ -203,16 +203,17 @@ def chain_signals(flush: Callable[[], Any],
 def engine_block_sizes(scheduler: Any) -> tuple[list[int], int]:
     """Block size of every KV-cache group, from the engine config, and the group to read sharing
     from: the first full-attention group without a sliding window or attention chunks."""
-    groups = _get(_get(scheduler, "kv_cache_config"), "kv_cache_groups") or ()
+    groups = get_field(get_field(scheduler, "kv_cache_config"), "kv_cache_groups") or ()
     sizes, pick = [], None
     for i, g in enumerate(groups):
-        spec = _get(g, "kv_cache_spec")
-        sizes.append(int(_get(spec, "block_size")))
+        spec = get_field(g, "kv_cache_spec")
+        sizes.append(int(get_field(spec, "block_size")))
         if (pick is None and type(spec).__name__ in ("FullAttentionSpec", "MLAAttentionSpec")
-                and _get(spec, "sliding_window") is None and _get(spec, "attention_chunk_size") is None):
+                and get_field(spec, "sliding_window") is None and get_field(spec, "attention_chunk_size") is None):
             pick = i
     if not sizes:
-        sizes = [int(_get(scheduler, "block_size", None) or _get(_get(scheduler, "cache_config"), "block_size"))]
+        sizes = [int(get_field(scheduler, "block_size", None)
+                     or get_field(get_field(scheduler, "cache_config"), "block_size"))]
     return sizes, pick or 0
 
 
@@ -220,7 +221,7 @@ def replica_name(scheduler: Any) -> str:
     name = os.environ.get(ENV_REPLICA)
     if name:
         return name
-    rank = _get(_get(_get(scheduler, "vllm_config"), "parallel_config"), "data_parallel_rank", 0)
+    rank = get_field(get_field(get_field(scheduler, "vllm_config"), "parallel_config"), "data_parallel_rank", 0)
     return f"{socket.gethostname()}-dp{rank}"
 
 

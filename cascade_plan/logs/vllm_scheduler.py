@@ -44,20 +44,20 @@ import msgspec
 NULL_BLOCK_ID = 0            # vllm/v1/core/block_pool.py: the first block of the pool is the null block
 
 
-def _get(obj: Any, name: str, default: Any = None) -> Any:
+def get_field(obj: Any, name: str, default: Any = None) -> Any:
     return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
 def prompt_length(new: Any) -> int:
     """Tokens of a new request's prompt: its token ids, or the rows of its prompt embeddings (a
     snapshot taken on the engine's hot path carries the count itself, `num_prompt_tokens`)."""
-    n = _get(new, "num_prompt_tokens")
+    n = get_field(new, "num_prompt_tokens")
     if n is not None:
         return int(n)
-    ids = _get(new, "prompt_token_ids")
+    ids = get_field(new, "prompt_token_ids")
     if ids is not None:
         return len(ids)
-    embeds = _get(new, "prompt_embeds")
+    embeds = get_field(new, "prompt_embeds")
     return len(embeds) if embeds is not None else 0
 
 
@@ -124,30 +124,31 @@ class SchedulerLogWriter:
         self.tables[rid] = [list(g) for g in block_ids] if block_ids else [[]]
 
     def update(self, so: Any) -> None:
-        for rid in _get(so, "finished_req_ids") or ():
+        for rid in get_field(so, "finished_req_ids") or ():
             if rid in self.tables:
                 self._uncount(rid)
                 del self.tables[rid]
             self.prompt_len.pop(rid, None)
             self.computed.pop(rid, None)
-        for rid in _get(so, "preempted_req_ids") or ():
+        for rid in get_field(so, "preempted_req_ids") or ():
             if self.tables.get(rid) is not None:
                 self._uncount(rid)
                 self.tables[rid] = None                # blocks freed; the prompt length is kept
-        for new in _get(so, "scheduled_new_reqs") or ():
-            rid = _get(new, "req_id")
-            self._set_table(rid, _get(new, "block_ids"))
+        for new in get_field(so, "scheduled_new_reqs") or ():
+            rid = get_field(new, "req_id")
+            self._set_table(rid, get_field(new, "block_ids"))
             self.prompt_len[rid] = prompt_length(new)
-            self.computed[rid] = int(_get(new, "num_computed_tokens"))
-        cached = _get(so, "scheduled_cached_reqs")
+            self.computed[rid] = int(get_field(new, "num_computed_tokens"))
+        cached = get_field(so, "scheduled_cached_reqs")
         if cached is None:
             return
-        rids = _get(cached, "req_ids") or ()
-        resumed = _get(cached, "resumed_req_ids")
+        rids = get_field(cached, "req_ids") or ()
+        resumed = get_field(cached, "resumed_req_ids")
         if resumed is None:                            # releases before resumed_req_ids: one bool each
-            flags = _get(cached, "resumed_from_preemption") or ()
+            flags = get_field(cached, "resumed_from_preemption") or ()
             resumed = {r for r, f in zip(rids, flags) if f}
-        for rid, new_blocks, n in zip(rids, _get(cached, "new_block_ids"), _get(cached, "num_computed_tokens")):
+        for rid, new_blocks, n in zip(rids, get_field(cached, "new_block_ids"),
+                                      get_field(cached, "num_computed_tokens")):
             if rid not in self.prompt_len:
                 continue            # first scheduled before the writer started: prompt length unknown
             table = self.tables.get(rid)
@@ -166,8 +167,8 @@ class SchedulerLogWriter:
     def decoding(self, so: Any) -> list[tuple[str, int]]:
         """(request, draft tokens) of the sequences that decode in this step: prompt computed, and
         exactly one token scheduled beyond the drafts (a resumed request recomputing schedules more)."""
-        scheduled = _get(so, "num_scheduled_tokens") or {}
-        spec = _get(so, "scheduled_spec_decode_tokens") or {}
+        scheduled = get_field(so, "num_scheduled_tokens") or {}
+        spec = get_field(so, "scheduled_spec_decode_tokens") or {}
         tables, computed, prompt = self.tables, self.computed, self.prompt_len
         out = []
         for r, n in scheduled.items():
@@ -259,23 +260,23 @@ class SchedulerLogWriter:
             if k:
                 row["draft"] = k
             seqs.append(row)
-        ts = _get(so, "ts")                     # a snapshot carries the time it was taken
+        ts = get_field(so, "ts")                     # a snapshot carries the time it was taken
         rec: dict[str, Any] = {"ts": self.clock() if ts is None else ts, "replica": self.replica, "step": self.step,
                                "seqs": seqs,
                                "block_size": bs}
-        common = _get(so, "num_common_prefix_blocks")
+        common = get_field(so, "num_common_prefix_blocks")
         if common is not None:
             common = [common] if isinstance(common, int) else common    # one int before KV-cache groups
             rec["num_common_prefix_blocks"] = list(common)
             if len(common) > 1:
                 rec["kv_group"] = g
-        scheduled = _get(so, "num_scheduled_tokens") or {}
+        scheduled = get_field(so, "num_scheduled_tokens") or {}
         rec["scheduled"] = len(scheduled)
         rec["max_query"] = max(scheduled.values())
-        mins = [int(_get(n, "num_computed_tokens")) for n in _get(so, "scheduled_new_reqs") or ()]
-        cached = _get(so, "scheduled_cached_reqs")
+        mins = [int(get_field(n, "num_computed_tokens")) for n in get_field(so, "scheduled_new_reqs") or ()]
+        cached = get_field(so, "scheduled_cached_reqs")
         if cached is not None:
-            mins += list(_get(cached, "num_computed_tokens") or ())
+            mins += list(get_field(cached, "num_computed_tokens") or ())
         rec["min_computed"] = min(mins)
         return rec
 

@@ -11,11 +11,11 @@ from cascade_plan.render.plot_style import (
     C_CASCADE,
     C_PER_SEQ,
     FORMATS,
-    _log_if_wide,
-    _new_figure,
-    _save,
-    _title,
+    log_if_wide,
+    new_figure,
     plain,
+    save_figure,
+    set_title,
 )
 from cascade_plan.serving.capacity_search import Candidate, SearchResult
 
@@ -36,7 +36,7 @@ def _label(c: Candidate) -> str:
 
 
 def plot_capacity(result: SearchResult, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    fig = _new_figure((9.0, 5.6))
+    fig = new_figure((9.0, 5.6))
     ax = fig.add_subplot(1, 1, 1)
     fitting = [c for c in result.candidates if c.fits]
     for cascade, colour, name in ((False, C_PER_SEQ, "cascade off"), (True, C_CASCADE, "cascade on")):
@@ -61,19 +61,19 @@ def plot_capacity(result: SearchResult, out_stem: Path, formats: tuple[str, ...]
         ax.axvline(tpot * 1e3, color="#555555", linestyle="--", linewidth=1.0, label=f"TPOT target {tpot * 1e3:g} ms")
     if fitting:
         xs = [c.tpot_s * 1e3 for c in fitting]
-        _log_if_wide(ax, "x", min(xs), max(xs))
+        log_if_wide(ax, "x", min(xs), max(xs))
     ax.set_xlabel("mean decode step, TPOT (ms)")
     ax.set_ylabel("output tokens/s per GPU (whole rollout, waves included)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7.5, loc="best", framealpha=0.85)
     uncal = sum(c.source == "uncalibrated" for c in fitting)
     sub = f"{len(fitting):,} configurations that fit" + (f" ({uncal:,} from uncalibrated defaults)" if uncal else "")
-    _title(ax, f"{result.workload} ({result.model}): capacity, cascade on vs off\n{sub}")
+    set_title(ax, f"{result.workload} ({result.model}): capacity, cascade on vs off\n{sub}")
     lines = textwrap.wrap("Cost model: each GPU's own numbers, " + sources_words(result.candidates), 125)
     h = fig.get_size_inches()[1]
     fig.tight_layout(pad=0.6, rect=(0, (0.1 + 0.17 * len(lines)) / h, 1, 1))
     fig.text(0.01, 0.04 / h, plain("\n".join(lines)), fontsize=9, color="#444444", ha="left", va="bottom")
-    return _save(fig, out_stem, formats)
+    return save_figure(fig, out_stem, formats)
 
 
 SOURCE_WORDS = {"calibrated": "our probe on that GPU", "imported": "AIConfigurator's tables, cascade kernels "

@@ -10,19 +10,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cascade_plan.render.plot_style import (
-    _RC,
     FORMATS,
-    _finish,
-    _log2_edges,
-    _log2_ticks,
-    _mpl,
-    _new_figure,
-    _save,
-    _speedup_cmap,
-    _speedup_norm,
-    _title,
+    RC,
+    finish_figure,
     fmt_tokens,
+    log2_edges,
+    log2_ticks,
+    mpl_modules,
+    new_figure,
     plain,
+    save_figure,
+    set_title,
+    speedup_cmap,
+    speedup_norm,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,7 +76,7 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
     (speedup = 1) contour drawn thick and a few speedup contours labelled. Cells that do not fit in
     GPU memory are hatched; `point` = (group size, prefix tokens, label) marks the workload's own point;
     `params` (CostParams) names the cost-model source in the footer."""
-    _mpl()
+    mpl_modules()
     from matplotlib import rc_context
     from matplotlib.ticker import FixedLocator, FuncFormatter
 
@@ -106,12 +106,12 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
     wins = int(np.nansum(sp > 1.0))
     total = int(finite.sum())
 
-    with rc_context(_RC):
-        fig = _new_figure((8.0, 6.2))
+    with rc_context(RC):
+        fig = new_figure((8.0, 6.2))
         ax = fig.add_subplot()
-        x_edges, y_edges = _log2_edges(x), _log2_edges(y)
-        mesh = ax.pcolormesh(x_edges, y_edges, sp, cmap=_speedup_cmap(),
-                             norm=_speedup_norm(vmin, vmax), shading="flat",
+        x_edges, y_edges = log2_edges(x), log2_edges(y)
+        mesh = ax.pcolormesh(x_edges, y_edges, sp, cmap=speedup_cmap(),
+                             norm=speedup_norm(vmin, vmax), shading="flat",
                              rasterized=sp.size > 4096)   # a small grid stays vector in the SVG
         ax.spines[["top", "right"]].set_visible(True)
         hatched = _hatch_no_fit(ax, fits, x_edges, y_edges)
@@ -132,8 +132,8 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
                 cs1 = ax.contour(x, y, z, levels=[0.0], colors="black", linewidths=3.0)
                 ax.clabel(cs1, fmt=fmt, fontsize=10, inline=True, inline_spacing=6)
 
-        _log2_ticks(ax, "x", group)
-        _log2_ticks(ax, "y", prefix)
+        log2_ticks(ax, "x", group)
+        log2_ticks(ax, "y", prefix)
         marked = point is not None and _mark_point(ax, point, (x_edges[0], x_edges[-1]), (y_edges[0], y_edges[-1]))
         if hatched or marked:
             from matplotlib.artist import Artist
@@ -158,7 +158,7 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         groups = f"{sweep.n_groups} prompt{'s' if sweep.n_groups != 1 else ''} per batch"
         if point is not None and not marked:
             verdict += f"; this workload ({fmt_tokens(point[1])} tokens, group {fmt_tokens(point[0])}) is off the grid"
-        _title(ax, f"{title}\nsuffix {fmt_tokens(suffix)} tokens per sequence, {groups}\n{verdict}")
+        set_title(ax, f"{title}\nsuffix {fmt_tokens(suffix)} tokens per sequence, {groups}\n{verdict}")
 
         cb = fig.colorbar(mesh, ax=ax, pad=0.02)
         cb.set_label("speedup (per-sequence step / cascade step)")
@@ -167,5 +167,5 @@ def plot_speedup_heatmap(sweep: "Sweep", title: str, out_stem: Path, suffix_inde
         cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}x"))
         cb.ax.yaxis.set_minor_locator(FixedLocator([]))
         cb.ax.axhline(1.0, color="black", linewidth=2.5)
-        _finish(fig, params)
-        return _save(fig, out_stem, formats)
+        finish_figure(fig, params)
+        return save_figure(fig, out_stem, formats)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cascade_plan.logs.analysis import METRICS, Analysis
-from cascade_plan.render.plot_style import _RC, C_CASCADE, C_PER_SEQ, _mpl, _new_figure, _save
+from cascade_plan.render.plot_style import C_CASCADE, C_PER_SEQ, RC, mpl_modules, new_figure, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
@@ -47,9 +47,9 @@ def _hist(ax: Axes, x: np.ndarray, label: str, color: str = C_CASCADE) -> None:
 def plot_log_distributions(a: Analysis, title: str, out_stem: Path) -> list[Path]:
     """Histograms of batch size, sibling count, shared-prefix and private tokens per step, and of the
     modelled per-step speedup of cascade (left of 1x: cascade loses)."""
-    mpl = _mpl()
-    with mpl.rc_context(_RC):
-        fig = _new_figure((15, 6.5))
+    mpl = mpl_modules()
+    with mpl.rc_context(RC):
+        fig = new_figure((15, 6.5))
         axes = fig.subplots(2, 4)
         keys = ("batch", "groups", "siblings", "prefix_tokens", "common_prefix_tokens", "private_tokens")
         for ax, key in zip(axes.flat, keys):
@@ -75,4 +75,4 @@ def plot_log_distributions(a: Analysis, title: str, out_stem: Path) -> list[Path
         ax.axvline(1.0, color="k", lw=1, ls="--")
         fig.suptitle(title, fontsize=11)
         fig.tight_layout()
-        return _save(fig, out_stem)
+        return save_figure(fig, out_stem)

@@ -136,8 +136,8 @@ def _warm(plots: ModuleType) -> None:
     import matplotlib.ticker  # noqa: F401
     import matplotlib.transforms  # noqa: F401
 
-    plots._mpl()
-    fig = plots._new_figure((1, 1))
+    plots.mpl_modules()
+    fig = plots.new_figure((1, 1))
     ax = fig.add_subplot()
     ax.plot([1, 2], [1, 2])
     ax.set_title("warm-up 1K")

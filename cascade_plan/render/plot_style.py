@@ -41,7 +41,7 @@ C_MERGE = "#8e44ad"
 # The one word every output uses for default-efficiency numbers (compare, report, every plot).
 UNCALIBRATED = "uncalibrated"
 
-_RC: dict[RcKeyType, Any] = {
+RC: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -62,7 +62,7 @@ _RC: dict[RcKeyType, Any] = {
 # helpers
 
 
-def _mpl() -> ModuleType:
+def mpl_modules() -> ModuleType:
     """Import matplotlib lazily, headless. A caller that already drives pyplot keeps its backend:
     everything here draws on a bare Figure, which renders through Agg whatever the backend is."""
     import matplotlib
@@ -72,7 +72,7 @@ def _mpl() -> ModuleType:
     return matplotlib
 
 
-def _new_figure(figsize: tuple[float, float]) -> Figure:
+def new_figure(figsize: tuple[float, float]) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -84,7 +84,7 @@ def _new_figure(figsize: tuple[float, float]) -> Figure:
 FORMATS = ("png", "svg")
 
 
-def _save(fig: Figure, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
+def save_figure(fig: Figure, out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Write <stem>.png and (when asked) <stem>.svg next to each other, each atomically."""
     out_stem = Path(out_stem)
     written = []
@@ -110,7 +110,7 @@ def fmt_tokens(n: float) -> str:
     return f"{n:.3g}"
 
 
-def _fmt_ms(s: float) -> str:
+def fmt_ms(s: float) -> str:
     ms = s * 1e3
     if ms >= 100:
         return f"{ms:,.0f} ms"
@@ -119,7 +119,7 @@ def _fmt_ms(s: float) -> str:
     return f"{ms:.2f} ms"
 
 
-def _fmt_s(s: float) -> str:
+def fmt_seconds_short(s: float) -> str:
     if s >= 100:
         return f"{s:,.0f} s"
     if s >= 1:
@@ -127,7 +127,7 @@ def _fmt_s(s: float) -> str:
     return f"{s * 1e3:.3g} ms"
 
 
-def _fmt_x(x: float) -> str:
+def fmt_ratio(x: float) -> str:
     return f"{x:.2f}x" if x < 10 else f"{x:.1f}x"
 
 
@@ -137,33 +137,33 @@ def plain(text: str) -> str:
     return re.sub(r"(?<!\\)\$", r"\\$", text)
 
 
-def _gpu_name(hw: HardwareProfile) -> str:
+def gpu_name(hw: HardwareProfile) -> str:
     return plain(hw.name or hw.id)
 
 
-def _scenario_line(est: "Estimate") -> str:
+def scenario_line(est: "Estimate") -> str:
     scn = est.scenario
-    parts = [f"{scn.model.id} on {_gpu_name(scn.hardware)}"]
+    parts = [f"{scn.model.id} on {gpu_name(scn.hardware)}"]
     if scn.tp > 1:
         parts.append(f"TP{scn.tp}")
     parts.append(f"{scn.kv_dtype} KV, {scn.weight_dtype} weights")
     return ", ".join(parts)
 
 
-def _batch_line(est: "Estimate") -> str:
+def batch_line(est: "Estimate") -> str:
     flat = est.flat
     return (f"{flat.total_seqs:,} sequences, {fmt_tokens(flat.unique_prefix_tokens)} unique shared prefix tokens, "
             f"{est.decode_steps:,} decode steps")
 
 
-def _fit_note(est: "Estimate") -> str:
+def fit_note(est: "Estimate") -> str:
     """A title line for a configuration that cannot run (its times are what it would take if it could)."""
     if est.memory is None or est.memory.fits:
         return ""
     return "\ndoes not fit in GPU memory: hypothetical times, no verdict"
 
 
-def _finish(fig: Figure, est_params: CostParams | SimpleNamespace | None = None,
+def finish_figure(fig: Figure, est_params: CostParams | SimpleNamespace | None = None,
             coverage: tuple[str, ...] = ()) -> None:
     """tight_layout, keeping a strip at the bottom for the cost-parameter sentence (ideal / default /
     calibrated) and, where the workload leaves the calibration's measured grid, why its numbers are
@@ -187,7 +187,7 @@ def _finish(fig: Figure, est_params: CostParams | SimpleNamespace | None = None,
                  bbox={"boxstyle": "round,pad=0.25", "facecolor": "#e6e6e6", "edgecolor": "#999999"})
 
 
-def _title(ax: Axes, text: str, **kw: Any) -> None:
+def set_title(ax: Axes, text: str, **kw: Any) -> None:
     """Axes title whose lines are wrapped to the figure's width (11 pt DejaVu Sans: ~10 characters
     an inch), so a long workload or GPU name never runs off the canvas."""
     # every axes here is drawn on a Figure, none on a SubFigure (Axes.get_figure(root=True) needs matplotlib 3.10)
@@ -196,7 +196,7 @@ def _title(ax: Axes, text: str, **kw: Any) -> None:
     ax.set_title(plain("\n".join(lines)), fontsize=11, **kw)
 
 
-def _log_if_wide(ax: Axes, axis: str, lo: float, hi: float, decade: float = 10.0) -> bool:
+def log_if_wide(ax: Axes, axis: str, lo: float, hi: float, decade: float = 10.0) -> bool:
     """Switch `axis` to log when the positive data spans at least `decade`x."""
     if lo > 0 and hi / lo >= decade:
         from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
@@ -214,7 +214,7 @@ def _log_if_wide(ax: Axes, axis: str, lo: float, hi: float, decade: float = 10.0
 # speedup heatmap
 
 
-def _log2_edges(centres: np.ndarray) -> np.ndarray:
+def log2_edges(centres: np.ndarray) -> np.ndarray:
     """Cell edges for pcolormesh on a log2 axis: midpoints, half a step beyond the ends."""
     c = np.asarray(centres, float)
     if c.size == 1:
@@ -223,7 +223,7 @@ def _log2_edges(centres: np.ndarray) -> np.ndarray:
     return np.concatenate([[c[0] - (mid[0] - c[0])], mid, [c[-1] + (c[-1] - mid[-1])]])
 
 
-def _log2_ticks(ax: Axes, axis: str, values: np.ndarray, max_ticks: int = 11) -> None:
+def log2_ticks(ax: Axes, axis: str, values: np.ndarray, max_ticks: int = 11) -> None:
     """Ticks on a log2 axis labelled 256 / 1K / 4K: every (or every other) power of two when the grid
     is powers of two, else the grid's own values, so each row / column is named by what was swept."""
     lv = np.log2(values)
@@ -239,7 +239,7 @@ def _log2_ticks(ax: Axes, axis: str, values: np.ndarray, max_ticks: int = 11) ->
     getattr(ax, f"set_{axis}ticks")(pos, labels)
 
 
-def _speedup_cmap() -> ListedColormap:
+def speedup_cmap() -> ListedColormap:
     """Diverging with a visible step at 1.0: reds below (cascade loses), greens to blues above."""
     from matplotlib import colormaps
     from matplotlib.colors import ListedColormap
@@ -249,7 +249,7 @@ def _speedup_cmap() -> ListedColormap:
     return ListedColormap(np.vstack([lose, win]), name="cascade_speedup")
 
 
-def _speedup_norm(vmin: float, vmax: float) -> FuncNorm:
+def speedup_norm(vmin: float, vmax: float) -> FuncNorm:
     """Log on each side of 1.0, each side scaled to its own extent, 1.0 in the middle of the map."""
     from matplotlib.colors import FuncNorm
 

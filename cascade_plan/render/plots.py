@@ -9,7 +9,6 @@ Functions return the paths they wrote and never print.
 # The plots live in three modules (style, heatmap, run and GPU plots); this one names the public API.
 from cascade_plan.render.heatmap_plot import plot_speedup_heatmap
 from cascade_plan.render.plot_style import (
-    _RC,
     C_CASCADE,
     C_MERGE,
     C_PER_SEQ,
@@ -18,15 +17,16 @@ from cascade_plan.render.plot_style import (
     C_WEIGHTS,
     DPI,
     FORMATS,
-    _mpl,
-    _new_figure,
-    _save,
+    RC,
     fmt_tokens,
+    mpl_modules,
+    new_figure,
+    save_figure,
 )
 from cascade_plan.render.run_plots import plot_bytes_per_step, plot_hardware_comparison, plot_step_times
 
 __all__ = [
-    "plot_speedup_heatmap", "plot_bytes_per_step", "plot_hardware_comparison", "plot_step_times", "_RC", "C_CASCADE",
-    "C_MERGE", "C_PER_SEQ", "C_PREFIX", "C_SUFFIX", "C_WEIGHTS", "DPI", "FORMATS", "_mpl", "_new_figure", "_save",
-    "fmt_tokens",
+    "plot_speedup_heatmap", "plot_bytes_per_step", "plot_hardware_comparison", "plot_step_times", "RC", "C_CASCADE",
+    "C_MERGE", "C_PER_SEQ", "C_PREFIX", "C_SUFFIX", "C_WEIGHTS", "DPI", "FORMATS", "mpl_modules", "new_figure",
+    "save_figure", "fmt_tokens",
 ]

@@ -13,7 +13,6 @@ import numpy as np
 from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.verdict import range_tag
 from cascade_plan.render.plot_style import (
-    _RC,
     C_CASCADE,
     C_MERGE,
     C_PER_SEQ,
@@ -21,20 +20,21 @@ from cascade_plan.render.plot_style import (
     C_SUFFIX,
     C_WEIGHTS,
     FORMATS,
+    RC,
     UNCALIBRATED,
-    _batch_line,
-    _finish,
-    _fit_note,
-    _fmt_ms,
-    _fmt_s,
-    _fmt_x,
-    _gpu_name,
-    _log_if_wide,
-    _mpl,
-    _new_figure,
-    _save,
-    _scenario_line,
-    _title,
+    batch_line,
+    finish_figure,
+    fit_note,
+    fmt_ms,
+    fmt_ratio,
+    fmt_seconds_short,
+    gpu_name,
+    log_if_wide,
+    mpl_modules,
+    new_figure,
+    save_figure,
+    scenario_line,
+    set_title,
 )
 from cascade_plan.render.step_table import glue_label
 from cascade_plan.units import GiB
@@ -81,7 +81,7 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
     """Step time (ms) per decode step for both modes over the stacked parts that attention does not
     touch (GEMMs, engine glue, all-reduce: the floor both modes share), and the per-step speedup below
     it: early steps gain most, the gain fades as the private suffixes grow."""
-    _mpl()
+    mpl_modules()
     from matplotlib import rc_context
 
     c = est.costs
@@ -92,8 +92,8 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
     run = est.run_speedup
     marker = "o" if k.size <= 20 else None
 
-    with rc_context(_RC):
-        fig = _new_figure((8.5, 6.8))
+    with rc_context(RC):
+        fig = new_figure((8.5, 6.8))
         ax, ax2 = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})
 
         if (ps_ms > cas_ms).any():
@@ -115,7 +115,7 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
         ax.plot(k, cas_ms, color=C_CASCADE, linewidth=2.0, marker=marker, label="step, cascade attention")
         lo = float(min(w_ms.min(), cas_ms.min(), ps_ms.min()))
         hi = float(max(ps_ms.max(), cas_ms.max()))
-        if _log_if_wide(ax, "y", lo, hi):
+        if log_if_wide(ax, "y", lo, hi):
             ax.set_ylim(lo / 1.3, hi * 1.6)
             ax.set_ylabel("time per decode step (ms, log scale)")
         else:
@@ -123,8 +123,8 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
             ax.set_ylabel("time per decode step (ms)")
         ax.legend(loc="best", frameon=True, framealpha=0.9, edgecolor="none")
         ax.grid(True, axis="y", alpha=0.3)
-        _title(ax, f"{est.scenario.name}: step time over the run ({est.params.mode} mode)\n"
-                   f"{_scenario_line(est)}\n{_batch_line(est)}{_fit_note(est)}")
+        set_title(ax, f"{est.scenario.name}: step time over the run ({est.params.mode} mode)\n"
+                   f"{scenario_line(est)}\n{batch_line(est)}{fit_note(est)}")
 
         ax2.axhline(1.0, color="black", linewidth=1.0)
         ax2.fill_between(k, 1.0, speed, where=speed >= 1.0, color=C_CASCADE, alpha=0.15, linewidth=0,
@@ -145,16 +145,17 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
             if j == -1 and k.size == 1:
                 break
             above = speed[j] >= run
-            ax2.annotate(f"step {int(k[j]):,}: {_fmt_x(speed[j])}", (k[j], speed[j]), xytext=(dx, 6 if above else -6),
-                         textcoords="offset points", fontsize=9, ha=ha, va="bottom" if above else "top")
+            ax2.annotate(f"step {int(k[j]):,}: {fmt_ratio(speed[j])}", (k[j], speed[j]),
+                         xytext=(dx, 6 if above else -6), textcoords="offset points", fontsize=9, ha=ha,
+                         va="bottom" if above else "top")
         rng = est.verdict.speedup_range
-        run_text = (f"whole run\n{_fmt_x(rng[0])} to\n{_fmt_x(rng[1])}?\n{range_tag(est.verdict)}" if rng
-                    else f"whole run\n{_fmt_x(run)}")
+        run_text = (f"whole run\n{fmt_ratio(rng[0])} to\n{fmt_ratio(rng[1])}?\n{range_tag(est.verdict)}" if rng
+                    else f"whole run\n{fmt_ratio(run)}")
         _right_labels(ax2, [(1.0, "breakeven", "black"),
                             (run, run_text, "#555555" if rng else C_CASCADE if run >= 1 else C_PER_SEQ)])
         ax2.set_xlim(k[0] - 0.5 if k.size == 1 else k[0], k[-1] + 0.5 if k.size == 1 else k[-1])
-        _finish(fig, est.params, est.coverage)
-        return _save(fig, out_stem, formats)
+        finish_figure(fig, est.params, est.coverage)
+        return save_figure(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -164,7 +165,7 @@ def plot_step_times(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = 
 def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
     """Stacked HBM bytes per step (weights, shared prefix, private suffix, merge) for both modes at the
     first, middle and final decode step, each bar annotated with its step time."""
-    _mpl()
+    mpl_modules()
     from matplotlib import rc_context
     from matplotlib.transforms import blended_transform_factory
 
@@ -183,19 +184,19 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...
         bars.append((x0 - width / 2 - gap / 2, "per-seq.", np.array(ps_parts) / GiB, ps.step_s))
         bars.append((x0 + width / 2 + gap / 2, "cascade", np.array(cas_parts) / GiB, cas.step_s))
         centres.append(x0)
-        group_labels.append(f"{s.label} step (k={s.step:,})\ncascade {_fmt_x(s.speedup)} faster"
-                            if s.speedup >= 1 else f"{s.label} step (k={s.step:,})\ncascade {_fmt_x(s.speedup)}")
+        group_labels.append(f"{s.label} step (k={s.step:,})\ncascade {fmt_ratio(s.speedup)} faster"
+                            if s.speedup >= 1 else f"{s.label} step (k={s.step:,})\ncascade {fmt_ratio(s.speedup)}")
 
     top = max(float(b[2].sum()) for b in bars)
-    with rc_context(_RC):
-        fig = _new_figure((8.5, 6.0))
+    with rc_context(RC):
+        fig = new_figure((8.5, 6.0))
         ax = fig.add_subplot()
         for x, _mode, parts, step_s in bars:
             bottom = 0.0
             for (name, colour), v in zip(kinds, parts):
                 ax.bar(x, v, width, bottom=bottom, color=colour, edgecolor="white", linewidth=0.6)
                 bottom += v
-            ax.annotate(f"{_fmt_ms(step_s)}\n{bottom:,.3g} GiB", (x, bottom), xytext=(0, 3),
+            ax.annotate(f"{fmt_ms(step_s)}\n{bottom:,.3g} GiB", (x, bottom), xytext=(0, 3),
                         textcoords="offset points", ha="center", va="bottom", fontsize=9)
         ax.set_xticks([b[0] for b in bars], [b[1] for b in bars])
         tr = blended_transform_factory(ax.transData, ax.transAxes)
@@ -213,11 +214,11 @@ def plot_bytes_per_step(est: "Estimate", out_stem: Path, formats: tuple[str, ...
         handles = [Patch(color=kinds[i][1], label=kinds[i][0]) for i in present]
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=len(handles),
                   frameon=False)
-        _title(ax, f"{est.scenario.name}: HBM bytes per decode step ({est.params.mode} mode)\n"
-                   f"{_scenario_line(est)}\n{_batch_line(est)}\nabove each bar: step time and total bytes read"
-                   f"{_fit_note(est)}")
-        _finish(fig, est.params, est.coverage)
-        return _save(fig, out_stem, formats)
+        set_title(ax, f"{est.scenario.name}: HBM bytes per decode step ({est.params.mode} mode)\n"
+                   f"{scenario_line(est)}\n{batch_line(est)}\nabove each bar: step time and total bytes read"
+                   f"{fit_note(est)}")
+        finish_figure(fig, est.params, est.coverage)
+        return save_figure(fig, out_stem, formats)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -229,13 +230,13 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
     """Whole-run decode time per GPU for both modes, with the run speedup over each pair."""
     if not estimates:
         raise ValueError("plot_hardware_comparison needs at least one estimate")
-    _mpl()
+    mpl_modules()
     from matplotlib import rc_context
     from matplotlib.transforms import blended_transform_factory
 
     ps = np.array([e.run_per_sequence_s for e in estimates], float)
     cas = np.array([e.run_cascade_s for e in estimates], float)
-    names = ["\n".join(textwrap.wrap(_gpu_name(e.scenario.hardware).replace("NVIDIA ", ""), 16))
+    names = ["\n".join(textwrap.wrap(gpu_name(e.scenario.hardware).replace("NVIDIA ", ""), 16))
              for e in estimates]
     x = np.arange(len(estimates), dtype=float)
     width = 0.38
@@ -248,8 +249,8 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
                  for n, e in zip(names, estimates)]
     workloads = sorted({e.scenario.name for e in estimates})
 
-    with rc_context(_RC):
-        fig = _new_figure((max(6.5, 1.6 * len(estimates) + 2.5), 5.8))
+    with rc_context(RC):
+        fig = new_figure((max(6.5, 1.6 * len(estimates) + 2.5), 5.8))
         ax = fig.add_subplot()
         ax.bar(x[~unc] - width / 2, ps[~unc], width, color=C_PER_SEQ, label="per-sequence attention")
         ax.bar(x[~unc] + width / 2, cas[~unc], width, color=C_CASCADE, label="cascade attention")
@@ -260,10 +261,10 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
                    label=f"{UNCALIBRATED} (default efficiencies)")
         tops = [ps[i] / e.verdict.speedup_range[0] for i, e in enumerate(estimates) if e.verdict.speedup_range]
         lo, hi = float(min(ps.min(), cas.min())), float(max(ps.max(), cas.max(), *tops))
-        log = _log_if_wide(ax, "y", lo, hi)
+        log = log_if_wide(ax, "y", lo, hi)
         for xi, a, b in zip(x, ps, cas):
             for xx, v in ((xi - width / 2, a), (xi + width / 2, b)):
-                ax.annotate(_fmt_s(v), (xx, v), xytext=(0, 2), textcoords="offset points", ha="center",
+                ax.annotate(fmt_seconds_short(v), (xx, v), xytext=(0, 2), textcoords="offset points", ha="center",
                             va="bottom", fontsize=9)
         # The speedup of each GPU in a row above the bars.
         tr = blended_transform_factory(ax.transData, ax.transAxes)
@@ -281,10 +282,10 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
                 lo_s, hi_s = ps[i] / rng[1], ps[i] / rng[0]
                 ax.errorbar([xi + width / 2], [cas[i]], yerr=[[max(cas[i] - lo_s, 0)], [max(hi_s - cas[i], 0)]],
                             fmt="none", ecolor="#444444", elinewidth=1.4, capsize=5)
-                ax.text(xi, 1.01, f"{_fmt_x(rng[0])} to {_fmt_x(rng[1])}?\n{range_tag(e.verdict)}", transform=tr,
+                ax.text(xi, 1.01, f"{fmt_ratio(rng[0])} to {fmt_ratio(rng[1])}?\n{range_tag(e.verdict)}", transform=tr,
                         ha="center", va="bottom", fontsize=10, color="#555555")
                 continue
-            ax.text(xi, 1.01, f"{_fmt_x(sp)}", transform=tr, ha="center", va="bottom", fontsize=11.5,
+            ax.text(xi, 1.01, f"{fmt_ratio(sp)}", transform=tr, ha="center", va="bottom", fontsize=11.5,
                     color=C_CASCADE if sp >= 1 else C_PER_SEQ)
         if log:
             ax.set_ylim(lo / 1.5, hi * 2.2)
@@ -304,13 +305,13 @@ def plot_hardware_comparison(estimates: list["Estimate"], out_stem: Path,
         ranged = "\n'a to b?' and the bar on the cascade time: " + "; ".join(
             {"extrapolated": "extrapolated, the range over every source of numbers",
              "uncalibrated": "uncalibrated, the range the defaults' measured error allows"}[t] for t in tags)
-        _title(ax, f"{head} across GPUs (numbers: {', '.join(sources)})\n{_batch_line(first)}\n"
+        set_title(ax, f"{head} across GPUs (numbers: {', '.join(sources)})\n{batch_line(first)}\n"
                    "above each GPU: whole-run speedup of cascade (per-sequence time / cascade time)"
                    + (ranged if tags else ""), pad=30 if tags else 22)
         if len(sources) > 1:
             note = sources_note([(e.scenario.hardware.id, e.params) for e in estimates])
             assert note is not None                          # the GPUs' `numbers` differ: sources has two
-            _finish(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + note))
+            finish_figure(fig, SimpleNamespace(label="mixed sources, as labelled under each GPU: " + note))
         else:
-            _finish(fig, first.params)
-        return _save(fig, out_stem, formats)
+            finish_figure(fig, first.params)
+        return save_figure(fig, out_stem, formats)

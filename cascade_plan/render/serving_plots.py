@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cascade_plan.render.plot_style import _RC, _mpl, _new_figure, _save
+from cascade_plan.render.plot_style import RC, mpl_modules, new_figure, save_figure
 
 COLOURS = {"random": "#c0392b", "round-robin": "#e69f00", "least-loaded": "#8e44ad", "prefix-aware": "#1f6fb4"}
 MARKERS = {"random": "o", "round-robin": "s", "least-loaded": "^", "prefix-aware": "D"}
 
 
 def plot_route_sweep(counts: list[int], sweep: dict[str, list[float]], title: str, out_stem: Path) -> list[Path]:
-    mpl = _mpl()
-    with mpl.rc_context(_RC):
-        fig = _new_figure((7.5, 4.5))
+    mpl = mpl_modules()
+    with mpl.rc_context(RC):
+        fig = new_figure((7.5, 4.5))
         ax = fig.add_subplot(1, 1, 1)
         for policy, ys in sweep.items():
             ax.plot(counts, ys, marker=MARKERS[policy], color=COLOURS[policy], label=policy, lw=1.6,
@@ -28,4 +28,4 @@ def plot_route_sweep(counts: list[int], sweep: dict[str, list[float]], title: st
         ax.legend(frameon=False)
         ax.set_title(title, fontsize=9)
         fig.tight_layout()
-        return _save(fig, out_stem)
+        return save_figure(fig, out_stem)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cascade_plan.render.plot_style import _mpl, _save
+from cascade_plan.render.plot_style import mpl_modules, save_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure as FigureType
@@ -27,7 +27,7 @@ def _footer(fig: FigureType, res: dict) -> None:
 
 
 def plot_scatter(res: dict, out_stem: Path) -> list[Path]:
-    _mpl()
+    mpl_modules()
     from matplotlib.figure import Figure
 
     backends = list(res["backends"])
@@ -50,12 +50,12 @@ def plot_scatter(res: dict, out_stem: Path) -> list[Path]:
         ax.legend(fontsize=7, loc="upper left")
     fig.suptitle("Held-out kernels: predicted vs measured (one attention layer)")
     _footer(fig, res)
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)
 
 
 def plot_error_heatmap(res: dict, out_stem: Path) -> list[Path]:
     """Median absolute error of held-out kernel times per (prefix, group) cell, all backends."""
-    _mpl()
+    mpl_modules()
     from matplotlib.figure import Figure
 
     pts = [p for p in res["points"] if p["kernel"] in ("cascade_total", "decode_shared", "decode_dup", "prefix")]
@@ -83,4 +83,4 @@ def plot_error_heatmap(res: dict, out_stem: Path) -> list[Path]:
            title="Median |error| of held-out kernel times by region (all backends)")
     fig.colorbar(im, ax=ax, label="median absolute error (%)")
     _footer(fig, res)
-    return _save(fig, out_stem)
+    return save_figure(fig, out_stem)

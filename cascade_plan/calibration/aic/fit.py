@@ -32,7 +32,7 @@ MLA_LATENT = 576                    # kv_lora_rank 512 + rope 64, DeepSeek-V3
 MLA_V_DIM = 512
 
 
-def _most_common(values: np.ndarray) -> str:
+def most_common(values: np.ndarray) -> str:
     u, n = np.unique(values, return_counts=True)
     return str(u[np.argmax(n)])
 
@@ -47,7 +47,7 @@ def decode_rows(cols: dict, kv_dtype: str) -> tuple[list[dict], np.ndarray, str]
     base &= cols["num_heads"] % cols["num_key_value_heads"] == 0
     if not base.any():
         return [], np.zeros(0), ""
-    kernel = _most_common(cols["kernel_source"][base])
+    kernel = most_common(cols["kernel_source"][base])
     sel = base & (cols["kernel_source"] == kernel) & (cols["kv_cache_dtype"] == aic_kv) & (cols["latency"] > 0)
     idx = np.flatnonzero(sel)
     cfgs = [{"prefix_tokens": int(cols["isl"][i] + cols["step"][i]), "group_size": 1,
@@ -256,7 +256,7 @@ def mla_attention_rows(cols: dict, kv_dtype: str) -> tuple[np.ndarray, np.ndarra
     sel = (cols["kv_cache_dtype"] == aic_kv) & (cols["gemm_type"] == "bfloat16") & (cols["latency"] > 0)
     if not sel.any():
         return (np.zeros(0),) * 4
-    sel &= cols["kernel_source"] == _most_common(cols["kernel_source"][sel])
+    sel &= cols["kernel_source"] == most_common(cols["kernel_source"][sel])
     b, ctx, h = (cols[c][sel].astype(float) for c in ("batch_size", "step", "num_heads"))
     ctx = ctx + cols["isl"][sel]
     t = cols["latency"][sel] * MS
@@ -304,7 +304,7 @@ def mla_decode_configs(cols: dict, kv_dtype: str, heads_kept=None) -> tuple[list
         sel &= np.isin(cols["num_heads"], np.asarray(heads_kept))
     if not sel.any():
         return [], np.zeros(0), np.zeros(0), ""
-    kernel = _most_common(cols["kernel_source"][sel])
+    kernel = most_common(cols["kernel_source"][sel])
     sel &= cols["kernel_source"] == kernel
     b, h = cols["batch_size"][sel].astype(int), cols["num_heads"][sel].astype(int)
     ctx = (cols["isl"][sel] + cols["step"][sel]).astype(int)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from cascade_plan.calibration.aic.fit import MS, _most_common
+from cascade_plan.calibration.aic.fit import MS, most_common
 
 # planner weight dtype -> AIConfigurator's moe_dtype, in order of preference
 AIC_MOE_DTYPES = {"bf16": ("bfloat16",), "fp8": ("fp8_block", "fp8")}
@@ -68,7 +68,7 @@ def moe_rows(cols: dict) -> list[dict]:
                     sel = with_dtype & (cols["distribution"] == routing)
                     if not sel.any():
                         continue
-                    kernel = _most_common(cols["kernel_source"][sel])
+                    kernel = most_common(cols["kernel_source"][sel])
                     sel &= cols["kernel_source"] == kernel
                     tok, t = cols["num_tokens"][sel].astype(int), cols["latency"][sel] * MS
                     m = np.unique(tok)
