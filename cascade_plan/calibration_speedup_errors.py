@@ -1,5 +1,5 @@
 """The whole steps' measured speedup errors as a calibration file stores them (`fitted.speedup_errors`,
-written by `calibrate`, read by calibration/speedup_margin.py for every verdict's margin), and the file read
+written by `calibrate`, read by planning/speedup_margin.py for every verdict's margin), and the file read
 for them alone. A leaf like cascade_plan/calibration_format.py, whose Fitted holds them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ SpeedupError = Annotated[float, msgspec.Meta(ge=-1, le=1e3)]    # predicted / me
 
 class SpeedupErrorsDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Per backend and regime ("probed", "held_out"), the signed per-step speedup errors on the file's
-    measured whole steps: of its fits, and of the default efficiencies (calibration/speedup_margin.py)."""
+    measured whole steps: of its fits, and of the default efficiencies (planning/speedup_margin.py)."""
     fits: dict[_Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
     defaults: dict[_Text, dict[Literal["probed", "held_out"], list[SpeedupError]]]
     probed_models: list[_Text] | None = None         # models whose GEMMs were probed: the "probed" regime

@@ -91,10 +91,10 @@ MUTATIONS = ("negative", "string", "extra key", "huge", "zero", "scaled", "list"
 def calibration_fields(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
     """A random field of a shipped calibration file (imported or probe), mutated; estimate through it. A mutation
     that makes the file invalid must be refused; one that keeps it valid must answer correctly."""
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.cost.estimate import estimate, to_json
     from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.planning.params_select import select_params
 
     rng, tally = random.Random(seed), fz.Tally()
     docs = {p: json.loads(p.read_text()) for p in CALIBRATIONS}

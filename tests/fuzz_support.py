@@ -170,11 +170,11 @@ def edited_calibration(doc: dict, edits) -> dict:
 
 def run_calibration(doc: dict, backend: str | None, tmp: Path) -> str:
     """Classify a calibration file through what `estimate --calibration FILE --force` does."""
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.cost.estimate import estimate, to_json
     from cascade_plan.errors import InputError
     from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.planning.params_select import select_params
 
     path = tmp / "cal.json"
     path.write_text(json.dumps(doc, allow_nan=True))
@@ -266,8 +266,8 @@ def _calibration_read_once():
 
 
 def _params(mode: str, scn):
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.choices import ParamsChoice
+    from cascade_plan.planning.params_select import select_params
 
     if mode == "ideal":
         return select_params(scn, ParamsChoice(ideal=True))

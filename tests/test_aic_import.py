@@ -317,7 +317,7 @@ def test_flashinfer_cascade_off_hopper_is_the_probes_fa2_cascade():
     """FlashInfer's automatic prefill is FA3 on Hopper only: an imported A100 (or Blackwell, L40S) file prices its
     `flashinfer` cascade with the probe's FA2 cascade kernels, says so in its label (not as a verdict's caveat),
     and takes its verdict margin from the probe's flashinfer-fa2 whole steps; Hopper files keep FA3's."""
-    from cascade_plan.calibration.speedup_margin import speedup_margin
+    from cascade_plan.planning.speedup_margin import speedup_margin
 
     probe = find_committed(load_hardware("h200"), source="probe")
     for gpu, fa2 in (("a100-80gb", True), ("b200", True), ("l40s", True), ("h100-sxm", False)):

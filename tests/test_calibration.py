@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.fitting import KernelFit, features, fit_kernel, fit_l2, predict
-from cascade_plan.calibration.params_select import select_params
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.calibration.validation import _predict_kernel
 from cascade_plan.cli.app import app
@@ -20,6 +19,7 @@ from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec
 from cascade_plan.inputs.workload import Scenario, simple_tree
+from cascade_plan.planning.params_select import select_params
 
 runner = CliRunner()
 rng = np.random.default_rng(7)

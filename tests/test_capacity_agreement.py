@@ -4,10 +4,10 @@ for every shipped workload on every calibrated GPU and one without a calibration
 
 import pytest
 
-from cascade_plan.calibration.params_select import select_params
 from cascade_plan.cost.estimate import estimate
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.workload import load_scenario
+from cascade_plan.planning.params_select import select_params
 from cascade_plan.serving.capacity_search import (
     SearchSpace,
     Targets,

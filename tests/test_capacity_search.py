@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cascade_plan.calibration.params_select import select_params
-from cascade_plan.calibration.time_margin import default_time_errors
 from cascade_plan.cost.cost_model import gpu_shape
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.run_load import tree_run_costs, tree_run_costs_many
 from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.workload import TreeNode, load_scenario, total_sequences
+from cascade_plan.planning.params_select import select_params
+from cascade_plan.planning.time_margin import default_time_errors
 from cascade_plan.serving.batch_units import batch_units, composition, wave_sequences, wave_tree, waves_of
 from cascade_plan.serving.capacity_answer import model_ref, one_line_answer
 from cascade_plan.serving.capacity_search import (

@@ -87,7 +87,8 @@ def test_median0_is_np_median(a, with_nan):
 
 
 def _fresh_caches():
-    from cascade_plan.calibration import calibration_file, speedup_margin
+    from cascade_plan.calibration import calibration_file
+    from cascade_plan.planning import speedup_margin
 
     calibration_file._DECODED.clear()
     for f in (speedup_margin._stored, speedup_margin._errors, speedup_margin._probed_models):
@@ -127,7 +128,7 @@ def test_each_calibration_file_is_parsed_once_per_estimate(monkeypatch):
     """The defaults' evidence reads the H200 probe file (3.9 MB) for the H200's numbers, and the margin takes
     its stored errors from that same read; on the H200 its own numbers and the margin share one read too, and
     on an imported GPU its file is read once for its numbers and the margin's pointer to the probe file."""
-    from cascade_plan.calibration.speedup_margin import shipped_probe
+    from cascade_plan.planning.speedup_margin import shipped_probe
 
     probe = shipped_probe().name
     for hardware, choice in (("mi300x", {}), ("h100-sxm", {"uncalibrated": True}), ("h200", {}), ("h100-sxm", {})):
@@ -143,7 +144,7 @@ def test_each_calibration_file_is_parsed_once_per_estimate(monkeypatch):
 def test_a_calibrated_estimate_estimates_no_other_gpu(monkeypatch):
     """On a GPU with its own measured numbers and a workload inside them, the verdict needs no other GPU:
     one estimate, one calibration chosen."""
-    from cascade_plan.calibration import params_select, verdict_evidence
+    from cascade_plan.planning import params_select, verdict_evidence
 
     calls = {"estimate": 0, "select": []}
     real_estimate, real_select = verdict_evidence.estimate, params_select.select_params

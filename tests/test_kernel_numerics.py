@@ -1,4 +1,4 @@
-"""The measured error against float32 of the kernels behind a verdict (calibration/kernel_numerics.py): the figures
+"""The measured error against float32 of the kernels behind a verdict (planning/kernel_numerics.py): the figures
 equal the shipped probe file's own rows, read here with plain `json`, for the backend and KV dtype select_params
 chose; an imported GPU carries its transferred probe's cascade rows and says so; the defaults and the ideal bound
 carry none; `estimate` prints the line and emits it as `numerics`."""
@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from cascade_plan import DEFAULT, IDEAL, ParamsChoice, load_hardware, load_scenario, select_params
-from cascade_plan.calibration.kernel_numerics import KernelNumerics, kernel_numerics
+from cascade_plan.planning.kernel_numerics import KernelNumerics, kernel_numerics
 
 from cli_support import PROBE_H200, ROOT, estimate_json_and_text, run
 

@@ -1,8 +1,8 @@
 """The package's layering, read from the source with `ast` (imports inside functions count too).
 
 Layers, lowest first: the top-level leaves (in their own order, TOP_LEVEL) < inputs < cost < engine <
-calibration < logs < serving < render < cli. A module may import its own layer and the layers below it, never
-above, and the import graph has no cycle. No module imports the package root (it names the whole API, so it
+calibration < planning < logs < serving < render < cli. A module may import its own layer and the layers below
+it, never above, and the import graph has no cycle. No module imports the package root (it names the whole API, so it
 sits above everything): the version is the leaf `cascade_plan.version`. `kernels_probe` (the
 torch side) imports only leaf modules of `cascade_plan`, and only `cli/` imports `kernels_probe`.
 `cascade_plan/__init__.py` is the front door: it names the library API lazily and sits outside the order.
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("cascade_plan", "kernels_probe")
-LAYERS = ("", "inputs", "cost", "engine", "calibration", "logs", "serving", "render", "cli")
+LAYERS = ("", "inputs", "cost", "engine", "calibration", "planning", "logs", "serving", "render", "cli")
 MAX_LINES = 450
 # The top-level modules, lowest first: each may import only those before it. A new one takes its place here.
 TOP_LEVEL = ("version", "errors", "units", "resources", "gpus", "calibration_speedup_errors", "calibration_format",

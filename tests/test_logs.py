@@ -307,11 +307,11 @@ def test_more_bad_input(root, tmp_path, args, text):
 def test_common_prefix_and_vllm_gate_match_the_workload_view(root, tmp_path, name):
     """Every step of a simulated log holds the whole batch, so vLLM's view of each step is the
     workload's: the prefix shared by all, and the opted-in gate's decision."""
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.engine.engine_gate import common_prefix_of_all, engine_view
     from cascade_plan.inputs.choices import ParamsChoice
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.planning.params_select import select_params
 
     wl = root / f"workloads/{name}.yaml"
     log = tmp_path / "sim.jsonl"

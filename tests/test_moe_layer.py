@@ -142,7 +142,7 @@ def test_validate_reports_the_moe_steps(h200_validate_command) -> None:
 
 
 def test_the_stored_moe_speedup_errors_are_the_recomputed_ones(root) -> None:
-    from cascade_plan.calibration.speedup_margin import moe_speedup_errors
+    from cascade_plan.planning.speedup_margin import moe_speedup_errors
 
     probe = load_probe(root / CAL)
     stored = probe.doc["fitted"]["speedup_errors"]["moe_fits"]

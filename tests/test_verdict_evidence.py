@@ -145,7 +145,7 @@ def test_an_extrapolated_verdict_reads_the_shipped_calibration_once(root, monkey
     backends come from the shipped file as select_params decoded it, not from load_probe's row-by-row check
     (0.4 s of start-up); a user's own file is still checked."""
     from cascade_plan.calibration import calibration_file
-    from cascade_plan.calibration.verdict_evidence import _calibration_of
+    from cascade_plan.planning.verdict_evidence import _calibration_of
 
     scn = _on(load_scenario(root / "workloads/beam-search.yaml"), "h200")
     params = select_params(scn)

@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 
 from cascade_plan import DEFAULT, IDEAL, ParamsChoice, assess, load_hardware, load_scenario, select_params
 from cascade_plan.calibration.calibration_file import load_probe
-from cascade_plan.calibration.speedup_margin import speedup_margin
 from cascade_plan.calibration.step_validation import speedup_errors, validate_steps
 from cascade_plan.cli.app import app
 from cascade_plan.cost.verdict import clears_margin, go_no_go, with_margin
+from cascade_plan.planning.speedup_margin import speedup_margin
 
 runner = CliRunner()
 
@@ -80,7 +80,7 @@ def test_check_margin_judges_the_speedup_less_its_error(root):
 def test_the_stored_speedup_errors_are_the_recomputed_ones(root):
     """`calibrate` stores the fits' and the defaults' speedup errors on the measured steps so that `estimate`
     need not predict every step at start-up; they must be exactly what validating the file gives now."""
-    from cascade_plan.calibration.speedup_margin import measured_speedup_errors
+    from cascade_plan.planning.speedup_margin import measured_speedup_errors
 
     probe = load_probe(root / "calibrations/h200-probe-2026-12-01.json")
     stored = probe.doc["fitted"]["speedup_errors"]

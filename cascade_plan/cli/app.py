@@ -103,9 +103,9 @@ def estimate(
 
       cascade-plan estimate rl-rollouts-64 --hardware h100 --hbm-bandwidth 4.8 --memory 141GB     (what-if GPU)
     """  # noqa: E501
-    from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.cost.estimate import to_json
+    from cascade_plan.planning.params_select import select_params
+    from cascade_plan.planning.verdict_evidence import assess
 
     scn = scenario_from_options(workload, model=model, hardware=hardware, **shape.as_kwargs(),
                                 **deployment.as_kwargs())

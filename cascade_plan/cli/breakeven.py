@@ -81,9 +81,9 @@ def breakeven(
 
       cascade-plan breakeven --model llama-3-70b --hardware h200 --tp 8 --prefix 256:65536:log --batch 1:512:log --suffix 0,512,4096
     """  # noqa: E501
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.cost.breakeven import run_breakeven, workload_axes
     from cascade_plan.inputs.grid_spec import parse_axis
+    from cascade_plan.planning.params_select import select_params
     from cascade_plan.render import breakeven_report as br
 
     scn = what_if.apply(_scenario(workload, model, hardware, deployment))

@@ -81,8 +81,8 @@ def calibrate(
     if probe.steps and probe.hardware_id:
         # the fits' measured speedup errors on whole steps, which every verdict's margin reads
         from cascade_plan.calibration.calibration_file import ProbeData
-        from cascade_plan.calibration.speedup_margin import measured_speedup_errors
         from cascade_plan.inputs.hardware import load_hardware
+        from cascade_plan.planning.speedup_margin import measured_speedup_errors
 
         with np.errstate(all="ignore"):
             fitted["speedup_errors"] = measured_speedup_errors(ProbeData(probe.path, doc),

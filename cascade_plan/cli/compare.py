@@ -50,9 +50,9 @@ def compare(
 
     Example: cascade-plan compare rl-rollouts-64 --hardware a100-80gb,h100-sxm,h200,b200 --kv-dtype bf16,fp8
     """
-    from cascade_plan.calibration.params_select import params_for_gpu, sources_note
     from cascade_plan.cost.compare import compare_rows
     from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.planning.params_select import params_for_gpu, sources_note
     from cascade_plan.render.compare_table import render_compare, rows_csv
 
     base = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
@@ -61,7 +61,7 @@ def compare(
     kvs = list(dict.fromkeys(kv_dtype_value(k) for k in kv_dtype.split(","))) if kv_dtype else [base.kv_dtype]
     scns = [what_if.apply(msgspec.structs.replace(base, hardware=h, kv_dtype=k)) for h in hws for k in kvs]
     params = [params_for_gpu(s, choice) for s in scns]          # each GPU's own best source
-    from cascade_plan.calibration.verdict_evidence import assess
+    from cascade_plan.planning.verdict_evidence import assess
 
     rows = compare_rows(scns, params, lambda scn, p: assess(scn, p, reserve))
     note = sources_note([(s.hardware.id, p) for s, p in zip(scns, params)])

@@ -25,7 +25,7 @@ WorkloadOpt = Annotated[Optional[Path], typer.Option("--workload", help="Take mo
 
 def scenario_and_params(workload: Path | None, model: str | None, hardware: str | None, deployment: Deployment,
                         choice: ParamsChoice) -> tuple[Scenario, CostParams]:
-    from cascade_plan.calibration.params_select import select_params
+    from cascade_plan.planning.params_select import select_params
 
     if (workload is None) == (model is None):
         raise InputError("give --model (e.g. --model llama-3-8b --hardware h200) or --workload FILE, one of them")

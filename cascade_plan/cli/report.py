@@ -79,8 +79,8 @@ def plot(
 
     Example: cascade-plan plot rl-rollouts-64 --out plots/
     """
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.planning.params_select import select_params
     from cascade_plan.render.report import slug
 
     kinds = kind or list(KINDS)
@@ -126,8 +126,8 @@ def report(
     from rich.progress import Progress
 
     from cascade_plan.atomic import write_text_atomic
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.workload import load_scenario
+    from cascade_plan.planning.params_select import select_params
     from cascade_plan.render.report import build_report, slug
     from cascade_plan.report_folder import ReportFolder
 

@@ -13,7 +13,7 @@ descriptions of what was measured, for a probe file and an AIConfigurator import
 
 Three checks follow, one note each: context, batch, and one layer's shared prefix (the prefix pass's
 input and the L2 re-read term's working set). The notes join CostParams.notes in the verdict
-(calibration/verdict_evidence.py): a range over every source we have, and no verdict where that range
+(planning/verdict_evidence.py): a range over every source we have, and no verdict where that range
 straddles 1x. Pure numpy."""
 
 from __future__ import annotations

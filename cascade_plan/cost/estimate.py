@@ -73,7 +73,7 @@ class Estimate(msgspec.Struct, frozen=True):
     attention_source: dict | None = None
     # MoE models: where the routed experts' times come from (measured rows or the model), cost/ops/moe.py
     moe_source: dict | None = None
-    # the measured error against float32 of the kernels behind the numbers (cascade_plan/calibration/kernel_numerics.py,
+    # the measured error against float32 of the kernels behind the numbers (cascade_plan/planning/kernel_numerics.py,
     # KernelNumerics.to_json); None for the defaults and the ideal bound, which have no kernel behind them
     numerics: dict | None = None
 

@@ -2,7 +2,7 @@
 --bf16-tflops 1200, --l2 96MiB) instead of a sourced profile YAML. The changed profile's id and name say
 "what-if, user-supplied" and list the numbers, so every table, JSON document, report and plot shows it; its
 sources name the command line. The base GPU's calibration still applies, scaled to the new numbers
-(calibration/params_select.py: what_if_params): what was measured is the best guess for a GPU like it."""
+(planning/params_select.py: what_if_params): what was measured is the best guess for a GPU like it."""
 
 from __future__ import annotations
 

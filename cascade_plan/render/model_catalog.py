@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from cascade_plan.calibration.params_select import shipped_source
 from cascade_plan.cost.cost_model import kv_bytes_per_token, kv_heads_per_gpu, weight_bytes_per_gpu
 from cascade_plan.inputs.hardware import builtin_hardware_ids, load_hardware
 from cascade_plan.inputs.model_spec import load_preset, preset_ids
+from cascade_plan.planning.params_select import shipped_source
 from cascade_plan.render.console import make_console, written
 from cascade_plan.units import fmt_bytes_binary, fmt_count
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.breakeven import BreakevenResult
 from cascade_plan.cost.capacity import preemption_warnings
 from cascade_plan.cost.coverage import sources_line
@@ -17,6 +16,7 @@ from cascade_plan.engine.vllm_source import CASCADE_DISABLED_BY_DEFAULT, CUDA_GR
 from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.inputs.ids import slug as safe_slug  # one rule for every folder named after a workload
 from cascade_plan.inputs.workload import TreeNode
+from cascade_plan.planning.params_select import sources_note
 from cascade_plan.render.breakeven_report import breakeven_cell, memory_line
 from cascade_plan.render.check_report import md_cell
 from cascade_plan.render.step_table import glue_label, step_rows

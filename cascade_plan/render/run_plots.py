@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cascade_plan.calibration.params_select import sources_note
 from cascade_plan.cost.verdict import range_tag
+from cascade_plan.planning.params_select import sources_note
 from cascade_plan.render.plot_style import (
     C_CASCADE,
     C_MERGE,

@@ -56,8 +56,8 @@ class Launch(msgspec.Struct, frozen=True):
 
 def best_estimate(scn: Scenario, result: SearchResult, c: Candidate, reserve: float) -> Estimate:
     """`estimate` with its evidence for the candidate's configuration (its first wave)."""
-    from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.calibration.verdict_evidence import assess
+    from cascade_plan.planning.params_select import select_params
+    from cascade_plan.planning.verdict_evidence import assess
 
     at = candidate_scenario(scn, result, c)
     return assess(at, select_params(at, candidate_choice(c)), reserve)

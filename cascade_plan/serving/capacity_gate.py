@@ -59,11 +59,11 @@ def run_gate(scenarios: list, choice: ParamsChoice, thresholds: dict, reserve: f
     """Judge every scenario. `thresholds` (the Checks fields; None leaves a workload's own) win over each
     workload's `checks:`. Every scenario's cost parameters are chosen before any is judged, so bad input is
     refused first; InputError when nothing at all is checked."""
-    from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.engine.checks import has_checks, merge_checks, run_checks
     from cascade_plan.engine.engine_gate import engine_view
+    from cascade_plan.planning.params_select import select_params
+    from cascade_plan.planning.verdict_evidence import assess
     from cascade_plan.serving.capacity_search import own_run
 
     chosen = [select_params(s, choice) for s in scenarios]

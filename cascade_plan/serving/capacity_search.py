@@ -18,7 +18,6 @@ from collections.abc import Callable
 import msgspec
 import numpy as np
 
-from cascade_plan.calibration.time_margin import TimeErrors
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION, stored_weight_bytes
 from cascade_plan.cost.cost_model import gpu_shape
 from cascade_plan.cost.cost_params import CostParams
@@ -30,6 +29,7 @@ from cascade_plan.errors import InputError
 from cascade_plan.inputs.choices import ParamsChoice
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.workload import Scenario
+from cascade_plan.planning.time_margin import TimeErrors
 from cascade_plan.serving.batch_units import (
     MAX_DISTINCT_WAVES,
     MAX_WAVES_WALKED,
@@ -143,8 +143,8 @@ def rank_key(c: Candidate) -> tuple:
 
 def default_hardware_ids() -> list[str]:
     """Every built-in GPU with a calibration shipped for it (known from the files' names)."""
-    from cascade_plan.calibration.params_select import shipped_source
     from cascade_plan.inputs.hardware import builtin_hardware_ids
+    from cascade_plan.planning.params_select import shipped_source
 
     return [h for h in builtin_hardware_ids() if shipped_source(h) != "default"]
 
@@ -201,8 +201,8 @@ def _kernels(scn: Scenario, space: SearchSpace, notes: list[str]) -> list[_Kerne
     """The kernels a GPU and KV dtype are priced with: each asked-for backend its calibration measured with
     that KV dtype, else the default efficiencies (uncalibrated)."""
     from cascade_plan.calibration.calibration_file import find_committed
-    from cascade_plan.calibration.params_select import select_params
-    from cascade_plan.calibration.speedup_margin import speedup_margin, step_kind
+    from cascade_plan.planning.params_select import select_params
+    from cascade_plan.planning.speedup_margin import speedup_margin, step_kind
 
     hw, kv = scn.hardware, scn.kv_dtype
     probe = find_committed(hw)
@@ -272,7 +272,7 @@ def concurrency_ladder(scn: Scenario, units: BatchUnits, reserve: float) -> list
 def search(scn: Scenario, space: SearchSpace, targets: Targets,
            progress: Callable[[int, int], None] | None = None) -> SearchResult:
     """Every candidate configuration for the workload, ranked (rank_key)."""
-    from cascade_plan.calibration.time_margin import default_time_errors
+    from cascade_plan.planning.time_margin import default_time_errors
 
     if not space.hardware:
         raise InputError("--hardware: no GPU to search")

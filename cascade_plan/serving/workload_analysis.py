@@ -49,12 +49,12 @@ def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[Hardwar
     """Everything a report section needs for `scn` under `params`; the breakeven sweeps `prefix_axis` x
     `batch_axis` at the workload's middle-step suffix; the other GPUs take `choice` (each its own best source),
     the workload's own GPU keeps `params`."""
-    from cascade_plan.calibration.params_select import params_for_gpu, select_params
-    from cascade_plan.calibration.verdict_evidence import assess
     from cascade_plan.cost.breakeven import run_breakeven, workload_axes
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.engine.engine_gate import engine_view
+    from cascade_plan.planning.params_select import params_for_gpu, select_params
+    from cascade_plan.planning.verdict_evidence import assess
 
     est = assess(scn, params, reserve)
     groups, suffix = workload_axes(scn)
@@ -70,7 +70,7 @@ def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[Hardwar
     backend_ests = []
     if params.mode == "calibrated":
         from cascade_plan.calibration.calibration_file import load_probe
-        from cascade_plan.calibration.params_select import calibrated_for
+        from cascade_plan.planning.params_select import calibrated_for
 
         assert params.source is not None                 # calibrated numbers come from a file
         probe = load_probe(Path(params.source))

@@ -30,10 +30,10 @@ def default_time_errors() -> dict[bool, TimeErrors] | None:
     """Per mode (cascade True / False), the defaults' step-time errors on the shipped probe's whole steps;
     None where no probe file with whole steps ships."""
     from cascade_plan.calibration.calibration_file import load_probe
-    from cascade_plan.calibration.speedup_margin import shipped_probe
     from cascade_plan.calibration.step_validation import step_points
     from cascade_plan.cost.cost_params import DEFAULT
     from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.planning.speedup_margin import shipped_probe
 
     path = shipped_probe()
     if path is None:

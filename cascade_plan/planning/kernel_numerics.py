@@ -168,7 +168,7 @@ def _rows(path: str, name: str) -> tuple[str, tuple[_ErrorRow, ...]] | None:
 
 def _transferred_probe(imported: Path) -> Path | None:
     """The probe file an AIConfigurator import's cascade kernels were transferred from (`source.transferred.from`,
-    beside the import), the way calibration/speedup_margin.py finds it; None where it names none or it is gone."""
+    beside the import), the way planning/speedup_margin.py finds it; None where it names none or it is gone."""
     from cascade_plan.calibration.calibration_file import read_already
     from cascade_plan.calibration_rows import Source, SourceOnlyDoc
 

@@ -56,16 +56,16 @@ def attach_evidence(est: Estimate) -> Estimate:
 def attach_numerics(est: Estimate) -> Estimate:
     """The estimate with the measured error against float32 of the kernels behind its numbers (every verdict,
     judged or not: it describes the kernels, not the workload); unchanged where none stand behind them."""
-    from cascade_plan.calibration.kernel_numerics import kernel_numerics
+    from cascade_plan.planning.kernel_numerics import kernel_numerics
 
     n = kernel_numerics(est.params, est.scenario.kv_dtype)
     return est if n is None else msgspec.structs.replace(est, numerics=n.to_json())
 
 
 def attach_margin(est: Estimate) -> Estimate:
-    """The verdict held against the measured speedup error of its numbers (calibration/speedup_margin.py):
+    """The verdict held against the measured speedup error of its numbers (planning/speedup_margin.py):
     a go within that error becomes marginal; every judged verdict carries the error it was held to."""
-    from cascade_plan.calibration.speedup_margin import speedup_margin, step_kind
+    from cascade_plan.planning.speedup_margin import speedup_margin, step_kind
 
     if not est.verdict.judged:
         return est
@@ -82,8 +82,8 @@ def attach_margin(est: Estimate) -> Estimate:
 def _measured_gpus(first: str) -> list[str]:
     """Built-in GPUs with a measured source shipped for them (known from the files' names, nothing is
     opened): the workload's own first, then those measured by our probe before imported tables."""
-    from cascade_plan.calibration.params_select import shipped_source
     from cascade_plan.inputs.hardware import builtin_hardware_ids
+    from cascade_plan.planning.params_select import shipped_source
 
     source = {h: shipped_source(h) for h in builtin_hardware_ids()}
     return sorted((h for h, s in source.items() if s != "default"), key=lambda h: (h != first, source[h] != "probe"))
@@ -94,8 +94,8 @@ def _gpu_pairs(est: Estimate) -> list[tuple[str, float, float, CostParams, list[
     beyond their grid) on the GPUs with measured numbers: the workload's own first, then those whose cascade
     kernels were measured on the GPU itself (our probe) before imported tables. Only the runs are priced: the
     evidence compares their speedups, not the steps, memory or verdict `estimate` adds."""
-    from cascade_plan.calibration.params_select import select_params
     from cascade_plan.inputs.hardware import load_hardware
+    from cascade_plan.planning.params_select import select_params
 
     scn = est.scenario
     found = []
@@ -144,8 +144,8 @@ def _alternatives(est: Estimate) -> tuple[list[CostParams], list[str]]:
     if p.source:
         import msgspec
 
-        from cascade_plan.calibration.params_select import calibrated_for
         from cascade_plan.errors import InputError
+        from cascade_plan.planning.params_select import calibrated_for
 
         try:
             probe = _calibration_of(p.source)
