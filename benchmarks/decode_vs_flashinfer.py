@@ -3,8 +3,8 @@
     python benchmarks/decode_vs_flashinfer.py sweep [--out rows.json]     # launch variants on the shapes that lose
     python benchmarks/decode_vs_flashinfer.py grid  [--out rows.json]     # the default tune on every probe row
 
-Each shape is built as the probe builds it (``kernels_probe.data``), each kernel is checked against the float32
-reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
+Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
+float32 reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
 before each replay). FlashInfer's figure is the faster of its two decode variants (CUDA cores, tensor cores).
 The ratio is FlashInfer's time over ours: >= 1.0 means ours is at least as fast.
 """
@@ -25,7 +25,7 @@ TOL = 1e-2
 
 
 def sweep_configs():
-    from kernels_probe.grid import AttentionConfig as A
+    from kernels_probe.attention.grid import AttentionConfig as A
 
     return [
         A(prefix_tokens=4096, group_size=64, q_per_kv=1, num_kv_heads=40, kv_dtype="fp8"),
@@ -71,13 +71,13 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from kernels_probe import flashinfer_backend
-    from kernels_probe.data import build_data, reference_output
-    from kernels_probe.grid import build_grid
-    from kernels_probe.reference import max_rel_err
+    from kernels_probe.attention import flashinfer_backend
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.grid import build_grid
+    from kernels_probe.attention.reference import max_rel_err
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, PROBE_1_2_TUNE, decode_splits
+    from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
-    from kernels_probe.triton_launch import DEFAULT_TUNE, PROBE_1_2_TUNE, decode_splits
-    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     t_start = time.perf_counter()
     props = torch.cuda.get_device_properties(0)

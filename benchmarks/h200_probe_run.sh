@@ -31,7 +31,7 @@ for st in ${stages//,/ }; do
               --plan benchmarks/plan-deepseek-v3-grpo-tp8.json && python3 benchmarks/mla_table.py $OUT/mla-plan.json ;;
     mla-plan-fp8) timeout $(left) python3 -m kernels_probe --out $OUT/mla-plan-fp8.json --no-attention --backend flashinfer \
               --plan benchmarks/plan-deepseek-v3-grpo-tp8-fp8.json && python3 benchmarks/mla_table.py $OUT/mla-plan-fp8.json ;;
-    moe-steps) timeout $(left) python3 -m kernels_probe.moe_steps --out $OUT/moe_steps.json \
+    moe-steps) timeout $(left) python3 -m kernels_probe.moe.moe_steps --out $OUT/moe_steps.json \
               --budget-s $(( $(left) - 45 )) ${MOE_STEPS_ARGS:-} ;;
   esac
   echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"

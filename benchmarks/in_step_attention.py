@@ -30,7 +30,7 @@ from datetime import datetime
 
 import torch
 
-from kernels_probe.step_shapes import WorkloadStep, layer_shape
+from kernels_probe.steps.step_shapes import WorkloadStep, layer_shape
 from kernels_probe.timing import capture_graph, start_command, summarize, time_fn, time_graph
 
 # name, step point, step kind ("dense" through the dense step model, "moe" through the MoE one), (backend, mode)s
@@ -83,7 +83,7 @@ def _idle_replays(g, n: int) -> list[float]:
 
 
 def attention_only(case, pt, shape, pairs, flusher, phases, device) -> list[dict]:
-    from kernels_probe.step_model import Attention, StepKV
+    from kernels_probe.steps.step_model import Attention, StepKV
 
     kv = StepKV(shape, pt, device, seed=1)
     rows = []
@@ -126,13 +126,13 @@ def whole_steps(case, pt, kind, pairs, flusher, phases, device, sm_count) -> lis
 
     backends = sorted({b for b, _ in pairs})
     if kind == "dense":
-        from kernels_probe.whole_steps import measure_steps
+        from kernels_probe.steps.whole_steps import measure_steps
 
         rows, skipped = phases.run(f"{case}/step", lambda: measure_steps(
             flusher, device, sm_count, quick=False, backends=backends, glue="fused", points=[pt], timer=timer))
     else:
-        from kernels_probe.moe_step_shapes import MoeStepPoint
-        from kernels_probe.moe_steps import measure_moe_steps
+        from kernels_probe.moe.moe_step_shapes import MoeStepPoint
+        from kernels_probe.moe.moe_steps import measure_moe_steps
 
         rows, skipped = phases.run(f"{case}/step", lambda: measure_moe_steps(
             flusher, device, sm_count, [MoeStepPoint(pt, 1, None)], modes=pairs, timer=timer))
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
         for case, pt, kind, pairs in (by_name[n] for n in args.cases.split(",")):   # in the order asked
             t0 = time.perf_counter()
             if kind == "moe":
-                from kernels_probe.moe_step_shapes import moe_step_shape
+                from kernels_probe.moe.moe_step_shapes import moe_step_shape
 
                 shape = moe_step_shape(pt.model, 1)
             else:

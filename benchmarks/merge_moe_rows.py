@@ -1,4 +1,4 @@
-"""Merge the MoE probe's rows (python -m kernels_probe.moe_run / benchmarks/moe_probe_run.sh: a JSON of
+"""Merge the MoE probe's rows (python -m kernels_probe.moe.moe_run / benchmarks/moe_probe_run.sh: a JSON of
 kind "moe_probe_rows") into a calibration file of the same GPU: its `step_ops` rows of op
 "moe_grouped_gemm" are appended, each tagged with the run that measured it (`run`: created_utc), a
 re-measured point replacing the older row; the run joins notes.runs and its skipped rows go to

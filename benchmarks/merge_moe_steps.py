@@ -1,4 +1,4 @@
-"""Merge whole MoE / MLA + MoE step rows (python -m kernels_probe.moe_steps / h200_probe_run.sh moe-steps: a JSON
+"""Merge whole MoE / MLA + MoE step rows (python -m kernels_probe.moe.moe_steps / h200_probe_run.sh moe-steps: a JSON
 of kind "moe_step_rows") into a calibration file of the same GPU: its `steps` rows (with a `step_kind`) are
 appended, each tagged with the run that measured it (`run`: created_utc), a re-measured step replacing the
 older row; the run joins notes.runs and its skipped steps go to `step_skipped`. The no-attention rows

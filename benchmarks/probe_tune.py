@@ -25,12 +25,12 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from kernels_probe.data import build_data, reference_output
-    from kernels_probe.grid import AttentionConfig
-    from kernels_probe.reference import max_rel_err
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.grid import AttentionConfig
+    from kernels_probe.attention.reference import max_rel_err
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
+    from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
-    from kernels_probe.triton_launch import DEFAULT_TUNE
-    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     torch.backends.cuda.matmul.allow_tf32 = False
     props = torch.cuda.get_device_properties(0)
@@ -165,12 +165,12 @@ def large_batch_sweep(rows, record, sm, flusher):
     """Per-sequence decode when the batch fills the GPU (shared vs duplicated pages), and prefix tiles."""
     import torch
 
-    from kernels_probe.data import build_data, reference_output
-    from kernels_probe.grid import AttentionConfig
-    from kernels_probe.reference import max_rel_err
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.grid import AttentionConfig
+    from kernels_probe.attention.reference import max_rel_err
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
+    from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import time_fn
-    from kernels_probe.triton_launch import DEFAULT_TUNE
-    from kernels_probe.triton_plans import CascadePlan, DecodePlan
 
     dvars = [dict(), dict(decode_head_major=True), dict(decode_stages_large_batch=2),
              dict(decode_stages_large_batch=4), dict(decode_block_n_large_batch=256, decode_stages_large_batch=2,
@@ -230,12 +230,12 @@ def cascade_sweep(rows, record, sm, flusher):
     """Suffix-pass tiles for short per-sequence programs, prefix split targets, whole cascade."""
     import torch
 
-    from kernels_probe.data import build_data, reference_output
-    from kernels_probe.grid import AttentionConfig
-    from kernels_probe.reference import max_rel_err
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.grid import AttentionConfig
+    from kernels_probe.attention.reference import max_rel_err
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
+    from kernels_probe.attention.triton_plans import CascadePlan
     from kernels_probe.timing import time_fn
-    from kernels_probe.triton_launch import DEFAULT_TUNE
-    from kernels_probe.triton_plans import CascadePlan
 
     cfgs = [AttentionConfig(prefix_tokens=4096, group_size=256, suffix_tokens=128),
             AttentionConfig(prefix_tokens=16384, group_size=16, suffix_tokens=128),

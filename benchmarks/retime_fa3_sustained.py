@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from kernels_probe.grid import AttentionConfig
+from kernels_probe.attention.grid import AttentionConfig
 from kernels_probe.timing import SUSTAIN_S, start_command, time_fn, time_sustained
 
 TOLERANCE = 1e-2
@@ -38,9 +38,9 @@ def main(argv=None) -> int:
     if started is None:
         return 1
     args, _, device, props, flusher = started
-    from kernels_probe.data import build_data, reference_output
-    from kernels_probe.flashinfer_backend import FlashInferCascade
-    from kernels_probe.reference import max_rel_err
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.flashinfer_backend import FlashInferCascade
+    from kernels_probe.attention.reference import max_rel_err
 
     doc = json.load(open(args.calibration))
     rows = [m for m in doc["measurements"] if m["backend"] == "flashinfer" and m["kernel"] == "cascade_total"

@@ -31,7 +31,7 @@ from datetime import datetime
 
 import torch
 
-from kernels_probe.step_shapes import WorkloadStep, layer_shape
+from kernels_probe.steps.step_shapes import WorkloadStep, layer_shape
 from kernels_probe.timing import L2Flusher, capture_graph, start_command
 
 LAYER_M = (16, 64, 256, 512, 1024, 2048)
@@ -131,7 +131,7 @@ def sustained(fn, smi: Smi, max_mhz: float, *, min_replay_s: float = 5e-3) -> di
 
 
 def layer_rows(device, smi, max_mhz) -> list[dict]:
-    from kernels_probe.layer_graph import LayerGraph
+    from kernels_probe.steps.layer_graph import LayerGraph
 
     rows = []
     for model in LAYER_MODELS:
@@ -156,8 +156,8 @@ def layer_rows(device, smi, max_mhz) -> list[dict]:
 
 
 def attention_rows(device, smi, max_mhz) -> list[dict]:
-    from kernels_probe.moe_step_shapes import moe_step_shape
-    from kernels_probe.step_model import Attention, StepKV
+    from kernels_probe.moe.moe_step_shapes import moe_step_shape
+    from kernels_probe.steps.step_model import Attention, StepKV
 
     rows = []
     for case, pt, pairs in ATTENTION:
@@ -201,7 +201,7 @@ class _NoAttention:
 
 
 def step_rows(device, flusher, smi, max_mhz) -> list[dict]:
-    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
+    from kernels_probe.steps.step_model import DecodeStep, StepKV, StepWeights
     from kernels_probe.timing import time_graph
 
     rows = []

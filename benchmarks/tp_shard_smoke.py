@@ -7,9 +7,9 @@ import sys
 
 import torch
 
-from kernels_probe.step_shapes import tp_step_points
+from kernels_probe.steps.step_shapes import tp_step_points
+from kernels_probe.steps.whole_steps import measure_steps
 from kernels_probe.timing import L2Flusher
-from kernels_probe.whole_steps import measure_steps
 
 dev = torch.device("cuda")
 props = torch.cuda.get_device_properties(dev)

@@ -40,7 +40,8 @@ Bytes = Annotated[float, msgspec.Meta(ge=0, le=1e18)]
 
 
 class MlaConfig(BatchShapeDoc, frozen=True, kw_only=True):
-    """An MLA row's `config` (kernels_probe/mla.py MlaConfig.as_dict): one latent KV head read by every query head."""
+    """An MLA row's `config` (kernels_probe/attention/mla.py: MlaShape.as_dict): one latent KV head read by every
+    query head."""
 
     num_heads: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
     kv_lora_rank: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEADS)]
@@ -76,7 +77,7 @@ class StepConfig(msgspec.Struct, frozen=True, kw_only=True):
     suffix_tokens: Count
 
 
-# The whole-step kinds beside the dense steps (kernels_probe/moe_step.py), in words.
+# The whole-step kinds beside the dense steps (kernels_probe/moe/moe_step.py), in words.
 STEP_KINDS = {"moe": "MoE (GQA attention + routed experts)", "mla_moe": "MLA + MoE"}
 
 
@@ -95,7 +96,8 @@ class StepRow(msgspec.Struct, frozen=True, kw_only=True):
     mode: Literal["per_sequence", "cascade"]
     median_s: PositiveSeconds
     model_config: dict[str, Any] | None = None     # a config.json for models without a preset (read by inputs/)
-    step_kind: Literal["moe", "mla_moe"] | None = None  # MoE / MLA + MoE steps (kernels_probe/moe_step.py); None: dense
+    # MoE / MLA + MoE steps (kernels_probe/moe/moe_step.py); None: dense
+    step_kind: Literal["moe", "mla_moe"] | None = None
     layers: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None   # the layers built, where fewer than the model's
     allreduce: bool | None = None                   # False: one GPU's tensor-parallel shard, no all-reduce timed
 

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan is not None:
         import json
 
-        from kernels_probe.workload_probe import plan_from_json
+        from kernels_probe.steps.workload_probe import plan_from_json
 
         plan = plan_from_json(json.loads(args.plan.read_text()))
     doc = run_probe(args.out, quick=args.quick, backends=args.backend, page_size=args.page_size, console=console,

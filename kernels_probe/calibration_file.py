@@ -20,7 +20,7 @@ from cascade_plan.calibration_format import KIND, SCHEMA_VERSION
 from cascade_plan.calibration_probe_format import ProbeDocument
 from cascade_plan.gpus import hardware_id_for
 from kernels_probe import PROBE_VERSION
-from kernels_probe.grid import BACKENDS, KERNELS
+from kernels_probe.attention.grid import BACKENDS, KERNELS
 
 __all__ = ["KIND", "SCHEMA_VERSION", "hardware_id_for", "load", "new_document", "validate_document", "write_atomic"]
 

@@ -125,7 +125,7 @@ def build_parser(description: str | None = None) -> argparse.ArgumentParser:
 
 
 def command_parser(module: str, doc: str | None, *, budget_s: float) -> argparse.ArgumentParser:
-    """The parser of a probe command beside this one (python -m kernels_probe.moe_run, .moe_steps): described by
+    """The parser of a probe command beside this one (python -m kernels_probe.moe.moe_run, .moe_steps): described by
     the first paragraph of its module's doc, with the options they all have (--out FILE, --quick, --budget-s S)."""
     import argparse
 
@@ -138,7 +138,7 @@ def command_parser(module: str, doc: str | None, *, budget_s: float) -> argparse
 
 def check_choices(backends: list[str] | None, grid: str) -> str | None:
     """The one-line error for an unknown backend or grid (None when both are known)."""
-    from kernels_probe.grid import BACKENDS
+    from kernels_probe.attention.grid import BACKENDS
 
     unknown = sorted(set(backends or []) - set(BACKENDS))
     if unknown:

@@ -11,10 +11,10 @@ import threading
 import time
 
 from kernels_probe import PROBE_VERSION
-from kernels_probe.accounting import kernel_cost
+from kernels_probe.attention.accounting import kernel_cost
+from kernels_probe.attention.grid import BACKEND_MODULES, BACKENDS, KERNELS, AttentionConfig, build_grid
+from kernels_probe.attention.timed import SkippedKernel, TimedKernel
 from kernels_probe.calibration_file import new_document, write_atomic
-from kernels_probe.grid import BACKEND_MODULES, BACKENDS, KERNELS, AttentionConfig, build_grid
-from kernels_probe.timed import SkippedKernel, TimedKernel
 
 TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
 NOTES = {
@@ -82,7 +82,7 @@ class _Ctx:
 
 
 def _err(torch, out, ref) -> float:
-    from kernels_probe.reference import max_rel_err
+    from kernels_probe.attention.reference import max_rel_err
 
     c = ref.shape
     return max_rel_err(out.reshape(c), ref)
@@ -104,7 +104,7 @@ def _backend_kernels(backend: str, data, ctx: _Ctx):
 
 def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: int) -> None:
     torch = ctx.torch
-    from kernels_probe.data import build_data, reference_output
+    from kernels_probe.attention.data import build_data, reference_output
 
     try:
         data = build_data(cfg, ctx.device, seed=seed)
@@ -149,7 +149,7 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
         casc, dec = (it.backend, "cascade_total", it.variant), (it.backend, "decode_shared", it.variant)
         if it.kernel == "cascade_total" and it.keep_output and outs.get(casc) is not None \
                 and outs.get(dec) is not None:
-            from kernels_probe.reference import max_rel_err
+            from kernels_probe.attention.reference import max_rel_err
 
             vs_decode[casc] = max_rel_err(outs[casc], outs[dec].float())
     del outs
@@ -214,10 +214,10 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         TimeElapsedColumn,
     )
 
-    from kernels_probe import flashinfer_backend
+    from kernels_probe.attention import flashinfer_backend
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.environment import missing_requirements
     from kernels_probe.timing import L2Flusher, measure_ceilings
-    from kernels_probe.triton_launch import DEFAULT_TUNE
 
     t_start = time.perf_counter()
     console = console or Console()
@@ -248,7 +248,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         cfgs, step = list(plan.attention), plan.shape is not None     # an MLA plan builds no GQA layer
         grid_desc = {**grid_desc, "mode": "workload", "n_configs": len(cfgs), "workload": plan.describe()}
     elif grid == "coverage":
-        from kernels_probe.grid import coverage_grid
+        from kernels_probe.attention.grid import coverage_grid
 
         cfgs = coverage_grid(page_size)
         grid_desc = {**grid_desc, "mode": "coverage", "n_configs": len(cfgs)}
@@ -272,7 +272,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         fi_thread = threading.Thread(target=_build, daemon=True)
         fi_thread.start()
         if step:  # the glue modules build concurrently (each is one ninja job of a few files)
-            from kernels_probe.glue import warm_build_glue
+            from kernels_probe.steps.glue import warm_build_glue
 
             def _build_glue():
                 s = torch.cuda.Stream()
@@ -313,7 +313,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         for pass_backends, pass_cfgs in passes:
             t0 = time.perf_counter()
             if step and step_out is None and (pass_backends == ["flashinfer"] or not pass_cfgs):
-                from kernels_probe.step_probe import run_step_ops
+                from kernels_probe.steps.step_probe import run_step_ops
 
                 progress.update(task, description="step parts: GEMMs and torch glue")
                 step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
@@ -340,7 +340,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             timings["pass_" + "+".join(pass_backends) + "_s"] = time.perf_counter() - t0
         mla_out = None
         if (mla or getattr(plan, "mla", ())) and fi_ok and fi_build.get("ok"):   # a grid name, or a plan's shapes
-            from kernels_probe.mla import measure_mla
+            from kernels_probe.attention.mla import measure_mla
             progress.update(task, description="MLA (FlashInfer, DeepSeek-V3 shape)")
             t0 = time.perf_counter()
             mla_out = measure_mla(flusher, device, quick=quick, budget_s=ctx.budget_per_item, grid=mla, plan=plan,
@@ -351,7 +351,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             moe_out = _mla_moe_plan(plan, flusher, device, device_info["sm_count"], fi_ok and fi_build.get("ok"),
                                     ctx.budget_per_item, deadline, timings)
         if step:
-            from kernels_probe.step_probe import run_step_ops, run_step_probe
+            from kernels_probe.steps.step_probe import run_step_ops, run_step_probe
 
             if step_out is None:
                 step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
@@ -397,14 +397,14 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
 
 def _mla_moe_plan(plan, flusher, device, sm_count: int, fi_ok: bool, budget_s: float, deadline, timings: dict):
     """An MLA + MoE workload's routed experts (grouped GEMM rows at its M, Triton, both routings) and its whole
-    first / middle / final steps as one GPU's shard (kernels_probe/moe_steps.py): (step_ops, steps, skipped)."""
-    from kernels_probe.moe_probe import measure_moe
-    from kernels_probe.moe_steps import measure_moe_steps
-    from kernels_probe.step_probe import has_fp8
+    first / middle / final steps as one GPU's shard (kernels_probe/moe/moe_steps.py): (step_ops, steps, skipped)."""
+    from kernels_probe.moe.moe_probe import measure_moe
+    from kernels_probe.moe.moe_steps import measure_moe_steps
+    from kernels_probe.steps.step_probe import has_fp8
 
     t0 = time.perf_counter()
     if fi_ok:                 # the steps' FlashInfer glue modules (JIT on a fresh machine): built first, apart
-        from kernels_probe.glue import warm_build_glue
+        from kernels_probe.steps.glue import warm_build_glue
 
         warm_build_glue(device)   # a failure shows in the steps' skipped rows
         timings["moe_glue_build_s"] = time.perf_counter() - t0

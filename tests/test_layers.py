@@ -149,6 +149,14 @@ def test_the_graph_is_read() -> None:
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def test_every_first_party_import_resolves() -> None:
+    """Imports inside functions run only on the paths that reach them (a GPU's, for much of kernels_probe): each must
+    name a module that exists, or the first run there fails."""
+    missing = sorted(_where(name, target, line) for name, found in imports().items() for target, line in found
+                     if first_party(target) and target not in modules())
+    assert missing == []
+
+
 def test_no_import_cycles() -> None:
     assert strongly_connected(edges()) == []
 

@@ -117,7 +117,7 @@ def test_fp8_latent_is_priced_from_fp8_rows():
 
 def test_probe_workload_plans_mla_shapes():
     from cascade_plan.cli.app import probe_plan_from_options
-    from kernels_probe.workload_probe import plan_from_json
+    from kernels_probe.steps.workload_probe import plan_from_json
 
     kw = {k: None for k in ("model", "prefix", "groups", "samples", "output_tokens", "private_tokens", "kv_dtype",
                             "weight_dtype", "tp")}

@@ -15,8 +15,8 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kernels_probe import moe_probe as mp  # noqa: E402
-from kernels_probe.moe_shapes import (  # noqa: E402
+from kernels_probe.moe import moe_probe as mp  # noqa: E402
+from kernels_probe.moe.moe_shapes import (  # noqa: E402
     MOE_PROBE_MODELS,
     MoeShape,
     align_counts,
@@ -158,7 +158,7 @@ def test_run_writes_the_file_and_table(tmp_path, capsys) -> None:
     import json
     import time
 
-    from kernels_probe.moe_run import run
+    from kernels_probe.moe.moe_run import run
 
     out = tmp_path / "moe" / "rows.json"
     fake = (lambda fn, flusher, budget_s: {"median_s": 2e-5, "p10_s": 2e-5, "p90_s": 2e-5, "n_reps": 10})
@@ -172,7 +172,7 @@ def test_run_writes_the_file_and_table(tmp_path, capsys) -> None:
 
 def test_probe_workload_plan_of_a_moe_model() -> None:
     from cascade_plan.cli.app import probe_plan_from_options
-    from kernels_probe.workload_probe import plan_from_json
+    from kernels_probe.steps.workload_probe import plan_from_json
 
     plan = probe_plan_from_options(None, model="mixtral-8x7b", prefix=2048, groups=2, samples=16, output_tokens=256,
                                    private_tokens=0, kv_dtype=None, weight_dtype=None, tp=2)
@@ -189,8 +189,8 @@ def test_probe_workload_plan_of_a_moe_model() -> None:
 
 
 def test_workload_step_ops_measure_the_experts(monkeypatch) -> None:
-    import kernels_probe.moe_probe as moe
-    import kernels_probe.step_probe as sp
+    import kernels_probe.moe.moe_probe as moe
+    import kernels_probe.steps.step_probe as sp
     from cascade_plan.cli.app import probe_plan_from_options
 
     plan = probe_plan_from_options(None, model="mixtral-8x7b", prefix=1024, groups=1, samples=8, output_tokens=64,
@@ -214,7 +214,7 @@ def test_workload_step_ops_measure_the_experts(monkeypatch) -> None:
 def test_the_moe_commands_parse_then_refuse_without_a_gpu_writing_nothing(module, prog, tmp_path, capsys) -> None:
     import importlib
 
-    main = importlib.import_module(f"kernels_probe.{module}").main
+    main = importlib.import_module(f"kernels_probe.moe.{module}").main
     out = tmp_path / "rows.json"
     assert main(["--out", str(out), "--quick", "--budget-s", "5"]) == 2
     assert capsys.readouterr().out.strip() == f"{prog}: no CUDA GPU" and not out.exists()
@@ -227,7 +227,7 @@ def test_probe_workload_moe_steps_need_a_config_the_step_model_finds(tmp_path) -
     """A MoE model the step model has no config for (a user's config.json outside calibrations/configs/) is
     probed for its attention and experts only, and the plan's notes say why no whole steps."""
     from cascade_plan.cli.app import probe_plan_from_options
-    from kernels_probe.step_shapes import config_dir
+    from kernels_probe.steps.step_shapes import config_dir
 
     cfg = json.loads((config_dir() / "qwen3-30b-a3b.json").read_text())
     path = tmp_path / "my-moe.json"
@@ -241,9 +241,9 @@ def test_probe_workload_moe_steps_need_a_config_the_step_model_finds(tmp_path) -
 def test_a_moe_workload_plans_steps_are_timed_by_the_moe_step_model(monkeypatch) -> None:
     """probe --workload on a GQA MoE model: its steps go to the MoE step model (never the dense one), with the
     plan's layer count and the backends the run has."""
-    import kernels_probe.layer_graph as lg
-    import kernels_probe.moe_steps as ms
-    import kernels_probe.step_probe as sp
+    import kernels_probe.moe.moe_steps as ms
+    import kernels_probe.steps.layer_graph as lg
+    import kernels_probe.steps.step_probe as sp
     from cascade_plan.cli.app import probe_plan_from_options
 
     plan = probe_plan_from_options(None, model="mixtral-8x7b", prefix=1024, groups=1, samples=8, output_tokens=64,

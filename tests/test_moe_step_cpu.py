@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels_probe.moe_step_shapes import MoeStepShape, moe_step_points, moe_step_shape
+from kernels_probe.moe.moe_step_shapes import MoeStepShape, moe_step_points, moe_step_shape
 
 
 def test_shapes_per_gpu():
@@ -46,8 +46,8 @@ def test_alignment_in_graph_matches_the_probe():
     from kernels_probe.interpret import enable_interpreter
 
     enable_interpreter()       # before triton's first import in this process (the step test needs it)
-    from kernels_probe.moe_probe import align
-    from kernels_probe.moe_step import align_in_graph
+    from kernels_probe.moe.moe_probe import align
+    from kernels_probe.moe.moe_step import align_in_graph
 
     g = torch.Generator().manual_seed(3)
     E, k, m, bm = 6, 2, 11, 4
@@ -64,8 +64,8 @@ def test_alignment_in_graph_matches_the_probe():
 
 def _reference_forward(step):
     """The same step in plain torch: per-token experts, float32 attention (no alignment, no grouped GEMM)."""
-    from kernels_probe.moe_step import reference_mla_layer
-    from kernels_probe.reference import reference_paged
+    from kernels_probe.attention.reference import reference_paged
+    from kernels_probe.moe.moe_step import reference_mla_layer
 
     s, w, kv, glue = step.s, step.w, step.kv, step.glue
     F = torch.nn.functional
@@ -126,9 +126,9 @@ def test_tiny_moe_step_matches_a_plain_torch_forward(attention):
 
     if not enable_interpreter():
         pytest.skip("triton was imported without the interpreter in this process")
-    from kernels_probe.moe_step import MoeDecodeStep, MoeStepWeights, make_kv
-    from kernels_probe.step_shapes import WorkloadStep
-    from kernels_probe.whole_steps import compare_modes
+    from kernels_probe.moe.moe_step import MoeDecodeStep, MoeStepWeights, make_kv
+    from kernels_probe.steps.step_shapes import WorkloadStep
+    from kernels_probe.steps.whole_steps import compare_modes
 
     if attention == "gqa":   # 2 MoE layers, 8 experts top 2, GQA groups of 2
         s = MoeStepShape("tiny", 1, 2, 0, 64, 4, "gqa", 2, 32, 0, 8, 2, 48, 0, 100, 1e4)
@@ -179,8 +179,8 @@ def test_shipped_moe_steps_validate_apart_from_the_dense_ones(root):
 def test_mla_rows_are_timed_kernels():
     from types import SimpleNamespace
 
-    from kernels_probe.mla import mla_kernels
-    from kernels_probe.timed import TimedKernel
+    from kernels_probe.attention.mla import mla_kernels
+    from kernels_probe.attention.timed import TimedKernel
 
     def prefix():
         return "prefix"

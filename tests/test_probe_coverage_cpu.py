@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernels_probe.grid import COVERAGE_LONG_PREFIX, build_grid, coverage_grid
+from kernels_probe.attention.grid import COVERAGE_LONG_PREFIX, build_grid, coverage_grid
 from kernels_probe.merge import merge_documents
-from kernels_probe.step_shapes import HELD_OUT_WORKLOADS, held_out_points, layer_shape
+from kernels_probe.steps.step_shapes import HELD_OUT_WORKLOADS, held_out_points, layer_shape
 
 
 def test_coverage_grid_spans_the_issue():
@@ -48,9 +48,9 @@ def test_fp8_kv_step_through_the_interpreter():
 
     if not enable_interpreter():
         pytest.skip("triton was imported without the interpreter in this process")
-    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_shapes import LayerShape, WorkloadStep
-    from kernels_probe.whole_steps import compare_modes
+    from kernels_probe.steps.step_model import DecodeStep, StepKV, StepWeights
+    from kernels_probe.steps.step_shapes import LayerShape, WorkloadStep
+    from kernels_probe.steps.whole_steps import compare_modes
 
     s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, False, 1e4)
     pt = WorkloadStep("w", "tiny", "first", 32, 2, 2, 0, 5, 16, kv_dtype="fp8")
@@ -65,8 +65,8 @@ def test_fp8_kv_step_through_the_interpreter():
 
 def test_layer_graph_runs_the_steps_layer():
     torch = pytest.importorskip("torch")
-    from kernels_probe.layer_graph import LayerGraph
-    from kernels_probe.step_shapes import LayerShape
+    from kernels_probe.steps.layer_graph import LayerGraph
+    from kernels_probe.steps.step_shapes import LayerShape
 
     s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, False, 1e4)
     lg = LayerGraph(s, 8, "bf16", "torch", "cpu", layers=2)
@@ -118,7 +118,7 @@ def test_merge_replaces_remeasured_rows_and_keeps_the_rest():
 
 def test_mla_reference_equals_a_two_pass_cascade_by_hand():
     torch = pytest.importorskip("torch")
-    from kernels_probe.mla import MlaData, MlaShape, mla_cost, mla_grid, reference_mla
+    from kernels_probe.attention.mla import MlaData, MlaShape, mla_cost, mla_grid, reference_mla
 
     c = MlaShape(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, num_heads=4, kv_lora_rank=16,
                   qk_rope_head_dim=8)
@@ -146,7 +146,7 @@ def test_mla_reference_equals_a_two_pass_cascade_by_hand():
 
 
 def test_multi_gpu_plan_covers_every_gpu_count_with_70b_steps():
-    from kernels_probe.step_shapes import ALLREDUCE_BYTES_DENSE, multi_gpu_plan
+    from kernels_probe.steps.step_shapes import ALLREDUCE_BYTES_DENSE, multi_gpu_plan
 
     assert multi_gpu_plan(1) == []
     assert [p["world"] for p in multi_gpu_plan(2)] == [2]
@@ -169,14 +169,14 @@ def test_multi_gpu_plan_covers_every_gpu_count_with_70b_steps():
 
 def test_run_step_probe_launches_every_gpu_count(monkeypatch):
     pytest.importorskip("torch")
-    import kernels_probe.multi_gpu as mg
-    import kernels_probe.step_probe as sp
+    import kernels_probe.multi_gpu.collectives as mg
+    import kernels_probe.steps.step_probe as sp
 
     calls = []
     monkeypatch.setattr(mg, "run_multi_gpu", lambda n, **kw: calls.append((n, kw["tp_steps"])) or {"step_ops": []})
     monkeypatch.setattr(sp, "measure_steps", lambda *a, **k: ([], []))
     monkeypatch.setattr(sp, "measure_layer_graphs", lambda *a, **k: ([], []), raising=False)
-    import kernels_probe.layer_graph as lg
+    import kernels_probe.steps.layer_graph as lg
 
     monkeypatch.setattr(lg, "measure_layer_graphs", lambda *a, **k: ([], []))
     monkeypatch.setattr(sp, "has_fp8", lambda d: False)
@@ -213,7 +213,7 @@ def test_probe_workload_plan_from_the_shipped_file():
 
     from cascade_plan.cli.app import probe_plan_from_options
     from cascade_plan.cli.common import KvDtypeOpt
-    from kernels_probe.workload_probe import plan_from_json
+    from kernels_probe.steps.workload_probe import plan_from_json
 
     plan = probe_plan_from_options(Path("rl-rollouts-64"), model=None, prefix=None, groups=1, samples=None,
                                    output_tokens=None, private_tokens=0, kv_dtype=KvDtypeOpt("fp8"), weight_dtype=None,

@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from kernels_probe import accounting, calibration_file
-from kernels_probe.grid import BACKENDS, KERNELS, AttentionConfig, build_grid
+from kernels_probe import calibration_file
+from kernels_probe.attention import accounting
+from kernels_probe.attention.grid import BACKENDS, KERNELS, AttentionConfig, build_grid
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMMITTED = sorted((ROOT / "calibrations").glob("h200-probe-*.json"))
@@ -208,7 +209,7 @@ def test_target_figures_and_summary_from_committed_file():
 
 
 def test_package_import_is_light():
-    code = "import sys, kernels_probe, kernels_probe.environment, kernels_probe.grid, " \
+    code = "import sys, kernels_probe, kernels_probe.environment, kernels_probe.attention.grid, " \
            "kernels_probe.calibration_file; " \
            "print(sorted(m for m in ('torch', 'triton', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -259,9 +260,9 @@ def test_torch_backend_layout_and_merge_with_a_stand_in_kernel(monkeypatch):
     """torch's flash kernel needs CUDA; a float32 stand-in with the same (out, lse) contract checks our
     GQA packing, the group permutation of the prefix pass and the LSE merge."""
     torch = pytest.importorskip("torch")
-    from kernels_probe import torch_backend as tb
-    from kernels_probe.data import build_data, reference_output
-    from kernels_probe.reference import max_rel_err
+    from kernels_probe.attention import torch_backend as tb
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.reference import max_rel_err
 
     def stand_in(q4, k4, v4, scale):
         s = torch.einsum("bhld,bhtd->bhlt", q4.float(), k4.float()) * scale
@@ -288,7 +289,7 @@ def test_torch_backend_layout_and_merge_with_a_stand_in_kernel(monkeypatch):
 
 def test_probe_data_layout_shares_and_duplicates_pages():
     torch = pytest.importorskip("torch")
-    from kernels_probe.data import build_data, cache_bytes
+    from kernels_probe.attention.data import build_data, cache_bytes
 
     cfg = AttentionConfig(prefix_tokens=32, group_size=2, n_groups=2, suffix_tokens=16, q_per_kv=2, num_kv_heads=1,
                       head_dim=8, page_size=8)

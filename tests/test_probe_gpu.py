@@ -17,7 +17,7 @@ pytest.importorskip("triton")
 
 pytestmark = pytest.mark.gpu
 
-from kernels_probe.grid import AttentionConfig  # noqa: E402
+from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
 
 CONFIGS = [AttentionConfig(prefix_tokens=1024, group_size=16, suffix_tokens=128),
            AttentionConfig(prefix_tokens=4096, group_size=64, suffix_tokens=0, q_per_kv=8, num_kv_heads=1),
@@ -27,9 +27,9 @@ CONFIGS = [AttentionConfig(prefix_tokens=1024, group_size=16, suffix_tokens=128)
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.label().replace(" ", "_"))
 def test_triton_kernels_match_float32_reference(cfg):
-    from kernels_probe.data import build_data, reference_output
-    from kernels_probe.reference import max_rel_err
-    from kernels_probe.triton_plans import CascadePlan, DecodePlan
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.reference import max_rel_err
+    from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
     sm = torch.cuda.get_device_properties(0).multi_processor_count
     d = build_data(cfg, "cuda", seed=7)
@@ -71,7 +71,7 @@ def test_run_probe_writes_a_valid_calibration_file(tmp_path):
 
 
 def test_step_gemm_and_glue_rows_are_sane():
-    from kernels_probe.step_probe import measure_gemms, measure_glue
+    from kernels_probe.steps.step_probe import measure_gemms, measure_glue
     from kernels_probe.timing import L2Flusher
 
     fl = L2Flusher(torch.cuda.get_device_properties(0).L2_cache_size, "cuda")
@@ -88,10 +88,10 @@ def test_step_gemm_and_glue_rows_are_sane():
 
 
 def test_tiny_model_step_modes_agree_and_replay_from_one_graph():
-    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_shapes import LayerShape, WorkloadStep
+    from kernels_probe.steps.step_model import DecodeStep, StepKV, StepWeights
+    from kernels_probe.steps.step_shapes import LayerShape, WorkloadStep
+    from kernels_probe.steps.whole_steps import compare_modes, time_step
     from kernels_probe.timing import L2Flusher
-    from kernels_probe.whole_steps import compare_modes, time_step
 
     s = LayerShape("tiny", 1, 4, 1024, 8, 2, 128, 2048, 4096, False, 1e4)
     pt = WorkloadStep("w", "tiny", "first", 512, 8, 3, 0, 17, 64)

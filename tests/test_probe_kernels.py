@@ -11,11 +11,11 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kernels_probe.data import build_data, reference_output  # noqa: E402
-from kernels_probe.grid import AttentionConfig  # noqa: E402
-from kernels_probe.reference import max_rel_err, reference_paged  # noqa: E402
-from kernels_probe.triton_launch import TuneParams  # noqa: E402
-from kernels_probe.triton_plans import CascadePlan, DecodePlan, MergePlan, PrefixPlan, StateBuffer  # noqa: E402
+from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
+from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
+from kernels_probe.attention.reference import max_rel_err, reference_paged  # noqa: E402
+from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
+from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan, MergePlan, PrefixPlan, StateBuffer  # noqa: E402
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16)
 TOL = 1e-2

@@ -13,10 +13,11 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from kernels_probe import runner, torch_backend  # noqa: E402
-from kernels_probe.grid import KERNELS, AttentionConfig  # noqa: E402
-from kernels_probe.timed import SkippedKernel, TimedKernel  # noqa: E402
-from kernels_probe.triton_launch import TuneParams  # noqa: E402
+from kernels_probe import runner  # noqa: E402
+from kernels_probe.attention import torch_backend  # noqa: E402
+from kernels_probe.attention.grid import KERNELS, AttentionConfig  # noqa: E402
+from kernels_probe.attention.timed import SkippedKernel, TimedKernel  # noqa: E402
+from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16)
 SHAPE = dict(q_per_kv=4, num_kv_heads=2, head_dim=16, page_size=8)
@@ -98,8 +99,8 @@ def test_a_timed_kernel_is_run_or_prepared_not_both():
 
 
 def test_flashinfer_module_hands_over_its_variants_and_failures(monkeypatch):
-    from kernels_probe import flashinfer_backend as fb
-    from kernels_probe.data import build_data
+    from kernels_probe.attention import flashinfer_backend as fb
+    from kernels_probe.attention.data import build_data
 
     class Decode:
         def __init__(self, data, *, shared, tensor_cores):

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from kernels_probe.step_shapes import STEPPED_WORKLOADS, layer_shape, step_points
+from kernels_probe.steps.step_shapes import STEPPED_WORKLOADS, layer_shape, step_points
 
 
 def test_stepped_workloads_match_the_shipped_files(root):
@@ -37,7 +37,7 @@ torch = pytest.importorskip("torch")
 
 
 def test_torch_glue_by_hand():
-    from kernels_probe.glue import AppendTarget, TorchGlue, rope_cache
+    from kernels_probe.steps.glue import AppendTarget, TorchGlue, rope_cache
 
     g = TorchGlue(rope_cache(8, 4, 10000.0, "cpu"))
     x = torch.tensor([[3.0, 4.0]])
@@ -60,9 +60,9 @@ def test_tiny_model_step_per_sequence_and_cascade_agree():
 
     if not enable_interpreter():
         pytest.skip("triton was imported without the interpreter in this process")
-    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
-    from kernels_probe.step_shapes import LayerShape, WorkloadStep
-    from kernels_probe.whole_steps import compare_modes
+    from kernels_probe.steps.step_model import DecodeStep, StepKV, StepWeights
+    from kernels_probe.steps.step_shapes import LayerShape, WorkloadStep
+    from kernels_probe.steps.whole_steps import compare_modes
 
     s = LayerShape("tiny", 1, 2, 64, 4, 2, 32, 96, 100, True, 1e4)
     pt = WorkloadStep("w", "tiny", "first", 64, 2, 2, 0, 19, 32)
@@ -81,7 +81,7 @@ def test_tiny_model_step_per_sequence_and_cascade_agree():
 
 
 def test_only_steps_that_pass_their_checks_are_timed_and_the_others_say_why():
-    from kernels_probe.whole_steps import STEP_TOLERANCE, passing_steps
+    from kernels_probe.steps.whole_steps import STEP_TOLERANCE, passing_steps
 
     steps = {("triton", "per_sequence"): "ps", ("triton", "cascade"): "c", ("flashinfer", "cascade"): "fc"}
     errs = {"ref_err": {("triton", "per_sequence"): 1e-3, ("triton", "cascade"): 10 * STEP_TOLERANCE,

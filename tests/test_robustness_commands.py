@@ -161,8 +161,8 @@ def test_arguments_and_output_paths_are_checked_before_any_work(tmp_path, args, 
 
 
 def test_probe_backends_are_the_probe_packages():
-    # the CLI has no list of its own: it refuses a backend by kernels_probe.grid.BACKENDS
-    from kernels_probe.grid import BACKENDS
+    # the CLI has no list of its own: it refuses a backend by kernels_probe.attention.grid.BACKENDS
+    from kernels_probe.attention.grid import BACKENDS
     from kernels_probe.options import check_choices
 
     assert check_choices(["nope"], "full") == f"--backend: unknown backend 'nope': use {', '.join(BACKENDS)}"

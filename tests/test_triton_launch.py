@@ -1,4 +1,4 @@
-"""The Triton kernels' launch arithmetic (kernels_probe.triton_launch) without torch or triton: golden numbers
+"""The Triton kernels' launch arithmetic (kernels_probe.attention.triton_launch) without torch or triton: golden numbers
 from hand arithmetic, and the module imported in a process where torch and triton cannot be imported."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernels_probe.triton_launch import (
+from kernels_probe.attention.triton_launch import (
     DEFAULT_TUNE,
     LOG2E,
     ceil_div,
@@ -66,7 +66,7 @@ BLOCKED = """
 import json, sys
 sys.modules['torch'] = None     # `import torch` now raises ImportError
 sys.modules['triton'] = None
-from kernels_probe import triton_launch as tl_
+from kernels_probe.attention import triton_launch as tl_
 print(json.dumps({
     "splits": tl_.choose_splits(8, 32768, 132, 64, min_tokens=256, target_per_sm=4),
     "waves": tl_.choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2),

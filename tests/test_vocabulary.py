@@ -36,7 +36,7 @@ def test_the_duplicate_check_can_fail(tmp_path):
 
 def test_the_probe_times_the_backends_the_planner_fits():
     from cascade_plan.calibration.backends import BACKENDS
-    from kernels_probe.grid import BACKENDS as PROBED
+    from kernels_probe.attention.grid import BACKENDS as PROBED
 
     assert sorted(PROBED) == sorted(BACKENDS)
 
@@ -44,7 +44,7 @@ def test_the_probe_times_the_backends_the_planner_fits():
 def test_every_probe_backend_module_hands_the_runner_its_kernels():
     import importlib.util
 
-    from kernels_probe.grid import BACKEND_MODULES, BACKENDS
+    from kernels_probe.attention.grid import BACKEND_MODULES, BACKENDS
 
     assert set(BACKEND_MODULES) <= set(BACKENDS)
     for module in BACKEND_MODULES.values():

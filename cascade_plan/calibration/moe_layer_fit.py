@@ -1,6 +1,6 @@
 """The MoE layer's routing / dispatch / combine term and MLA's per-layer glue (cost/step_parts.py
 MoeLayerParams), fitted on ``moe_layer_graph`` step-op rows only: whole MoE / MLA + MoE decode steps timed
-with their attention kernels left out (kernels_probe/moe_step.py, merged by benchmarks/merge_moe_steps.py),
+with their attention kernels left out (kernels_probe/moe/moe_step.py, merged by benchmarks/merge_moe_steps.py),
 over batch sizes 1-512. The whole steps with attention (``steps`` rows with a step_kind) are never fitted:
 they validate (calibration/moe_step_validation.py).
 

@@ -1,4 +1,4 @@
-"""The probe's routed-expert rows (`step_ops`, op "moe_grouped_gemm", kernels_probe/moe_probe.py) as the
+"""The probe's routed-expert rows (`step_ops`, op "moe_grouped_gemm", kernels_probe/moe/moe_probe.py) as the
 planner's measured tables (cost/moe_table.py): per expert shape, weight dtype and routing (balanced, skewed),
 gate_up + down at each M where both were measured, from the Triton grouped GEMM where it was measured (what
 engines run), else torch._grouped_mm; never the per-expert loop. An imported file's AIConfigurator MoE rows

@@ -1,5 +1,5 @@
 """Whole MoE and MLA + MoE decode steps, predicted vs measured: the probe's ``steps`` rows with ``step_kind``
-"moe" (GQA attention + routed experts) or "mla_moe" (MLA attention + routed experts; kernels_probe/moe_step.py),
+"moe" (GQA attention + routed experts) or "mla_moe" (MLA attention + routed experts; kernels_probe/moe/moe_step.py),
 never fitted. Each row carries the config.json it was built from (a truncated layer count included), so the
 planner prices exactly the measured model; a row timed on one GPU as one tensor-parallel shard
 (``allreduce: false``) is compared with the planner's step without its all-reduce terms.

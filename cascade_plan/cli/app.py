@@ -45,7 +45,7 @@ from cascade_plan.version import __version__
 from kernels_probe.options import PROBE_OPTIONS, check_choices
 
 if TYPE_CHECKING:  # pragma: no cover
-    from kernels_probe.workload_probe import WorkloadProbePlan
+    from kernels_probe.steps.workload_probe import WorkloadProbePlan
 
 APP_HELP = ("Does shared-prefix (cascade) attention pay for my model, GPU and batch shape, by how much, and where "
             "is the breakeven? Start with `cascade-plan workloads` and `cascade-plan estimate rl-rollouts-64`.")
@@ -243,7 +243,7 @@ def probe_plan_from_options(workload: Path | None, *, model: str | None, prefix:
         if given:
             raise InputError(f"{given[0]} describes a workload to probe: give --workload FILE or --model ID with it")
         return None
-    from kernels_probe.workload_probe import plan_for_scenario
+    from kernels_probe.steps.workload_probe import plan_for_scenario
 
     scn = scenario_from_options(workload, model=model, hardware=None, prefix=prefix, groups=groups, samples=samples,
                                 output_tokens=output_tokens, private_tokens=private_tokens, kv_dtype=kv_dtype,

@@ -1,11 +1,11 @@
 """Measured routed-expert times: the probe's grouped-GEMM rows (`step_ops`, op "moe_grouped_gemm",
-kernels_probe/moe_probe.py) of one expert shape per GPU and weight dtype, as one table over tokens per
+kernels_probe/moe/moe_probe.py) of one expert shape per GPU and weight dtype, as one table over tokens per
 step M. Pure data + lookup; calibration/moe_rows.py builds it from a calibration file, cost/ops/moe.py
 prices with it.
 
 A table holds, per measured M, one MoE layer's gate_up + down grouped GEMMs (seconds, launches
 included) at one routing (balanced: the uniform routing the planner assumes by default; or skewed: the
-probe's Zipf-skewed router, kernels_probe/moe_shapes.py) from one backend (the fused Triton kernel where
+probe's Zipf-skewed router, kernels_probe/moe/moe_shapes.py) from one backend (the fused Triton kernel where
 measured: what engines run). A skew ratio (MoeSkew) carries the H200 probe's skewed / balanced time of one
 expert shape to a GPU whose rows are balanced only (an AIConfigurator import)."""
 

@@ -77,7 +77,7 @@ def transfer_backend(probe_fits: dict, decode: dict, r: TransferRatios) -> dict:
     }
 
 
-# The probe's fused glue runs five kernels per layer (kernels_probe/glue.py: add-RMSNorm twice, RoPE, the
+# The probe's fused glue runs five kernels per layer (kernels_probe/steps/glue.py: add-RMSNorm twice, RoPE, the
 # paged K/V append, SiLU-and-mul); the append's share of the per-layer fixed cost is one of them.
 GLUE_LAYER_KERNELS = 5
 

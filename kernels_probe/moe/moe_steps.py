@@ -1,4 +1,4 @@
-"""Whole MoE / MLA decode steps (kernels_probe/moe_step.py, all layers in one CUDA graph) per attention backend
+"""Whole MoE / MLA decode steps (kernels_probe/moe/moe_step.py, all layers in one CUDA graph) per attention backend
 and mode: the attention of layer 0 checked against a float32 reference and each cascade against its
 per-sequence twin, the whole step run eagerly once (finite output), then timed like every step row (graph
 replays between CUDA events, L2 flushed before each, median). Rows go to the calibration file's ``steps``
@@ -6,7 +6,7 @@ with ``step_kind`` "moe" (GQA + MoE) or "mla_moe", the (possibly truncated) conf
 them from, and ``allreduce: false`` (one GPU's shard: a TP > 1 model is compared with the planner's step
 without its all-reduce terms). Never fitted: validation only.
 
-Run: ``python -m kernels_probe.moe_steps --out moe_steps.json [--quick] [--workload NAME ...] [--budget-s S]``
+Run: ``python -m kernels_probe.moe.moe_steps --out moe_steps.json [--quick] [--workload NAME ...] [--budget-s S]``
 (the file is rewritten after every step point, so a run cut short keeps what it measured).
 """
 
@@ -19,9 +19,9 @@ import time
 
 import torch
 
-from kernels_probe.moe_step_shapes import MoeStepPoint, moe_step_points, moe_step_shape, truncated_config
-from kernels_probe.reference import rel_err
-from kernels_probe.whole_steps import compare_modes, passing_steps, time_step
+from kernels_probe.attention.reference import rel_err
+from kernels_probe.moe.moe_step_shapes import MoeStepPoint, moe_step_points, moe_step_shape, truncated_config
+from kernels_probe.steps.whole_steps import compare_modes, passing_steps, time_step
 
 GQA_MODES = (("flashinfer", "per_sequence"), ("flashinfer", "cascade"), ("flashinfer-fa2", "cascade"),
              ("triton", "per_sequence"), ("triton", "cascade"))
@@ -39,8 +39,8 @@ def _free(checkpoint=None, rows=None, skipped=None) -> None:
 def compare_mla_modes(kv, steps: dict, pt) -> dict:
     """Layer 0's MLA attention of each step on the same random queries against the float32 reference on a
     few sequences, and the cascade against its per-sequence twin on all of them."""
-    from kernels_probe.moe_step import reference_mla_layer
-    from kernels_probe.step_model import check_rows
+    from kernels_probe.moe.moe_step import reference_mla_layer
+    from kernels_probe.steps.step_model import check_rows
 
     st0 = next(iter(steps.values()))
     qn, qp = torch.randn_like(st0.q_nope), torch.randn_like(st0.q_pe)
@@ -61,7 +61,7 @@ def compare_mla_modes(kv, steps: dict, pt) -> dict:
 def measure_moe_steps(flusher, device, sm_count: int, points: list[MoeStepPoint], *, glue: str = "fused",
                       budget_s: float = 0.15, modes=None, deadline_s: float | None = None, seed: int = 0,
                       checkpoint=None, log=print, timer=None) -> tuple[list, list]:
-    from kernels_probe.moe_step import MoeDecodeStep, MoeStepWeights, make_kv
+    from kernels_probe.moe.moe_step import MoeDecodeStep, MoeStepWeights, make_kv
 
     rows: list[dict] = []
     skipped: list[dict] = []
@@ -145,8 +145,8 @@ PART_GROUPS = (
 def measure_parts(flusher, device, sm_count: int, groups=PART_GROUPS, *, glue: str = "fused",
                   budget_s: float = 0.1, deadline_s: float | None = None, seed: int = 0, checkpoint=None,
                   log=print, timer=None) -> tuple[list, list]:
-    from kernels_probe.moe_step import MoeDecodeStep, MoeStepWeights, make_kv
-    from kernels_probe.step_shapes import WorkloadStep
+    from kernels_probe.moe.moe_step import MoeDecodeStep, MoeStepWeights, make_kv
+    from kernels_probe.steps.step_shapes import WorkloadStep
 
     rows: list[dict] = []
     skipped: list[dict] = []
@@ -209,7 +209,7 @@ def table(rows: list[dict]) -> str:
 def main(argv=None) -> int:
     from kernels_probe.options import command_parser
 
-    ap = command_parser("kernels_probe.moe_steps", __doc__, budget_s=480.0)
+    ap = command_parser("kernels_probe.moe.moe_steps", __doc__, budget_s=480.0)
     ap.add_argument("--workload", action="append", help="only these step workloads (moe_step_shapes.py)")
     ap.add_argument("--glue", choices=("fused", "torch"), default="fused")
     ap.add_argument("--parts", action="store_true", help="then the diagnosis and no-attention rows (step_ops)")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels_probe.glue import AppendTarget, make_glue, rope_cache
-from kernels_probe.step_shapes import LayerShape
+from kernels_probe.steps.glue import AppendTarget, make_glue, rope_cache
+from kernels_probe.steps.step_shapes import LayerShape
 
 LAYERS = 4
 LAYER_M_GRID = (1, 8, 16, 32, 64, 128, 256, 512, 1024)

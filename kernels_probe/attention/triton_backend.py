@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from kernels_probe.data import AttentionInputs
-from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
-from kernels_probe.triton_launch import DEFAULT_TUNE, TuneParams
-from kernels_probe.triton_plans import CascadePlan, DecodePlan
+from kernels_probe.attention.data import AttentionInputs
+from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
+from kernels_probe.attention.triton_launch import DEFAULT_TUNE, TuneParams
+from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
 BACKEND = "triton"
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels_probe.data import AttentionInputs
-from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
+from kernels_probe.attention.data import AttentionInputs
+from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 
 WORKSPACE_BYTES = 256 << 20
 
@@ -161,8 +161,8 @@ def warm_build(device="cuda") -> dict:
     """JIT-build the FlashInfer modules the probe uses, on a tiny problem. Returns {'ok', 'seconds', 'error'}."""
     import time
 
-    from kernels_probe.data import build_data
-    from kernels_probe.grid import AttentionConfig
+    from kernels_probe.attention.data import build_data
+    from kernels_probe.attention.grid import AttentionConfig
 
     t0 = time.perf_counter()
     errors: list[str] = []

@@ -1,5 +1,5 @@
-"""``python -m kernels_probe.moe_run --out FILE``: the MoE expert-GEMM probe on one CUDA GPU
-(kernels_probe/moe_probe.py measures; this writes the rows and prints a table). The file holds
+"""``python -m kernels_probe.moe.moe_run --out FILE``: the MoE expert-GEMM probe on one CUDA GPU
+(kernels_probe/moe/moe_probe.py measures; this writes the rows and prints a table). The file holds
 ``step_ops`` rows of op ``moe_grouped_gemm`` that benchmarks/merge_moe_rows.py merges into a calibration.
 """
 
@@ -10,7 +10,7 @@ import time
 import torch
 import triton
 
-from kernels_probe.moe_probe import measure_moe
+from kernels_probe.moe.moe_probe import measure_moe
 
 
 def _table(rows: list[dict]) -> str:
@@ -68,7 +68,7 @@ def run(out_path, shapes, device, flusher, *, m_grid, dtypes, backends, deadline
 
 
 def main(argv=None) -> int:
-    from kernels_probe.moe_shapes import (
+    from kernels_probe.moe.moe_shapes import (
         MOE_M_GRID,
         MOE_M_GRID_QUICK,
         MOE_PROBE_MODELS,
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     )
     from kernels_probe.options import command_parser
 
-    ap = command_parser("kernels_probe.moe_run", __doc__, budget_s=150.0)
+    ap = command_parser("kernels_probe.moe.moe_run", __doc__, budget_s=150.0)
     ap.add_argument("--model", action="append", metavar="ID:TP", help="e.g. deepseek-v3:8 (repeatable)")
     ap.add_argument("--backend", action="append", choices=("triton", "grouped_mm", "loop"))
     from kernels_probe.timing import start_command
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     if started is None:
         return 2
     args, t_start, device, _, flusher = started
-    from kernels_probe.step_probe import has_fp8
+    from kernels_probe.steps.step_probe import has_fp8
 
     models = ([(s.split(":")[0], int(s.split(":")[1])) for s in args.model] if args.model
               else list(MOE_PROBE_MODELS_QUICK if args.quick else MOE_PROBE_MODELS))

@@ -10,8 +10,8 @@ import gc
 
 import torch
 
-from kernels_probe.reference import rel_err
-from kernels_probe.step_shapes import WorkloadStep, layer_shape, step_points
+from kernels_probe.attention.reference import rel_err
+from kernels_probe.steps.step_shapes import WorkloadStep, layer_shape, step_points
 from kernels_probe.timing import time_fn
 
 STEP_TOLERANCE = 1e-2      # attention output vs float32 reference, and per-sequence vs cascade
@@ -49,7 +49,7 @@ def passing_steps(check, kv, steps: dict, pt, base: dict, skipped: list):
 def compare_modes(kv, steps: dict, pt: WorkloadStep) -> dict:
     """Run each step once eagerly on the same random q of layer 0: every attention output against a
     float32 reference on a few sequences, and each cascade against its per-sequence twin on all of them."""
-    from kernels_probe.step_model import check_rows, reference_attention
+    from kernels_probe.steps.step_model import check_rows, reference_attention
 
     q0 = torch.randn_like(next(iter(steps.values())).q)
     rows = check_rows(pt)
@@ -74,7 +74,7 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
                   budget_s: float = 0.15, tp: int = 1, allreduce=None, rank: int = 0, points=None,
                   timer=None, progress=None, seed: int = 0, shapes=None) -> tuple[list, list]:
     """Whole decode steps at each step point, per attention backend and mode."""
-    from kernels_probe.step_model import DecodeStep, StepKV, StepWeights
+    from kernels_probe.steps.step_model import DecodeStep, StepKV, StepWeights
 
     rows, skipped = [], []
     pts = points if points is not None else step_points(quick)
@@ -83,7 +83,7 @@ def measure_steps(flusher, device, sm_count: int, *, quick: bool, backends: list
         by_model.setdefault((pt.model, pt.weight_dtype), []).append(pt)
     timer = timer or time_step
     for (model, wdtype), mpts in by_model.items():
-        from kernels_probe.step_shapes import model_config
+        from kernels_probe.steps.step_shapes import model_config
 
         try:
             shape = (shapes or {}).get(model) or layer_shape(model, tp)

@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass
 BACKENDS = ("triton", "torch", "flashinfer", "flashinfer-fa2")
 # The module that times each probe backend, in the order a configuration's rows are built and timed. A module may
 # write rows of several backends (FlashInfer's writes flashinfer-fa2's cascade too). A new backend is one module with
-# `timed_kernels(data, *, sm_count, tune) -> BackendKernels` (kernels_probe/timed.py) and one line here.
-BACKEND_MODULES = {"triton": "kernels_probe.triton_backend", "torch": "kernels_probe.torch_backend",
-                   "flashinfer": "kernels_probe.flashinfer_backend"}
+# `timed_kernels(data, *, sm_count, tune) -> BackendKernels` (kernels_probe/attention/timed.py) and one line here.
+BACKEND_MODULES = {"triton": "kernels_probe.attention.triton_backend", "torch": "kernels_probe.attention.torch_backend",
+                   "flashinfer": "kernels_probe.attention.flashinfer_backend"}
 KERNELS = ("decode_shared", "decode_dup", "cascade_prefix", "cascade_suffix", "cascade_merge", "cascade_total")
 KV_DTYPES = {"bf16": 2, "fp16": 2, "fp8": 1}
 

@@ -61,7 +61,7 @@ def moe_shape_from_spec(spec, tp: int) -> MoeShape:
 
 def moe_shape(model: str, tp: int) -> MoeShape:
     """From a preset id (or a config under calibrations/configs/), read as its config.json."""
-    from kernels_probe.step_shapes import model_config
+    from kernels_probe.steps.step_shapes import model_config
 
     cfg = model_config(model)
     experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels_probe.step_shapes import WorkloadStep
+from kernels_probe.steps.step_shapes import WorkloadStep
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ import math
 
 import torch
 
-from kernels_probe.glue import AppendTarget, TorchGlue, make_glue, rope_cache
-from kernels_probe.layer_graph import linear
-from kernels_probe.page_layout import page_layout
-from kernels_probe.step_shapes import LayerShape, WorkloadStep
+from kernels_probe.steps.glue import AppendTarget, TorchGlue, make_glue, rope_cache
+from kernels_probe.steps.layer_graph import linear
+from kernels_probe.steps.page_layout import page_layout
+from kernels_probe.steps.step_shapes import LayerShape, WorkloadStep
 
 PAGE_SIZE = 16
 
@@ -110,7 +110,7 @@ class Attention:
         self.out = torch.empty_like(q)
         P, S = pt.prefix_tokens, pt.suffix_tokens
         if backend == "triton":
-            from kernels_probe.triton_plans import CascadePlan, DecodePlan
+            from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
             if mode == "per_sequence":
                 self.plans = [DecodePlan(q, kv.k[i], kv.v[i], kv.shared_table, kv.seq_lens, P + S, self.out,
@@ -123,7 +123,7 @@ class Attention:
             return
         import flashinfer
 
-        from kernels_probe.flashinfer_backend import WORKSPACE_BYTES
+        from kernels_probe.attention.flashinfer_backend import WORKSPACE_BYTES
 
         self.fi = flashinfer
         dev = q.device
@@ -232,7 +232,7 @@ class DecodeStep:
 
 def reference_attention(kv: StepKV, layer: int, q: torch.Tensor, rows: list[int]) -> torch.Tensor:
     """Float32 attention of the given sequences over their whole context (prefix + suffix) in layer's cache."""
-    from kernels_probe.reference import reference_paged
+    from kernels_probe.attention.reference import reference_paged
 
     idx = torch.tensor(rows, device=q.device)
     return reference_paged(q[idx], kv.k[layer], kv.v[layer], kv.shared_table[idx], kv.seq_lens[idx])

@@ -10,18 +10,18 @@ the model's dense layers (DeepSeek's first 3), else the MoE block:
 * alignment inside the graph (vLLM's moe_align_block_size as torch ops: per-expert counts, padded to whole
   blocks of BLOCK_M rows, a stable sort of the (token, slot) pairs by expert) into fixed-capacity buffers;
   blocks past the routed rows carry expert -1 and exit at once;
-* the routed experts: the MoE probe's Triton grouped GEMM (kernels_probe/moe_probe.py) for gate_up, then
+* the routed experts: the MoE probe's Triton grouped GEMM (kernels_probe/moe/moe_probe.py) for gate_up, then
   SiLU-and-mul, then down (fp8: the activations quantised per tensor, scale 1, as the probe's fp8 rows);
   the block config is picked per batch size from the probe's three candidates by timing gate_up + down
   eagerly (vLLM ships tuned configs per shape);
 * the weighted combine of each token's k rows (one batched GEMM: what vLLM's moe_sum reads), plus the
   shared experts (a dense gate_up / down) where the model has them.
 
-GQA attention is the dense step's (kernels_probe/step_model.py: FlashInfer per-sequence / cascade / FA2
+GQA attention is the dense step's (kernels_probe/steps/step_model.py: FlashInfer per-sequence / cascade / FA2
 levels, or the probe's Triton kernels). MLA in its absorbed form (vLLM's and SGLang's decode path): q down
 (q_a) + RMSNorm + q up (q_b), kv down (kv_a: latent + RoPE key) + RMSNorm of the latent, RoPE on q_pe and
 k_pe, the latent and k_pe appended to the layer's caches, q_nope absorbed into the latent (bmm with W_UK),
-FlashInfer's MLA wrapper per sequence or as the two-pass cascade with merge_state (kernels_probe/mla.py),
+FlashInfer's MLA wrapper per sequence or as the two-pass cascade with merge_state (kernels_probe/attention/mla.py),
 the output through W_UV (bmm) and o. On the CPU (tests) MLA attention runs as a float32 torch reference
 ("torch" backend) and the experts under Triton's interpreter.
 """
@@ -34,12 +34,12 @@ from types import SimpleNamespace
 
 import torch
 
-from kernels_probe.glue import AppendTarget, TorchGlue, make_glue, rope_cache
-from kernels_probe.layer_graph import linear
-from kernels_probe.moe_step_shapes import MoeStepShape
-from kernels_probe.page_layout import page_layout
-from kernels_probe.step_model import PAGE_SIZE, Attention, StepKV
-from kernels_probe.step_shapes import WorkloadStep
+from kernels_probe.moe.moe_step_shapes import MoeStepShape
+from kernels_probe.steps.glue import AppendTarget, TorchGlue, make_glue, rope_cache
+from kernels_probe.steps.layer_graph import linear
+from kernels_probe.steps.page_layout import page_layout
+from kernels_probe.steps.step_model import PAGE_SIZE, Attention, StepKV
+from kernels_probe.steps.step_shapes import WorkloadStep
 
 FP8 = torch.float8_e4m3fn
 
@@ -161,7 +161,7 @@ class MlaAttention:
             return
         if backend != "flashinfer":
             raise ValueError(f"MLA attention runs on FlashInfer (or torch on the CPU), not {backend!r}")
-        from kernels_probe.mla import FlashInferMla, MlaShape
+        from kernels_probe.attention.mla import FlashInferMla, MlaShape
 
         s, pt = kv.shape, kv.pt
         c = MlaShape(prefix_tokens=pt.prefix_tokens, group_size=pt.group_size, n_groups=pt.n_groups,
@@ -206,7 +206,7 @@ class RoutedExperts:
     probe's grouped GEMM, weighted combine (buffers shared by every layer; the graph runs them in order)."""
 
     def __init__(self, s: MoeStepShape, m: int, device, cfg, fp8: bool):
-        from kernels_probe.moe_probe import Aligned
+        from kernels_probe.moe.moe_probe import Aligned
 
         self.s, self.m, self.cfg, self.fp8 = s, m, cfg, fp8
         n = m * s.top_k
@@ -231,7 +231,7 @@ class RoutedExperts:
         return w, ids
 
     def __call__(self, x, lw, glue):
-        from kernels_probe.moe_probe import TritonGroupedGemm
+        from kernels_probe.moe.moe_probe import TritonGroupedGemm
 
         s = self.s
         w, ids = self.route(x, lw["router"])
@@ -254,7 +254,7 @@ class RoutedExperts:
 def pick_expert_config(w: MoeStepWeights, m: int, device, *, reps: int = 5):
     """The grouped GEMM's block config at m tokens: the fastest of the MoE probe's candidates on layer one's
     experts (gate_up + down, eager, CUDA events); the first candidate on the CPU. Cached per batch size."""
-    from kernels_probe.moe_probe import candidate_configs
+    from kernels_probe.moe.moe_probe import candidate_configs
 
     if m in w.expert_configs:
         return w.expert_configs[m]

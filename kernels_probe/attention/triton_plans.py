@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels_probe.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
-from kernels_probe.triton_launch import (
+from kernels_probe.attention.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
+from kernels_probe.attention.triton_launch import (
     DEFAULT_TUNE,
     TuneParams,
     ceil_div,

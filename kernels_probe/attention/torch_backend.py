@@ -13,9 +13,9 @@ import math
 
 import torch
 
-from kernels_probe.data import AttentionInputs
-from kernels_probe.grid import KERNELS
-from kernels_probe.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
+from kernels_probe.attention.data import AttentionInputs
+from kernels_probe.attention.grid import KERNELS
+from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 
 BACKEND = "torch"
 KV_DTYPES = ("bf16", "fp16")      # torch's flash attention takes no fp8 KV

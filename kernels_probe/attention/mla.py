@@ -147,7 +147,7 @@ class FlashInferMla:
         import flashinfer
         import torch
 
-        from kernels_probe.flashinfer_backend import WORKSPACE_BYTES
+        from kernels_probe.attention.flashinfer_backend import WORKSPACE_BYTES
 
         self.fi, self.d, self.mode = flashinfer, d, mode
         c, dev = d.c, d.ckv.device
@@ -245,9 +245,10 @@ def measure_mla(flusher, device, *, quick: bool = False, budget_s: float = 0.02,
 
 
 def mla_kernels(fm: FlashInferMla, kernel: str) -> list:
-    """The timed rows of one MLA composite (kernels_probe/timed.py, as every backend hands them over): the composite
-    (`decode_shared` per sequence, `cascade_total` as the cascade) and, for the cascade, its prefix pass alone."""
-    from kernels_probe.timed import TimedKernel
+    """The timed rows of one MLA composite (kernels_probe/attention/timed.py, as every backend hands them over): the
+    composite (`decode_shared` per sequence, `cascade_total` as the cascade) and, for the cascade, its prefix pass
+    alone."""
+    from kernels_probe.attention.timed import TimedKernel
 
     out = [TimedKernel("flashinfer", kernel, run=fm, variant="mla", check=fm)]
     if fm.mode == "cascade":

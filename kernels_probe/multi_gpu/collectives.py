@@ -84,7 +84,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=60), device_id=dev)
         gloo = dist.new_group(backend="gloo")
-        from kernels_probe.step_shapes import multi_gpu_plan
+        from kernels_probe.steps.step_shapes import multi_gpu_plan
         from kernels_probe.timing import L2Flusher
 
         props = torch.cuda.get_device_properties(dev)
@@ -117,7 +117,7 @@ def _worker(rank: int, world: int, port: int, out_dir: str, quick: bool, backend
                 "first_median_s": r1["median_s"], "graph_of_repeats": rr, "graph_of_one": r1, "correct": ok})
             del x
         _save(out_dir, rank, result)
-        from kernels_probe.whole_steps import measure_steps
+        from kernels_probe.steps.whole_steps import measure_steps
 
         pts = plan["points"] if tp_steps else []
         rows, skipped = measure_steps(flusher, dev, props.multi_processor_count, quick=quick, backends=backends,

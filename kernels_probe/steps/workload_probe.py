@@ -13,13 +13,13 @@ samples, optionally private prompt tokens):
   a few points either side (1 and the log grid between B/4 and 4B);
 * whole steps: its first, middle and final decode step (one GPU's shard: on one GPU a TP > 1 step is
   timed without its all-reduces, which the multi-GPU probe measures);
-* MoE models: the routed experts as engines run them (kernels_probe/moe_probe.py: one grouped GEMM per
+* MoE models: the routed experts as engines run them (kernels_probe/moe/moe_probe.py: one grouped GEMM per
   projection over the batch's routing, balanced and skewed) at its TP, weight dtype and the GEMMs' M,
-  and its whole steps through the MoE step model (kernels_probe/moe_step.py) instead of the dense one.
+  and its whole steps through the MoE step model (kernels_probe/moe/moe_step.py) instead of the dense one.
 
-MLA models get their MLA attention rows (kernels_probe/mla_workload.py); an MLA + MoE model (DeepSeek) also its
-routed experts (grouped GEMM rows at its TP and weight dtype, Triton, balanced and skewed routing) and its whole
-first, middle and final steps as one GPU's shard (kernels_probe/moe_step.py: all layers that fit one GPU's
+MLA models get their MLA attention rows (kernels_probe/attention/mla_workload.py); an MLA + MoE model (DeepSeek) also
+its routed experts (grouped GEMM rows at its TP and weight dtype, Triton, balanced and skewed routing) and its whole
+first, middle and final steps as one GPU's shard (kernels_probe/moe/moe_step.py: all layers that fit one GPU's
 memory, `moe_step_layers`; without the all-reduces).
 """
 
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernels_probe.grid import AttentionConfig
-from kernels_probe.moe_shapes import MoeShape, moe_shape_from_spec
-from kernels_probe.step_shapes import M_GRID, LayerShape, WorkloadStep
+from kernels_probe.attention.grid import AttentionConfig
+from kernels_probe.moe.moe_shapes import MoeShape, moe_shape_from_spec
+from kernels_probe.steps.step_shapes import M_GRID, LayerShape, WorkloadStep
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,14 @@ class WorkloadProbePlan:
     gemm_m: tuple[int, ...]
     steps: tuple[WorkloadStep, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
-    mla: tuple = ()                   # MLA attention configurations (kernels_probe.mla.MlaShape)
+    mla: tuple = ()                   # MLA attention configurations (kernels_probe.attention.mla.MlaShape)
     moe: MoeShape | None = None       # the routed experts per GPU (MoE models), measured at gemm_m
     moe_step_layers: int = 0          # MoE: whole steps (`steps`) of the MoE step model with this many layers (0: none)
 
     def moe_steps(self) -> list:
-        """Its whole steps as the MoE step model builds them (kernels_probe/moe_step_shapes.py MoeStepPoint);
+        """Its whole steps as the MoE step model builds them (kernels_probe/moe/moe_step_shapes.py MoeStepPoint);
         none without routed experts or a layer count."""
-        from kernels_probe.moe_step_shapes import MoeStepPoint
+        from kernels_probe.moe.moe_step_shapes import MoeStepPoint
 
         if self.moe is None or not self.moe_step_layers:
             return []
@@ -101,7 +101,7 @@ def _single_level(tree):
 
 
 def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
-    if scn.model.attention == "mla":      # MLA attention rows (kernels_probe/mla_workload.py)
+    if scn.model.attention == "mla":      # MLA attention rows (kernels_probe/attention/mla_workload.py)
         return _mla_plan(scn, page_size)
     shape = shape_from_spec(scn.model, scn.tp)
     prefix, groups, samples, private, out = _single_level(scn.tree)
@@ -155,13 +155,13 @@ def plan_for_scenario(scn, page_size: int = 16) -> WorkloadProbePlan:
 def _moe_steps_note(layers: int, model_layers: int) -> str:
     kept = "all" if layers >= model_layers else f"{layers} of"
     return (f"whole steps: one GPU's shard with {kept} {model_layers} layers (the MoE step model, "
-            "kernels_probe/moe_step.py; what fits one GPU's memory at the final step), without the all-reduces; "
+            "kernels_probe/moe/moe_step.py; what fits one GPU's memory at the final step), without the all-reduces; "
             "validation predicts the same layers")
 
 
 def _mla_plan(scn, page_size: int) -> WorkloadProbePlan:
     """An MLA workload's plan: its MLA attention rows only (shape None: no GQA layer to build)."""
-    from kernels_probe.mla_workload import mla_configs, mla_notes
+    from kernels_probe.attention.mla_workload import mla_configs, mla_notes
 
     prefix, groups, samples, private, out = _single_level(scn.tree)
     P = _round_up(prefix, page_size)
@@ -194,7 +194,7 @@ def moe_step_layers(model, tp: int, weight_dtype: str, kv_dtype: str, final: Wor
     """How many layers of a MoE model's shard (its dense layers first) fit `budget_bytes` of one GPU with the
     final step's KV cache (MLA: the latent; GQA: K and V of its KV heads per GPU): the whole model where it
     fits, else fewer MoE layers. ValueError where the step model has no config for the model."""
-    from kernels_probe.moe_step_shapes import moe_step_shape
+    from kernels_probe.moe.moe_step_shapes import moe_step_shape
 
     s = moe_step_shape(model.id, tp)
     eb = 1 if weight_dtype.startswith("fp8") else 2
@@ -224,6 +224,6 @@ def plan_from_json(d: dict) -> WorkloadProbePlan:
 def _mla_configs(rows) -> tuple:
     if not rows:
         return ()
-    from kernels_probe.mla import MlaShape
+    from kernels_probe.attention.mla import MlaShape
 
     return tuple(MlaShape(**c) for c in rows)

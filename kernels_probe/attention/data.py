@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels_probe.grid import AttentionConfig
+from kernels_probe.attention.grid import AttentionConfig
 
 TORCH_KV_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}
 DUP_CAP_BYTES = 48 << 30
@@ -118,7 +118,7 @@ def build_data(cfg: AttentionConfig, device, *, seed: int = 0, dup_cap_bytes: in
 
 
 def reference_output(data: AttentionInputs) -> torch.Tensor:
-    from kernels_probe.reference import reference_shared_prefix
+    from kernels_probe.attention.reference import reference_shared_prefix
 
     c = data.cfg
     return reference_shared_prefix(data.q, data.prefix_dense(data.k_cache), data.prefix_dense(data.v_cache),

@@ -16,7 +16,7 @@ Conventions (one attention layer, all of its KV heads):
 
 from __future__ import annotations
 
-from kernels_probe.grid import AttentionConfig
+from kernels_probe.attention.grid import AttentionConfig
 
 
 def kv_bytes_per_token(c: AttentionConfig) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from kernels_probe.step_shapes import LayerShape, WorkloadStep, model_config
+from kernels_probe.steps.step_shapes import LayerShape, WorkloadStep, model_config
 
 
 @dataclass(frozen=True)

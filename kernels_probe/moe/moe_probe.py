@@ -26,7 +26,7 @@ a skipped row. Timing: CUDA graph replays between events, L2 flushed before each
 (kernels_probe/timing.py). The routing and block alignment are computed once outside the graph (engines
 run moe_align as its own small kernel; the planner prices the GEMMs).
 
-Run: ``python -m kernels_probe.moe_run --out moe.json [--quick] [--budget-s 150]`` (benchmarks/
+Run: ``python -m kernels_probe.moe.moe_run --out moe.json [--quick] [--budget-s 150]`` (benchmarks/
 moe_probe_run.sh on the GPU). The module imports on the CPU; its kernels run there under Triton's
 interpreter (tests).
 """
@@ -42,7 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels_probe.moe_shapes import SKEW_ALPHA, MoeShape, align_counts, moe_bytes_flops
+from kernels_probe.moe.moe_shapes import SKEW_ALPHA, MoeShape, align_counts, moe_bytes_flops
 
 MOE_TOLERANCE = 2e-2
 

@@ -1,13 +1,13 @@
 """`probe --workload` for an MLA model (DeepSeek-V3 and its kind): its MLA attention shapes per GPU, measured
-with FlashInfer's MLA wrapper (kernels_probe/mla.py) instead of refusing. Pure Python (no torch).
+with FlashInfer's MLA wrapper (kernels_probe/attention/mla.py) instead of refusing. Pure Python (no torch).
 
 At TP t a GPU holds the whole latent (kv_lora_rank + rope dims per token, replicated on every rank) and
 num_q_heads / t query heads, so the rows are MLA rows at that many heads, in the workload's KV dtype: its
 prefix and group layout with the suffix of its first, middle and final decode step (exact lengths: an MLA
 pass takes any, and the planner asks for exactly these), plus half and double the group size and the prefix
 halved and doubled at the middle step (7 configurations, each per-sequence and cascade). An MLA + MoE model's
-whole steps (kernels_probe/moe_step.py) hold MLA's own projection GEMMs (the low-rank q/kv and absorbed
-matrices); they are not timed apart: the plan's notes say so. kernels_probe/workload_probe.py derives the
+whole steps (kernels_probe/moe/moe_step.py) hold MLA's own projection GEMMs (the low-rank q/kv and absorbed
+matrices); they are not timed apart: the plan's notes say so. kernels_probe/steps/workload_probe.py derives the
 workload's levels and builds the plan."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def mla_configs(model, tp: int, kv_dtype: str, page_size: int, prefix: int, grou
                 suffixes: tuple[int, int, int], prefixes: list[int]) -> tuple:
     """MlaShapes at the workload's prefix and groups for its first/middle/final suffixes, then half and double
     the samples and the given neighbouring prefixes at the middle suffix."""
-    from kernels_probe.mla import MlaShape
+    from kernels_probe.attention.mla import MlaShape
 
     if model.num_q_heads % tp:
         raise ValueError(f"{model.id}: {model.num_q_heads} query heads do not divide by TP {tp}")

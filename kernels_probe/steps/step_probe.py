@@ -12,8 +12,8 @@ import time
 
 import torch
 
-from kernels_probe.reference import rel_err
-from kernels_probe.step_shapes import (
+from kernels_probe.attention.reference import rel_err
+from kernels_probe.steps.step_shapes import (
     GEMM_FIT_MODELS,
     GEMM_FIT_MODELS_QUICK,
     GLUE_M_GRID,
@@ -26,8 +26,8 @@ from kernels_probe.step_shapes import (
     layer_shape,
     step_points,
 )
+from kernels_probe.steps.whole_steps import STEP_TOLERANCE, measure_steps
 from kernels_probe.timing import time_fn
-from kernels_probe.whole_steps import STEP_TOLERANCE, measure_steps
 
 GEMM_TOLERANCE = 2e-2      # bf16/fp8 GEMM vs float32 reference (fp8: against the quantized inputs)
 
@@ -100,7 +100,7 @@ class _GlueBench:
     """One layer's glue (and once-per-step glue) of a model shape at m tokens (= m sequences)."""
 
     def __init__(self, shape: LayerShape, m: int, variant: str, device):
-        from kernels_probe.glue import AppendTarget, make_glue, rope_cache
+        from kernels_probe.steps.glue import AppendTarget, make_glue, rope_cache
 
         s = shape
         self.s, self.m = s, m
@@ -208,7 +208,7 @@ def run_step_ops(flusher, device, *, quick: bool, plan=None) -> dict:
     out["skipped"] += s
     out["timings_s"]["glue_torch_s"] = time.perf_counter() - t0
     if plan is not None and getattr(plan, "moe", None) is not None:    # a MoE workload: its routed experts
-        from kernels_probe.moe_probe import measure_moe
+        from kernels_probe.moe.moe_probe import measure_moe
 
         t0 = time.perf_counter()
         dtypes = [d for d in [plan.weight_dtype] if d == "bf16" or has_fp8(device)]
@@ -247,7 +247,7 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
                                    "reason": f"{type(exc).__name__}: {exc}"[:300]})
     out["timings_s"]["glue_fused_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    from kernels_probe.layer_graph import measure_layer_graphs
+    from kernels_probe.steps.layer_graph import measure_layer_graphs
 
     shape = layer_shape(GEMM_FIT_MODELS[0][0], 1) if plan is None else plan.shape
     lg_dtypes = (["bf16"] + (["fp8"] if has_fp8(device) else [])) if plan is None else [plan.weight_dtype]
@@ -268,7 +268,7 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     out["skipped"] += s
     mpts = plan.moe_steps() if moe_plan else []
     if mpts:
-        from kernels_probe.moe_steps import GQA_MODES, measure_moe_steps
+        from kernels_probe.moe.moe_steps import GQA_MODES, measure_moe_steps
 
         modes = tuple(m for m in GQA_MODES if m[0] in backends)
         r, s = measure_moe_steps(flusher, device, sm_count, mpts, glue=glue, modes=modes, log=lambda msg: None)
@@ -280,12 +280,12 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     out["step_backends"] = backends
     n_gpu = torch.cuda.device_count()
     if n_gpu >= 2 and plan is None:
-        from kernels_probe.multi_gpu import run_multi_gpu
+        from kernels_probe.multi_gpu.collectives import run_multi_gpu
 
         t0 = time.perf_counter()
         out["multi_gpu_error"] = {}
         # every GPU count this host has (2, 4, 8): all-reduce rows and whole TP steps at each
-        from kernels_probe.step_shapes import multi_gpu_plan
+        from kernels_probe.steps.step_shapes import multi_gpu_plan
 
         for n in [p["world"] for p in multi_gpu_plan(n_gpu, quick)]:
             mg = run_multi_gpu(n, quick=quick, backends=backends, glue=glue, tp_steps=True)

@@ -1,0 +1,1 @@
+"""MoE: routed-expert grouped GEMMs and whole MoE / MLA + MoE decode steps."""

@@ -1,0 +1,1 @@
+"""Several GPUs of one host: NCCL all-reduce and tensor-parallel decode steps."""
