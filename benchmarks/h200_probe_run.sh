@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call of the probe on the H200 kind (docs/probe.md, "Device runs"): unpack the FlashInfer
+# One device call of the probe on the H200 kind (docs/probe-notes.md, "Device runs"): unpack the FlashInfer
 # wheels carried in .whl, then run the stages named in $1 (comma-separated) within $2 seconds in all:
 #   coverage  attention coverage grid (fp8 on every backend, group sizes, batch ends, 64K prefix) -> cov.json
 #   step      GEMMs, glue, layer graphs, whole steps (shipped + held-out models)               -> step.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call of the MoE expert-GEMM probe (kernels_probe/moe/moe_probe.py, docs/probe.md "MoE experts"):
+# One device call of the MoE expert-GEMM probe (kernels_probe/moe/moe_probe.py, docs/probe-notes.md "MoE experts"):
 # routed-expert grouped GEMMs (gate_up, down) of Mixtral-8x7B (TP 1, 2) and DeepSeek-V3 (TP 8, 4), bf16 and
 # fp8 weights, balanced and skewed routing, M = 1..1024, backends triton / torch._grouped_mm / per-expert
 # loop; each point checked against a float32 reference before it is timed. Run from the repository root;

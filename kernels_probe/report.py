@@ -1,4 +1,4 @@
-"""The probe's target figures (docs/probe.md, "Targets") from a calibration document (pure Python), and a rich
+"""The probe's target figures (docs/probe-notes.md, "Targets") from a calibration document (pure Python), and a rich
 summary table."""
 
 from __future__ import annotations

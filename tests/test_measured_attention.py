@@ -145,7 +145,7 @@ def test_interpolation_is_monotone_where_the_rows_are():
 
 def test_fp8_is_priced_from_fp8_rows_never_from_bf16(probe):
     """Triton has fp8 rows: at a measured fp8 configuration the planner returns the fp8 row (slower than
-    bf16 on the H200, as docs/probe.md says), and its fit is the fp8 fit, not bf16's."""
+    bf16 on the H200, as docs/probe-notes.md says), and its fit is the fp8 fit, not bf16's."""
     fp8 = params_from_probe(probe, "triton", "fp8", H200)
     bf16 = params_from_probe(probe, "triton", "bf16", H200)
     assert fp8.measured.kv_dtype == "fp8"

@@ -1,4 +1,4 @@
-"""The H200 measurements behind docs/probe.md's power-limit diagnosis (benchmarks/raw/h200-2026-12-01c, written by
+"""The H200 measurements behind docs/probe-notes.md's power-limit diagnosis (benchmarks/raw/h200-2026-12-01c, written by
 benchmarks/in_step_attention.py and benchmarks/sustained_power.py): each figure the doc quotes, read from its file."""
 
 import json

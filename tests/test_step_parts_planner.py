@@ -127,7 +127,7 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
     median (4.7%) until the fp8 weights' activation quantisation was priced (test_fp8_layer_composition.py).
     The worst fp8 step is the 512-sequence Qwen2.5-14B cascade, 7-9% too fast at its first step: GEMM-bound at
     M = 512, it runs at the H200's 700 W power limit (SM clock 1,755-1,920 MHz) where its per-sequence twin and
-    the isolated rows do not (benchmarks/raw/h200-2026-12-01c, docs/probe.md)."""
+    the isolated rows do not (benchmarks/raw/h200-2026-12-01c, docs/probe-notes.md)."""
     from cascade_plan.calibration.step_validation import validate_steps
 
     probe = find_committed(H200)

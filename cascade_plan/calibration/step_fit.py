@@ -7,7 +7,7 @@ own CUDA graph, so it holds the latency of a kernel that must wait for the one b
 H200). The fit keeps it, as the attention fits keep it in their per-launch overhead: inside a step's
 graph each GEMM waits for the kernel before it to drain the GPU, which costs about that, not the
 0.9 us an empty kernel adds back to back. (Removing it, v1 of this fit, predicted whole steps 2-5% short
-on every backend: docs/probe.md.) ``LAUNCH_CORRECTION`` keeps that variant available.
+on every backend: docs/probe-notes.md.) ``LAUNCH_CORRECTION`` keeps that variant available.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def fit_allreduce(rows: Sequence[StepOpRow], hardware_id: str | None) -> dict[in
 # H200 (2026-12-01) a layer back to back ran 4-9% faster than its isolated ops summed (factor 0.91-0.96 for
 # M <= 512), yet applying it made the whole steps worse (median |error| 2.1 -> 3.8%, worst 10.3 -> 12.6% on
 # Triton): the isolated rows' dependent-kernel latency stands in for what attention and the layer boundary
-# cost in a real step. So it ships measured but not applied (docs/probe.md); COMPOSE_APPLY turns it on.
+# cost in a real step. So it ships measured but not applied (docs/probe-notes.md); COMPOSE_APPLY turns it on.
 COMPOSE_APPLY = False
 
 

@@ -12,7 +12,7 @@ LOG2E = 1.4426950408889634
 
 @dataclass(frozen=True)
 class TuneParams:
-    """Tile sizes and launch shape; defaults are the ones picked on the H200 (see docs/probe.md)."""
+    """Tile sizes and launch shape; defaults are the ones picked on the H200 (see docs/probe-notes.md)."""
 
     decode_block_n: int = 64
     decode_warps: int = 4
