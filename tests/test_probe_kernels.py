@@ -150,3 +150,22 @@ def test_prefix_pass_state_and_splits():
     assert max_rel_err(out, ref) < TOL
 
 
+
+
+@pytest.mark.parametrize("head_dim,q_per_kv,kv_dtype", [(64, 6, "bf16"), (256, 12, "bf16"), (64, 12, "fp8"),
+                                                        (256, 6, "fp8")])
+def test_decode_and_cascade_at_head_dims_and_groups_the_grid_lacks(head_dim, q_per_kv, kv_dtype):
+    """Head dims 64 and 256 and query groups of 6 and 12 (BLOCK_G 16, padded rows masked), bf16 and fp8 KV: the
+    per-sequence decode (split and unsplit) and the cascade against the float32 reference."""
+    cfg = _cfg(head_dim=head_dim, q_per_kv=q_per_kv, kv_dtype=kv_dtype, num_kv_heads=1, group_size=2)
+    d = build_data(cfg, "cpu", seed=11)
+    ref = reference_output(d)
+    for splits in (1, 3):
+        out = _nan_like(d.q)
+        DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 48, out, sm_count=2, tune=TINY,
+                   force_splits=splits)()
+        assert max_rel_err(out, ref) < TOL
+    out = _nan_like(d.q)
+    CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens, cfg.group_size, cfg.n_groups)],
+                d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=2, tune=TINY)()
+    assert max_rel_err(out, ref) < TOL
