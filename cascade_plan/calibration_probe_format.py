@@ -9,6 +9,10 @@ from typing import Annotated, Literal
 import msgspec
 
 from cascade_plan.calibration_format import Bandwidth, Ceilings, FiniteNonNeg, Measurement, Seconds, StepOpRow
+from cascade_plan.calibration_rows import PositiveSeconds, StepRow
+
+# The op-level rows `probe --step` writes (`step_ops[].op`).
+STEP_OPS = ("gemm", "glue_layer", "glue_step", "allreduce", "layer_graph", "moe_grouped_gemm", "moe_layer_graph")
 
 
 class ProbeCeilings(Ceilings, frozen=True, kw_only=True):
@@ -22,6 +26,35 @@ class TimedMeasurement(Measurement, frozen=True, kw_only=True):
     median_s: Annotated[float, msgspec.Meta(gt=0, le=1e4)]
     bytes: FiniteNonNeg
     flops: FiniteNonNeg
+    p10_s: Seconds
+    p90_s: Seconds
+    n_reps: Annotated[int, msgspec.Meta(ge=1)]
+    max_rel_err: Annotated[float, msgspec.Meta(ge=0, le=1e30)] | None
+
+
+class ProbeDevice(msgspec.Struct, frozen=True, kw_only=True):
+    """The GPU and software a run measured on: every field present (None where the run could not tell)."""
+    name: str | None
+    sm_count: int | None
+    l2_bytes: int | None
+    memory_bytes: int | None
+    compute_capability: str | None
+    driver: str | None
+    cuda: str | None
+    torch: str | None
+    triton: str | None
+    flashinfer: str | None
+
+
+class TimedStepOpRow(StepOpRow, frozen=True, kw_only=True):
+    """One op-level row as `probe --step` writes it: a known op, timed."""
+    op: Literal[STEP_OPS]  # type: ignore[valid-type]
+    median_s: PositiveSeconds
+
+
+class TimedStepRow(StepRow, frozen=True, kw_only=True):
+    """One whole step as the probe writes it: the glue it ran and every timing field beside the median."""
+    glue: Literal["fused", "torch"]
     p10_s: Seconds
     p90_s: Seconds
     n_reps: Annotated[int, msgspec.Meta(ge=1)]
@@ -42,11 +75,12 @@ class ProbeDocument(msgspec.Struct, frozen=True, kw_only=True):
     probe_version: str
     created_utc: str
     hardware_id: str | None
-    device: dict
+    device: ProbeDevice
     ceilings: ProbeCeilings
     grid: dict
     measurements: list[TimedMeasurement]
     skipped: list[SkippedRow]
     fitted: dict
     notes: dict = {}
-    step_ops: list[StepOpRow] = []
+    step_ops: list[TimedStepOpRow] = []
+    steps: list[TimedStepRow] = []

@@ -17,15 +17,14 @@ import pathlib
 import msgspec
 
 from cascade_plan.calibration_format import KIND, SCHEMA_VERSION
-from cascade_plan.calibration_probe_format import ProbeDocument
+from cascade_plan.calibration_probe_format import ProbeDevice, ProbeDocument
 from cascade_plan.gpus import hardware_id_for
 from kernels_probe import PROBE_VERSION
 from kernels_probe.attention.grid import BACKENDS, KERNELS
 
 __all__ = ["KIND", "SCHEMA_VERSION", "hardware_id_for", "load", "new_document", "validate_document", "write_atomic"]
 
-DEVICE_KEYS = ("name", "sm_count", "l2_bytes", "memory_bytes", "compute_capability", "driver", "cuda", "torch",
-               "triton", "flashinfer")
+DEVICE_KEYS = ProbeDevice.__struct_fields__
 
 
 def utc_now() -> str:
@@ -63,9 +62,6 @@ def validate_document(doc: dict) -> list[str]:
         msgspec.convert(doc, ProbeDocument)
     except msgspec.ValidationError as exc:
         errs.append(str(exc))
-    for k in DEVICE_KEYS:
-        if k not in doc.get("device", {}):
-            errs.append(f"device.{k} missing")
     for i, m in enumerate(doc.get("measurements", [])):
         where = f"measurements[{i}]"
         if m.get("backend") not in BACKENDS:
@@ -78,35 +74,14 @@ def validate_document(doc: dict) -> list[str]:
     return errs + validate_step_rows(doc)
 
 
-STEP_OPS = ("gemm", "glue_layer", "glue_step", "allreduce", "layer_graph", "moe_grouped_gemm", "moe_layer_graph")
-STEP_ROW_KEYS = ("workload", "model", "tp", "position", "config", "glue", "backend", "mode", "median_s", "p10_s",
-                 "p90_s", "n_reps", "max_rel_err")
-
-
 def validate_step_rows(doc: dict) -> list[str]:
-    """Problems with the --step sections (absent sections are fine: probe 1.0 files have none)."""
+    """What the step sections' structs (ProbeDocument.step_ops, .steps: every field, the op, the mode) cannot say:
+    p10_s <= median_s <= p90_s. Absent sections are fine: probe 1.0 files have none."""
     errs: list[str] = []
-    for i, r in enumerate(doc.get("step_ops") or []):
-        where = f"step_ops[{i}]"
-        if r.get("op") not in STEP_OPS:
-            errs.append(f"{where}.op {r.get('op')!r} not in {STEP_OPS}")
-        if not isinstance(r.get("config"), dict):
-            errs.append(f"{where}.config missing")
-        med = r.get("median_s")
-        if not (isinstance(med, (int, float)) and med > 0 and math.isfinite(med)):
-            errs.append(f"{where}.median_s must be > 0")
     for i, r in enumerate(doc.get("steps") or []):
-        where = f"steps[{i}]"
-        for k in STEP_ROW_KEYS:
-            if k not in r:
-                errs.append(f"{where}.{k} missing")
-        if r.get("mode") not in ("per_sequence", "cascade"):
-            errs.append(f"{where}.mode must be per_sequence or cascade")
         med = r.get("median_s")
-        if not (isinstance(med, (int, float)) and med > 0):
-            errs.append(f"{where}.median_s must be > 0")
-        elif not (r.get("p10_s", 0) <= med <= r.get("p90_s", math.inf)):
-            errs.append(f"{where}: p10_s <= median_s <= p90_s does not hold")
+        if isinstance(med, (int, float)) and not (r.get("p10_s", 0) <= med <= r.get("p90_s", math.inf)):
+            errs.append(f"steps[{i}]: p10_s <= median_s <= p90_s does not hold")
     return errs
 
 

@@ -302,3 +302,27 @@ def test_probe_data_layout_shares_and_duplicates_pages():
     assert torch.equal(d.shared_table[:, pp:], d.suffix_table)
     small = build_data(cfg, "cpu", dup_cap_bytes=cache_bytes(cfg, True) - 1)
     assert not small.has_dup and small.dup_table is None
+
+
+def test_the_step_sections_and_the_device_are_checked_by_their_structs():
+    """step_ops and steps rows (as the shipped H200 file holds them) and the device read through the shared format's
+    writer-side structs: an unknown op, a whole step without its glue or with a mode the planner has no name for,
+    a device without a field, and p90 below the median are each named."""
+    import copy
+
+    shipped = json.loads((ROOT / "calibrations" / "h200-probe-2026-12-01.json").read_text())
+    base = _doc()
+    base["step_ops"] = [shipped["step_ops"][0]]
+    base["steps"] = [shipped["steps"][0]]
+    assert calibration_file.validate_document(base) == []
+
+    def broken(change):
+        d = copy.deepcopy(base)
+        change(d)
+        return " | ".join(calibration_file.validate_document(d))
+
+    assert "$.step_ops[0].op" in broken(lambda d: d["step_ops"][0].update(op="softmax"))
+    assert "`glue`" in broken(lambda d: d["steps"][0].pop("glue"))
+    assert "$.steps[0].mode" in broken(lambda d: d["steps"][0].update(mode="both"))
+    assert "`triton`" in broken(lambda d: d["device"].pop("triton"))
+    assert "steps[0]: p10_s <= median_s <= p90_s" in broken(lambda d: d["steps"][0].update(p90_s=0.0))
