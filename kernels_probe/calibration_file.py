@@ -68,20 +68,13 @@ def validate_document(doc: dict) -> list[str]:
             errs.append(f"{where}.backend {m.get('backend')!r} not in {BACKENDS}")
         if m.get("kernel") not in KERNELS:
             errs.append(f"{where}.kernel {m.get('kernel')!r} not in {KERNELS}")
-        med = m.get("median_s")
-        if isinstance(med, (int, float)) and not (m.get("p10_s", 0) <= med <= m.get("p90_s", math.inf)):
-            errs.append(f"{where}: p10_s <= median_s <= p90_s does not hold")
-    return errs + validate_step_rows(doc)
-
-
-def validate_step_rows(doc: dict) -> list[str]:
-    """What the step sections' structs (ProbeDocument.step_ops, .steps: every field, the op, the mode) cannot say:
-    p10_s <= median_s <= p90_s. Absent sections are fine: probe 1.0 files have none."""
-    errs: list[str] = []
-    for i, r in enumerate(doc.get("steps") or []):
-        med = r.get("median_s")
-        if isinstance(med, (int, float)) and not (r.get("p10_s", 0) <= med <= r.get("p90_s", math.inf)):
-            errs.append(f"steps[{i}]: p10_s <= median_s <= p90_s does not hold")
+    # what the structs (the step sections' too: every field, the op, the mode) cannot say: the timings' order.
+    # Absent step sections are fine: probe 1.0 files have none.
+    for section in ("measurements", "steps"):
+        for i, r in enumerate(doc.get(section) or []):
+            med = r.get("median_s")
+            if isinstance(med, (int, float)) and not (r.get("p10_s", 0) <= med <= r.get("p90_s", math.inf)):
+                errs.append(f"{section}[{i}]: p10_s <= median_s <= p90_s does not hold")
     return errs
 
 

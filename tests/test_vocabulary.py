@@ -14,24 +14,27 @@ def _class_names(source: str) -> list[str]:
     return [n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]
 
 
-def duplicated_classes(paths) -> dict[str, list[str]]:
+def _sources() -> list[Path]:
+    return sorted((ROOT / "cascade_plan").rglob("*.py")) + sorted((ROOT / "kernels_probe").rglob("*.py"))
+
+
+def duplicated_classes(paths, root: Path = ROOT) -> dict[str, list[str]]:
     where: dict[str, list[str]] = defaultdict(list)
     for path in paths:
         for name in _class_names(path.read_text(encoding="utf-8")):
-            where[name].append(path.name if path.parent.name.startswith("test_") else str(path.relative_to(ROOT)))
+            where[name].append(str(path.relative_to(root)))
     return {name: files for name, files in where.items() if len(files) > 1}
 
 
 def test_no_two_classes_share_a_name():
-    paths = sorted((ROOT / "cascade_plan").rglob("*.py")) + sorted((ROOT / "kernels_probe").rglob("*.py"))
-    assert duplicated_classes(paths) == {}
+    assert duplicated_classes(_sources()) == {}
 
 
 def test_the_duplicate_check_can_fail(tmp_path):
     names = [f"{stem}.py" for stem in ("first", "second")]
     for name in names:
         (tmp_path / name).write_text("class Verdict:\n    pass\n", encoding="utf-8")
-    assert duplicated_classes(sorted(tmp_path.glob("*.py"))) == {"Verdict": names}
+    assert duplicated_classes(sorted(tmp_path.glob("*.py")), root=tmp_path) == {"Verdict": names}
 
 
 def test_the_probe_times_the_backends_the_planner_fits():
@@ -67,8 +70,7 @@ def private_imports(paths) -> list[str]:
 
 
 def test_no_module_imports_another_modules_private_names(tmp_path):
-    paths = sorted((ROOT / "cascade_plan").rglob("*.py")) + sorted((ROOT / "kernels_probe").rglob("*.py"))
-    assert private_imports(paths) == []
+    assert private_imports(_sources()) == []
     stem = "planted"
     planted = tmp_path / f"{stem}.py"
     planted.write_text("from cascade_plan.outputs import _hidden\n", encoding="utf-8")

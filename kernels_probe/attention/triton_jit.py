@@ -207,14 +207,9 @@ def prefix_kernel(
     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                   h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE)
 
-    has = l_i > 0.0
-    l_safe = tl.where(has, l_i, 1.0)
-    o = acc / l_safe[:, None]
-    lse = tl.where(has, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-    slot = slot_offset + split
-    srow = slot.to(tl.int64) * rows_total + rows
-    tl.store(o_state_ptr + srow[:, None] * D + offs_d[None, :], o, mask=mask_m[:, None])
-    tl.store(lse_state_ptr + srow, lse, mask=mask_m)
+    # always a state slot (the cascade merges it): no bf16 output, so the state buffer stands in for out_ptr
+    _store_rows(acc, m_i, l_i, rows, mask_m, o_state_ptr, lse_state_ptr, o_state_ptr, rows_total, slot_offset + split,
+                offs_d, D, False)
 
 
 @triton.jit

@@ -36,7 +36,6 @@ def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):
     return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[q_dtype]
 
 
-
 class StateBuffer:
     """Float32 (o, lse) slots for `rows` rows; slots are handed out in order."""
 
@@ -76,7 +75,6 @@ class DecodePlan:
         if self.tps <= tune.decode_short_tokens:  # one or two tiles per program: shallow pipeline, more CTAs/SM
             self.block_n, self.stages, self.warps = (tune.decode_short_block_n, tune.decode_short_stages,
                                                      tune.decode_short_warps)
-
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.external_states = states is not None
         if states is None and self.splits > 1:
