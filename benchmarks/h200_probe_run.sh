@@ -9,11 +9,13 @@
 #   mla-plan  probe --workload deepseek-v3-grpo-tp8's MLA shapes (plan derived on the CPU)      -> mla-plan.json
 #   mla-plan-fp8  the same with --kv-dtype fp8                                                 -> mla-plan-fp8.json
 #   moe-steps whole MoE / MLA + MoE steps (Mixtral, Qwen3-30B-A3B, DeepSeek-V3's TP-8 shard)     -> moe_steps.json
-# Run from the staged copy (cd .stage); the wheels are at ../.whl. Files land in $OUT.
+#   regimes   --grid regimes attention rows (head dims 64/256, groups 6/12, 128K-256K, 8K suffixes) -> regimes.json
+#   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
+# Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
 stages=${1:-coverage,step}; total=${2:-585}
 t0=$(date +%s)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ../.whl/*.whl || exit 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-../.whl}/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0a TORCH_CUDA_ARCH_LIST=9.0a MAX_JOBS=14
 export PROBE_STEP_PARTIAL=$OUT/step_partial.json
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -33,6 +35,10 @@ for st in ${stages//,/ }; do
               --plan benchmarks/plan-deepseek-v3-grpo-tp8-fp8.json && python3 benchmarks/mla_table.py $OUT/mla-plan-fp8.json ;;
     moe-steps) timeout $(left) python3 -m kernels_probe.moe.moe_steps --out $OUT/moe_steps.json \
               --budget-s $(( $(left) - 45 )) ${MOE_STEPS_ARGS:-} ;;
+    regimes) timeout $(left) python3 -m kernels_probe --out $OUT/regimes.json --grid regimes --backend triton \
+              --backend flashinfer --time-budget ${REGIMES_BUDGET:-300} ;;
+    step-regimes) timeout $(left) python3 -m kernels_probe --out $OUT/step-regimes.json --step --no-attention \
+              --step-set regimes ;;
   esac
   echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"
 done

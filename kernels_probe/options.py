@@ -17,7 +17,8 @@ from cascade_plan.inputs.limits import MAX_SECONDS
 if TYPE_CHECKING:
     import argparse
 
-GRIDS = ("full", "coverage", "full+coverage")
+GRIDS = ("full", "coverage", "full+coverage", "regimes", "all")
+STEP_SETS = ("default", "regimes")     # kernels_probe/steps/step_probe.py: step_set_shapes
 MAX_PAGE_TOKENS = 4_096                 # tokens per KV page: every engine uses 1..256
 
 
@@ -74,7 +75,9 @@ _OPTIONS = (
                                   "(fused and torch), NCCL all-reduce (2+ GPUs), and whole model-shaped decode steps "
                                   "per attention backend (validation only).", kind="flag", default=False),
     ProbeOption("grid", "--grid", "Attention grid: full, coverage (fp8 KV on every backend, query groups 1-16, "
-                                  "batches to 1024, 64K prefix) or full+coverage.", default="full", choices=GRIDS),
+                                  "batches to 1024, 64K prefix), full+coverage, or regimes (head dims 64 and 256, "
+                                  "query groups 6 and 12, 128K-256K prefixes, 8K suffixes, 1,024 sequences on "
+                                  "small layers), or all (the three).", default="full", choices=GRIDS),
     ProbeOption("merge_into", "--merge-into", "An existing calibration file: --out gets its rows plus this run's (a "
                                               "re-measured point replaces the old row); then run `cascade-plan "
                                               "calibrate` on it.", type=pathlib.Path, metavar="FILE"),
@@ -91,12 +94,20 @@ _OPTIONS = (
                                           "latent.", default="shipped", choices=("shipped", "tp")),
     ProbeOption("no_held_out", "--no-held-out", "With --step: skip the held-out model steps.", kind="flag",
                 default=False),
+    ProbeOption("only_missing", "--only-missing", "With --merge-into FILE: time only the grid's configurations some "
+                                                  "requested backend has no row of in FILE (finish a run its time "
+                                                  "budget cut short).", kind="flag", default=False),
+    ProbeOption("step_set", "--step-set",
+                "With --step: default (Llama-3-8B's GEMMs and glue at TP 1 and 2, the stepped workloads, held-out "
+                "steps, multi-GPU rows), or regimes (GEMMs, glue and layer graphs of small models at hidden "
+                "1024-3072, M to 1024, and held-out steps at 1,024 sequences, head dims 64 and 256, a 128K prefix, "
+                "4K suffixes).", default="default", choices=STEP_SETS),
 )
 PROBE_OPTIONS: dict[str, ProbeOption] = {o.name: o for o in _OPTIONS}
 # The options both front ends have; the rest are python -m kernels_probe's alone.
 SHARED = ("out", "quick", "backend", "page_size", "time_budget", "step", "grid", "merge_into")
 MODULE_ORDER = ("out", "quick", "backend", "page_size", "step", "no_attention", "time_budget", "grid", "plan",
-                "mla", "mla_grid", "no_held_out", "merge_into")
+                "mla", "mla_grid", "no_held_out", "step_set", "merge_into", "only_missing")
 
 
 def add_to_parser(ap: argparse.ArgumentParser, name: str) -> None:
@@ -144,5 +155,5 @@ def check_choices(backends: list[str] | None, grid: str) -> str | None:
     if unknown:
         return f"--backend: unknown backend {unknown[0]!r}: use {', '.join(BACKENDS)}"
     if grid not in GRIDS:
-        return f"--grid: unknown grid {grid!r}: use full, coverage or full+coverage"
+        return f"--grid: unknown grid {grid!r}: use {', '.join(GRIDS)}"
     return None

@@ -12,7 +12,7 @@ import time
 
 from kernels_probe import PROBE_VERSION
 from kernels_probe.attention.accounting import kernel_cost
-from kernels_probe.attention.grid import BACKEND_MODULES, BACKENDS, KERNELS, AttentionConfig, build_grid
+from kernels_probe.attention.grid import BACKEND_MODULES, BACKENDS, KERNELS, AttentionConfig, named_grid
 from kernels_probe.attention.timed import SkippedKernel, TimedKernel
 from kernels_probe.calibration_file import new_document, write_atomic
 
@@ -202,8 +202,10 @@ def _time(ctx: _Ctx, fn, sustained: bool = False) -> dict:
 def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str] | None = None, page_size: int = 16,
               console=None, time_budget_s: float | None = None, tune=None, configs: list[AttentionConfig] | None = None,
               skip_ceilings: bool = False, step: bool = False, attention: bool = True, grid: str = "full",
-              held_out: bool = True, plan=None, mla: bool | str = False) -> dict:
-    """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it."""
+              held_out: bool = True, plan=None, mla: bool | str = False, step_set: str = "default",
+              owed: dict[str, list[AttentionConfig]] | None = None) -> dict:
+    """Run ceilings, correctness and the timing grid; write the calibration JSON atomically; return it.
+    `owed`: per backend, the only configurations to time (what an earlier file lacks: --only-missing)."""
     import torch
     from rich.console import Console
     from rich.progress import (
@@ -241,17 +243,10 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     if "flashinfer" in wanted:
         fi_ok, fi_reason = flashinfer_backend.available()
     device_info = _device_info(torch, flashinfer_backend.version() if fi_ok else None)
-    if grid not in ("full", "coverage", "full+coverage"):
-        raise ValueError(f"grid must be full, coverage or full+coverage, got {grid!r}")
-    cfgs, grid_desc = build_grid(quick=quick, page_size=page_size, coverage=grid != "full")
+    cfgs, grid_desc = named_grid(grid, quick=quick, page_size=page_size)
     if plan is not None:     # probe --workload: exactly that workload's shapes
         cfgs, step = list(plan.attention), plan.shape is not None     # an MLA plan builds no GQA layer
         grid_desc = {**grid_desc, "mode": "workload", "n_configs": len(cfgs), "workload": plan.describe()}
-    elif grid == "coverage":
-        from kernels_probe.attention.grid import coverage_grid
-
-        cfgs = coverage_grid(page_size)
-        grid_desc = {**grid_desc, "mode": "coverage", "n_configs": len(cfgs)}
     if configs is not None:
         cfgs = list(configs)
         grid_desc = {**grid_desc, "mode": "custom", "n_configs": len(cfgs)}
@@ -267,7 +262,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         def _build():
             s = torch.cuda.Stream()
             with torch.cuda.stream(s):
-                fi_build.update(flashinfer_backend.warm_build(device))
+                fi_build.update(flashinfer_backend.warm_build(device, {c.head_dim for c in cfgs}))
 
         fi_thread = threading.Thread(target=_build, daemon=True)
         fi_thread.start()
@@ -288,9 +283,12 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     main_backends = [b for b in wanted if b != "flashinfer"]
     if not attention:
         cfgs = []
-    passes = [(main_backends, cfgs)]
+    def pass_configs(bs: list[str]) -> list[AttentionConfig]:
+        return cfgs if owed is None else [c for c in cfgs if any(c in owed.get(b, ()) for b in bs)]
+
+    passes = [(main_backends, pass_configs(main_backends))]
     if fi_ok:
-        passes.append((["flashinfer"], cfgs))
+        passes.append((["flashinfer"], pass_configs(["flashinfer"])))
     elif "flashinfer" in wanted:
         for c in cfgs:
             ctx.skip(c, "flashinfer", "*", fi_reason)
@@ -316,7 +314,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 from kernels_probe.steps.step_probe import run_step_ops
 
                 progress.update(task, description="step parts: GEMMs and torch glue")
-                step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
+                step_out = run_step_ops(flusher, device, quick=quick, plan=plan, step_set=step_set)
                 timings["step_ops_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
             if pass_backends == ["flashinfer"] and fi_thread is not None:
@@ -354,7 +352,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             from kernels_probe.steps.step_probe import run_step_ops, run_step_probe
 
             if step_out is None:
-                step_out = run_step_ops(flusher, device, quick=quick, plan=plan)
+                step_out = run_step_ops(flusher, device, quick=quick, plan=plan, step_set=step_set)
             progress.update(task, description="step parts: fused glue, whole steps, all-reduce")
             t0 = time.perf_counter()
             for th in (fi_thread, glue_thread):
@@ -366,7 +364,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
             timings["step_flashinfer_wait_s"] = time.perf_counter() - t0
             fi_step = fi_ok and bool(fi_build.get("ok")) and not fi_build.get("glue_errors")
             step_out = run_step_probe(flusher, device, device_info["sm_count"], quick=quick, fi_ok=fi_step,
-                                      out=step_out, held_out=held_out, plan=plan)
+                                      out=step_out, held_out=held_out, plan=plan, step_set=step_set)
             timings["step_probe_s"] = time.perf_counter() - t0
     timings["total_s"] = time.perf_counter() - t_start
     timings["measuring_s"] = timings["total_s"] - timings.get("flashinfer_build_wait_s", 0.0) - \

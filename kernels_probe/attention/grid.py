@@ -122,6 +122,38 @@ def coverage_grid(page_size: int = 16) -> list[AttentionConfig]:
     return cfgs
 
 
+# The regimes grid (probe 1.3): where small models, long contexts and long suffixes run. (G, KV heads, head dim):
+# head dim 64 as Llama-3.2-1B (32/8) and 256 as Gemma-2-2B (8/4); query groups of 6 (Qwen2.5-1.5B, 12/2) and 12
+# (48 query heads over 4 KV heads); prefixes of 128K and 256K; private suffixes of 8K; 1,024 sequences as GRPO's
+# 64 prompts x 16 samples on small layers.
+REGIME_SHAPES = ((4, 8, 64), (2, 4, 256), (6, 2, 128), (12, 4, 128), (7, 2, 64))
+REGIME_LONG_PREFIXES = (131072, 262144)
+REGIME_LONG_SUFFIX = 8192
+
+
+def regimes_grid(page_size: int = 16) -> list[AttentionConfig]:
+    cfgs, add = _collector(page_size)
+    for g, hkv, d in REGIME_SHAPES:
+        shape = {"q_per_kv": g, "num_kv_heads": hkv, "head_dim": d}
+        for p in (1024, 4096, 16384):
+            for n in (8, 128):
+                add(prefix_tokens=p, group_size=n, **shape)
+        add(prefix_tokens=4096, group_size=64, kv_dtype="fp8", **shape)
+        add(prefix_tokens=1024, group_size=16, n_groups=64, **shape)      # 1,024 sequences, 64 prompts
+        add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=1024, **shape)
+    for p in REGIME_LONG_PREFIXES:
+        for n in ((1, 8, 16, 64) if p == REGIME_LONG_PREFIXES[0] else (1, 8)):
+            add(prefix_tokens=p, group_size=n)
+        add(prefix_tokens=p, group_size=8, kv_dtype="fp8")
+    add(prefix_tokens=REGIME_LONG_PREFIXES[0], group_size=8, q_per_kv=8, num_kv_heads=1)   # 70B at TP 8
+    add(prefix_tokens=REGIME_LONG_PREFIXES[0], group_size=16, suffix_tokens=4096)
+    for p, n in ((1024, 16), (4096, 16), (4096, 64), (16384, 16)):       # long private suffixes
+        add(prefix_tokens=p, group_size=n, suffix_tokens=REGIME_LONG_SUFFIX)
+    add(prefix_tokens=4096, group_size=16, suffix_tokens=REGIME_LONG_SUFFIX, kv_dtype="fp8")
+    add(prefix_tokens=4096, group_size=16, n_groups=4, suffix_tokens=REGIME_LONG_SUFFIX, q_per_kv=6, num_kv_heads=2)
+    return cfgs
+
+
 def build_grid(*, quick: bool = False, page_size: int = 16,
                coverage: bool = False) -> tuple[list[AttentionConfig], dict]:
     """(configurations, description). The full grid crosses prefix x group size for the Llama-3-8B
@@ -174,3 +206,25 @@ def build_grid(*, quick: bool = False, page_size: int = 16,
     desc = {"mode": ("quick" if quick else "full") + ("+coverage" if coverage else ""), "page_size": ps,
             "head_dim": 128, "axes": axes, "n_configs": len(cfgs)}
     return cfgs, desc
+
+
+def named_grid(grid: str, *, quick: bool = False, page_size: int = 16) -> tuple[list[AttentionConfig], dict]:
+    """(configurations, description) of a grid named as --grid names it."""
+    cfgs, desc = build_grid(quick=quick, page_size=page_size, coverage=grid != "full")
+    if grid == "coverage":
+        cfgs = coverage_grid(page_size)
+        desc = {**desc, "mode": "coverage", "n_configs": len(cfgs)}
+    elif grid in ("regimes", "all"):
+        cfgs = regimes_grid(page_size) if grid == "regimes" else cfgs + [c for c in regimes_grid(page_size)
+                                                                        if c not in cfgs]
+        desc = {**desc, "mode": grid, "n_configs": len(cfgs),
+                "axes": {k: sorted({getattr(c, k) for c in cfgs}) for k in (*desc["axes"], "head_dim")}}
+    return cfgs, desc
+
+
+def owed_configs(cfgs: list[AttentionConfig], backends: list[str],
+                 measurements: list[dict]) -> dict[str, list[AttentionConfig]]:
+    """Per backend, the configurations it has no row of in `measurements` (a calibration file's): what a run cut
+    short by its time budget, or a file whose kernels changed, still owes."""
+    done = {(m["backend"], AttentionConfig(**m["config"])) for m in measurements}
+    return {b: [c for c in cfgs if (b, c) not in done] for b in backends}

@@ -13,6 +13,7 @@ import time
 import torch
 
 from kernels_probe.attention.reference import rel_err
+from kernels_probe.options import STEP_SETS
 from kernels_probe.steps.step_shapes import (
     GEMM_FIT_MODELS,
     GEMM_FIT_MODELS_QUICK,
@@ -20,10 +21,14 @@ from kernels_probe.steps.step_shapes import (
     GLUE_M_GRID_QUICK,
     M_GRID,
     M_GRID_QUICK,
+    REGIME_FIT_MODELS,
+    REGIME_GLUE_M_GRID,
+    REGIME_M_GRID,
     STEP_BACKENDS,
     LayerShape,
     held_out_points,
     layer_shape,
+    regime_held_out_points,
     step_points,
 )
 from kernels_probe.steps.whole_steps import STEP_TOLERANCE, measure_steps
@@ -190,14 +195,28 @@ def _checkpoint(out: dict) -> None:
             json.dump(out, f, default=str)
 
 
-def run_step_ops(flusher, device, *, quick: bool, plan=None) -> dict:
+def step_set_shapes(step_set: str, quick: bool = False) -> tuple[dict, dict]:
+    """The GEMM and glue keyword arguments of a step set: {} for the default (Llama-3-8B at TP 1 and 2, M to
+    2048), the small fit models at M to 1024 for "regimes" (kernels_probe/steps/step_shapes.py)."""
+    if step_set not in STEP_SETS:
+        raise ValueError(f"step set must be one of {', '.join(STEP_SETS)}, got {step_set!r}")
+    if step_set == "default":
+        return {}, {}
+    models = REGIME_FIT_MODELS[:1] if quick else REGIME_FIT_MODELS
+    shapes = [layer_shape(m, tp) for m, tp in models]
+    return {"shapes": shapes, "m_grid": REGIME_M_GRID}, {"shapes": shapes, "m_grid": REGIME_GLUE_M_GRID}
+
+
+def run_step_ops(flusher, device, *, quick: bool, plan=None, step_set: str = "default") -> dict:
     """Phase 1 (no FlashInfer needed, runs while its kernels build): GEMMs and the torch glue.
     With a WorkloadProbePlan: that workload's GEMM shapes, weight dtype and tokens only."""
     out = {"step_ops": [], "steps": [], "skipped": [], "timings_s": {}}
     budget = 0.01 if quick else 0.015
     t0 = time.perf_counter()
-    wkw = {} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m, "dtypes": [plan.weight_dtype]}
-    gkw = {} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m}
+    wkw, gkw = step_set_shapes(step_set, quick)
+    if plan is not None:
+        wkw = {"shapes": [plan.shape], "m_grid": plan.gemm_m, "dtypes": [plan.weight_dtype]}
+        gkw = {"shapes": [plan.shape], "m_grid": plan.gemm_m}
     r, s = measure_gemms(flusher, device, quick=quick, budget_s=budget, **wkw)
     out["step_ops"] += r
     out["skipped"] += s
@@ -222,11 +241,15 @@ def run_step_ops(flusher, device, *, quick: bool, plan=None) -> dict:
 
 
 def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, out: dict,
-                   held_out: bool = True, plan=None) -> dict:
+                   held_out: bool = True, plan=None, step_set: str = "default") -> dict:
     """Phase 2: fused glue (FlashInfer), single-GPU steps, then all-reduce and TP-2 steps where 2+ GPUs
-    are visible. Adds to `out` (phase 1's dict) and returns it."""
+    are visible. Adds to `out` (phase 1's dict) and returns it. The "regimes" step set: its fit models' fused
+    glue and layer graphs and its held-out steps only (no stepped workloads, no multi-GPU part)."""
     budget = 0.01 if quick else 0.015
     t0 = time.perf_counter()
+    _, set_glue = step_set_shapes(step_set, quick)
+    if plan is not None:
+        set_glue = {"shapes": [plan.shape], "m_grid": plan.gemm_m}
     glue = "torch"
     if fi_ok:
         shape = layer_shape(GEMM_FIT_MODELS[0][0], 1)
@@ -235,8 +258,7 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
             out["glue_fused_vs_torch_rel_err"] = err
             if err <= STEP_TOLERANCE:
                 glue = "fused"
-                r, s = measure_glue(flusher, device, ["fused"], quick=quick, budget_s=budget,
-                                    **({} if plan is None else {"shapes": [plan.shape], "m_grid": plan.gemm_m}))
+                r, s = measure_glue(flusher, device, ["fused"], quick=quick, budget_s=budget, **set_glue)
                 out["step_ops"] += r
                 out["skipped"] += s
             else:
@@ -249,16 +271,20 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     t0 = time.perf_counter()
     from kernels_probe.steps.layer_graph import measure_layer_graphs
 
-    shape = layer_shape(GEMM_FIT_MODELS[0][0], 1) if plan is None else plan.shape
+    lg_shapes = set_glue.get("shapes") or [layer_shape(GEMM_FIT_MODELS[0][0], 1)]
     lg_dtypes = (["bf16"] + (["fp8"] if has_fp8(device) else [])) if plan is None else [plan.weight_dtype]
-    r, s = measure_layer_graphs(flusher, device, shape, glue=glue, dtypes=lg_dtypes, quick=quick, budget_s=budget,
-                                m_grid=None if plan is None else plan.gemm_m)
-    out["step_ops"] += r
-    out["skipped"] += s
+    for shape in lg_shapes:
+        r, s = measure_layer_graphs(flusher, device, shape, glue=glue, dtypes=lg_dtypes, quick=quick, budget_s=budget,
+                                    m_grid=None if plan is None else plan.gemm_m)
+        out["step_ops"] += r
+        out["skipped"] += s
     out["timings_s"]["layer_graph_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     backends = [b for b in STEP_BACKENDS if fi_ok or b == "triton"]
-    pts = step_points(quick) + (held_out_points(quick) if held_out else [])
+    if step_set == "regimes":
+        pts = regime_held_out_points(quick) if held_out else []
+    else:
+        pts = step_points(quick) + (held_out_points(quick) if held_out else [])
     moe_plan = plan is not None and getattr(plan, "moe", None) is not None
     if plan is not None:
         pts = [] if moe_plan else list(plan.steps)       # a MoE model's steps: the MoE step model below
@@ -279,7 +305,7 @@ def run_step_probe(flusher, device, sm_count: int, *, quick: bool, fi_ok: bool, 
     out["step_glue"] = glue
     out["step_backends"] = backends
     n_gpu = torch.cuda.device_count()
-    if n_gpu >= 2 and plan is None:
+    if n_gpu >= 2 and plan is None and step_set == "default":
         from kernels_probe.multi_gpu.collectives import run_multi_gpu
 
         t0 = time.perf_counter()

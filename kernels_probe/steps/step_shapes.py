@@ -168,13 +168,39 @@ HELD_OUT_WORKLOADS = (
 )
 
 
-def held_out_points(quick: bool = False) -> list[WorkloadStep]:
+def held_out_points(quick: bool = False, workloads=HELD_OUT_WORKLOADS, middle: bool = True) -> list[WorkloadStep]:
+    """The first, middle (unless quick or not `middle`) and final step of each held-out workload."""
     pts = []
-    for name, model, p, n, ng, priv, out, kvd, wd in HELD_OUT_WORKLOADS[:1] if quick else HELD_OUT_WORKLOADS:
-        positions = (("first", 1), ("final", out)) if quick else (("first", 1), ("middle", out // 2), ("final", out))
+    for name, model, p, n, ng, priv, out, kvd, wd in workloads[:1] if quick else workloads:
+        positions = (("first", 1), ("middle", out // 2), ("final", out)) if middle and not quick else (
+            ("first", 1), ("final", out))
         for pos, k in positions:
             pts.append(WorkloadStep(name, model, pos, p, n, ng, priv, k, out, kv_dtype=kvd, weight_dtype=wd))
     return pts
+
+
+# The regimes step set (`--step-set regimes`): where small models run. GEMMs, glue and layer graphs of three small
+# dense shapes (fit set, config.json files under calibrations/configs/) at hidden 1024, 2048 (head dim 64) and 3072,
+# M to 1024; and held-out whole steps the fit never saw: GRPO's 1,024 sequences (64 prompts x 16 samples) on
+# Qwen2.5-1.5B (groups of 6) and Qwen2.5-0.5B (head dim 64, groups of 7), Gemma-2-2B's head dim 256, a 128K shared
+# prefix on Llama-3.1-8B, and 4K private suffixes.
+REGIME_FIT_MODELS = (("qwen3-0.6b", 1), ("llama-3.2-1b", 1), ("llama-3.2-3b", 1))
+REGIME_M_GRID = tuple(m for m in M_GRID if m <= 1024)
+REGIME_GLUE_M_GRID = tuple(m for m in GLUE_M_GRID if m <= 1024)
+REGIME_HELD_OUT_WORKLOADS = (
+    ("heldout-grpo-1024", "qwen2.5-1.5b", 512, 16, 64, 0, 1024, "bf16", "bf16"),
+    ("heldout-grpo-1024-fp8kv", "qwen2.5-1.5b", 512, 16, 64, 0, 1024, "fp8", "bf16"),
+    ("heldout-d64-1024", "qwen2.5-0.5b", 1024, 16, 64, 0, 512, "bf16", "bf16"),
+    ("heldout-d256-512", "gemma-2-2b", 2048, 16, 32, 0, 512, "bf16", "bf16"),
+    ("heldout-128k-8", "llama-3.1-8b", 131072, 8, 1, 0, 256, "bf16", "bf16"),
+    ("heldout-128k-8-fp8kv", "llama-3.1-8b", 131072, 8, 1, 0, 256, "fp8", "bf16"),
+    ("heldout-4k-suffix", "qwen2.5-14b", 4096, 8, 4, 4096, 256, "bf16", "bf16"),
+)
+
+
+def regime_held_out_points(quick: bool = False) -> list[WorkloadStep]:
+    """First and final step of each regime workload (the middle adds little over a 2-point span)."""
+    return held_out_points(quick, REGIME_HELD_OUT_WORKLOADS, middle=False)
 
 
 def tp_step_points(quick: bool = False) -> list[WorkloadStep]:
