@@ -79,3 +79,18 @@ def test_step_set_shapes():
     assert max(gemm["m_grid"]) == max(glue["m_grid"]) == 1024
     with pytest.raises(ValueError, match="step set"):
         step_set_shapes("tiny")
+
+
+def test_every_regimes_row_is_held_out_and_no_earlier_grid_row_changes_side():
+    import msgspec
+
+    from cascade_plan.calibration.holdout import held_out_regime
+    from cascade_plan.calibration_format import AttentionConfigDoc
+
+    def doc(c):
+        return msgspec.convert(c.as_dict(), AttentionConfigDoc)
+
+    reg = regimes_grid()
+    assert all(held_out_regime(doc(c)) for c in reg)
+    earlier, _ = named_grid("full+coverage")
+    assert not any(held_out_regime(doc(c)) for c in earlier if c not in reg)

@@ -12,8 +12,15 @@ import msgspec
 from cascade_plan.calibration_format import AttentionConfigDoc
 
 HOLDOUT_RULE = ("held out: every configuration with a 16,384-token prefix (a whole prefix slice), every one with "
-                "1 KV head per GPU (the Llama-3-70B-at-TP-8 shape: a whole model-shape slice), and one in six of "
-                "the rest by a stable hash of the configuration")
+                "1 KV head per GPU (the Llama-3-70B-at-TP-8 shape: a whole model-shape slice), every one of the "
+                "regimes grid (head dims other than 128, query groups of 6 or 12, prefixes over 64K, suffixes over "
+                "4K: whole regimes the fit never sees), and one in six of the rest by a stable hash of the "
+                "configuration")
+# The regimes the fit never sees: the probe's regimes grid (kernels_probe/attention/grid.py: regimes_grid).
+FIT_HEAD_DIM = 128
+FIT_MAX_PREFIX_TOKENS = 65536
+FIT_MAX_SUFFIX_TOKENS = 4096
+HELD_OUT_GROUPS = (6, 12)
 
 
 def config_key(cfg: msgspec.Struct | Mapping[str, Any]) -> str:
@@ -27,7 +34,13 @@ def stable_sixth(cfg: msgspec.Struct | Mapping[str, Any]) -> bool:
     return int(hashlib.sha256(config_key(cfg).encode()).hexdigest(), 16) % 6 == 0
 
 
+def held_out_regime(cfg: AttentionConfigDoc) -> bool:
+    """A configuration of a regime the fit never sees (head dim, query group, prefix or suffix length)."""
+    return (cfg.head_dim != FIT_HEAD_DIM or cfg.q_per_kv in HELD_OUT_GROUPS or cfg.prefix_tokens > FIT_MAX_PREFIX_TOKENS
+            or cfg.suffix_tokens > FIT_MAX_SUFFIX_TOKENS)
+
+
 def is_held_out(cfg: AttentionConfigDoc) -> bool:
-    if cfg.prefix_tokens == 16384 or cfg.num_kv_heads == 1:
+    if cfg.prefix_tokens == 16384 or cfg.num_kv_heads == 1 or held_out_regime(cfg):
         return True
     return stable_sixth(cfg)
