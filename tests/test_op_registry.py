@@ -1,6 +1,6 @@
 """The decode step as a list of ops: every op module in the registry has the one interface (cost/ops/registry.py),
 a step's op list adds up to its totals, the fits and the planner count an attention kernel's bytes and FLOP
-alike."""
+alike, and `estimate --json` lists each mode's ops."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.fitting import features
 from cascade_plan.calibration.probe_params import params_from_probe
-from cascade_plan.cost.cost_model import CASCADE_RULES, gpu_shape, single_level_load, step_costs
+from cascade_plan.cost.cost_model import ATTENTION_OPS, CASCADE_RULES, gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, KernelParams
 from cascade_plan.cost.flat_tree import flatten
 from cascade_plan.cost.ops.attention import decode_compute_factor, prefix_compute_factor
@@ -26,6 +26,7 @@ from cascade_plan.cost.run_load import tree_run_costs
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec, load_preset
 from cascade_plan.inputs.workload import load_scenario
+from tests.cli_support import estimate_json_and_text
 
 OPS_DIR = Path(__file__).resolve().parents[1] / "cascade_plan" / "cost" / "ops"
 H200 = load_hardware("h200")
@@ -187,3 +188,20 @@ def test_the_fits_and_the_attention_ops_count_one_layer_alike(cfg, rows):
     assert float(c.cas_suffix_bytes) == suf.bytes[0] and float(c.cas_suffix_flops) == suf.flops[0]
     assert float(c.cas_merge_bytes) == mer.bytes[0]
 
+
+def test_estimate_json_lists_each_modes_ops():
+    doc, text = estimate_json_and_text("rl-rollouts-64", "--hardware", "h200")
+    for label in ("first_step", "middle_step", "final_step"):
+        step = doc[label]
+        assert {"gemm_s", "glue_s", "comm_s", "weight_s"} <= set(step)        # today's keys stay
+        for mode in ("per_sequence", "cascade"):
+            m = step[mode]
+            assert {"attention_s", "step_s", "breakdown", "attention_source"} <= set(m)
+            assert m["ops"] and all(set(op) == {"name", "bytes", "flops", "time_s", "source"} for op in m["ops"])
+            assert sum(op["time_s"] for op in m["ops"]) == pytest.approx(m["step_s"], rel=1e-12)
+            attention = [op for op in m["ops"] if op["name"] in ATTENTION_OPS]
+            assert attention and all(op["source"] == m["attention_source"] for op in attention)
+        names = [op["name"] for op in step["cascade"]["ops"]]
+        assert names[:3] == ["gemm", "lm_head", "glue"] and "cascade_prefix" in names and "decode" not in names
+        assert step["cascade"]["ops"][0] == step["per_sequence"]["ops"][0]       # the same GEMMs in both modes
+    assert "The step as its operations" in text and "cascade_prefix │ cascade │" in text
