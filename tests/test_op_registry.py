@@ -96,18 +96,22 @@ def test_every_op_module_is_registered():
     assert found == set(OP_MODULES)
 
 
-def _sums(c):
+def _sums(c, overlap: float = 0.0):
     for mode, ops_, total in (("per_sequence", c.ps_ops, c.ps_step_s), ("cascade", c.cas_ops, c.cas_step_s)):
         assert ops_, mode
         got = sum(np.broadcast_to(np.asarray(op.time_s, float), np.shape(total)) for op in ops_)
         np.testing.assert_allclose(got, total, rtol=1e-12, atol=0, err_msg=mode)
+        assert all(np.all(np.asarray(op.time_s) >= 0) for op in ops_), mode      # every number of the JSON >= 0
     names = {op.name for op in c.ps_ops}
     assert "decode" in names and not names & {"cascade_prefix", "kv_append", *CASCADE_RULES}
     cas = {op.name for op in c.cas_ops}
     assert {"cascade_prefix", "cascade_suffix", "cascade_merge"} <= cas and "decode" not in cas
     # the attention ops are the fields every caller reads
     by = {op.name: op for op in c.cas_ops}
-    np.testing.assert_array_equal(by["cascade_prefix"].time_s, c.cas_prefix_s)
+    if overlap:     # passes run concurrently: each its share of their joint time, never more than alone
+        assert np.all(by["cascade_prefix"].time_s <= c.cas_prefix_s * (1 + 1e-12))
+    else:
+        np.testing.assert_array_equal(by["cascade_prefix"].time_s, c.cas_prefix_s)
     np.testing.assert_array_equal(by["cascade_merge"].bytes, c.cas_merge_bytes)
     np.testing.assert_array_equal({op.name: op for op in c.ps_ops}["decode"].time_s, c.ps_attention_s)
 
@@ -115,7 +119,8 @@ def _sums(c):
 def test_op_lists_add_up_to_the_step_totals():
     for ctx in contexts():
         assert ctx.params is not None and ctx.load is not None and ctx.shape is not None
-        _sums(step_costs(ctx.load, ctx.shape, ctx.model, ctx.weight_dtype, ctx.tp, ctx.params, ctx.prefix_caching))
+        _sums(step_costs(ctx.load, ctx.shape, ctx.model, ctx.weight_dtype, ctx.tp, ctx.params, ctx.prefix_caching),
+              ctx.params.prefix_suffix_overlap)
 
 
 def test_op_lists_add_up_over_a_whole_run_in_several_chunks(monkeypatch):
@@ -128,13 +133,13 @@ def test_op_lists_add_up_over_a_whole_run_in_several_chunks(monkeypatch):
     whole = tree_run_costs(flatten(scn.tree), g, scn.model, scn.weight_dtype, scn.tp, params)
     monkeypatch.setattr(run_load, "CHUNK_ELEMENTS", 64)
     chunked = tree_run_costs(flatten(scn.tree), g, scn.model, scn.weight_dtype, scn.tp, params)
-    _sums(chunked.costs)
+    _sums(chunked.costs, params.prefix_suffix_overlap)
     assert [op.name for op in chunked.costs.cas_ops] == [op.name for op in whole.costs.cas_ops]
     for a, b in zip(whole.costs.cas_ops, chunked.costs.cas_ops):
         np.testing.assert_array_equal(a.time_s, b.time_s)
 
 
-def test_a_cascade_whose_passes_overlap_lists_what_the_overlap_saves():
+def test_a_cascade_whose_passes_overlap_lists_each_pass_at_its_share_of_their_joint_time():
     params = h200_params("probe", "triton")
     assert params.prefix_suffix_overlap > 0.4
     model = load_preset("llama-3-8b")
@@ -142,10 +147,11 @@ def test_a_cascade_whose_passes_overlap_lists_what_the_overlap_saves():
     c = step_costs(single_level_load(4096.0, 64.0, 2.0, 1024.0), g, model, "bf16", 1,
                    msgspec.structs.replace(params, measured=None))
     by = {op.name: op for op in c.cas_ops}
-    assert float(by["cascade_overlap"].time_s) < 0
-    passes = sum(float(by[k].time_s) for k in ("cascade_prefix", "cascade_suffix", "cascade_merge"))
-    assert float(c.cas_attention_s) == pytest.approx(passes + float(by["cascade_overlap"].time_s)
-                                                     + float(by["kv_append"].time_s), rel=1e-12)
+    pre, suf = float(by["cascade_prefix"].time_s), float(by["cascade_suffix"].time_s)
+    assert pre < float(c.cas_prefix_s) and suf < float(c.cas_suffix_s)       # less than each alone ...
+    assert pre / suf == pytest.approx(float(c.cas_prefix_s / c.cas_suffix_s), rel=1e-12)   # ... in their proportion
+    passes = pre + suf + float(by["cascade_merge"].time_s)
+    assert float(c.cas_attention_s) == pytest.approx(passes + float(by["kv_append"].time_s), rel=1e-12)
 
 
 def one_layer_model(kv_heads: int, g: int, head_dim: int = 128) -> ModelSpec:

@@ -4,7 +4,7 @@ Every quantity is per GPU after tensor parallelism, in SI units (bytes, FLOP, se
 ops (cost/ops/registry.py), each priced alone from one `StepContext`: the non-attention ops, the same in both
 modes and composed as cost/step_terms.py says, and the attention ops of its mode: the per-sequence decode, or
 the cascade's prefix pass, suffix pass and merge (and the K/V append where the per-sequence decode holds it).
-The cascade's passes then compose by the rules here (CASCADE_RULES): their overlap, the measured rows inside
+The cascade's passes then compose by the rules here: their overlap, the measured rows inside
 the grid, no gain without sharing.
 """
 
@@ -42,11 +42,11 @@ from cascade_plan.cost.step_shape import (  # noqa: F401  (re-exported: callers 
 from cascade_plan.cost.step_terms import composed, priced_ops
 from cascade_plan.inputs.model_spec import ModelSpec
 
-# The cascade step's composition rules, each an entry of its op list after the passes, so that the list adds up
-# to the step: what running the prefix and suffix passes concurrently saves (CostParams.prefix_suffix_overlap;
-# <= 0 s), and what a step that shares nothing adds to reach the per-sequence kernel (>= 0 s).
-OVERLAP, NO_SHARING = "cascade_overlap", "cascade_no_sharing_floor"
-CASCADE_RULES = (OVERLAP, NO_SHARING)
+# The cascade step's composition rule that is an entry of its op list after the passes, so that the list adds up
+# to the step: what a step that shares nothing adds to reach the per-sequence kernel (>= 0 s). The passes' overlap
+# is in their own entries instead (each its share of their joint time): every entry of the list is >= 0.
+NO_SHARING = "cascade_no_sharing_floor"
+CASCADE_RULES = (NO_SHARING,)
 ATTENTION_PASSES = ("cascade_prefix", "cascade_suffix", "cascade_merge")
 ATTENTION_OPS = ("decode", *ATTENTION_PASSES)   # the ops whose times the measured rows replace inside the grid
 
@@ -149,18 +149,23 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     ps_mask = None if m is None else np.isfinite(ps_meas)
     cas_mask = None if m is None else np.isfinite(cas_meas)
     words = params.measured.label if params.measured is not None else ""
+    # In the list, the prefix and suffix passes run concurrently take their share of the time they take together
+    # (cas_prefix_s and cas_suffix_s stay each pass alone).
+    pre_in, suf_in, note = pre_s, suf_s, ""
+    if params.prefix_suffix_overlap:
+        alone = pre_s + suf_s
+        share = np.where(alone > 0, np.maximum(passes_s - merge_s, 0.0) / np.maximum(alone, 1e-300), 1.0)
+        pre_in, suf_in = pre_s * share, suf_s * share
+        note = (f"; run {params.prefix_suffix_overlap:.0%} concurrently with the other pass (calibrated): "
+                "its share of their joint time")
     attention = {
         "decode": _timed(dec, ps_attn, ps_mask, words),
-        "cascade_prefix": _timed(pre, pre_s, cas_mask, words),
-        "cascade_suffix": _timed(suf, suf_s, cas_mask, words),
+        "cascade_prefix": _timed(pre, pre_in, cas_mask, words, note),
+        "cascade_suffix": _timed(suf, suf_in, cas_mask, words, note),
         "cascade_merge": _timed(mer, merge_s, cas_mask, words),
     }
-    rules = []
-    if params.prefix_suffix_overlap:
-        rules.append(_rule(OVERLAP, passes_s - (pre_s + suf_s + merge_s),
-                           f"prefix and suffix passes {params.prefix_suffix_overlap:.0%} concurrent (calibrated)"))
-    rules.append(_rule(NO_SHARING, cas_attn - (passes_s + kv_append_s),
-                       "no shared node has two readers: cascade no faster than the per-sequence decode"))
+    rules = [_rule(NO_SHARING, cas_attn - (passes_s + kv_append_s),
+                   "no shared node has two readers: cascade no faster than the per-sequence decode")]
     mode_ops = {}
     for mode in (PER_SEQUENCE, CASCADE):
         mode_ops[mode] = tuple(attention.get(op.name, shared.get(op.name, op)) for mod, op in priced
@@ -183,13 +188,13 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     )
 
 
-def _timed(op: OpCost, time_s, measured, words: str) -> OpCost:
+def _timed(op: OpCost, time_s, measured, words: str, note: str = "") -> OpCost:
     """An attention op at its time in the step, and where that time comes from (measured rows on all, some or none
     of the steps: the fitted kernels' own source)."""
     source = op.source
     if measured is not None and np.any(measured):
         source = words if np.all(measured) else f"{words} where the rows bracket the step, {FITTED} elsewhere"
-    return msgspec.structs.replace(op, time_s=time_s, source=source)
+    return msgspec.structs.replace(op, time_s=time_s, source=source + note)
 
 
 def _rule(name: str, time_s, source: str) -> OpCost:

@@ -53,11 +53,6 @@ def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
 MODE_WORDS = {"both": "both", "per_sequence": "per-sequence", "cascade": "cascade"}
 
 
-def signed_seconds(s: float) -> str:
-    """fmt_seconds, with a sign for the cascade's composition rules that take time off (the passes' overlap)."""
-    return f"-{fmt_seconds(-s)}" if s < 0 else fmt_seconds(s)
-
-
 def op_rows(est: Estimate) -> tuple[list[tuple[str, str, list[str], str, str]], list[tuple[list[str], str]]]:
     """Each mode's step as its ops (cost/ops/registry.py): (op, the modes it is in, its time at each summarised
     step, its bytes and FLOP at the final step) for every op with a cost at any of them, then the sources, each
@@ -65,17 +60,18 @@ def op_rows(est: Estimate) -> tuple[list[tuple[str, str, list[str], str, str]], 
     cols, final = est.steps, est.steps[-1]
     ps_names = [op.name for op in final.per_sequence.ops]
     cas_names = [op.name for op in final.cascade.ops]
-    names = ps_names + [n for n in cas_names if n not in ps_names]
+    modes = {n: "both" if n in cas_names else "per_sequence" for n in ps_names}
+    modes.update({n: "cascade" for n in cas_names if n not in modes})
     rows: list[tuple[str, str, list[str], str, str]] = []
     sources: dict[str, list[str]] = {}
-    for name in names:
-        mode = "both" if name in ps_names and name in cas_names else ("per_sequence" if name in ps_names else "cascade")
+    for name in sorted(modes, key=lambda n: list(MODE_WORDS).index(modes[n])):   # stable: the step's order within
+        mode = modes[name]
         in_mode = [{op.name: op for op in (s.per_sequence.ops if mode != "cascade" else s.cascade.ops)}[name]
                    for s in cols]
         if not any(op.time_s or op.bytes or op.flops for op in in_mode):
             continue
         last = in_mode[-1]
-        rows.append((name, MODE_WORDS[mode], [signed_seconds(op.time_s) for op in in_mode],
+        rows.append((name, MODE_WORDS[mode], [fmt_seconds(op.time_s) for op in in_mode],
                      fmt_bytes_binary(last.bytes) if last.bytes else "", fmt_count(last.flops) if last.flops else ""))
         if last.source:
             sources.setdefault(last.source, []).append(name)
