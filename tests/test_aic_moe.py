@@ -21,6 +21,7 @@ from cascade_plan.calibration_rows import MoeRowDoc, MoeSkewDoc
 from cascade_plan.cli.app import app
 from cascade_plan.cost.moe_table import MEASURED_AIC, table_for
 from cascade_plan.cost.ops import moe as moe_op
+from cascade_plan.cost.ops.context import StepContext
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
@@ -65,7 +66,8 @@ def test_the_imported_h200_file_prices_deepseek_experts_from_its_rows():
     assert table is not None and table.origin == "aic" and table.source_dtype == "fp8_block"
     i = table.m.index(256.0)
     hw = load_hardware("h200")
-    op = moe_op.cost(model, 8, "fp8", [256.0], params.step, 1.0, hw.hbm_bytes_per_s, hw.flop_per_s("fp8"))
+    op = moe_op.cost(StepContext(model, 8, "fp8", np.array([256.0]), hw.hbm_bytes_per_s, hw.flop_per_s("fp8"),
+                                 params.step))
     assert op.time_s[0] == pytest.approx(model.num_moe_layers * table.seconds[i])      # a measured M: the row
     src = moe_op.source(model, 8, "fp8", [256.0], [1.0], params.step)
     assert src["measured_share"] == 1.0 and src["source"].startswith(MEASURED_AIC) and "fp8_block" in src["source"]
@@ -105,7 +107,8 @@ def _table(routing, seconds, origin="probe"):
 def _layer_s(parts, routing, m):
     hw = load_hardware("h200")
     parts = msgspec.structs.replace(parts, moe_routing=routing)
-    op = moe_op.cost(MIXTRAL, 1, "bf16", [m], parts, 2.0, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s)
+    op = moe_op.cost(StepContext(MIXTRAL, 1, "bf16", np.array([m]), hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s,
+                                 parts))
     return op.time_s[0] / MIXTRAL.num_moe_layers, moe_op.source(MIXTRAL, 1, "bf16", [m], [1.0], parts)
 
 

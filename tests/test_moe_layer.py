@@ -21,6 +21,7 @@ from cascade_plan.calibration.step_fit import fit_step_parts
 from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_json
 from cascade_plan.cli.app import app
 from cascade_plan.cost.ops import mla_glue, moe_dispatch
+from cascade_plan.cost.ops.context import StepContext
 from cascade_plan.cost.step_parts import GlueParams, MoeLayerParams, StepParts
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
@@ -32,24 +33,29 @@ PARTS = StepParts(gemm={}, glue=GlueParams(), moe_layer=P)
 CAL = "calibrations/h200-probe-2026-12-01.json"
 
 
+def ctx(model, tp, tokens, parts, weight_dtype="bf16") -> StepContext:
+    """The context an op prices from (the dispatch and MLA glue ops read no rates)."""
+    return StepContext(model, tp, weight_dtype, np.asarray(tokens, float), 0.0, 0.0, parts)
+
+
 def test_dispatch_by_hand() -> None:
     mixtral = load_preset("mixtral-8x7b")        # 32 MoE layers, 8 experts, top 2, hidden 4096
-    t = moe_dispatch.cost(mixtral, 1, np.array([0.0, 16.0]), PARTS).time_s
+    t = moe_dispatch.cost(ctx(mixtral, 1, np.array([0.0, 16.0]), PARTS)).time_s
     touched = 8 * (1 - (6 / 8) ** 16)            # 7.9198 experts read by 16 tokens
     per_layer = 100e-6 + 16 * 4096 * 1e-12 + touched * 1e-6
     assert t[0] == 0.0
     assert t[1] == pytest.approx(32 * per_layer, rel=1e-12)
     assert t[1] == pytest.approx(3.4555e-3, rel=1e-4)
     # dense models and calibrations without the fit: no term
-    assert moe_dispatch.cost(load_preset("llama-3-8b"), 1, np.array([16.0]), PARTS) is None
-    assert moe_dispatch.cost(mixtral, 1, np.array([16.0]), msgspec.structs.replace(PARTS, moe_layer=None)) is None
+    assert moe_dispatch.cost(ctx(load_preset("llama-3-8b"), 1, np.array([16.0]), PARTS)) is None
+    assert moe_dispatch.cost(ctx(mixtral, 1, np.array([16.0]), msgspec.structs.replace(PARTS, moe_layer=None))) is None
 
 
 def test_mla_glue_by_hand() -> None:
     ds = load_preset("deepseek-v3")              # 61 MLA layers
-    t = mla_glue.cost(ds, np.array([0.0, 256.0]), PARTS).time_s
+    t = mla_glue.cost(ctx(ds, 1, np.array([0.0, 256.0]), PARTS)).time_s
     assert list(t) == pytest.approx([0.0, 61 * 20e-6])
-    assert mla_glue.cost(load_preset("mixtral-8x7b"), np.array([8.0]), PARTS) is None
+    assert mla_glue.cost(ctx(load_preset("mixtral-8x7b"), 1, np.array([8.0]), PARTS)) is None
 
 
 def test_step_parts_round_trip_and_absent_key() -> None:
@@ -180,13 +186,13 @@ def test_a_measured_layer_shape_is_priced_from_its_rows() -> None:
     table = parts.moe_layer.table_for(moe_layer_key(mixtral, 1, "bf16"))
     m = 2.0 ** np.array(table.log2_m)
     assert list(m) == [1, 8, 16, 32, 64, 128, 256, 512]
-    got = moe_dispatch.cost(mixtral, 1, m, parts, "bf16").time_s
+    got = moe_dispatch.cost(ctx(mixtral, 1, m, parts, "bf16")).time_s
     assert list(got) == pytest.approx([32 * t for t in table.per_layer_s], rel=1e-9)
     fit_only = msgspec.structs.replace(parts, moe_layer=msgspec.structs.replace(parts.moe_layer, measured=()))
     for tp, wd, tokens in ((2, "bf16", m), (1, "fp8", m), (1, "bf16", np.array([1024.0]))):
-        assert list(moe_dispatch.cost(mixtral, tp, tokens, parts, wd).time_s) == \
-            list(moe_dispatch.cost(mixtral, tp, tokens, fit_only, wd).time_s)
-    assert not np.allclose(got, moe_dispatch.cost(mixtral, 1, m, fit_only, "bf16").time_s, rtol=1e-3)
+        assert list(moe_dispatch.cost(ctx(mixtral, tp, tokens, parts, wd)).time_s) == \
+            list(moe_dispatch.cost(ctx(mixtral, tp, tokens, fit_only, wd)).time_s)
+    assert not np.allclose(got, moe_dispatch.cost(ctx(mixtral, 1, m, fit_only, "bf16")).time_s, rtol=1e-3)
     assert read_step_parts(step_parts_json(parts)).moe_layer == parts.moe_layer
     assert "measured for this layer shape" in moe_dispatch.describe(mixtral, parts, 1, "bf16")
     assert "measured" not in moe_dispatch.describe(mixtral, parts, 2, "bf16")

@@ -19,8 +19,8 @@ from cascade_plan.calibration_format import StepOpRow
 from cascade_plan.cli.app import app
 from cascade_plan.cost.moe_table import MoeTable, interpolate
 from cascade_plan.cost.ops import moe as moe_op
+from cascade_plan.cost.ops.context import StepContext
 from cascade_plan.errors import InputError
-from cascade_plan.inputs.dtypes import ELEMENT_BYTES
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 
@@ -80,8 +80,8 @@ def _probe_with(rows) -> ProbeData:
 def _moe_op(probe, m):
     params = params_from_probe(probe, None, "bf16", H200)
     sp = params.step
-    return moe_op.cost(MIXTRAL, 1, "bf16", np.asarray(m, float), sp, ELEMENT_BYTES["bf16"], H200.hbm_bytes_per_s,
-                       H200.dense_bf16_flop_per_s)
+    return moe_op.cost(StepContext(MIXTRAL, 1, "bf16", np.asarray(m, float), H200.hbm_bytes_per_s,
+                                   H200.dense_bf16_flop_per_s, sp))
 
 
 def test_planner_prices_from_the_rows_inside_and_the_model_outside() -> None:

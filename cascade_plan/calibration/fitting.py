@@ -23,10 +23,19 @@ import numpy as np
 
 from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, KernelFitDoc
 from cascade_plan.cost.ops.attention import decode_compute_factor, overlapped_total, prefix_compute_factor
+from cascade_plan.cost.ops.attention_work import (
+    STATE_BYTES_PER_ELEMENT,
+    attention_flops,
+    kv_read_bytes,
+    kv_token_bytes,
+    merge_bytes,
+    merge_state_bytes,
+    query_token_flops,
+)
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
-STATE_BYTES = 4.0
+STATE_BYTES = STATE_BYTES_PER_ELEMENT   # MLA's fits (calibration/mla_fit.py) read it here
 
 # Configurations as the fits read them: a calibration file's rows, typed (calibration_format.AttentionConfigDoc,
 # calibration_rows.MlaConfig), or the plain ones calibration/aic/ builds from AIConfigurator's tables (thousands
@@ -73,28 +82,29 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     else:
         c = {k: np.array(config_column(configs, k), dtype=float) for k in CONFIG_COLUMNS}
         kv_el = np.array([KV_ELEMENT_BYTES[kv] for kv in config_column(configs, "kv_dtype")], dtype=float)
-    kvb = 2 * c["num_kv_heads"] * c["head_dim"] * kv_el
+    # one layer's bytes and FLOP by the planner's own formulas (cost/ops/attention_work.py)
+    kvb = kv_token_bytes(c["num_kv_heads"], c["head_dim"] * kv_el)
     hq = c["num_kv_heads"] * c["q_per_kv"]
-    f_tok = 4 * c["head_dim"] * hq                       # QK^T and PV, one query sequence x one token
+    f_tok = query_token_flops(hq, c["head_dim"], c["head_dim"])
     seqs = c["group_size"] * c["n_groups"]
     P, S = c["prefix_tokens"], c["suffix_tokens"]
     rows = seqs * c["num_kv_heads"]
     zero = np.zeros_like(P)
-    shared = c["n_groups"] * P * kvb
+    shared = kv_read_bytes(c["n_groups"] * P, kvb)
     if kernel in ("decode_shared", "decode_dup"):
-        red = c["n_groups"] * (c["group_size"] - 1) * P * kvb if kernel == "decode_shared" else zero
-        b = seqs * (P + S) * kvb
-        flops = seqs * (P + S) * f_tok * decode_compute_factor(c["q_per_kv"], decode_rows)
+        red = kv_read_bytes(c["n_groups"] * (c["group_size"] - 1) * P, kvb) if kernel == "decode_shared" else zero
+        b = kv_read_bytes(seqs * (P + S), kvb)
+        flops = attention_flops(seqs * (P + S), f_tok, decode_compute_factor(c["q_per_kv"], decode_rows))
         return Features(b, flops, rows, red, shared, b, P + S, seqs * hq)
     if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows
         tiles = prefix_compute_factor(c["group_size"], c["q_per_kv"], prefix_rows)
-        return Features(shared, seqs * P * f_tok * tiles, rows, zero, shared, shared, P, seqs * hq)
+        return Features(shared, attention_flops(seqs * P, f_tok, tiles), rows, zero, shared, shared, P, seqs * hq)
     if kernel == "cascade_suffix":
-        b = seqs * S * kvb
-        return Features(b, seqs * S * f_tok, rows, zero, shared, b, S, seqs * hq)
+        b = kv_read_bytes(seqs * S, kvb)
+        return Features(b, attention_flops(seqs * S, f_tok), rows, zero, shared, b, S, seqs * hq)
     if kernel == "cascade_merge":
-        return Features(3 * seqs * hq * (c["head_dim"] + 1) * STATE_BYTES, zero, rows, zero, shared,
-                        shared + seqs * S * kvb, P + S, seqs * hq)
+        return Features(merge_bytes(seqs, merge_state_bytes(hq, c["head_dim"])), zero, rows, zero, shared,
+                        shared + kv_read_bytes(seqs * S, kvb), P + S, seqs * hq)
     raise ValueError(f"no features for kernel {kernel!r}")
 
 

@@ -1,8 +1,11 @@
 """The bytes-and-FLOPs cost of one decode step, per-sequence vs cascade attention. Pure numpy.
 
-Every quantity is per GPU after tensor parallelism, in SI units (bytes, FLOP, seconds). Every term
-is a roofline, max(bytes / achieved bandwidth, FLOP / achieved FLOP/s), plus a fixed cost per kernel
-launch per layer; a step is the weight GEMMs plus the attention terms of its mode.
+Every quantity is per GPU after tensor parallelism, in SI units (bytes, FLOP, seconds). A step is the list of its
+ops (cost/ops/registry.py), each priced alone from one `StepContext`: the non-attention ops, the same in both
+modes and composed as cost/step_terms.py says, and the attention ops of its mode: the per-sequence decode, or
+the cascade's prefix pass, suffix pass and merge (and the K/V append where the per-sequence decode holds it).
+The cascade's passes then compose by the rules here: their overlap, the measured rows inside
+the grid, no gain without sharing.
 """
 
 from __future__ import annotations
@@ -10,127 +13,42 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from cascade_plan.cost.cost_params import CostParams, KernelParams
-from cascade_plan.cost.moe_routing import expected_experts_touched
+from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.ops.attention import (
+    FITTED,
     SingleLevel,
-    decode_compute_factor,
     measured_layer_s,
     outside_reason,
     overlapped_total,
-    prefix_compute_factor,
     private_level,
     single_level,
 )
-from cascade_plan.cost.step_terms import step_terms
-from cascade_plan.inputs.dtypes import ELEMENT_BYTES, kv_row_bytes
-from cascade_plan.inputs.hardware import HardwareProfile
+from cascade_plan.cost.ops.attention_work import kv_read_bytes
+from cascade_plan.cost.ops.base import OpCost
+from cascade_plan.cost.ops.context import CASCADE, PER_SEQUENCE, StepContext
+from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction, roofline_s  # noqa: F401
+from cascade_plan.cost.step_shape import (  # noqa: F401  (re-exported: callers import them here)
+    GpuShape,
+    StepLoad,
+    gemm_flops_per_gpu,
+    gpu_shape,
+    kv_bytes_per_token,
+    kv_heads_per_gpu,
+    q_heads_per_gpu,
+    single_level_load,
+    weight_bytes_per_gpu,
+    weight_params_read,
+)
+from cascade_plan.cost.step_terms import composed, priced_ops
 from cascade_plan.inputs.model_spec import ModelSpec
 
-# Partial attention outputs and their LSE are kept in fp32 between the passes and the merge.
-STATE_BYTES_PER_ELEMENT = 4.0
-
-
-def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
-    """KV heads each rank stores: split across ranks, replicated when there are fewer heads than
-    ranks (MLA's single latent is replicated on every rank)."""
-    return max(1, -(-model.num_kv_heads // tp))
-
-
-def q_heads_per_gpu(model: ModelSpec, tp: int) -> int:
-    return model.num_q_heads // tp
-
-
-def kv_bytes_per_token(model: ModelSpec, kv_dtype: str, tp: int = 1) -> float:
-    """Bytes of KV cache one token occupies on one GPU, all layers.
-    GQA: 2 (K and V) x L x Hkv x d x b. MLA: L x (kv_lora_rank + rope_dim) x b, no factor 2."""
-    if model.attention == "mla":
-        return model.num_layers * kv_row_bytes(kv_dtype, model.kv_lora_rank + model.qk_rope_head_dim)
-    return 2 * model.num_layers * kv_heads_per_gpu(model, tp) * kv_row_bytes(kv_dtype, model.head_dim)
-
-
-def weight_params_read(model: ModelSpec, batch: np.ndarray | float) -> np.ndarray:
-    """Parameters read per decode step: every non-expert parameter (the seed's convention: the whole
-    model once per step, embeddings included) plus the routed experts the batch touches."""
-    experts = expected_experts_touched(model, batch) * model.expert_params_per_layer * model.num_moe_layers
-    return model.always_read_params + experts
-
-
-def weight_bytes_per_gpu(model: ModelSpec, weight_dtype: str, tp: int, batch: np.ndarray | float = 1) -> np.ndarray:
-    return weight_params_read(model, batch) * ELEMENT_BYTES[weight_dtype] / tp
-
-
-def gemm_flops_per_gpu(model: ModelSpec, tp: int, batch: np.ndarray | float) -> np.ndarray:
-    """2 FLOP per multiply-add over the parameters each token uses; the input embedding is a lookup."""
-    return 2.0 * (model.active_params - model.embedding_params) * np.asarray(batch, dtype=float) / tp
-
-
-class GpuShape(msgspec.Struct, frozen=True):
-    """The per-GPU constants a decode step needs."""
-
-    layers: int
-    q_heads: int
-    kv_heads: int                        # per GPU; 1 for MLA (rows of work per sequence per layer)
-    kv_bytes_per_token: float
-    attn_flop_per_query_token: float     # FLOP for one query sequence against one cached token, all layers
-    merge_bytes_per_seq_level: float     # read two (output, LSE) states and write one, all layers
-    hbm_bytes_per_s: float
-    attn_flop_per_s: float
-    gemm_flop_per_s: float
-    l2_bytes: float
-
-
-def gpu_shape(model: ModelSpec, hw: HardwareProfile, kv_dtype: str, weight_dtype: str, tp: int) -> GpuShape:
-    hq = q_heads_per_gpu(model, tp)
-    state = hq * (model.attn_v_dim + 1) * STATE_BYTES_PER_ELEMENT
-    return GpuShape(
-        layers=model.num_layers,
-        q_heads=hq,
-        kv_heads=kv_heads_per_gpu(model, tp),
-        kv_bytes_per_token=kv_bytes_per_token(model, kv_dtype, tp),
-        # QK^T and PV: 2 FLOP per multiply-add, every query head on this rank.
-        attn_flop_per_query_token=2.0 * (model.attn_qk_dim + model.attn_v_dim) * hq * model.num_layers,
-        merge_bytes_per_seq_level=3.0 * state * model.num_layers,
-        hbm_bytes_per_s=hw.hbm_bytes_per_s,
-        attn_flop_per_s=hw.dense_bf16_flop_per_s,
-        gemm_flop_per_s=hw.flop_per_s(weight_dtype),
-        l2_bytes=hw.l2_bytes,
-    )
-
-
-def roofline_s(bytes_, flops, bw: float, peak: float, k: KernelParams) -> np.ndarray:
-    return np.maximum(np.asarray(bytes_, float) / (bw * k.bw_eff), np.asarray(flops, float) / (peak * k.flop_eff))
-
-
-def corrected_roofline_s(bytes_, flops, bw: float, peak: float, k: KernelParams, layers: int, rows,
-                         size=None, longest_tokens=0.0) -> np.ndarray:
-    """Roofline of a kernel kind over all layers (bandwidth, FLOP rate, and the latency of streaming
-    the longest row where the kernel does not split it), times its calibrated efficiency correction
-    at one layer's size (bytes, or `size`) and rows."""
-    t = roofline_s(bytes_, flops, bw, peak, k)
-    if k.token_latency_s:
-        t = np.maximum(t, layers * np.asarray(longest_tokens, float) * k.token_latency_s)
-    if k.surface is not None:
-        per_layer = np.asarray(bytes_ if size is None else size, float) / layers
-        t = t * np.exp(k.surface(per_layer, rows))
-    return t
-
-
-def fixed_s(k: KernelParams, launches, rows, layers: int, q_per_kv: int = 1) -> np.ndarray:
-    """Fixed costs of a kernel kind over all layers: per launch, plus per (sequence, KV head) row and
-    per (sequence, query head) row."""
-    rows = np.asarray(rows, float)
-    return layers * (np.asarray(launches, float) * k.overhead_s + rows * (k.row_s + q_per_kv * k.q_row_s))
-
-
-def l2_hit_fraction(params: CostParams, layer_working_set_bytes, l2_bytes: float) -> np.ndarray:
-    """Share of redundant prefix re-reads a per-sequence kernel gets from L2: l2_hit_max up to the
-    window (one layer's shared prefix, where the probe saw hits fall; None where it saw none), falling
-    as window / working set beyond."""
-    ws = np.maximum(np.asarray(layer_working_set_bytes, float), 1.0)
-    if params.l2_window_bytes is None:       # no fall measured
-        return params.l2_hit_max * np.ones_like(ws)
-    return params.l2_hit_max * np.minimum(1.0, params.l2_window_bytes / ws)
+# The cascade step's composition rule that is an entry of its op list after the passes, so that the list adds up
+# to the step: what a step that shares nothing adds to reach the per-sequence kernel (>= 0 s). The passes' overlap
+# is in their own entries instead (each its share of their joint time): every entry of the list is >= 0.
+NO_SHARING = "cascade_no_sharing_floor"
+CASCADE_RULES = (NO_SHARING,)
+ATTENTION_PASSES = ("cascade_prefix", "cascade_suffix", "cascade_merge")
+ATTENTION_OPS = ("decode", *ATTENTION_PASSES)   # the ops whose times the measured rows replace inside the grid
 
 
 class StepCosts(msgspec.Struct, frozen=True):
@@ -169,6 +87,10 @@ class StepCosts(msgspec.Struct, frozen=True):
     cas_measured: np.ndarray | None = None
     ps_outside: tuple[str, ...] = ()       # a tuple, not a str: run_load broadcasts every scalar field
     cas_outside: tuple[str, ...] = ()
+    # each mode's step as its list of ops (cost/ops/registry.py, then the cascade's composition rules:
+    # CASCADE_RULES); their times add up to ps_step_s and cas_step_s
+    ps_ops: tuple[OpCost, ...] = ()
+    cas_ops: tuple[OpCost, ...] = ()
 
     @property
     def other_s(self) -> np.ndarray:
@@ -185,103 +107,28 @@ class StepCosts(msgspec.Struct, frozen=True):
         return self.ps_step_s / self.cas_step_s
 
 
-class StepLoad(msgspec.Struct, frozen=True):
-    """What one decode step asks of the attention kernels, in tokens. Arrays broadcast over any
-    trailing shape S (decode steps of a run, or a sweep grid); node arrays are (J,) + S."""
-
-    active_seqs: np.ndarray
-    ps_prefix_tokens: np.ndarray      # shared tokens the per-sequence kernel reads, summed over sequences
-    suffix_tokens: np.ndarray         # private tokens (own prompt + generated), summed over sequences
-    node_tokens: np.ndarray           # (J,)+S: tokens of every shared node read once (0 when nobody reads it)
-    node_query_tokens: np.ndarray     # (J,)+S: node tokens x sequences reading them (prefix-pass FLOPs)
-    node_redundant_tokens: np.ndarray  # (J,)+S: re-reads a per-sequence kernel makes of shared tokens
-    levels_on: np.ndarray             # cascade levels launched
-    node_instance_tokens: np.ndarray  # (J,)+S: tokens of one instance of each node
-    longest_context: np.ndarray       # tokens of the longest sequence decoding (per-sequence kernel's longest row)
-    longest_suffix: np.ndarray        # private tokens of the longest suffix (suffix pass's longest row)
-
-
-def single_level_load(prefix_tokens, group_size, n_groups, suffix_tokens) -> StepLoad:
-    """`n_groups` prompts of `prefix_tokens`, each shared by `group_size` sequences that read
-    `suffix_tokens` private tokens this step. Any argument may be an array (a sweep grid)."""
-    p, n, gr, sfx = (np.asarray(x, dtype=float) for x in (prefix_tokens, group_size, n_groups, suffix_tokens))
-    seqs = n * gr
-    on = (p > 0) & (n > 0)
-    return StepLoad(
-        active_seqs=seqs, ps_prefix_tokens=seqs * p, suffix_tokens=seqs * sfx,
-        node_tokens=(gr * p * on)[None], node_query_tokens=(gr * p * n)[None],
-        node_redundant_tokens=(gr * p * np.maximum(n - 1, 0))[None], levels_on=on.astype(float),
-        node_instance_tokens=(p * on)[None], longest_context=p + sfx, longest_suffix=sfx,
-    )
-
-
 def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
                params: CostParams, prefix_caching: bool = True, steps: np.ndarray | None = None) -> StepCosts:
     """Weights, per-sequence and cascade terms of the steps described by `load`."""
-    kvb, L, bw = g.kv_bytes_per_token, g.layers, g.hbm_bytes_per_s
-    seqs = load.active_seqs
-    # Weights: the same in both modes.
-    w_bytes = weight_bytes_per_gpu(model, weight_dtype, tp, seqs)
-    w_flops = gemm_flops_per_gpu(model, tp, seqs)
-    if params.step is None:
-        w_s = roofline_s(w_bytes, w_flops, bw, g.gemm_flop_per_s, params.gemm) + L * params.gemm.overhead_s
-        glue_s = comm_s = np.zeros_like(np.asarray(seqs, float))
-        kv_append_s: np.ndarray | float = 0.0
-    else:
-        terms = step_terms(model, tp, weight_dtype, seqs, params.step, bw, g.gemm_flop_per_s)
-        w_s, glue_s, comm_s = terms.gemm_s, terms.glue_s, terms.comm_s
-        kv_append_s = terms.kv_append_s   # per-sequence decode includes it (AIC); cascade kernels do not
+    kvb, seqs = g.kv_bytes_per_token, load.active_seqs
+    ctx = StepContext(model, tp, weight_dtype, seqs, g.hbm_bytes_per_s, g.gemm_flop_per_s, params.step, params, g,
+                      load, prefix_caching)
+    priced = priced_ops(ctx)
+    terms = composed(priced, params.step, weight_dtype, seqs)
+    w_s, glue_s, comm_s, kv_append_s = terms.gemm_s, terms.glue_s, terms.comm_s, terms.kv_append_s
     other_s = w_s + glue_s + comm_s
+    shared = {op.name: op for op in terms.ops}
+    ops = {op.name: op for _, op in priced}
 
     # Per-sequence: one decode kernel per layer over each sequence's whole context.
-    ps_tokens = load.ps_prefix_tokens + load.suffix_tokens
-    node_bytes = load.node_tokens * kvb
-    hit: np.ndarray | float = 0.0
-    if prefix_caching and node_bytes.size:
-        hit = l2_hit_fraction(params, node_bytes.sum(0) / L, g.l2_bytes)
-    ps_bytes = ps_tokens * kvb
-    ps_hbm = ps_bytes - hit * load.node_redundant_tokens.sum(0) * kvb
-    ps_flops = ps_tokens * g.attn_flop_per_query_token
-    rows = seqs * g.kv_heads
-    G = g.q_heads // g.kv_heads
-    # FLOP as the kernels compute them: the probe's MLA kernels fill whole tiles of query rows
-    # (cost/ops/mla_attention.py); the GQA prefix pass whole 128-row tiles past one, of a prompt's rows per KV
-    # head or per query head as the backend lays them out (params.prefix_rows)
-    mla = params.attention_kind == "mla"
-    if mla:
-        from cascade_plan.cost.ops.mla_attention import mla_tile_factor
-    one_tile = mla_tile_factor(g.q_heads) if mla else 1.0
-    dec = params.decode if prefix_caching or params.decode_dup is None else params.decode_dup
-    ps_computed = ps_flops * one_tile * float(decode_compute_factor(G, params.decode_rows))
-    ps_roof = corrected_roofline_s(ps_hbm, ps_computed, bw, g.attn_flop_per_s, dec, L, rows, size=ps_bytes,
-                                   longest_tokens=load.longest_context)
-    if prefix_caching and params.l2_bytes_per_s:
-        # every logical byte still streams through L2 (same correction surface as the HBM term)
-        l2_bound = corrected_roofline_s(ps_bytes, 0.0, params.l2_bytes_per_s, g.attn_flop_per_s,
-                                        KernelParams(surface=dec.surface), L, rows, size=ps_bytes)
-        ps_roof = np.maximum(ps_roof, l2_bound)
-    ps_attn = ps_roof + fixed_s(dec, 1, rows, L, G)
-
+    dec = ops["decode"]
+    ps_attn = dec.time_s
     # Cascade: one prefix launch per level (each node read once), a suffix pass, a merge per level.
-    node_flops = load.node_query_tokens * g.attn_flop_per_query_token
-    # the pass computes whole tiles of each prompt's query rows per KV head (readers per instance x G)
-    readers = np.asarray(load.node_query_tokens, float) / np.maximum(np.asarray(load.node_tokens, float), 1e-300)
-    tiles = mla_tile_factor(readers * G) if mla else prefix_compute_factor(readers, G, params.prefix_rows)
-    pre_roof = corrected_roofline_s(node_bytes, node_flops * tiles, bw, g.attn_flop_per_s,
-                                    params.prefix, L, rows, longest_tokens=load.node_instance_tokens).sum(0)
-    pre_s = pre_roof + fixed_s(params.prefix, load.levels_on, rows * load.levels_on, L, G)
-    suf_bytes = load.suffix_tokens * kvb
-    suf_flops = load.suffix_tokens * g.attn_flop_per_query_token
-    suf_roof = corrected_roofline_s(suf_bytes, suf_flops * one_tile, bw, g.attn_flop_per_s, params.suffix, L, rows,
-                                    longest_tokens=load.longest_suffix)
-    suf_s = suf_roof + fixed_s(params.suffix, 1, rows, L, G)
-    merge_bytes = load.levels_on * seqs * g.merge_bytes_per_seq_level * params.merge_traffic
-    merge_s = (corrected_roofline_s(merge_bytes, 0.0, bw, g.attn_flop_per_s, params.merge, L, rows,
-                                    size=node_bytes.sum(0) + suf_bytes, longest_tokens=load.longest_context)
-               + fixed_s(params.merge, load.levels_on, rows * load.levels_on, L, G))
+    pre, suf, mer = (ops[k] for k in ATTENTION_PASSES)
+    pre_s, suf_s, merge_s = pre.time_s, suf.time_s, mer.time_s
     cas_attn = pre_s + suf_s + merge_s
     if params.prefix_suffix_overlap:
-        cas_attn = overlapped_total(pre_s, suf_s, pre_roof, suf_roof, params.prefix_suffix_overlap) + merge_s
+        cas_attn = overlapped_total(pre_s, suf_s, pre.bound_s, suf.bound_s, params.prefix_suffix_overlap) + merge_s
     # Inside the measured grid, the measured rows (cost/ops/attention.py) instead of the fitted kernels.
     m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn)
     if m is not None:
@@ -291,6 +138,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         scale = np.where(np.isfinite(cas_meas), cas_meas / np.maximum(cas_attn, 1e-300), 1.0)
         pre_s, suf_s, merge_s = pre_s * scale, suf_s * scale, merge_s * scale
         cas_attn = np.where(np.isfinite(cas_meas), cas_meas, cas_attn)
+    passes_s = cas_attn
     # the new token's K/V write where the per-sequence timings include it and the cascade kernels do not
     cas_attn = cas_attn + kv_append_s
     # A step where no shared node has two readers shares nothing: cascade is then a per-sequence kernel
@@ -298,19 +146,60 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     # kernels must not turn into a "win" without sharing).
     cas_attn = np.where(load.node_redundant_tokens.sum(0) > 0, cas_attn, np.maximum(cas_attn, ps_attn))
 
+    ps_mask = None if m is None else np.isfinite(ps_meas)
+    cas_mask = None if m is None else np.isfinite(cas_meas)
+    words = params.measured.label if params.measured is not None else ""
+    # In the list, the prefix and suffix passes run concurrently take their share of the time they take together
+    # (cas_prefix_s and cas_suffix_s stay each pass alone).
+    pre_in, suf_in, note = pre_s, suf_s, ""
+    if params.prefix_suffix_overlap:
+        alone = pre_s + suf_s
+        share = np.where(alone > 0, np.maximum(passes_s - merge_s, 0.0) / np.maximum(alone, 1e-300), 1.0)
+        pre_in, suf_in = pre_s * share, suf_s * share
+        note = (f"; run {params.prefix_suffix_overlap:.0%} concurrently with the other pass (calibrated): "
+                "its share of their joint time")
+    attention = {
+        "decode": _timed(dec, ps_attn, ps_mask, words),
+        "cascade_prefix": _timed(pre, pre_in, cas_mask, words, note),
+        "cascade_suffix": _timed(suf, suf_in, cas_mask, words, note),
+        "cascade_merge": _timed(mer, merge_s, cas_mask, words),
+    }
+    rules = [_rule(NO_SHARING, cas_attn - (passes_s + kv_append_s),
+                   "no shared node has two readers: cascade no faster than the per-sequence decode")]
+    mode_ops = {}
+    for mode in (PER_SEQUENCE, CASCADE):
+        mode_ops[mode] = tuple(attention.get(op.name, shared.get(op.name, op)) for mod, op in priced
+                               if mode in getattr(mod, "MODES"))
     return StepCosts(
-        steps=steps if steps is not None else np.zeros(0), active_seqs=seqs, weight_bytes=w_bytes,
-        weight_flops=w_flops, weight_s=w_s, ps_attention_bytes=ps_bytes, ps_hbm_bytes=ps_hbm,
-        ps_prefix_bytes=load.ps_prefix_tokens * kvb, ps_flops=ps_flops, ps_attention_s=ps_attn,
-        ps_step_s=other_s + ps_attn, cas_prefix_bytes=node_bytes.sum(0), cas_suffix_bytes=suf_bytes,
-        cas_merge_bytes=merge_bytes, cas_prefix_flops=node_flops.sum(0), cas_suffix_flops=suf_flops,
+        steps=steps if steps is not None else np.zeros(0), active_seqs=seqs,
+        weight_bytes=weight_bytes_per_gpu(model, weight_dtype, tp, seqs),
+        weight_flops=gemm_flops_per_gpu(model, tp, seqs),
+        weight_s=w_s, ps_attention_bytes=kv_read_bytes(load.ps_prefix_tokens + load.suffix_tokens, kvb),
+        ps_hbm_bytes=dec.bytes, ps_prefix_bytes=kv_read_bytes(load.ps_prefix_tokens, kvb), ps_flops=dec.flops,
+        ps_attention_s=ps_attn, ps_step_s=other_s + ps_attn, cas_prefix_bytes=pre.bytes, cas_suffix_bytes=suf.bytes,
+        cas_merge_bytes=mer.bytes, cas_prefix_flops=pre.flops, cas_suffix_flops=suf.flops,
         cas_prefix_s=pre_s, cas_suffix_s=suf_s, cas_merge_s=merge_s, cas_levels=load.levels_on,
         cas_attention_s=cas_attn, cas_step_s=other_s + cas_attn, glue_s=glue_s, comm_s=comm_s,
-        ps_measured=None if m is None else np.isfinite(ps_meas).astype(float),
-        cas_measured=None if m is None else np.isfinite(cas_meas).astype(float),
+        ps_measured=None if ps_mask is None else ps_mask.astype(float),
+        cas_measured=None if cas_mask is None else cas_mask.astype(float),
         ps_outside=() if m is None or ps_why is None else (ps_why,),
         cas_outside=() if m is None or cas_why is None else (cas_why,),
+        ps_ops=mode_ops[PER_SEQUENCE], cas_ops=mode_ops[CASCADE] + tuple(rules),
     )
+
+
+def _timed(op: OpCost, time_s, measured, words: str, note: str = "") -> OpCost:
+    """An attention op at its time in the step, and where that time comes from (measured rows on all, some or none
+    of the steps: the fitted kernels' own source)."""
+    source = op.source
+    if measured is not None and np.any(measured):
+        source = words if np.all(measured) else f"{words} where the rows bracket the step, {FITTED} elsewhere"
+    return msgspec.structs.replace(op, time_s=time_s, source=source + note)
+
+
+def _rule(name: str, time_s, source: str) -> OpCost:
+    z = np.zeros_like(np.asarray(time_s, float))
+    return OpCost(name=name, bytes=z, flops=z, time_s=time_s, source=source)
 
 
 def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: CostParams, prefix_caching: bool,

@@ -6,7 +6,7 @@ import msgspec
 import numpy as np
 
 from cascade_plan.cost.capacity import DEFAULT_RESERVE_FRACTION
-from cascade_plan.cost.cost_model import StepCosts, gpu_shape, kv_bytes_per_token
+from cascade_plan.cost.cost_model import ATTENTION_OPS, StepCosts, gpu_shape, kv_bytes_per_token
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.coverage import attention_sources, grid_notes
 from cascade_plan.cost.flat_tree import FlatTree, flatten
@@ -19,6 +19,16 @@ from cascade_plan.envelope import envelope
 from cascade_plan.inputs.workload import Scenario
 
 
+class OpStep(msgspec.Struct, frozen=True):
+    """One op of one summarised step (cost/ops/registry.py): what `estimate --json` lists per mode."""
+
+    name: str
+    bytes: float
+    flops: float
+    time_s: float
+    source: str
+
+
 class ModeStep(msgspec.Struct, frozen=True):
     attention_bytes: float   # logical KV (+ merge) bytes the attention kernels read
     hbm_bytes: float         # after L2 hits (per-sequence over shared pages); equals attention_bytes for cascade
@@ -29,6 +39,7 @@ class ModeStep(msgspec.Struct, frozen=True):
     attention_s: float
     step_s: float
     attention_source: str = ""   # "measured (interpolated)" or "fitted model" (cost/ops/attention.py)
+    ops: tuple[OpStep, ...] = ()  # the mode's step as its ops; their times add up to step_s
 
 
 class StepSummary(msgspec.Struct, frozen=True):
@@ -92,18 +103,27 @@ def _source(mask, idx: int, mode: str, measured: str | None = None) -> str:
     return (measured or MEASURED) if mask[idx] > 0 else FITTED
 
 
+def _ops(ops, idx: int, attention_source: str) -> tuple[OpStep, ...]:
+    """A mode's ops at one summarised step; its attention passes say where this step's attention comes from."""
+    return tuple(OpStep(name=op.name, bytes=float(np.asarray(op.bytes)[idx]), flops=float(np.asarray(op.flops)[idx]),
+                        time_s=float(np.asarray(op.time_s)[idx]),
+                        source=attention_source if op.name in ATTENTION_OPS else op.source) for op in ops)
+
+
 def _summary(c: StepCosts, idx: int, label: str, mode: str = "calibrated", measured: str | None = None) -> StepSummary:
+    ps_source = _source(c.ps_measured, idx, mode, measured)
+    cas_source = _source(c.cas_measured, idx, mode, measured)
     ps = ModeStep(attention_bytes=float(c.ps_attention_bytes[idx]), hbm_bytes=float(c.ps_hbm_bytes[idx]),
                   prefix_bytes=float(c.ps_prefix_bytes[idx]),
                   suffix_bytes=float(c.ps_attention_bytes[idx] - c.ps_prefix_bytes[idx]), merge_bytes=0.0,
                   attention_flops=float(c.ps_flops[idx]), attention_s=float(c.ps_attention_s[idx]),
-                  step_s=float(c.ps_step_s[idx]), attention_source=_source(c.ps_measured, idx, mode, measured))
+                  step_s=float(c.ps_step_s[idx]), attention_source=ps_source, ops=_ops(c.ps_ops, idx, ps_source))
     cas_bytes = float(c.cas_attention_bytes[idx])
     cas = ModeStep(attention_bytes=cas_bytes, hbm_bytes=cas_bytes, prefix_bytes=float(c.cas_prefix_bytes[idx]),
                    suffix_bytes=float(c.cas_suffix_bytes[idx]), merge_bytes=float(c.cas_merge_bytes[idx]),
                    attention_flops=float(c.cas_prefix_flops[idx] + c.cas_suffix_flops[idx]),
                    attention_s=float(c.cas_attention_s[idx]), step_s=float(c.cas_step_s[idx]),
-                   attention_source=_source(c.cas_measured, idx, mode, measured))
+                   attention_source=cas_source, ops=_ops(c.cas_ops, idx, cas_source))
     return StepSummary(label=label, step=int(c.steps[idx]), active_seqs=int(c.active_seqs[idx]),
                        weight_bytes=float(c.weight_bytes[idx]), weight_s=float(c.weight_s[idx]),
                        per_sequence=ps, cascade=cas, glue_s=0.0 if c.glue_s is None else float(c.glue_s[idx]),
@@ -188,7 +208,8 @@ def _with_layer(src: dict | None, model, parts, tp: int, weight_dtype: str) -> d
 def _mode_json(m: ModeStep) -> dict:
     return {"attention_bytes": m.attention_bytes, "hbm_bytes": m.hbm_bytes, "prefix_bytes": m.prefix_bytes,
             "suffix_bytes": m.suffix_bytes, "merge_bytes": m.merge_bytes, "attention_flops": m.attention_flops,
-            "attention_s": m.attention_s, "step_s": m.step_s, "attention_source": m.attention_source}
+            "attention_s": m.attention_s, "step_s": m.step_s, "attention_source": m.attention_source,
+            "ops": [msgspec.structs.asdict(op) for op in m.ops]}
 
 
 def _step_json(s: StepSummary) -> dict:

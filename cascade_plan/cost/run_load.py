@@ -22,9 +22,10 @@ import numpy as np
 from cascade_plan.cost.cost_model import GpuShape, StepCosts, StepLoad, step_costs
 from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.flat_tree import FlatTree
-from cascade_plan.cost.ops.base import distinct
+from cascade_plan.cost.ops.base import OpCost, distinct, map_arrays
 from cascade_plan.inputs.model_spec import ModelSpec
 
+OP_FIELDS = ("ps_ops", "cas_ops")   # StepCosts' op lists: each op's arrays go where the other arrays go
 POINT_BUDGET = 8192          # evaluated steps per run (every step of runs up to about this long)
 CHUNK_ELEMENTS = 1_000_000   # largest node x segment or segment x point array built at once
 
@@ -104,10 +105,16 @@ def _node_readers(flat: FlatTree, ends: np.ndarray, segs: np.ndarray) -> np.ndar
 def _broadcast(costs: StepCosts, shape: tuple, keep: np.ndarray) -> dict:
     """Every array field of `costs` broadcast to the (segments, points) grid, valid points only."""
     out = {}
+
+    def grid(x):
+        return np.broadcast_to(np.asarray(x, float), shape)[keep]
+
     for name in costs.__struct_fields__:
         v = getattr(costs, name)
         if isinstance(v, np.ndarray) or np.isscalar(v):
-            out[name] = np.broadcast_to(np.asarray(v, float), shape)[keep]
+            out[name] = grid(v)
+        elif name in OP_FIELDS:
+            out[name] = tuple(map_arrays(op, grid) for op in v)
         else:
             out[name] = v
     return out
@@ -161,7 +168,22 @@ def _chunk_loads(flat: FlatTree, steps: np.ndarray):
 def _merged(parts: list[dict]) -> StepCosts:
     merged: dict[str, Any] = {k: (np.concatenate([p[k] for p in parts]) if isinstance(parts[0][k], np.ndarray)
                                   else parts[0][k]) for k in parts[0]}
+    for k in OP_FIELDS:
+        merged[k] = tuple(_joined([p[k][i] for p in parts]) for i in range(len(parts[0][k])))
     return StepCosts(**merged)
+
+
+def _joined(ops: list[OpCost]) -> OpCost:
+    """One op's costs over several chunks of steps (one name, one list layout: the same model and parameters)."""
+    if len(ops) == 1:
+        return ops[0]
+    sources = list(dict.fromkeys(op.source for op in ops))
+    out = OpCost(name=ops[0].name, bytes=np.concatenate([op.bytes for op in ops]),
+                 flops=np.concatenate([op.flops for op in ops]), time_s=np.concatenate([op.time_s for op in ops]),
+                 source=sources[0] if len(sources) == 1 else "; ".join(sources))
+    if all(op.bound_s is not None for op in ops):
+        out = msgspec.structs.replace(out, bound_s=np.concatenate([op.bound_s for op in ops]))
+    return out
 
 
 def tree_costs_at(flat: FlatTree, steps: np.ndarray, g: GpuShape, model: ModelSpec, weight_dtype: str, tp: int,
@@ -236,12 +258,14 @@ def _group_costs(group: RunGroup, g: GpuShape, model: ModelSpec, weight_dtype: s
                        np.broadcast_to(group.grid, (n,) + group.grid.shape))
     names = fields or costs.__struct_fields__
     for j in range(n):
+
+        def run_j(v, j=j):
+            return v[j if v.shape[0] > 1 else 0] if isinstance(v, np.ndarray) and v.ndim == 3 else v
+
         one: dict[str, Any] = {}
         for name in names:
             v = getattr(costs, name)
-            if isinstance(v, np.ndarray) and v.ndim == 3:
-                v = v[j if v.shape[0] > 1 else 0]
-            one[name] = v
+            one[name] = tuple(map_arrays(op, run_j) for op in v) if name in OP_FIELDS else run_j(v)
         yield one
 
 

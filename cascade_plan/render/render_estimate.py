@@ -9,7 +9,7 @@ from rich.text import Text
 
 from cascade_plan.cost.coverage import sources_line
 from cascade_plan.cost.estimate import Estimate
-from cascade_plan.render.step_table import step_rows
+from cascade_plan.render.step_table import op_rows, step_rows
 from cascade_plan.units import (
     fmt_bandwidth,
     fmt_bytes,
@@ -68,6 +68,30 @@ def steps_table(est: Estimate) -> Table:
     return t
 
 
+def ops_table(est: Estimate) -> Table:
+    """Each mode's step as its ops: seconds at each summarised step, bytes and FLOP at the final one."""
+    t = Table(title="The step as its operations (per GPU; an op in both modes costs the same in each)",
+              title_justify="left")
+    t.add_column("op")
+    t.add_column("in")
+    for s in est.steps:
+        t.add_column(f"{s.label} (k={s.step})", justify="right")
+    t.add_column("bytes (final)", justify="right")
+    t.add_column("FLOP (final)", justify="right")
+    rows, _ = op_rows(est)
+    for name, mode, cells, bytes_, flops in rows:
+        t.add_row(name, mode, *cells, bytes_, flops)
+    for label, mode_of in (("step, per-sequence", "per_sequence"), ("step, cascade", "cascade")):
+        t.add_row(label, "", *[fmt_seconds(sum(op.time_s for op in getattr(s, mode_of).ops)) for s in est.steps],
+                  "", "", style="bold")
+    return t
+
+
+def ops_sources(est: Estimate) -> list[str]:
+    """Where each op's numbers come from, one line per source."""
+    return [f"{', '.join(ops)}: {source}" for ops, source in op_rows(est)[1]]
+
+
 def run_table(est: Estimate) -> Table:
     t = Table(title="Whole run (all decode steps)", title_justify="left")
     for col in ("mode", "decode time", "tokens/s", "mean step"):
@@ -100,6 +124,10 @@ def render_estimate(est: Estimate, console: Console) -> None:
     console.print(arithmetic_table(est))
     console.print()
     console.print(steps_table(est))
+    console.print()
+    console.print(ops_table(est))
+    for line in ops_sources(est):
+        console.print(Text(line, style="dim"))
     console.print()
     console.print(run_table(est))
     style = {"go": "green", "marginal": "yellow", "no-go": "red"}.get(est.verdict.level, "magenta")

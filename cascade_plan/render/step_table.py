@@ -1,10 +1,11 @@
 """The per-step breakdown of an estimate as rows of formatted cells, shared by the terminal table
-(render_estimate.py) and the markdown report (report.py)."""
+(render_estimate.py) and the markdown report (report.py); and each mode's step as its ops (the terminal's
+op table)."""
 
 from __future__ import annotations
 
 from cascade_plan.cost.estimate import Estimate
-from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_seconds, fmt_speedup
+from cascade_plan.units import fmt_bytes_binary, fmt_bytes_decimal, fmt_count, fmt_seconds, fmt_speedup
 
 
 def glue_label(est: Estimate, detail: str = "") -> str:
@@ -47,3 +48,31 @@ def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
         ("speedup", [fmt_speedup(s.speedup) for s in cols], True),
     ]
     return rows
+
+
+MODE_WORDS = {"both": "both", "per_sequence": "per-sequence", "cascade": "cascade"}
+
+
+def op_rows(est: Estimate) -> tuple[list[tuple[str, str, list[str], str, str]], list[tuple[list[str], str]]]:
+    """Each mode's step as its ops (cost/ops/registry.py): (op, the modes it is in, its time at each summarised
+    step, its bytes and FLOP at the final step) for every op with a cost at any of them, then the sources, each
+    with the ops it prices."""
+    cols, final = est.steps, est.steps[-1]
+    ps_names = [op.name for op in final.per_sequence.ops]
+    cas_names = [op.name for op in final.cascade.ops]
+    modes = {n: "both" if n in cas_names else "per_sequence" for n in ps_names}
+    modes.update({n: "cascade" for n in cas_names if n not in modes})
+    rows: list[tuple[str, str, list[str], str, str]] = []
+    sources: dict[str, list[str]] = {}
+    for name in sorted(modes, key=lambda n: list(MODE_WORDS).index(modes[n])):   # stable: the step's order within
+        mode = modes[name]
+        in_mode = [{op.name: op for op in (s.per_sequence.ops if mode != "cascade" else s.cascade.ops)}[name]
+                   for s in cols]
+        if not any(op.time_s or op.bytes or op.flops for op in in_mode):
+            continue
+        last = in_mode[-1]
+        rows.append((name, MODE_WORDS[mode], [fmt_seconds(op.time_s) for op in in_mode],
+                     fmt_bytes_binary(last.bytes) if last.bytes else "", fmt_count(last.flops) if last.flops else ""))
+        if last.source:
+            sources.setdefault(last.source, []).append(name)
+    return rows, [(ops, source) for source, ops in sources.items()]

@@ -1,4 +1,5 @@
-"""The one interface every operation module shares: what it moves, what it computes, how long it takes.
+"""What every operation module returns: what it moves, what it computes, how long it takes (the call itself,
+`cost(ctx: StepContext) -> OpCost | None`, and the list of op modules: cost/ops/registry.py).
 
 Arrays broadcast over the step grid (one value per decode step, or per sweep point); SI units."""
 
@@ -11,11 +12,20 @@ import numpy as np
 class OpCost(msgspec.Struct, frozen=True):
     """One operation kind's cost for a whole step on one GPU (every layer it runs in, summed)."""
 
-    name: str                  # the breakdown key: "attention", "gemm", "moe", "glue", "allreduce", "lm_head"
+    name: str                  # the breakdown key: the op module's NAME ("gemm", "decode", "cascade_prefix", ...)
     bytes: np.ndarray          # HBM bytes moved
-    flops: np.ndarray          # floating-point operations
+    flops: np.ndarray          # floating-point operations (useful ones: padded tiles count in time_s only)
     time_s: np.ndarray         # time, fixed costs included
     source: str = ""           # where the parameters came from ("measured table", "fitted model", "default", ...)
+    # the bandwidth / compute part of time_s, without fixed costs: what two passes running concurrently share
+    # (the cascade's prefix and suffix, CostParams.prefix_suffix_overlap); None where no rule reads it
+    bound_s: np.ndarray | None = None
+
+
+def map_arrays(op: OpCost, fn) -> OpCost:
+    """The op with `fn` applied to each of its arrays (run_load broadcasts, slices and joins step costs)."""
+    return msgspec.structs.replace(op, bytes=fn(op.bytes), flops=fn(op.flops), time_s=fn(op.time_s),
+                                   bound_s=None if op.bound_s is None else fn(op.bound_s))
 
 
 def distinct(x: np.ndarray) -> np.ndarray:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from cascade_plan.cost.ops.base import OpCost
+from cascade_plan.cost.ops.context import BOTH, StepContext
 from cascade_plan.cost.step_parts import StepParts, gemm_time_s
 
+NAME, MODES, TERM, COMPOSED = "gemm", BOTH, "gemm", "dense"
 ACTIVATION_BYTES = 2.0   # bf16 activations in and out of every GEMM
 
 
@@ -68,8 +70,10 @@ def priced(name: str, shapes, m, parts: StepParts, weight_dtype: str, element_by
     return OpCost(name=name, bytes=b, flops=f, time_s=t, source=f"{parts.source}, {key} GEMM table")
 
 
-def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_bytes: float,
-         hbm_bytes_per_s: float, flop_per_s: float) -> OpCost:
-    """Every layer's dense GEMMs (not the lm_head) for decode steps of `tokens` tokens."""
-    shapes = [s for s in layer_gemms(model, tp) if s[0] != "lm_head"]
-    return priced("gemm", shapes, tokens, parts, weight_dtype, element_bytes, hbm_bytes_per_s, flop_per_s)
+def cost(ctx: StepContext) -> OpCost | None:
+    """Every layer's dense GEMMs (not the lm_head) for decode steps of `ctx.tokens` tokens."""
+    if ctx.parts is None:
+        return None
+    shapes = [s for s in layer_gemms(ctx.model, ctx.tp) if s[0] != "lm_head"]
+    return priced(NAME, shapes, ctx.tokens, ctx.parts, ctx.weight_dtype, ctx.element_bytes, ctx.hbm_bytes_per_s,
+                  ctx.flop_per_s)

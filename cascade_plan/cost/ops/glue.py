@@ -4,7 +4,7 @@ SiLU-and-mul; per step the embedding gather, final norm and argmax sampling. Pri
 (cost/glue_widths.py).
 
 Where the calibration's decode attention already includes the K/V append (AIConfigurator's generation
-attention does: `GlueParams.kv_append_in_attention`), the glue leaves it out and `kv_append` prices it
+attention does: `GlueParams.kv_append_in_attention`), the glue leaves it out and ops/kv_append.py prices it
 on its own, so the per-sequence step counts it once (inside attention) and the cascade step, whose
 kernels come from the probe and do not write the cache, adds it once."""
 
@@ -18,30 +18,20 @@ from cascade_plan.cost.glue_widths import (
     step_bytes_per_token,
 )
 from cascade_plan.cost.ops.base import OpCost
-from cascade_plan.cost.step_parts import StepParts
+from cascade_plan.cost.ops.context import BOTH, StepContext
+
+NAME, MODES, TERM, COMPOSED = "glue", BOTH, "glue", "dense"
 
 
-def cost(model, tp: int, tokens, parts: StepParts) -> OpCost:
+def cost(ctx: StepContext) -> OpCost | None:
+    model, tp, parts = ctx.model, ctx.tp, ctx.parts
+    if parts is None:
+        return None
     g = parts.glue
-    m = np.asarray(tokens, float)
+    m = np.asarray(ctx.tokens, float)
     lay, stp = layer_bytes_per_token(model, tp), step_bytes_per_token(model, tp)
     if g.kv_append_in_attention:
         lay = lay - kv_append_bytes_per_token(model, tp)
     t = g.time_s(m, model.num_layers, lay, stp)
     b = np.where(m > 0, m * (model.num_layers * lay + stp), 0.0)
-    return OpCost(name="glue", bytes=b, flops=np.zeros_like(b), time_s=t, source=f"{parts.source}, {g.variant} glue")
-
-
-def kv_append(model, tp: int, tokens, parts: StepParts) -> OpCost:
-    """The K/V append alone, when the glue leaves it to attention (zero otherwise): its kernel's fixed
-    share per layer, and its bytes per token at the glue's fitted per-byte rate."""
-    g = parts.glue
-    m = np.asarray(tokens, float)
-    app = kv_append_bytes_per_token(model, tp)
-    b = np.where(m > 0, m * model.num_layers * app, 0.0)
-    if not g.kv_append_in_attention:
-        return OpCost(name="kv_append", bytes=np.zeros_like(b), flops=np.zeros_like(b), time_s=np.zeros_like(b))
-    per_token = g.per_token_layer_s * app / g.layer_bytes_per_token
-    t = np.where(m > 0, model.num_layers * (g.kv_append_per_layer_s + m * per_token), 0.0)
-    return OpCost(name="kv_append", bytes=b, flops=np.zeros_like(b), time_s=t,
-                  source=f"{parts.source}, glue per-byte rate")
+    return OpCost(name=NAME, bytes=b, flops=np.zeros_like(b), time_s=t, source=f"{parts.source}, {g.variant} glue")

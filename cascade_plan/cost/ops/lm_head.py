@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from cascade_plan.cost.ops import gemm as _gemm
 from cascade_plan.cost.ops.base import OpCost
-from cascade_plan.cost.step_parts import StepParts
+from cascade_plan.cost.ops.context import BOTH, StepContext
+
+NAME, MODES, TERM, COMPOSED = "lm_head", BOTH, "gemm", "dense"
 
 
-def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_bytes: float,
-         hbm_bytes_per_s: float, flop_per_s: float) -> OpCost:
-    shapes = [s for s in _gemm.layer_gemms(model, tp) if s[0] == "lm_head"]
-    return _gemm.priced("lm_head", shapes, tokens, parts, weight_dtype, element_bytes, hbm_bytes_per_s, flop_per_s)
+def cost(ctx: StepContext) -> OpCost | None:
+    if ctx.parts is None:
+        return None
+    shapes = [s for s in _gemm.layer_gemms(ctx.model, ctx.tp) if s[0] == "lm_head"]
+    return _gemm.priced(NAME, shapes, ctx.tokens, ctx.parts, ctx.weight_dtype, ctx.element_bytes,
+                        ctx.hbm_bytes_per_s, ctx.flop_per_s)

@@ -10,14 +10,18 @@ from __future__ import annotations
 import numpy as np
 
 from cascade_plan.cost.ops.base import OpCost
-from cascade_plan.cost.step_parts import StepParts
+from cascade_plan.cost.ops.context import BOTH, StepContext
+
+# measured inside whole steps already: no composition factor
+NAME, MODES, TERM, COMPOSED = "mla_glue", BOTH, "glue", None
 
 
-def cost(model, tokens, parts: StepParts) -> OpCost | None:
-    p = parts.moe_layer
-    if p is None or model.attention != "mla" or not p.mla_per_layer_s:
+def cost(ctx: StepContext) -> OpCost | None:
+    model, parts = ctx.model, ctx.parts
+    p = None if parts is None else parts.moe_layer
+    if parts is None or p is None or model.attention != "mla" or not p.mla_per_layer_s:
         return None
-    m = np.asarray(tokens, float)
+    m = np.asarray(ctx.tokens, float)
     t = np.where(m > 0, model.num_layers * p.mla_per_layer_s, 0.0)
-    return OpCost(name="mla_glue", bytes=np.zeros_like(t), flops=np.zeros_like(t), time_s=t,
+    return OpCost(name=NAME, bytes=np.zeros_like(t), flops=np.zeros_like(t), time_s=t,
                   source=f"{parts.source}, MLA glue fitted on {p.basis}")

@@ -18,8 +18,11 @@ import numpy as np
 from cascade_plan.cost.moe_routing import expected_experts_touched
 from cascade_plan.cost.moe_table import MODELLED, MoeSkew, MoeTable, interpolate, skew_for, table_for
 from cascade_plan.cost.ops.base import OpCost
+from cascade_plan.cost.ops.context import BOTH, StepContext
 from cascade_plan.cost.ops.gemm import ACTIVATION_BYTES, gemm_table_key
 from cascade_plan.cost.step_parts import StepParts, gemm_time_s
+
+NAME, MODES, TERM, COMPOSED = "moe", BOTH, "gemm", "moe"
 
 
 def _modelled_layer_s(model, tp: int, weight_dtype: str, parts: StepParts, element_bytes: float,
@@ -52,12 +55,13 @@ def _pricing(model, tp: int, weight_dtype: str, parts: StepParts) -> tuple[MoeTa
     return table_for(tables, model, tp, weight_dtype), None
 
 
-def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_bytes: float,
-         hbm_bytes_per_s: float, flop_per_s: float) -> OpCost | None:
-    """None for a model without routed experts."""
-    if not (model.num_moe_layers and model.num_experts):
+def cost(ctx: StepContext) -> OpCost | None:
+    """None for a model without routed experts (or without calibrated step parts)."""
+    model, tp, weight_dtype, parts, element_bytes = ctx.model, ctx.tp, ctx.weight_dtype, ctx.parts, ctx.element_bytes
+    hbm_bytes_per_s, flop_per_s = ctx.hbm_bytes_per_s, ctx.flop_per_s
+    if parts is None or not (model.num_moe_layers and model.num_experts):
         return None
-    m = np.asarray(tokens, float)
+    m = np.asarray(ctx.tokens, float)
     layer_s = _modelled_layer_s(model, tp, weight_dtype, parts, element_bytes, hbm_bytes_per_s, flop_per_s)
     table, skew = _pricing(model, tp, weight_dtype, parts)
     grouped = layer_s(m) if table is None else interpolate(table, m, layer_s)
@@ -69,7 +73,7 @@ def cost(model, tp: int, weight_dtype: str, tokens, parts: StepParts, element_by
     act = m * model.experts_per_token * (2 * ei + h + ei + h) * ACTIVATION_BYTES
     L = model.num_moe_layers
     where = "grouped expert GEMMs" if table is None else f"grouped expert GEMMs ({table.label} inside, else modelled)"
-    return OpCost(name="moe", bytes=L * np.where(m > 0, w + act, 0.0),
+    return OpCost(name=NAME, bytes=L * np.where(m > 0, w + act, 0.0),
                   flops=L * 2.0 * m * model.experts_per_token * 3 * ei * h, time_s=L * grouped,
                   source=f"{parts.source}, {where}")
 

@@ -17,7 +17,11 @@ import numpy as np
 
 from cascade_plan.cost.moe_routing import expected_experts_touched
 from cascade_plan.cost.ops.base import OpCost
+from cascade_plan.cost.ops.context import BOTH, StepContext
 from cascade_plan.cost.step_parts import MoeLayerParams, StepParts, moe_layer_key
+
+# measured inside whole steps already: no composition factor
+NAME, MODES, TERM, COMPOSED = "moe_dispatch", BOTH, "glue", None
 
 
 def _fitted(p: MoeLayerParams, model, m: np.ndarray) -> np.ndarray:
@@ -25,8 +29,11 @@ def _fitted(p: MoeLayerParams, model, m: np.ndarray) -> np.ndarray:
     return p.per_layer_s + m * model.hidden_size * p.per_token_hidden_layer_s + touched * p.per_expert_layer_s
 
 
-def cost(model, tp: int, tokens, parts: StepParts, weight_dtype: str = "bf16") -> OpCost | None:
+def cost(ctx: StepContext) -> OpCost | None:
     """None for a model without routed experts or a calibration without the fit."""
+    model, tp, tokens, parts, weight_dtype = ctx.model, ctx.tp, ctx.tokens, ctx.parts, ctx.weight_dtype
+    if parts is None:
+        return None
     p = parts.moe_layer
     if p is None or not (model.num_moe_layers and model.num_experts):
         return None
@@ -44,7 +51,7 @@ def cost(model, tp: int, tokens, parts: StepParts, weight_dtype: str = "bf16") -
             source = (f"{parts.source}, MoE routing / dispatch / combine measured for this layer shape ({table.label}, "
                       f"M {2 ** xs[0]:.0f}-{2 ** xs[-1]:.0f}, interpolated), fitted elsewhere")
     t = np.where(m > 0, model.num_moe_layers * per_layer, 0.0)
-    return OpCost(name="moe_dispatch", bytes=np.zeros_like(t), flops=np.zeros_like(t), time_s=t, source=source)
+    return OpCost(name=NAME, bytes=np.zeros_like(t), flops=np.zeros_like(t), time_s=t, source=source)
 
 
 def describe(model, parts: StepParts | None, tp: int = 1, weight_dtype: str = "bf16") -> str:
