@@ -211,3 +211,11 @@ def test_estimate_json_lists_each_modes_ops():
         assert names[:3] == ["gemm", "lm_head", "glue"] and "cascade_prefix" in names and "decode" not in names
         assert step["cascade"]["ops"][0] == step["per_sequence"]["ops"][0]       # the same GEMMs in both modes
     assert "The step as its operations" in text and "cascade_prefix │ cascade │" in text
+
+
+def test_an_op_the_fit_puts_below_a_nanosecond_reads_so():
+    from cascade_plan.render.step_table import fmt_op_seconds
+    from cascade_plan.units import fmt_seconds
+
+    assert fmt_op_seconds(6.06e-14) == "< 1 ns"
+    assert fmt_op_seconds(0.0) == fmt_seconds(0.0) and fmt_op_seconds(2.17e-3) == fmt_seconds(2.17e-3)

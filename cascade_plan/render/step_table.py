@@ -53,6 +53,12 @@ def step_rows(est: Estimate) -> list[tuple[str, list[str], bool]]:
 MODE_WORDS = {"both": "both", "per_sequence": "per-sequence", "cascade": "cascade"}
 
 
+def fmt_op_seconds(s: float) -> str:
+    """An op's time; one a fit put below a nanosecond (a merge whose cost the fit gave to the passes it overlaps)
+    reads "< 1 ns", not a figure of 1e-14 s."""
+    return "< 1 ns" if 0 < s < 1e-9 else fmt_seconds(s)
+
+
 def op_rows(est: Estimate) -> tuple[list[tuple[str, str, list[str], str, str]], list[tuple[list[str], str]]]:
     """Each mode's step as its ops (cost/ops/registry.py): (op, the modes it is in, its time at each summarised
     step, its bytes and FLOP at the final step) for every op with a cost at any of them, then the sources, each
@@ -71,7 +77,7 @@ def op_rows(est: Estimate) -> tuple[list[tuple[str, str, list[str], str, str]], 
         if not any(op.time_s or op.bytes or op.flops for op in in_mode):
             continue
         last = in_mode[-1]
-        rows.append((name, MODE_WORDS[mode], [fmt_seconds(op.time_s) for op in in_mode],
+        rows.append((name, MODE_WORDS[mode], [fmt_op_seconds(op.time_s) for op in in_mode],
                      fmt_bytes_binary(last.bytes) if last.bytes else "", fmt_count(last.flops) if last.flops else ""))
         if last.source:
             sources.setdefault(last.source, []).append(name)
