@@ -21,15 +21,16 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, KernelFitDoc
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFitDoc
 from cascade_plan.cost.ops.attention import decode_compute_factor, overlapped_total, prefix_compute_factor
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 STATE_BYTES = 4.0
 
-# Configurations as the fits read them: a calibration file's rows, typed (calibration_format.AttentionConfigDoc,
-# calibration_rows.MlaConfig), or the plain ones calibration/aic/ builds from AIConfigurator's tables (thousands
+# Configurations as the fits read them: a calibration file's rows, typed (calibration_schema: AttentionConfigDoc,
+# MlaConfig), or the plain ones calibration/aic/ builds from AIConfigurator's tables (thousands
 # per file, priced at start-up, so not converted).
 Configs = Sequence[AttentionConfigDoc] | Sequence[Mapping[str, Any]]
 

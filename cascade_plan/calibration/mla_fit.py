@@ -33,8 +33,9 @@ from cascade_plan.calibration.fitting import (
     predict,
 )
 from cascade_plan.calibration.holdout import config_key, stable_sixth
-from cascade_plan.calibration_format import BackendFit, Ceilings, KernelFitDoc
-from cascade_plan.calibration_rows import MlaConfig, MlaRow
+from cascade_plan.calibration_schema.device import Ceilings
+from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFitDoc
+from cascade_plan.calibration_schema.mla import MlaConfig, MlaRow
 from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.ops.mla_attention import (
     MLA_BACKEND,

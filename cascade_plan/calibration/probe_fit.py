@@ -25,7 +25,7 @@ from cascade_plan.calibration.fitting import (
     predict,
 )
 from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
-from cascade_plan.calibration_format import Measurement
+from cascade_plan.calibration_schema.attention import Measurement
 from cascade_plan.version import __version__
 
 FIT_VERSION = 1

@@ -14,7 +14,7 @@ from cascade_plan.calibration.measured_grid import (
     measured_grid,
     measured_rows,
 )
-from cascade_plan.calibration_format import BackendFit, KernelFitDoc
+from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFitDoc
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile

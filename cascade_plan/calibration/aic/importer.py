@@ -33,7 +33,7 @@ from cascade_plan.calibration.moe_rows import skew_ratios
 from cascade_plan.calibration.probe_fit import FIT_VERSION
 from cascade_plan.calibration.probe_params import step_parts_of
 from cascade_plan.calibration.step_parts_doc import step_parts_json
-from cascade_plan.calibration_format import KIND
+from cascade_plan.calibration_schema.document import KIND
 from cascade_plan.cost.step_parts import GlueParams, StepParts
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from cascade_plan.calibration_format import BackendFit
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MEASURED_AIC, MeasuredAttention
 
 KEEP_Q_PER_KV = (1, 2, 4, 8, 16)
