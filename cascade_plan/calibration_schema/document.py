@@ -9,14 +9,14 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
 
 1 (2026-11-29) probe 1.0: device, ceilings, grid, measurements (per-sequence decode, cascade prefix,
   suffix, merge, total), skipped; `fitted` filled by `calibrate` (per KV dtype and backend, one
-  KernelFitDoc per kernel kind, prefix/suffix overlap).
+  KernelFit per kernel kind, prefix/suffix overlap).
   Added since, all optional (older files lack them and still read):
   - probe 1.1 (`--step`, 2026-11-30): step_ops, steps, step_skipped; fitted.step_parts (GEMM tables, glue,
     all-reduce per GPU count; its own `version` is always 1 and the file's schema_version governs);
   - AIConfigurator imports (2026-11-30): source_kind "aic", source, decode_rows, crosscheck,
     grid.measured, BackendFit.notes; the first of them wrote `step_parts` at the top level instead of
     in `fitted` (read as fitted.step_parts: calibration_file.upgraded);
-  - later fits: KernelFitDoc.surface, l2_* fields, token_latency_s, q_row_s; GlueDoc byte widths and
+  - later fits: KernelFit.surface, l2_* fields, token_latency_s, q_row_s; GlueDoc byte widths and
     kv_append_*; AllReduceDoc.algorithm and table; StepPartsDoc.gemm_shapes and composition;
     fitted.speedup_errors (calibration_schema/speedup_errors.py); BackendFit.decode_mla (MLA decode);
   - probe 1.2 (2026-12-01): fp8 rows, `mla`/`mla_skipped` rows, `run` on every row, notes.runs;
