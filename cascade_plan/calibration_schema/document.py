@@ -1,6 +1,6 @@
-"""The calibration file as a whole: its kind, version and version history, the document as the planner reads it
-(CalibrationDoc, and partial views that decode one section and skip the rest unparsed), and as the probe writes
-it (ProbeDocument, kernels_probe/calibration_file.py).
+"""The calibration file as a whole: its kind, version and version history, and the document as the planner reads
+it (CalibrationDoc, and a partial view that decodes the op rows alone and skips the rest unparsed); as the probe
+writes it, it is probe_rows.ProbeDocument.
 
 Version history of `schema_version` (pyperf keeps its benchmark files' JSON versions the same way). Every
 change so far added optional fields with defaults, so every file ever written reads as version 1; a
@@ -50,9 +50,7 @@ from cascade_plan.calibration_schema.mla import MlaRow
 from cascade_plan.calibration_schema.steps import StepOpRow, StepRow
 
 SCHEMA_VERSION = 1
-
 READABLE_VERSIONS = (1,)           # versions the planner reads (older ones upgraded on reading)
-
 KIND = "cascade-plan-calibration"
 
 
@@ -95,6 +93,7 @@ class StepOpsOnlyDoc(msgspec.Struct, frozen=True, kw_only=True):
     """A calibration file read for its op rows alone."""
 
     step_ops: list[StepOpRow] = []
+
 
 # The row lists a ProbeData decodes on first use (a shipped file is decoded, not checked, at start-up).
 ROW_TYPES: dict[str, Any] = {"measurements": list[Measurement], "step_ops": list[StepOpRow], "steps": list[StepRow],
