@@ -2,9 +2,11 @@
 
 Top level: schema_version, kind, probe_version, created_utc, hardware_id, device, ceilings, grid,
 measurements, skipped, fitted (left empty here; the planner's calibrate step fills it), plus notes.
-The format (version, history, typed structs) is cascade_plan/calibration_format.py, which the planner
-reads it with too: the checks here are its writer-side structs (ProbeDocument) plus what a struct cannot
-say (known backends and kernels, p10 <= median <= p90).
+The format (version, history, typed structs) is the package cascade_plan/calibration_schema/, which the
+planner reads it with too. Every document is written through it: write_atomic refuses one that
+validate_document finds a problem with, and that check is the writer's structs (calibration_schema/probe_rows.py:
+every row kind with every field the probe writes, no other) plus what a struct cannot say (known backends and
+kernels, p10 <= median <= p90).
 """
 
 from __future__ import annotations
@@ -16,15 +18,13 @@ import pathlib
 
 import msgspec
 
-from cascade_plan.calibration_format import KIND, SCHEMA_VERSION
-from cascade_plan.calibration_probe_format import ProbeDevice, ProbeDocument
+from cascade_plan.calibration_schema.document import KIND, SCHEMA_VERSION
+from cascade_plan.calibration_schema.probe_rows import ProbeDocument
 from cascade_plan.gpus import hardware_id_for
 from kernels_probe import PROBE_VERSION
 from kernels_probe.attention.grid import BACKENDS, KERNELS
 
 __all__ = ["KIND", "SCHEMA_VERSION", "hardware_id_for", "load", "new_document", "validate_document", "write_atomic"]
-
-DEVICE_KEYS = ProbeDevice.__struct_fields__
 
 
 def utc_now() -> str:
@@ -58,7 +58,7 @@ def validate_document(doc: dict) -> list[str]:
         errs.append(f"schema_version must be {SCHEMA_VERSION}, got {doc.get('schema_version')!r}")
     if doc.get("kind") != KIND:
         errs.append(f"kind must be {KIND!r}")
-    try:          # the shared format: every field present, typed and in range (first problem only)
+    try:          # the shared format: every field present, none unknown, typed and in range (first problem only)
         msgspec.convert(doc, ProbeDocument)
     except msgspec.ValidationError as exc:
         errs.append(str(exc))
@@ -80,8 +80,14 @@ def validate_document(doc: dict) -> list[str]:
 
 def write_atomic(path: pathlib.Path | str, doc: dict) -> pathlib.Path:
     """Write doc as JSON to path atomically (cascade_plan.atomic: temp file, fsync, os.replace):
-    readers see the old file or the whole new one, never a part (also on Ctrl-C or a crash)."""
+    readers see the old file or the whole new one, never a part (also on Ctrl-C or a crash). A document
+    validate_document finds a problem with is refused (ValueError), and nothing is written."""
     from cascade_plan.atomic import write_text_atomic
+
+    problems = validate_document(doc)
+    if problems:
+        raise ValueError(f"not a calibration document the probe writes ({len(problems)} problems): "
+                         + "; ".join(problems[:5]))
 
     return write_text_atomic(pathlib.Path(path), json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n")
 

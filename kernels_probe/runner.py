@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 
+from cascade_plan.calibration_schema.quantities import FLOP_PER_S, HBM_BYTES_PER_S
 from kernels_probe import PROBE_VERSION
 from kernels_probe.attention.accounting import kernel_cost
 from kernels_probe.attention.grid import BACKEND_MODULES, BACKENDS, KERNELS, AttentionConfig, named_grid
@@ -30,6 +31,10 @@ NOTES = {
                    "poisoned with NaN first; null on rows that time a piece whose output is not final.",
     "layout": "paged KV [pages, page_size, kv_heads, head_dim] (NHD); pages of one sequence contiguous",
 }
+# What a run that skips the ceilings writes instead: the lowest numbers the format accepts
+# (calibration_schema/quantities.py), so that its file is written and reads, and no real GPU's.
+UNMEASURED_CEILINGS = {"hbm_read_bytes_per_s": HBM_BYTES_PER_S[0], "hbm_copy_bytes_per_s": HBM_BYTES_PER_S[0],
+                       "bf16_matmul_flop_per_s": FLOP_PER_S[0], "graph_kernel_launch_s": 1.0}
 STEP_NOTES = {
     "step_ops": "gemm: F.linear (bf16) or torch._scaled_mm (fp8, per-tensor scales, inputs pre-quantized) of M "
                 "tokens against an N x K weight; bytes = weight + M (N + K) x 2; glue_layer: one layer's add-RMSNorm "
@@ -301,8 +306,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         task = progress.add_task("ceilings", total=total_steps)
         t0 = time.perf_counter()
         if skip_ceilings:
-            ceilings = {"hbm_read_bytes_per_s": 1.0, "hbm_copy_bytes_per_s": 1.0, "bf16_matmul_flop_per_s": 1.0,
-                        "graph_kernel_launch_s": 1.0}
+            ceilings = dict(UNMEASURED_CEILINGS)
         else:
             ceilings, ceil_details = measure_ceilings(flusher, quick=quick)
         timings["ceilings_s"] = time.perf_counter() - t0

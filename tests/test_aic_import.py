@@ -4,6 +4,7 @@ that the fit recovers them; the shipped files carry their source and load throug
 
 import json
 
+import msgspec
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -13,9 +14,10 @@ from cascade_plan.calibration.calibration_file import (
     load_probe,
     source_kind,
 )
-from cascade_plan.calibration.fitting import KernelFit, features, predict
+from cascade_plan.calibration.fitting import features, predict
 from cascade_plan.calibration.probe_params import params_from_probe, step_parts_of
 from cascade_plan.calibration.step_parts_doc import read_step_parts
+from cascade_plan.calibration_schema.kernel_fit import KernelFit
 from cascade_plan.cli.app import app
 from cascade_plan.cost.step_parts import gemm_time_s
 from cascade_plan.inputs.hardware import load_hardware
@@ -100,7 +102,7 @@ def imported(tmp_path_factory):
 
 def test_decode_fit_recovers_the_fixture(imported):
     _, doc, summary = imported
-    dec = KernelFit.from_dict(doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["decode_dup"])
+    dec = msgspec.convert(doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["decode_dup"], KernelFit)
     assert dec.bw_bytes_per_s == pytest.approx(TRUTH["h100_sxm"]["bw"], rel=0.05)
     cfgs = [{"prefix_tokens": c, "group_size": 1, "n_groups": b, "suffix_tokens": 0, "q_per_kv": 4,
              "num_kv_heads": 8, "head_dim": 128, "kv_dtype": "bf16"} for b in (2, 32, 128) for c in (300, 3000, 9000)]
@@ -270,7 +272,7 @@ def test_moe_and_mla_fits_recover_the_fixture(imported):
     lo, hi = sorted((2 * hw.hbm_bytes_per_s / t["gemm_bw"], 2 * hw.dense_bf16_flop_per_s / t["gemm_fl"]))
     r = np.asarray(moe.ratio)
     assert r.min() >= 0.97 * lo and r.max() <= 1.03 * hi
-    mla = KernelFit.from_dict(doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["decode_mla"])
+    mla = msgspec.convert(doc["fitted"]["kv_dtypes"]["bf16"]["flashinfer"]["decode_mla"], KernelFit)
     assert mla.bw_bytes_per_s == pytest.approx(TRUTH["h100_sxm"]["bw"], rel=0.1)
     assert "mla_generation_module_perf" in {t["table"] for t in doc["source"]["tables"]}
 

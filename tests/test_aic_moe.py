@@ -17,7 +17,7 @@ from cascade_plan.calibration.aic.moe_import import moe_rows
 from cascade_plan.calibration.calibration_file import ProbeData, find_committed
 from cascade_plan.calibration.moe_rows import aic_moe_tables
 from cascade_plan.calibration.probe_params import params_from_probe
-from cascade_plan.calibration_rows import MoeRowDoc, MoeSkewDoc
+from cascade_plan.calibration_schema.imported import MoeRowDoc, MoeSkewDoc
 from cascade_plan.cli.app import app
 from cascade_plan.cost.moe_table import MEASURED_AIC, table_for
 from cascade_plan.cost.ops import moe as moe_op

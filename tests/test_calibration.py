@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from cascade_plan.calibration.calibration_file import find_committed
-from cascade_plan.calibration.fitting import KernelFit, features, fit_kernel, fit_l2, predict
+from cascade_plan.calibration.fitting import features, fit_kernel, fit_l2, predict
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.calibration.validation import _predict_kernel
+from cascade_plan.calibration_schema.kernel_fit import KernelFit
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.errors import InputError
@@ -96,13 +97,13 @@ def test_planner_applies_the_fit_exactly(h200_params, cfg):
         fits = probe.fits.kv_dtypes["bf16"][backend]
         costs = step_costs(single_level_load(P, n, gr, S), sh, model, "bf16", 1, params, prefix_caching=True)
         l2 = probe.l2_bytes
-        want_ps = predict(KernelFit.from_doc(fits.decode_shared),
+        want_ps = predict(fits.decode_shared,
                           features("decode_shared", [c], decode_rows=fits.decode_rows), l2)[0]
         assert float(costs.ps_attention_s) == pytest.approx(want_ps, rel=1e-6)
-        want_pre = predict(KernelFit.from_doc(fits.prefix), features("cascade_prefix", [c], fits.prefix_rows), l2)[0]
+        want_pre = predict(fits.prefix, features("cascade_prefix", [c], fits.prefix_rows), l2)[0]
         assert float(costs.cas_prefix_s) == pytest.approx(want_pre, rel=1e-6)
         if S:
-            want_suf = predict(KernelFit.from_doc(fits.suffix), features("cascade_suffix", [c]), l2)[0]
+            want_suf = predict(fits.suffix, features("cascade_suffix", [c]), l2)[0]
             assert float(costs.cas_suffix_s) == pytest.approx(want_suf, rel=1e-6)
             # the whole cascade (overlap of the passes, merge) as validate predicts it
             want_total = _predict_kernel(fits, "cascade_total", [c], l2)[0]

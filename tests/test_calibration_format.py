@@ -1,13 +1,14 @@
-"""The calibration file's one format (cascade_plan/calibration_format.py): shared by the probe and the planner,
+"""The calibration file's one format (cascade_plan/calibration_schema/): shared by the probe and the planner,
 its version refused when unknown, and files written by older code still read."""
 
 import json
 
 import pytest
 
-from cascade_plan import calibration_format as fmt
 from cascade_plan.calibration.calibration_file import load_probe
 from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration_schema import document as fmt
+from cascade_plan.calibration_schema import quantities
 from cascade_plan.inputs import limits
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
@@ -21,7 +22,7 @@ OLD_AIC = ROOT / "tests" / "data" / "calibration-v1-2026-11-30-a100-aic.json"
 def test_the_leaf_bounds_are_the_planners_limits():
     for name in ("MAX_CALIBRATION_BYTES", "MAX_COPIES", "MAX_SAMPLES", "MAX_SEQUENCES", "MAX_CONTEXT_TOKENS",
                  "MAX_BLOCK_SIZE", "MAX_HEADS", "MAX_HEAD_DIM", "HBM_BYTES_PER_S", "FLOP_PER_S", "L2_BYTES"):
-        assert getattr(fmt, name) == getattr(limits, name), name
+        assert getattr(quantities, name) == getattr(limits, name), name
 
 
 def test_probe_and_planner_share_the_version_and_kind():

@@ -1,4 +1,4 @@
-"""The measured side of a calibration file as typed rows (cascade_plan/calibration_rows.py): every shipped file and
+"""The measured side of a calibration file as typed rows (cascade_plan/calibration_schema/): every shipped file and
 the v1 file decode into them, a row's config converted back is the dict the file holds (the hold-out hash and
 `validate`'s JSON rely on it), a shipped file's rows are decoded once per process, and a malformed row is refused
 in one line naming the file, the list, the row and the field."""
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from cascade_plan.calibration.calibration_file import ProbeData, find_committed, load_probe, read_shipped
 from cascade_plan.calibration.holdout import is_held_out
-from cascade_plan.calibration_format import AttentionConfigDoc
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import load_hardware
 

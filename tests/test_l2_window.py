@@ -8,10 +8,11 @@ import pytest
 
 from cascade_plan import load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
-from cascade_plan.calibration.fitting import KernelFit, features, fit_l2, predict
+from cascade_plan.calibration.fitting import features, fit_l2, predict
 from cascade_plan.calibration.holdout import is_held_out
 from cascade_plan.calibration.probe_fit import _xy
 from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration_schema.kernel_fit import KernelFit
 
 L2 = 62914560          # the H200's 60 MiB
 BASE = KernelFit(bw_bytes_per_s=4.4e12, flop_per_s=420e12, overhead_s=9e-6, row_s=2e-9, token_latency_s=4e-10)
@@ -54,7 +55,7 @@ def probe():
 
 @pytest.mark.parametrize("backend,variant", [("triton", None), ("flashinfer", "tensor_cores")])
 def test_shipped_probe_shows_no_fall_up_to_4x_the_l2(probe, backend, variant):
-    fit = KernelFit.from_dict(probe.fitted["kv_dtypes"]["bf16"][backend]["decode_shared"])
+    fit = msgspec.convert(probe.fitted["kv_dtypes"]["bf16"][backend]["decode_shared"], KernelFit)
     assert fit.l2_window_bytes is None and fit.l2_hit_max > 0.3
     assert fit.l2_measured_up_to_bytes == 256 * 2**20 > 4 * L2
     # the Llama-3-8B layer shape (G = 4, 8 KV heads) the window claim was made on: the coverage rows' other

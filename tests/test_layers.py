@@ -11,6 +11,7 @@ torch side) imports only leaf modules of `cascade_plan`, and only `cli/` imports
 from __future__ import annotations
 
 import ast
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -21,8 +22,9 @@ PACKAGES = ("cascade_plan", "kernels_probe")
 LAYERS = ("", "inputs", "cost", "engine", "calibration", "planning", "logs", "serving", "render", "cli")
 MAX_LINES = 450
 # The top-level modules, lowest first: each may import only those before it. A new one takes its place here.
-TOP_LEVEL = ("version", "errors", "units", "resources", "gpus", "calibration_speedup_errors", "calibration_format",
-             "calibration_rows", "calibration_probe_format", "envelope", "outputs", "atomic", "report_folder")
+# A top-level package (calibration_schema) is one entry: its modules import each other and what comes before it.
+TOP_LEVEL = ("version", "errors", "units", "resources", "gpus", "calibration_schema", "envelope", "outputs", "atomic",
+             "report_folder")
 # The numeric core renders nothing and needs no GPU stack: these never appear under cost/.
 COST_BANNED = ("rich", "matplotlib", "xml", "torch", "triton", "pandas", "duckdb", "pyspark", "typer")
 # The planner must run without the probe's extra.
@@ -84,7 +86,7 @@ def layer_of(module: str) -> int:
         raise ValueError(module)
     if parts[1:] == ["__main__"]:
         return LAYERS.index("cli")
-    if len(parts) == 2 and parts[1] not in LAYERS:
+    if len(parts) >= 2 and parts[1] not in LAYERS:
         return 0
     return LAYERS.index(parts[1]) if len(parts) > 1 else -1
 
@@ -217,8 +219,9 @@ def test_kernels_probe_imports_only_leaves() -> None:
 
 
 def _top_level(module: str) -> str | None:
+    """The TOP_LEVEL entry a module is or lies in (a top-level module, or a module of a top-level package)."""
     parts = module.split(".")
-    return parts[1] if len(parts) == 2 and parts[0] == "cascade_plan" and parts[1] not in LAYERS else None
+    return parts[1] if len(parts) >= 2 and parts[0] == "cascade_plan" and parts[1] not in LAYERS else None
 
 
 def test_top_level_modules_are_ordered() -> None:
@@ -226,9 +229,50 @@ def test_top_level_modules_are_ordered() -> None:
     assert found == set(TOP_LEVEL), (found - set(TOP_LEVEL), set(TOP_LEVEL) - found)
     assert violations(
         lambda name: _top_level(name) in TOP_LEVEL,
-        lambda name, target: _top_level(target) in TOP_LEVEL
-        and TOP_LEVEL.index(_top_level(target)) >= TOP_LEVEL.index(_top_level(name)),  # type: ignore[arg-type]
+        lambda name, target: _top_level_after(name, target),
     ) == []
+
+
+def _top_level_after(name: str, target: str) -> bool:
+    """`target` is a top-level entry that comes after `name`'s own."""
+    mine, theirs = _top_level(name), _top_level(target)
+    if mine not in TOP_LEVEL or theirs not in TOP_LEVEL:
+        return False
+    return TOP_LEVEL.index(theirs) > TOP_LEVEL.index(mine)      # one package's modules: the cycle test orders them
+
+
+SCHEMA = "cascade_plan.calibration_schema"
+# What the calibration schema may import beside itself: the probe reads and writes files with it, without the planner.
+SCHEMA_THIRD_PARTY = ("msgspec",)
+
+
+def _schema_breaks(target: str) -> bool:
+    """An import that the calibration schema (a leaf package: kernels_probe imports it) may not make: anything of
+    cascade_plan outside it and the top-level entries before it, any third-party package but msgspec."""
+    if first_party(target):
+        return not (target == SCHEMA or target.startswith(SCHEMA + ".") or
+                    (_top_level(target) in TOP_LEVEL
+                     and TOP_LEVEL.index(_top_level(target)) < TOP_LEVEL.index("calibration_schema")))  # type: ignore
+    return _top(target) not in sys.stdlib_module_names and _top(target) not in SCHEMA_THIRD_PARTY
+
+
+def test_the_calibration_schema_is_a_leaf_package() -> None:
+    schema = [name for name in modules() if name.startswith(SCHEMA)]
+    assert len(schema) > 5 and all(_leaf(name) for name in schema)
+    assert violations(lambda name: name.startswith(SCHEMA), lambda name, target: _schema_breaks(target)) == []
+    # the probe writes through it
+    assert any(target.startswith(SCHEMA + ".") for target in edges()["kernels_probe.calibration_file"])
+
+
+def test_the_schema_rule_catches_what_it_forbids() -> None:
+    device = SCHEMA + ".device"
+    bad = ("from cascade_plan.inputs.limits import MAX_HEADS\nimport numpy\nfrom cascade_plan.envelope import x\n"
+           "from kernels_probe import PROBE_VERSION\n")
+    good = "from typing import Any\nimport msgspec\nfrom cascade_plan.calibration_schema.quantities import Text\n"
+    assert {t for t, _ in _imports_of_source(bad, device) if _schema_breaks(t)} == {
+        "cascade_plan.inputs.limits", "numpy", "cascade_plan.envelope", "kernels_probe"}
+    assert not any(_schema_breaks(t) for t, _ in _imports_of_source(good, device))
+    assert not _leaf("cascade_plan.calibration.fitting")     # what kernels_probe may not import, for contrast
 
 
 def test_nothing_imports_the_package_root() -> None:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from cascade_plan.calibration.calibration_file import ProbeData, find_committed
 from cascade_plan.calibration.moe_rows import moe_tables
 from cascade_plan.calibration.probe_params import params_from_probe
-from cascade_plan.calibration_format import StepOpRow
+from cascade_plan.calibration_schema.steps import StepOpRow
 from cascade_plan.cli.app import app
 from cascade_plan.cost.moe_table import MoeTable, interpolate
 from cascade_plan.cost.ops import moe as moe_op

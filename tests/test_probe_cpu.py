@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from cascade_plan.calibration_schema.probe_rows import ProbeDevice
 from kernels_probe import calibration_file
 from kernels_probe.attention import accounting
 from kernels_probe.attention.grid import BACKENDS, KERNELS, AttentionConfig, build_grid
@@ -96,7 +97,7 @@ def _doc(**over):
     m = {"backend": "triton", "kernel": "cascade_total", "variant": None, "config": cfg, "bytes": 10, "flops": 20,
          "median_s": 2e-6, "p10_s": 1e-6, "p90_s": 3e-6, "n_reps": 10, "max_rel_err": 1e-3}
     doc = calibration_file.new_document(
-        device={k: None for k in calibration_file.DEVICE_KEYS} | {"name": "NVIDIA H200"},
+        device={k: None for k in ProbeDevice.__struct_fields__} | {"name": "NVIDIA H200"},
         ceilings={"hbm_read_bytes_per_s": 4.5e12, "hbm_copy_bytes_per_s": 3.6e12, "bf16_matmul_flop_per_s": 7.9e14,
                   "graph_kernel_launch_s": 9e-7},
         grid={"mode": "quick"}, measurements=[m],
@@ -126,9 +127,9 @@ def test_validation_names_the_problem():
 
 
 def test_the_probe_checks_its_file_with_the_shared_format():
-    from cascade_plan import calibration_format
+    from cascade_plan.calibration_schema import document
 
-    assert calibration_file.SCHEMA_VERSION is calibration_format.SCHEMA_VERSION
+    assert calibration_file.SCHEMA_VERSION is document.SCHEMA_VERSION
     d = _doc()
     d["measurements"][0]["n_reps"] = 0                    # a range the shared struct annotates (n_reps >= 1)
     assert calibration_file.validate_document(d) == ["Expected `int` >= 1 - at `$.measurements[0].n_reps`"]

@@ -22,7 +22,8 @@ from cascade_plan.calibration.step_fit import (
     gemm_roofline_s,
 )
 from cascade_plan.calibration.step_parts_doc import read_step_parts, step_parts_json
-from cascade_plan.calibration_format import Ceilings, StepOpRow
+from cascade_plan.calibration_schema.device import Ceilings
+from cascade_plan.calibration_schema.steps import StepOpRow
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
@@ -199,7 +200,8 @@ def test_the_step_is_the_sum_of_its_op_modules_keyed_by_name():
 
 
 def test_every_shipped_step_parts_section_round_trips_through_the_typed_form_unchanged(root):
-    """The typed form (calibration_format.StepPartsDoc) reads and writes what the files hold, key order included."""
+    """The typed form (calibration_schema.step_parts.StepPartsDoc) reads and writes what the files hold, key order
+    included."""
     for path in sorted((root / "calibrations").glob("*.json")):
         sp = json.loads(path.read_text())["fitted"]["step_parts"]
         assert json.dumps(step_parts_json(read_step_parts(sp))) == json.dumps(sp), path.name

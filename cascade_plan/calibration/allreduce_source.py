@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from cascade_plan.calibration_format import StepOpRow
+from cascade_plan.calibration_schema.steps import StepOpRow
 from cascade_plan.cost.step_parts import AllReduceFit, StepParts
 from cascade_plan.inputs.hardware import HardwareProfile
 

@@ -1,4 +1,4 @@
-"""A calibration file, read: the document checked against the shared format (cascade_plan/calibration_format.py)
+"""A calibration file, read: the document checked against the shared format (cascade_plan/calibration_schema/)
 at the edge, and the shipped files found by GPU."""
 
 from __future__ import annotations
@@ -12,30 +12,16 @@ from typing import Any, Generic, TypeVar, overload
 import msgspec
 
 from cascade_plan.calibration.file_validation import check_calibration, normalised_fits
-from cascade_plan.calibration_format import (
-    KIND,
-    MAX_CALIBRATION_BYTES,
-    READABLE_VERSIONS,
-    Ceilings,
-    Device,
-    Fitted,
-    Measurement,
-    StepOpRow,
-    StepPartsDoc,
-    inconsistent,
-)
-from cascade_plan.calibration_rows import (
-    ROW_TYPES,
-    CalibrationDoc,
-    Crosscheck,
-    Grid,
-    MlaRow,
-    MoeRowDoc,
-    MoeSkewDoc,
-    Notes,
-    Source,
-    StepRow,
-)
+from cascade_plan.calibration_schema.attention import Measurement
+from cascade_plan.calibration_schema.device import Ceilings, Device
+from cascade_plan.calibration_schema.document import KIND, READABLE_VERSIONS, ROW_TYPES, CalibrationDoc, Notes
+from cascade_plan.calibration_schema.fitted import Fitted, inconsistent
+from cascade_plan.calibration_schema.grid import Grid
+from cascade_plan.calibration_schema.imported import Crosscheck, MoeRowDoc, MoeSkewDoc, Source
+from cascade_plan.calibration_schema.mla import MlaRow
+from cascade_plan.calibration_schema.quantities import MAX_CALIBRATION_BYTES
+from cascade_plan.calibration_schema.step_parts import StepPartsDoc
+from cascade_plan.calibration_schema.steps import StepOpRow, StepRow
 from cascade_plan.errors import InputError, format_path
 from cascade_plan.inputs.hardware import HardwareProfile
 from cascade_plan.inputs.yaml_source import load_json
@@ -70,7 +56,7 @@ class _Rows(Generic[R]):
 class ProbeData:
     """A calibration file: `fits`, its fitted section typed (what the planner computes with); its measured rows
     (`measurements`, `step_ops`, `steps`, `mla`), `grid`, `device`, `ceilings`, `source` and `crosscheck`
-    typed (cascade_plan/calibration_rows.py); and `doc`, the document as read, as plain data, which `calibrate`
+    typed (cascade_plan/calibration_schema/); and `doc`, the document as read, as plain data, which `calibrate`
     writes back with its new fitted section (it keeps every field the reader ignores). `decoded`: the document
     as decoded, where a shipped file's row lists are still JSON (read_shipped); the typed parts read it, so a
     command that never asks for `doc` never builds those lists' dicts. `checked`: the typed document where
@@ -257,7 +243,7 @@ def load_probe(path: Path) -> ProbeData:
 
 
 def upgraded(d: dict) -> dict:
-    """An older layout of the format as today's (calibration_format's history): the first AIConfigurator
+    """An older layout of the format as today's (calibration_schema/document.py: its history): the first AIConfigurator
     imports (2026-11-30) wrote `step_parts` at the top level, where `fitted.step_parts` is read now."""
     fitted = d.get("fitted")
     if isinstance(d.get("step_parts"), dict) and isinstance(fitted, dict) and fitted and "step_parts" not in fitted:

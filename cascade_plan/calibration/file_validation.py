@@ -1,4 +1,4 @@
-"""Checking a calibration document against the shared format (cascade_plan/calibration_format.py), with
+"""Checking a calibration document against the shared format (cascade_plan/calibration_schema/), with
 errors that name the file and the field: msgspec names a mapping's entries `[...]`, so the key that
 holds an error is found here, level by level. A file that fails is one error line naming the field (the
 whole measurement list is checked, not its first rows), and a fit whose result fails is refused before
@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import msgspec
 
-from cascade_plan.calibration_format import (
-    Fitted,
-    Microseconds,
-    bad_rows,
-    inconsistent,
-)
-from cascade_plan.calibration_rows import CalibrationDoc
+from cascade_plan.calibration_schema.document import CalibrationDoc
+from cascade_plan.calibration_schema.fitted import Fitted, inconsistent
+from cascade_plan.calibration_schema.imported import bad_rows
+from cascade_plan.calibration_schema.quantities import Microseconds
 from cascade_plan.errors import InputError
 
 

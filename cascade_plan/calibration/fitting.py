@@ -21,7 +21,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, KernelFitDoc
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFit, SurfaceDoc
 from cascade_plan.cost.ops.attention import decode_compute_factor, overlapped_total, prefix_compute_factor
 from cascade_plan.cost.ops.attention_work import (
     STATE_BYTES_PER_ELEMENT,
@@ -37,8 +38,8 @@ from cascade_plan.cost.surface import Surface
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 STATE_BYTES = STATE_BYTES_PER_ELEMENT   # MLA's fits (calibration/mla_fit.py) read it here
 
-# Configurations as the fits read them: a calibration file's rows, typed (calibration_format.AttentionConfigDoc,
-# calibration_rows.MlaConfig), or the plain ones calibration/aic/ builds from AIConfigurator's tables (thousands
+# Configurations as the fits read them: a calibration file's rows, typed (calibration_schema: AttentionConfigDoc,
+# MlaConfig), or the plain ones calibration/aic/ builds from AIConfigurator's tables (thousands
 # per file, priced at start-up, so not converted).
 Configs = Sequence[AttentionConfigDoc] | Sequence[Mapping[str, Any]]
 
@@ -108,40 +109,15 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     raise ValueError(f"no features for kernel {kernel!r}")
 
 
-class KernelFit(msgspec.Struct, frozen=True):
-    bw_bytes_per_s: float
-    flop_per_s: float
-    overhead_s: float
-    row_s: float
-    q_row_s: float = 0.0              # per (sequence, query head) row
-    token_latency_s: float = 0.0      # per KV token of the longest row (latency bound of unsplit kernels)
-    l2_hit_max: float = 0.0           # share of re-reads of shared pages served by L2 (siblings reading together)
-    l2_window_bytes: float | None = 0.0   # one layer's shared prefix beyond which hits fall as window / size;
-                                          # None (or 0): no fall measured
-    l2_bytes_per_s: float = 0.0       # the rate at which re-read bytes still have to stream from L2
-    l2_measured_up_to_bytes: float = 0.0  # the largest per-layer shared prefix with re-reads in the fit's data
-    surface: Surface | None = None
-    n_train: int = 0
-    train_median_ape: float = 0.0
+def surface_of(fit: KernelFit) -> Surface | None:
+    """A fit's correction surface in the form the planner evaluates (its file form is lists, SurfaceDoc)."""
+    s = fit.surface
+    return None if s is None else Surface(tuple(s.log_bytes), tuple(s.log_rows), tuple(tuple(r) for r in s.values))
 
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__struct_fields__ if k != "surface"}
-        d["surface"] = self.surface.to_dict() if self.surface else None
-        return d
 
-    @classmethod
-    def from_doc(cls, d: KernelFitDoc) -> "KernelFit":
-        """The typed form in a calibration file (calibration_format.KernelFitDoc) as a fit."""
-        s = d.surface
-        return cls(**{f: getattr(d, f) for f in cls.__struct_fields__ if f != "surface"},
-                   surface=None if s is None else Surface(tuple(s.log_bytes), tuple(s.log_rows),
-                                                          tuple(tuple(r) for r in s.values)))
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "KernelFit":
-        d = dict(d)
-        d["surface"] = Surface.from_dict(d["surface"]) if d.get("surface") else None
-        return cls(**d)
+def surface_doc(s: Surface) -> SurfaceDoc:
+    """A fitted surface in the form a KernelFit (and the file) holds it."""
+    return SurfaceDoc(log_bytes=list(s.log_bytes), log_rows=list(s.log_rows), values=[list(r) for r in s.values])
 
 
 def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndarray:
@@ -156,7 +132,8 @@ def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndar
 
 
 def predict(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndarray:
-    corr = np.exp(fit.surface(f.size, f.rows)) if fit.surface else 1.0
+    surface = surface_of(fit)
+    corr = np.exp(surface(f.size, f.rows)) if surface else 1.0
     return fit.overhead_s + fit.row_s * f.rows + fit.q_row_s * f.q_rows + roofline_part(fit, f, l2_bytes) * corr
 
 
@@ -336,7 +313,7 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
     fitted kind (decode_shared, decode_dup, prefix, suffix, merge) or cascade_total (the passes, their
     overlap and the merge). `fits`: one backend's fitted section."""
     if kind == "cascade_total":
-        pre_fit, suf_fit = KernelFit.from_doc(fits.prefix), KernelFit.from_doc(fits.suffix)
+        pre_fit, suf_fit = fits.prefix, fits.suffix
         fp, fs = features("cascade_prefix", cfgs, fits.prefix_rows), features("cascade_suffix", cfgs)
         has_suffix = np.array(config_column(cfgs, "suffix_tokens")) > 0
         t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
@@ -347,5 +324,5 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
             total = total + predict_kind(fits, "merge", cfgs, l2)
         return total
     feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
-    return predict(KernelFit.from_doc(getattr(fits, kind)),
+    return predict(getattr(fits, kind),
                    features(feature_kind, cfgs, fits.prefix_rows, fits.decode_rows), l2)

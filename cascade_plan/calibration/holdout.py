@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from cascade_plan.calibration_format import AttentionConfigDoc
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc
 
 HOLDOUT_RULE = ("held out: every configuration with a 16,384-token prefix (a whole prefix slice), every one with "
                 "1 KV head per GPU (the Llama-3-70B-at-TP-8 shape: a whole model-shape slice), every one of the "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cascade_plan.calibration.fitting import Configs, config_column
-from cascade_plan.calibration_format import BackendFit
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 
 if TYPE_CHECKING:

@@ -25,16 +25,17 @@ import numpy as np
 from cascade_plan.calibration.fitting import (
     STATE_BYTES,
     Features,
-    KernelFit,
     config_column,
     fit_kernel,
     fit_l2,
     fit_surface,
     predict,
+    surface_doc,
 )
 from cascade_plan.calibration.holdout import config_key, stable_sixth
-from cascade_plan.calibration_format import BackendFit, Ceilings, KernelFitDoc
-from cascade_plan.calibration_rows import MlaConfig, MlaRow
+from cascade_plan.calibration_schema.device import Ceilings
+from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFit
+from cascade_plan.calibration_schema.mla import MlaConfig, MlaRow
 from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.ops.mla_attention import (
     MLA_BACKEND,
@@ -111,7 +112,7 @@ def _xy(kind: str, rows: list[MlaRow]) -> tuple[Features, np.ndarray]:
 def _fit(kind: str, rows: list[MlaRow], bw: float, fl: float, l2: float) -> KernelFit:
     f, t = _xy(kind, rows)
     fit = fit_kernel(f, t, bw, fl)
-    return msgspec.structs.replace(fit, surface=fit_surface(fit, f, t, l2))
+    return msgspec.structs.replace(fit, surface=surface_doc(fit_surface(fit, f, t, l2)))
 
 
 def fit_mla(rows: Sequence[MlaRow], ceilings: Ceilings, kv_dtype: str, l2_bytes: float,
@@ -133,9 +134,10 @@ def fit_mla(rows: Sequence[MlaRow], ceilings: Ceilings, kv_dtype: str, l2_bytes:
     f, t = _xy("decode_mla", dec)
     base = fit_kernel(msgspec.structs.replace(f, bytes=f.bytes - f.redundant_bytes), t, bw, fl)
     decode = fit_l2(base, f, t, l2_bytes)
-    decode = msgspec.structs.replace(decode, surface=fit_surface(decode, f, t, l2_bytes))
-    return {"decode_mla": decode.to_dict(), "prefix_mla": _fit("prefix_mla", pre, bw, fl, l2_bytes).to_dict(),
-            "suffix_mla": _fit("suffix_mla", suf, bw, fl, l2_bytes).to_dict()}
+    decode = msgspec.structs.replace(decode, surface=surface_doc(fit_surface(decode, f, t, l2_bytes)))
+    return {"decode_mla": msgspec.to_builtins(decode),
+            "prefix_mla": msgspec.to_builtins(_fit("prefix_mla", pre, bw, fl, l2_bytes)),
+            "suffix_mla": msgspec.to_builtins(_fit("suffix_mla", suf, bw, fl, l2_bytes))}
 
 
 def _mla_fits(fits: BackendFit | Mapping[str, Any]) -> dict[str, KernelFit]:
@@ -144,12 +146,12 @@ def _mla_fits(fits: BackendFit | Mapping[str, Any]) -> dict[str, KernelFit]:
         missing = [n for n in KINDS if not fits.get(n)]
         if missing:
             raise ValueError(f"no MLA fit {', '.join(missing)} in this backend's section")
-        return {n: KernelFit.from_dict(fits[n]) for n in KINDS}
-    docs: dict[str, KernelFitDoc | None] = {n: getattr(fits, n) for n in KINDS}
+        return {n: msgspec.convert(fits[n], KernelFit) for n in KINDS}
+    docs: dict[str, KernelFit | None] = {n: getattr(fits, n) for n in KINDS}
     missing = [n for n, d in docs.items() if d is None]
     if missing:
         raise ValueError(f"no MLA fit {', '.join(missing)} in this backend's section")
-    return {n: KernelFit.from_doc(d) for n, d in docs.items() if d is not None}
+    return {n: d for n, d in docs.items() if d is not None}
 
 
 def predict_mla(fits: BackendFit | Mapping[str, Any], kernel: str, cfgs: MlaConfigs, l2_bytes: float) -> np.ndarray:

@@ -13,8 +13,9 @@ import numpy as np
 from cascade_plan.calibration.holdout import config_key
 from cascade_plan.calibration.leave_one_out import leave_one_out
 from cascade_plan.calibration.mla_fit import is_mla_held_out, mla_rows, predict_mla
-from cascade_plan.calibration_format import BackendFit, Fitted
-from cascade_plan.calibration_rows import MlaRow
+from cascade_plan.calibration_schema.fitted import Fitted
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
+from cascade_plan.calibration_schema.mla import MlaRow
 from cascade_plan.cost.ops.mla_attention import MLA_BACKEND
 
 KERNELS = ("decode_shared", "cascade_total", "cascade_prefix")

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import msgspec
 import numpy as np
 
-from cascade_plan.calibration_rows import StepOpRow
+from cascade_plan.calibration_schema.steps import StepOpRow
 from cascade_plan.cost.moe_routing import expected_experts_touched
 from cascade_plan.cost.step_parts import MoeLayerParams, MoeLayerTable, StepParts, moe_layer_key
 from cascade_plan.errors import InputError

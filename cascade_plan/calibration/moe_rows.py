@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from cascade_plan.calibration_format import StepOpRow
-from cascade_plan.calibration_rows import MoeRowDoc, MoeSkewDoc
+from cascade_plan.calibration_schema.imported import MoeRowDoc, MoeSkewDoc
+from cascade_plan.calibration_schema.steps import StepOpRow
 from cascade_plan.cost.moe_table import ROUTINGS, MoeSkew, MoeTable, skew_ratio
 from cascade_plan.cost.step_parts import StepParts
 from cascade_plan.errors import InputError

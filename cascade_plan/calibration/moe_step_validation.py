@@ -24,7 +24,7 @@ from cascade_plan.calibration.step_validation import (
     step_pairs,
     summarize,
 )
-from cascade_plan.calibration_rows import STEP_KINDS, StepRow
+from cascade_plan.calibration_schema.steps import STEP_KINDS, StepRow
 
 
 def is_moe_step(row: StepRow) -> bool:

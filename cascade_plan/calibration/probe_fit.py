@@ -15,7 +15,6 @@ from cascade_plan.calibration.backends import BACKENDS, DECODE_ROWS_BY_BACKEND, 
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import (
     Features,
-    KernelFit,
     features,
     fit_kernel,
     fit_l2,
@@ -23,9 +22,11 @@ from cascade_plan.calibration.fitting import (
     fit_surface,
     fixed_part,
     predict,
+    surface_doc,
 )
 from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
-from cascade_plan.calibration_format import Measurement
+from cascade_plan.calibration_schema.attention import Measurement
+from cascade_plan.calibration_schema.kernel_fit import KernelFit
 from cascade_plan.version import __version__
 
 FIT_VERSION = 1
@@ -39,7 +40,7 @@ def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head",
 
 def _fit_one(f: Features, t: np.ndarray, bw: float, fl: float, l2: float = 0.0) -> KernelFit:
     fit = fit_kernel(f, t, bw, fl)
-    return msgspec.structs.replace(fit, surface=fit_surface(fit, f, t, l2))
+    return msgspec.structs.replace(fit, surface=surface_doc(fit_surface(fit, f, t, l2)))
 
 
 def _by_config(rows: list[Measurement]) -> dict[str, Measurement]:
@@ -77,37 +78,38 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     dec_rows = DECODE_ROWS_BY_BACKEND.get((backend, kv_dtype), "q_head")
     f, t = _xy(dup, "decode_dup", decode_rows=dec_rows)
     dup_fit = _fit_one(f, t, bw, fl)
-    out["decode_dup"] = dup_fit.to_dict()
+    out["decode_dup"] = msgspec.to_builtins(dup_fit)
     if dec_rows != "q_head":
         out["decode_rows"] = dec_rows
     shared = rows(db, "decode_shared", dv)
     if len(shared) >= 6:
         f2, t2 = _xy(shared, "decode_shared", decode_rows=dec_rows)
         sh = fit_l2(msgspec.structs.replace(dup_fit, surface=None), f2, t2, l2)
-        out["decode_shared"] = msgspec.structs.replace(sh, surface=fit_surface(sh, f2, t2, l2)).to_dict()
+        sh = msgspec.structs.replace(sh, surface=surface_doc(fit_surface(sh, f2, t2, l2)))
+        out["decode_shared"] = msgspec.to_builtins(sh)
     else:
-        out["decode_shared"] = dup_fit.to_dict()   # no block table: shared pages are not expressible
+        out["decode_shared"] = msgspec.to_builtins(dup_fit)   # no block table: shared pages are not expressible
     pb, pv = src["prefix"]
     pre = rows(pb, "cascade_prefix", pv)
     if len(pre) < 6:
         return None
     tiling = PREFIX_ROWS_BY_BACKEND.get((backend, kv_dtype), "kv_head")
-    out["prefix"] = _fit_one(*_xy(pre, "cascade_prefix", tiling), bw, fl).to_dict()
+    pre_fit = _fit_one(*_xy(pre, "cascade_prefix", tiling), bw, fl)
+    out["prefix"] = msgspec.to_builtins(pre_fit)
     if tiling != "kv_head":
         out["prefix_rows"] = tiling
     if "total" in src:
         tb, tv = src["total"]
         rest = _residual_rows(rows(tb, "cascade_total", tv), [pre])
         rest = [r for r in rest if r.config.suffix_tokens > 0]
-        out["suffix"] = _fit_one(*_xy(rest, "cascade_suffix"), bw, fl).to_dict()
+        out["suffix"] = msgspec.to_builtins(_fit_one(*_xy(rest, "cascade_suffix"), bw, fl))
         out["merge"] = None                       # folded into the suffix fit
     else:
         suf = rows(pb, "cascade_suffix", pv)
         suf_fit = _fit_one(*_xy(suf, "cascade_suffix"), bw, fl)
-        out["suffix"] = suf_fit.to_dict()
-        merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, KernelFit.from_dict(out["prefix"]),
-                                    suf_fit, bw, fl)
-        out["merge"] = merge.to_dict() if merge else None
+        out["suffix"] = msgspec.to_builtins(suf_fit)
+        merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, pre_fit, suf_fit, bw, fl)
+        out["merge"] = msgspec.to_builtins(merge) if merge else None
         out["prefix_suffix_overlap"] = overlap
     return out
 

@@ -8,13 +8,13 @@ import msgspec
 
 from cascade_plan.calibration.aic.rows import decode_measured
 from cascade_plan.calibration.calibration_file import ProbeData
-from cascade_plan.calibration.fitting import KernelFit
+from cascade_plan.calibration.fitting import surface_of
 from cascade_plan.calibration.measured_grid import (
     coverage_notes,
     measured_grid,
     measured_rows,
 )
-from cascade_plan.calibration_format import BackendFit, KernelFitDoc
+from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFit
 from cascade_plan.cost.cost_params import CostParams, KernelParams
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile
@@ -36,13 +36,12 @@ def _step_parts(probe: ProbeData):
     return with_moe_tables(parts, probe.step_ops, probe.moe_rows, probe.moe_skew, probe.path)
 
 
-def _kernel_params(d: KernelFitDoc | None, hw: HardwareProfile) -> KernelParams:
-    if d is None:   # folded into another kind: costs nothing of its own
+def _kernel_params(k: KernelFit | None, hw: HardwareProfile) -> KernelParams:
+    if k is None:   # folded into another kind: costs nothing of its own
         return KernelParams(bw_eff=1e9, flop_eff=1e9)
-    k = KernelFit.from_doc(d)
     return KernelParams(bw_eff=k.bw_bytes_per_s / hw.hbm_bytes_per_s, flop_eff=k.flop_per_s / hw.dense_bf16_flop_per_s,
                         overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s,
-                        surface=k.surface)
+                        surface=surface_of(k))
 
 
 def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:
@@ -110,7 +109,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     ceil = fitted.ceilings
     gemm = KernelParams(bw_eff=min(1.0, ceil.hbm_read_bytes_per_s / hw.hbm_bytes_per_s),
                         flop_eff=min(1.0, ceil.bf16_matmul_flop_per_s / hw.dense_bf16_flop_per_s))
-    shared = KernelFit.from_doc(decode_shared)
+
     step = step_parts_of(probe)
     origin_aic = origin == "aic"
     if origin == "probe" and probe.hardware_id == hw.id:
@@ -122,8 +121,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
     return CostParams(
         mode="calibrated", decode=_kernel_params(decode_shared, hw), prefix=_kernel_params(prefix, hw),
         suffix=_kernel_params(suffix, hw), merge=_kernel_params(merge, hw), gemm=gemm,
-        l2_hit_max=shared.l2_hit_max, l2_window_bytes=shared.l2_window_bytes or None,
-        l2_bytes_per_s=shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
+        l2_hit_max=decode_shared.l2_hit_max, l2_window_bytes=decode_shared.l2_window_bytes or None,
+        l2_bytes_per_s=decode_shared.l2_bytes_per_s or None, source=probe.path, backend=backend,
         decode_dup=_kernel_params(decode_dup, hw), notes=tuple(notes),
         prefix_suffix_overlap=overlap, step=step,
         origin=origin, origin_label=probe.source.label if origin == "aic" and probe.source is not None else None,

@@ -20,7 +20,8 @@ import msgspec
 import numpy as np
 
 from cascade_plan.calibration.step_parts_doc import step_parts_json
-from cascade_plan.calibration_format import Ceilings, StepOpRow
+from cascade_plan.calibration_schema.device import Ceilings
+from cascade_plan.calibration_schema.steps import StepOpRow
 from cascade_plan.cost.step_parts import (
     AllReduceFit,
     Composition,

@@ -1,12 +1,12 @@
 """The step parts (cost/step_parts.py) to and from their typed form in a calibration file
-(calibration_format.StepPartsDoc): the ranges are the struct's annotations and the table shapes its
+(calibration_schema/step_parts.py: StepPartsDoc): the ranges are the struct's annotations and the table shapes its
 step_parts_problem, so this module only maps fields."""
 
 from __future__ import annotations
 
 import msgspec
 
-from cascade_plan.calibration_format import (
+from cascade_plan.calibration_schema.step_parts import (
     AllReduceDoc,
     CompositionDoc,
     GemmShapeDoc,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from cascade_plan.calibration_rows import StepConfig, StepRow
+from cascade_plan.calibration_schema.steps import StepConfig, StepRow
 
 if TYPE_CHECKING:
     from cascade_plan.calibration.calibration_file import ProbeData

@@ -10,7 +10,8 @@ from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import predict_kind
 from cascade_plan.calibration.holdout import config_key, is_held_out
 from cascade_plan.calibration.leave_one_out import leave_one_out
-from cascade_plan.calibration_format import AttentionConfigDoc, BackendFit, Measurement
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc, Measurement
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct
 

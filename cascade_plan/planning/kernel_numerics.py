@@ -121,11 +121,12 @@ def _measured(path: str, backend: str, kv_dtype: str, mla: bool) -> tuple[float 
 
 
 class _Config(msgspec.Struct, frozen=True):
-    kv_dtype: str = "bf16"      # an MLA row's default (calibration_rows.MlaConfig); a GQA row always names it
+    kv_dtype: str = "bf16"      # an MLA row's default (calibration_schema/mla.py: MlaConfig); a GQA row always names it
 
 
 class _ErrorRow(msgspec.Struct, frozen=True):
-    """A measured row read for its error alone: the typed rows (calibration_format.Measurement) leave it out."""
+    """A measured row read for its error alone: the typed rows (calibration_schema.attention.Measurement) leave
+    it out."""
 
     backend: str
     kernel: str
@@ -170,7 +171,7 @@ def _transferred_probe(imported: Path) -> Path | None:
     """The probe file an AIConfigurator import's cascade kernels were transferred from (`source.transferred.from`,
     beside the import), the way planning/speedup_margin.py finds it; None where it names none or it is gone."""
     from cascade_plan.calibration.calibration_file import read_already
-    from cascade_plan.calibration_rows import Source, SourceOnlyDoc
+    from cascade_plan.calibration_schema.imported import Source, SourceOnlyDoc
 
     try:     # the document select_params read already, else only `source` decoded
         doc = read_already(imported)

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import msgspec
 
-from cascade_plan.calibration_format import StepOpRow
-from cascade_plan.calibration_rows import STEP_KINDS
+from cascade_plan.calibration_schema.steps import STEP_KINDS, StepOpRow
 from cascade_plan.cost.cost_params import CostParams
 
 
@@ -83,7 +82,7 @@ def _stored(path: str) -> tuple[str, dict | None]:
     import msgspec
 
     from cascade_plan.calibration.calibration_file import read_already
-    from cascade_plan.calibration_format import ErrorsOnlyDoc
+    from cascade_plan.calibration_schema.speedup_errors import ErrorsOnlyDoc
 
     try:
         read = read_already(Path(path))     # already decoded for its numbers (estimate on the H200): not again
@@ -123,7 +122,7 @@ def _probe_with_steps(params: CostParams) -> Path | None:
         import msgspec
 
         from cascade_plan.calibration.calibration_file import read_already
-        from cascade_plan.calibration_rows import Source, SourceOnlyDoc
+        from cascade_plan.calibration_schema.imported import Source, SourceOnlyDoc
 
         try:      # the document this run read already, else only `source` decoded (every other field skipped)
             doc = read_already(Path(params.source))
@@ -221,7 +220,7 @@ def _probed_models(path: str) -> frozenset[str]:
         return frozenset(stored["probed_models"])
     import msgspec
 
-    from cascade_plan.calibration_rows import StepOpsOnlyDoc
+    from cascade_plan.calibration_schema.document import StepOpsOnlyDoc
 
     try:
         doc = msgspec.json.decode(Path(path).read_bytes(), type=StepOpsOnlyDoc)

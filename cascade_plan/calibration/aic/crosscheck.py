@@ -18,8 +18,8 @@ import numpy as np
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.holdout import config_key
 from cascade_plan.calibration.probe_params import step_parts_of
-from cascade_plan.calibration_format import AttentionConfigDoc
-from cascade_plan.calibration_rows import Crosscheck
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+from cascade_plan.calibration_schema.imported import Crosscheck
 
 PROBE_DECODE = {"flashinfer": ("flashinfer", "tensor_cores"), "triton": ("triton", None), "torch": ("torch", None)}
 PROBE_MATMUL = 8192          # the probe's bf16 matmul ceiling is timed at 8192^3

@@ -19,7 +19,8 @@ from __future__ import annotations
 import msgspec
 import numpy as np
 
-from cascade_plan.calibration.fitting import Features, KernelFit, features, fit_kernel, fit_surface, predict
+from cascade_plan.calibration.fitting import Features, features, fit_kernel, fit_surface, predict, surface_doc
+from cascade_plan.calibration_schema.kernel_fit import KernelFit
 from cascade_plan.cost.step_parts import AllReduceFit, GemmEfficiency, GemmShapeTable, gemm_time_s
 from cascade_plan.cost.surface import Surface
 
@@ -74,7 +75,7 @@ def fit_decode(cfgs: list[dict], t: np.ndarray, bw_ceiling: float, flop_ceiling:
                                       fit, f, t)
     surface = Surface(surface.log_bytes, surface.log_rows,        # log corrections: 4 digits are plenty
                       tuple(tuple(float(f"{v:.4g}") for v in row) for row in surface.values))
-    fit = msgspec.structs.replace(fit, surface=surface)
+    fit = msgspec.structs.replace(fit, surface=surface_doc(surface))
     return msgspec.structs.replace(fit, train_median_ape=median_ape(fit, f, t))
 
 
@@ -285,7 +286,7 @@ def fit_mla_decode(b, ctx, heads, t, kv_dtype: str, bw_ceiling: float, flop_ceil
         return None
     f = mla_features(b, ctx, heads, kv_dtype)
     fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
-    fit = msgspec.structs.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    fit = msgspec.structs.replace(fit, surface=surface_doc(no_faster_than_measured(fit_surface(fit, f, t), fit, f, t)))
     return msgspec.structs.replace(fit, train_median_ape=median_ape(fit, f, t))
 
 
@@ -334,7 +335,7 @@ def fit_mla_decode_planner(cfgs: list[dict], t: np.ndarray, bw_ceiling: float, f
         return None
     f = planner_mla_features("decode_mla", cfgs)
     fit = fit_kernel(f, t, bw_ceiling, flop_ceiling)
-    fit = msgspec.structs.replace(fit, surface=no_faster_than_measured(fit_surface(fit, f, t), fit, f, t))
+    fit = msgspec.structs.replace(fit, surface=surface_doc(no_faster_than_measured(fit_surface(fit, f, t), fit, f, t)))
     fit = msgspec.structs.replace(fit, train_median_ape=median_ape(fit, f, t))
     return msgspec.structs.replace(fit, **{k: l2_of.get(k) or 0.0 for k in ("l2_hit_max", "l2_bytes_per_s")},
                                    l2_window_bytes=l2_of.get("l2_window_bytes"),

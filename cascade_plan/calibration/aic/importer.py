@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from cascade_plan.calibration.aic import fit as aic_fit
@@ -33,7 +34,7 @@ from cascade_plan.calibration.moe_rows import skew_ratios
 from cascade_plan.calibration.probe_fit import FIT_VERSION
 from cascade_plan.calibration.probe_params import step_parts_of
 from cascade_plan.calibration.step_parts_doc import step_parts_json
-from cascade_plan.calibration_format import KIND
+from cascade_plan.calibration_schema.document import KIND
 from cascade_plan.cost.step_parts import GlueParams, StepParts
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile, load_hardware
@@ -183,7 +184,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
         for b in TRANSFER_BACKENDS:
             if b in src:
                 fa2 = b == "flashinfer" and hw.id not in FA3_GPUS and "flashinfer-fa2" in src
-                per[b] = transfer_backend(src["flashinfer-fa2" if fa2 else b], dec.to_dict(), ratios)
+                per[b] = transfer_backend(src["flashinfer-fa2" if fa2 else b], msgspec.to_builtins(dec), ratios)
                 if kv not in probe.fitted["kv_dtypes"]:
                     per[b]["notes"] = [f"{kv} KV: decode measured by AIConfigurator, the cascade kernels transferred "
                                        "from the probe's bf16 fits"]
@@ -200,7 +201,7 @@ def import_aic(hardware_id: str, framework: str = "vllm", aic_data: Path | None 
             fit = aic_fit.fit_mla_decode(b, ctx, h, t, kv, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s)
             if fit is not None:
                 for per in kv_fits[kv].values():
-                    per["decode_mla"] = fit.to_dict()
+                    per["decode_mla"] = msgspec.to_builtins(fit)
                 mla_used = {"table": mla.name, "path": mla.rel_path, "rows": int(b.size)}
     mla_rows, mla_grids = _mla_kernels(kv_fits, probe, ratios, mla, hw)
     steps, used, moe_tables = _step_parts(root, gpu, framework, probe, ratios,
@@ -321,7 +322,7 @@ def _aic_mla_decode(mla, kv: str, moved: dict, hw: HardwareProfile):
                        hw.l2_bytes)
     t = above + base
     fit = aic_fit.fit_mla_decode_planner(cfgs, t, hw.hbm_bytes_per_s, hw.dense_bf16_flop_per_s, moved["decode_mla"])
-    return None if fit is None else (fit.to_dict(), (cfgs, t), kern)
+    return None if fit is None else (msgspec.to_builtins(fit), (cfgs, t), kern)
 
 
 def _kernel_gap(kv: str, kernel: str, aic_fits: dict, probe_fits: dict, hw: HardwareProfile, ref: str) -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from cascade_plan.calibration.aic.fit import MLA_LATENT, MLA_V_DIM
 from cascade_plan.calibration.aic.rows import matrices
-from cascade_plan.calibration_format import BackendFit
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.cost.ops.mla_attention import MLA_BACKEND, mla_shape_key
 

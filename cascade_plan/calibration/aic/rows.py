@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from cascade_plan.calibration_format import BackendFit
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MEASURED_AIC, MeasuredAttention
 
 KEEP_Q_PER_KV = (1, 2, 4, 8, 16)
@@ -73,7 +73,7 @@ def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: BackendFit | N
     """The rows of one KV dtype as the planner interpolates them: kernel "per_sequence_dup" at points
     (sequences, 1, context, 0), each with the backend's fitted decode time there (the rows' ratio to the
     fit is what is interpolated); None when the file ships none for that dtype."""
-    from cascade_plan.calibration.fitting import KV_ELEMENT_BYTES, KernelFit, features, predict
+    from cascade_plan.calibration.fitting import KV_ELEMENT_BYTES, features, predict
 
     block = doc.get("decode_rows") or {}
     per = (block.get("kv_dtypes") or {}).get(kv_dtype)
@@ -96,6 +96,6 @@ def decode_measured(doc: dict, backend: str, kv_dtype: str, fits: BackendFit | N
         cols = {"n_groups": point[:, 0], "group_size": point[:, 1], "prefix_tokens": point[:, 2],
                 "suffix_tokens": point[:, 3], "q_per_kv": shape[:, 0], "num_kv_heads": shape[:, 1],
                 "head_dim": shape[:, 2], "kv_element_bytes": np.full(len(rows), KV_ELEMENT_BYTES[kv_dtype], float)}
-        fit = predict(KernelFit.from_doc(fits.decode_dup), features("decode_dup", cols), l2_bytes).tolist()
+        fit = predict(fits.decode_dup, features("decode_dup", cols), l2_bytes).tolist()
     return MeasuredAttention(backend, kv_dtype, {"per_sequence_dup": [(*r, f) for r, f in zip(rows, fit)]},
                              label=MEASURED_AIC, private=True)

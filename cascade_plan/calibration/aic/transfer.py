@@ -34,7 +34,7 @@ class TransferRatios:
 
 
 def transfer_fit(d: dict | None, r: TransferRatios) -> dict | None:
-    """One KernelFit dict (fitting.KernelFit.to_dict's format) moved to the other GPU."""
+    """One KernelFit as plain data (calibration_schema/kernel_fit.py) moved to the other GPU."""
     if d is None:
         return None
     out = dict(d)

@@ -1,0 +1,63 @@
+"""One fitted kernel (KernelFit: what `calibrate` fits and writes, and what the planner's KernelParams are derived
+from) and one backend's fits per kernel kind (BackendFit), under `fitted.kv_dtypes`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from cascade_plan.calibration_schema.quantities import Correction, FiniteNonNeg, Fraction, LogValue, Rate, Seconds, Text
+
+
+class SurfaceDoc(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A kernel's efficiency correction as the file holds it (cost/surface.py Surface is the form the planner
+    evaluates): natural-log corrections over log10 bytes per layer x log10 rows per layer."""
+    log_bytes: list[LogValue]
+    log_rows: list[LogValue]
+    values: list[list[Correction]]
+
+
+class KernelFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One kernel kind's fitted parameters: what calibration/fitting.py fits and predicts with, and what the file
+    holds (fields in the order files have always written them). The planner prices with cost_params.KernelParams,
+    derived from it against a GPU's datasheet peaks (calibration/probe_params.py)."""
+
+    # At least 1 MB/s and 1 MFLOP/s (anything slower is a broken fit, and divides a step into infinity);
+    # at most 1e30 (a kind folded into another fits as "infinitely fast").
+    bw_bytes_per_s: Annotated[float, msgspec.Meta(ge=1e6, le=1e30)]
+    flop_per_s: Annotated[float, msgspec.Meta(ge=1e6, le=1e30)]
+    overhead_s: Seconds
+    row_s: Seconds
+    q_row_s: Seconds = 0.0                  # per (sequence, query head) row
+    token_latency_s: Seconds = 0.0          # per KV token of the longest row (latency bound of unsplit kernels)
+    l2_hit_max: Fraction = 0.0              # share of re-reads of shared pages served by L2 (siblings reading together)
+    # one layer's shared prefix beyond which hits fall as window / size; None (or 0): no fall measured
+    l2_window_bytes: FiniteNonNeg | None = 0.0
+    l2_bytes_per_s: Rate = 0.0              # the rate at which re-read bytes still have to stream from L2
+    l2_measured_up_to_bytes: FiniteNonNeg = 0.0   # the largest per-layer shared prefix with re-reads in the fit's data
+    n_train: Annotated[int, msgspec.Meta(ge=0)] = 0
+    train_median_ape: FiniteNonNeg = 0.0
+    surface: SurfaceDoc | None = None
+
+
+class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    decode_dup: KernelFit
+    decode_shared: KernelFit
+    prefix: KernelFit
+    suffix: KernelFit
+    merge: KernelFit | None = None
+    decode_mla: KernelFit | None = None          # MLA (DeepSeek) decode over the latent cache
+    prefix_mla: KernelFit | None = None          # the probe's MLA cascade: prefix pass (calibration/mla_fit.py)
+    suffix_mla: KernelFit | None = None          # ... and suffix pass with merge_state folded in
+    mla_train_rows: Text | None = None              # how the MLA fits were trained (held-out rule, or all rows)
+    mla_notes: list[Text] = []                      # what an imported file says about its MLA coverage
+    prefix_suffix_overlap: Fraction = 0.0
+    # how the prefix pass tiles query rows (cost/ops/attention.py PREFIX_ROWS); files without it: "kv_head"
+    prefix_rows: Literal["kv_head", "q_head"] = "kv_head"
+    # how its per-sequence decode computes query rows (DECODE_ROWS); files without it: "q_head"
+    decode_rows: Literal["q_head", "kv_head"] = "q_head"
+    notes: list[Text] = []                          # what an imported file says about its own coverage
+    info: list[Text] = []                           # ... and about its numbers, without qualifying a verdict
+    cascade_from: Text | None = None                # the probe backend whose cascade kernels these are (None: its own)
+    train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
