@@ -81,15 +81,23 @@ def validate_document(doc: dict) -> list[str]:
 def write_atomic(path: pathlib.Path | str, doc: dict) -> pathlib.Path:
     """Write doc as JSON to path atomically (cascade_plan.atomic: temp file, fsync, os.replace):
     readers see the old file or the whole new one, never a part (also on Ctrl-C or a crash). A document
-    validate_document finds a problem with is refused (ValueError), and nothing is written."""
+    validate_document finds a problem with is refused (ValueError) and path is not written; the document goes to
+    PATH.refused.json beside it instead, so a GPU run's measurements outlive a defect in what it wrote."""
     from cascade_plan.atomic import write_text_atomic
 
+    path = pathlib.Path(path)
+    text = json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n"
     problems = validate_document(doc)
     if problems:
+        kept = write_text_atomic(refused_path(path), text)
         raise ValueError(f"not a calibration document the probe writes ({len(problems)} problems): "
-                         + "; ".join(problems[:5]))
+                         + "; ".join(problems[:5]) + f"; the document is kept in {kept}")
+    return write_text_atomic(path, text)
 
-    return write_text_atomic(pathlib.Path(path), json.dumps(doc, indent=1, sort_keys=False, allow_nan=False) + "\n")
+
+def refused_path(path: pathlib.Path) -> pathlib.Path:
+    """Where write_atomic keeps a document it refuses."""
+    return path.with_name(path.name + ".refused.json")
 
 
 def load(path: pathlib.Path | str) -> dict:

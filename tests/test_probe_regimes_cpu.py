@@ -85,7 +85,7 @@ def test_every_regimes_row_is_held_out_and_no_earlier_grid_row_changes_side():
     import msgspec
 
     from cascade_plan.calibration.holdout import held_out_regime
-    from cascade_plan.calibration_format import AttentionConfigDoc
+    from cascade_plan.calibration_schema.attention import AttentionConfigDoc
 
     def doc(c):
         return msgspec.convert(c.as_dict(), AttentionConfigDoc)

@@ -70,7 +70,9 @@ def test_the_writer_refuses_a_row_with_a_missing_or_unknown_field(shipped, tmp_p
     for doc, says in ((unknown, "unknown field `median_ms`"), (missing, "missing required field")):
         with pytest.raises(ValueError, match=says):
             calibration_file.write_atomic(tmp_path / "x.json", doc)
-    assert not list(tmp_path.iterdir())
+        # the target is not written; the run's rows are kept beside it, as they were
+        assert [p.name for p in tmp_path.iterdir()] == ["x.json.refused.json"]
+        assert json.loads((tmp_path / "x.json.refused.json").read_text()) == doc
 
 
 def test_the_writer_refuses_an_unknown_field_in_a_config_the_device_or_the_top_level(shipped, tmp_path):
