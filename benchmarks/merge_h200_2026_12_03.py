@@ -28,12 +28,12 @@ def main(argv: list[str]) -> None:
     src = pathlib.Path(argv[0])
     out = pathlib.Path(argv[1]) if len(argv) > 1 else src
     base = json.loads(src.read_text())
+    runs = {name: json.loads((RAW / name).read_text()) for name in RUNS}
     doc = base
-    for name in RUNS:
-        run = json.loads((RAW / name).read_text())
+    for run in runs.values():
         doc = merge_documents(run, doc)
     axes = {}
-    for g in [base["grid"]] + [json.loads((RAW / n).read_text())["grid"] for n in ("regimes.json", "all13.json")]:
+    for g in [base["grid"]] + [runs[n]["grid"] for n in ("regimes.json", "all13.json")]:
         for k, v in (g.get("axes") or {}).items():
             axes[k] = sorted(set(axes.get(k, [])) | set(v), key=str)
     doc["grid"] = {**base["grid"], "mode": "full+coverage+regimes (merged runs)", "axes": axes,
