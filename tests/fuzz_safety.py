@@ -210,7 +210,7 @@ def json_duplicates(n: int, tmp: Path, seed: int = 0) -> fz.Tally:
 # ---- special files -------------------------------------------------------------------------------------------
 
 ROLES = ("workload", "config", "hardware", "calibration", "log")
-CAPS = {"workload": 1 << 20, "config": 1 << 20, "hardware": 64 << 10, "calibration": 16 << 20}
+CAPS = {"workload": 1 << 20, "config": 1 << 20, "hardware": 64 << 10, "calibration": 32 << 20}
 
 
 def _special(kind: str, role: str, folder: Path) -> Path:

@@ -53,12 +53,14 @@ def test_every_shipped_file_decodes_into_typed_rows(path):
 
 def test_the_probe_file_rows_by_hand():
     p = find_committed(load_hardware("h200"), "probe")
-    # steps: 135 dense + 93 whole MoE / MLA + MoE; step_ops: 1,120 + 16 moe_layer_graph (no-attention steps)
-    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (2885, 1136, 228, 1038)
+    # steps: 205 dense (the regimes step set's held-out steps among them) + 93 whole MoE / MLA + MoE; step_ops:
+    # 1,780 (the small models' GEMMs, glue and layer graphs among them) + 16 moe_layer_graph (no-attention steps)
+    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (3703, 1796, 298, 1038)
+    assert sum(not r.step_kind for r in p.steps) == 205
     assert sum(r.op == "moe_layer_graph" and r.model_config is not None for r in p.step_ops) == 16
     m = p.measurements[0]
     assert (m.backend, m.kernel, m.variant, m.config.prefix_tokens, m.config.kv_dtype) == \
-        ("triton", "decode_shared", None, 4096, "fp8")
+        ("triton", "decode_shared", None, 256, "bf16")
     assert p.step_glue == "fused" and p.device.sm_count == 132
     assert {r.mode for r in p.steps} == {"per_sequence", "cascade"}
     layer = next(r for r in p.step_ops if r.op == "layer_graph")

@@ -3,6 +3,7 @@ layer's shared prefix are checked against what the probe (or an AIConfigurator i
 workload beyond them gets a range or no verdict instead of a confident one."""
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -26,11 +27,11 @@ def _estimate(hardware: str, prefix: int, groups: int, samples: int, output: int
 
 def test_the_probes_grid_by_hand():
     g = measured_grid(find_committed(load_hardware("h200"), "probe"))
-    # a 65,536-token prefix + 1,024 suffix tokens; 1 x 1,024 (or 16 x 64) sequences; one 16,384-token prefix of
-    # the MHA shape (40 KV heads: 16,384 x 2 x 40 x 128 x 2 B = 320 MiB per layer)
-    assert g["decode"]["context_tokens"] == g["cascade"]["context_tokens"] == 65_536 + 1_024
+    # the regimes grid's 262,144-token prefix + 128 suffix tokens; 1 x 1,024 (or 16 x 64) sequences; that prefix
+    # of the Llama-3-8B layer (8 KV heads: 262,144 x 2 x 8 x 128 x 2 B = 1 GiB per layer)
+    assert g["decode"]["context_tokens"] == g["cascade"]["context_tokens"] == 262_144 + 128
     assert g["decode"]["sequences"] == g["cascade"]["sequences"] == 1_024
-    assert g["cascade"]["layer_prefix_bytes"] == 16_384 * 2 * 40 * 128 * 2 == 320 * MiB
+    assert g["cascade"]["layer_prefix_bytes"] == 262_144 * 2 * 8 * 128 * 2 == 1024 * MiB
     one = {"prefix_tokens": 100, "suffix_tokens": 7, "group_size": 3, "n_groups": 2, "num_kv_heads": 8,
            "head_dim": 128, "kv_dtype": "fp8"}
     assert grid_of_configs([one]) == {"context_tokens": 107, "sequences": 6,
@@ -55,12 +56,12 @@ def test_inside_the_grid_no_notes_and_the_verdict_stands():
 
 
 def test_long_context_declines_to_judge_on_probe_and_imported_numbers():
-    d = _estimate("h200", 4096, 1, 4, 100_000)               # 104,096 tokens per sequence
-    assert len(d["coverage"]) == 1 and d["coverage"][0].startswith("contexts up to 104,096 tokens")
+    d = _estimate("h200", 4096, 1, 2, 300_000)               # 304,096 tokens per sequence (10% past the grid)
+    assert len(d["coverage"]) == 1 and d["coverage"][0].startswith("contexts up to 304,096 tokens")
     v = d["go_no_go"]
     assert v["level"] == "undecided" and v["speedup_range"][0] < 1 <= v["speedup_range"][1]
-    assert "66,560 tokens per sequence" in v["text"]
-    assert _estimate("h200", 4096, 1, 4, 60_000)["coverage"] == []   # 64,096 tokens: inside the 64K-prefix rows
+    assert "262,272 tokens per sequence" in v["text"]
+    assert _estimate("h200", 4096, 1, 4, 250_000)["coverage"] == []   # 254,096 tokens: inside the 256K-prefix rows
     h100 = _estimate("h100-sxm", 4096, 1, 4, 100_000)       # AIConfigurator decode reaches 131,072: only cascade
     (note,) = h100["coverage"]
     assert "cascade kernels were measured up to 66,560" in note and "per-sequence decode kernels" not in note
@@ -87,7 +88,7 @@ def test_batch_beyond_the_grid():
 def test_per_layer_prefix_beyond_the_grid():
     d = _estimate("h200", 20_000, 16, 8, 16)                # 16 x 20,000 tokens x 4 KiB = 1,250 MiB per layer
     notes = [n for n in d["coverage"] if n.startswith("one layer's shared prefix")]
-    assert notes and "(1.2 GiB: 320,000 tokens" in notes[0] and "320 MiB per layer measured" in notes[0]
+    assert notes and "(1.2 GiB: 320,000 tokens" in notes[0] and "1.0 GiB per layer measured" in notes[0]
     assert d["go_no_go"]["speedup_range"] is not None
 
 
@@ -99,10 +100,16 @@ def test_uncalibrated_and_ideal_numbers_carry_no_grid_notes():
         assert json.loads(r.output)["coverage"] == []
 
 
-def test_the_step_plot_footer_says_when_a_workload_is_beyond_the_grid(tmp_path):
-    for name, beyond in (("beam-search", True), ("rl-rollouts-64", False)):
-        r = runner.invoke(app, ["plot", name, "--hardware", "h200", "--kind", "steps", "--svg", "--out",
-                                str(tmp_path / name)])
+def test_the_step_plot_footer_says_when_a_workload_is_beyond_the_grid(tmp_path, root):
+    # beam search over 64 prompts of CodeLlama-13B: 64 x 1,024 tokens x 20 KiB = 1.25 GiB of shared prefix per
+    # layer, beyond the 1 GiB measured
+    wide = tmp_path / "beam-search-wide.yaml"
+    wide.write_text((root / "workloads/beam-search.yaml").read_text().replace("copies: 24", "copies: 64")
+                    .replace("output_tokens: 256", "output_tokens: 16")
+                    .replace("name: beam-search", "name: beam-search-wide"))
+    for name, beyond in ((str(wide), True), ("rl-rollouts-64", False)):
+        out = tmp_path / Path(name).stem
+        r = runner.invoke(app, ["plot", name, "--hardware", "h200", "--kind", "steps", "--svg", "--out", str(out)])
         assert r.exit_code == 0, r.output
-        svg = next((tmp_path / name).rglob("*.svg")).read_text()
+        svg = next(out.rglob("*.svg")).read_text()
         assert ("Beyond the measured grid" in svg) is beyond, name

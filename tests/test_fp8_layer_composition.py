@@ -31,7 +31,8 @@ def _layer_ratio(probe, gemm, glue, dtype: str, m: int) -> float:
     """One layer_graph row's measured per-layer time over the same layer priced from the isolated fits, by hand."""
     shapes = {r.config.gemm: (r.config.n, r.config.k) for r in probe.step_ops
               if r.op == "gemm" and r.config.model == "llama-3-8b" and r.config.tp == 1}
-    (row,) = [r for r in probe.step_ops if r.op == "layer_graph" and r.config.dtype == dtype and r.config.m == m]
+    (row,) = [r for r in probe.step_ops if r.op == "layer_graph" and r.config.model == "llama-3-8b"
+              and r.config.dtype == dtype and r.config.m == m]
     eb = 1.0 if dtype == "fp8" else 2.0
     flop = H200.flop_per_s(dtype)
     pred = sum(float(gemm_time_s(gemm[dtype], float(m), n, k, eb, H200.hbm_bytes_per_s, flop))
@@ -50,8 +51,9 @@ def test_over_bf16_is_the_fp8_layer_ratio_over_the_bf16_one(probe):
     for m in (16, 512):
         want = _layer_ratio(probe, gemm, glue, "fp8", m) / _layer_ratio(probe, gemm, glue, "bf16", m)
         assert float(comp.over_bf16_at("fp8", m)) == pytest.approx(want, rel=1e-9)
-    # as measured on the H200: 7-11% at M <= 128 (a quantise kernel per GEMM on a ~100 us layer), 3% at 1024
-    assert all(1.06 < x < 1.12 for x in f[:6]) and 1.0 < f[-1] < 1.05
+    # as measured on the H200 (the 2026-12-03 layer graphs): 6-8% at M <= 128 (a quantise kernel per GEMM on a
+    # ~100 us layer), 3% at 1024
+    assert all(1.05 < x < 1.10 for x in f[:6]) and 1.0 < f[-1] < 1.05
     # the shipped file holds the same curve
     shipped = params_from_probe(probe, "triton", "bf16", H200, load_preset("llama-3-8b")).step.composition
     assert shipped.over_bf16["fp8"][1] == pytest.approx(f, rel=1e-6)
@@ -93,13 +95,11 @@ def test_a_dense_fp8_step_pays_it_and_nothing_else_does(probe):
 def test_it_closes_the_fp8_weight_steps_of_a_model_never_probed(probe):
     """Mistral-Nemo-12B with fp8 weights and fp8 KV at a 32K prefix, 16 sequences (GEMMs never probed for it):
     its cascade steps, two thirds GEMMs and glue, were 5% too fast on Triton before (activation quantisation
-    unpriced); the middle and final steps are now within 1% and every fp8-weight step within 6%."""
+    unpriced); re-measured on 2026-12-03, every fp8-weight step is within 4% and the cascade steps within 3%."""
     from cascade_plan.calibration.step_validation import validate_steps
 
     pts = [p for p in validate_steps(probe, H200)["points"] if p["weight_dtype"] == "fp8"]
     assert {p["workload"] for p in pts} == {"heldout-32k-fp8"} and len(pts) == 9
     for p in pts:
-        assert abs(p["cascade_error"]) < 0.06 and abs(p["per_sequence_error"]) < 0.03, p
-        if p["backend"] == "triton" and p["position"] != "first":
-            assert abs(p["cascade_error"]) < 0.01, p
+        assert abs(p["cascade_error"]) < 0.03 and abs(p["per_sequence_error"]) < 0.04, p
     assert math.isfinite(sum(p["speedup_error"] for p in pts))

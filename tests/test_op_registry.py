@@ -141,7 +141,7 @@ def test_op_lists_add_up_over_a_whole_run_in_several_chunks(monkeypatch):
 
 def test_a_cascade_whose_passes_overlap_lists_each_pass_at_its_share_of_their_joint_time():
     params = h200_params("probe", "triton")
-    assert params.prefix_suffix_overlap > 0.4
+    assert params.prefix_suffix_overlap > 0.3
     model = load_preset("llama-3-8b")
     g = gpu_shape(model, H200, "bf16", "bf16", 1)
     c = step_costs(single_level_load(4096.0, 64.0, 2.0, 1024.0), g, model, "bf16", 1,

@@ -191,7 +191,7 @@ def test_a_huge_config_json_is_refused_by_its_size_without_reading_it(tmp_path):
     assert "314,572,800 bytes" in line
 
 
-@pytest.mark.parametrize("role, limit", [("hardware", 64 << 10), ("calibration", 16 << 20), ("workload", 1 << 20)])
+@pytest.mark.parametrize("role, limit", [("hardware", 64 << 10), ("calibration", 32 << 20), ("workload", 1 << 20)])
 def test_size_caps(tmp_path, role, limit):
     from cascade_plan.inputs.yaml_source import read_bytes_bounded
 

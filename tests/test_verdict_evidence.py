@@ -141,13 +141,17 @@ def test_every_report_plot_names_the_cost_model(root, tmp_path):
 
 
 def test_an_extrapolated_verdict_reads_the_shipped_calibration_once(root, monkeypatch, tmp_path):
-    """beam-search on the H200 is extrapolated (its range spans every backend of the probe file): the other
-    backends come from the shipped file as select_params decoded it, not from load_probe's row-by-row check
-    (0.4 s of start-up); a user's own file is still checked."""
+    """beam search over 64 CodeLlama-13B prompts on the H200 is extrapolated (1.25 GiB of shared prefix per layer,
+    beyond the 1 GiB measured: its range spans every backend of the probe file): the other backends come from the
+    shipped file as select_params decoded it, not from load_probe's row-by-row check (0.4 s of start-up); a user's
+    own file is still checked."""
     from cascade_plan.calibration import calibration_file
     from cascade_plan.planning.verdict_evidence import _calibration_of
 
-    scn = _on(load_scenario(root / "workloads/beam-search.yaml"), "h200")
+    wide = tmp_path / "beam-search-wide.yaml"
+    wide.write_text((root / "workloads/beam-search.yaml").read_text().replace("copies: 24", "copies: 64")
+                    .replace("output_tokens: 256", "output_tokens: 16"))
+    scn = _on(load_scenario(wide), "h200")
     params = select_params(scn)
     checked = []
     real = calibration_file.load_probe

@@ -199,13 +199,16 @@ COMPOSE_APPLY = False
 
 
 def fit_composition(rows: Sequence[StepOpRow], gemm: dict, glue: GlueParams,
-                    hw: HardwareProfile) -> Composition | None:
+                    hw: HardwareProfile, model: str = "llama-3-8b") -> Composition | None:
     """factor(M) = one layer's GEMMs + glue timed back to back in one graph (``layer_graph`` rows, per layer)
     over the same layer priced from the isolated-op fits (GEMM tables + fused glue per layer), per weight dtype.
-    The layer's shapes come from the GEMM rows of the same model and TP (qkv, o, gate_up, down)."""
+    The layer's shapes come from the GEMM rows of the same model and TP (qkv, o, gate_up, down). Fitted on the
+    glue fit's basis model only: the factor follows the layer's size (fp8's quantise kernels are a fixed cost per
+    GEMM: 7-11% of a Llama-3-8B layer at M <= 128, 15-20% of a Qwen3-0.6B one), so a median over models of several
+    sizes would describe none of them; the small models' layer graphs are measured beside it."""
     from cascade_plan.cost.step_parts import gemm_time_s
 
-    sel = [r for r in rows if r.op == "layer_graph"]
+    sel = [r for r in rows if r.op == "layer_graph" and r.config.model == model]
     shapes: dict[tuple, dict[str, tuple[int, int]]] = {}
     for r in rows:
         if r.op == "gemm":

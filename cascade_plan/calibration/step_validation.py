@@ -28,6 +28,32 @@ CASCADE_BACKEND = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer-fa2
 PER_SEQUENCE_ROW = {"flashinfer": "flashinfer", "flashinfer-fa2": "flashinfer", "triton": "triton"}
 # whole-step accuracy targets: median, worst, run speedup median
 STEP_TARGETS = {"step_median": 0.04, "step_max": 0.10, "speedup_median": 0.04}
+# ... and on the held-out steps in the regimes below, per backend and KV dtype
+REGIME_TARGETS = {"step_median": 0.03, "step_max": 0.08, "speedup_median": 0.03}
+# A step's regime: where small models, long contexts and long suffixes run (the probe's regimes grid and step set).
+SMALL_MODEL_HIDDEN = 3072          # hidden sizes up to this (models under ~3B parameters) ...
+SMALL_MODEL_BATCH = 512            # ... at this many sequences or more
+LONG_PREFIX_TOKENS = 65536
+LONG_SUFFIX_TOKENS = 4096
+
+
+def step_regimes(model: ModelSpec, cfg: StepConfig) -> tuple[str, ...]:
+    """The regimes a measured step lies in (none: the core grid's): a small model at large batch, a head dim or
+    query group the core grid lacks, a shared prefix over 64K, a private suffix over 4K tokens."""
+    out = []
+    seqs = cfg.group_size * cfg.n_groups
+    if model.hidden_size <= SMALL_MODEL_HIDDEN and seqs >= SMALL_MODEL_BATCH:
+        out.append(f"small model x {seqs} sequences")
+    if model.attention != "mla" and model.head_dim != 128:
+        out.append(f"head dim {model.head_dim}")
+    g = model.num_q_heads // max(model.num_kv_heads, 1)
+    if model.attention != "mla" and g in (6, 12):
+        out.append(f"{g} query heads per KV head")
+    if cfg.prefix_tokens > LONG_PREFIX_TOKENS:
+        out.append(f"{cfg.prefix_tokens // 1024}K-token prefix")
+    if cfg.suffix_tokens > LONG_SUFFIX_TOKENS:
+        out.append(f"{cfg.suffix_tokens}-token suffix")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -48,6 +74,7 @@ class StepComparison:
     predicted_parts: dict
     kv_dtype: str = "bf16"
     weight_dtype: str = "bf16"
+    regimes: tuple[str, ...] = ()
 
     @property
     def ps_err(self) -> float:
@@ -135,12 +162,14 @@ def step_points(probe: ProbeData, hw, params=None) -> list[StepComparison]:
     out = []
     for r, ps in step_pairs(rows):
         wl, (kvd, wd), pos, tp, b = r.workload, step_dtypes(r), r.position, r.tp, r.backend
-        pred_ps, pred_cas, parts = predict_step(probe, CASCADE_BACKEND[b], r.config, step_model(r), tp, hw, kvd, wd,
+        model = step_model(r)
+        pred_ps, pred_cas, parts = predict_step(probe, CASCADE_BACKEND[b], r.config, model, tp, hw, kvd, wd,
                                             params, r.glue)
         out.append(StepComparison(backend=b, workload=wl, model=r.model, tp=tp, position=pos, kv_dtype=kvd,
                                   weight_dtype=wd, step=r.config.generated, held_out_shape=r.model not in fit_models,
                                   measured_ps_s=ps.median_s, measured_cas_s=r.median_s, predicted_ps_s=pred_ps,
-                                  predicted_cas_s=pred_cas, predicted_parts=parts))
+                                  predicted_cas_s=pred_cas, predicted_parts=parts,
+                                  regimes=step_regimes(model, r.config)))
     return out
 
 
@@ -179,8 +208,10 @@ def _stats(errs) -> dict:
 
 def summarize(points: list[StepComparison]) -> dict:
     """Per backend (and per backend and KV dtype, as "backend/kv_dtype"): step time |error| (both modes) and
-    speedup |error|, over all steps and held-out shapes."""
+    speedup |error|, over the steps outside the regimes (those have their own summary and targets:
+    summarize_regimes) and over the held-out shapes among them."""
     out = {}
+    points = [p for p in points if not p.regimes]
     keys: list[tuple[str, str | None]] = [(b, None) for b in sorted({p.backend for p in points})]
     keys += sorted({(p.backend, p.kv_dtype) for p in points})
     for b, kvd in keys:
@@ -197,10 +228,30 @@ def summarize(points: list[StepComparison]) -> dict:
     return out
 
 
+def summarize_regimes(points: list[StepComparison]) -> dict:
+    """Per backend and KV dtype ("backend/kv_dtype"): the held-out-shape steps in a regime, step |error| (both
+    modes) and speedup |error|, against REGIME_TARGETS; and the regimes they cover."""
+    out = {}
+    pts = [p for p in points if p.regimes and p.held_out_shape]
+    for b, kvd in sorted({(p.backend, p.kv_dtype) for p in pts}):
+        sel = [p for p in pts if p.backend == b and p.kv_dtype == kvd]
+        st, sp = _stats([e for p in sel for e in (p.ps_err, p.cas_err)]), _stats([p.speedup_err for p in sel])
+        met = (st["median"] <= REGIME_TARGETS["step_median"] and st["max"] <= REGIME_TARGETS["step_max"]
+               and sp["median"] <= REGIME_TARGETS["speedup_median"])
+        worst = max(sel, key=lambda p: max(abs(p.ps_err), abs(p.cas_err)))
+        worst_mode = "per_sequence" if abs(worst.ps_err) >= abs(worst.cas_err) else "cascade"
+        out[f"{b}/{kvd}"] = {"step": st, "speedup": sp, "targets_met": bool(met),
+                             "workloads": sorted({p.workload for p in sel}),
+                             "regimes": sorted({r for p in sel for r in p.regimes}),
+                             "worst": {"workload": worst.workload, "position": worst.position, "mode": worst_mode}}
+    return out
+
+
 def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
     """Per backend, the per-step cascade speedup error (predicted / measured - 1, signed) of the measured steps,
     split by regime: "probed" (the model's GEMM shapes were probed) and "held_out" (they were not), as `summarize`
-    reports them; `params` predicts every step with one set of numbers instead of each backend's fit."""
+    reports them, and "regimes" (held-out steps in the regimes, `step_regimes`: their own summary, not a core
+    verdict's margin); `params` predicts every step with one set of numbers instead of each backend's fit."""
     out: dict[str, dict[str, list[float]]] = {}
     if params is None:            # each backend's fit, built once per (backend, model) rather than per row
         import functools
@@ -209,14 +260,15 @@ def speedup_errors(probe, hw, params=None) -> dict[str, dict[str, list[float]]]:
 
         params = functools.lru_cache(maxsize=None)(lambda b, m, kvd: params_from_probe(probe, b, kvd, hw, m))
     for p in step_points(probe, hw, params):
-        regime = "held_out" if p.held_out_shape else "probed"
-        out.setdefault(p.backend, {"probed": [], "held_out": []})[regime].append(p.speedup_err)
+        regime = "regimes" if p.regimes else "held_out" if p.held_out_shape else "probed"
+        out.setdefault(p.backend, {"probed": [], "held_out": []}).setdefault(regime, []).append(p.speedup_err)
     return out
 
 
 def validate_steps(probe, hw) -> dict:
     pts = step_points(probe, hw)
     return {"targets": STEP_TARGETS, "summary": summarize(pts), "run_speedups": run_speedups(pts),
+            "regime_targets": REGIME_TARGETS, "regimes": summarize_regimes(pts),
             "points": [{"backend": p.backend, "workload": p.workload, "model": p.model, "tp": p.tp,
                         "kv_dtype": p.kv_dtype, "weight_dtype": p.weight_dtype,
                         "position": p.position, "step": p.step, "held_out_shape": p.held_out_shape,
@@ -224,4 +276,5 @@ def validate_steps(probe, hw) -> dict:
                         "measured_cascade_s": p.measured_cas_s, "predicted_cascade_s": p.predicted_cas_s,
                         "per_sequence_error": p.ps_err, "cascade_error": p.cas_err,
                         "measured_speedup": p.speedup_measured, "predicted_speedup": p.speedup_predicted,
-                        "speedup_error": p.speedup_err, "predicted_parts": p.predicted_parts} for p in pts]}
+                        "speedup_error": p.speedup_err, "predicted_parts": p.predicted_parts,
+                        "regimes": list(p.regimes)} for p in pts]}

@@ -9,7 +9,7 @@ import msgspec
 
 # Bounds of the counts and physical quantities a calibration may hold: the same numbers as
 # inputs/limits.py (a test pins them equal), here so that the probe can check its file without the planner.
-MAX_CALIBRATION_BYTES = 16 << 20
+MAX_CALIBRATION_BYTES = 32 << 20
 MAX_COPIES = 1_000_000
 MAX_SAMPLES = 1_000_000
 MAX_SEQUENCES = 1_000_000_000

@@ -41,7 +41,8 @@ def render_steps(res: dict, console: Console) -> None:
                   f"{x['predicted_speedup']:.2f}x", f"{100 * x['error']:+.1f}%")
     console.print(r)
     tg = res["targets"]
-    g = Table(title=f"Step targets: |error| median <= {tg['step_median']:.0%} and max <= {tg['step_max']:.0%}, "
+    g = Table(title=f"Step targets (steps outside the regimes below): |error| median <= {tg['step_median']:.0%} and "
+                    f"max <= {tg['step_max']:.0%}, "
                     f"speedup median <= {tg['speedup_median']:.0%}", title_justify="left")
     for col in ("backend", "step n", "median", "max", "held-out shape median", "max", "speedup median", "max",
                 "targets"):
@@ -52,3 +53,19 @@ def render_steps(res: dict, console: Console) -> None:
                   fmt_pct(s["speedup"]["median"]), fmt_pct(s["speedup"]["max"]),
                   "[green]met[/green]" if s["targets_met"] else "[red]missed[/red]")
     console.print(g)
+    regimes = res.get("regimes") or {}
+    if regimes:
+        tr = res["regime_targets"]
+        q = Table(title="Held-out steps in the regimes (small models at large batch, head dims 64/256, query groups "
+                        "of 6/12, prefixes over 64K, suffixes over 4K): targets |error| median <= "
+                        f"{tr['step_median']:.0%}, max <= {tr['step_max']:.0%}, "
+                        f"speedup median <= {tr['speedup_median']:.0%}",
+                  title_justify="left")
+        for col in ("backend / KV", "steps", "median", "max", "worst at", "speedup median", "max", "targets"):
+            q.add_column(col, justify="left" if col in ("backend / KV", "worst at") else "right")
+        for b, s in regimes.items():
+            w = s["worst"]
+            q.add_row(b, str(s["step"]["n"]), fmt_pct(s["step"]["median"]), fmt_pct(s["step"]["max"]),
+                      f"{w['workload']} {w['position']} {w['mode'].replace('_', '-')}", fmt_pct(s["speedup"]["median"]),
+                      fmt_pct(s["speedup"]["max"]), "[green]met[/green]" if s["targets_met"] else "[red]missed[/red]")
+        console.print(q)
