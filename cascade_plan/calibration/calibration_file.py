@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar, overload
 import msgspec
 
 from cascade_plan.calibration.file_validation import check_calibration, normalised_fits
+from cascade_plan.calibration.holdout import is_tree
 from cascade_plan.calibration_schema.attention import Measurement
 from cascade_plan.calibration_schema.device import Ceilings, Device
 from cascade_plan.calibration_schema.document import KIND, READABLE_VERSIONS, ROW_TYPES, CalibrationDoc, Notes
@@ -215,8 +216,10 @@ class ProbeData:
         return self.fits.step_parts if self.fits is not None else None
 
     def select(self, backend: str, kernel: str, variant: str | None, kv_dtype: str) -> list[Measurement]:
+        """One kernel's timed two-level rows (three-level tree rows are validation only: holdout.is_tree)."""
         return [m for m in self.measurements if m.backend == backend and m.kernel == kernel
-                and (variant is None or m.variant == variant) and m.config.kv_dtype == kv_dtype and m.median_s]
+                and (variant is None or m.variant == variant) and m.config.kv_dtype == kv_dtype and m.median_s
+                and not is_tree(m.config)]
 
 
 # Typed parts (row lists, fits) by the identity of the decoded object they came from (kept alive beside them, so

@@ -40,6 +40,12 @@ def held_out_regime(cfg: AttentionConfigDoc) -> bool:
             or cfg.suffix_tokens > FIT_MAX_SUFFIX_TOKENS)
 
 
+def is_tree(cfg: AttentionConfigDoc) -> bool:
+    """A row of a three-level tree (a root prefix above the groups' prefixes): never fitted, never interpolated (the
+    fits' features and the planner's measured tables are two-level); calibration/tree_validation.py scores them."""
+    return getattr(cfg, "root_tokens", 0) > 0
+
+
 def is_held_out(cfg: AttentionConfigDoc) -> bool:
     if cfg.prefix_tokens == 16384 or cfg.num_kv_heads == 1 or held_out_regime(cfg):
         return True

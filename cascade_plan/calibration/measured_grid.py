@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cascade_plan.calibration.fitting import Configs, config_column
+from cascade_plan.calibration.holdout import is_tree
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 
@@ -46,7 +47,8 @@ def _measured_grid(probe: ProbeData, kv_dtype: str | None) -> dict | None:
     stored = msgspec.to_builtins(probe.grid.measured) if probe.grid.measured is not None else None
     if stored:
         return stored
-    rows = [r for r in probe.measurements if kv_dtype is None or r.config.kv_dtype == kv_dtype]
+    rows = [r for r in probe.measurements if (kv_dtype is None or r.config.kv_dtype == kv_dtype)
+            and not is_tree(r.config)]
     if not rows:
         return None
     out = {"decode": grid_of_configs([r.config for r in rows if r.kernel.startswith("decode")]),
@@ -65,7 +67,8 @@ def coverage_notes(probe: ProbeData, model, has_mla_fit: bool | str = False, kv_
         grid = p.grid
         kernels_of = {b for b, _ in BACKENDS.get(backend, {}).values()} if backend is not None else None
         rows = ([m.config for m in p.measurements
-                 if m.config.kv_dtype == kv_dtype and (kernels_of is None or m.backend in kernels_of)]
+                 if m.config.kv_dtype == kv_dtype and (kernels_of is None or m.backend in kernels_of)
+                 and not is_tree(m.config)]
                 if kv_dtype else [])
         if rows:
             return sorted({c.q_per_kv for c in rows}), sorted({c.head_dim for c in rows}), True

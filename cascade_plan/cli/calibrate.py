@@ -179,6 +179,9 @@ def validate(
         moe = validate_moe_steps(probe, hw)
         if moe is not None:
             steps["moe_mla"] = moe
+    from cascade_plan.calibration.tree_validation import validate_trees
+
+    trees = validate_trees(probe, hw) if hw is not None else None
     written = []
     if plots:
         from cascade_plan.render.validation_plots import plot_error_heatmap, plot_scatter
@@ -188,7 +191,7 @@ def validate(
     if json_out:
         print_json(envelope({"calibration": str(calibration),
                              "device": probe.device_name, **{k: v for k, v in res.items() if k != "points"},
-                             "points": res["points"], "steps": steps, "crosscheck": cross}))
+                             "points": res["points"], "steps": steps, "trees": trees, "crosscheck": cross}))
         return
     from cascade_plan.calibration.validation import render
 
@@ -201,6 +204,10 @@ def validate(
         from cascade_plan.render.moe_step_validation_render import render_moe_steps
 
         render_moe_steps(steps.get("moe_mla"), console)
+    if trees is not None:
+        from cascade_plan.render.tree_validation_render import render_trees
+
+        render_trees(trees, console)
     if cross is not None:
         from cascade_plan.render.crosscheck_table import render_crosscheck
 

@@ -1,0 +1,57 @@
+"""Three-level tree rows are priced as the planner prices a workload's tree (one layer, step 1), never fitted and
+never interpolated; a two-level row priced that way is the two-level pricing exactly."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from cascade_plan import load_hardware
+from cascade_plan.calibration.calibration_file import find_committed
+from cascade_plan.calibration.holdout import is_tree
+from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration.tree_validation import layer_model, predict_tree_row, tree_of
+from cascade_plan.cost.cost_model import step_costs
+from cascade_plan.cost.flat_tree import flatten
+from cascade_plan.cost.step_shape import gpu_shape, single_level_load
+
+H200 = load_hardware("h200")
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return find_committed(H200)
+
+
+def test_a_two_level_row_priced_as_a_tree_is_the_two_level_pricing(probe):
+    rows = [r for r in probe.measurements if r.kernel == "cascade_total" and r.config.suffix_tokens > 0][::97]
+    assert len(rows) >= 5 and not any(is_tree(r.config) for r in rows)
+    for r in rows:
+        c = r.config
+        m = layer_model(c)
+        for backend in ("triton", "flashinfer"):
+            got = predict_tree_row(probe, backend, c, H200)
+            params = params_from_probe(probe, backend, c.kv_dtype, H200, m)
+            want = step_costs(single_level_load(c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens),
+                              gpu_shape(m, H200, c.kv_dtype, "bf16", 1), m, "bf16", 1, params)
+            assert got["per_sequence"] == pytest.approx(float(want.ps_attention_s), rel=1e-12)
+            assert got["cascade"] == pytest.approx(float(want.cas_attention_s), rel=1e-12)
+
+
+def test_the_tree_of_a_row_has_its_levels_tokens_and_sequences(probe):
+    """A tree row (root 2,048 tokens; 4 prefixes of 1,024 under it, 16 sequences each, 128-token suffixes): two shared
+    levels, every sequence under the root, the suffix its own at step 1 (127 private prompt tokens + 1 generated)."""
+
+    class Tree(msgspec.Struct, frozen=True):     # a row config with a root, as the probe's tree rows carry it
+        root_tokens: int
+        prefix_tokens: int
+        group_size: int
+        n_groups: int
+        suffix_tokens: int
+
+    cfg = Tree(root_tokens=2048, prefix_tokens=1024, group_size=16, n_groups=4, suffix_tokens=128)
+    assert is_tree(cfg) and not is_tree(probe.measurements[0].config)
+    flat = flatten(tree_of(cfg))
+    nodes = sorted(zip(flat.node_level.tolist(), flat.node_tokens.tolist(), flat.node_instances.tolist()))
+    assert nodes == [(0, 2048, 1), (1, 1024, 4)]
+    assert flat.leaf_seqs.tolist() == [64] and flat.leaf_private.tolist() == [127] and flat.leaf_output.tolist() == [1]
