@@ -3,6 +3,7 @@
     python benchmarks/decode_vs_flashinfer.py sweep [--out rows.json]     # launch variants on the shapes that lose
     python benchmarks/decode_vs_flashinfer.py grid  [--out rows.json]     # the default tune on every probe row
     python benchmarks/decode_vs_flashinfer.py hints [--out rows.json]     # K/V cache hints where shared pages lose
+    python benchmarks/decode_vs_flashinfer.py splits [--out rows.json]    # more split-K programs there
 
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
 float32 reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
@@ -76,7 +77,8 @@ def hint_configs():
 def hint_variants(base):
     """The default, then K/V load hints (eviction policy, cache modifier) and the head-major program order."""
     out = [("default", base)]
-    for ev, cm in (("evict_last", ""), ("", ".cg"), ("evict_last", ".cg"), ("evict_first", "")):
+    # (evict_last with .cg does not assemble: ptxas refuses the pair on the H200's CUDA 13)
+    for ev, cm in (("evict_last", ""), ("", ".cg"), ("evict_first", "")):
         out.append((f"{ev or '-'} {cm or '-'}", dataclasses.replace(base, decode_kv_evict=ev, decode_kv_cache=cm)))
     out.append(("head-major", dataclasses.replace(base, decode_head_major=True)))
     out.append(("head-major evict_last", dataclasses.replace(base, decode_head_major=True,
@@ -84,9 +86,21 @@ def hint_variants(base):
     return out
 
 
+def split_variants(base):
+    """The default, then more programs per SM for long contexts (the split-K target where every split keeps
+    long_min_tokens_per_split tokens), with 64- or 128-token tiles."""
+    out = [("default", base)]
+    for per_sm in (16, 32, 64):
+        out.append((f"long {per_sm}/SM", dataclasses.replace(base, long_programs_per_sm=per_sm)))
+    out.append(("long 16/SM bn128 s2", dataclasses.replace(base, long_programs_per_sm=16, decode_block_n=128,
+                                                           decode_stages=2)))
+    out.append(("bn128 s2 w8", dataclasses.replace(base, decode_block_n=128, decode_stages=2, decode_warps=8)))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "hints"])
+    ap.add_argument("stage", choices=["sweep", "grid", "hints", "splits"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -117,6 +131,8 @@ def main() -> int:
         cfgs, variants = sweep_configs(), sweep_variants(DEFAULT_TUNE)
     elif args.stage == "hints":
         cfgs, variants = hint_configs(), hint_variants(DEFAULT_TUNE)
+    elif args.stage == "splits":
+        cfgs, variants = hint_configs(), split_variants(DEFAULT_TUNE)
     else:
         cfgs, _ = build_grid(coverage=True)
         cfgs = list(cfgs) + [c for c in sweep_configs() if c not in cfgs]

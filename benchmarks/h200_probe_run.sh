@@ -11,6 +11,9 @@
 #   moe-steps whole MoE / MLA + MoE steps (Mixtral, Qwen3-30B-A3B, DeepSeek-V3's TP-8 shard)     -> moe_steps.json
 #   regimes   --grid regimes attention rows (head dims 64/256, groups 6/12, 128K-256K, 8K suffixes) -> regimes.json
 #   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
+#   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
+#   hints     benchmarks/decode_vs_flashinfer.py hints (K/V cache hints on shared pages)   -> hints.json
+#   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
 stages=${1:-coverage,step}; total=${2:-585}
@@ -39,6 +42,15 @@ for st in ${stages//,/ }; do
               --backend flashinfer --time-budget ${REGIMES_BUDGET:-300} ;;
     step-regimes) timeout $(left) python3 -m kernels_probe --out $OUT/step-regimes.json --step --no-attention \
               --step-set regimes ;;
+    default) timeout $(left) python3 -m kernels_probe --out $OUT/default.json > $OUT/default.log 2>&1; rc=$?
+              tail -4 $OUT/default.log; (exit $rc) ;;
+    hints) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py hints --out $OUT/hints.json \
+              --budget-s $(( $(left) - 40 )) > $OUT/hints.log 2>&1; rc=$?; grep -v "^$" $OUT/hints.log | tail -24
+              (exit $rc) ;;
+    splits) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py splits --out $OUT/splits.json \
+              --budget-s $(( $(left) - 40 )) > $OUT/splits.log 2>&1; rc=$?
+              grep -E "^(P=|ratio|variant|default|long|bn128|FAIL|WRONG)" $OUT/splits.log | cut -c1-200 | tail -40
+              (exit $rc) ;;
   esac
   echo "stage $st rc=$? at $(( $(date +%s) - t0 )) s"
 done
