@@ -37,6 +37,7 @@ class AttentionConfigDoc(BatchShapeDoc, frozen=True, kw_only=True, forbid_unknow
     head_dim: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEAD_DIM)]
     kv_dtype: KvDtype
     page_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCK_SIZE)] = 16
+    root_tokens: Count = 0      # a root prefix shared by every sequence (a three-level tree); absent: none
 
 
 class Measurement(msgspec.Struct, frozen=True, kw_only=True):
