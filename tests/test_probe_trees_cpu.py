@@ -175,6 +175,9 @@ def test_a_tree_row_round_trips_through_the_schema_and_the_writer():
     assert msgspec.convert(cfg, AttentionConfigDoc).root_tokens == R
     flat = AttentionConfig(prefix_tokens=P, group_size=2).as_dict()
     assert msgspec.convert(flat, AttentionConfigDoc).root_tokens == 0
+    # a two-level config encodes (and so hashes, calibration/holdout.py) as it did before trees
+    assert msgspec.to_builtins(msgspec.convert(flat, AttentionConfigDoc)) == flat
+    assert msgspec.to_builtins(msgspec.convert(cfg, AttentionConfigDoc)) == cfg
     row = {"backend": "triton", "kernel": "cascade_total", "variant": None, "config": cfg, "bytes": 10, "flops": 20,
            "median_s": 2e-6, "p10_s": 1e-6, "p90_s": 3e-6, "n_reps": 10, "max_rel_err": 1e-3,
            "launch": {"levels": [[R, 4, 1], [P, 2, 2]]}}

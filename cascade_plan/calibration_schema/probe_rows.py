@@ -13,11 +13,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from cascade_plan.calibration_schema.attention import AttentionConfigDoc, Measurement
+from cascade_plan.calibration_schema.attention import Measurement
 from cascade_plan.calibration_schema.device import Ceilings
 from cascade_plan.calibration_schema.mla import MlaConfig, MlaRow
 from cascade_plan.calibration_schema.quantities import (
-    MAX_BLOCK_SIZE,
     MAX_HEADS,
     MAX_SEQUENCES,
     Bandwidth,
@@ -60,16 +59,8 @@ class ProbeCeilings(Ceilings, frozen=True, kw_only=True, forbid_unknown_fields=T
     graph_kernel_launch_s: Seconds
 
 
-class ProbeAttentionConfig(AttentionConfigDoc, frozen=True, kw_only=True, forbid_unknown_fields=True,
-                           omit_defaults=True):
-    """A timed row's config as the probe writes it: page_size always, root_tokens only for a three-level tree
-    (AttentionConfig.as_dict omits it at 0, so two-level rows are what they were)."""
-    page_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCK_SIZE)]
-
-
 class TimedMeasurement(Measurement, frozen=True, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
     """One measurement row as the probe writes it: timings and the correctness check beside the median."""
-    config: ProbeAttentionConfig
     variant: str | None
     median_s: PositiveSeconds
     bytes: Amount
