@@ -17,7 +17,7 @@ from cascade_plan.inputs.limits import MAX_SECONDS
 if TYPE_CHECKING:
     import argparse
 
-GRIDS = ("full", "coverage", "full+coverage", "regimes", "all")
+GRIDS = ("full", "coverage", "full+coverage", "regimes", "trees", "all")
 STEP_SETS = ("default", "regimes")     # kernels_probe/steps/step_probe.py: step_set_shapes
 MAX_PAGE_TOKENS = 4_096                 # tokens per KV page: every engine uses 1..256
 
@@ -77,7 +77,9 @@ _OPTIONS = (
     ProbeOption("grid", "--grid", "Attention grid: full, coverage (fp8 KV on every backend, query groups 1-16, "
                                   "batches to 1024, 64K prefix), full+coverage, or regimes (head dims 64 and 256, "
                                   "query groups 6 and 12, 128K-256K prefixes, 8K suffixes, 1,024 sequences on "
-                                  "small layers), or all (the three).", default="full", choices=GRIDS),
+                                  "small layers), trees (three-level prefix trees: a root prompt shared by every "
+                                  "sequence, group prefixes, suffixes), or all (the four).", default="full",
+                choices=GRIDS),
     ProbeOption("merge_into", "--merge-into", "An existing calibration file: --out gets its rows plus this run's (a "
                                               "re-measured point replaces the old row); then run `cascade-plan "
                                               "calibrate` on it.", type=pathlib.Path, metavar="FILE"),

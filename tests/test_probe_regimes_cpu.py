@@ -39,8 +39,10 @@ def test_named_grids():
     cov, _ = named_grid("coverage")
     both, _ = named_grid("full+coverage")
     reg, desc = named_grid("regimes")
+    trees, _ = named_grid("trees")
     every, desc_all = named_grid("all")
-    assert set(both) == set(full) | set(cov) and every[:len(both)] == both and set(every) == set(both) | set(reg)
+    assert set(both) == set(full) | set(cov) and every[:len(both)] == both
+    assert set(every) == set(both) | set(reg) | set(trees)
     assert desc["mode"] == "regimes" and desc["axes"]["head_dim"] == [64, 128, 256]
     assert desc_all["n_configs"] == len(every)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from cascade_plan.calibration_schema.quantities import (
     MAX_BLOCK_SIZE,
@@ -37,6 +38,13 @@ class AttentionConfigDoc(BatchShapeDoc, frozen=True, kw_only=True, forbid_unknow
     head_dim: Annotated[int, msgspec.Meta(ge=1, le=MAX_HEAD_DIM)]
     kv_dtype: KvDtype
     page_size: Annotated[int, msgspec.Meta(ge=1, le=MAX_BLOCK_SIZE)] = 16
+    # a root prefix shared by every sequence (a three-level tree), in the file only when there is one: UNSET is
+    # never encoded, so a two-level config reads back, and hashes (calibration/holdout.py), as it did before trees
+    root: Count | UnsetType = msgspec.field(default=UNSET, name="root_tokens")
+
+    @property
+    def root_tokens(self) -> int:
+        return self.root if isinstance(self.root, int) else 0
 
 
 class Measurement(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,9 +2,10 @@
 
 * ``BatchDecodeWithPagedKVCacheWrapper`` with ``use_tensor_cores`` False and True (variants
   ``cuda_cores`` / ``tensor_cores``), over shared or duplicated prefix pages;
-* ``MultiLevelCascadeAttentionWrapper`` (2 levels, backend as shipped: ``auto``) -> backend
-  ``flashinfer``; the same two levels built from ``BatchPrefillWithPagedKVCacheWrapper(backend="fa2")``
-  plus ``merge_state_in_place`` -> backend ``flashinfer-fa2``.
+* ``MultiLevelCascadeAttentionWrapper`` (2 levels, 3 for a three-level tree's root; backend as shipped:
+  ``auto``) -> backend ``flashinfer``; the same levels built from
+  ``BatchPrefillWithPagedKVCacheWrapper(backend="fa2")`` plus ``merge_state_in_place`` -> backend
+  ``flashinfer-fa2``.
 * KV in bf16 or fp8 (e4m3; queries stay bf16), each wrapper planned with the cache's dtype.
 
 All wrappers are built with ``use_cuda_graph=True`` and planned before capture, so their ``run()`` is
@@ -71,7 +72,7 @@ class FlashInferDecode(_Common):
         table = data.shared_table if shared else data.dup_table
         if table is None:
             raise MemoryError("duplicated prefix exceeds the probe's memory cap")
-        indptr, indices, lpl = self.paged(table, c.prefix_tokens + c.suffix_tokens)
+        indptr, indices, lpl = self.paged(table, c.context_tokens)
         self.w = self.fi.BatchDecodeWithPagedKVCacheWrapper(
             self.ws, "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores, paged_kv_indptr_buffer=indptr,
             paged_kv_indices_buffer=indices, paged_kv_last_page_len_buffer=lpl)
@@ -84,7 +85,9 @@ class FlashInferDecode(_Common):
 
 
 class FlashInferCascade(_Common):
-    """Two levels: the group prefix (qo rows = the group's sequences), then each sequence's suffix."""
+    """Two levels: the group prefix (qo rows = the group's sequences), then each sequence's suffix; a tree has
+    the root in front (one request whose qo rows are all the sequences). ``prefix`` times the shared levels:
+    the group prefix, or for a tree the root and the group prefix and the merge of their two states."""
 
     def __init__(self, data: AttentionInputs, *, fa2: bool):
         super().__init__(data)
@@ -97,6 +100,10 @@ class FlashInferCascade(_Common):
         ip1, ix1, lp1 = self.paged(data.suffix_table, c.suffix_tokens)
         qo1 = self.i32(torch.arange(c.batch + 1, device=dev))
         levels = [(qo0, ip0, ix0, lp0), (qo1, ip1, ix1, lp1)]
+        if c.root_tokens:
+            ipr, ixr, lpr = self.paged(data.root_table, c.root_tokens)
+            qor = self.i32(torch.tensor([0, c.batch], device=dev))
+            levels.insert(0, (qor, ipr, ixr, lpr))
         if fa2:
             self.levels = [
                 self.fi.BatchPrefillWithPagedKVCacheWrapper(
@@ -110,7 +117,7 @@ class FlashInferCascade(_Common):
             self.wrapper = None
         else:
             self.wrapper = self.fi.MultiLevelCascadeAttentionWrapper(
-                2, self.ws, "NHD", use_cuda_graph=True, qo_indptr_buf_arr=[lv[0] for lv in levels],
+                len(levels), self.ws, "NHD", use_cuda_graph=True, qo_indptr_buf_arr=[lv[0] for lv in levels],
                 paged_kv_indptr_buf_arr=[lv[1] for lv in levels], paged_kv_indices_buf_arr=[lv[2] for lv in levels],
                 paged_kv_last_page_len_buf_arr=[lv[3] for lv in levels])
             self.wrapper.plan([lv[0] for lv in levels], [lv[1] for lv in levels], [lv[2] for lv in levels],
@@ -119,14 +126,20 @@ class FlashInferCascade(_Common):
             self.levels = self.wrapper._batch_prefill_wrappers
 
     def prefix(self):
-        return self.levels[0].run(self.data.q, self.kv, return_lse=True)
+        """The shared levels (all but the last, the suffix), merged in place when there are two."""
+        out, lse = self.levels[-2].run(self.data.q, self.kv, return_lse=True)
+        for w in self.levels[:-2]:
+            o, lo = w.run(self.data.q, self.kv, return_lse=True)
+            self.fi.merge_state_in_place(out, lse, o, lo)
+        return out, lse
 
     def __call__(self):
         if self.wrapper is not None:
             return self.wrapper.run(self.data.q, self.kv)
         out, lse = self.levels[-1].run(self.data.q, self.kv, return_lse=True)
-        o0, l0 = self.levels[0].run(self.data.q, self.kv, return_lse=True)
-        self.fi.merge_state_in_place(out, lse, o0, l0)
+        for w in self.levels[:-1]:
+            o, lo = w.run(self.data.q, self.kv, return_lse=True)
+            self.fi.merge_state_in_place(out, lse, o, lo)
         return out
 
 

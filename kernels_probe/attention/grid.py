@@ -18,7 +18,8 @@ KV_DTYPES = {"bf16": 2, "fp16": 2, "fp8": 1}
 class AttentionConfig:
     """One attention layer's decode step: n_groups groups of group_size sequences; each group shares a
     prefix of prefix_tokens; each sequence has suffix_tokens private tokens. num_kv_heads KV heads of
-    head_dim, q_per_kv (G) query heads per KV head."""
+    head_dim, q_per_kv (G) query heads per KV head. root_tokens > 0 makes a three-level tree: a root prefix
+    (a system prompt) shared by all `batch` sequences, in front of each group's prefix."""
 
     prefix_tokens: int
     group_size: int
@@ -29,6 +30,7 @@ class AttentionConfig:
     head_dim: int = 128
     kv_dtype: str = "bf16"
     page_size: int = 16
+    root_tokens: int = 0
 
     def __post_init__(self):
         if self.kv_dtype not in KV_DTYPES:
@@ -36,10 +38,10 @@ class AttentionConfig:
         for name in ("prefix_tokens", "group_size", "n_groups", "q_per_kv", "num_kv_heads", "head_dim", "page_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        if self.suffix_tokens < 0:
-            raise ValueError("suffix_tokens must be >= 0")
-        if self.prefix_tokens % self.page_size or self.suffix_tokens % self.page_size:
-            raise ValueError("prefix_tokens and suffix_tokens must be multiples of page_size")
+        if self.suffix_tokens < 0 or self.root_tokens < 0:
+            raise ValueError("suffix_tokens and root_tokens must be >= 0")
+        if any(t % self.page_size for t in (self.prefix_tokens, self.suffix_tokens, self.root_tokens)):
+            raise ValueError("root_tokens, prefix_tokens and suffix_tokens must be multiples of page_size")
 
     @property
     def batch(self) -> int:
@@ -53,13 +55,21 @@ class AttentionConfig:
     def kv_elem_bytes(self) -> int:
         return KV_DTYPES[self.kv_dtype]
 
+    @property
+    def context_tokens(self) -> int:
+        """Tokens each sequence attends to: root + its group's prefix + its suffix."""
+        return self.root_tokens + self.prefix_tokens + self.suffix_tokens
+
     def as_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not self.root_tokens:  # two-level rows are written as they were before trees existed
+            del d["root_tokens"]
+        return d
 
     def label(self) -> str:
         s = (f"P={self.prefix_tokens} n={self.group_size}x{self.n_groups} S={self.suffix_tokens} "
              f"G={self.q_per_kv} Hkv={self.num_kv_heads} {self.kv_dtype}")
-        return s
+        return f"R={self.root_tokens} {s}" if self.root_tokens else s
 
 
 PREFIX_AXIS = (256, 1024, 4096, 16384, 32768)
@@ -154,6 +164,38 @@ def regimes_grid(page_size: int = 16) -> list[AttentionConfig]:
     return cfgs
 
 
+# The trees grid: three-level prefix trees (a root prefix shared by every sequence, a group prefix, private
+# suffixes) on the Llama-3-8B layer (G 4, 8 KV heads), a small-model layer (G 6, 2 KV heads, as Qwen2.5-1.5B) and
+# fp8 KV. Corners and middle of root {1K, 4K} x prefix {1K, 4K} x (group_size, n_groups) x suffix {128, 1K},
+# not the 64-point product.
+TREE_SIZES = (1024, 4096)
+TREE_BATCHES = ((4, 16), (16, 16), (64, 4))
+TREE_SMALL_SHAPE = {"q_per_kv": 6, "num_kv_heads": 2, "head_dim": 128}
+
+
+def trees_grid(page_size: int = 16) -> list[AttentionConfig]:
+    cfgs, add = _collector(page_size)
+    for r in TREE_SIZES:
+        for p in TREE_SIZES:
+            for n, ng in TREE_BATCHES:
+                add(root_tokens=r, prefix_tokens=p, group_size=n, n_groups=ng)
+            for n, ng in ((16, 4), (64, 4)):
+                add(root_tokens=r, prefix_tokens=p, group_size=n, n_groups=ng, suffix_tokens=1024)
+    for r in TREE_SIZES:
+        add(root_tokens=r, prefix_tokens=r, group_size=16, n_groups=4)
+    add(root_tokens=1024, prefix_tokens=4096, group_size=4, n_groups=16, suffix_tokens=1024)
+    add(root_tokens=4096, prefix_tokens=1024, group_size=4, n_groups=16, suffix_tokens=1024)
+    for r in TREE_SIZES:
+        for n, ng in ((16, 16), (64, 4)):
+            add(root_tokens=r, prefix_tokens=1024, group_size=n, n_groups=ng, **TREE_SMALL_SHAPE)
+    add(root_tokens=4096, prefix_tokens=4096, group_size=16, n_groups=16, suffix_tokens=1024, **TREE_SMALL_SHAPE)
+    add(root_tokens=1024, prefix_tokens=4096, group_size=4, n_groups=16, **TREE_SMALL_SHAPE)
+    add(root_tokens=4096, prefix_tokens=1024, group_size=16, n_groups=16, kv_dtype="fp8")
+    add(root_tokens=1024, prefix_tokens=4096, group_size=64, n_groups=4, kv_dtype="fp8")
+    add(root_tokens=4096, prefix_tokens=1024, group_size=16, n_groups=16, kv_dtype="fp8", **TREE_SMALL_SHAPE)
+    return cfgs
+
+
 def build_grid(*, quick: bool = False, page_size: int = 16,
                coverage: bool = False) -> tuple[list[AttentionConfig], dict]:
     """(configurations, description). The full grid crosses prefix x group size for the Llama-3-8B
@@ -214,17 +256,21 @@ def named_grid(grid: str, *, quick: bool = False, page_size: int = 16) -> tuple[
     if grid == "coverage":
         cfgs = coverage_grid(page_size)
         desc = {**desc, "mode": "coverage", "n_configs": len(cfgs)}
-    elif grid in ("regimes", "all"):
-        cfgs = regimes_grid(page_size) if grid == "regimes" else cfgs + [c for c in regimes_grid(page_size)
-                                                                        if c not in cfgs]
+    elif grid in ("regimes", "trees", "all"):
+        if grid == "all":
+            cfgs = cfgs + [c for c in regimes_grid(page_size) + trees_grid(page_size) if c not in cfgs]
+        else:
+            cfgs = regimes_grid(page_size) if grid == "regimes" else trees_grid(page_size)
+        keys = (*desc["axes"], "head_dim") + (() if grid == "regimes" else ("root_tokens",))
         desc = {**desc, "mode": grid, "n_configs": len(cfgs),
-                "axes": {k: sorted({getattr(c, k) for c in cfgs}) for k in (*desc["axes"], "head_dim")}}
+                "axes": {k: sorted({getattr(c, k) for c in cfgs}) for k in keys}}
     return cfgs, desc
 
 
 def owed_configs(cfgs: list[AttentionConfig], backends: list[str],
                  measurements: list[dict]) -> dict[str, list[AttentionConfig]]:
     """Per backend, the configurations it has no row of in `measurements` (a calibration file's): what a run cut
-    short by its time budget, or a file whose kernels changed, still owes."""
+    short by its time budget, or a file whose kernels changed, still owes. A row's config without root_tokens is
+    a two-level one (root_tokens 0), so tree and two-level configurations of one shape are owed separately."""
     done = {(m["backend"], AttentionConfig(**m["config"])) for m in measurements}
     return {b: [c for c in cfgs if (b, c) not in done] for b in backends}

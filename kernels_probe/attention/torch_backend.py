@@ -4,7 +4,9 @@
 Decode uses the GQA packing: the G query heads of one KV head become G query rows of that head
 (non-causal), so each KV head is read once per sequence. torch's kernel has no block table, so it
 reads dense strided views of the same paged cache (sequence regions are contiguous); a prefix shared
-through a block table is expressible only without a suffix (batch stride 0).
+through a block table is expressible only without a suffix (batch stride 0). A three-level tree (root_tokens > 0)
+times only decode over duplicated pages (a sequence's region holds its whole context); its shared decode and
+cascade would need a third pass and a three-way merge that the other backends already measure.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKe
 
 BACKEND = "torch"
 KV_DTYPES = ("bf16", "fp16")      # torch's flash attention takes no fp8 KV
+TREE_REASON = "torch backend: no three-level tree (root prefix) pass; only decode over duplicated pages"
 
 
 def flash(q4, k4, v4, scale):
@@ -91,6 +94,8 @@ class TorchDecode:
         self.scale = 1.0 / math.sqrt(D)
         self.q4 = data.q.view(B, HKV, G, D)
         if shared:
+            if c.root_tokens:
+                raise NotImplementedError(TREE_REASON)
             if c.suffix_tokens != 0 or c.n_groups != 1:
                 raise NotImplementedError("torch's flash attention has no block table: a shared prefix is expressible "
                                           "(batch stride 0) only with no suffix and one group")
@@ -122,6 +127,8 @@ def timed_kernels(data: AttentionInputs, **_launch) -> BackendKernels:
             out.append(TimedKernel(BACKEND, kname, td, check=td))
         except (NotImplementedError, MemoryError) as exc:
             out.append(SkippedKernel(BACKEND, kname, str(exc)))
+    if cfg.root_tokens:
+        return out + [SkippedKernel(BACKEND, k, TREE_REASON) for k in KERNELS if k.startswith("cascade")]
     out_t = torch.empty_like(data.q)
     tc = TorchCascade(data, out_t)
     out.append(TimedKernel(BACKEND, "cascade_total", tc.total, check=poisoned_run(out_t, tc.total)))
