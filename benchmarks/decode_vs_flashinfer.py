@@ -105,7 +105,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
     ap.add_argument("--only-changed", action="store_true",
-                    help="grid: only the shapes whose decode launch differs between the two tunes (splits, fp8 dots)")
+                    help="grid: only the shapes whose decode launch (or cascade suffix launch) differs between the two "
+                         "tunes")
     args = ap.parse_args()
     import torch
 
@@ -113,7 +114,7 @@ def main() -> int:
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import build_grid
     from kernels_probe.attention.reference import max_rel_err
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, PROBE_1_2_TUNE, decode_splits
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, PROBE_1_3_TUNE, decode_launch_splits
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
 
@@ -136,12 +137,15 @@ def main() -> int:
     else:
         cfgs, _ = build_grid(coverage=True)
         cfgs = list(cfgs) + [c for c in sweep_configs() if c not in cfgs]
-        variants = [("default", DEFAULT_TUNE), ("probe-1.2", PROBE_1_2_TUNE)]
+        from kernels_probe.attention.grid import regimes_grid
+
+        cfgs = cfgs + [c for c in regimes_grid() if c not in cfgs]
+        variants = [("default", DEFAULT_TUNE), ("probe-1.3", PROBE_1_3_TUNE)]
         if args.only_changed:
-            def launch(c, tune):
-                return decode_splits(c.batch * c.num_kv_heads, c.prefix_tokens + c.suffix_tokens, sm,
-                                     tune.decode_block_n, tune)
-            cfgs = [c for c in cfgs if c.kv_dtype == "fp8" or launch(c, DEFAULT_TUNE) != launch(c, PROBE_1_2_TUNE)]
+            def launch(c, tune, tokens):
+                return decode_launch_splits(c.batch * c.num_kv_heads, tokens, sm, tune)
+            cfgs = [c for c in cfgs if any(launch(c, DEFAULT_TUNE, t) != launch(c, PROBE_1_3_TUNE, t)
+                                           for t in (c.prefix_tokens + c.suffix_tokens, c.suffix_tokens))]
             print(len(cfgs), "shapes whose launch differs", flush=True)
     rows = []
     for cfg in cfgs:
@@ -250,12 +254,12 @@ def summarize(rows, labels):
             if r:
                 print(f"{label:28s} {tname[:6]:6s} {len(r):4d} {statistics.median(r):7.3f} {min(r):7.3f} "
                       f"{sum(x < 1.0 for x in r):6d}")
-    if "probe-1.2" in labels:
+    if "probe-1.3" in labels:
         for kind in ("shared_table", "dup_table", "cascade"):
-            r = [row["triton"][kind]["probe-1.2"]["median_s"] / row["triton"][kind]["default"]["median_s"]
-                 for row in rows if {"default", "probe-1.2"} <= set(row["triton"].get(kind, {}))]
+            r = [row["triton"][kind]["probe-1.3"]["median_s"] / row["triton"][kind]["default"]["median_s"]
+                 for row in rows if {"default", "probe-1.3"} <= set(row["triton"].get(kind, {}))]
             if r:
-                print(f"speed-up of the default over probe 1.2's tune, {kind}: n={len(r)} median "
+                print(f"speed-up of the default over probe 1.3's tune, {kind}: n={len(r)} median "
                       f"{statistics.median(r):.3f}x, min {min(r):.3f}x, max {max(r):.3f}x")
         worst = []
         for row in rows:

@@ -15,6 +15,7 @@
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
 #   hints     benchmarks/decode_vs_flashinfer.py hints (K/V cache hints on shared pages)   -> hints.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
+#   tune-grid decode_vs_flashinfer.py grid --only-changed: the default tune against probe 1.3's -> tune-grid.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
 stages=${1:-coverage,step}; total=${2:-585}
@@ -50,6 +51,9 @@ for st in ${stages//,/ }; do
     hints) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py hints --out $OUT/hints.json \
               --budget-s $(( $(left) - 40 )) > $OUT/hints.log 2>&1; rc=$?; grep -v "^$" $OUT/hints.log | tail -24
               (exit $rc) ;;
+    tune-grid) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py grid --only-changed --out $OUT/tune-grid.json \
+              --budget-s $(( $(left) - 40 )) > $OUT/tune-grid.log 2>&1; rc=$?
+              grep -vE "^(P=|R=)" $OUT/tune-grid.log | grep -v "^\s" | cut -c1-200 | tail -30; (exit $rc) ;;
     splits) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py splits --out $OUT/splits.json \
               --budget-s $(( $(left) - 40 )) > $OUT/splits.log 2>&1; rc=$?
               grep -E "^(P=|ratio|variant|default|long|bn128|FAIL|WRONG)" $OUT/splits.log | cut -c1-200 | tail -40

@@ -171,3 +171,24 @@ def test_decode_and_cascade_at_head_dims_and_groups_the_grid_lacks(head_dim, q_p
     CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens, cfg.group_size, cfg.n_groups)],
                 d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=2, tune=TINY)()
     assert max_rel_err(out, ref) < TOL
+
+
+def test_the_long_context_launch_matches_reference():
+    """The long-context launch (more splits than the base target, its own longer tile) computes the same attention:
+    one sequence x 2 KV heads over 160 tokens, 2 SMs: the base target gives 4 splits of 48 tokens, the long one 8 of
+    32 in 32-token tiles (the TuneParams below scale the H200's down to a CPU-sized problem)."""
+    import dataclasses
+
+    from kernels_probe.attention.triton_launch import decode_launch_splits
+
+    tune = dataclasses.replace(TINY, target_programs_per_sm=4, long_programs_per_sm=8, long_min_tokens_per_split=32,
+                               long_block_n=32, long_stages=2, decode_short_tokens=0)
+    d = build_data(_cfg(prefix_tokens=144, group_size=1, suffix_tokens=16), "cpu", seed=3)
+    assert decode_launch_splits(2, 160, 2, tune)[2]
+    assert not decode_launch_splits(2, 160, 2, dataclasses.replace(tune, long_block_n=0))[2]
+    ref = reference_output(d)
+    out = _nan_like(d.q)
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 160, out, sm_count=2, tune=tune)
+    plan()
+    assert plan.block_n == 32 and plan.splits > 1 and plan.stages == 2
+    assert max_rel_err(out, ref) < TOL

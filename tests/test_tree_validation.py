@@ -55,3 +55,38 @@ def test_the_tree_of_a_row_has_its_levels_tokens_and_sequences(probe):
     nodes = sorted(zip(flat.node_level.tolist(), flat.node_tokens.tolist(), flat.node_instances.tolist()))
     assert nodes == [(0, 2048, 1), (1, 1024, 4)]
     assert flat.leaf_seqs.tolist() == [64] and flat.leaf_private.tolist() == [127] and flat.leaf_output.tolist() == [1]
+
+
+def test_validate_trees_scores_tree_rows_against_the_planner_and_the_fits_never_see_them(probe, tmp_path):
+    """Tree rows planted in a copy of the shipped file at 1.25x the planner's time: validate_trees reports -20% for
+    each kernel, and the fits and the planner's measured tables are what they were without them."""
+    import json
+
+    from cascade_plan.calibration.calibration_file import load_probe
+    from cascade_plan.calibration.measured_grid import measured_grid
+    from cascade_plan.calibration.tree_validation import validate_trees
+    from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+
+    doc = json.loads(json.dumps(probe.doc))
+    planted = []
+    for root, prefix in ((2048, 1024), (4096, 4096)):
+        cfg = {"prefix_tokens": prefix, "group_size": 16, "n_groups": 4, "suffix_tokens": 128, "q_per_kv": 4,
+               "num_kv_heads": 8, "head_dim": 128, "kv_dtype": "bf16", "page_size": 16, "root_tokens": root}
+        typed = msgspec.convert(cfg, AttentionConfigDoc)
+        assert is_tree(typed) and typed.root_tokens == root
+        pred = predict_tree_row(probe, "triton", typed, H200)
+        for kernel, key in (("decode_shared", "per_sequence"), ("decode_dup", "per_sequence_dup"),
+                            ("cascade_total", "cascade")):
+            planted.append({"backend": "triton", "kernel": kernel, "config": cfg, "median_s": 1.25 * pred[key]})
+    doc["measurements"] = doc["measurements"] + planted
+    path = tmp_path / "h200-probe-trees.json"
+    path.write_text(json.dumps(doc))
+    with_trees = load_probe(path)
+    res = validate_trees(with_trees, H200)
+    assert set(res["summary"]) == {"triton/bf16"} and len(res["points"]) == 6
+    for s in res["summary"]["triton/bf16"].values():
+        assert s["n"] == 2 and s["median_signed"] == pytest.approx(1 / 1.25 - 1, rel=1e-9)
+    # never fitted, never interpolated, not in the measured grid
+    assert all(not is_tree(r.config) for r in with_trees.select("triton", "decode_shared", None, "bf16"))
+    assert measured_grid(with_trees, "bf16") == measured_grid(probe, "bf16")
+    assert validate_trees(probe, H200) == {"summary": {}, "points": []}

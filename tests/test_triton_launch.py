@@ -13,9 +13,11 @@ from pathlib import Path
 from kernels_probe.attention.triton_launch import (
     DEFAULT_TUNE,
     LOG2E,
+    PROBE_1_3_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
+    decode_launch_splits,
     decode_splits,
     prefix_block_m,
     scale_log2,
@@ -45,12 +47,24 @@ def test_choose_splits_waves_avoids_a_partial_last_wave():
 
 def test_decode_splits_raise_the_target_only_for_long_splits():
     # 16 sequences x 8 KV heads over 16,512 tokens: the base target gives ceil(528 / 128) = 5 splits of 3,328;
-    # the long target ceil(1056 / 128) = 9 splits of ceil(16512 / 9) = 1835 -> 1856 tokens, each >= 512: taken
-    assert decode_splits(128, 16512, 132, 64, DEFAULT_TUNE) == (9, 1856)
+    # the long target ceil(16 x 132 / 128) = 17 splits of ceil(16512 / 17) = 972 -> 1024 tokens, each >= 512: taken
+    assert decode_splits(128, 16512, 132, 64, DEFAULT_TUNE) == (17, 1024)
+    # ... with probe 1.3's long target of 8 per SM: ceil(1056 / 128) = 9 splits of 1835 -> 1856 tokens
+    assert decode_splits(128, 16512, 132, 64, PROBE_1_3_TUNE) == (9, 1856)
     # 8 x 8 over 4,224: the base gives 9 splits of 512; the long target may make only 4224 // 512 = 8: base kept
     assert decode_splits(64, 4224, 132, 64, DEFAULT_TUNE) == (9, 512)
     # 1,024 programs already give 4 per SM: one split, as before
     assert decode_splits(1024, 4224, 132, 64, DEFAULT_TUNE) == (1, 4224)
+
+
+def test_the_long_context_launch_takes_its_own_tile():
+    # where the long target adds splits, the decode runs 128-token tiles (splits counted in them); elsewhere the base
+    assert decode_launch_splits(128, 16512, 132, DEFAULT_TUNE) == (17, 1024, True)
+    assert decode_launch_splits(64, 131200, 132, DEFAULT_TUNE) == (33, 4096, True)     # 8 sequences at 128K
+    assert decode_launch_splits(64, 4224, 132, DEFAULT_TUNE) == (9, 512, False)
+    assert decode_launch_splits(1024, 4224, 132, DEFAULT_TUNE) == (1, 4224, False)
+    # probe 1.3's tune had no long tile
+    assert decode_launch_splits(128, 16512, 132, PROBE_1_3_TUNE) == (9, 1856, False)
 
 
 def test_prefix_block_m_and_scale():

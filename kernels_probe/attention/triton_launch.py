@@ -25,8 +25,14 @@ class TuneParams:
     target_programs_per_sm: int = 4  # split-K target for per-sequence decode (and the suffix pass)
     # ... raised to this many programs per SM where every split still holds long_min_tokens_per_split tokens and
     # the batch alone gives fewer than target_programs_per_sm per SM (decode_splits; H200 figures there)
-    long_programs_per_sm: int = 8
+    long_programs_per_sm: int = 16
     long_min_tokens_per_split: int = 512
+    # ... and there 128-token tiles in a 2-stage pipeline (0: the base tile): on the H200 these two took the decode of
+    # 8-16 sequences at 32K-256K from 0.59-0.65x FlashInfer's to 0.74-0.75x over shared pages and from 0.85-0.90x to
+    # 1.01-1.02x over duplicated ones (benchmarks/raw/h200-2026-12-03b/splits.json; 8 programs per SM and 64-token
+    # tiles before)
+    long_block_n: int = 128
+    long_stages: int = 2
     # split target for the prefix pass: 2 programs per SM leaves room for the concurrent suffix pass and
     # halves the merge's state traffic (H200: cascade 110 -> 97.5 us at B=256 P=4096 S=128; 58 -> 41 us
     # at B=16 P=16384), although the prefix pass alone is slower (56 -> 68 us at B=256)
@@ -59,6 +65,8 @@ class TuneParams:
 
 
 DEFAULT_TUNE = TuneParams()
+# The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
+PROBE_1_3_TUNE = TuneParams(long_programs_per_sm=8, long_block_n=0)
 # The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
 # dots over an fp8 cache, the slot-at-a-time merge.
 PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30)
@@ -79,6 +87,25 @@ def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, 
     tps = ceil_div(ceil_div(tokens, splits), block_n) * block_n
     splits = ceil_div(tokens, tps)
     return splits, tps
+
+
+def decode_long_tile(work_items: int, tokens: int, sm_count: int, tune: TuneParams) -> bool:
+    """Does the per-sequence decode take the long-context launch (more splits than the base target gives, each of
+    at least long_min_tokens_per_split tokens) with its own tile (tune.long_block_n)?"""
+    if not tune.long_block_n:
+        return False
+    s0, _ = choose_splits(work_items, tokens, sm_count, tune.decode_block_n, min_tokens=tune.min_tokens_per_split,
+                          target_per_sm=tune.target_programs_per_sm)
+    s1, _ = decode_splits(work_items, tokens, sm_count, tune.long_block_n, tune)
+    return s1 > s0
+
+
+def decode_launch_splits(work_items: int, tokens: int, sm_count: int, tune: TuneParams) -> tuple[int, int, bool]:
+    """(splits, tokens per split, long tile?) of a per-sequence decode launch as DecodePlan makes it: the base tile's
+    split, or the long-context launch's with its own tile."""
+    if decode_long_tile(work_items, tokens, sm_count, tune):
+        return (*decode_splits(work_items, tokens, sm_count, tune.long_block_n, tune), True)
+    return (*decode_splits(work_items, tokens, sm_count, tune.decode_block_n, tune), False)
 
 
 def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tune: TuneParams) -> tuple[int, int]:

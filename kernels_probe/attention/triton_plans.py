@@ -20,7 +20,7 @@ from kernels_probe.attention.triton_launch import (
     TuneParams,
     ceil_div,
     choose_splits_waves,
-    decode_splits,
+    decode_launch_splits,
     prefix_block_m,
     scale_log2,
 )
@@ -64,11 +64,14 @@ class DecodePlan:
         if force_splits is not None:
             tps = ceil_div(ceil_div(max(max_seq_len, 1), force_splits), self.block_n) * self.block_n
             self.splits, self.tps = ceil_div(max(max_seq_len, 1), tps), tps
+            long_tile = False
         else:
-            self.splits, self.tps = decode_splits(self.work_items, max_seq_len, sm_count, self.block_n, tune)
+            self.splits, self.tps, long_tile = decode_launch_splits(self.work_items, max_seq_len, sm_count, tune)
+        if long_tile:  # a long context split over many programs: longer tiles, shallower pipeline
+            self.block_n = tune.long_block_n
         large_batch = (force_splits is None and self.splits == 1
                        and self.work_items >= tune.target_programs_per_sm * sm_count)
-        self.stages, self.warps = tune.decode_stages, tune.decode_warps
+        self.stages, self.warps = (tune.long_stages if long_tile else tune.decode_stages), tune.decode_warps
         if large_batch:  # the batch alone fills the GPU: longer tiles
             self.block_n = tune.decode_block_n_large_batch
             self.stages, self.warps = tune.decode_stages_large_batch, tune.decode_warps_large_batch
@@ -209,8 +212,7 @@ class CascadePlan:
                                        target_per_sm=tune.prefix_programs_per_sm)
             prefix_splits.append(s)
         if max_suffix_len > 0:
-            suffix_splits, _ = decode_splits(B * k_cache.shape[2], max_suffix_len, sm_count, tune.decode_block_n,
-                                             tune)
+            suffix_splits, _, _ = decode_launch_splits(B * k_cache.shape[2], max_suffix_len, sm_count, tune)
         else:
             suffix_splits = 0
         n_slots = sum(prefix_splits) + suffix_splits
