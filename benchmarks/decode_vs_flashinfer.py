@@ -2,8 +2,7 @@
 
     python benchmarks/decode_vs_flashinfer.py sweep [--out rows.json]     # launch variants on the shapes that lose
     python benchmarks/decode_vs_flashinfer.py grid  [--out rows.json]     # the default tune on every probe row
-    python benchmarks/decode_vs_flashinfer.py hints [--out rows.json]     # K/V cache hints where shared pages lose
-    python benchmarks/decode_vs_flashinfer.py splits [--out rows.json]    # more split-K programs there
+    python benchmarks/decode_vs_flashinfer.py splits [--out rows.json]    # split-K targets where shared pages lose
 
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
 float32 reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
@@ -62,7 +61,7 @@ def sweep_variants(base):
     return out
 
 
-def hint_configs():
+def long_configs():
     """Shapes where our decode over shared prefix pages lost most to FlashInfer's (2026-12-03 grid): long prefixes
     at few sequences, and a mid batch."""
     from kernels_probe.attention.grid import AttentionConfig as A
@@ -72,18 +71,6 @@ def hint_configs():
             A(prefix_tokens=16384, group_size=64), A(prefix_tokens=4096, group_size=256),
             A(prefix_tokens=1024, group_size=16, n_groups=64, q_per_kv=6, num_kv_heads=2),
             A(prefix_tokens=131072, group_size=8, kv_dtype="fp8")]
-
-
-def hint_variants(base):
-    """The default, then K/V load hints (eviction policy, cache modifier) and the head-major program order."""
-    out = [("default", base)]
-    # (evict_last with .cg does not assemble: ptxas refuses the pair on the H200's CUDA 13)
-    for ev, cm in (("evict_last", ""), ("", ".cg"), ("evict_first", "")):
-        out.append((f"{ev or '-'} {cm or '-'}", dataclasses.replace(base, decode_kv_evict=ev, decode_kv_cache=cm)))
-    out.append(("head-major", dataclasses.replace(base, decode_head_major=True)))
-    out.append(("head-major evict_last", dataclasses.replace(base, decode_head_major=True,
-                                                             decode_kv_evict="evict_last")))
-    return out
 
 
 def split_variants(base):
@@ -100,7 +87,7 @@ def split_variants(base):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "hints", "splits"])
+    ap.add_argument("stage", choices=["sweep", "grid", "splits"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -130,10 +117,8 @@ def main() -> int:
         th.start()
     if args.stage == "sweep":
         cfgs, variants = sweep_configs(), sweep_variants(DEFAULT_TUNE)
-    elif args.stage == "hints":
-        cfgs, variants = hint_configs(), hint_variants(DEFAULT_TUNE)
     elif args.stage == "splits":
-        cfgs, variants = hint_configs(), split_variants(DEFAULT_TUNE)
+        cfgs, variants = long_configs(), split_variants(DEFAULT_TUNE)
     else:
         cfgs, _ = build_grid(coverage=True)
         cfgs = list(cfgs) + [c for c in sweep_configs() if c not in cfgs]

@@ -13,7 +13,6 @@
 #   trees     --grid trees attention rows (three-level prefix trees: root, group prefix, suffix) -> trees.json
 #   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
-#   hints     benchmarks/decode_vs_flashinfer.py hints (K/V cache hints on shared pages)   -> hints.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
 #   tune-grid decode_vs_flashinfer.py grid --only-changed: the default tune against probe 1.3's -> tune-grid.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
@@ -48,9 +47,6 @@ for st in ${stages//,/ }; do
               --step-set regimes ;;
     default) timeout $(left) python3 -m kernels_probe --out $OUT/default.json > $OUT/default.log 2>&1; rc=$?
               tail -4 $OUT/default.log; (exit $rc) ;;
-    hints) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py hints --out $OUT/hints.json \
-              --budget-s $(( $(left) - 40 )) > $OUT/hints.log 2>&1; rc=$?; grep -v "^$" $OUT/hints.log | tail -24
-              (exit $rc) ;;
     tune-grid) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py grid --only-changed --out $OUT/tune-grid.json \
               --budget-s $(( $(left) - 40 )) > $OUT/tune-grid.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/tune-grid.log | grep -v "^\s" | cut -c1-200 | tail -30; (exit $rc) ;;

@@ -34,8 +34,7 @@ import triton.language as tl
 
 @triton.jit
 def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
-                 offs_n, offs_d, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr,
-                 KV_EVICT: tl.constexpr = "", KV_CACHE: tl.constexpr = ""):
+                 offs_n, offs_d, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr):
     """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
     tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles)."""
     t = t0 + offs_n
@@ -46,10 +45,9 @@ def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, str
         page = tl.load(bt_row + t // PAGE_SIZE)
     kv_off = page.to(tl.int64) * stride_kp + (t % PAGE_SIZE) * stride_kt + h_off
     if MASKED:
-        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0,
-                    eviction_policy=KV_EVICT, cache_modifier=KV_CACHE)
+        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
     else:
-        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :], eviction_policy=KV_EVICT, cache_modifier=KV_CACHE)
+        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :])
     s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)))
     if MASKED:
         s = tl.where(mask_n[None, :], s, float("-inf"))
@@ -58,10 +56,9 @@ def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, str
     p = tl.exp2(s * sm_scale_log2 - m_new[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
     if MASKED:
-        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0,
-                    eviction_policy=KV_EVICT, cache_modifier=KV_CACHE)
+        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
     else:
-        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :], eviction_policy=KV_EVICT, cache_modifier=KV_CACHE)
+        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :])
     acc = acc * alpha[:, None]
     acc = tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), acc)
     return m_new, l_i, acc
@@ -69,18 +66,16 @@ def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, str
 
 @triton.jit
 def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
-                  offs_n, offs_d, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                  KV_EVICT: tl.constexpr = "", KV_CACHE: tl.constexpr = ""):
+                  offs_n, offs_d, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr):
     """Tokens [start, end): full tiles without masks, then at most one masked tail tile."""
     n_full = tl.maximum(end - start, 0) // BLOCK_N
     for i in range(0, n_full):
         m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr, stride_kp,
-                                     stride_kt, h_off, sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, False,
-                                     KV_EVICT, KV_CACHE)
+                                     stride_kt, h_off, sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, False)
     tail = start + n_full * BLOCK_N
     if tail < end:
         m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, tail, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
-                                     sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, True, KV_EVICT, KV_CACHE)
+                                     sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, True)
     return m_i, l_i, acc
 
 
@@ -128,8 +123,6 @@ def paged_decode_kernel(
     WRITE_FINAL: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     HEAD_MAJOR: tl.constexpr,
-    KV_EVICT: tl.constexpr = "",
-    KV_CACHE: tl.constexpr = "",
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -156,8 +149,7 @@ def paged_decode_kernel(
     bt_row = bt_ptr + b.to(tl.int64) * stride_bt
     slot = slot_offset + split
     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
-                                  h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                  KV_EVICT, KV_CACHE)
+                                  h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE)
     _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot, offs_d,
                 D, WRITE_FINAL)
 

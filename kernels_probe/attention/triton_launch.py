@@ -58,10 +58,6 @@ class TuneParams:
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16
     merge_block_s: int = 16
-    # the per-sequence decode's K/V loads: tl.load's eviction_policy ("", "evict_last", "evict_first") and
-    # cache_modifier ("", ".cg": L2 only, ".ca"); "" is Triton's default
-    decode_kv_evict: str = ""
-    decode_kv_cache: str = ""
 
 
 DEFAULT_TUNE = TuneParams()

@@ -101,7 +101,6 @@ class DecodePlan:
             HKV=self.HKV, G=self.G, BLOCK_G=max(16, triton.next_power_of_2(self.G)), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
-            KV_EVICT=self.tune.decode_kv_evict, KV_CACHE=self.tune.decode_kv_cache,
             num_warps=self.warps, num_stages=self.stages,
         )
 
