@@ -9,9 +9,8 @@ import pytest
 
 from cascade_plan import load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
-from cascade_plan.calibration.holdout import held_out_regime, is_held_out
+from cascade_plan.calibration.holdout import held_out_regime, is_held_out, regime_names
 from cascade_plan.calibration.step_validation import REGIME_TARGETS, step_points, step_regimes, summarize_regimes
-from cascade_plan.calibration.validation import regime_names
 from cascade_plan.calibration_schema.steps import StepConfig
 from cascade_plan.inputs.model_spec import load_preset, spec_from_hf_config
 

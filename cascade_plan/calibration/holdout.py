@@ -34,16 +34,23 @@ def stable_sixth(cfg: msgspec.Struct | Mapping[str, Any]) -> bool:
     return int(hashlib.sha256(config_key(cfg).encode()).hexdigest(), 16) % 6 == 0
 
 
+def regime_names(cfg: AttentionConfigDoc) -> list[str]:
+    """The regimes the fit never sees that a configuration lies in, by name (none: the core grids')."""
+    out = [f"head dim {cfg.head_dim}"] if cfg.head_dim != FIT_HEAD_DIM else []
+    out += [f"G = {cfg.q_per_kv}"] if cfg.q_per_kv in HELD_OUT_GROUPS else []
+    out += ["prefix > 64K"] if cfg.prefix_tokens > FIT_MAX_PREFIX_TOKENS else []
+    return out + (["suffix > 4K"] if cfg.suffix_tokens > FIT_MAX_SUFFIX_TOKENS else [])
+
+
 def held_out_regime(cfg: AttentionConfigDoc) -> bool:
     """A configuration of a regime the fit never sees (head dim, query group, prefix or suffix length)."""
-    return (cfg.head_dim != FIT_HEAD_DIM or cfg.q_per_kv in HELD_OUT_GROUPS or cfg.prefix_tokens > FIT_MAX_PREFIX_TOKENS
-            or cfg.suffix_tokens > FIT_MAX_SUFFIX_TOKENS)
+    return bool(regime_names(cfg))
 
 
 def is_tree(cfg: AttentionConfigDoc) -> bool:
     """A row of a three-level tree (a root prefix above the groups' prefixes): never fitted, never interpolated (the
     fits' features and the planner's measured tables are two-level); calibration/tree_validation.py scores them."""
-    return getattr(cfg, "root_tokens", 0) > 0
+    return cfg.root_tokens > 0
 
 
 def is_held_out(cfg: AttentionConfigDoc) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
+from cascade_plan.calibration.holdout import FIT_HEAD_DIM, FIT_MAX_PREFIX_TOKENS, FIT_MAX_SUFFIX_TOKENS, HELD_OUT_GROUPS
 from cascade_plan.calibration_schema.steps import StepConfig, StepRow
 
 if TYPE_CHECKING:
@@ -31,10 +32,9 @@ STEP_TARGETS = {"step_median": 0.04, "step_max": 0.10, "speedup_median": 0.04}
 # ... and on the held-out steps in the regimes below, per backend and KV dtype
 REGIME_TARGETS = {"step_median": 0.03, "step_max": 0.08, "speedup_median": 0.03}
 # A step's regime: where small models, long contexts and long suffixes run (the probe's regimes grid and step set).
+# Past the core grids' head dim, query groups, prefixes and suffixes (holdout.py), or:
 SMALL_MODEL_HIDDEN = 3072          # hidden sizes up to this (models under ~3B parameters) ...
 SMALL_MODEL_BATCH = 512            # ... at this many sequences or more
-LONG_PREFIX_TOKENS = 65536
-LONG_SUFFIX_TOKENS = 4096
 
 
 def step_regimes(model: ModelSpec, cfg: StepConfig) -> tuple[str, ...]:
@@ -44,14 +44,14 @@ def step_regimes(model: ModelSpec, cfg: StepConfig) -> tuple[str, ...]:
     seqs = cfg.group_size * cfg.n_groups
     if model.hidden_size <= SMALL_MODEL_HIDDEN and seqs >= SMALL_MODEL_BATCH:
         out.append(f"small model x {seqs} sequences")
-    if model.attention != "mla" and model.head_dim != 128:
+    if model.attention != "mla" and model.head_dim != FIT_HEAD_DIM:
         out.append(f"head dim {model.head_dim}")
     g = model.num_q_heads // max(model.num_kv_heads, 1)
-    if model.attention != "mla" and g in (6, 12):
+    if model.attention != "mla" and g in HELD_OUT_GROUPS:
         out.append(f"{g} query heads per KV head")
-    if cfg.prefix_tokens > LONG_PREFIX_TOKENS:
+    if cfg.prefix_tokens > FIT_MAX_PREFIX_TOKENS:
         out.append(f"{cfg.prefix_tokens // 1024}K-token prefix")
-    if cfg.suffix_tokens > LONG_SUFFIX_TOKENS:
+    if cfg.suffix_tokens > FIT_MAX_SUFFIX_TOKENS:
         out.append(f"{cfg.suffix_tokens}-token suffix")
     return tuple(out)
 

@@ -86,6 +86,11 @@ def validate_trees(probe: ProbeData, hw: HardwareProfile) -> dict:
     @functools.lru_cache(maxsize=None)
     def params(backend: str, kv: str, model):
         return params_from_probe(probe, backend, kv, hw, model)
+
+    @functools.lru_cache(maxsize=None)     # one pricing per configuration gives all three kernels' times
+    def predicted(backend: str, cfg: AttentionConfigDoc) -> dict[str, float]:
+        return predict_tree_row(probe, backend, cfg, hw, lambda _p, bb, k, _h, m: params(bb, k, m))
+
     out: dict = {"summary": {}, "points": []}
     for kv, per in fitted.items():
         for backend in per:
@@ -100,8 +105,7 @@ def validate_trees(probe: ProbeData, hw: HardwareProfile) -> dict:
                 for r in rows:
                     if (r.backend, r.kernel, r.config.kv_dtype) != (b, name, kv) or (variant and r.variant != variant):
                         continue
-                    pred = predict_tree_row(probe, backend, r.config, hw,
-                                            lambda _p, bb, k, _h, m: params(bb, k, m))[kernel]
+                    pred = predicted(backend, r.config)[kernel]
                     e = pred / r.timed_s - 1
                     errs[kernel].append(e)
                     out["points"].append({"backend": backend, "kv_dtype": kv, "kernel": kernel,

@@ -8,15 +8,7 @@ import numpy as np
 from cascade_plan.calibration.backends import BACKENDS
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import predict_kind
-from cascade_plan.calibration.holdout import (
-    FIT_HEAD_DIM,
-    FIT_MAX_PREFIX_TOKENS,
-    FIT_MAX_SUFFIX_TOKENS,
-    HELD_OUT_GROUPS,
-    config_key,
-    held_out_regime,
-    is_held_out,
-)
+from cascade_plan.calibration.holdout import config_key, held_out_regime, is_held_out, regime_names
 from cascade_plan.calibration.leave_one_out import leave_one_out
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc, Measurement
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
@@ -39,14 +31,6 @@ def targets(r: dict) -> dict[str, bool]:
         out["picks"] = (r["picks"]["model_correct"] >= TARGETS["picks"]
                         and r["picks"]["model_correct"] > r["picks"]["vllm_correct"])
     return out
-
-
-def regime_names(cfg: AttentionConfigDoc) -> list[str]:
-    """The regimes a configuration of the regimes grid lies in, by name."""
-    out = [f"head dim {cfg.head_dim}"] if cfg.head_dim != FIT_HEAD_DIM else []
-    out += [f"G = {cfg.q_per_kv}"] if cfg.q_per_kv in HELD_OUT_GROUPS else []
-    out += ["prefix > 64K"] if cfg.prefix_tokens > FIT_MAX_PREFIX_TOKENS else []
-    return out + (["suffix > 4K"] if cfg.suffix_tokens > FIT_MAX_SUFFIX_TOKENS else [])
 
 
 def _slice(cfg: AttentionConfigDoc) -> str:
@@ -104,14 +88,13 @@ def validate(probe: ProbeData) -> dict:
                 p = _predict_kernel(fits, kind, cfgs, l2)
                 ape = np.abs(p / t - 1)
                 # the core grids' held-out slices judge the targets; the regimes grid is reported on its own
-                reg = np.array([held_out_regime(c) for c in cfgs], bool)
+                names = [regime_names(c) for c in cfgs]
+                reg = np.array([bool(n) for n in names])
                 res["kernels"][kind] = _stats(ape[~reg])
                 if reg.any():
-                    res.setdefault("regimes", {})[kind] = {
-                        **_stats(ape[reg]), "by_regime": {name: _stats(ape[reg & np.array([name in regime_names(c)
-                                                                                           for c in cfgs])])
-                                                          for name in sorted({n for c in cfgs for n in
-                                                                              regime_names(c)})}}
+                    by = {name: _stats(ape[np.array([name in n for n in names])])
+                          for name in sorted({x for n in names for x in n})}
+                    res.setdefault("regimes", {})[kind] = {**_stats(ape[reg]), "by_regime": by}
                 for c, tm, tp in zip(cfgs, t, p):
                     out["points"].append({"backend": backend, "kv_dtype": kv, "kernel": kind,
                                           "config": msgspec.to_builtins(c),
