@@ -3,6 +3,7 @@
     python benchmarks/decode_vs_flashinfer.py sweep [--out rows.json]     # launch variants on the shapes that lose
     python benchmarks/decode_vs_flashinfer.py grid  [--out rows.json]     # the default tune on every probe row
     python benchmarks/decode_vs_flashinfer.py splits [--out rows.json]    # split-K targets where shared pages lose
+    python benchmarks/decode_vs_flashinfer.py pages [--out rows.json]     # page-aware blocks on and off
 
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
 float32 reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
@@ -87,7 +88,7 @@ def split_variants(base):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "splits"])
+    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -101,7 +102,12 @@ def main() -> int:
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import build_grid
     from kernels_probe.attention.reference import max_rel_err
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, PROBE_1_3_TUNE, decode_launch_splits
+    from kernels_probe.attention.triton_launch import (
+        DEFAULT_TUNE,
+        LONG_TILE_TUNE,
+        PROBE_1_3_TUNE,
+        decode_launch_splits,
+    )
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
 
@@ -119,6 +125,9 @@ def main() -> int:
         cfgs, variants = sweep_configs(), sweep_variants(DEFAULT_TUNE)
     elif args.stage == "splits":
         cfgs, variants = long_configs(), split_variants(DEFAULT_TUNE)
+    elif args.stage == "pages":
+        cfgs = long_configs() + [c for c in sweep_configs() if c not in long_configs()]
+        variants = [("default", DEFAULT_TUNE), ("no page blocks", LONG_TILE_TUNE)]
     else:
         cfgs, _ = build_grid(coverage=True)
         cfgs = list(cfgs) + [c for c in sweep_configs() if c not in cfgs]

@@ -15,6 +15,10 @@
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
 #   tune-grid decode_vs_flashinfer.py grid --only-changed: the default tune against probe 1.3's -> tune-grid.json
+#   pages     decode_vs_flashinfer.py pages: page-aware blocks on and off (writes pages_ok when all rows are right) -> pages.json
+#   retime    Triton's rows of the full and coverage grids (only after a clean pages stage in the same call) -> triton-fc.json
+#   retime2   Triton's rows of the regimes and trees grids                                     -> triton-rt.json
+#   triton-steps  benchmarks/triton_steps_run.py: Triton's whole steps (stepped, held-out, regimes) -> triton-steps.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
 stages=${1:-coverage,step}; total=${2:-585}
@@ -50,6 +54,19 @@ for st in ${stages//,/ }; do
     tune-grid) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py grid --only-changed --out $OUT/tune-grid.json \
               --budget-s $(( $(left) - 40 )) > $OUT/tune-grid.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/tune-grid.log | grep -v "^\s" | cut -c1-200 | tail -30; (exit $rc) ;;
+    pages) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py pages --out $OUT/pages.json \
+              --budget-s ${PAGES_BUDGET:-150} > $OUT/pages.log 2>&1; rc=$?
+              grep -qE "^(FAIL|WRONG)" $OUT/pages.log || { [ $rc = 0 ] && touch $OUT/pages_ok; }
+              grep -vE "^(P=|R=)" $OUT/pages.log | grep -v "^\s" | cut -c1-220 | tail -45; (exit $rc) ;;
+    retime) case ",$stages," in *,pages,*) [ -e $OUT/pages_ok ] || { echo "pages stage not clean: no retime"; continue; } ;; esac
+              timeout $(left) python3 -m kernels_probe --out $OUT/triton-fc.json --grid full+coverage --backend triton \
+              --time-budget $(( $(left) - 30 )) > $OUT/retime.log 2>&1; rc=$?; tail -5 $OUT/retime.log; (exit $rc) ;;
+    retime2) timeout $(left) python3 -m kernels_probe --out $OUT/triton-rt.json --grid regimes --backend triton \
+              --time-budget ${RETIME2_BUDGET:-200} > $OUT/retime2.log 2>&1; rc=$?; tail -3 $OUT/retime2.log
+              timeout $(left) python3 -m kernels_probe --out $OUT/triton-trees.json --grid trees --backend triton \
+              --time-budget ${TREES_BUDGET:-120} >> $OUT/retime2.log 2>&1; rc=$?; tail -3 $OUT/retime2.log; (exit $rc) ;;
+    triton-steps) timeout $(left) python3 benchmarks/triton_steps_run.py --out $OUT/triton-steps.json \
+              > $OUT/triton-steps.log 2>&1; rc=$?; tail -8 $OUT/triton-steps.log; (exit $rc) ;;
     splits) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py splits --out $OUT/splits.json \
               --budget-s $(( $(left) - 40 )) > $OUT/splits.log 2>&1; rc=$?
               grep -E "^(P=|ratio|variant|default|long|bn128|FAIL|WRONG)" $OUT/splits.log | cut -c1-200 | tail -40

@@ -34,9 +34,13 @@ import triton.language as tl
 
 @triton.jit
 def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
-                 offs_n, offs_d, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr):
+                 offs_n, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr,
+                 ROW_MASKED: tl.constexpr):
     """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
-    tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles)."""
+    tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles).
+    ROW_MASKED: only the rows where rmask holds attend to these keys (one sequence's private tokens in a program
+    that holds several sequences' rows); the others keep their state, and a row that has seen no key yet keeps
+    m = -inf without NaNs."""
     t = t0 + offs_n
     if MASKED:
         mask_n = t < end
@@ -51,9 +55,15 @@ def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, str
     s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)))
     if MASKED:
         s = tl.where(mask_n[None, :], s, float("-inf"))
+    if ROW_MASKED:
+        s = tl.where(rmask[:, None], s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, 1) * sm_scale_log2)
-    alpha = tl.exp2(m_i - m_new)
-    p = tl.exp2(s * sm_scale_log2 - m_new[:, None])
+    if ROW_MASKED:
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_ref = m_new
+    alpha = tl.exp2(m_i - m_ref)
+    p = tl.exp2(s * sm_scale_log2 - m_ref[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
     if MASKED:
         v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
@@ -66,17 +76,42 @@ def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, str
 
 @triton.jit
 def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
-                  offs_n, offs_d, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr):
+                  offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                  ROW_MASKED: tl.constexpr):
     """Tokens [start, end): full tiles without masks, then at most one masked tail tile."""
     n_full = tl.maximum(end - start, 0) // BLOCK_N
     for i in range(0, n_full):
         m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr, stride_kp,
-                                     stride_kt, h_off, sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, False)
+                                     stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE, DOT_DTYPE,
+                                     False, ROW_MASKED)
     tail = start + n_full * BLOCK_N
     if tail < end:
         m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, tail, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
-                                     sm_scale_log2, offs_n, offs_d, PAGE_SIZE, DOT_DTYPE, True)
+                                     sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE, DOT_DTYPE, True, ROW_MASKED)
     return m_i, l_i, acc
+
+
+@triton.jit
+def _common_tokens(bt_ptr, stride_bt, b0, start, end, SEQS: tl.constexpr, PAGE_SIZE: tl.constexpr,
+                   CHK: tl.constexpr):
+    """The end of the run of tokens from `start` (a page boundary) up to `end` whose pages are the same physical
+    pages in the block-table rows of sequences b0 .. b0 + SEQS - 1: the tokens one load can serve to all of them.
+    Reads CHK page numbers per sequence at a time and stops at the first chunk with a difference."""
+    offs_s = tl.arange(0, SEQS)
+    offs_c = tl.arange(0, CHK)
+    rows = bt_ptr + (b0 + offs_s).to(tl.int64)[:, None] * stride_bt
+    p_first = start // PAGE_SIZE
+    n_pages = (tl.maximum(end - start, 0) + PAGE_SIZE - 1) // PAGE_SIZE
+    first_diff = n_pages
+    c0 = n_pages * 0
+    while (c0 < n_pages) & (first_diff == n_pages):
+        idx = c0 + offs_c
+        pg = tl.load(rows + p_first + idx[None, :], mask=(idx < n_pages)[None, :], other=0)
+        p0 = tl.sum(tl.where(offs_s[:, None] == 0, pg, 0), 0)
+        diff = tl.max((pg != p0[None, :]).to(tl.int32), 0)
+        first_diff = tl.minimum(first_diff, tl.min(tl.where(diff > 0, idx, n_pages), 0))
+        c0 += CHK
+    return tl.minimum(start + first_diff * PAGE_SIZE, end)
 
 
 @triton.jit
@@ -106,6 +141,7 @@ def paged_decode_kernel(
     o_state_ptr,
     lse_state_ptr,
     out_ptr,
+    grouped_ptr,
     sm_scale_log2,
     stride_bt,
     stride_kp,
@@ -123,6 +159,10 @@ def paged_decode_kernel(
     WRITE_FINAL: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     HEAD_MAJOR: tl.constexpr,
+    SEQS: tl.constexpr,
+    LOG2_SEQS: tl.constexpr,
+    CHK: tl.constexpr,
+    RECORD_GROUPED: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -136,22 +176,75 @@ def paged_decode_kernel(
         h = pid_bh % HKV
     start = split * tokens_per_split
     end = tl.minimum(start + tokens_per_split, tl.load(seq_lens_ptr + b))
-
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
-    mask_g = offs_g < G
-    rows = b * HQ + h * G + offs_g
-    q = tl.load(q_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], mask=mask_g[:, None], other=0.0).to(DOT_DTYPE)
-    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
-    l_i = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, D], tl.float32)
-    bt_row = bt_ptr + b.to(tl.int64) * stride_bt
-    slot = slot_offset + split
-    m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
-                                  h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE)
-    _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot, offs_d,
-                D, WRITE_FINAL)
+    if SEQS > 1:
+        # Page-aware: an aligned block of consecutive sequences (SEQS of them, or SEQS / 2, ... down to 2: the
+        # largest whose pages agree; s_blk * G <= BLOCK_G rows). Where their pages in this split are the same
+        # physical pages for at least one tile and for at least as many tokens as their private tails hold
+        # together, the block's first program reads those pages once for all its sequences' rows, then each
+        # sequence's own tokens, and the block's other programs do nothing; otherwise every program attends its own
+        # sequence, as with SEQS == 1.
+        s_blk = b * 0 + 1
+        b0 = b
+        run = b * 0
+        grouped = b * 0   # 0/1
+        # Every block shares its first page with the pair it holds, so one pair's first pages decide whether any
+        # block is worth looking for: sequences with private pages pay two loads, not the block-table scans.
+        b_pair = (b - b % 2).to(tl.int64)
+        pg_a = tl.load(bt_ptr + b_pair * stride_bt + start // PAGE_SIZE)
+        pg_b = tl.load(bt_ptr + (b_pair + 1) * stride_bt + start // PAGE_SIZE)
+        if pg_a == pg_b:
+            for lvl in tl.static_range(LOG2_SEQS):
+                b0_l = b - b % (SEQS >> lvl)
+                ends_l = tl.minimum(start + tokens_per_split,
+                                    tl.load(seq_lens_ptr + b0_l + tl.arange(0, SEQS >> lvl)))
+                t_common = _common_tokens(bt_ptr, stride_bt, b0_l, start, tl.min(ends_l, 0), SEQS >> lvl,
+                                          PAGE_SIZE, CHK)
+                run_l = ((t_common - start) // BLOCK_N) * BLOCK_N
+                ok = (grouped == 0) & (run_l > 0) & (run_l >= tl.sum(ends_l, 0) - (SEQS >> lvl) * (start + run_l))
+                s_blk = tl.where(ok, SEQS >> lvl, s_blk)
+                b0 = tl.where(ok, b0_l, b0)
+                run = tl.where(ok, run_l, run)
+                grouped = grouped | ok.to(tl.int32)
+        k_in = b - b0
+        row_seq = tl.where(grouped != 0, offs_g // G, k_in)
+        row_g = tl.where(grouped != 0, offs_g % G, offs_g)
+        mask_g = tl.where(grouped != 0, offs_g < s_blk * G, offs_g < G)
+        rows = (b0 + row_seq) * HQ + h * G + row_g
+        first_end = tl.where(grouped != 0, start + run, end)
+        bt_first = bt_ptr + b0.to(tl.int64) * stride_bt
+        active = (k_in == 0) | (grouped == 0)
+        if RECORD_GROUPED:  # per (sequence, KV head, split): the block that read its shared pages once, or 0
+            tl.store(grouped_ptr + (b * HKV + h) * tl.num_programs(1) + split,
+                     (grouped * s_blk).to(tl.int8))
+    else:
+        mask_g = offs_g < G
+        rows = b * HQ + h * G + offs_g
+        first_end = end
+        bt_first = bt_ptr + b.to(tl.int64) * stride_bt
+        active = True
+    if active:
+        q = tl.load(q_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], mask=mask_g[:, None],
+                    other=0.0).to(DOT_DTYPE)
+        m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+        l_i = tl.zeros([BLOCK_G], tl.float32)
+        acc = tl.zeros([BLOCK_G, D], tl.float32)
+        m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, first_end, bt_first, k_ptr, v_ptr, stride_kp,
+                                      stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_g, BLOCK_N,
+                                      PAGE_SIZE, DOT_DTYPE, False)
+        if SEQS > 1:
+            if grouped != 0:  # each sequence's own tokens after the common run, its rows only
+                for j in tl.static_range(SEQS):
+                    end_j = tl.minimum(start + tokens_per_split, tl.load(seq_lens_ptr + b0 + j, mask=j < s_blk,
+                                                                         other=0))
+                    m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, first_end, end_j,
+                                                  bt_ptr + (b0 + j).to(tl.int64) * stride_bt, k_ptr, v_ptr,
+                                                  stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d,
+                                                  row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True)
+        _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot_offset + split,
+                    offs_d, D, WRITE_FINAL)
 
 
 @triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "seqs_per_group", "first_seq",
@@ -205,7 +298,8 @@ def prefix_kernel(
     acc = tl.zeros([BLOCK_M, D], tl.float32)
     bt_row = bt_ptr + grp.to(tl.int64) * stride_bt
     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
-                                  h * stride_kh, sm_scale_log2, offs_n, offs_d, BLOCK_N, PAGE_SIZE, DOT_DTYPE)
+                                  h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_m, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
+                                  False)
 
     # always a state slot (the cascade merges it): no bf16 output, so the state buffer stands in for out_ptr
     _store_rows(acc, m_i, l_i, rows, mask_m, o_state_ptr, lse_state_ptr, o_state_ptr, rows_total, slot_offset + split,

@@ -58,14 +58,19 @@ class TuneParams:
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16
     merge_block_s: int = 16
+    # page-aware per-sequence decode: up to this many consecutive sequences (their query rows within one padded dot)
+    # read the pages they share once (paged_decode_kernel, SEQS); 1 turns it off
+    decode_page_group: int = 16
 
 
 DEFAULT_TUNE = TuneParams()
 # The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
-PROBE_1_3_TUNE = TuneParams(long_programs_per_sm=8, long_block_n=0)
+PROBE_1_3_TUNE = TuneParams(long_programs_per_sm=8, long_block_n=0, decode_page_group=1)
 # The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
 # dots over an fp8 cache, the slot-at-a-time merge.
-PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30)
+PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30, decode_page_group=1)
+# The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
+LONG_TILE_TUNE = TuneParams(decode_page_group=1)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -136,6 +141,27 @@ def choose_splits_waves(work_items: int, tokens: int, sm_count: int, block_n: in
     s = best[1] if best else s0
     tps = ceil_div(ceil_div(tokens, s), block_n) * block_n
     return ceil_div(tokens, tps), tps
+
+
+def decode_block_g(q_per_kv: int) -> int:
+    """Rows of the per-sequence decode's dot: a KV head's query heads, padded to the 16 rows a tensor-core tile has."""
+    return max(16, 1 << max(0, q_per_kv - 1).bit_length())
+
+
+def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams) -> int:
+    """Sequences per page-aware block: the most (a power of two, at most tune.decode_page_group) whose query rows fit
+    the dot's padded rows and that divides the batch, so that every block is whole; 1 = no blocks."""
+    s = 1
+    while (2 * s <= tune.decode_page_group and 2 * s * q_per_kv <= decode_block_g(q_per_kv)
+           and batch % (2 * s) == 0):
+        s *= 2
+    return s
+
+
+def check_chunk_pages(tokens_per_split: int, page_size: int) -> int:
+    """Page numbers per sequence the page-aware decode compares at a time: a split's pages, at most 256."""
+    n = max(1, ceil_div(tokens_per_split, page_size))
+    return min(256, 1 << (n - 1).bit_length())
 
 
 def prefix_block_m(rows: int, max_block_m: int) -> int:

@@ -19,8 +19,11 @@ from kernels_probe.attention.triton_launch import (
     DEFAULT_TUNE,
     TuneParams,
     ceil_div,
+    check_chunk_pages,
     choose_splits_waves,
+    decode_block_g,
     decode_launch_splits,
+    page_group_seqs,
     prefix_block_m,
     scale_log2,
 )
@@ -47,11 +50,13 @@ class StateBuffer:
 
 
 class DecodePlan:
-    """Per-sequence split-K paged decode: one launch (splits == 1, writes bf16 output) or decode + merge."""
+    """Per-sequence split-K paged decode: one launch (splits == 1, writes bf16 output) or decode + merge.
+    page_aware: consecutive sequences read the pages they share once (the kernel finds them in the block table);
+    the cascade's suffix pass, whose pages are private, turns it off."""
 
     def __init__(self, q, k_cache, v_cache, block_table, seq_lens, max_seq_len, out, *, sm_count,
                  tune: TuneParams = DEFAULT_TUNE, sm_scale=None, states: StateBuffer | None = None,
-                 slot_offset: int = 0, force_splits: int | None = None):
+                 slot_offset: int = 0, force_splits: int | None = None, page_aware: bool = True):
         B, HQ, D = q.shape
         _, PS, HKV, D2 = k_cache.shape
         assert D == D2 and HQ % HKV == 0
@@ -79,6 +84,9 @@ class DecodePlan:
             self.block_n, self.stages, self.warps = (tune.decode_short_block_n, tune.decode_short_stages,
                                                      tune.decode_short_warps)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
+        self.seqs = page_group_seqs(B, self.G, tune) if page_aware else 1
+        self.check_chunk = check_chunk_pages(self.tps, self.PS)
+        self.grouped = None   # set to an int8 [B * HKV * splits] tensor to record each program's choice (tests)
         self.external_states = states is not None
         if states is None and self.splits > 1:
             states = StateBuffer(self.splits, B * HQ, D, q.device)
@@ -96,11 +104,14 @@ class DecodePlan:
         grid = (self.work_items, self.splits)
         paged_decode_kernel[grid](
             self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out,
-            self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
+            self.grouped if self.grouped is not None else self.out, self.scale_log2, self.bt.stride(0),
+            self.k.stride(0), self.k.stride(1), self.k.stride(2),
             self.B * self.HQ, self.slot_offset, self.tps,
-            HKV=self.HKV, G=self.G, BLOCK_G=max(16, triton.next_power_of_2(self.G)), D=self.D,
+            HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
+            SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=self.check_chunk,
+            RECORD_GROUPED=self.grouped is not None,
             num_warps=self.warps, num_stages=self.stages,
         )
 
@@ -228,7 +239,7 @@ class CascadePlan:
         if suffix_splits:
             self.suffix_plan = DecodePlan(q, k_cache, v_cache, suffix_table, suffix_lens, max_suffix_len, out,
                                           sm_count=sm_count, tune=tune, sm_scale=sm_scale, states=self.states,
-                                          slot_offset=slot)
+                                          slot_offset=slot, page_aware=False)
             assert self.suffix_plan.splits == suffix_splits
         self.merge_plan = MergePlan(self.states, out.view(B * HQ, D), tune=tune, sm_count=sm_count)
         self.side_stream = None

@@ -1,0 +1,123 @@
+"""The page-aware per-sequence decode (paged_decode_kernel with SEQS > 1) on the CPU, through Triton's interpreter:
+consecutive sequences whose block-table rows name the same physical pages read them once, and the result is the
+float32 reference's whatever the pages, lengths or splits."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kernels_probe.interpret import enable_interpreter
+
+if not enable_interpreter():  # triton was imported earlier in this process without the interpreter
+    pytest.skip("triton already imported without TRITON_INTERPRET=1", allow_module_level=True)
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
+from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
+from kernels_probe.attention.reference import max_rel_err, reference_paged  # noqa: E402
+from kernels_probe.attention.triton_launch import TuneParams, page_group_seqs  # noqa: E402
+from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan  # noqa: E402
+
+TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16,
+                  long_block_n=0, decode_short_block_n=16)
+TOL = 1e-2
+
+
+def _cfg(**kw):
+    base = dict(prefix_tokens=64, group_size=4, n_groups=2, suffix_tokens=8, q_per_kv=4, num_kv_heads=2,
+                head_dim=16, page_size=8, kv_dtype="bf16")
+    base.update(kw)
+    return AttentionConfig(**base)
+
+
+def _run(d, table, T, *, splits, tune=TINY, page_aware=True):
+    out = torch.full_like(d.q, float("nan"))
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=2, tune=tune,
+                      force_splits=splits, page_aware=page_aware)
+    plan.grouped = torch.full((d.q.shape[0] * d.k_cache.shape[2] * plan.splits,), -1, dtype=torch.int8)
+    plan()
+    return out, plan
+
+
+def test_the_block_size_fits_the_padded_dot_and_divides_the_batch():
+    t = TuneParams()
+    assert [page_group_seqs(64, g, t) for g in (1, 2, 4, 6, 8, 12, 16)] == [16, 8, 4, 2, 2, 1, 1]
+    assert page_group_seqs(6, 4, t) == 2 and page_group_seqs(7, 4, t) == 1
+    assert page_group_seqs(64, 4, dataclasses.replace(t, decode_page_group=1)) == 1
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("q_per_kv", [4, 1, 6])
+def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_per_kv):
+    d = build_data(_cfg(q_per_kv=q_per_kv), "cpu", seed=3)
+    ref = reference_output(d)
+    T = 72
+    out, plan = _run(d, d.shared_table, T, splits=splits)
+    assert plan.seqs == page_group_seqs(8, q_per_kv, TINY) > 1
+    assert max_rel_err(out, ref) < TOL
+    g = plan.grouped.view(8, 2, plan.splits)
+    # a split whose tokens lie in the shared prefix reads it once per block: blocks of up to 4 sequences, the
+    # prompt's (with one query head per KV head 8 fit the dot, but only 4 share pages); the last split of 3 (48-72)
+    # holds 16 shared tokens against 4 x 8 private ones, so every program there attends its own sequence
+    assert (g[..., 0] == min(plan.seqs, 4)).all()
+    if splits == 3:
+        assert (g[..., 2] == 0).all()
+    # the same rows over private copies of the prefix: nothing shared, every program its own sequence
+    out_d, plan_d = _run(d, d.dup_table, T, splits=splits)
+    assert (plan_d.grouped == 0).all()
+    assert max_rel_err(out_d, ref) < TOL
+
+
+def test_blocks_are_found_per_split_from_the_pages_alone():
+    """Two sequences of a block share only their first 24 tokens, on pages scattered through the cache; the
+    others share nothing. Lengths differ (a row that ends early is masked on its own)."""
+    torch.manual_seed(0)
+    B, HKV, G, D, PS = 4, 2, 4, 16, 8
+    k = torch.randn(40, PS, HKV, D, dtype=torch.float16)
+    v = torch.randn(40, PS, HKV, D, dtype=torch.float16)
+    q = torch.randn(B, HKV * G, D, dtype=torch.float16)
+    pages = torch.randperm(40)
+    bt = pages[:24].view(B, 6).clone()
+    bt[1, :3] = bt[0, :3]
+    bt = bt.int().contiguous()
+    lens = torch.tensor([48, 41, 30, 48], dtype=torch.int32)
+    ref = reference_paged(q, k, v, bt, lens)
+    out = torch.full_like(q, float("nan"))
+    plan = DecodePlan(q, k, v, bt, lens, 48, out, sm_count=2, tune=dataclasses.replace(TINY, decode_page_group=2),
+                      force_splits=1)
+    plan.grouped = torch.full((B * HKV,), -1, dtype=torch.int8)
+    plan()
+    assert plan.seqs == 2
+    assert max_rel_err(out, ref) < 2e-3
+    # block (0, 1): 16 tokens in whole tiles shared, against 32 + 25 private: not worth it; block (2, 3): none shared
+    assert (plan.grouped == 0).all()
+    bt[1, :5] = bt[0, :5]       # now 40 shared tokens (32 in whole tiles) against 16 + 9 private
+    ref = reference_paged(q, k, v, bt, lens)
+    plan()
+    assert max_rel_err(out, ref) < 2e-3
+    assert plan.grouped.view(B, HKV).tolist() == [[2, 2], [2, 2], [0, 0], [0, 0]]
+
+
+def test_fp8_pages_and_the_cascade_suffix_pass_stay_per_sequence():
+    d = build_data(_cfg(kv_dtype="fp8", q_per_kv=8, num_kv_heads=1), "cpu", seed=5)
+    ref = reference_output(d)
+    out, plan = _run(d, d.shared_table, 72, splits=2, tune=dataclasses.replace(TINY, fp8_dot_fp16=True))
+    assert plan.seqs == 2 and (plan.grouped == 2).all()
+    assert max_rel_err(out, ref) < TOL
+    out_c = torch.full_like(d.q, float("nan"))
+    casc = CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, 64, 4, 2)], d.suffix_table, d.suffix_lens, 8,
+                       out_c, sm_count=2, tune=TINY)
+    assert casc.suffix_plan is not None and casc.suffix_plan.seqs == 1
+    casc()
+    assert max_rel_err(out_c, ref) < TOL
+
+
+def test_turned_off_it_is_the_plain_kernel():
+    d = build_data(_cfg(), "cpu", seed=2)
+    ref = reference_output(d)
+    out, plan = _run(d, d.shared_table, 72, splits=2, page_aware=False)
+    assert plan.seqs == 1 and (plan.grouped == -1).all()   # SEQS == 1 records nothing
+    assert max_rel_err(out, ref) < TOL
