@@ -7,5 +7,5 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.3.0"  # 1.3: fp16 dots over fp8 KV, the many-slot merge, decode_splits
+PROBE_VERSION = "1.4.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles
 __version__ = PROBE_VERSION

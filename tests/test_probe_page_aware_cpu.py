@@ -33,10 +33,10 @@ def _cfg(**kw):
     return AttentionConfig(**base)
 
 
-def _run(d, table, T, *, splits, tune=TINY, page_aware=True):
+def _run(d, table, T, *, splits, tune=TINY, shared=None):
     out = torch.full_like(d.q, float("nan"))
     plan = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=2, tune=tune,
-                      force_splits=splits, page_aware=page_aware)
+                      force_splits=splits, shared_prefix_tokens=shared)
     plan.grouped = torch.full((d.q.shape[0] * d.k_cache.shape[2] * plan.splits,), -1, dtype=torch.int8)
     plan()
     return out, plan
@@ -115,9 +115,9 @@ def test_fp8_pages_and_the_cascade_suffix_pass_stay_per_sequence():
     assert max_rel_err(out_c, ref) < TOL
 
 
-def test_turned_off_it_is_the_plain_kernel():
+def test_private_pages_as_the_caller_knows_them_run_the_plain_kernel():
     d = build_data(_cfg(), "cpu", seed=2)
     ref = reference_output(d)
-    out, plan = _run(d, d.shared_table, 72, splits=2, page_aware=False)
+    out, plan = _run(d, d.shared_table, 72, splits=2, shared=0)
     assert plan.seqs == 1 and (plan.grouped == -1).all()   # SEQS == 1 records nothing
     assert max_rel_err(out, ref) < TOL

@@ -18,6 +18,7 @@ from kernels_probe.attention.triton_launch import (
     choose_splits,
     choose_splits_waves,
     decode_launch_splits,
+    page_block_seqs,
     decode_splits,
     prefix_block_m,
     scale_log2,
@@ -88,6 +89,24 @@ print(json.dumps({
     "loaded": sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy') and sys.modules[m]),
 }))
 """
+
+
+def test_page_blocks_only_where_they_pay():
+    """Blocks of consecutive sequences (4 at 4 query heads per KV head) where the launch keeps 4 programs per SM
+    of 132 SMs and the shared run is at least a tail; else the plain kernel."""
+    t = DEFAULT_TUNE
+
+    def seqs(batch, programs, shared, T=1152):
+        return page_block_seqs(batch, 4, programs, 132, t, shared_prefix_tokens=shared, max_seq_len=T)
+
+    assert seqs(256, 2048, 1024) == 4          # 256 sequences x 8 KV heads, 1K prompt + 128: 2,048 programs
+    assert seqs(256, 2048, None) == 4          # sharing not known: the kernel looks
+    assert seqs(256, 2048, 0) == 1             # private pages
+    assert seqs(256, 527, 1024) == 1           # 527 < 4 x 132 programs: a block's serial tails set the time
+    assert seqs(256, 528, 1024) == 4
+    assert seqs(256, 2048, 512, T=1536) == 1   # 512 shared against a 1,024-token tail
+    assert seqs(256, 2048, 768, T=1536) == 4
+    assert seqs(255, 2048, 1024) == 1          # an odd batch has no whole blocks
 
 
 def test_launch_arithmetic_imports_and_runs_without_torch_or_triton():

@@ -158,6 +158,23 @@ def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams) -> int:
     return s
 
 
+def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tune: TuneParams, *,
+                    shared_prefix_tokens: int | None, max_seq_len: int) -> int:
+    """SEQS of a per-sequence decode launch: page_group_seqs where blocks can pay, else 1 (the plain kernel).
+    A block's first program reads its sequences' private tails one after another, and the block code costs the
+    kernel registers even where no block forms; so on the H200 (probe 1.4 rows against 1.3's over the `all` grid)
+    blocks lost up to 38% where the launch gave fewer than target_programs_per_sm programs per SM, and 10-19%
+    where the shared run was shorter than a tail or nothing was shared. shared_prefix_tokens: the tokens the
+    batch's consecutive sequences share at the start of their pages, as the caller knows it (an engine's common
+    prefix; 0: private pages), None when not known (the kernel still finds blocks in the block table)."""
+    s = page_group_seqs(batch, q_per_kv, tune)
+    if s == 1 or shared_prefix_tokens == 0 or programs < tune.target_programs_per_sm * sm_count:
+        return 1
+    if shared_prefix_tokens is not None and shared_prefix_tokens < max_seq_len - shared_prefix_tokens:
+        return 1
+    return s
+
+
 def check_chunk_pages(tokens_per_split: int, page_size: int) -> int:
     """Page numbers per sequence the page-aware decode compares at a time: a split's pages, at most 256."""
     n = max(1, ceil_div(tokens_per_split, page_size))

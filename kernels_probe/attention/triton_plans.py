@@ -23,7 +23,7 @@ from kernels_probe.attention.triton_launch import (
     choose_splits_waves,
     decode_block_g,
     decode_launch_splits,
-    page_group_seqs,
+    page_block_seqs,
     prefix_block_m,
     scale_log2,
 )
@@ -51,12 +51,14 @@ class StateBuffer:
 
 class DecodePlan:
     """Per-sequence split-K paged decode: one launch (splits == 1, writes bf16 output) or decode + merge.
-    page_aware: consecutive sequences read the pages they share once (the kernel finds them in the block table);
-    the cascade's suffix pass, whose pages are private, turns it off."""
+    shared_prefix_tokens: what consecutive sequences share at the start of their pages, as the caller knows it
+    (0: private pages, as in the cascade's suffix pass; None: not known). Where page_block_seqs finds that blocks
+    pay, consecutive sequences read the pages they share once (the kernel finds them in the block table)."""
 
     def __init__(self, q, k_cache, v_cache, block_table, seq_lens, max_seq_len, out, *, sm_count,
                  tune: TuneParams = DEFAULT_TUNE, sm_scale=None, states: StateBuffer | None = None,
-                 slot_offset: int = 0, force_splits: int | None = None, page_aware: bool = True):
+                 slot_offset: int = 0, force_splits: int | None = None,
+                 shared_prefix_tokens: int | None = None):
         B, HQ, D = q.shape
         _, PS, HKV, D2 = k_cache.shape
         assert D == D2 and HQ % HKV == 0
@@ -84,7 +86,8 @@ class DecodePlan:
             self.block_n, self.stages, self.warps = (tune.decode_short_block_n, tune.decode_short_stages,
                                                      tune.decode_short_warps)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
-        self.seqs = page_group_seqs(B, self.G, tune) if page_aware else 1
+        self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
+                                    shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len)
         self.check_chunk = check_chunk_pages(self.tps, self.PS)
         self.grouped = None   # set to an int8 [B * HKV * splits] tensor to record each program's choice (tests)
         self.external_states = states is not None
@@ -239,7 +242,7 @@ class CascadePlan:
         if suffix_splits:
             self.suffix_plan = DecodePlan(q, k_cache, v_cache, suffix_table, suffix_lens, max_suffix_len, out,
                                           sm_count=sm_count, tune=tune, sm_scale=sm_scale, states=self.states,
-                                          slot_offset=slot, page_aware=False)
+                                          slot_offset=slot, shared_prefix_tokens=0)
             assert self.suffix_plan.splits == suffix_splits
         self.merge_plan = MergePlan(self.states, out.view(B * HQ, D), tune=tune, sm_count=sm_count)
         self.side_stream = None

@@ -114,7 +114,7 @@ class Attention:
 
             if mode == "per_sequence":
                 self.plans = [DecodePlan(q, kv.k[i], kv.v[i], kv.shared_table, kv.seq_lens, P + S, self.out,
-                                         sm_count=sm_count) for i in range(s.layers)]
+                                         sm_count=sm_count, shared_prefix_tokens=P) for i in range(s.layers)]
             else:
                 lv = [(kv.prefix_table, P, pt.group_size, pt.n_groups)]
                 self.plans = [CascadePlan(q, kv.k[i], kv.v[i], lv, kv.suffix_table, kv.suffix_lens, S, self.out,
