@@ -86,6 +86,8 @@ G_AXIS = (1, 4, 8)
 COVERAGE_G_SHAPES = ((1, 40), (5, 8), (7, 4), (16, 2))
 COVERAGE_BATCH_ENDS = (8, 512, 1024)
 COVERAGE_LONG_PREFIX = 65536
+# (prefix, group size, groups): 1,024 sequences as 64 prompts x 16 samples, 32 x 16, and one group of 1,024
+COVERAGE_MANY_SEQS = ((512, 16, 64), (2048, 16, 32), (4096, 1024, 1))
 
 
 def _collector(page_size: int):
@@ -129,6 +131,11 @@ def coverage_grid(page_size: int = 16) -> list[AttentionConfig]:
     for n in (16, 64):
         add(prefix_tokens=COVERAGE_LONG_PREFIX, group_size=n, kv_dtype="fp8")
     add(prefix_tokens=COVERAGE_LONG_PREFIX, group_size=16, suffix_tokens=1024)
+    for p, n, ng in COVERAGE_MANY_SEQS:     # many sequences at the start of decode: no suffix page, or one
+        for s in (0, 16):
+            add(prefix_tokens=p, group_size=n, n_groups=ng, suffix_tokens=s)
+    add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=0, kv_dtype="fp8")
+    add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=16, q_per_kv=16, num_kv_heads=2)
     return cfgs
 
 
@@ -151,6 +158,11 @@ def regimes_grid(page_size: int = 16) -> list[AttentionConfig]:
         add(prefix_tokens=4096, group_size=64, kv_dtype="fp8", **shape)
         add(prefix_tokens=1024, group_size=16, n_groups=64, **shape)      # 1,024 sequences, 64 prompts
         add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=1024, **shape)
+        add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=0, **shape)     # a rollout's first steps
+        add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=16, **shape)
+        add(prefix_tokens=2048, group_size=16, n_groups=32, suffix_tokens=16, **shape)
+        add(prefix_tokens=2048, group_size=16, n_groups=32, suffix_tokens=512, **shape)
+    add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=0, kv_dtype="fp8", q_per_kv=6, num_kv_heads=2)
     for p in REGIME_LONG_PREFIXES:
         for n in ((1, 8, 16, 64) if p == REGIME_LONG_PREFIXES[0] else (1, 8)):
             add(prefix_tokens=p, group_size=n)
