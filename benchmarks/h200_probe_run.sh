@@ -18,6 +18,10 @@
 #   pages     decode_vs_flashinfer.py pages: page-aware blocks on and off (writes pages_ok when all rows are right) -> pages.json
 #   retime    Triton's rows of the full and coverage grids (only after a clean pages stage in the same call) -> triton-fc.json
 #   retime2   Triton's rows of the regimes and trees grids                                     -> triton-rt.json
+#   glue-bg   builds FlashInfer's glue kernels in the background (the JIT cache serves a later stage or call)
+#   rebase    $BASE with default.json's rows merged in (they replace its rows of the same points) -> base.json,
+#             which a later remeasure stage in the same call completes
+#   remeasure probe --grid all --backend triton --backend flashinfer --merge-into $BASE --only-missing  -> remeasure.json
 #   triton-steps  benchmarks/triton_steps_run.py: Triton's whole steps (stepped, held-out, regimes) -> triton-steps.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
@@ -67,6 +71,16 @@ for st in ${stages//,/ }; do
               --time-budget ${TREES_BUDGET:-120} >> $OUT/retime2.log 2>&1; rc=$?; tail -3 $OUT/retime2.log; (exit $rc) ;;
     triton-steps) timeout $(left) python3 benchmarks/triton_steps_run.py --out $OUT/triton-steps.json \
               > $OUT/triton-steps.log 2>&1; rc=$?; tail -8 $OUT/triton-steps.log; (exit $rc) ;;
+    glue-bg) python3 -c "from kernels_probe.steps.glue import warm_build_glue; print('glue build:', warm_build_glue())" \
+              > $OUT/glue-bg.log 2>&1 & ;;
+    rebase) python3 -c "import json, sys; from kernels_probe.merge import merge_documents
+from kernels_probe.calibration_file import write_atomic
+write_atomic(sys.argv[3], merge_documents(json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))))" \
+              $OUT/default.json ${BASE:?BASE names the calibration to complete} $OUT/base.json && BASE=$OUT/base.json ;;
+    remeasure) timeout $(left) python3 -m kernels_probe --out $OUT/remeasure.json --grid all --backend triton \
+              --backend flashinfer --merge-into ${BASE:?BASE names the calibration to complete} --only-missing \
+              --time-budget $(( $(left) - ${REMEASURE_RESERVE:-45} )) > $OUT/remeasure.log 2>&1; rc=$?
+              grep -vE "^\s" $OUT/remeasure.log | tail -4; (exit $rc) ;;
     splits) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py splits --out $OUT/splits.json \
               --budget-s $(( $(left) - 40 )) > $OUT/splits.log 2>&1; rc=$?
               grep -E "^(P=|ratio|variant|default|long|bn128|FAIL|WRONG)" $OUT/splits.log | cut -c1-200 | tail -40

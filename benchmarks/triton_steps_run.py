@@ -22,9 +22,11 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
+    from kernels_probe import PROBE_VERSION
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.calibration_file import write_atomic
+    from kernels_probe.runner import _device_info
     from kernels_probe.steps.step_probe import check_glue
     from kernels_probe.steps.step_shapes import (
         GEMM_FIT_MODELS,
@@ -37,9 +39,7 @@ def main() -> int:
     from kernels_probe.timing import L2Flusher
 
     t0 = time.perf_counter()
-    props = torch.cuda.get_device_properties(0)
-    info = {"name": props.name, "sm_count": props.multi_processor_count,
-            "l2_bytes": int(getattr(props, "L2_cache_size", 0)) or None}
+    info = _device_info(torch, flashinfer_backend.version() if flashinfer_backend.available()[0] else None)
     flusher = L2Flusher(info["l2_bytes"] or (50 << 20), "cuda")
     glue = "torch"
     ok, _ = flashinfer_backend.available()
@@ -48,9 +48,10 @@ def main() -> int:
     pts = step_points() + held_out_points() + regime_held_out_points()
     rows, skipped = measure_steps(flusher, "cuda", info["sm_count"], quick=False, backends=["triton"], glue=glue,
                                   points=pts)
-    doc = {"schema_version": 1, "kind": "probe", "created_utc": dt.datetime.now(dt.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ"), "hardware_id": "h200", "device": info,
-        "steps": rows, "step_skipped": skipped, "notes": {"triton_steps_tune": repr(DEFAULT_TUNE)}}
+    created = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    doc = {"schema_version": 1, "kind": "cascade-plan-calibration", "probe_version": PROBE_VERSION,
+           "created_utc": created, "hardware_id": "h200", "device": info, "steps": rows, "step_skipped": skipped,
+           "notes": {"triton_steps_tune": repr(DEFAULT_TUNE)}}
     write_atomic(args.out, doc)
     print(f"{len(rows)} Triton steps, {len(skipped)} skipped, glue {glue}, {time.perf_counter() - t0:.0f} s")
     for s in skipped[:8]:
