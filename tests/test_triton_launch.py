@@ -18,8 +18,8 @@ from kernels_probe.attention.triton_launch import (
     choose_splits,
     choose_splits_waves,
     decode_launch_splits,
-    page_block_seqs,
     decode_splits,
+    page_block_seqs,
     prefix_block_m,
     scale_log2,
 )
