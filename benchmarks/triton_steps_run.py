@@ -39,10 +39,10 @@ def main() -> int:
     from kernels_probe.timing import L2Flusher
 
     t0 = time.perf_counter()
-    info = _device_info(torch, flashinfer_backend.version() if flashinfer_backend.available()[0] else None)
+    ok, _ = flashinfer_backend.available()
+    info = _device_info(torch, flashinfer_backend.version() if ok else None)
     flusher = L2Flusher(info["l2_bytes"] or (50 << 20), "cuda")
     glue = "torch"
-    ok, _ = flashinfer_backend.available()
     if ok and check_glue(layer_shape(GEMM_FIT_MODELS[0][0], 1), "cuda") <= STEP_TOLERANCE:
         glue = "fused"
     pts = step_points() + held_out_points() + regime_held_out_points()
