@@ -22,6 +22,8 @@
 #   rebase    $BASE with default.json's rows merged in (they replace its rows of the same points) -> base.json,
 #             which a later remeasure stage in the same call completes
 #   remeasure probe --grid all --backend triton --backend flashinfer --merge-into $BASE --only-missing  -> remeasure.json
+#   compile-times the default grid's Triton and torch pass under benchmarks/probe_compile_times.py (seconds compiling
+#             per kernel; first in a call on a fresh machine = a user's cold cache) -> compile.json, triton-default.json
 #   triton-steps  benchmarks/triton_steps_run.py: Triton's whole steps (stepped, held-out, regimes) -> triton-steps.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
@@ -69,6 +71,9 @@ for st in ${stages//,/ }; do
               --time-budget ${RETIME2_BUDGET:-200} > $OUT/retime2.log 2>&1; rc=$?; tail -3 $OUT/retime2.log
               timeout $(left) python3 -m kernels_probe --out $OUT/triton-trees.json --grid trees --backend triton \
               --time-budget ${TREES_BUDGET:-120} >> $OUT/retime2.log 2>&1; rc=$?; tail -3 $OUT/retime2.log; (exit $rc) ;;
+    compile-times) timeout $(left) python3 benchmarks/probe_compile_times.py --out $OUT/compile.json -- \
+              --out $OUT/triton-default.json --backend triton --backend torch > $OUT/compile.log 2>&1; rc=$?
+              grep -vE "^\s" $OUT/compile.log | tail -14; (exit $rc) ;;
     triton-steps) timeout $(left) python3 benchmarks/triton_steps_run.py --out $OUT/triton-steps.json \
               > $OUT/triton-steps.log 2>&1; rc=$?; tail -8 $OUT/triton-steps.log; (exit $rc) ;;
     glue-bg) python3 -c "from kernels_probe.steps.glue import warm_build_glue; print('glue build:', warm_build_glue())" \
