@@ -71,9 +71,14 @@ def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_
     assert max_rel_err(out_d, ref) < TOL
 
 
-def test_blocks_are_found_per_split_from_the_pages_alone():
+@pytest.mark.parametrize("chunk", [128, 2])
+def test_blocks_are_found_per_split_from_the_pages_alone(chunk, monkeypatch):
     """Two sequences of a block share only their first 24 tokens, on pages scattered through the cache; the
-    others share nothing. Lengths differ (a row that ends early is masked on its own)."""
+    others share nothing. Lengths differ (a row that ends early is masked on its own). chunk: block-table entries
+    compared per step of the scan (2: the first difference lies in a later step than the first)."""
+    import kernels_probe.attention.triton_plans as plans
+
+    monkeypatch.setattr(plans, "CHECK_CHUNK_PAGES", chunk)
     torch.manual_seed(0)
     B, HKV, G, D, PS = 4, 2, 4, 16, 8
     k = torch.randn(40, PS, HKV, D, dtype=torch.float16)

@@ -175,10 +175,10 @@ def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tun
     return s
 
 
-def check_chunk_pages(tokens_per_split: int, page_size: int) -> int:
-    """Page numbers per sequence the page-aware decode compares at a time: a split's pages, at most 256."""
-    n = max(1, ceil_div(tokens_per_split, page_size))
-    return min(256, 1 << (n - 1).bit_length())
+# Page numbers per sequence the page-aware decode compares at a time (CHK). One value for every launch: each
+# distinct constexpr is another compile of the kernel, and on the H200's default probe (probe 1.4) 43 of its 67
+# paged_decode compiles (1.6-2.7 s each) differed only in CHK; with SEQS == 1 the kernel never reads it.
+CHECK_CHUNK_PAGES = 128
 
 
 def prefix_block_m(rows: int, max_block_m: int) -> int:

@@ -16,10 +16,10 @@ import triton.language as tl
 
 from kernels_probe.attention.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
 from kernels_probe.attention.triton_launch import (
+    CHECK_CHUNK_PAGES,
     DEFAULT_TUNE,
     TuneParams,
     ceil_div,
-    check_chunk_pages,
     choose_splits_waves,
     decode_block_g,
     decode_launch_splits,
@@ -88,7 +88,6 @@ class DecodePlan:
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
                                     shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len)
-        self.check_chunk = check_chunk_pages(self.tps, self.PS)
         self.grouped = None   # set to an int8 [B * HKV * splits] tensor to record each program's choice (tests)
         self.external_states = states is not None
         if states is None and self.splits > 1:
@@ -113,7 +112,7 @@ class DecodePlan:
             HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
-            SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=self.check_chunk,
+            SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
             RECORD_GROUPED=self.grouped is not None,
             num_warps=self.warps, num_stages=self.stages,
         )
