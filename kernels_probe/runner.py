@@ -188,7 +188,7 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
         if kernel in ("cascade_prefix", "cascade_suffix", "cascade_merge"):
             row["composite_max_rel_err"] = _finite_or_none(casc_err.get(backend))
         if it.launch is not None:
-            row["launch"] = it.launch
+            row["launch"] = it.launch() if callable(it.launch) else it.launch
         ctx.measurements.append(row)
     del items, data, ref
     gc.collect()

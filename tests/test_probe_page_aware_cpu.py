@@ -65,10 +65,32 @@ def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_
     assert (g[..., 0] == min(plan.seqs, 4)).all()
     if splits == 3:
         assert (g[..., 2] == 0).all()
+    # the row's record of it: the share of programs a block served and their mean block size
+    rec = plan.launch_record()
+    assert rec["page_block_seqs"] == plan.seqs and rec["splits"] == plan.splits
+    assert rec["grouped_programs"] == pytest.approx(float((g > 0).float().mean()))
+    assert rec["mean_block_seqs"] == min(plan.seqs, 4)
+    assert (rec["grouped_programs"] == 1.0) == (splits == 1)
     # the same rows over private copies of the prefix: nothing shared, every program its own sequence
     out_d, plan_d = _run(d, d.dup_table, T, splits=splits)
     assert (plan_d.grouped == 0).all()
     assert max_rel_err(out_d, ref) < TOL
+
+
+def test_a_launch_that_can_form_blocks_records_them_unasked():
+    """No test hook set: a launch whose page_block_seqs allows blocks still writes each program's choice, which
+    the probe row records; a launch of the plain kernel has nothing to write."""
+    d = build_data(_cfg(), "cpu", seed=5)
+    out = torch.full_like(d.q, float("nan"))
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 72, out, sm_count=2, tune=TINY,
+                      force_splits=1, shared_prefix_tokens=None)
+    assert plan.seqs > 1 and plan.grouped is not None
+    plan()
+    assert max_rel_err(out, reference_output(d)) < TOL
+    assert plan.launch_record()["grouped_programs"] == 1.0
+    plain = DecodePlan(d.q, d.k_cache, d.v_cache, d.dup_table, d.seq_lens, 72, out, sm_count=2, tune=TINY,
+                       force_splits=1, shared_prefix_tokens=0)
+    assert plain.seqs == 1 and plain.grouped is None and "grouped_programs" not in plain.launch_record()
 
 
 @pytest.mark.parametrize("chunk", [128, 2])

@@ -58,9 +58,14 @@ def test_rows_of_every_backend_checked_then_timed(ctx):
         composite = k in ("decode_shared", "decode_dup", "cascade_total")
         assert (r["max_rel_err"] is not None) == composite and (not composite or r["max_rel_err"] < 1e-2)
         assert ("composite_max_rel_err" in r) == (k in ("cascade_prefix", "cascade_suffix", "cascade_merge"))
-        assert ("launch" in r) == (b == "triton" and k.startswith("cascade"))
+        assert ("launch" in r) == (b == "triton")
         assert ("max_rel_err_vs_decode" in r) == ((b, k) == ("triton", "cascade_total"))
     assert rows[("triton", "cascade_total")]["max_rel_err_vs_decode"] < 1e-2
+    for k in ("decode_shared", "decode_dup"):    # what the decode launched, read after it ran
+        rec = rows[("triton", k)]["launch"]
+        assert {"splits", "tokens_per_split", "page_block_seqs"} <= set(rec) and rec["splits"] >= 1
+        assert ("grouped_programs" in rec) == (rec["page_block_seqs"] > 1)
+    assert rows[("triton", "decode_dup")]["launch"]["page_block_seqs"] == 1     # private pages: the plain kernel
     launch = rows[("triton", "cascade_merge")]["launch"]
     assert launch["kernels"] == 3 and launch["slots"] == sum(launch["prefix_splits"]) + launch["suffix_splits"]
     skipped = {(s["backend"], s["kernel"]) for s in ctx.skipped}

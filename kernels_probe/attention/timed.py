@@ -18,7 +18,8 @@ class TimedKernel:
     and returns the output, which is compared with the float32 reference before anything is timed;
     pieces of a composite (a cascade's prefix, suffix, merge) have none. ``keep_output``: the checked
     output is kept to compare the backend's cascade with its own per-sequence decode. ``launch``: the
-    launch shape recorded on the row (the Triton cascade's splits and slots)."""
+    launch shape recorded on the row (the Triton cascade's splits and slots), or a callable that returns it once
+    the kernel has run (the Triton decode's page blocks, which its kernel decides from the block table)."""
 
     backend: str
     kernel: str
@@ -27,7 +28,7 @@ class TimedKernel:
     check: Callable[[], Any] | None = None
     prepare: Callable[[], Callable[[], Any]] | None = None
     keep_output: bool = False
-    launch: dict | None = None
+    launch: dict | Callable[[], dict] | None = None
 
     def __post_init__(self) -> None:
         if (self.run is None) == (self.prepare is None):

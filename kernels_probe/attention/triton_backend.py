@@ -42,12 +42,14 @@ def timed_kernels(data: AttentionInputs, *, sm_count: int, tune: TuneParams = DE
     out_ds = torch.empty_like(data.q)
     dec_s = DecodePlan(data.q, data.k_cache, data.v_cache, data.shared_table, data.seq_lens, T, out_ds,
                        sm_count=sm_count, tune=tune, shared_prefix_tokens=cfg.root_tokens + cfg.prefix_tokens)
-    out.append(TimedKernel(BACKEND, "decode_shared", dec_s, check=poisoned_run(out_ds, dec_s), keep_output=True))
+    out.append(TimedKernel(BACKEND, "decode_shared", dec_s, check=poisoned_run(out_ds, dec_s), keep_output=True,
+                           launch=dec_s.launch_record))
     if data.has_dup:
         out_dd = torch.empty_like(data.q)
         dec_d = DecodePlan(data.q, data.k_cache, data.v_cache, data.dup_table, data.seq_lens, T, out_dd,
                            sm_count=sm_count, tune=tune, shared_prefix_tokens=0)
-        out.append(TimedKernel(BACKEND, "decode_dup", dec_d, check=poisoned_run(out_dd, dec_d), keep_output=True))
+        out.append(TimedKernel(BACKEND, "decode_dup", dec_d, check=poisoned_run(out_dd, dec_d), keep_output=True,
+                               launch=dec_d.launch_record))
     else:
         out.append(SkippedKernel(BACKEND, "decode_dup", "duplicated prefix exceeds the probe's memory cap"))
     out_c = torch.empty_like(data.q)

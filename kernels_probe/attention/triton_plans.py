@@ -88,7 +88,10 @@ class DecodePlan:
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
                                     shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len)
-        self.grouped = None   # set to an int8 [B * HKV * splits] tensor to record each program's choice (tests)
+        # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
+        # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
+        self.grouped = (torch.zeros(B * HKV * self.splits, dtype=torch.int8, device=q.device) if self.seqs > 1
+                        else None)
         self.external_states = states is not None
         if states is None and self.splits > 1:
             states = StateBuffer(self.splits, B * HQ, D, q.device)
@@ -122,6 +125,18 @@ class DecodePlan:
         if self.merge is not None:
             self.merge()
         return self.out
+
+    def launch_record(self) -> dict:
+        """The launch as a probe row records it, after the kernel has run: splits, tokens per split, the block size
+        the launch allowed (page_block_seqs), and where blocks formed the share of (sequence, KV head, split)
+        programs whose shared pages a block read once and the mean block size among them."""
+        rec = {"splits": self.splits, "tokens_per_split": self.tps, "page_block_seqs": self.seqs}
+        if self.grouped is not None:
+            g = self.grouped.to("cpu", torch.int32)
+            inside = g[g > 0]
+            rec["grouped_programs"] = float(inside.numel()) / max(g.numel(), 1)
+            rec["mean_block_seqs"] = float(inside.float().mean()) if inside.numel() else 0.0
+        return rec
 
 
 class PrefixPlan:
