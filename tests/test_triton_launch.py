@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kernels_probe.attention.triton_launch import (
     DEFAULT_TUNE,
     LOG2E,
@@ -19,6 +22,7 @@ from kernels_probe.attention.triton_launch import (
     choose_splits_waves,
     decode_launch_splits,
     decode_splits,
+    first_split_blocks,
     page_block_seqs,
     prefix_block_m,
     scale_log2,
@@ -109,6 +113,42 @@ def test_page_blocks_only_where_they_pay():
     assert seqs(255, 2048, 1024) == 1          # an odd batch has no whole blocks
 
 
+def test_blocks_only_where_the_first_split_forms_one():
+    """The kernel groups a split where the shared run, in whole tiles, holds the block's private tokens in it
+    (two sequences: twice one tail). One split over a 1K prompt and 1K private tokens never groups, so no blocks;
+    split in 448-token pieces the first lies inside the prompt and groups."""
+    assert first_split_blocks(1024, 2048, 2048, 128) is False      # run 1,024 < 2 x 1,024
+    assert first_split_blocks(1024, 1152, 1152, 128) is True       # run 1,024 >= 2 x 128
+    assert first_split_blocks(1000, 1152, 1152, 128) is True       # run 896 (whole tiles) >= 2 x 256
+    assert first_split_blocks(1000, 1600, 1600, 128) is False      # run 896 < 2 x 704
+    assert first_split_blocks(1024, 2048, 448, 64) is True         # the first split lies inside the prompt
+    assert first_split_blocks(40, 1152, 1152, 64) is False         # no whole tile of shared pages
+
+    def seqs(shared, T, tps, bn):
+        return page_block_seqs(256, 4, 2048, 132, DEFAULT_TUNE, shared_prefix_tokens=shared, max_seq_len=T,
+                               tokens_per_split=tps, block_n=bn)
+
+    assert seqs(1024, 2048, 2048, 128) == 1
+    assert seqs(4096, 8192, 8192, 128) == 1
+    assert seqs(1024, 1152, 1152, 128) == 4
+    assert seqs(None, 2048, 2048, 128) == 4                        # sharing not known: the kernel looks
+    assert seqs(0, 1152, 1152, 128) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 70000), st.integers(0, 9000), st.sampled_from([64, 128]), st.integers(1, 40))
+def test_the_first_split_rule_agrees_with_the_kernels_split_by_split_choice(shared, tail, bn, splits):
+    """Blocks form on some split (the kernel's per-split check, level 2) exactly when they form on the first."""
+    total = shared + tail
+    tps = max(bn, -(-(-(-max(total, 1) // splits)) // bn) * bn)
+    forms = []
+    for i in range(-(-max(total, 1) // tps)):
+        start, end = i * tps, min(i * tps + tps, total)
+        run = (max(min(shared, end) - start, 0) // bn) * bn if start < shared else 0
+        forms.append(run > 0 and run >= 2 * (end - start - run))
+    assert any(forms) == first_split_blocks(shared, total, tps, bn)
+
+
 def test_launch_arithmetic_imports_and_runs_without_torch_or_triton():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True, cwd=ROOT, env=env,
@@ -116,3 +156,24 @@ def test_launch_arithmetic_imports_and_runs_without_torch_or_triton():
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out == {"splits": [64, 512], "waves": [4, 1024], "block_m": 128, "loaded": []}
+
+
+def test_the_host_predicts_the_blocks_the_kernel_formed():
+    """Every Triton decode row of a GPU run of probe 1.5.1 records what its launch allowed and which programs the
+    kernel grouped, read back after it ran (benchmarks/raw/device-2026-12-05/triton151.json, an H100 with 132 SMs):
+    page_blocks, on the host, gives the same for all 188 rows, decode over shared and over private pages."""
+    from kernels_probe.attention.triton_launch import page_blocks
+
+    doc = json.loads((ROOT / "benchmarks/raw/device-2026-12-05/triton151.json").read_text())
+    assert doc["probe_version"] == "1.5.1" and doc["device"]["sm_count"] == 132
+    rows = [m for m in doc["measurements"]
+            if m["backend"] == "triton" and m["kernel"] in ("decode_shared", "decode_dup")]
+    assert len(rows) == 188 and sum("grouped_programs" in m["launch"] for m in rows) > 50
+    for m in rows:
+        c = m["config"]
+        shared = c["prefix_tokens"] if m["kernel"] == "decode_shared" else 0
+        got = page_blocks(c["group_size"] * c["n_groups"], c["num_kv_heads"], c["q_per_kv"], c["group_size"], shared,
+                          c["prefix_tokens"] + c["suffix_tokens"], 132)
+        assert set(got) == set(m["launch"]), (c, m["launch"], got)
+        for k, v in got.items():     # the record's mean block is a float32 mean
+            assert math.isclose(v, m["launch"][k], rel_tol=1e-6), (c, k, m["launch"], got)

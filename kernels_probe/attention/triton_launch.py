@@ -109,6 +109,21 @@ def decode_launch_splits(work_items: int, tokens: int, sm_count: int, tune: Tune
     return (*decode_splits(work_items, tokens, sm_count, tune.decode_block_n, tune), False)
 
 
+def decode_tile(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int, tune: TuneParams,
+                *, forced: bool = False) -> tuple[int, int, int]:
+    """(block_n, stages, warps) of a per-sequence decode launch: the long-context tile where the long launch split it,
+    longer tiles once the batch alone fills the GPU (no split; not for a forced split count), and one or two tiles
+    per program in a shallow pipeline where a split holds few tokens (the cascade's suffix pass)."""
+    block_n = tune.long_block_n if long_tile else tune.decode_block_n
+    stages, warps = (tune.long_stages if long_tile else tune.decode_stages), tune.decode_warps
+    if not forced and splits == 1 and work_items >= tune.target_programs_per_sm * sm_count:
+        block_n, stages, warps = (tune.decode_block_n_large_batch, tune.decode_stages_large_batch,
+                                  tune.decode_warps_large_batch)
+    if tokens_per_split <= tune.decode_short_tokens:
+        block_n, stages, warps = tune.decode_short_block_n, tune.decode_short_stages, tune.decode_short_warps
+    return block_n, stages, warps
+
+
 def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tune: TuneParams) -> tuple[int, int]:
     """Split count and tokens per split of the per-sequence decode. choose_splits at the base target, then more
     splits (up to the long target) while each keeps long_min_tokens_per_split tokens. On the H200 the long target
@@ -158,21 +173,37 @@ def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams) -> int:
     return s
 
 
+def first_split_blocks(shared_prefix_tokens: int, max_seq_len: int, tokens_per_split: int, block_n: int) -> bool:
+    """Would paged_decode_kernel form a block (of two sequences, its smallest) over a launch's first split? It groups
+    a split where the shared run, in whole tiles, holds at least the block's private tokens in that split together.
+    Every later split inside the shared prefix forms one whenever the first does, and none past it does, so the first
+    split decides whether a block ever forms."""
+    end = min(tokens_per_split, max_seq_len)
+    run = (min(shared_prefix_tokens, end) // block_n) * block_n
+    return run > 0 and run >= 2 * (end - run)
+
+
 def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tune: TuneParams, *,
-                    shared_prefix_tokens: int | None, max_seq_len: int) -> int:
+                    shared_prefix_tokens: int | None, max_seq_len: int, tokens_per_split: int | None = None,
+                    block_n: int | None = None) -> int:
     """SEQS of a per-sequence decode launch: page_group_seqs where blocks can pay, else 1 (the plain kernel).
     A block's first program reads its sequences' private tails one after another, and the block code costs the
     kernel registers even where no block forms; so on the H200 (probe 1.4 rows against 1.3's over the `all` grid)
     blocks lost up to 38% where the launch gave fewer than target_programs_per_sm programs per SM, and 10-19%
     where the shared run was shorter than a tail or nothing was shared. shared_prefix_tokens: the tokens the
     batch's consecutive sequences share at the start of their pages, as the caller knows it (an engine's common
-    prefix; 0: private pages), None when not known (the kernel still finds blocks in the block table)."""
+    prefix; 0: private pages), None when not known (the kernel still finds blocks in the block table). Given the
+    launch's split and tile (tokens_per_split, block_n), blocks only where the kernel would form one
+    (first_split_blocks): on the H200 a launch with blocks allowed that formed none ran 10-15% slower than the plain
+    kernel (256 sequences at a 1K or 4K prompt with as many private tokens: probe 1.4 rows against 1.3's)."""
     s = page_group_seqs(batch, q_per_kv, tune)
     if s == 1 or shared_prefix_tokens == 0 or programs < tune.target_programs_per_sm * sm_count:
         return 1
-    if shared_prefix_tokens is not None and shared_prefix_tokens < max_seq_len - shared_prefix_tokens:
-        return 1
-    return s
+    if shared_prefix_tokens is None:
+        return s
+    if tokens_per_split is not None and block_n is not None:
+        return s if first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n) else 1
+    return 1 if shared_prefix_tokens < max_seq_len - shared_prefix_tokens else s
 
 
 # Page numbers per sequence the page-aware decode compares at a time (CHK). One value for every launch: each
@@ -190,3 +221,40 @@ def prefix_block_m(rows: int, max_block_m: int) -> int:
 
 def scale_log2(head_dim: int, sm_scale: float | None) -> float:
     return (sm_scale if sm_scale is not None else 1.0 / math.sqrt(head_dim)) * LOG2E
+
+
+def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,
+                sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> dict:
+    """The page blocks a per-sequence decode over shared pages forms, computed on the host: `batch` sequences of
+    `seq_len` tokens each, in groups of `group_size` consecutive sequences whose first `shared_prefix_tokens` tokens
+    are the same pages. What DecodePlan launches (splits, tile, page_block_seqs) and what paged_decode_kernel then
+    chooses split by split: a split inside the shared prefix groups its aligned block (the largest size that fits in
+    a group), a split straddling the prefix's end groups the largest block whose private tokens in it the shared run,
+    in whole tiles, covers, and a split past it never does. Returns the launch record's fields: splits,
+    tokens_per_split, page_block_seqs, and where blocks can form grouped_programs (the share of (sequence, KV head,
+    split) programs whose shared pages a block read once) and mean_block_seqs (0 when none formed), as
+    DecodePlan.launch_record writes them."""
+    work = batch * kv_heads
+    splits, tps, long_tile = decode_launch_splits(work, seq_len, sm_count, tune)
+    block_n, _, _ = decode_tile(work, splits, tps, long_tile, sm_count, tune)
+    seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
+                           max_seq_len=seq_len, tokens_per_split=tps, block_n=block_n)
+    out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}
+    if seqs == 1:
+        return out
+    grouped = 0
+    block_sum = 0
+    for i in range(splits):
+        start, end = i * tps, min(i * tps + tps, seq_len)
+        if start >= shared_prefix_tokens or group_size < 2:
+            continue
+        run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n
+        s = seqs
+        while s >= 2 and not (group_size % s == 0 and run > 0 and run >= s * (end - start - run)):
+            s //= 2
+        if s >= 2:
+            grouped += 1
+            block_sum += s
+    out["grouped_programs"] = grouped / splits
+    out["mean_block_seqs"] = block_sum / grouped if grouped else 0.0
+    return out

@@ -23,6 +23,7 @@ from kernels_probe.attention.triton_launch import (
     choose_splits_waves,
     decode_block_g,
     decode_launch_splits,
+    decode_tile,
     page_block_seqs,
     prefix_block_m,
     scale_log2,
@@ -74,20 +75,12 @@ class DecodePlan:
             long_tile = False
         else:
             self.splits, self.tps, long_tile = decode_launch_splits(self.work_items, max_seq_len, sm_count, tune)
-        if long_tile:  # a long context split over many programs: longer tiles, shallower pipeline
-            self.block_n = tune.long_block_n
-        large_batch = (force_splits is None and self.splits == 1
-                       and self.work_items >= tune.target_programs_per_sm * sm_count)
-        self.stages, self.warps = (tune.long_stages if long_tile else tune.decode_stages), tune.decode_warps
-        if large_batch:  # the batch alone fills the GPU: longer tiles
-            self.block_n = tune.decode_block_n_large_batch
-            self.stages, self.warps = tune.decode_stages_large_batch, tune.decode_warps_large_batch
-        if self.tps <= tune.decode_short_tokens:  # one or two tiles per program: shallow pipeline, more CTAs/SM
-            self.block_n, self.stages, self.warps = (tune.decode_short_block_n, tune.decode_short_stages,
-                                                     tune.decode_short_warps)
+        self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, self.tps, long_tile, sm_count,
+                                                            tune, forced=force_splits is not None)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
-                                    shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len)
+                                    shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len,
+                                    tokens_per_split=self.tps, block_n=self.block_n)
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
         self.grouped = (torch.zeros(B * HKV * self.splits, dtype=torch.int8, device=q.device) if self.seqs > 1
