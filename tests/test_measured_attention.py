@@ -19,6 +19,7 @@ from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cli.app import app
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.ops.attention import FITTED, MEASURED, MeasuredAttention, MeasuredTable
+from cascade_plan.cost.ops.shape_anchor import ANCHORED
 
 runner = CliRunner()
 H200 = load_hardware("h200")
@@ -93,11 +94,18 @@ def test_ratio_interpolation_stays_within_the_bracketing_rows():
 def test_outside_the_grid_is_the_fitted_model_and_says_why(probe):
     params = params_from_probe(probe, "flashinfer", "bf16", H200)
     fitted_only = msgspec.structs.replace(params, measured=None)
-    for args in ((4096, 64, 1, 9000), (128, 64, 1, 128), (524288, 64, 1, 128)):   # beyond / below / beyond
+    # below the rows, inside what the fit trained on: the fit
+    c, f = one_layer(params, 128, 64, 1, 128), one_layer(fitted_only, 128, 64, 1, 128)
+    assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) == float(f.ps_attention_s)
+    assert float(c.cas_attention_s) == float(f.cas_attention_s)
+    assert c.ps_outside and "rows span" in c.ps_outside[0] and ANCHORED not in c.ps_outside[0]
+    # past the longest suffix (4K) and prefix (64K) the fit trained on: the fit scaled to the untrained rows there
+    # (the regimes grid's 8K suffixes and 128K-256K prefixes; tests/test_shape_anchor.py)
+    for args in ((4096, 64, 1, 9000), (524288, 64, 1, 128)):
         c, f = one_layer(params, *args), one_layer(fitted_only, *args)
-        assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) == float(f.ps_attention_s)
-        assert float(c.cas_attention_s) == float(f.cas_attention_s)
+        assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) != float(f.ps_attention_s)
         assert c.ps_outside and ("rows span" in c.ps_outside[0] or "bracket" in c.ps_outside[0])
+        assert ANCHORED in c.ps_outside[0]
     # every axis the step leaves is named
     c = one_layer(params, 524288, 2048, 1, 9000)
     why = c.ps_outside[0]

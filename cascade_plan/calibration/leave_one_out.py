@@ -43,3 +43,33 @@ def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: 
                 interp.append(abs(v / t[i] - 1))
                 fit.append(abs(f[i] / t[i] - 1))
     return interp, fit
+
+
+def anchored_loo(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: Sequence[str], kernel: str,
+                 trained: Callable[[Any], bool], predict: Callable[[list[Any]], np.ndarray]) -> dict[int, float]:
+    """Each row the planner would anchor (cost/ops/shape_anchor.py: an untrained shape, or past the longest prefix or
+    suffix the fit trained on) predicted from the other untrained rows of its shape, as the planner anchors: the fit
+    times their ratio to it, regressed at the row. Returns {index in rows: |anchored / measured - 1|} where a row
+    within reach anchors it. `kernel`: the planner kernel ("per_sequence", "per_sequence_dup", "cascade")."""
+    from cascade_plan.cost.ops.shape_anchor import anchored_ratio, untrained_reach
+
+    if not rows:
+        return {}
+    pts = np.array([[getattr(r.config, a) for a in axes] for r in rows], float)
+    t = np.array([r.timed_s for r in rows], float)
+    f = np.asarray(predict([r.config for r in rows]), float)
+    tr = np.array([trained(r.config) for r in rows])
+    reach = pts[tr].max(axis=0) if tr.any() else None
+    keys = [shape(r.config) for r in rows]
+    out: dict[int, float] = {}
+    for i in np.flatnonzero(~tr):
+        mine = np.array([k == keys[i] for k in keys]) & ~np.all(pts == pts[i], axis=1)
+        if not mine.any():
+            continue
+        use, anchor = untrained_reach(pts[mine], tr[mine], reach if tr[mine].any() else None, pts[i:i + 1])
+        if not use[0] or not anchor.any():
+            continue
+        r = anchored_ratio(pts[mine][anchor], (t / f)[mine][anchor], pts[i:i + 1], kernel)[0]
+        if np.isfinite(r):
+            out[int(i)] = abs(f[i] * r / t[i] - 1)
+    return out

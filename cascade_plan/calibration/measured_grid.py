@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cascade_plan.calibration.fitting import Configs, config_column
-from cascade_plan.calibration.holdout import is_tree
+from cascade_plan.calibration.holdout import is_held_out, is_tree
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 
@@ -101,7 +101,8 @@ def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
                   fits: BackendFit | None = None) -> MeasuredAttention | None:
     """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
     planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
-    the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit)."""
+    the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit), and
+    whether the fit was trained on it."""
     from cascade_plan.calibration.backends import BACKENDS
     from cascade_plan.calibration.fitting import predict_kind
 
@@ -115,7 +116,10 @@ def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
         sel = probe.select(b, name, v, kv_dtype)
         cfgs = [r.config for r in sel]
         fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))
+        # whether the fit was trained on the row: a shape with no such row takes its level from its own rows
+        # outside their grid (cost/ops/shape_anchor.py)
         out[kernel] = [((c.q_per_kv, c.num_kv_heads, c.head_dim),
-                        (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.timed_s, f)
+                        (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.timed_s, f,
+                        fits is None or bool(fits.train_rows) or not is_held_out(c))
                        for r, c, f in zip(sel, cfgs, fit)]
     return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None

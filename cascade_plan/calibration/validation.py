@@ -9,7 +9,7 @@ from cascade_plan.calibration.backends import BACKENDS
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import predict_kind
 from cascade_plan.calibration.holdout import config_key, held_out_regime, is_held_out, regime_names
-from cascade_plan.calibration.leave_one_out import leave_one_out
+from cascade_plan.calibration.leave_one_out import anchored_loo, leave_one_out
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc, Measurement
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
@@ -94,7 +94,8 @@ def validate(probe: ProbeData) -> dict:
                 if reg.any():
                     by = {name: _stats(ape[np.array([name in n for n in names])])
                           for name in sorted({x for n in names for x in n})}
-                    res.setdefault("regimes", {})[kind] = {**_stats(ape[reg]), "by_regime": by}
+                    res.setdefault("regimes", {})[kind] = {**_stats(ape[reg]), "by_regime": by,
+                                                           **_anchored(kind, rows, fits, l2, reg_rows=held)}
                 for c, tm, tp in zip(cfgs, t, p):
                     out["points"].append({"backend": backend, "kv_dtype": kv, "kernel": kind,
                                           "config": msgspec.to_builtins(c),
@@ -137,6 +138,26 @@ def validate(probe: ProbeData) -> dict:
 
         out["mla"] = mla_validation(probe.mla, probe.fits, l2)
     return out
+
+
+def _anchored(kind: str, rows: list[Measurement], fits: BackendFit, l2: float, reg_rows: list[Measurement]) -> dict:
+    """The regimes rows of one kernel kind as the planner prices them outside the rows' grid: the fit scaled to the
+    other untrained rows of the shape (leave-one-out; calibration/leave_one_out.py: anchored_loo), on the rows it
+    reaches, beside the fit alone on the same rows."""
+    kernel = {k: p for p, k in INTERPOLATED}.get(kind)
+    if kernel is None:
+        return {}
+    errs = anchored_loo(rows, lambda c: (c.q_per_kv, c.num_kv_heads, c.head_dim),
+                        ("n_groups", "group_size", "prefix_tokens", "suffix_tokens"), kernel,
+                        lambda c: bool(fits.train_rows) or not is_held_out(c),
+                        lambda cfgs: predict_kind(fits, kind, cfgs, l2))
+    reg = {id(r) for r in reg_rows if held_out_regime(r.config)}
+    idx = [i for i in errs if id(rows[i]) in reg]
+    if not idx:
+        return {}
+    fit = np.abs(predict_kind(fits, kind, [rows[i].config for i in idx], l2)
+                 / np.array([rows[i].timed_s for i in idx]) - 1)
+    return {"anchored": _stats(np.array([errs[i] for i in idx])), "fit_same_rows": _stats(fit)}
 
 
 # the planner's interpolated kernels (cost/ops/attention.py) and the validation kinds of their rows
@@ -191,17 +212,24 @@ def render(res: dict, device: str, console) -> None:
     if any(r.get("regimes") for r in res["backends"].values()):
         q = Table(title="The regimes grid, never fitted (head dims 64 and 256, groups of 6 and 12, prefixes over 64K, "
                         "suffixes over 4K): absolute percentage error", title_justify="left")
-        for col in ("backend", "what", "n", "median", "p90", "max", "worst regime (median)"):
+        for col in ("backend", "what", "n", "median", "p90", "max", "worst regime (median)", "anchored n",
+                    "anchored median", "fit there"):
             q.add_column(col, justify="left" if col in ("backend", "what", "worst regime (median)") else "right")
         for backend, r in res["backends"].items():
             for kind, s in (r.get("regimes") or {}).items():
                 by = s.get("by_regime") or {}
                 worst = max(by, key=lambda k: by[k]["median_ape"] or 0.0) if by else None
+                a, f = s.get("anchored"), s.get("fit_same_rows")
                 q.add_row(backend, kind if kind != "speedup" else "[bold]speedup[/bold]", str(s["n"]),
                           fmt_pct(s["median_ape"]), fmt_pct(s["p90_ape"]), fmt_pct(s["max_ape"]),
                           f"{worst} ({fmt_pct(by[worst]['median_ape'])})" if worst else "",
-                          end_section=kind == "speedup")
+                          str(a["n"]) if a else "", fmt_pct(a["median_ape"]) if a else "",
+                          fmt_pct(f["median_ape"]) if f else "", end_section=kind == "speedup")
         console.print(q)
+        console.print("[dim]anchored: each regimes row the planner would price outside the rows' grid (a shape the "
+                      "fit never saw, or a prefix or suffix past its training rows), predicted leave-one-out as the "
+                      "planner does: the fit scaled to the other untrained rows of its shape; 'fit there': the fit "
+                      "alone on the same rows.[/dim]")
     p = Table(title="Which mode is faster? Right picks on held-out points", title_justify="left")
     for col in ("backend", "points", "cascade faster", "model right", "vLLM heuristic right"):
         p.add_column(col, justify="left" if col == "backend" else "right")

@@ -17,6 +17,7 @@ from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.ops.attention import (
     FITTED,
     SingleLevel,
+    anchored_layer_s,
     measured_layer_s,
     outside_reason,
     overlapped_total,
@@ -26,6 +27,7 @@ from cascade_plan.cost.ops.attention import (
 from cascade_plan.cost.ops.attention_work import kv_read_bytes
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import CASCADE, PER_SEQUENCE, StepContext
+from cascade_plan.cost.ops.shape_anchor import ANCHORED, ANCHORED_SOURCE
 from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction, roofline_s  # noqa: F401
 from cascade_plan.cost.step_shape import (  # noqa: F401  (re-exported: callers import them here)
     GpuShape,
@@ -85,6 +87,9 @@ class StepCosts(msgspec.Struct, frozen=True):
     # fitted kernels priced it (None: no rows to interpolate); and why the fitted model priced steps (empty: none)
     ps_measured: np.ndarray | None = None
     cas_measured: np.ndarray | None = None
+    # 1 where the fitted time was scaled to the shape's own rows outside their grid (cost/ops/shape_anchor.py)
+    ps_anchored: np.ndarray | None = None
+    cas_anchored: np.ndarray | None = None
     ps_outside: tuple[str, ...] = ()       # a tuple, not a str: run_load broadcasts every scalar field
     cas_outside: tuple[str, ...] = ()
     # each mode's step as its list of ops (cost/ops/registry.py, then the cascade's composition rules:
@@ -132,12 +137,14 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     # Inside the measured grid, the measured rows (cost/ops/attention.py) instead of the fitted kernels.
     m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn)
     if m is not None:
-        ps_meas, cas_meas, ps_why, cas_why = m
-        ps_attn = np.where(np.isfinite(ps_meas), ps_meas, ps_attn)
+        ps_meas, cas_meas, ps_why, cas_why, ps_anchor, cas_anchor = m
+        # outside the rows' grid, a shape the fit never saw is scaled to its own rows (cost/ops/shape_anchor.py)
+        ps_attn = np.where(np.isfinite(ps_meas), ps_meas, np.where(np.isfinite(ps_anchor), ps_anchor, ps_attn))
+        cas_priced = np.where(np.isfinite(cas_meas), cas_meas, cas_anchor)
         # the measured cascade is one time for all its passes: split it in the fitted passes' proportions
-        scale = np.where(np.isfinite(cas_meas), cas_meas / np.maximum(cas_attn, 1e-300), 1.0)
+        scale = np.where(np.isfinite(cas_priced), cas_priced / np.maximum(cas_attn, 1e-300), 1.0)
         pre_s, suf_s, merge_s = pre_s * scale, suf_s * scale, merge_s * scale
-        cas_attn = np.where(np.isfinite(cas_meas), cas_meas, cas_attn)
+        cas_attn = np.where(np.isfinite(cas_priced), cas_priced, cas_attn)
     passes_s = cas_attn
     # the new token's K/V write where the per-sequence timings include it and the cascade kernels do not
     cas_attn = cas_attn + kv_append_s
@@ -148,6 +155,8 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
 
     ps_mask = None if m is None else np.isfinite(ps_meas)
     cas_mask = None if m is None else np.isfinite(cas_meas)
+    ps_anch = None if m is None else np.isfinite(ps_anchor) & ~np.isfinite(ps_meas)
+    cas_anch = None if m is None else np.isfinite(cas_anchor) & ~np.isfinite(cas_meas)
     words = params.measured.label if params.measured is not None else ""
     # In the list, the prefix and suffix passes run concurrently take their share of the time they take together
     # (cas_prefix_s and cas_suffix_s stay each pass alone).
@@ -159,10 +168,10 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         note = (f"; run {params.prefix_suffix_overlap:.0%} concurrently with the other pass (calibrated): "
                 "its share of their joint time")
     attention = {
-        "decode": _timed(dec, ps_attn, ps_mask, words),
-        "cascade_prefix": _timed(pre, pre_in, cas_mask, words, note),
-        "cascade_suffix": _timed(suf, suf_in, cas_mask, words, note),
-        "cascade_merge": _timed(mer, merge_s, cas_mask, words),
+        "decode": _timed(dec, ps_attn, ps_mask, words, anchored=ps_anch),
+        "cascade_prefix": _timed(pre, pre_in, cas_mask, words, note, cas_anch),
+        "cascade_suffix": _timed(suf, suf_in, cas_mask, words, note, cas_anch),
+        "cascade_merge": _timed(mer, merge_s, cas_mask, words, anchored=cas_anch),
     }
     rules = [_rule(NO_SHARING, cas_attn - (passes_s + kv_append_s),
                    "no shared node has two readers: cascade no faster than the per-sequence decode")]
@@ -182,18 +191,22 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
         cas_attention_s=cas_attn, cas_step_s=other_s + cas_attn, glue_s=glue_s, comm_s=comm_s,
         ps_measured=None if ps_mask is None else ps_mask.astype(float),
         cas_measured=None if cas_mask is None else cas_mask.astype(float),
+        ps_anchored=None if ps_anch is None else ps_anch.astype(float),
+        cas_anchored=None if cas_anch is None else cas_anch.astype(float),
         ps_outside=() if m is None or ps_why is None else (ps_why,),
         cas_outside=() if m is None or cas_why is None else (cas_why,),
         ps_ops=mode_ops[PER_SEQUENCE], cas_ops=mode_ops[CASCADE] + tuple(rules),
     )
 
 
-def _timed(op: OpCost, time_s, measured, words: str, note: str = "") -> OpCost:
+def _timed(op: OpCost, time_s, measured, words: str, note: str = "", anchored=None) -> OpCost:
     """An attention op at its time in the step, and where that time comes from (measured rows on all, some or none
-    of the steps: the fitted kernels' own source)."""
-    source = op.source
+    of the steps: the fitted kernels' own source, scaled to the shape's own rows where `anchored`)."""
+    source, elsewhere = op.source, FITTED
+    if anchored is not None and np.any(anchored):
+        source, elsewhere = f"{source} scaled to this shape's measured rows", ANCHORED_SOURCE
     if measured is not None and np.any(measured):
-        source = words if np.all(measured) else f"{words} where the rows bracket the step, {FITTED} elsewhere"
+        source = words if np.all(measured) else f"{words} where the rows bracket the step, {elsewhere} elsewhere"
     return msgspec.structs.replace(op, time_s=time_s, source=source + note)
 
 
@@ -206,8 +219,9 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
                        fitted_ps_s=None, fitted_cas_s=None):
     """All layers' attention time of each mode interpolated from the calibration's measured rows (NaN
     where they do not bracket the step; given each mode's fitted time, the rows' ratio to the fit is
-    what is interpolated), and why the fitted model prices the rest; None when the calibration carries
-    no rows (ideal, defaults; an imported file carries per-sequence decode rows only)."""
+    what is interpolated), and why the fitted model prices the rest; then each mode's time where a shape the
+    fit never saw is scaled to its own rows outside their grid (NaN elsewhere). None when the calibration
+    carries no rows (ideal, defaults; an imported file carries per-sequence decode rows only)."""
     if params.measured is None:
         return None
     sl = single_level(load)
@@ -233,6 +247,11 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
         per_layer = None if fitted is None else np.asarray(fitted, float) / g.layers
         t = (np.full(sl.valid.shape, np.nan) if mla
              else measured_layer_s(params.measured, rows_kernel, shape, sl, per_layer))
-        out.append((g.layers * t, outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)))
-    (ps, ps_why), (cas, cas_why) = out
-    return ps, cas, ps_why, cas_why
+        why = outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)
+        a = (np.full(sl.valid.shape, np.nan) if mla or params.measured.private
+             else anchored_layer_s(params.measured, rows_kernel, shape, sl, per_layer, t))
+        if why is not None and np.isfinite(a).any():
+            why += f"; {ANCHORED}"
+        out.append((g.layers * t, why, g.layers * a))
+    (ps, ps_why, ps_a), (cas, cas_why, cas_a) = out
+    return ps, cas, ps_why, cas_why, ps_a, cas_a

@@ -13,6 +13,7 @@ from cascade_plan.cost.flat_tree import FlatTree, flatten
 from cascade_plan.cost.memory_fit import MemoryFit, memory_fit
 from cascade_plan.cost.ops.attention import FITTED, MEASURED
 from cascade_plan.cost.ops.moe import source as moe_source
+from cascade_plan.cost.ops.shape_anchor import ANCHORED_SOURCE
 from cascade_plan.cost.run_load import tree_costs_at, tree_run_costs
 from cascade_plan.cost.verdict import GO_RATIO, MARGINAL_RATIO, Verdict, does_not_fit, go_no_go  # noqa: F401
 from cascade_plan.envelope import envelope
@@ -97,10 +98,12 @@ class Estimate(msgspec.Struct, frozen=True):
         return self.steps[-1]
 
 
-def _source(mask, idx: int, mode: str, measured: str | None = None) -> str:
+def _source(mask, idx: int, mode: str, measured: str | None = None, anchored=None) -> str:
     if mask is None:
         return mode if mode in ("ideal", "default") else FITTED
-    return (measured or MEASURED) if mask[idx] > 0 else FITTED
+    if mask[idx] > 0:
+        return measured or MEASURED
+    return ANCHORED_SOURCE if anchored is not None and anchored[idx] > 0 else FITTED
 
 
 def _ops(ops, idx: int, attention_source: str) -> tuple[OpStep, ...]:
@@ -111,8 +114,8 @@ def _ops(ops, idx: int, attention_source: str) -> tuple[OpStep, ...]:
 
 
 def _summary(c: StepCosts, idx: int, label: str, mode: str = "calibrated", measured: str | None = None) -> StepSummary:
-    ps_source = _source(c.ps_measured, idx, mode, measured)
-    cas_source = _source(c.cas_measured, idx, mode, measured)
+    ps_source = _source(c.ps_measured, idx, mode, measured, c.ps_anchored)
+    cas_source = _source(c.cas_measured, idx, mode, measured, c.cas_anchored)
     ps = ModeStep(attention_bytes=float(c.ps_attention_bytes[idx]), hbm_bytes=float(c.ps_hbm_bytes[idx]),
                   prefix_bytes=float(c.ps_prefix_bytes[idx]),
                   suffix_bytes=float(c.ps_attention_bytes[idx] - c.ps_prefix_bytes[idx]), merge_bytes=0.0,

@@ -205,9 +205,9 @@ ShapeKey = tuple[int, int, int]
 class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
     """One backend's measured attention rows at one KV dtype, built into tables lazily (a calibration
     holds many shapes; a workload asks for one). rows: kernel -> [(shape key, point (4,), time_s, fitted
-    time_s or None)] for the planner's kernels "per_sequence" (decode over shared prefix pages),
+    time_s or None[, trained])] for the planner's kernels "per_sequence" (decode over shared prefix pages),
     "per_sequence_dup" (private copies: no prefix caching) and "cascade" (the whole cascade: prefix,
-    suffix and merge)."""
+    suffix and merge); `trained`: the fit was trained on the row (absent: it was)."""
 
     backend: str
     kv_dtype: str
@@ -239,6 +239,20 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
 
     def shapes(self, kernel: str) -> list[ShapeKey]:
         return sorted({r[0] for r in self.rows.get(kernel, ())})
+
+    def anchor_rows(self, kernel: str, shape: ShapeKey) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                 np.ndarray | None] | None:
+        """(points, measured/fitted ratios, trained) of a shape's rows for cost/ops/shape_anchor.py, and the
+        largest point the fit trained on over every shape (None: none); None where some row lacks a fitted time
+        or a training flag (imported and MLA rows: not anchored)."""
+        rows = self.rows.get(kernel, ())
+        sel = [r for r in rows if r[0] == shape]
+        if not sel or any(len(r) < 5 or r[3] is None or r[3] <= 0 for r in sel):
+            return None
+        trained_all = [r[1] for r in rows if len(r) < 5 or r[4]]
+        reach = np.max(np.array(trained_all, float), axis=0) if trained_all else None
+        return (np.array([r[1] for r in sel], float), np.array([r[2] / r[3] for r in sel], float),
+                np.array([bool(r[4]) for r in sel]), reach)
 
 
 class SingleLevel(msgspec.Struct, frozen=True):
@@ -300,6 +314,31 @@ def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: Sha
         return out
     fit = None if fitted_layer_s is None else np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
     out[take] = tab(sl.query(take), fit)
+    return out
+
+
+def anchored_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
+                     fitted_layer_s, interpolated: np.ndarray) -> np.ndarray:
+    """Per-layer times where the rows do not bracket a valid point that lies where the fit never trained (a
+    shape it never saw; a prefix or suffix past its training rows): the fitted time scaled by the untrained rows'
+    measured/fitted ratio there (cost/ops/shape_anchor.py); NaN elsewhere."""
+    from cascade_plan.cost.ops.shape_anchor import anchored_ratio, untrained_reach
+
+    out = np.full(sl.valid.shape, np.nan)
+    rows = None if measured is None or fitted_layer_s is None else measured.anchor_rows(kernel, shape)
+    if rows is None:
+        return out
+    take = sl.valid & ~np.isfinite(interpolated)
+    if not take.any():
+        return out
+    q = sl.query(take)
+    use, anchor = untrained_reach(rows[0], rows[2], rows[3], q)
+    if not use.any():
+        return out
+    fit = np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
+    vals = np.full(q.shape[0], np.nan)
+    vals[use] = fit[use] * anchored_ratio(rows[0][anchor], rows[1][anchor], q[use], kernel)
+    out[take] = vals
     return out
 
 

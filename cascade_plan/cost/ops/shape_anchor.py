@@ -1,0 +1,85 @@
+"""A shape the fit never saw takes its level from its own rows.
+
+The fitted kernel models are trained on the probe's core shapes (head dim 128; query groups other than 6 and 12;
+see calibration/holdout.py). A shape outside them (head dim 64 or 256, groups of 6 or 12, one KV head per GPU) is
+priced by a fit that never saw it, and its measured rows show by how much that fit is off: FlashInfer's cascade at
+head dim 64 ran 33-40% over the fit, its decode over shared pages at groups of 12 25% under it. Inside those rows'
+grid the planner interpolates them (cost/ops/attention.py); outside it, the fitted time is scaled by the rows'
+measured/fitted ratio, regressed at the query with Gaussian weights over how far each row's work lies from it: the
+nearest rows decide, and far from all of them the nearest one does (the shape's level, not the core shapes'). Pure
+numpy.
+
+Distance is measured in a kernel's work, not in the grid's raw axes: a factor of two in sequences, sequences per
+group or context tokens counts one unit, and so does a quarter of the tokens read moving between the shared
+prefix and the private suffixes (a first decode step, with no suffix yet, lies next to a row with a 16-token
+suffix, not next to a row of another batch at the same suffix)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# One unit of distance per factor of two along the batch and context axes; the Gaussian's width in those units.
+BANDWIDTH = 1.0
+# Units of distance across the whole range of the suffix's share of the tokens read (0 to 1).
+SUFFIX_SHARE_UNITS = 4.0
+# A query farther than this from every anchoring row keeps the fitted time (a factor of eight in batch or context,
+# or three quarters of the suffix share): Triton's one fp8 row of a small-model shape, at a first step with no
+# suffix, priced that shape's final step (two thirds of the tokens private) 36% slow when nothing bounded the reach.
+MAX_DISTANCE = 3.0
+# Where the ratio comes from, in the words the planner's outputs use: after the reason a step lies outside the rows'
+# grid, and as a step's attention source.
+ANCHORED = ("the fitted model scaled to this shape's own measured rows (the fit never trained on the shape, or not "
+            "this far)")
+ANCHORED_SOURCE = "fitted model scaled to this shape's measured rows"
+
+
+def anchor_coords(points: np.ndarray, kernel: str) -> np.ndarray:
+    """(N, 4) probe points (n_groups, group_size, prefix_tokens, suffix_tokens) as (N, 4) coordinates of work:
+    log2 sequences, log2 sequences per group, log2 context tokens, and the suffix's share of the tokens the kernel
+    reads (a cascade reads each prefix once per group, a per-sequence decode once per sequence)."""
+    p = np.asarray(points, float)
+    ng, gs, pre, suf = (np.maximum(p[:, k], 0.0) for k in range(4))
+    seqs = ng * gs
+    if kernel == "cascade":
+        share = seqs * suf / np.maximum(ng * pre + seqs * suf, 1.0)
+    else:
+        share = suf / np.maximum(pre + suf, 1.0)
+    return np.stack([np.log2(np.maximum(seqs, 1.0)), np.log2(np.maximum(gs, 1.0)),
+                     np.log2(np.maximum(pre + suf, 1.0)), SUFFIX_SHARE_UNITS * share], axis=1)
+
+
+def anchored_ratio(points: np.ndarray, ratio: np.ndarray, query: np.ndarray, kernel: str) -> np.ndarray:
+    """The rows' measured/fitted `ratio` (N,) regressed at each query (Q, 4): the geometric mean of the rows'
+    ratios under Gaussian weights of their distance (anchor_coords). The weights are taken relative to the nearest
+    row's, so a query far from every row gets the nearest rows' ratio rather than none."""
+    x = anchor_coords(points, kernel)
+    q = np.atleast_2d(np.asarray(query, float))
+    if q.shape[0] == 0:
+        return np.ones(0)
+    uq, inverse = np.unique(q, axis=0, return_inverse=True)      # a step grid repeats its points
+    d2 = ((anchor_coords(uq, kernel)[:, None, :] - x[None, :, :]) ** 2).sum(-1) / (2.0 * BANDWIDTH**2)
+    near = d2.min(axis=1, keepdims=True)
+    w = np.exp(-(d2 - near))
+    log_r = np.log(np.maximum(np.asarray(ratio, float), 1e-300))
+    out = np.exp((w @ log_r) / w.sum(axis=1))
+    out[near[:, 0] > MAX_DISTANCE**2 / (2.0 * BANDWIDTH**2)] = np.nan
+    return out[np.asarray(inverse).ravel()]
+
+
+def untrained_reach(points: np.ndarray, trained: np.ndarray, reach: np.ndarray | None,
+                    query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which queries (Q, 4) lie where the fit never trained, and which of a shape's rows (N,) anchor them: every
+    query and every row of a shape with no training row; else the queries past the longest prefix or suffix the fit
+    trained on (`reach`, over every shape), anchored by the shape's untrained rows past it (the probe's 128K-256K
+    prefixes and 8K suffixes on a core shape). (Q,), (N,)."""
+    pts, q = np.asarray(points, float), np.atleast_2d(np.asarray(query, float))
+    trained = np.asarray(trained, bool)
+    if not trained.any():
+        return np.ones(q.shape[0], bool), np.ones(pts.shape[0], bool)
+    if reach is None:
+        return np.zeros(q.shape[0], bool), np.zeros(pts.shape[0], bool)
+    r = np.asarray(reach, float) * (1 + 1e-9)
+    beyond_rows = ~trained & ((pts[:, 2] > r[2]) | (pts[:, 3] > r[3]))
+    if not beyond_rows.any():
+        return np.zeros(q.shape[0], bool), beyond_rows
+    return (q[:, 2] > r[2]) | (q[:, 3] > r[3]), beyond_rows
