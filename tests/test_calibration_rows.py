@@ -55,9 +55,10 @@ def test_the_probe_file_rows_by_hand():
     p = find_committed(load_hardware("h200"), "probe")
     # steps: 205 dense (the regimes step set's held-out steps among them) + 93 whole MoE / MLA + MoE; step_ops:
     # 1,780 (the small models' GEMMs, glue and layer graphs among them) + 16 moe_layer_graph (no-attention steps)
-    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (3879, 1796, 298, 1038)
-    # of which FlashInfer's three-level tree rows (2026-12-03b), validation only
-    assert sum(m.config.root_tokens > 0 for m in p.measurements) == 176
+    # measurements: 3,879 + 264 FlashInfer rows of the probe 1.4 run (benchmarks/merge_h200_2026_12_05.py)
+    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (4143, 1796, 298, 1038)
+    # of which FlashInfer's three-level tree rows (2026-12-03b and 2026-12-04), validation only
+    assert sum(m.config.root_tokens > 0 for m in p.measurements) == 264
     assert sum(not r.step_kind for r in p.steps) == 205
     assert sum(r.op == "moe_layer_graph" and r.model_config is not None for r in p.step_ops) == 16
     m = p.measurements[0]

@@ -62,6 +62,6 @@ def test_kernel_targets_are_judged_on_the_core_grids_and_the_regimes_apart(h200_
     core = [r for r in rows if not held_out_regime(r.config)]
     assert fi["kernels"]["decode_dup"]["n"] == len(core) and fi["regimes"]["decode_dup"]["n"] == len(rows) - len(core)
     names = {n for r in rows for n in regime_names(r.config)}
-    assert names == {"head dim 64", "head dim 256", "G = 6", "G = 12", "prefix > 64K", "suffix > 4K"}
+    assert names == {"head dim 64", "head dim 256", "G = 6", "G = 12", "prefix > 64K", "suffix > 4K", "rollout start"}
     assert set(fi["regimes"]["decode_dup"]["by_regime"]) == names
     assert "speedup" in fi["regimes"] and 0 < fi["regimes"]["speedup"]["picks_correct"] <= 1

@@ -94,13 +94,15 @@ def test_validate_trees_scores_tree_rows_against_the_planner_and_the_fits_never_
 
 
 def test_the_shipped_tree_rows_are_scored(probe):
-    """FlashInfer's tree rows on the H200 (33 configurations, 22 timed within the run's budget, bf16): every planner
-    kernel of both FlashInfer backends has a figure, and the planner's per-sequence decode of a tree, priced from
-    two-level fits alone, lands within 9%."""
+    """FlashInfer's tree rows on the H200 (all 33 configurations: 22 timed by the trees run of 2026-12-03, the rest by
+    the probe 1.4 run of 2026-12-04; 30 bf16, 3 fp8): every planner kernel of both FlashInfer backends has a figure,
+    and the planner's per-sequence decode of a tree, priced from two-level fits alone, lands within 9.1% (2.5%
+    median in bf16)."""
     from cascade_plan.calibration.tree_validation import validate_trees
 
     res = validate_trees(probe, H200)
-    assert set(res["summary"]) == {"flashinfer/bf16", "flashinfer-fa2/bf16"}
-    for per in res["summary"].values():
-        assert set(per) == {"per_sequence", "per_sequence_dup", "cascade"} and per["cascade"]["n"] == 22
-        assert per["per_sequence"]["max_ape"] < 0.09 and per["per_sequence_dup"]["max_ape"] < 0.03
+    assert set(res["summary"]) == {"flashinfer/bf16", "flashinfer-fa2/bf16", "flashinfer/fp8", "flashinfer-fa2/fp8"}
+    for key, per in res["summary"].items():
+        assert set(per) == {"per_sequence", "per_sequence_dup", "cascade"}
+        assert per["cascade"]["n"] == (30 if key.endswith("bf16") else 3)
+        assert per["per_sequence"]["max_ape"] < 0.095 and per["per_sequence_dup"]["max_ape"] < 0.04

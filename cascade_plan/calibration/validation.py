@@ -211,7 +211,7 @@ def render(res: dict, device: str, console) -> None:
     console.print(t)
     if any(r.get("regimes") for r in res["backends"].values()):
         q = Table(title="The regimes grid, never fitted (head dims 64 and 256, groups of 6 and 12, prefixes over 64K, "
-                        "suffixes over 4K): absolute percentage error", title_justify="left")
+                        "suffixes over 4K, rollout starts): absolute percentage error", title_justify="left")
         for col in ("backend", "what", "n", "median", "p90", "max", "worst regime (median)", "anchored n",
                     "anchored median", "fit there"):
             q.add_column(col, justify="left" if col in ("backend", "what", "worst regime (median)") else "right")
