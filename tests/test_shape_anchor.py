@@ -48,12 +48,19 @@ def test_one_row_gives_its_ratio_and_two_equidistant_rows_their_geometric_mean()
     assert anchored_ratio(rows, np.array([1.2, 0.8]), q, "per_sequence")[0] == pytest.approx(math.sqrt(1.2 * 0.8))
 
 
-def test_the_nearer_row_weighs_more_by_a_gaussian_of_distance():
+def test_the_nearer_row_weighs_more_by_a_gaussian_of_distance_over_its_square():
     rows = np.array([[64, 1, 4096, 0], [512, 1, 4096, 0]], float)     # 1 and 2 units from 128 sequences
     q = np.array([[128, 1, 4096, 0]])
-    w1, w2 = math.exp(-1 / (2 * BANDWIDTH**2)), math.exp(-4 / (2 * BANDWIDTH**2))
+    d1, d2 = 1 / (2 * BANDWIDTH**2), 4 / (2 * BANDWIDTH**2)
+    w1, w2 = 1 / d1, math.exp(-(d2 - d1)) / d2
     want = math.exp((w1 * math.log(2.0) + w2 * math.log(0.5)) / (w1 + w2))
     assert anchored_ratio(rows, np.array([2.0, 0.5]), q, "per_sequence")[0] == pytest.approx(want)
+
+
+def test_at_a_row_the_ratio_is_that_rows_even_beside_others():
+    rows = np.array([[64, 16, 1024, 128], [64, 16, 1024, 0], [64, 16, 512, 1024], [32, 16, 2048, 16]], float)
+    ratios = np.array([1.3, 0.9, 1.1, 0.7])
+    assert anchored_ratio(rows, ratios, rows, "cascade") == pytest.approx(ratios, rel=1e-9)
 
 
 def test_a_query_beyond_the_reach_of_every_row_keeps_the_fit():

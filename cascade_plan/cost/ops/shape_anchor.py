@@ -50,8 +50,9 @@ def anchor_coords(points: np.ndarray, kernel: str) -> np.ndarray:
 
 def anchored_ratio(points: np.ndarray, ratio: np.ndarray, query: np.ndarray, kernel: str) -> np.ndarray:
     """The rows' measured/fitted `ratio` (N,) regressed at each query (Q, 4): the geometric mean of the rows'
-    ratios under Gaussian weights of their distance (anchor_coords). The weights are taken relative to the nearest
-    row's, so a query far from every row gets the nearest rows' ratio rather than none."""
+    ratios under Gaussian weights of their distance (anchor_coords) over its square, exact at a row. The weights are
+    taken relative to the nearest row's, so a query far from every row gets the nearest rows' ratio rather than none;
+    NaN past MAX_DISTANCE from every row."""
     x = anchor_coords(points, kernel)
     q = np.atleast_2d(np.asarray(query, float))
     if q.shape[0] == 0:
@@ -59,7 +60,9 @@ def anchored_ratio(points: np.ndarray, ratio: np.ndarray, query: np.ndarray, ker
     uq, inverse = np.unique(q, axis=0, return_inverse=True)      # a step grid repeats its points
     d2 = ((anchor_coords(uq, kernel)[:, None, :] - x[None, :, :]) ** 2).sum(-1) / (2.0 * BANDWIDTH**2)
     near = d2.min(axis=1, keepdims=True)
-    w = np.exp(-(d2 - near))
+    # Gaussian weights relative to the nearest row's, over the squared distance: exact at a row (a step on a measured
+    # point gets that row's ratio, so the anchored times meet the measured ones there without a step)
+    w = np.exp(-(d2 - near)) / np.maximum(d2, 1e-12)
     log_r = np.log(np.maximum(np.asarray(ratio, float), 1e-300))
     out = np.exp((w @ log_r) / w.sum(axis=1))
     out[near[:, 0] > MAX_DISTANCE**2 / (2.0 * BANDWIDTH**2)] = np.nan
