@@ -14,13 +14,14 @@ from cascade_plan import load_hardware
 from cascade_plan.calibration.calibration_file import find_committed
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load, step_costs
-from cascade_plan.cost.ops.attention import MeasuredAttention, anchored_layer_s, single_level
+from cascade_plan.cost.ops.attention import MeasuredAttention, single_level
 from cascade_plan.cost.ops.shape_anchor import (
     ANCHORED,
     BANDWIDTH,
     MAX_DISTANCE,
     SUFFIX_SHARE_UNITS,
     anchor_coords,
+    anchored_layer_s,
     anchored_ratio,
     untrained_reach,
 )

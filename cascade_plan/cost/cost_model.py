@@ -17,7 +17,6 @@ from cascade_plan.cost.cost_params import CostParams
 from cascade_plan.cost.ops.attention import (
     FITTED,
     SingleLevel,
-    anchored_layer_s,
     measured_layer_s,
     outside_reason,
     overlapped_total,
@@ -27,7 +26,7 @@ from cascade_plan.cost.ops.attention import (
 from cascade_plan.cost.ops.attention_work import kv_read_bytes
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import CASCADE, PER_SEQUENCE, StepContext
-from cascade_plan.cost.ops.shape_anchor import ANCHORED, ANCHORED_SOURCE
+from cascade_plan.cost.ops.shape_anchor import ANCHORED, ANCHORED_SOURCE, anchored_layer_s
 from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction, roofline_s  # noqa: F401
 from cascade_plan.cost.step_shape import (  # noqa: F401  (re-exported: callers import them here)
     GpuShape,

@@ -317,31 +317,6 @@ def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: Sha
     return out
 
 
-def anchored_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
-                     fitted_layer_s, interpolated: np.ndarray) -> np.ndarray:
-    """Per-layer times where the rows do not bracket a valid point that lies where the fit never trained (a
-    shape it never saw; a prefix or suffix past its training rows): the fitted time scaled by the untrained rows'
-    measured/fitted ratio there (cost/ops/shape_anchor.py); NaN elsewhere."""
-    from cascade_plan.cost.ops.shape_anchor import anchored_ratio, untrained_reach
-
-    out = np.full(sl.valid.shape, np.nan)
-    rows = None if measured is None or fitted_layer_s is None else measured.anchor_rows(kernel, shape)
-    if rows is None:
-        return out
-    take = sl.valid & ~np.isfinite(interpolated)
-    if not take.any():
-        return out
-    q = sl.query(take)
-    use, anchor = untrained_reach(rows[0], rows[2], rows[3], q)
-    if not use.any():
-        return out
-    fit = np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
-    vals = np.full(q.shape[0], np.nan)
-    vals[use] = fit[use] * anchored_ratio(rows[0][anchor], rows[1][anchor], q[use], kernel)
-    out[take] = vals
-    return out
-
-
 KERNEL_WORDS = {"per_sequence": "per-sequence decode over shared pages", "per_sequence_dup": "per-sequence decode",
                 "cascade": "cascade"}
 AXIS_WORDS = {"n_groups": "groups", "group_size": "sequences per group", "prefix_tokens": "prefix tokens",

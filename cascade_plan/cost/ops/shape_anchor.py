@@ -16,7 +16,12 @@ suffix, not next to a row of another batch at the same suffix)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from cascade_plan.cost.ops.attention import MeasuredAttention, ShapeKey, SingleLevel
 
 # One unit of distance per factor of two along the batch and context axes; the Gaussian's width in those units.
 BANDWIDTH = 1.0
@@ -86,3 +91,26 @@ def untrained_reach(points: np.ndarray, trained: np.ndarray, reach: np.ndarray |
     if not beyond_rows.any():
         return np.zeros(q.shape[0], bool), beyond_rows
     return (q[:, 2] > r[2]) | (q[:, 3] > r[3]), beyond_rows
+
+
+def anchored_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
+                     fitted_layer_s, interpolated: np.ndarray) -> np.ndarray:
+    """Per-layer times where the rows do not bracket a valid point that lies where the fit never trained (a
+    shape it never saw; a prefix or suffix past its training rows): the fitted time scaled by the untrained rows'
+    measured/fitted ratio there (anchored_ratio); NaN elsewhere."""
+    out = np.full(sl.valid.shape, np.nan)
+    rows = None if measured is None or fitted_layer_s is None else measured.anchor_rows(kernel, shape)
+    if rows is None:
+        return out
+    take = sl.valid & ~np.isfinite(interpolated)
+    if not take.any():
+        return out
+    q = sl.query(take)
+    use, anchor = untrained_reach(rows[0], rows[2], rows[3], q)
+    if not use.any():
+        return out
+    fit = np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
+    vals = np.full(q.shape[0], np.nan)
+    vals[use] = fit[use] * anchored_ratio(rows[0][anchor], rows[1][anchor], q[use], kernel)
+    out[take] = vals
+    return out
