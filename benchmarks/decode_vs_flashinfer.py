@@ -4,6 +4,7 @@
     python benchmarks/decode_vs_flashinfer.py grid  [--out rows.json]     # the default tune on every probe row
     python benchmarks/decode_vs_flashinfer.py splits [--out rows.json]    # split-K targets where shared pages lose
     python benchmarks/decode_vs_flashinfer.py pages [--out rows.json]     # page-aware blocks on and off
+    python benchmarks/decode_vs_flashinfer.py tiny [--out rows.json]      # shorter splits where the batch is tiny
 
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
 float32 reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
@@ -86,9 +87,38 @@ def split_variants(base):
     return out
 
 
+def tiny_configs():
+    """Launches of 1-4 sequences at 256-32K tokens: the default grid's rows where FlashInfer's decode was up to 1.25x
+    faster than ours on an H100 (2026-12-05), latency-bound (15-40 us): 1-8 KV heads give 1-32 work items, so the
+    split count stops at the tokens over min_tokens_per_split, not at the GPU's programs."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [A(prefix_tokens=4096, group_size=1, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=1024, group_size=1, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=1024, group_size=4, q_per_kv=1, num_kv_heads=8),
+            A(prefix_tokens=4096, group_size=4, q_per_kv=1, num_kv_heads=8),
+            A(prefix_tokens=4096, group_size=1), A(prefix_tokens=1024, group_size=1),
+            A(prefix_tokens=256, group_size=1),
+            A(prefix_tokens=4096, group_size=4), A(prefix_tokens=32768, group_size=1),
+            A(prefix_tokens=16384, group_size=4, q_per_kv=1, num_kv_heads=8),
+            A(prefix_tokens=4096, group_size=4, q_per_kv=8, num_kv_heads=8)]
+
+
+def tiny_variants(base):
+    """The default, then shorter splits (more programs, each one or two tiles) and a smaller short-split tile."""
+    out = [("default", base)]
+    for mt in (128, 64):
+        out.append((f"min {mt}", dataclasses.replace(base, min_tokens_per_split=mt)))
+    out.append(("min 128 short bn32 s3", dataclasses.replace(base, min_tokens_per_split=128, decode_short_block_n=32,
+                                                             decode_short_stages=3)))
+    out.append(("short 2 warps", dataclasses.replace(base, decode_short_warps=2)))
+    out.append(("min 128 short 2 warps", dataclasses.replace(base, min_tokens_per_split=128, decode_short_warps=2)))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages"])
+    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -125,6 +155,8 @@ def main() -> int:
         cfgs, variants = sweep_configs(), sweep_variants(DEFAULT_TUNE)
     elif args.stage == "splits":
         cfgs, variants = long_configs(), split_variants(DEFAULT_TUNE)
+    elif args.stage == "tiny":
+        cfgs, variants = tiny_configs(), tiny_variants(DEFAULT_TUNE)
     elif args.stage == "pages":
         cfgs = long_configs() + [c for c in sweep_configs() if c not in long_configs()]
         variants = [("default", DEFAULT_TUNE), ("no page blocks", LONG_TILE_TUNE)]
@@ -222,6 +254,8 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
+            if args.stage == "tiny":     # every variant: splits and ratio
+                line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref
         torch.cuda.empty_cache()

@@ -17,7 +17,8 @@ from kernels_probe.attention.reference import max_rel_err, reference_paged  # no
 from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan, MergePlan, PrefixPlan, StateBuffer  # noqa: E402
 
-TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16)
+TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,
+                  decode_min_tokens_per_split=16, prefix_max_block_m=16)
 TOL = 1e-2
 
 

@@ -19,7 +19,8 @@ from kernels_probe.attention.grid import KERNELS, AttentionConfig  # noqa: E402
 from kernels_probe.attention.timed import SkippedKernel, TimedKernel  # noqa: E402
 from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
 
-TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16)
+TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,
+                  decode_min_tokens_per_split=16, prefix_max_block_m=16)
 SHAPE = dict(q_per_kv=4, num_kv_heads=2, head_dim=16, page_size=8)
 
 

@@ -25,7 +25,8 @@ from kernels_probe.attention.triton_backend import cascade_levels, launch_info  
 from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan  # noqa: E402
 
-TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16, prefix_max_block_m=16,
+TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,
+                  decode_min_tokens_per_split=16, prefix_max_block_m=16,
                   decode_short_block_n=16)
 TOL = 1e-2
 PS, R, P, S = 16, 32, 32, 16

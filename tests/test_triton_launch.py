@@ -17,6 +17,7 @@ from kernels_probe.attention.triton_launch import (
     DEFAULT_TUNE,
     LOG2E,
     PROBE_1_3_TUNE,
+    PROBE_1_5_1_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
@@ -161,7 +162,8 @@ def test_launch_arithmetic_imports_and_runs_without_torch_or_triton():
 def test_the_host_predicts_the_blocks_the_kernel_formed():
     """Every Triton decode row of a GPU run of probe 1.5.1 records what its launch allowed and which programs the
     kernel grouped, read back after it ran (benchmarks/raw/device-2026-12-05/triton151.json, an H100 with 132 SMs):
-    page_blocks, on the host, gives the same for all 188 rows, decode over shared and over private pages."""
+    page_blocks, on the host, gives the same for all 188 rows, decode over shared and over private pages, with the
+    tune that run used (its decode split floor, 256 tokens, since lowered)."""
     from kernels_probe.attention.triton_launch import page_blocks
 
     doc = json.loads((ROOT / "benchmarks/raw/device-2026-12-05/triton151.json").read_text())
@@ -173,7 +175,21 @@ def test_the_host_predicts_the_blocks_the_kernel_formed():
         c = m["config"]
         shared = c["prefix_tokens"] if m["kernel"] == "decode_shared" else 0
         got = page_blocks(c["group_size"] * c["n_groups"], c["num_kv_heads"], c["q_per_kv"], c["group_size"], shared,
-                          c["prefix_tokens"] + c["suffix_tokens"], 132)
+                          c["prefix_tokens"] + c["suffix_tokens"], 132, PROBE_1_5_1_TUNE)
         assert set(got) == set(m["launch"]), (c, m["launch"], got)
         for k, v in got.items():     # the record's mean block is a float32 mean
             assert math.isclose(v, m["launch"][k], rel_tol=1e-6), (c, k, m["launch"], got)
+
+
+def test_the_decode_splits_tiny_launches_down_to_128_tokens():
+    """One sequence of 4,224 tokens on one KV head (a work item): 33 splits of 128 tokens where the 256-token floor gave
+    14 of 320. Only tiny launches: 32 items at 1,152 tokens take 9 splits of 128, 64 items the 4 of 320 they had, and
+    one item at 32K the 103 splits it had; the prefix pass keeps its own floor."""
+    assert decode_splits(1, 4224, 132, 64, DEFAULT_TUNE) == (33, 128)
+    assert decode_splits(1, 4224, 132, 64, PROBE_1_3_TUNE) == (14, 320)
+    assert decode_splits(32, 1152, 132, 64, DEFAULT_TUNE) == (9, 128)
+    for items, tokens in ((64, 1152), (1, 32896), (512, 384)):
+        assert decode_splits(items, tokens, 132, 64, DEFAULT_TUNE) == decode_splits(items, tokens, 132, 64,
+                                                                                    PROBE_1_5_1_TUNE)
+    assert decode_splits(1, 32896, 132, 64, DEFAULT_TUNE)[0] == 103
+    assert DEFAULT_TUNE.min_tokens_per_split == 256 and DEFAULT_TUNE.decode_min_tokens_per_split == 128

@@ -22,6 +22,14 @@ class TuneParams:
     prefix_stages: int = 3
     prefix_max_block_m: int = 128
     min_tokens_per_split: int = 256
+    # ... but a tiny per-sequence decode (at most tiny_work_items (sequence, KV head) items over at most
+    # tiny_max_tokens tokens: latency-bound, 11-40 us) splits down to this many tokens. On an H100
+    # (benchmarks/raw/device-2026-12-05/tiny.json, triton152.json) such launches went from 0.78-0.97x FlashInfer's
+    # decode to 1.02-1.37x; applied everywhere the floor cost 64 sequences x 1 KV head at 1K tokens 18% (4 -> 9 splits),
+    # 64 x 8 at 256 tokens 27% (1 -> 2) and one sequence at 32K 18% (103 -> 257 splits and a merge over all of them)
+    decode_min_tokens_per_split: int = 128
+    tiny_work_items: int = 32
+    tiny_max_tokens: int = 8192
     target_programs_per_sm: int = 4  # split-K target for per-sequence decode (and the suffix pass)
     # ... raised to this many programs per SM where every split still holds long_min_tokens_per_split tokens and
     # the batch alone gives fewer than target_programs_per_sm per SM (decode_splits; H200 figures there)
@@ -65,12 +73,16 @@ class TuneParams:
 
 DEFAULT_TUNE = TuneParams()
 # The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
-PROBE_1_3_TUNE = TuneParams(long_programs_per_sm=8, long_block_n=0, decode_page_group=1)
+PROBE_1_3_TUNE = TuneParams(long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
+                            decode_min_tokens_per_split=256)
 # The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
 # dots over an fp8 cache, the slot-at-a-time merge.
-PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30, decode_page_group=1)
+PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30, decode_page_group=1,
+                            decode_min_tokens_per_split=256)
 # The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
-LONG_TILE_TUNE = TuneParams(decode_page_group=1)
+LONG_TILE_TUNE = TuneParams(decode_page_group=1, decode_min_tokens_per_split=256)
+# The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
+PROBE_1_5_1_TUNE = TuneParams(decode_min_tokens_per_split=256)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -90,13 +102,20 @@ def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, 
     return splits, tps
 
 
+def decode_min_tokens(work_items: int, tokens: int, tune: TuneParams) -> int:
+    """The per-sequence decode's split floor: decode_min_tokens_per_split for a tiny launch (few work items over a
+    short context), else min_tokens_per_split."""
+    tiny = work_items <= tune.tiny_work_items and tokens <= tune.tiny_max_tokens
+    return tune.decode_min_tokens_per_split if tiny else tune.min_tokens_per_split
+
+
 def decode_long_tile(work_items: int, tokens: int, sm_count: int, tune: TuneParams) -> bool:
     """Does the per-sequence decode take the long-context launch (more splits than the base target gives, each of
     at least long_min_tokens_per_split tokens) with its own tile (tune.long_block_n)?"""
     if not tune.long_block_n:
         return False
-    s0, _ = choose_splits(work_items, tokens, sm_count, tune.decode_block_n, min_tokens=tune.min_tokens_per_split,
-                          target_per_sm=tune.target_programs_per_sm)
+    s0, _ = choose_splits(work_items, tokens, sm_count, tune.decode_block_n, target_per_sm=tune.target_programs_per_sm,
+                          min_tokens=decode_min_tokens(work_items, tokens, tune))
     s1, _ = decode_splits(work_items, tokens, sm_count, tune.long_block_n, tune)
     return s1 > s0
 
@@ -130,8 +149,8 @@ def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tun
     everywhere gained 10-29% where splits kept 1,000+ tokens (16 sequences x 8 KV heads at 4K-64K: 5 -> 9 splits)
     but lost 9% where they fell to ~300 tokens (8 x 8 at 4K: 9 -> 14) and 5-12% where a batch of >= 4 programs
     per SM was split in two (benchmarks/decode_vs_flashinfer.py grid, 2026-12-03)."""
-    s0, t0 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.min_tokens_per_split,
-                           target_per_sm=tune.target_programs_per_sm)
+    s0, t0 = choose_splits(work_items, tokens, sm_count, block_n, target_per_sm=tune.target_programs_per_sm,
+                           min_tokens=decode_min_tokens(work_items, tokens, tune))
     if work_items >= tune.target_programs_per_sm * sm_count or tune.long_programs_per_sm <= tune.target_programs_per_sm:
         return s0, t0
     s1, t1 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
