@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
 
 HOLDOUT_RULE = ("held out: every configuration with a 16,384-token prefix (a whole prefix slice), every one with "
                 "1 KV head per GPU (the Llama-3-70B-at-TP-8 shape: a whole model-shape slice), every one of the "
@@ -59,6 +60,12 @@ def is_tree(cfg: AttentionConfigDoc) -> bool:
     """A row of a three-level tree (a root prefix above the groups' prefixes): never fitted, never interpolated (the
     fits' features and the planner's measured tables are two-level); calibration/tree_validation.py scores them."""
     return cfg.root_tokens > 0
+
+
+def fit_trained_on(fits: BackendFit | None, cfg: AttentionConfigDoc) -> bool:
+    """Was a backend's fit trained on this configuration? Every row where it was fitted on all of them (too few to
+    hold any out: `train_rows`), or where there is no fit to ask; else the rows the hold-out rule keeps."""
+    return fits is None or bool(fits.train_rows) or not is_held_out(cfg)
 
 
 def is_held_out(cfg: AttentionConfigDoc) -> bool:

@@ -66,7 +66,7 @@ def anchored_loo(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: S
         mine = np.array([k == keys[i] for k in keys]) & ~np.all(pts == pts[i], axis=1)
         if not mine.any():
             continue
-        use, anchor = untrained_reach(pts[mine], tr[mine], reach if tr[mine].any() else None, pts[i:i + 1])
+        use, anchor = untrained_reach(pts[mine], tr[mine], reach, pts[i:i + 1])
         if not use[0] or not anchor.any():
             continue
         r = anchored_ratio(pts[mine][anchor], (t / f)[mine][anchor], pts[i:i + 1], kernel)[0]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from cascade_plan.calibration.fitting import Configs, config_column
-from cascade_plan.calibration.holdout import is_held_out, is_tree
+from cascade_plan.calibration.holdout import fit_trained_on, is_tree
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
 
@@ -120,6 +120,6 @@ def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
         # outside their grid (cost/ops/shape_anchor.py)
         out[kernel] = [((c.q_per_kv, c.num_kv_heads, c.head_dim),
                         (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.timed_s, f,
-                        fits is None or bool(fits.train_rows) or not is_held_out(c))
+                        fit_trained_on(fits, c))
                        for r, c, f in zip(sel, cfgs, fit)]
     return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None

@@ -8,7 +8,7 @@ import numpy as np
 from cascade_plan.calibration.backends import BACKENDS
 from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import predict_kind
-from cascade_plan.calibration.holdout import config_key, held_out_regime, is_held_out, regime_names
+from cascade_plan.calibration.holdout import config_key, fit_trained_on, held_out_regime, is_held_out, regime_names
 from cascade_plan.calibration.leave_one_out import anchored_loo, leave_one_out
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc, Measurement
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
@@ -149,7 +149,7 @@ def _anchored(kind: str, rows: list[Measurement], fits: BackendFit, l2: float, r
         return {}
     errs = anchored_loo(rows, lambda c: (c.q_per_kv, c.num_kv_heads, c.head_dim),
                         ("n_groups", "group_size", "prefix_tokens", "suffix_tokens"), kernel,
-                        lambda c: bool(fits.train_rows) or not is_held_out(c),
+                        lambda c: fit_trained_on(fits, c),
                         lambda cfgs: predict_kind(fits, kind, cfgs, l2))
     reg = {id(r) for r in reg_rows if held_out_regime(r.config)}
     idx = [i for i in errs if id(rows[i]) in reg]

@@ -154,8 +154,8 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
 
     ps_mask = None if m is None else np.isfinite(ps_meas)
     cas_mask = None if m is None else np.isfinite(cas_meas)
-    ps_anch = None if m is None else np.isfinite(ps_anchor) & ~np.isfinite(ps_meas)
-    cas_anch = None if m is None else np.isfinite(cas_anchor) & ~np.isfinite(cas_meas)
+    ps_anch = None if m is None else np.isfinite(ps_anchor)       # NaN wherever the rows bracket the step
+    cas_anch = None if m is None else np.isfinite(cas_anchor)
     words = params.measured.label if params.measured is not None else ""
     # In the list, the prefix and suffix passes run concurrently take their share of the time they take together
     # (cas_prefix_s and cas_suffix_s stay each pass alone).

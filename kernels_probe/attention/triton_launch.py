@@ -192,14 +192,18 @@ def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams) -> int:
     return s
 
 
+def split_groups(start: int, end: int, shared_prefix_tokens: int, block_n: int, seqs: int) -> bool:
+    """Does paged_decode_kernel group a block of `seqs` sequences over the split [start, end)? Where the shared run
+    from `start`, in whole tiles, holds at least the block's private tokens in that split together."""
+    run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n
+    return run > 0 and run >= seqs * (end - start - run)
+
+
 def first_split_blocks(shared_prefix_tokens: int, max_seq_len: int, tokens_per_split: int, block_n: int) -> bool:
-    """Would paged_decode_kernel form a block (of two sequences, its smallest) over a launch's first split? It groups
-    a split where the shared run, in whole tiles, holds at least the block's private tokens in that split together.
-    Every later split inside the shared prefix forms one whenever the first does, and none past it does, so the first
+    """Would paged_decode_kernel form a block (of two sequences, its smallest) over a launch's first split? Every
+    later split inside the shared prefix forms one whenever the first does, and none past it does, so the first
     split decides whether a block ever forms."""
-    end = min(tokens_per_split, max_seq_len)
-    run = (min(shared_prefix_tokens, end) // block_n) * block_n
-    return run > 0 and run >= 2 * (end - run)
+    return split_groups(0, min(tokens_per_split, max_seq_len), shared_prefix_tokens, block_n, 2)
 
 
 def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tune: TuneParams, *,
@@ -267,9 +271,8 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
         start, end = i * tps, min(i * tps + tps, seq_len)
         if start >= shared_prefix_tokens or group_size < 2:
             continue
-        run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n
         s = seqs
-        while s >= 2 and not (group_size % s == 0 and run > 0 and run >= s * (end - start - run)):
+        while s >= 2 and not (group_size % s == 0 and split_groups(start, end, shared_prefix_tokens, block_n, s)):
             s //= 2
         if s >= 2:
             grouped += 1

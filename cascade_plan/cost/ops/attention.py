@@ -245,6 +245,17 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
         """(points, measured/fitted ratios, trained) of a shape's rows for cost/ops/shape_anchor.py, and the
         largest point the fit trained on over every shape (None: none); None where some row lacks a fitted time
         or a training flag (imported and MLA rows: not anchored)."""
+        key = ("anchor", kernel, shape)
+        if key not in self._derived:
+            self._derived[key] = self._anchor_rows(kernel, shape)
+        return self._derived[key]
+
+    @cached_property
+    def _derived(self) -> dict:
+        """What anchor_rows built so far (the rows are fixed; a step grid asks for the same shape many times)."""
+        return {}
+
+    def _anchor_rows(self, kernel: str, shape: ShapeKey):
         rows = self.rows.get(kernel, ())
         sel = [r for r in rows if r[0] == shape]
         if not sel or any(len(r) < 5 or r[3] is None or r[3] <= 0 for r in sel):
