@@ -1,7 +1,8 @@
 """Triton's per-sequence decode against FlashInfer's best decode (CUDA cores or tensor cores), row by row, from
 probe files: FlashInfer's time over ours (>= 1.0: ours at least as fast), per page layout, with the worst rows.
-FlashInfer rows may come from other files of the same GPU (given after --flashinfer-from).
-Usage: python benchmarks/decode_ratio_table.py RUN.json [RUN.json ...] [--flashinfer-from FILE ...]
+FlashInfer rows may come from other files of the same GPU (given after --flashinfer-from). --rows prints every row
+below 1.0 (--rows all: every row), worst first, with both times and our launch (splits, tokens per split, block size).
+Usage: python benchmarks/decode_ratio_table.py RUN.json [RUN.json ...] [--rows [all]] [--flashinfer-from FILE ...]
 e.g. python benchmarks/decode_ratio_table.py benchmarks/raw/h200-2026-12-03/{all13,regimes}.json \\
          --flashinfer-from calibrations/h200-probe-2026-12-01.json"""
 
@@ -23,9 +24,30 @@ def decode_times(rows: list[dict], backend: str) -> dict[tuple[str, str], float]
     return out
 
 
+def launches(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(json.dumps(m["config"], sort_keys=True), m["kernel"]): m.get("launch") or {}
+            for m in rows if m["backend"] == "triton" and m["kernel"] in DECODES}
+
+
+def row_line(ratio: float, key: tuple[str, str], ours: float, theirs: float, launch: dict) -> str:
+    c = json.loads(key[0])
+    shape = (f"P={c['prefix_tokens']} n={c['group_size']}x{c['n_groups']} S={c['suffix_tokens']} G={c['q_per_kv']} "
+             f"Hkv={c['num_kv_heads']} D={c['head_dim']} {c['kv_dtype']}")
+    if c.get("root_tokens"):
+        shape = f"root={c['root_tokens']} " + shape
+    splits, tps, blocks = (launch.get(k, "?") for k in ("splits", "tokens_per_split", "page_block_seqs"))
+    return (f"{ratio:6.2f}  {key[1].removeprefix('decode_'):<7} {ours * 1e6:9.1f} {theirs * 1e6:9.1f}  "
+            f"{splits!s:>4} x {tps!s:<6} blocks {blocks!s:<3} {shape}")
+
+
 def main(argv: list[str]) -> None:
     runs, extra = (argv[:argv.index("--flashinfer-from")], argv[argv.index("--flashinfer-from") + 1:]) \
         if "--flashinfer-from" in argv else (argv, [])
+    show = None
+    if "--rows" in runs:
+        i = runs.index("--rows")
+        show = "all" if runs[i + 1:i + 2] == ["all"] else "below"
+        runs = runs[:i] + runs[i + (2 if show == "all" else 1):]
     rows = [m for f in runs for m in json.load(open(f))["measurements"]]
     ours = decode_times(rows, "triton")
     theirs = decode_times([m for f in extra for m in json.load(open(f))["measurements"]] + rows, "flashinfer")
@@ -35,6 +57,12 @@ def main(argv: list[str]) -> None:
         v = np.array([x for x, _ in r])
         print(f"{kernel.removeprefix('decode_'):<11} {len(v):>5} {np.median(v):>7.2f} {v.min():>6.2f} "
               f"{int((v >= 1.0).sum()):>7}   {r[0][1]}")
+    if show:
+        lrec = launches(rows)
+        print(f"\n{'ratio':>6}  {'pages':<7} {'ours us':>9} {'FI us':>9}  {'launch':<22} shape")
+        for ratio, k in sorted((theirs[k] / t, k) for k, t in ours.items() if k in theirs):
+            if show == "all" or ratio < 1.0:
+                print(row_line(ratio, k, ours[k], theirs[k], lrec.get(k, {})))
 
 
 if __name__ == "__main__":
