@@ -5,7 +5,11 @@
     python benchmarks/decode_vs_flashinfer.py splits [--out rows.json]    # split-K targets where shared pages lose
     python benchmarks/decode_vs_flashinfer.py pages [--out rows.json]     # page-aware blocks on and off
     python benchmarks/decode_vs_flashinfer.py tiny [--out rows.json]      # shorter splits where the batch is tiny
+    python benchmarks/decode_vs_flashinfer.py losers [--out rows.json]    # block caps, prefix splits, tiles
+    python benchmarks/decode_vs_flashinfer.py conditions [--out rows.json] # one kernel timed after heavy work,
+                                                                          # after an idle gap, and back to back
 
+Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
 float32 reference on poisoned outputs before it is timed, and timed as the probe times it (a CUDA graph, L2 flushed
 before each replay). FlashInfer's figure is the faster of its two decode variants (CUDA cores, tensor cores).
@@ -116,9 +120,57 @@ def tiny_variants(base):
     return out
 
 
+def loser_configs():
+    """The default grid's rows below 1.0x FlashInfer's best decode on an H100 with probe 1.5.2 (2026-12-05,
+    benchmarks/raw/device-2026-12-05/decode-ratio-152b.txt): blocks of 16 at one program per two SMs, blocks of two
+    over three splits, batches that fill the GPU unsplit at 1K-4K prompts with 1K-4K private tokens, 16 sequences at
+    4K + 4K; then rows where blocks win now (they must not lose)."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [A(prefix_tokens=1024, group_size=64, q_per_kv=1),
+            A(prefix_tokens=1024, group_size=256, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=4096, group_size=256, suffix_tokens=4096),
+            A(prefix_tokens=1024, group_size=256, suffix_tokens=1024),
+            A(prefix_tokens=1024, group_size=256, suffix_tokens=4096),
+            A(prefix_tokens=4096, group_size=16, suffix_tokens=4096),
+            A(prefix_tokens=1024, group_size=16, suffix_tokens=1024),
+            A(prefix_tokens=1024, group_size=16, suffix_tokens=4096),
+            A(prefix_tokens=32768, group_size=1),
+            A(prefix_tokens=4096, group_size=4, q_per_kv=1),
+            A(prefix_tokens=4096, group_size=64, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=1024, group_size=64, q_per_kv=4),
+            A(prefix_tokens=1024, group_size=64, q_per_kv=8),
+            A(prefix_tokens=4096, group_size=256),
+            A(prefix_tokens=16384, group_size=64),
+            A(prefix_tokens=4096, group_size=64, q_per_kv=1, num_kv_heads=40, kv_dtype="fp8"),
+            A(prefix_tokens=1024, group_size=16, n_groups=64, q_per_kv=6, num_kv_heads=2),
+            A(prefix_tokens=1024, group_size=256, suffix_tokens=1024, kv_dtype="fp8")]
+
+
+DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
+
+
+def loser_variants(base):
+    """Probe 1.5.2's tune (`base`; its rows in benchmarks/raw/device-2026-12-05b/losers.json say "default", then the
+    default), then caps on the block size (and on it by the programs left running), no blocks, the split at the shared
+    prefix's end, 64-token tiles where the batch fills the GPU unsplit, and the default tune last."""
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
+
+    r = dataclasses.replace
+    return [("probe 1.5.2", base), ("blocks <= 8", r(base, decode_page_group=8)),
+            ("blocks <= 4", r(base, decode_page_group=4)),
+            ("blocks <= 2", r(base, decode_page_group=2)), ("no blocks", r(base, decode_page_group=1)),
+            ("active >= 1/SM", r(base, page_block_min_programs_per_sm=1)),
+            ("active >= 2/SM", r(base, page_block_min_programs_per_sm=2)),
+            ("prefix split", r(base, decode_shared_split=True)),
+            ("prefix split, active >= 2/SM", r(base, decode_shared_split=True, page_block_min_programs_per_sm=2)),
+            ("unsplit bn64 s3", r(base, decode_block_n_large_batch=64, decode_stages_large_batch=3)),
+            ("head-major", r(base, decode_head_major=True)), ("default", DEFAULT_TUNE)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny"])
+    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -136,11 +188,14 @@ def main() -> int:
         DEFAULT_TUNE,
         LONG_TILE_TUNE,
         PROBE_1_3_TUNE,
+        PROBE_1_5_2_TUNE,
         decode_launch_splits,
     )
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
 
+    if args.stage == "conditions":
+        return conditions(args)
     t_start = time.perf_counter()
     props = torch.cuda.get_device_properties(0)
     sm = props.multi_processor_count
@@ -157,6 +212,8 @@ def main() -> int:
         cfgs, variants = long_configs(), split_variants(DEFAULT_TUNE)
     elif args.stage == "tiny":
         cfgs, variants = tiny_configs(), tiny_variants(DEFAULT_TUNE)
+    elif args.stage == "losers":
+        cfgs, variants = loser_configs(), loser_variants(PROBE_1_5_2_TUNE)
     elif args.stage == "pages":
         cfgs = long_configs() + [c for c in sweep_configs() if c not in long_configs()]
         variants = [("default", DEFAULT_TUNE), ("no page blocks", LONG_TILE_TUNE)]
@@ -192,9 +249,13 @@ def main() -> int:
             if table is None:
                 continue
             for label, tune in variants:
+                if args.stage == "losers" and tname == "dup_table" and label not in DUP_VARIANTS:
+                    continue    # the block rules change nothing over private pages
                 out = torch.empty_like(d.q)
                 try:
-                    p = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=sm, tune=tune)
+                    shared = cfg.root_tokens + cfg.prefix_tokens if tname == "shared_table" else 0
+                    p = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=sm, tune=tune,
+                                   shared_prefix_tokens=shared)
                     out.fill_(float("nan"))
                     p()
                     torch.cuda.synchronize()
@@ -204,7 +265,7 @@ def main() -> int:
                         continue
                     res = time_fn(p, flusher)
                     row["triton"].setdefault(tname, {})[label] = {"median_s": res["median_s"], "err": err,
-                                                                  "splits": p.splits}
+                                                                  "splits": p.splits, "launch": p.launch_record()}
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         if args.stage == "grid":  # the cascade, whose suffix pass and merge the tune also sets
@@ -254,7 +315,7 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage == "tiny":     # every variant: splits and ratio
+            if args.stage in ("tiny", "losers"):     # every variant: splits and ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref
@@ -264,6 +325,87 @@ def main() -> int:
             json.dump({"fi_build": build, "rows": rows, "sm_count": sm}, f)
     summarize(rows, [v[0] for v in variants])
     return 0
+
+
+def conditions(args) -> int:
+    """Our decode (default tune) and FlashInfer's best decode over shared pages, each timed as the probe times a row
+    (time_fn: ~20 ms of flushed replays) right after GPU-heavy work (the float32 reference, as the probe's correctness
+    pass precedes its timings), after a 0.5 s idle gap, and back to back for 0.5 s (time_sustained), alternating
+    between the two kernels: whether a row's figure depends on what ran before it."""
+    import torch
+
+    from kernels_probe.attention import flashinfer_backend
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
+    from kernels_probe.attention.triton_plans import DecodePlan
+    from kernels_probe.timing import L2Flusher, time_fn, time_sustained
+
+    props = torch.cuda.get_device_properties(0)
+    sm = props.multi_processor_count
+    flusher = L2Flusher(props.L2_cache_size)
+    fi_ok, why = flashinfer_backend.available()
+    if not fi_ok:
+        print("FlashInfer unavailable:", why)
+        return 1
+    flashinfer_backend.warm_build("cuda")
+    rows = []
+    t_start = time.perf_counter()
+    for cfg in loser_configs()[:10]:
+        if time.perf_counter() - t_start > args.budget_s:
+            break
+        d = build_data(cfg, "cuda")
+        ref = reference_output(d)
+        out = torch.empty_like(d.q)
+        ours = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, cfg.prefix_tokens + cfg.suffix_tokens,
+                          out, sm_count=sm, tune=DEFAULT_TUNE, shared_prefix_tokens=cfg.root_tokens + cfg.prefix_tokens)
+        ours()
+        torch.cuda.synchronize()
+        fis = {tc: flashinfer_backend.FlashInferDecode(d, shared=True, tensor_cores=tc) for tc in (False, True)}
+        errs = {"triton": max_rel_err_of(out, ref)}
+        for tc, f in fis.items():
+            errs["fi_tc" if tc else "fi_cc"] = max_rel_err_of(f(), ref)
+        if not all(e < TOL for e in errs.values()):
+            print("WRONG", cfg.label(), errs, flush=True)
+            continue
+        theirs = min(fis.values(), key=lambda f: time_fn(f, flusher)["median_s"])
+        kernels = {"triton": ours, "flashinfer": theirs}
+        row = {"config": cfg.as_dict(), "launch": ours.launch_record(), "times": {}}
+        for cond in ("after heavy", "after idle", "back to back", "after heavy"):
+            for name, fn in kernels.items():
+                if cond == "after heavy":
+                    reference_output(d)
+                    torch.cuda.synchronize()
+                    t = time_fn(fn, flusher)["median_s"]
+                elif cond == "after idle":
+                    torch.cuda.synchronize()
+                    time.sleep(0.5)
+                    t = time_fn(fn, flusher)["median_s"]
+                else:
+                    t = time_sustained(fn, flusher, 0.5)["median_s"]
+                row["times"].setdefault(cond, {}).setdefault(name, []).append(t)
+        rows.append(row)
+        print(cfg.label(), " | ".join(
+            f"{c}: ours {min(v['triton']) * 1e6:.1f} fi {min(v['flashinfer']) * 1e6:.1f} "
+            f"x{min(v['flashinfer']) / min(v['triton']):.2f} (ours spread {max(v['triton']) / min(v['triton']):.3f})"
+            for c, v in row["times"].items()), flush=True)
+        del d, ref, kernels, fis, ours
+        torch.cuda.empty_cache()
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"rows": rows, "sm_count": sm}, f)
+    print("\nFlashInfer's best decode / ours per timing condition (>= 1.0: ours at least as fast)")
+    for cond in ("after heavy", "after idle", "back to back"):
+        r = [min(x["times"][cond]["flashinfer"]) / min(x["times"][cond]["triton"]) for x in rows]
+        if r:
+            print(f"{cond:14s} n={len(r)} median {statistics.median(r):.3f} worst {min(r):.3f} "
+                  f"< 1.0: {sum(v < 1.0 for v in r)}")
+    return 0
+
+
+def max_rel_err_of(out, ref) -> float:
+    from kernels_probe.attention.reference import max_rel_err
+
+    return max_rel_err(out, ref)
 
 
 def summarize(rows, labels):

@@ -13,6 +13,8 @@
 #   trees     --grid trees attention rows (three-level prefix trees: root, group prefix, suffix) -> trees.json
 #   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
+#   losers    benchmarks/decode_vs_flashinfer.py losers (block caps, prefix splits, tiles where ours lost) -> losers.json
+#   conditions decode_vs_flashinfer.py conditions (one row timed after heavy work, after idle, back to back) -> conditions.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
 #   tune-grid decode_vs_flashinfer.py grid --only-changed: the default tune against probe 1.3's -> tune-grid.json
 #   pages     decode_vs_flashinfer.py pages: page-aware blocks on and off (writes pages_ok when all rows are right) -> pages.json
@@ -60,6 +62,12 @@ for st in ${stages//,/ }; do
     tune-grid) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py grid --only-changed --out $OUT/tune-grid.json \
               --budget-s $(( $(left) - 40 )) > $OUT/tune-grid.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/tune-grid.log | grep -v "^\s" | cut -c1-200 | tail -30; (exit $rc) ;;
+    losers) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py losers --out $OUT/losers.json \
+              --budget-s $(( $(left) - 30 )) > $OUT/losers.log 2>&1; rc=$?
+              grep -vE "^(P=|R=)" $OUT/losers.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-400 | tail -40; (exit $rc) ;;
+    conditions) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py conditions --out $OUT/conditions.json \
+              --budget-s $(( $(left) - 30 )) > $OUT/conditions.log 2>&1; rc=$?
+              grep -v "flashinfer.jit" $OUT/conditions.log | cut -c1-600 | tail -16; (exit $rc) ;;
     pages) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py pages --out $OUT/pages.json \
               --budget-s ${PAGES_BUDGET:-150} > $OUT/pages.log 2>&1; rc=$?
               grep -qE "^(FAIL|WRONG)" $OUT/pages.log || { [ $rc = 0 ] && touch $OUT/pages_ok; }

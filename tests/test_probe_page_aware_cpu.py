@@ -23,7 +23,8 @@ from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan  # noqa
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,
                   decode_min_tokens_per_split=16, prefix_max_block_m=16,
-                  long_block_n=0, decode_short_block_n=16)
+                  long_block_n=0, decode_short_block_n=16, page_block_min_programs_per_sm=0,
+                  decode_shared_split=False)   # launch rules for 132 SMs, not the interpreter's 2
 TOL = 1e-2
 
 
@@ -149,3 +150,26 @@ def test_private_pages_as_the_caller_knows_them_run_the_plain_kernel():
     out, plan = _run(d, d.shared_table, 72, splits=2, shared=0)
     assert plan.seqs == 1 and (plan.grouped == -1).all()   # SEQS == 1 records nothing
     assert max_rel_err(out, ref) < TOL
+
+
+def test_a_split_at_the_shared_prefixs_end_forms_blocks_and_matches_the_reference():
+    """Where the batch alone fills the GPU the launch is unsplit and its one split straddles the prefix's end, so no
+    block forms (64 shared tokens hold fewer than two sequences' 40 private ones); decode_shared_split ends the first
+    split at the prefix, whose blocks then read it once, and the host's page_blocks says so beforehand."""
+    from kernels_probe.attention.triton_launch import page_blocks
+
+    d = build_data(_cfg(suffix_tokens=40), "cpu", seed=5)
+    ref = reference_output(d)
+    tune = dataclasses.replace(TINY, decode_shared_split=True)
+    out = torch.full_like(d.q, float("nan"))
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 104, out, sm_count=2, tune=tune,
+                      shared_prefix_tokens=64)
+    plain = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 104, torch.empty_like(d.q), sm_count=2,
+                       tune=TINY, shared_prefix_tokens=64)
+    assert (plain.splits, plain.seqs) == (1, 1)
+    assert (plan.splits, plan.tps, plan.seqs) == (2, 64, 4)
+    plan()
+    assert max_rel_err(out, ref) < TOL
+    rec = plan.launch_record()
+    assert rec == page_blocks(8, 2, 4, 4, 64, 104, 2, tune)
+    assert rec["grouped_programs"] == 0.5 and rec["mean_block_seqs"] == 4.0

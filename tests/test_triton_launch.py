@@ -3,6 +3,7 @@ from hand arithmetic, and the module imported in a process where torch and trito
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -18,13 +19,16 @@ from kernels_probe.attention.triton_launch import (
     LOG2E,
     PROBE_1_3_TUNE,
     PROBE_1_5_1_TUNE,
+    PROBE_1_5_2_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
+    decode_launch,
     decode_launch_splits,
     decode_splits,
     first_split_blocks,
     page_block_seqs,
+    page_blocks,
     prefix_block_m,
     scale_log2,
 )
@@ -98,8 +102,9 @@ print(json.dumps({
 
 def test_page_blocks_only_where_they_pay():
     """Blocks of consecutive sequences (4 at 4 query heads per KV head) where the launch keeps 4 programs per SM
-    of 132 SMs and the shared run is at least a tail; else the plain kernel."""
-    t = DEFAULT_TUNE
+    of 132 SMs and the shared run is at least a tail; else the plain kernel (probe 1.5.2's rule, which the default
+    keeps; its cap by the programs left running: test_blocks_leave_the_programs_per_sm_the_tune_asks_for)."""
+    t = PROBE_1_5_2_TUNE
 
     def seqs(batch, programs, shared, T=1152):
         return page_block_seqs(batch, 4, programs, 132, t, shared_prefix_tokens=shared, max_seq_len=T)
@@ -112,6 +117,8 @@ def test_page_blocks_only_where_they_pay():
     assert seqs(256, 2048, 512, T=1536) == 1   # 512 shared against a 1,024-token tail
     assert seqs(256, 2048, 768, T=1536) == 4
     assert seqs(255, 2048, 1024) == 1          # an odd batch has no whole blocks
+    t = DEFAULT_TUNE                           # blocks of 4 leave 132 of 528 programs, one per SM; of 527, fewer
+    assert (seqs(256, 528, 1024), seqs(256, 2048, 1024)) == (4, 4)
 
 
 def test_blocks_only_where_the_first_split_forms_one():
@@ -193,3 +200,35 @@ def test_the_decode_splits_tiny_launches_down_to_128_tokens():
                                                                                     PROBE_1_5_1_TUNE)
     assert decode_splits(1, 32896, 132, 64, DEFAULT_TUNE)[0] == 103
     assert DEFAULT_TUNE.min_tokens_per_split == 256 and DEFAULT_TUNE.decode_min_tokens_per_split == 128
+
+
+def test_blocks_leave_the_programs_per_sm_the_tune_asks_for():
+    """64 sequences x 8 KV heads at 1K + 128 (two splits, 1,024 programs on 132 SMs): blocks of 16 leave 64 programs
+    running; one per SM (the default) caps them at 4 sequences, two or three per SM at 2."""
+    base = dict(shared_prefix_tokens=1024, max_seq_len=1152, tokens_per_split=576, block_n=64)
+    assert page_block_seqs(64, 1, 1024, 132, PROBE_1_5_2_TUNE, **base) == 16
+    assert page_block_seqs(64, 1, 1024, 132, DEFAULT_TUNE, **base) == 4     # one per SM: 1024 / 4 >= 132
+    assert page_block_seqs(64, 1, 1024, 132, dataclasses.replace(DEFAULT_TUNE, page_block_min_programs_per_sm=2),
+                           **base) == 2
+    assert page_block_seqs(64, 1, 1024, 132, dataclasses.replace(DEFAULT_TUNE, page_block_min_programs_per_sm=3),
+                           **base) == 2
+
+
+def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_block_forms():
+    t = DEFAULT_TUNE
+    # 256 x 8 KV heads fill the GPU unsplit; one split over 4K shared + 4K private forms no block: two splits of 4K,
+    # blocks of 4 in the first
+    assert decode_launch(256, 8, 4, 8192, 4096, 132, PROBE_1_5_2_TUNE) == (1, 8192, False)
+    assert decode_launch(256, 8, 4, 8192, 4096, 132, t) == (2, 4096, False)
+    assert page_blocks(256, 8, 4, 256, 4096, 8192, 132, t) == {
+        "splits": 2, "tokens_per_split": 4096, "page_block_seqs": 4, "grouped_programs": 0.5, "mean_block_seqs": 4.0}
+    # 1K + 4K would take five splits (more than shared_split_max = 2); up to eight where the tune allows
+    assert decode_launch(256, 8, 4, 5120, 1024, 132, t) == (1, 5120, False)
+    assert decode_launch(256, 8, 4, 5120, 1024, 132, dataclasses.replace(t, shared_split_max=8)) == (5, 1024, False)
+    # nor over private pages, nor where no block fits the dot (16 query heads per KV head)
+    assert decode_launch(256, 8, 4, 8192, 0, 132, t) == (1, 8192, False)
+    assert decode_launch(256, 8, 16, 8192, 4096, 132, t) == (1, 8192, False)
+    # a first split that already forms blocks keeps its launch: 1K + 128 unsplit (its run covers two tails), 16
+    # sequences at 4K + 4K (16 splits, the first inside the prompt)
+    assert decode_launch(256, 8, 4, 1152, 1024, 132, t) == (1, 1152, False)
+    assert decode_launch(16, 8, 4, 8192, 4096, 132, t) == decode_launch(16, 8, 4, 8192, 4096, 132, PROBE_1_5_2_TUNE)

@@ -69,6 +69,20 @@ class TuneParams:
     # page-aware per-sequence decode: up to this many consecutive sequences (their query rows within one padded dot)
     # read the pages they share once (paged_decode_kernel, SEQS); 1 turns it off
     decode_page_group: int = 16
+    # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
+    # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
+    # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x
+    # FlashInfer's decode to 0.92x (blocks of 4). Three per SM gained elsewhere (16 x 8 at 1K + 1K: 0.91x -> 0.99x) but
+    # lost more where blocks of 4 over long shared splits had paid (16 x 8 at 4K + 128: 1.26x -> 0.98x;
+    # device-2026-12-05c/default.json against device-2026-12-05b/default.json)
+    page_block_min_programs_per_sm: int = 1
+    # a launch whose first split straddles the end of a known shared prefix and forms no block (it holds more private
+    # tokens than the prefix covers: a batch that fills the GPU unsplit) splits at the prefix's end instead, where that
+    # gives at most shared_split_max splits: the first split's blocks read the prefix once per block, the second is
+    # private. H100, 256 x 8 KV heads: 4K + 4K from 0.88x FlashInfer's decode to 1.04x, 1K + 1K from 0.89x to 0.97x;
+    # 1K + 4K in five splits lost (0.99x -> 0.96x), hence two at most
+    decode_shared_split: bool = True
+    shared_split_max: int = 2
 
 
 DEFAULT_TUNE = TuneParams()
@@ -82,7 +96,11 @@ PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_sl
 # The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
 LONG_TILE_TUNE = TuneParams(decode_page_group=1, decode_min_tokens_per_split=256)
 # The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
-PROBE_1_5_1_TUNE = TuneParams(decode_min_tokens_per_split=256)
+PROBE_1_5_1_TUNE = TuneParams(decode_min_tokens_per_split=256, page_block_min_programs_per_sm=0,
+                              decode_shared_split=False)
+# The tune of probe 1.5.2 (the 128-token floor for tiny launches; no cap on blocks by the programs left running, no
+# split at the shared prefix).
+PROBE_1_5_2_TUNE = TuneParams(page_block_min_programs_per_sm=0, decode_shared_split=False)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -126,6 +144,35 @@ def decode_launch_splits(work_items: int, tokens: int, sm_count: int, tune: Tune
     if decode_long_tile(work_items, tokens, sm_count, tune):
         return (*decode_splits(work_items, tokens, sm_count, tune.long_block_n, tune), True)
     return (*decode_splits(work_items, tokens, sm_count, tune.decode_block_n, tune), False)
+
+
+def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None, splits: int,
+                        tokens_per_split: int, block_n: int, tune: TuneParams) -> tuple[int, int] | None:
+    """(splits, tokens per split) that end the first split at the shared prefix's last whole tile, where the tune asks
+    for it (decode_shared_split), blocks can hold two or more sequences, the launch's first split (of block_n-token
+    tiles) forms no block because it holds more private tokens than the prefix covers, and the new split count stays
+    within shared_split_max; None where the launch stays as it is."""
+    if not tune.decode_shared_split or not shared_prefix_tokens or shared_prefix_tokens >= max_seq_len:
+        return None
+    if page_group_seqs(batch, q_per_kv, tune) == 1 or tokens_per_split <= shared_prefix_tokens:
+        return None
+    if first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n):
+        return None
+    tps = (shared_prefix_tokens // tune.decode_block_n) * tune.decode_block_n
+    if tps == 0 or ceil_div(max_seq_len, tps) > tune.shared_split_max:
+        return None
+    return ceil_div(max_seq_len, tps), tps
+
+
+def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                  sm_count: int, tune: TuneParams) -> tuple[int, int, bool]:
+    """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it, the shared prefix
+    split included."""
+    work = batch * kv_heads
+    splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
+    block_n = decode_tile(work, splits, tps, long_tile, sm_count, tune)[0]
+    at_prefix = shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, splits, tps, block_n, tune)
+    return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
 
 
 def decode_tile(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int, tune: TuneParams,
@@ -220,6 +267,9 @@ def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tun
     (first_split_blocks): on the H200 a launch with blocks allowed that formed none ran 10-15% slower than the plain
     kernel (256 sequences at a 1K or 4K prompt with as many private tokens: probe 1.4 rows against 1.3's)."""
     s = page_group_seqs(batch, q_per_kv, tune)
+    floor = tune.page_block_min_programs_per_sm * sm_count     # working programs per SM the blocks must leave
+    while s > 1 and programs < s * floor:
+        s //= 2
     if s == 1 or shared_prefix_tokens == 0 or programs < tune.target_programs_per_sm * sm_count:
         return 1
     if shared_prefix_tokens is None:
@@ -258,7 +308,7 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
     split) programs whose shared pages a block read once) and mean_block_seqs (0 when none formed), as
     DecodePlan.launch_record writes them."""
     work = batch * kv_heads
-    splits, tps, long_tile = decode_launch_splits(work, seq_len, sm_count, tune)
+    splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
     block_n, _, _ = decode_tile(work, splits, tps, long_tile, sm_count, tune)
     seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
                            max_seq_len=seq_len, tokens_per_split=tps, block_n=block_n)

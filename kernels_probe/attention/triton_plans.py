@@ -22,6 +22,7 @@ from kernels_probe.attention.triton_launch import (
     ceil_div,
     choose_splits_waves,
     decode_block_g,
+    decode_launch,
     decode_launch_splits,
     decode_tile,
     page_block_seqs,
@@ -74,7 +75,8 @@ class DecodePlan:
             self.splits, self.tps = ceil_div(max(max_seq_len, 1), tps), tps
             long_tile = False
         else:
-            self.splits, self.tps, long_tile = decode_launch_splits(self.work_items, max_seq_len, sm_count, tune)
+            self.splits, self.tps, long_tile = decode_launch(B, HKV, self.G, max_seq_len, shared_prefix_tokens,
+                                                             sm_count, tune)
         self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, self.tps, long_tile, sm_count,
                                                             tune, forced=force_splits is not None)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
