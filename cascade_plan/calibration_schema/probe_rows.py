@@ -75,7 +75,8 @@ class TimedMeasurement(Measurement, frozen=True, kw_only=True, forbid_unknown_fi
     launch: Plain | UnsetType = UNSET                          # the Triton kernels' launch plan
     timing: Text | UnsetType = UNSET                           # how sustained_s was timed
     timing_run: Text | UnsetType = UNSET                       # ... and the raw file it came from
-    run: Run | UnsetType = UNSET
+    first_round_median_s: Seconds | UnsetType = UNSET          # a long row timed twice: the first round (kernels_probe
+    run: Run | UnsetType = UNSET                               # runner.RETIME_MIN_S); median_s is the faster round's
 
 
 class SkippedRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
