@@ -10,6 +10,7 @@
 #   mla-plan-fp8  the same with --kv-dtype fp8                                                 -> mla-plan-fp8.json
 #   moe-steps whole MoE / MLA + MoE steps (Mixtral, Qwen3-30B-A3B, DeepSeek-V3's TP-8 shard)     -> moe_steps.json
 #   regimes   --grid regimes attention rows (head dims 64/256, groups 6/12, 128K-256K, 8K suffixes) -> regimes.json
+#   regimes-owed  FlashInfer's regimes rows the shipped calibration lacks (--merge-into it --only-missing) -> regimes-owed.json
 #   trees     --grid trees attention rows (three-level prefix trees: root, group prefix, suffix) -> trees.json
 #   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
@@ -53,6 +54,9 @@ for st in ${stages//,/ }; do
               --budget-s $(( $(left) - 45 )) ${MOE_STEPS_ARGS:-} ;;
     regimes) timeout $(left) python3 -m kernels_probe --out $OUT/regimes.json --grid regimes --backend triton \
               --backend flashinfer --time-budget ${REGIMES_BUDGET:-300} ;;
+    regimes-owed) timeout $(left) python3 -m kernels_probe --out $OUT/regimes-owed.json --grid regimes \
+              --backend flashinfer --merge-into calibrations/h200-probe-2026-12-01.json --only-missing \
+              > $OUT/regimes-owed.log 2>&1; rc=$?; grep -v "flashinfer.jit" $OUT/regimes-owed.log | tail -6; (exit $rc) ;;
     trees) timeout $(left) python3 -m kernels_probe --out $OUT/trees.json --grid trees --backend triton \
               --backend flashinfer --time-budget ${TREES_BUDGET:-200} ;;
     step-regimes) timeout $(left) python3 -m kernels_probe --out $OUT/step-regimes.json --step --no-attention \

@@ -162,7 +162,10 @@ def regimes_grid(page_size: int = 16) -> list[AttentionConfig]:
         add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=16, **shape)
         add(prefix_tokens=2048, group_size=16, n_groups=32, suffix_tokens=16, **shape)
         add(prefix_tokens=2048, group_size=16, n_groups=32, suffix_tokens=512, **shape)
-    add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=0, kv_dtype="fp8", q_per_kv=6, num_kv_heads=2)
+    # fp8 KV at the small model's rollout: its start (no suffix, a 16-token one) and its end (1,024 private tokens),
+    # the points its bf16 twins above give the bf16 rollout
+    for s in (0, 16, 1024):
+        add(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=s, kv_dtype="fp8", q_per_kv=6, num_kv_heads=2)
     for p in REGIME_LONG_PREFIXES:
         for n in ((1, 8, 16, 64) if p == REGIME_LONG_PREFIXES[0] else (1, 8)):
             add(prefix_tokens=p, group_size=n)

@@ -1,0 +1,89 @@
+"""Does the planner's fit form price the Triton decode's page blocks if its features know them? Fits Triton's
+per-sequence decode over shared pages from a probe file's rows (probe 1.5+: each row records its launch) the way
+`cascade-plan calibrate` does (the decode over private pages first, then the L2 reuse and the correction surface),
+once with the plain features and once with block-aware ones: the bytes a block reads once for its sequences taken out
+of the streamed and re-read bytes, and the longest program's tokens those of a block's first program (the shared run
+once, then each sequence's private tokens). Prints train and leave-one-out |error| for both.
+
+Usage: python benchmarks/triton_block_fit.py RUN.json [--kv-dtype bf16|fp8]
+e.g. python benchmarks/triton_block_fit.py benchmarks/raw/device-2026-12-05d/default.json"""
+
+import json
+import sys
+
+import msgspec
+import numpy as np
+
+from cascade_plan.calibration.fitting import (
+    Features,
+    features,
+    fit_kernel,
+    fit_l2,
+    fit_surface,
+    predict,
+    surface_doc,
+)
+
+
+def block_aware(f: Features, rows: list[dict]) -> Features:
+    """f with each row's page blocks (its `launch` record) applied."""
+    b, red, longest = f.bytes.copy(), f.redundant_bytes.copy(), f.longest_tokens.copy()
+    for i, r in enumerate(rows):
+        launch, c = r.get("launch") or {}, r["config"]
+        grouped, block = launch.get("grouped_programs", 0.0), launch.get("mean_block_seqs") or 1.0
+        if grouped <= 0 or block <= 1:
+            continue
+        P, S, splits, tps = c["prefix_tokens"], c["suffix_tokens"], launch["splits"], launch["tokens_per_split"]
+        seqs = c["group_size"] * c["n_groups"]
+        covered = min(1.0, grouped * splits * tps / max(P, 1))     # share of the prefix read by blocks
+        saved = seqs * P * covered * (1 - 1 / block) * b[i] / (seqs * (P + S))
+        b[i] -= saved
+        red[i] = max(red[i] - saved, 0.0)
+        longest[i] = min(tps, P) + block * max(0, min(tps, P + S) - min(tps, P))
+    return msgspec.structs.replace(f, bytes=b, redundant_bytes=red, size=b, longest_tokens=longest)
+
+
+def subset(f: Features, keep: np.ndarray) -> Features:
+    return Features(**{k: getattr(f, k)[keep] for k in f.__struct_fields__})
+
+
+def main(argv: list[str]) -> None:
+    doc = json.load(open(argv[0]))
+    kv = argv[argv.index("--kv-dtype") + 1] if "--kv-dtype" in argv else "bf16"
+    bw, fl = doc["ceilings"]["hbm_read_bytes_per_s"], doc["ceilings"]["bf16_matmul_flop_per_s"]
+    l2 = float(doc["device"]["l2_bytes"])
+
+    def rows(kernel: str) -> list[dict]:
+        return [m for m in doc["measurements"] if m["backend"] == "triton" and m["kernel"] == kernel
+                and m["config"]["kv_dtype"] == kv and not m["config"].get("root_tokens")]
+
+    def xy(rs: list[dict], kernel: str) -> tuple[Features, np.ndarray]:
+        return features(kernel, [r["config"] for r in rs], decode_rows="kv_head"), np.array([r["median_s"] for r in rs])
+
+    fd, td = xy(rows("decode_dup"), "decode_dup")
+    dup = fit_kernel(fd, td, bw, fl)
+
+    def fit_shared(f: Features, t: np.ndarray):
+        s = fit_l2(dup, f, t, l2)
+        return msgspec.structs.replace(s, surface=surface_doc(fit_surface(s, f, t, l2)))
+
+    shared = rows("decode_shared")
+    print(f"{'features':<12} {'rows':>4} {'train median':>13} {'LOO median':>11} {'LOO p90':>8} {'LOO max':>8}")
+    for name, aware in (("plain", False), ("block-aware", True)):
+        f, t = xy(shared, "decode_shared")
+        if aware:
+            f = block_aware(f, shared)
+        train = np.abs(predict(fit_shared(f, t), f, l2) / t - 1)
+        loo = []
+        for i in range(t.size):
+            keep = np.ones(t.size, bool)
+            keep[i] = False
+            one = subset(f, ~keep)
+            loo.append(abs(predict(fit_shared(subset(f, keep), t[keep]), one, l2)[0] / t[i] - 1))
+        e = np.array(loo)
+        print(f"{name:<12} {t.size:>4} {np.median(train):>13.1%} {np.median(e):>11.1%} {np.percentile(e, 90):>8.1%} "
+              f"{e.max():>8.1%}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
