@@ -90,3 +90,12 @@ def test_the_writer_refuses_an_unknown_field_in_a_config_the_device_or_the_top_l
 
 def test_a_run_without_ceilings_writes_a_file_the_format_accepts():
     assert msgspec.convert(UNMEASURED_CEILINGS, ProbeCeilings).hbm_read_bytes_per_s == 1e9
+
+
+def test_a_row_timed_twice_keeps_its_first_rounds_median(shipped):
+    """kernels_probe/runner.py times a long row again and records the first round's median beside the kept one."""
+    doc = _one_of_each(shipped)
+    doc["measurements"][0]["first_round_median_s"] = 1.2 * doc["measurements"][0]["median_s"]
+    assert calibration_file.validate_document(doc) == []
+    doc["measurements"][0]["first_round_median_s"] = -1.0
+    assert calibration_file.validate_document(doc) != []
