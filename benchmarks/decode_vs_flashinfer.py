@@ -336,6 +336,7 @@ def conditions(args) -> int:
 
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.reference import max_rel_err
     from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.attention.triton_plans import DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn, time_sustained
@@ -361,9 +362,9 @@ def conditions(args) -> int:
         ours()
         torch.cuda.synchronize()
         fis = {tc: flashinfer_backend.FlashInferDecode(d, shared=True, tensor_cores=tc) for tc in (False, True)}
-        errs = {"triton": max_rel_err_of(out, ref)}
+        errs = {"triton": max_rel_err(out, ref)}
         for tc, f in fis.items():
-            errs["fi_tc" if tc else "fi_cc"] = max_rel_err_of(f(), ref)
+            errs["fi_tc" if tc else "fi_cc"] = max_rel_err(f(), ref)
         if not all(e < TOL for e in errs.values()):
             print("WRONG", cfg.label(), errs, flush=True)
             continue
@@ -400,12 +401,6 @@ def conditions(args) -> int:
             print(f"{cond:14s} n={len(r)} median {statistics.median(r):.3f} worst {min(r):.3f} "
                   f"< 1.0: {sum(v < 1.0 for v in r)}")
     return 0
-
-
-def max_rel_err_of(out, ref) -> float:
-    from kernels_probe.attention.reference import max_rel_err
-
-    return max_rel_err(out, ref)
 
 
 def summarize(rows, labels):

@@ -12,6 +12,6 @@ PROBE_VERSION = "1.5.3"  # 1.4: page-aware decode blocks where they pay (page_bl
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
 # 1.5.2: the per-sequence decode splits down to 128 tokens (decode_min_tokens_per_split), not 256
-# 1.5.3: blocks no larger than leaves three working programs per SM (page_block_min_programs_per_sm); a launch whose
+# 1.5.3: blocks no larger than leaves one working program per SM (page_block_min_programs_per_sm); a launch whose
 # one split straddles the shared prefix's end without a block splits there (decode_shared_split)
 __version__ = PROBE_VERSION

@@ -146,7 +146,7 @@ def decode_launch_splits(work_items: int, tokens: int, sm_count: int, tune: Tune
     return (*decode_splits(work_items, tokens, sm_count, tune.decode_block_n, tune), False)
 
 
-def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None, splits: int,
+def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
                         tokens_per_split: int, block_n: int, tune: TuneParams) -> tuple[int, int] | None:
     """(splits, tokens per split) that end the first split at the shared prefix's last whole tile, where the tune asks
     for it (decode_shared_split), blocks can hold two or more sequences, the launch's first split (of block_n-token
@@ -171,7 +171,7 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
     block_n = decode_tile(work, splits, tps, long_tile, sm_count, tune)[0]
-    at_prefix = shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, splits, tps, block_n, tune)
+    at_prefix = shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, tps, block_n, tune)
     return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
 
 
