@@ -29,21 +29,31 @@ from cascade_plan.calibration.fitting import (
 )
 
 
+def block_reads(c: dict, launch: dict) -> tuple[float, float]:
+    """One row's page blocks, from its config and `launch` record: the share of its prefix reads the blocks save
+    (the prefix's share read by blocks x (1 - 1 / mean block)), and the longest program's tokens (a block's first
+    program: the shared run once, then each sequence's private tokens in its split)."""
+    P, S = c["prefix_tokens"], c["suffix_tokens"]
+    splits, tps = launch.get("splits", 1), launch.get("tokens_per_split", P + S)
+    grouped, block = launch.get("grouped_programs", 0.0), launch.get("mean_block_seqs") or 1.0
+    if grouped <= 0 or block <= 1:
+        return 0.0, min(tps, P + S)
+    covered = min(1.0, grouped * splits * tps / max(P, 1))     # share of the prefix read by blocks
+    return covered * (1 - 1 / block), min(tps, P) + block * max(0, min(tps, P + S) - min(tps, P))
+
+
 def block_aware(f: Features, rows: list[dict]) -> Features:
     """f with each row's page blocks (its `launch` record) applied."""
     b, red, longest = f.bytes.copy(), f.redundant_bytes.copy(), f.longest_tokens.copy()
     for i, r in enumerate(rows):
-        launch, c = r.get("launch") or {}, r["config"]
-        grouped, block = launch.get("grouped_programs", 0.0), launch.get("mean_block_seqs") or 1.0
-        if grouped <= 0 or block <= 1:
+        c = r["config"]
+        saved_share, longest_i = block_reads(c, r.get("launch") or {})
+        if saved_share == 0:
             continue
-        P, S, splits, tps = c["prefix_tokens"], c["suffix_tokens"], launch["splits"], launch["tokens_per_split"]
-        seqs = c["group_size"] * c["n_groups"]
-        covered = min(1.0, grouped * splits * tps / max(P, 1))     # share of the prefix read by blocks
-        saved = seqs * P * covered * (1 - 1 / block) * b[i] / (seqs * (P + S))
+        saved = c["prefix_tokens"] * saved_share * b[i] / (c["prefix_tokens"] + c["suffix_tokens"])
         b[i] -= saved
         red[i] = max(red[i] - saved, 0.0)
-        longest[i] = min(tps, P) + block * max(0, min(tps, P + S) - min(tps, P))
+        longest[i] = longest_i
     return msgspec.structs.replace(f, bytes=b, redundant_bytes=red, size=b, longest_tokens=longest)
 
 
@@ -55,11 +65,9 @@ def launch_columns(rows: list[dict], kv_bytes: int) -> np.ndarray:
         c, launch = r["config"], r.get("launch") or {}
         seqs, heads, P, S = c["group_size"] * c["n_groups"], c["num_kv_heads"], c["prefix_tokens"], c["suffix_tokens"]
         token = 2 * c["head_dim"] * kv_bytes * heads                        # K and V of one token, every KV head
-        splits, tps = launch.get("splits", 1), launch.get("tokens_per_split", P + S)
-        block, grouped = launch.get("mean_block_seqs") or 1.0, launch.get("grouped_programs", 0.0)
-        covered = min(1.0, grouped * splits * tps / max(P, 1)) if block > 1 else 0.0
-        streamed = token * (seqs * (P + S) - seqs * P * covered * (1 - 1 / block))
-        longest = min(tps, P) + (block if grouped > 0 else 1) * max(0, min(tps, P + S) - min(tps, P))
+        saved_share, longest = block_reads(c, launch)
+        streamed = token * (seqs * (P + S) - seqs * P * saved_share)
+        splits = launch.get("splits", 1)
         merge = seqs * heads * c["q_per_kv"] * c["head_dim"] * 4 * splits if splits > 1 else 0.0
         out.append((token * (c["n_groups"] * P + seqs * S), streamed, longest, merge))
     return np.array(out, float)
