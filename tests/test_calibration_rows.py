@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -53,13 +54,19 @@ def test_every_shipped_file_decodes_into_typed_rows(path):
 
 def test_the_probe_file_rows_by_hand():
     p = find_committed(load_hardware("h200"), "probe")
-    # steps: 205 dense (the regimes step set's held-out steps among them) + 93 whole MoE / MLA + MoE; step_ops:
+    # steps: 199 dense (the regimes step set's held-out steps among them) + 81 whole MoE / MLA + MoE; step_ops:
     # 1,780 (the small models' GEMMs, glue and layer graphs among them) + 16 moe_layer_graph (no-attention steps)
-    # measurements: 3,879 + 264 FlashInfer rows of the probe 1.4 run (benchmarks/merge_h200_2026_12_05.py)
-    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (4143, 1796, 298, 1038)
+    # measurements: 3,879 + 264 FlashInfer rows of the probe 1.4 run (benchmarks/merge_h200_2026_12_05.py), less
+    # 42 Triton fp8 rows and 18 fp8-KV Triton steps of probe 1.1's kernels (benchmarks/drop_superseded_triton_rows.py)
+    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (4101, 1796, 280, 1038)
+    assert p.decoded["notes"]["removed"][0]["sections"][0] == {
+        "section": "measurements", "rows": 42, "runs": ["2026-12-01T09:33:00Z"], "workloads": []}
+    raw = json.loads(Path(p.path).read_text())
+    assert not [m for m in raw["measurements"] + raw["steps"] if m["backend"] == "triton"
+                and (m.get("kv_dtype") or m["config"].get("kv_dtype")) == "fp8" and m["run"] < "2026-12-03"]
     # of which FlashInfer's three-level tree rows (2026-12-03b and 2026-12-04), validation only
     assert sum(m.config.root_tokens > 0 for m in p.measurements) == 264
-    assert sum(not r.step_kind for r in p.steps) == 205
+    assert sum(not r.step_kind for r in p.steps) == 199
     assert sum(r.op == "moe_layer_graph" and r.model_config is not None for r in p.step_ops) == 16
     m = p.measurements[0]
     assert (m.backend, m.kernel, m.variant, m.config.prefix_tokens, m.config.kv_dtype) == \

@@ -145,9 +145,11 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
     assert {p["tp"] for p in res["points"]} == {1, 2}
     assert {(p["kv_dtype"], p["weight_dtype"]) for p in res["points"]} == {("bf16", "bf16"), ("fp8", "bf16"),
                                                                           ("fp8", "fp8")}
-    for b in ("flashinfer", "flashinfer-fa2", "triton"):
+    # Triton's fp8-KV steps of probe 1.1's kernels (rl-rollouts-64: bf16 dots over fp8) are out of the file
+    # (benchmarks/drop_superseded_triton_rows.py): its fp8 steps are the 12 its probe 1.3 kernels ran
+    for b, n in (("flashinfer", 54), ("flashinfer-fa2", 54), ("triton", 48)):
         s = res["summary"][b]
-        assert s["step"]["n"] == 54, b
+        assert s["step"]["n"] == n, b
         assert s["step"]["median"] <= 0.04 and s["speedup"]["median"] <= 0.04, (b, s)
         for kv in ("bf16", "fp8"):
             d = res["summary"][f"{b}/{kv}"]
@@ -155,15 +157,14 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
             if (b, kv) != ("triton", "fp8"):
                 assert d["step"]["max"] <= 0.10 and d["targets_met"], (b, kv, d)
     # Missed, measured: the probe 1.3 Triton decode over fp8 KV (re-timed 2026-12-03) switches to longer tiles once
-    # the batch alone fills the GPU (sequences x KV heads >= 4 per SM): its rows there stream 2.5-2.7 TB/s, 1.8-2.0
-    # elsewhere; its
-    # fit, from 19 training rows of which 3 are in that regime, prices Qwen2.5-14B's 512-sequence per-sequence
-    # steps 14-17% too slow. Its speedup median and every other backend and dtype stay within the targets.
+    # the batch alone fills the GPU (sequences x KV heads >= 4 per SM): its rows there stream 2.8-3.1 TB/s, 1.8-2.3
+    # elsewhere; its fit, from 15 training rows of which 3 are in that regime, prices Qwen2.5-14B's 512-sequence
+    # per-sequence steps 13-15% too slow, and with those its step speedups (8.6% median over the 6 fp8 steps).
     tf = res["summary"]["triton/fp8"]
-    assert not tf["targets_met"] and tf["step"]["max"] <= 0.17 and tf["speedup"]["median"] <= 0.04
+    assert not tf["targets_met"] and tf["step"]["max"] <= 0.16 and tf["step"]["n"] == 12
     g5 = [p for p in res["points"] if p["workload"] == "heldout-g5-512-fp8kv" and p["backend"] == "triton"]
-    assert len(g5) == 3 and all(0.12 < p["per_sequence_error"] < 0.17 for p in g5), g5
-    assert len(res["run_speedups"]) == 48
+    assert len(g5) == 3 and all(0.12 < p["per_sequence_error"] < 0.16 for p in g5), g5
+    assert len(res["run_speedups"]) == 47
 
 
 def test_calibrated_params_carry_the_fitted_step_parts():
@@ -180,7 +181,7 @@ def test_calibrated_params_carry_the_fitted_step_parts():
 @pytest.mark.xdist_group("validate")        # conftest.py: one `validate --json --plots` for the tests that read it
 def test_validate_command_reports_the_steps(h200_validate_command):
     steps = h200_validate_command[0]["steps"]
-    assert len(steps["points"]) == 123 and {r["workload"] for r in steps["run_speedups"]} >= {
+    assert len(steps["points"]) == 120 and {r["workload"] for r in steps["run_speedups"]} >= {
         "rl-rollouts-64", "parallel-sampling-n8", "long-prefix-qwen", "heldout-mha-8", "heldout-g5-512-fp8kv",
         "heldout-32k-fp8", "heldout-32k-bf16"}
     for p in steps["points"]:
