@@ -208,7 +208,9 @@ def test_triton_fp8_decode_counts_its_padded_dot_rows(h200_params, root):
     counts that work (bf16, bandwidth-bound, keeps useful FLOP). On probe 1.2's kernel that bound priced Qwen3's
     `probe --workload` rows (benchmarks/raw/h200-2026-12-01b/qwen3-fp8.json) within 3% median where useful FLOP
     was 17-27% too slow. The shipped Triton rows are probe 1.3's (fp16 dots over fp8, re-timed 2026-12-03), which
-    those rows do not describe: they run 4-21% (median 11-17%) slower than the new fit prices them."""
+    those rows do not describe. Their 512 sequences x 4 KV heads fill the GPU alone, where probe 1.3's decode runs
+    unsplit in 128-token tiles and its fit prices a 1.36x gain (cost/roofline.py filled_gain): the older kernel's
+    rows run 26-30% slower than that (1 / 1.36 = 0.74)."""
     from cascade_plan.cost.ops.attention import decode_compute_factor
 
     assert decode_compute_factor([1, 4, 5, 8, 16, 32], "kv_head").tolist() == [16, 4, 16 / 5, 2, 1, 1]
@@ -222,4 +224,4 @@ def test_triton_fp8_decode_counts_its_padded_dot_rows(h200_params, root):
         assert len(rows) == 7
         pred = _predict_kernel(fits["fp8"]["triton"], kind, [r["config"] for r in rows], probe.l2_bytes)
         err = pred / np.array([r["median_s"] for r in rows]) - 1
-        assert -0.22 < err.min() and err.max() < -0.04 and np.median(err) < -0.10, (kind, err)
+        assert -0.32 < err.min() and err.max() < -0.25 and np.median(err) < -0.26, (kind, err)

@@ -153,17 +153,13 @@ def test_committed_calibration_predicts_whole_steps_within_the_targets():
         assert s["step"]["median"] <= 0.04 and s["speedup"]["median"] <= 0.04, (b, s)
         for kv in ("bf16", "fp8"):
             d = res["summary"][f"{b}/{kv}"]
-            assert d["step"]["median"] <= 0.04, (b, kv, d["step"])
-            if (b, kv) != ("triton", "fp8"):
-                assert d["step"]["max"] <= 0.10 and d["targets_met"], (b, kv, d)
-    # Missed, measured: the probe 1.3 Triton decode over fp8 KV (re-timed 2026-12-03) switches to longer tiles once
-    # the batch alone fills the GPU (sequences x KV heads >= 4 per SM): its rows there stream 2.8-3.1 TB/s, 1.8-2.3
-    # elsewhere; its fit, from 15 training rows of which 3 are in that regime, prices Qwen2.5-14B's 512-sequence
-    # per-sequence steps 13-15% too slow, and with those its step speedups (8.6% median over the 6 fp8 steps).
-    tf = res["summary"]["triton/fp8"]
-    assert not tf["targets_met"] and tf["step"]["max"] <= 0.16 and tf["step"]["n"] == 12
+            assert d["step"]["median"] <= 0.04 and d["step"]["max"] <= 0.10 and d["targets_met"], (b, kv, d)
+    # The probe 1.3 Triton decode over fp8 KV runs a batch that fills the GPU alone (sequences x KV heads >= 4 per
+    # SM) unsplit in 128-token tiles, 1.36x faster than its roofline elsewhere (the fit's batch-filled launch,
+    # cost/roofline.py filled_gain). Without it the fit priced Qwen2.5-14B's 512-sequence per-sequence steps
+    # 14-17% too slow; with it, 3.4-3.5%.
     g5 = [p for p in res["points"] if p["workload"] == "heldout-g5-512-fp8kv" and p["backend"] == "triton"]
-    assert len(g5) == 3 and all(0.12 < p["per_sequence_error"] < 0.16 for p in g5), g5
+    assert len(g5) == 3 and all(0.0 < p["per_sequence_error"] < 0.05 for p in g5), g5
     assert len(res["run_speedups"]) == 47
 
 

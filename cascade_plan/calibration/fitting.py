@@ -33,6 +33,7 @@ from cascade_plan.cost.ops.attention_work import (
     merge_state_bytes,
     query_token_flops,
 )
+from cascade_plan.cost.roofline import filled_gain, filled_on
 from cascade_plan.cost.surface import Surface
 
 KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -127,8 +128,9 @@ def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndar
         window = fit.l2_window_bytes or np.inf     # None (or 0): no fall, as the planner applies it
         hit = fit.l2_hit_max * np.minimum(1.0, window / np.maximum(f.layer_prefix_bytes, 1.0))
         hbm = f.bytes - hit * f.redundant_bytes
-        t = np.maximum(t, f.bytes / fit.l2_bytes_per_s)
-    return np.maximum(t, hbm / fit.bw_bytes_per_s)
+    t = np.maximum(t, hbm / fit.bw_bytes_per_s) / filled_gain(fit, f.rows, f.longest_tokens)
+    # bytes served from L2 still stream through it, at its own rate, whatever the launch
+    return np.maximum(t, f.bytes / fit.l2_bytes_per_s) if fit.l2_hit_max else t
 
 
 def predict(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndarray:
@@ -194,33 +196,59 @@ def _least_latency(ends: list[tuple[np.ndarray, float]]) -> np.ndarray:
     return min(ties, key=lambda th: (th[5], th[1], th[2]))    # token latency, then the per-row costs
 
 
-def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceiling: float) -> KernelFit:
-    """Fit overhead, per-row cost, bandwidth and FLOP rate to one kernel kind's measurements."""
+# A batch-filled launch (cost/roofline.py filled_gain) is fitted only with this many training rows on each side of
+# it, and kept only where its gain cuts the fit's squared log error by this fraction.
+FILLED_MIN_ROWS = 3
+FILLED_MIN_GAIN = 0.2
+
+
+def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceiling: float,
+               filled: tuple[int, int, int] | None = None) -> KernelFit:
+    """Fit overhead, per-row cost, bandwidth and FLOP rate to one kernel kind's measurements; and, where the kernel
+    takes a launch of its own once the batch fills the GPU (`filled`: its (sequence, KV head) rows per layer, the
+    tokens a row must exceed and its tile's tokens: launch_rules.filled_launch), that launch's gain, where the rows
+    show it."""
     t = np.asarray(measured_s, float)
     tiny = 1e-15
+    rule = (KernelFit(bw_bytes_per_s=1e9, flop_per_s=1e9, overhead_s=0.0, row_s=0.0, filled_rows=filled[0],
+                      filled_min_tokens=filled[1], filled_tile_tokens=filled[2]) if filled else None)
+    on = np.zeros(t.size, bool) if rule is None else filled_on(rule, f.rows, f.longest_tokens)
 
     def unpack(th):
         return tuple(np.exp(np.clip(th, -80, 80)))
 
     def resid(th):
-        o, c, cq, bw, fl, tau = unpack(th)
+        o, c, cq, bw, fl, tau = unpack(th[:6])
         roof = np.maximum(np.maximum(f.bytes / bw, f.flops / fl), f.longest_tokens * tau)
+        if len(th) > 6:
+            roof = roof / filled_gain(rule, f.rows, f.longest_tokens, gain=float(np.exp(np.clip(th[6], -3, 3))))
         return np.log(np.maximum(o + c * f.rows + cq * f.q_rows + roof, tiny)) - np.log(t)
 
-    ends: list[tuple[np.ndarray, float]] = []
-    # Starts span compute-starved kernels (a FLOP rate far below peak: tiles mostly empty) too.
-    for c0, cq0 in ((1e-10, 1e-12), (1e-8, 1e-12), (1e-12, 1e-8)):
-        for b0 in (0.5, 0.9):
-            for f0 in (0.003, 0.3):
-                for tau0 in (1e-12, 1e-8):
-                    th0 = np.log([max(0.5 * t.min(), 1e-9), c0, cq0, b0 * bw_ceiling, f0 * flop_ceiling, tau0])
-                    ends.append(_lm(resid, th0))
-    best = _least_latency(ends)
-    o, c, cq, bw, fl, tau = unpack(best)
+    def best_of(extra: list[float]) -> tuple[np.ndarray, float]:
+        ends: list[tuple[np.ndarray, float]] = []
+        # Starts span compute-starved kernels (a FLOP rate far below peak: tiles mostly empty) too.
+        for c0, cq0 in ((1e-10, 1e-12), (1e-8, 1e-12), (1e-12, 1e-8)):
+            for b0 in (0.5, 0.9):
+                for f0 in (0.003, 0.3):
+                    for tau0 in (1e-12, 1e-8):
+                        th0 = np.log([max(0.5 * t.min(), 1e-9), c0, cq0, b0 * bw_ceiling, f0 * flop_ceiling, tau0])
+                        ends.append(_lm(resid, np.array([*th0, *extra])))
+        best = _least_latency(ends)
+        return best, float(resid(best) @ resid(best))
+
+    best, cost = best_of([])
+    gain = 1.0
+    if filled is not None and min(on.sum(), (~on).sum()) >= FILLED_MIN_ROWS:
+        best_f, cost_f = best_of([0.0])
+        if cost_f < (1 - FILLED_MIN_GAIN) * cost:
+            best, gain = best_f, float(np.exp(np.clip(best_f[6], -3, 3)))
+    o, c, cq, bw, fl, tau = unpack(best[:6])
     ape = np.abs(np.exp(resid(best)) - 1)
+    rows, tokens, tile = filled if gain != 1.0 and filled is not None else (0, 0, 0)
     return KernelFit(bw_bytes_per_s=float(bw), flop_per_s=float(fl), overhead_s=float(o), row_s=float(c),
                      q_row_s=float(cq), token_latency_s=float(tau), n_train=int(t.size),
-                     train_median_ape=float(np.median(ape)))
+                     train_median_ape=float(np.median(ape)), filled_rows=int(rows), filled_min_tokens=int(tokens),
+                     filled_tile_tokens=int(tile), filled_gain=gain)
 
 
 # A window (the per-layer shared prefix beyond which hits fall) is kept only when the data show the

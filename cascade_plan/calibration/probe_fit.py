@@ -25,6 +25,7 @@ from cascade_plan.calibration.fitting import (
     surface_doc,
 )
 from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
+from cascade_plan.calibration.launch_rules import filled_launch
 from cascade_plan.calibration_schema.attention import Measurement
 from cascade_plan.calibration_schema.kernel_fit import KernelFit
 from cascade_plan.version import __version__
@@ -38,9 +39,19 @@ def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head",
     return f, np.array([r.timed_s for r in rows], dtype=float)
 
 
-def _fit_one(f: Features, t: np.ndarray, bw: float, fl: float, l2: float = 0.0) -> KernelFit:
-    fit = fit_kernel(f, t, bw, fl)
+def _fit_one(f: Features, t: np.ndarray, bw: float, fl: float, l2: float = 0.0,
+             filled: tuple[int, int, int] | None = None) -> KernelFit:
+    fit = fit_kernel(f, t, bw, fl, filled)
     return msgspec.structs.replace(fit, surface=surface_doc(fit_surface(fit, f, t, l2)))
+
+
+def _with_filled(fit: KernelFit, decode: KernelFit) -> KernelFit:
+    """The suffix pass is the per-sequence decode kernel over private tokens, launched by the same rule: where its
+    own rows did not show the batch-filled launch and the decode's did, it takes the decode's gain there."""
+    if fit.filled_rows or not decode.filled_rows:
+        return fit
+    return msgspec.structs.replace(fit, filled_rows=decode.filled_rows, filled_min_tokens=decode.filled_min_tokens,
+                                   filled_tile_tokens=decode.filled_tile_tokens, filled_gain=decode.filled_gain)
 
 
 def _by_config(rows: list[Measurement]) -> dict[str, Measurement]:
@@ -76,8 +87,9 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     if len(dup) < 6:
         return None
     dec_rows = DECODE_ROWS_BY_BACKEND.get((backend, kv_dtype), "q_head")
+    filled = filled_launch(probe, backend)
     f, t = _xy(dup, "decode_dup", decode_rows=dec_rows)
-    dup_fit = _fit_one(f, t, bw, fl)
+    dup_fit = _fit_one(f, t, bw, fl, filled=filled)
     out["decode_dup"] = msgspec.to_builtins(dup_fit)
     if dec_rows != "q_head":
         out["decode_rows"] = dec_rows
@@ -106,7 +118,7 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
         out["merge"] = None                       # folded into the suffix fit
     else:
         suf = rows(pb, "cascade_suffix", pv)
-        suf_fit = _fit_one(*_xy(suf, "cascade_suffix"), bw, fl)
+        suf_fit = _with_filled(_fit_one(*_xy(suf, "cascade_suffix"), bw, fl, filled=filled), dup_fit)
         out["suffix"] = msgspec.to_builtins(suf_fit)
         merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, pre_fit, suf_fit, bw, fl)
         out["merge"] = msgspec.to_builtins(merge) if merge else None

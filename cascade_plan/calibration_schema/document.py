@@ -25,7 +25,9 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
   - MoeLayerDoc.measured (2026-12-01): the MoE layer term per measured layer shape;
   - BackendFit.prefix_rows, decode_rows (2026-12-01): FlashInfer's FA3 prefix pass tiles each query head apart;
     the probe's Triton decode computes a KV head's query heads as one padded tile;
-  - CompositionDoc.over_bf16 (2026-12-01): a weight dtype's layer back to back relative to the bf16 layer's.
+  - CompositionDoc.over_bf16 (2026-12-01): a weight dtype's layer back to back relative to the bf16 layer's;
+  - KernelFit.filled_rows, filled_min_tokens, filled_tile_tokens, filled_gain (2026-12-05): the batch-filled launch
+    of the probe's Triton decode; notes.removed: rows taken out of a shipped file, and why.
 """
 
 from __future__ import annotations

@@ -39,6 +39,14 @@ class KernelFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     n_train: Annotated[int, msgspec.Meta(ge=0)] = 0
     train_median_ape: FiniteNonNeg = 0.0
     surface: SurfaceDoc | None = None
+    # The launch a kernel takes once its batch alone fills the GPU (cost/roofline.py filled_gain): at filled_rows
+    # (sequence, KV head) rows per layer or more, each streaming more than filled_min_tokens tokens, the probe's
+    # Triton decode runs unsplit in tiles of filled_tile_tokens, filled_gain times faster than its roofline says
+    # elsewhere over whole tiles. 0 rows: no such launch, or the training rows did not show it.
+    filled_rows: Annotated[int, msgspec.Meta(ge=0)] = 0
+    filled_min_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    filled_tile_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
+    filled_gain: Annotated[float, msgspec.Meta(ge=0.1, le=10.0)] = 1.0
 
 
 class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

@@ -27,6 +27,13 @@ class KernelParams(msgspec.Struct, frozen=True):
     q_row_s: float = 0.0               # per (sequence, query head) row, per layer
     token_latency_s: float = 0.0       # per KV token of the longest row, per layer (kernels that do not split it)
     surface: Surface | None = None     # calibrated efficiency correction over (bytes per layer, rows)
+    # the launch a batch that fills the GPU alone takes (roofline.filled_gain): from filled_rows (sequence, KV head)
+    # rows per layer, each of more than filled_min_tokens tokens, in tiles of filled_tile_tokens, the roofline is
+    # filled_gain times faster over whole tiles
+    filled_rows: float = 0.0
+    filled_min_tokens: float = 0.0
+    filled_tile_tokens: float = 0.0
+    filled_gain: float = 1.0
 
 
 class CostParams(msgspec.Struct, frozen=True):

@@ -20,10 +20,34 @@ def corrected_roofline_s(bytes_, flops, bw: float, peak: float, k: KernelParams,
     t = roofline_s(bytes_, flops, bw, peak, k)
     if k.token_latency_s:
         t = np.maximum(t, layers * np.asarray(longest_tokens, float) * k.token_latency_s)
+    if k.filled_rows:
+        t = t / filled_gain(k, rows, longest_tokens)
     if k.surface is not None:
         per_layer = np.asarray(bytes_ if size is None else size, float) / layers
         t = t * np.exp(k.surface(per_layer, rows))
     return t
+
+
+def filled_on(k, rows, longest_tokens) -> np.ndarray:
+    """Where a kernel kind with a batch-filled launch (filled_gain) takes it."""
+    return ((np.asarray(rows, float) >= k.filled_rows) & (np.asarray(longest_tokens, float) > k.filled_min_tokens)
+            & (k.filled_rows > 0))
+
+
+def filled_gain(k, rows, longest_tokens, gain=None):
+    """How many times faster a kernel kind streams where its batch alone fills the GPU: `k.filled_gain` (or
+    `gain`) over whole tiles of `k.filled_tile_tokens` at `k.filled_rows` (sequence, KV head) rows per layer or
+    more whose longest row holds more than `k.filled_min_tokens` tokens, 1 elsewhere. A row streams its tokens in
+    whole tiles (513 tokens take five tiles of 128, as 640 would). `k`: a KernelParams or a fitted KernelFit (the
+    same fields). The probe's Triton decode launches such a batch unsplit with 128-token tiles (64 elsewhere); on
+    the H200 its fp8 decode then streams ~3.0 TB/s against ~2.1 TB/s below (docs/probe-notes.md)."""
+    if not k.filled_rows:
+        return 1.0
+    tokens = np.maximum(np.asarray(longest_tokens, float), 1.0)
+    on = filled_on(k, rows, tokens)
+    tile = float(k.filled_tile_tokens)
+    whole = tokens / (np.ceil(tokens / tile - 1e-9) * tile) if tile > 0 else 1.0
+    return np.where(on, (k.filled_gain if gain is None else gain) * whole, 1.0)
 
 
 def fixed_s(k: KernelParams, launches, rows, layers: int, q_per_kv: int = 1) -> np.ndarray:

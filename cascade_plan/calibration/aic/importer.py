@@ -96,7 +96,8 @@ def transfer_ratios(gpu: _Gpu, ref: _Gpu | None) -> TransferRatios:
         bandwidth=gpu.decode["bf16"][0].bw_bytes_per_s / ref.decode["bf16"][0].bw_bytes_per_s,
         flop=gpu.ceilings["matmul_flop_per_s"] / ref.ceilings["matmul_flop_per_s"],
         fixed=gpu.launch_floor_s / ref.launch_floor_s,
-        l2=gpu.hw.l2_bytes / ref.hw.l2_bytes)
+        l2=gpu.hw.l2_bytes / ref.hw.l2_bytes,
+        sm=gpu.hw.sm_count / ref.hw.sm_count)
 
 
 def _step_parts(root: Path, gpu: _Gpu, framework: str, probe, ratios: TransferRatios,

@@ -8,7 +8,9 @@ fits with their rates scaled by what AIConfigurator measured on both GPUs:
 - FLOP rates by the ratio of the best bf16 GEMM rates they reached;
 - fixed costs (launch, per row, per token of latency) by the ratio of their decode launch floors;
 - the L2 window by the ratio of L2 sizes (hardware profiles; a fit without a window, None, keeps none);
-  the L2 hit share is kept.
+  the L2 hit share is kept;
+- the rows from which the probe's Triton decode takes its batch-filled launch (cost/roofline.py filled_gain) by the
+  ratio of SM counts (the launch rule counts programs per SM); its gain is kept.
 
 Efficiency surfaces (relative corrections over bytes per layer and rows) are kept as measured on the H200.
 """
@@ -28,9 +30,10 @@ class TransferRatios:
     flop: float
     fixed: float
     l2: float
+    sm: float = 1.0
 
     def to_dict(self) -> dict:
-        return {"bandwidth": self.bandwidth, "flop": self.flop, "fixed": self.fixed, "l2": self.l2}
+        return {"bandwidth": self.bandwidth, "flop": self.flop, "fixed": self.fixed, "l2": self.l2, "sm": self.sm}
 
 
 def transfer_fit(d: dict | None, r: TransferRatios) -> dict | None:
@@ -46,6 +49,8 @@ def transfer_fit(d: dict | None, r: TransferRatios) -> dict | None:
     window = d.get("l2_window_bytes", 0.0)
     out["l2_window_bytes"] = None if window is None else window * r.l2
     out["l2_bytes_per_s"] = (d.get("l2_bytes_per_s") or 0.0) * r.bandwidth
+    if d.get("filled_rows"):
+        out["filled_rows"] = max(1, round(d["filled_rows"] * r.sm))
     return out
 
 
