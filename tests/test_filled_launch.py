@@ -146,3 +146,30 @@ def test_an_imported_gpu_takes_the_launch_at_its_own_sm_count():
     assert moved["filled_rows"] == 592
     assert (moved["filled_gain"], moved["filled_tile_tokens"]) == (suffix["filled_gain"], suffix["filled_tile_tokens"])
     assert transfer_fit({**suffix, "filled_rows": 0}, TransferRatios(1.0, 1.0, 1.0, 1.0, sm=2.0))["filled_rows"] == 0
+
+
+def test_calibrate_says_it_and_warns_of_mixed_kernel_versions(tmp_path):
+    from typer.testing import CliRunner
+
+    from cascade_plan.calibration.row_provenance import mixed_version_lines, own_kernel_versions
+    from cascade_plan.cli.app import app
+
+    doc = json.loads(open(find_committed(H200, "probe").path).read())
+    assert mixed_version_lines(doc) == []
+    assert set(own_kernel_versions(doc)[("triton", "fp8")]) == {"1.3.0"}
+    # rows of an older probe run among them (as the file held until 2026-12-05): one line per backend and dtype
+    old = "2026-12-01T09:33:00Z"
+    doc["notes"]["runs"].append({"created_utc": old, "probe_version": "1.1.0", "grid": {}})
+    tagged = [m for m in doc["measurements"] if m["backend"] == "triton" and m["config"]["kv_dtype"] == "fp8"][:5]
+    for m in tagged:
+        m["run"] = old
+    lines = mixed_version_lines(doc)
+    assert len(lines) == 1 and lines[0].startswith("fp8 triton: rows of several probe versions")
+    assert "1.1.0 (5 rows), 1.3.0 (199 rows)" in lines[0]
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    res = CliRunner().invoke(app, ["calibrate", str(path)])
+    assert res.exit_code == 0, res.output
+    assert "warning: fp8 triton: rows of several probe versions" in res.output
+    assert "fp8 triton: per-sequence decode of a batch that fills the GPU alone (528 sequence x KV head rows" in \
+        res.output

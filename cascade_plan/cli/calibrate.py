@@ -43,6 +43,16 @@ def l2_explanation(k: dict, l2_bytes: float) -> str | None:
             f"that size ({k['l2_window_bytes'] / l2_bytes:.1f}x the {fmt_bytes_binary(l2_bytes)} L2).")
 
 
+def filled_explanation(k: dict) -> str | None:
+    """The batch-filled launch of a decode fit in words (None: the fit has none)."""
+    if not k.get("filled_rows"):
+        return None
+    return (f"per-sequence decode of a batch that fills the GPU alone ({k['filled_rows']:,} sequence x KV head rows "
+            f"or more, each of more than {k['filled_min_tokens']:,} tokens) runs unsplit {k['filled_gain']:.2f}x "
+            f"faster than its roofline below that, over whole {k['filled_tile_tokens']}-token tiles (the suffix pass "
+            "likewise)")
+
+
 def calibrate(
     probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.",
                                                show_default=False)],
@@ -62,6 +72,7 @@ def calibrate(
     from cascade_plan.calibration.calibration_file import load_probe
     from cascade_plan.calibration.file_validation import check_fitted
     from cascade_plan.calibration.probe_fit import calibrate as fit_all
+    from cascade_plan.calibration.row_provenance import mixed_version_lines
     from cascade_plan.outputs import check_output_file
 
     target = check_output_file(out, "--out") if out else probe_file
@@ -113,9 +124,16 @@ def calibrate(
                 typer.echo(f"{kv} {backend}: {line}")
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
+            line = filled_explanation(kernels.get("decode_dup") or {})
+            if line:
+                typer.echo(f"{kv} {backend}: {line}")
+    for kv, per in fitted["kv_dtypes"].items():
+        for backend, kernels in per.items():
             if kernels.get("prefix_suffix_overlap"):
                 typer.echo(f"{kv} {backend}: prefix and suffix passes overlap {kernels['prefix_suffix_overlap']:.0%} "
                            "(0% = one after the other, 100% = fully concurrent)")
+    for line in mixed_version_lines(probe.doc):
+        typer.echo(f"warning: {line}")
     typer.echo(f"wrote {target}")
 
 
