@@ -8,6 +8,8 @@
     python benchmarks/decode_vs_flashinfer.py losers [--out rows.json]    # block caps, prefix splits, tiles
     python benchmarks/decode_vs_flashinfer.py conditions [--out rows.json] # one kernel timed after heavy work,
                                                                           # after an idle gap, and back to back
+    python benchmarks/decode_vs_flashinfer.py filled [--out rows.json]    # probe 1.3's batch-filled launch: whole
+                                                                          # tiles (benchmarks/filled_launch_check.py)
 
 Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
@@ -147,6 +149,23 @@ def loser_configs():
             A(prefix_tokens=1024, group_size=256, suffix_tokens=1024, kv_dtype="fp8")]
 
 
+def filled_configs():
+    """The planner's batch-filled launch (cost/roofline.py filled_gain), falsifiable: a batch that fills the GPU alone
+    streams whole 128-token tiles, so 528 tokens (5 tiles) should cost as 640 do, 1.25x 512 (4), and 4,112 as 4,224;
+    below the launch (512 rows) time follows the tokens. fp8 (where the fit found the launch 1.36x faster) and bf16
+    (where it found none). Contexts are whole 16-token pages, as the probe builds them."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    out = []
+    for kv in ("fp8", "bf16"):
+        out += [A(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=s, q_per_kv=6, num_kv_heads=2,
+                  kv_dtype=kv) for s in (0, 16, 128)]
+        out += [A(prefix_tokens=4096, group_size=64, n_groups=8, suffix_tokens=s, q_per_kv=5, kv_dtype=kv)
+                for s in (0, 16, 128)]
+        out += [A(prefix_tokens=4096, group_size=64, suffix_tokens=s, kv_dtype=kv) for s in (0, 16, 128)]
+    return out
+
+
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
 
 
@@ -170,7 +189,7 @@ def loser_variants(base):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions"])
+    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -214,6 +233,8 @@ def main() -> int:
         cfgs, variants = tiny_configs(), tiny_variants(DEFAULT_TUNE)
     elif args.stage == "losers":
         cfgs, variants = loser_configs(), loser_variants(PROBE_1_5_2_TUNE)
+    elif args.stage == "filled":    # the kernel the shipped calibration prices, then the current one
+        cfgs, variants = filled_configs(), [("default", PROBE_1_3_TUNE), ("probe 1.5", DEFAULT_TUNE)]
     elif args.stage == "pages":
         cfgs = long_configs() + [c for c in sweep_configs() if c not in long_configs()]
         variants = [("default", DEFAULT_TUNE), ("no page blocks", LONG_TILE_TUNE)]
@@ -309,6 +330,8 @@ def main() -> int:
         for tname in ("shared_table", "dup_table"):
             fi = row["flashinfer"].get(tname)
             tr = row["triton"].get(tname)
+            if tr and not fi:       # ours alone (--no-flashinfer): each variant's time
+                line.append(f"{tname[:3]}: " + " ".join(f"{k} {v['median_s'] * 1e6:.1f}us" for k, v in tr.items()))
             if not fi or not tr:
                 continue
             best_fi = min(fi.values())

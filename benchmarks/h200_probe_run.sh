@@ -15,6 +15,8 @@
 #   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
 #   losers    benchmarks/decode_vs_flashinfer.py losers (block caps, prefix splits, tiles where ours lost) -> losers.json
+#   filled    decode_vs_flashinfer.py filled --no-flashinfer: the batch-filled launch's whole tiles, probe 1.3's
+#             tune and the current one (then, on the CPU, benchmarks/filled_launch_check.py filled.json) -> filled.json
 #   conditions decode_vs_flashinfer.py conditions (one row timed after heavy work, after idle, back to back) -> conditions.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
 #   tune-grid decode_vs_flashinfer.py grid --only-changed: the default tune against probe 1.3's -> tune-grid.json
@@ -69,6 +71,9 @@ for st in ${stages//,/ }; do
     losers) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py losers --out $OUT/losers.json \
               --budget-s $(( $(left) - 30 )) > $OUT/losers.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/losers.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-400 | tail -40; (exit $rc) ;;
+    filled) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py filled --no-flashinfer --out $OUT/filled.json \
+              --budget-s $(( $(left) - 20 )) > $OUT/filled.log 2>&1; rc=$?; grep -E "^(WRONG|FAIL)" $OUT/filled.log
+              tail -4 $OUT/filled.log; (exit $rc) ;;
     conditions) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py conditions --out $OUT/conditions.json \
               --budget-s $(( $(left) - 30 )) > $OUT/conditions.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/conditions.log | cut -c1-600 | tail -16; (exit $rc) ;;
