@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import pathlib
 import sys
+from collections.abc import Callable
 
 from kernels_probe.calibration_file import write_atomic
 
@@ -29,7 +30,7 @@ def kv_dtype(row: dict) -> str:
     return row.get("kv_dtype") or (row.get("config") or {}).get("kv_dtype") or "bf16"
 
 
-def superseded(doc: dict, since: str) -> tuple[str, callable]:
+def superseded(doc: dict, since: str) -> tuple[str, Callable[[dict], bool]]:
     """(the first run of probe `since`, a predicate over rows): Triton rows with fp8 KV measured before it."""
     firsts = [r["created_utc"] for r in (doc.get("notes") or {}).get("runs") or [] if r.get("probe_version") == since]
     if not firsts:

@@ -23,6 +23,7 @@ import numpy as np
 
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc
 from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFit, SurfaceDoc
+from cascade_plan.cost.cost_params import KernelParams
 from cascade_plan.cost.ops.attention import decode_compute_factor, overlapped_total, prefix_compute_factor
 from cascade_plan.cost.ops.attention_work import (
     STATE_BYTES_PER_ELEMENT,
@@ -210,8 +211,9 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
     show it."""
     t = np.asarray(measured_s, float)
     tiny = 1e-15
-    rule = (KernelFit(bw_bytes_per_s=1e9, flop_per_s=1e9, overhead_s=0.0, row_s=0.0, filled_rows=filled[0],
-                      filled_min_tokens=filled[1], filled_tile_tokens=filled[2]) if filled else None)
+    # the launch rule alone, in the form filled_on / filled_gain read (no rates: those are what is fitted)
+    rule = (KernelParams(filled_rows=filled[0], filled_min_tokens=filled[1], filled_tile_tokens=filled[2])
+            if filled else None)
     on = np.zeros(t.size, bool) if rule is None else filled_on(rule, f.rows, f.longest_tokens)
 
     def unpack(th):
