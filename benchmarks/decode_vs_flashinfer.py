@@ -10,6 +10,8 @@
                                                                           # after an idle gap, and back to back
     python benchmarks/decode_vs_flashinfer.py filled [--out rows.json]    # probe 1.3's batch-filled launch: whole
                                                                           # tiles (benchmarks/filled_launch_check.py)
+    python benchmarks/decode_vs_flashinfer.py tiles [--out rows.json]     # tile, pipeline and warp variants where
+                                                                          # probe 1.5.3 lost on the H200
 
 Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
@@ -163,7 +165,52 @@ def filled_configs():
         out += [A(prefix_tokens=4096, group_size=64, n_groups=8, suffix_tokens=s, q_per_kv=5, kv_dtype=kv)
                 for s in (0, 16, 128)]
         out += [A(prefix_tokens=4096, group_size=64, suffix_tokens=s, kv_dtype=kv) for s in (0, 16, 128)]
+    # whole tiles in bf16 too, where the fit kept no gain: a 1K prompt at 1,024 sequences, 512 tokens at 512 x 8 heads
+    for kv in ("bf16", "fp8"):
+        out += [A(prefix_tokens=1024, group_size=16, n_groups=64, suffix_tokens=s, q_per_kv=6, num_kv_heads=2,
+                  kv_dtype=kv) for s in (0, 16, 128)]
+        out += [A(prefix_tokens=512, group_size=16, n_groups=32, suffix_tokens=s, kv_dtype=kv) for s in (0, 16, 128)]
     return out
+
+
+def tile_configs():
+    """The H200's rows furthest below FlashInfer's decode with probe 1.5.3 (benchmarks/raw/device-2026-12-05d/
+    default.json: 0.80-0.95x): blocks of two at 256 sequences x 1 KV head, long private suffixes after a shared
+    prefix, G 1 at 64 sequences, and long contexts over private pages at 4-16 sequences (bf16 and fp8); then head dims
+    64 and 256, groups of 6 and 12, and a batch that fills the GPU unsplit, where a new base tile must not lose."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [A(prefix_tokens=1024, group_size=256, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=4096, group_size=16, suffix_tokens=4096),
+            A(prefix_tokens=1024, group_size=16, suffix_tokens=1024),
+            A(prefix_tokens=1024, group_size=64, q_per_kv=1),
+            A(prefix_tokens=32768, group_size=16, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=16384, group_size=4, q_per_kv=1),
+            A(prefix_tokens=4096, group_size=4, q_per_kv=1),
+            A(prefix_tokens=16384, group_size=4, kv_dtype="fp8"),
+            A(prefix_tokens=1024, group_size=64, kv_dtype="fp8"),
+            A(prefix_tokens=4096, group_size=64, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=32768, group_size=4),
+            A(prefix_tokens=4096, group_size=16, q_per_kv=2, num_kv_heads=4, head_dim=256),
+            A(prefix_tokens=1024, group_size=64, q_per_kv=7, num_kv_heads=2, head_dim=64),
+            A(prefix_tokens=4096, group_size=16, q_per_kv=6, num_kv_heads=2),
+            A(prefix_tokens=1024, group_size=16, n_groups=4, q_per_kv=12, num_kv_heads=8),
+            A(prefix_tokens=1024, group_size=256, suffix_tokens=1024)]
+
+
+def tile_variants(base):
+    """Probe 1.5.3's tune (four warps on every decode tile), the default (two on the base tile), then one knob at a
+    time on top of the default: two warps on the batch-filled and the short tile, shallower or deeper base
+    pipelines, fewer long-context splits, no page blocks (128-token base tiles lost at two warps and four:
+    benchmarks/raw/device-2026-12-05e/tiles-2.log)."""
+    from kernels_probe.attention.triton_launch import PROBE_1_5_3_TUNE
+
+    r = dataclasses.replace
+    return [("probe 1.5.3", PROBE_1_5_3_TUNE), ("default", base),
+            ("filled w2", r(base, decode_warps_large_batch=2)), ("short w2", r(base, decode_short_warps=2)),
+            ("base s2", r(base, decode_stages=2)), ("base s4", r(base, decode_stages=4)),
+            ("long 8/SM", r(base, long_programs_per_sm=8)), ("long 12/SM", r(base, long_programs_per_sm=12)),
+            ("no blocks", r(base, decode_page_group=1))]
 
 
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
@@ -189,7 +236,8 @@ def loser_variants(base):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled"])
+    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled",
+                                          "tiles"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -233,6 +281,8 @@ def main() -> int:
         cfgs, variants = tiny_configs(), tiny_variants(DEFAULT_TUNE)
     elif args.stage == "losers":
         cfgs, variants = loser_configs(), loser_variants(PROBE_1_5_2_TUNE)
+    elif args.stage == "tiles":
+        cfgs, variants = tile_configs(), tile_variants(DEFAULT_TUNE)
     elif args.stage == "filled":    # the kernel the shipped calibration prices, then the current one
         cfgs, variants = filled_configs(), [("default", PROBE_1_3_TUNE), ("probe 1.5", DEFAULT_TUNE)]
     elif args.stage == "pages":
@@ -338,7 +388,7 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers"):     # every variant: splits and ratio
+            if args.stage in ("tiny", "losers", "tiles"):     # every variant: splits and ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref

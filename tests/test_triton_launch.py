@@ -20,12 +20,14 @@ from kernels_probe.attention.triton_launch import (
     PROBE_1_3_TUNE,
     PROBE_1_5_1_TUNE,
     PROBE_1_5_2_TUNE,
+    PROBE_1_5_3_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
     decode_launch,
     decode_launch_splits,
     decode_splits,
+    decode_tile,
     first_split_blocks,
     page_block_seqs,
     page_blocks,
@@ -75,6 +77,21 @@ def test_the_long_context_launch_takes_its_own_tile():
     assert decode_launch_splits(1024, 4224, 132, DEFAULT_TUNE) == (1, 4224, False)
     # probe 1.3's tune had no long tile
     assert decode_launch_splits(128, 16512, 132, PROBE_1_3_TUNE) == (9, 1856, False)
+
+
+def test_each_decode_tile_takes_its_own_warps():
+    t = DEFAULT_TUNE
+    # base tile (8 items x 9 splits of 512 tokens): two warps up to head dim 128, four above it
+    assert decode_tile(8, 9, 512, False, 132, t) == (64, 3, 2)
+    assert decode_tile(8, 9, 512, False, 132, t, head_dim=64) == (64, 3, 2)
+    assert decode_tile(8, 9, 512, False, 132, t, head_dim=256) == (64, 3, 4)
+    # the long-context tile, the batch-filled tile (528 items unsplit) and the short split keep four
+    assert decode_tile(8, 66, 512, True, 132, t) == (128, 2, 4)
+    assert decode_tile(528, 1, 4096, False, 132, t) == (128, 2, 4)
+    assert decode_tile(8, 9, 256, False, 132, t) == (64, 2, 4)
+    # probe 1.5.3 ran four warps on every tile
+    assert decode_tile(8, 9, 512, False, 132, PROBE_1_5_3_TUNE) == (64, 3, 4)
+    assert all(tune.decode_warps == 4 for tune in (PROBE_1_3_TUNE, PROBE_1_5_1_TUNE, PROBE_1_5_2_TUNE))
 
 
 def test_prefix_block_m_and_scale():

@@ -15,7 +15,12 @@ class TuneParams:
     """Tile sizes and launch shape; defaults are the ones picked on the H200 (see docs/probe-notes.md)."""
 
     decode_block_n: int = 64
-    decode_warps: int = 4
+    # two warps for the base tile (64 tokens, 3 stages): on an H100 (benchmarks/raw/device-2026-12-05e/tiles-1.json)
+    # 256 sequences x 1 KV head at 1K + 128 over shared pages went from 0.81x FlashInfer's decode to 1.11x, 64 x 8
+    # at G 1 from 0.88x to 1.24x; the long-context tile keeps four (long_warps), where two lost 10-30%, and so do
+    # head dims above narrow_max_head_dim (head dim 256, 16 sequences x 4 KV heads at 4K: 1.06x -> 0.85x with two)
+    decode_warps: int = 2
+    narrow_max_head_dim: int = 128
     decode_stages: int = 3
     prefix_block_n: int = 64
     prefix_warps: int = 4
@@ -41,6 +46,7 @@ class TuneParams:
     # tiles before)
     long_block_n: int = 128
     long_stages: int = 2
+    long_warps: int = 4
     # split target for the prefix pass: 2 programs per SM leaves room for the concurrent suffix pass and
     # halves the merge's state traffic (H200: cascade 110 -> 97.5 us at B=256 P=4096 S=128; 58 -> 41 us
     # at B=16 P=16384), although the prefix pass alone is slower (56 -> 68 us at B=256)
@@ -86,21 +92,23 @@ class TuneParams:
 
 
 DEFAULT_TUNE = TuneParams()
+# The tune of probe 1.5.3 (four warps for every decode tile).
+PROBE_1_5_3_TUNE = TuneParams(decode_warps=4)
 # The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
-PROBE_1_3_TUNE = TuneParams(long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
+PROBE_1_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
                             decode_min_tokens_per_split=256)
 # The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
 # dots over an fp8 cache, the slot-at-a-time merge.
-PROBE_1_2_TUNE = TuneParams(long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30, decode_page_group=1,
-                            decode_min_tokens_per_split=256)
+PROBE_1_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30,
+                            decode_page_group=1, decode_min_tokens_per_split=256)
 # The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
-LONG_TILE_TUNE = TuneParams(decode_page_group=1, decode_min_tokens_per_split=256)
+LONG_TILE_TUNE = TuneParams(decode_warps=4, decode_page_group=1, decode_min_tokens_per_split=256)
 # The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
-PROBE_1_5_1_TUNE = TuneParams(decode_min_tokens_per_split=256, page_block_min_programs_per_sm=0,
+PROBE_1_5_1_TUNE = TuneParams(decode_warps=4, decode_min_tokens_per_split=256, page_block_min_programs_per_sm=0,
                               decode_shared_split=False)
 # The tune of probe 1.5.2 (the 128-token floor for tiny launches; no cap on blocks by the programs left running, no
 # split at the shared prefix).
-PROBE_1_5_2_TUNE = TuneParams(page_block_min_programs_per_sm=0, decode_shared_split=False)
+PROBE_1_5_2_TUNE = TuneParams(decode_warps=4, page_block_min_programs_per_sm=0, decode_shared_split=False)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -176,12 +184,14 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
 
 
 def decode_tile(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int, tune: TuneParams,
-                *, forced: bool = False) -> tuple[int, int, int]:
+                *, forced: bool = False, head_dim: int = 128) -> tuple[int, int, int]:
     """(block_n, stages, warps) of a per-sequence decode launch: the long-context tile where the long launch split it,
     longer tiles once the batch alone fills the GPU (no split; not for a forced split count), and one or two tiles
-    per program in a shallow pipeline where a split holds few tokens (the cascade's suffix pass)."""
+    per program in a shallow pipeline where a split holds few tokens (the cascade's suffix pass). The base tile runs
+    on decode_warps up to narrow_max_head_dim, on long_warps above it."""
     block_n = tune.long_block_n if long_tile else tune.decode_block_n
-    stages, warps = (tune.long_stages if long_tile else tune.decode_stages), tune.decode_warps
+    base_warps = tune.decode_warps if head_dim <= tune.narrow_max_head_dim else tune.long_warps
+    stages, warps = (tune.long_stages, tune.long_warps) if long_tile else (tune.decode_stages, base_warps)
     if not forced and splits == 1 and work_items >= tune.target_programs_per_sm * sm_count:
         block_n, stages, warps = (tune.decode_block_n_large_batch, tune.decode_stages_large_batch,
                                   tune.decode_warps_large_batch)

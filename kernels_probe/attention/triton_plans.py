@@ -78,7 +78,7 @@ class DecodePlan:
             self.splits, self.tps, long_tile = decode_launch(B, HKV, self.G, max_seq_len, shared_prefix_tokens,
                                                              sm_count, tune)
         self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, self.tps, long_tile, sm_count,
-                                                            tune, forced=force_splits is not None)
+                                                            tune, forced=force_splits is not None, head_dim=D)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
                                     shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len,
