@@ -23,8 +23,10 @@ KERNELS = {"shared_table": "decode_shared", "dup_table": "decode_dup"}
 def compare(rows: list[dict], fits_by_kv: dict, l2_bytes: float) -> list[dict]:
     """One record per (shape, table) timed in the "default" column: the measured time, the fit's, and the fit's
     gain there (1: outside the launch)."""
+    import numpy as np
+
     from cascade_plan.calibration.fitting import features, predict_kind
-    from cascade_plan.cost.roofline import filled_gain
+    from cascade_plan.cost.roofline import filled_gain, filled_on
 
     out = []
     for row in rows:
@@ -36,9 +38,12 @@ def compare(rows: list[dict], fits_by_kv: dict, l2_bytes: float) -> list[dict]:
                 continue
             pred = float(predict_kind(fits, kind, [c], l2_bytes)[0])
             f = features(kind, [c], decode_rows=fits.decode_rows)
-            gain = float(filled_gain(getattr(fits, kind), f.rows, f.longest_tokens)[0])
+            k = getattr(fits, kind)
+            # a kind without the launch rule returns the scalar 1.0; a rule without a gain, its whole tiles alone
+            gain = float(np.atleast_1d(filled_gain(k, f.rows, f.longest_tokens))[0])
+            on = bool(k.filled_rows) and bool(np.atleast_1d(filled_on(k, f.rows, f.longest_tokens))[0])
             out.append({"config": c, "kind": kind, "measured_s": t["median_s"], "fit_s": pred, "gain": gain,
-                        "tokens": c["prefix_tokens"] + c["suffix_tokens"]})
+                        "in_launch": on, "tokens": c["prefix_tokens"] + c["suffix_tokens"]})
     return out
 
 
@@ -55,11 +60,11 @@ def context_ratios(records: list[dict], tile: int = 128) -> list[dict]:
         rs = sorted(rs, key=lambda r: r["tokens"])
         base = rs[0]
         for r in rs[1:]:
-            whole = (math.ceil(r["tokens"] / tile) / math.ceil(base["tokens"] / tile) if r["gain"] != 1.0
+            whole = (math.ceil(r["tokens"] / tile) / math.ceil(base["tokens"] / tile) if r["in_launch"]
                      else r["tokens"] / base["tokens"])
             out.append({"set": key, "tokens": r["tokens"], "base_tokens": base["tokens"],
                         "measured": r["measured_s"] / base["measured_s"], "planner": whole,
-                        "tokens_rule": r["tokens"] / base["tokens"], "in_launch": r["gain"] != 1.0})
+                        "tokens_rule": r["tokens"] / base["tokens"], "in_launch": r["in_launch"]})
     return out
 
 

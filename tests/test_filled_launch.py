@@ -70,15 +70,17 @@ def test_the_fit_recovers_a_planted_gain(gain, seed):
 
 
 def test_no_gain_where_the_rows_do_not_show_one():
-    # rows with no such launch: the gain cannot cut the error by a fifth, so the fit keeps none
+    # rows with no faster launch: the gain cannot cut the error by a fifth, so the fit keeps none; the launch's rule
+    # stays (its rows stream whole tiles: 513 tokens cost as 640 do, at the roofline's own rate)
     f, t = _synthetic(1.0, seed=3)
     fit = fit_kernel(f, t, 4.8e12, 9.9e14, RULE)
-    assert (fit.filled_rows, fit.filled_gain) == (0, 1.0)
-    # too few rows on one side: not fitted, however large the gain
+    assert ((fit.filled_rows, fit.filled_min_tokens, fit.filled_tile_tokens), fit.filled_gain) == (RULE, 1.0)
+    assert np.asarray(filled_gain(fit, [RULE[0]] * 2, [513, 640])).tolist() == pytest.approx([513 / 640, 1.0])
+    # too few rows on one side: no gain fitted, however large
     f, t = _synthetic(1.5, seed=4)
     few = np.flatnonzero(f.rows >= RULE[0])[: FILLED_MIN_ROWS - 1].tolist() + np.flatnonzero(f.rows < RULE[0]).tolist()
     sub = msgspec.structs.replace(f, **{k: getattr(f, k)[few] for k in f.__struct_fields__})
-    assert fit_kernel(sub, t[few], 4.8e12, 9.9e14, RULE).filled_rows == 0
+    assert fit_kernel(sub, t[few], 4.8e12, 9.9e14, RULE).filled_gain == 1.0
     # no rule (FlashInfer's kernels): never
     f, t = _synthetic(1.5, seed=5)
     assert fit_kernel(f, t, 4.8e12, 9.9e14).filled_rows == 0
@@ -110,8 +112,11 @@ def test_the_shipped_fits():
     # decode over shared pages fits its L2 terms on the same kernel; the suffix pass is that kernel too
     assert t8.decode_shared.filled_gain == t8.decode_dup.filled_gain == t8.suffix.filled_gain
     assert t8.prefix.filled_rows == 0
-    # bf16 Triton (bandwidth-bound at 4.5 TB/s either way) and FlashInfer show none
-    assert fits["bf16"]["triton"].decode_dup.filled_rows == 0
+    # bf16 Triton (bandwidth-bound at 4.5 TB/s either way) shows no gain, but its launch streams whole tiles too;
+    # FlashInfer's kernels take no such launch
+    t16 = fits["bf16"]["triton"]
+    assert all((getattr(t16, k).filled_rows, getattr(t16, k).filled_gain) == (RULE[0], 1.0)
+               for k in ("decode_dup", "decode_shared", "suffix"))
     assert all(getattr(fits[kv]["flashinfer"], k).filled_rows == 0 for kv in ("bf16", "fp8")
                for k in ("decode_dup", "decode_shared", "suffix"))
 
@@ -173,3 +178,5 @@ def test_calibrate_says_it_and_warns_of_mixed_kernel_versions(tmp_path):
     assert "warning: fp8 triton: rows of several probe versions" in res.output
     assert "fp8 triton: per-sequence decode of a batch that fills the GPU alone (528 sequence x KV head rows" in \
         res.output
+    assert "bf16 triton: per-sequence decode of a batch that fills the GPU alone" in res.output
+    assert "no faster than its roofline below that (the rows show no gain)" in " ".join(res.output.split())

@@ -197,8 +197,9 @@ def _least_latency(ends: list[tuple[np.ndarray, float]]) -> np.ndarray:
     return min(ties, key=lambda th: (th[5], th[1], th[2]))    # token latency, then the per-row costs
 
 
-# A batch-filled launch (cost/roofline.py filled_gain) is fitted only with this many training rows on each side of
-# it, and kept only where its gain cuts the fit's squared log error by this fraction.
+# A batch-filled launch's gain (cost/roofline.py filled_gain) is fitted only with this many training rows on each side
+# of it, and kept only where it cuts the fit's squared log error by this fraction; the launch's whole tiles are the
+# kernel's either way (gain 1: no faster, but a row's last tile costs a whole one).
 FILLED_MIN_ROWS = 3
 FILLED_MIN_GAIN = 0.2
 
@@ -208,7 +209,7 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
     """Fit overhead, per-row cost, bandwidth and FLOP rate to one kernel kind's measurements; and, where the kernel
     takes a launch of its own once the batch fills the GPU (`filled`: its (sequence, KV head) rows per layer, the
     tokens a row must exceed and its tile's tokens: launch_rules.filled_launch), that launch's gain, where the rows
-    show it."""
+    show it (1.0 where they do not: the fit still carries the launch's rule, whose rows stream whole tiles)."""
     t = np.asarray(measured_s, float)
     tiny = 1e-15
     # the launch rule alone, in the form filled_on / filled_gain read (no rates: those are what is fitted)
@@ -246,7 +247,7 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
             best, gain = best_f, float(np.exp(np.clip(best_f[6], -3, 3)))
     o, c, cq, bw, fl, tau = unpack(best[:6])
     ape = np.abs(np.exp(resid(best)) - 1)
-    rows, tokens, tile = filled if gain != 1.0 and filled is not None else (0, 0, 0)
+    rows, tokens, tile = filled if filled is not None else (0, 0, 0)
     return KernelFit(bw_bytes_per_s=float(bw), flop_per_s=float(fl), overhead_s=float(o), row_s=float(c),
                      q_row_s=float(cq), token_latency_s=float(tau), n_train=int(t.size),
                      train_median_ape=float(np.median(ape)), filled_rows=int(rows), filled_min_tokens=int(tokens),

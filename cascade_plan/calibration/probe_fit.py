@@ -47,8 +47,8 @@ def _fit_one(f: Features, t: np.ndarray, bw: float, fl: float, l2: float = 0.0,
 
 def _with_filled(fit: KernelFit, decode: KernelFit) -> KernelFit:
     """The suffix pass is the per-sequence decode kernel over private tokens, launched by the same rule: where its
-    own rows did not show the batch-filled launch and the decode's did, it takes the decode's gain there."""
-    if fit.filled_rows or not decode.filled_rows:
+    own rows did not show the batch-filled launch's gain and the decode's did, it takes the decode's gain there."""
+    if not decode.filled_rows or decode.filled_gain == 1.0 or (fit.filled_rows and fit.filled_gain != 1.0):
         return fit
     return msgspec.structs.replace(fit, filled_rows=decode.filled_rows, filled_min_tokens=decode.filled_min_tokens,
                                    filled_tile_tokens=decode.filled_tile_tokens, filled_gain=decode.filled_gain)

@@ -42,7 +42,8 @@ class KernelFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     # The launch a kernel takes once its batch alone fills the GPU (cost/roofline.py filled_gain): at filled_rows
     # (sequence, KV head) rows per layer or more, each streaming more than filled_min_tokens tokens, the probe's
     # Triton decode runs unsplit in tiles of filled_tile_tokens, filled_gain times faster than its roofline says
-    # elsewhere over whole tiles. 0 rows: no such launch, or the training rows did not show it.
+    # elsewhere over whole tiles (1.0 where the training rows show no gain: whole tiles alone). 0 rows: no such
+    # launch (a calibration written before 2026-12-05's fourth session also left it out where the rows showed no gain).
     filled_rows: Annotated[int, msgspec.Meta(ge=0)] = 0
     filled_min_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     filled_tile_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0

@@ -47,10 +47,11 @@ def filled_explanation(k: dict) -> str | None:
     """The batch-filled launch of a decode fit in words (None: the fit has none)."""
     if not k.get("filled_rows"):
         return None
+    speed = (f"{k['filled_gain']:.2f}x faster than its roofline below that" if k["filled_gain"] != 1.0
+             else "no faster than its roofline below that (the rows show no gain)")
     return (f"per-sequence decode of a batch that fills the GPU alone ({k['filled_rows']:,} sequence x KV head rows "
-            f"or more, each of more than {k['filled_min_tokens']:,} tokens) runs unsplit {k['filled_gain']:.2f}x "
-            f"faster than its roofline below that, over whole {k['filled_tile_tokens']}-token tiles (the suffix pass "
-            "likewise)")
+            f"or more, each of more than {k['filled_min_tokens']:,} tokens) runs unsplit {speed}, over whole "
+            f"{k['filled_tile_tokens']}-token tiles (the suffix pass likewise)")
 
 
 def calibrate(
