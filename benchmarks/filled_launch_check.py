@@ -43,13 +43,14 @@ def compare(rows: list[dict], fits_by_kv: dict, l2_bytes: float) -> list[dict]:
             gain = float(np.atleast_1d(filled_gain(k, f.rows, f.longest_tokens))[0])
             on = bool(k.filled_rows) and bool(np.atleast_1d(filled_on(k, f.rows, f.longest_tokens))[0])
             out.append({"config": c, "kind": kind, "measured_s": t["median_s"], "fit_s": pred, "gain": gain,
-                        "in_launch": on, "tokens": c["prefix_tokens"] + c["suffix_tokens"]})
+                        "in_launch": on, "tile": int(k.filled_tile_tokens),
+                        "tokens": c["prefix_tokens"] + c["suffix_tokens"]})
     return out
 
 
-def context_ratios(records: list[dict], tile: int = 128) -> list[dict]:
+def context_ratios(records: list[dict]) -> list[dict]:
     """Within shapes that differ only in their private tokens: each one's time over the shortest context's,
-    measured, as whole tiles price it, and in proportion to the tokens."""
+    measured, as whole tiles of the fit's launch price it, and in proportion to the tokens."""
     sets: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         c = r["config"]
@@ -60,6 +61,7 @@ def context_ratios(records: list[dict], tile: int = 128) -> list[dict]:
         rs = sorted(rs, key=lambda r: r["tokens"])
         base = rs[0]
         for r in rs[1:]:
+            tile = r["tile"]
             whole = (math.ceil(r["tokens"] / tile) / math.ceil(base["tokens"] / tile) if r["in_launch"]
                      else r["tokens"] / base["tokens"])
             out.append({"set": key, "tokens": r["tokens"], "base_tokens": base["tokens"],
