@@ -23,6 +23,7 @@ from cascade_plan.cost.ops.shape_anchor import (
     anchor_coords,
     anchored_layer_s,
     anchored_ratio,
+    passes_ratio,
     untrained_reach,
 )
 from cascade_plan.inputs.model_spec import ModelSpec
@@ -156,3 +157,55 @@ def test_a_core_shape_inside_the_fits_training_keeps_the_fit():
     fitted = _cost(msgspec.structs.replace(p, measured=None), 3000, 24, 3, 300, core)
     assert float(c.ps_measured) == 0.0 and float(c.ps_attention_s) == float(fitted.ps_attention_s)
     assert not any(ANCHORED in w for w in c.ps_outside)
+
+
+def test_the_prefix_pass_is_anchored_by_its_own_work():
+    # the prefix pass reads no suffix: its coordinates drop it (context = prefix, suffix share 0)
+    p = np.array([[64, 16, 512, 16]])
+    assert anchor_coords(p, "cascade_prefix")[0] == pytest.approx([10.0, 4.0, 9.0, 0.0])
+
+
+def test_a_cascade_anchored_pass_by_pass_by_hand():
+    # one row at 64 groups x 16, 1K prefix, 128-token suffix: prefix pass measured 85 us against a fitted 72.5,
+    # the whole cascade 228 against 211 (rest: 143 / 138.5)
+    row = np.array([[64, 16, 1024, 128]], float)
+    pre_r, rest_r, tot_r = 85 / 72.5, (228 - 85) / (211 - 72.5), 228 / 211
+    # at the row: the fitted passes times their ratios give the measured cascade back
+    r = passes_ratio(row, np.array([tot_r]), row, np.array([pre_r]), np.array([rest_r]), row,
+                     np.array([211.0]), np.array([72.5]))[0]
+    assert r * 211 == pytest.approx(228)
+    # a first step (no suffix: the fitted cascade is its prefix pass) takes the prefix pass's ratio, not the whole's
+    q = np.array([[32, 16, 2048, 1]], float)      # the same prefix work per layer, one unit away in sequences
+    r = passes_ratio(row, np.array([tot_r]), row, np.array([pre_r]), np.array([rest_r]), q,
+                     np.array([90.0]), np.array([90.0]))[0]
+    assert r == pytest.approx(pre_r)
+    # a query the rest dominates mixes the two by the fitted passes' shares
+    r = passes_ratio(row, np.array([tot_r]), row, np.array([pre_r]), np.array([rest_r]), row,
+                     np.array([200.0]), np.array([50.0]))[0]
+    assert r == pytest.approx((50 * pre_r + 150 * rest_r) / 200)
+    # no prefix row with a rest beside it: the whole cascade's ratio
+    r = passes_ratio(row, np.array([tot_r]), row, np.array([pre_r]), np.array([np.nan]), q,
+                     np.array([90.0]), np.array([90.0]))[0]
+    assert r == pytest.approx(tot_r)
+
+
+TRITON_D256 = layer_model("gemma-2-2b-attention", 8, 4, 256)
+
+
+def test_a_first_step_of_an_untrained_shape_takes_its_prefix_pass_rows_level():
+    # Triton at head dim 256 (8 query heads over 4 KV heads), 32 prompts of 2K tokens x 16 samples, first step: the
+    # shape's prefix-pass rows ran 17-20% over the fit, its suffix-heavy cascade rows 4-8% over it
+    probe = find_committed(H200)
+    p = params_from_probe(probe, "triton", "bf16", H200, TRITON_D256)
+    c = _cost(p, 2048, 16, 32, 1, TRITON_D256)
+    fitted = _cost(msgspec.structs.replace(p, measured=None), 2048, 16, 32, 1, TRITON_D256)
+    assert float(c.cas_measured) == 0.0 and float(c.cas_anchored) == 1.0
+    shape = (2, 4, 256)
+    pts, pre_r, rest_r, trained = p.measured.pass_anchor_rows(shape)
+    tot = p.measured.anchor_rows("cascade", shape)
+    q = np.array([[32, 16, 2048, 1]], float)
+    fit_tot, fit_pre = float(fitted.cas_attention_s), float(fitted.cas_prefix_s)
+    want = passes_ratio(tot[0], tot[1], pts, pre_r, rest_r, q, np.array([fit_tot]), np.array([fit_pre]))[0]
+    assert float(c.cas_attention_s) == pytest.approx(fit_tot * want, rel=1e-9)
+    whole = anchored_ratio(tot[0], tot[1], q, "cascade")[0]
+    assert want > whole + 0.05          # the prefix pass's level, above the suffix-heavy rows' one

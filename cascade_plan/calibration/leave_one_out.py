@@ -46,12 +46,15 @@ def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: 
 
 
 def anchored_loo(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: Sequence[str], kernel: str,
-                 trained: Callable[[Any], bool], predict: Callable[[list[Any]], np.ndarray]) -> dict[int, float]:
+                 trained: Callable[[Any], bool], predict: Callable[[list[Any]], np.ndarray],
+                 prefix: tuple[Sequence[_Row], Callable[[list[Any]], np.ndarray]] | None = None) -> dict[int, float]:
     """Each row the planner would anchor (cost/ops/shape_anchor.py: an untrained shape, or past the longest prefix or
     suffix the fit trained on) predicted from the other untrained rows of its shape, as the planner anchors: the fit
     times their ratio to it, regressed at the row. Returns {index in rows: |anchored / measured - 1|} where a row
-    within reach anchors it. `kernel`: the planner kernel ("per_sequence", "per_sequence_dup", "cascade")."""
-    from cascade_plan.cost.ops.shape_anchor import anchored_ratio, untrained_reach
+    within reach anchors it. `kernel`: the planner kernel ("per_sequence", "per_sequence_dup", "cascade"); for the
+    cascade, `prefix`: its prefix pass's rows and their fitted times' predictor, with which the planner anchors the
+    cascade pass by pass (shape_anchor.passes_ratio), those at the held-out row's point left out too."""
+    from cascade_plan.cost.ops.shape_anchor import anchored_ratio, passes_ratio, untrained_reach
 
     if not rows:
         return {}
@@ -61,6 +64,7 @@ def anchored_loo(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: S
     tr = np.array([trained(r.config) for r in rows])
     reach = pts[tr].max(axis=0) if tr.any() else None
     keys = [shape(r.config) for r in rows]
+    passes = _pass_rows(rows, pts, t, f, keys, shape, axes, trained, prefix) if prefix and kernel == "cascade" else None
     out: dict[int, float] = {}
     for i in np.flatnonzero(~tr):
         mine = np.array([k == keys[i] for k in keys]) & ~np.all(pts == pts[i], axis=1)
@@ -69,7 +73,36 @@ def anchored_loo(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: S
         use, anchor = untrained_reach(pts[mine], tr[mine], reach, pts[i:i + 1])
         if not use[0] or not anchor.any():
             continue
-        r = anchored_ratio(pts[mine][anchor], (t / f)[mine][anchor], pts[i:i + 1], kernel)[0]
+        if passes is not None:
+            ppts, pre_r, rest_r, ptr, pkeys, f_pre = passes
+            pm = np.array([k == keys[i] for k in pkeys]) & ~np.all(ppts == pts[i], axis=1)
+            _, pa = untrained_reach(ppts[pm], ptr[pm], reach, pts[i:i + 1])
+            r = passes_ratio(pts[mine][anchor], (t / f)[mine][anchor], ppts[pm][pa], pre_r[pm][pa], rest_r[pm][pa],
+                             pts[i:i + 1], f[i:i + 1], f_pre[i:i + 1])[0]
+        else:
+            r = anchored_ratio(pts[mine][anchor], (t / f)[mine][anchor], pts[i:i + 1], kernel)[0]
         if np.isfinite(r):
             out[int(i)] = abs(f[i] * r / t[i] - 1)
     return out
+
+
+def _pass_rows(rows, pts, t, f, keys, shape, axes, trained, prefix):
+    """The prefix-pass rows as shape_anchor.passes_ratio takes them: (points, measured/fitted of the pass, of the
+    cascade less the pass at the same point (NaN where none), trained, shape keys, and the pass's fitted time at each
+    cascade row)."""
+    prows, ppredict = prefix
+    if not prows:
+        return None
+    ppts = np.array([[getattr(r.config, a) for a in axes] for r in prows], float)
+    pt = np.array([r.timed_s for r in prows], float)
+    pf = np.asarray(ppredict([r.config for r in prows]), float)
+    pkeys = [shape(r.config) for r in prows]
+    total = {(k, tuple(p)): (tm, fm) for k, p, tm, fm in zip(keys, pts, t, f)}
+    rest = np.full(len(prows), np.nan)
+    for j, (k, p) in enumerate(zip(pkeys, ppts)):
+        tm, fm = total.get((k, tuple(p)), (np.nan, np.nan))
+        if tm - pt[j] > 0 and fm - pf[j] > 0:
+            rest[j] = (tm - pt[j]) / (fm - pf[j])
+    ptr = np.array([trained(r.config) for r in prows])
+    f_pre = np.asarray(ppredict([r.config for r in rows]), float)
+    return ppts, pt / pf, rest, ptr, pkeys, f_pre

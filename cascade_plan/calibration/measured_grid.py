@@ -100,7 +100,8 @@ def coverage_notes(probe: ProbeData, model, has_mla_fit: bool | str = False, kv_
 def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
                   fits: BackendFit | None = None) -> MeasuredAttention | None:
     """The rows the planner interpolates for one backend and KV dtype (rows of that dtype only), per
-    planner kernel: decode over shared pages, decode over private copies, the whole cascade; each with
+    planner kernel: decode over shared pages, decode over private copies, the whole cascade (and its prefix pass
+    timed alone, with which a shape the fit never saw anchors that pass on its own); each with
     the backend's fitted time at its configuration (the planner interpolates the rows' ratio to the fit), and
     whether the fit was trained on it."""
     from cascade_plan.calibration.backends import BACKENDS
@@ -109,10 +110,12 @@ def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
     src = BACKENDS[backend]
     db, dv = src["decode"]
     tb, tv = src.get("total", src["prefix"])
+    pb, pv = src["prefix"]
     out: dict[str, list] = {}
     for kernel, (b, name, v, kind) in {"per_sequence": (db, "decode_shared", dv, "decode_shared"),
                                        "per_sequence_dup": (db, "decode_dup", dv, "decode_dup"),
-                                       "cascade": (tb, "cascade_total", tv, "cascade_total")}.items():
+                                       "cascade": (tb, "cascade_total", tv, "cascade_total"),
+                                       "cascade_prefix": (pb, "cascade_prefix", pv, "prefix")}.items():
         sel = probe.select(b, name, v, kv_dtype)
         cfgs = [r.config for r in sel]
         fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))

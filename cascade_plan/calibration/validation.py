@@ -95,7 +95,8 @@ def validate(probe: ProbeData) -> dict:
                     by = {name: _stats(ape[np.array([name in n for n in names])])
                           for name in sorted({x for n in names for x in n})}
                     res.setdefault("regimes", {})[kind] = {**_stats(ape[reg]), "by_regime": by,
-                                                           **_anchored(kind, rows, fits, l2, reg_rows=held)}
+                                                           **_anchored(kind, rows, fits, l2, reg_rows=held,
+                                                                       prefix_rows=measured["prefix"])}
                 for c, tm, tp in zip(cfgs, t, p):
                     out["points"].append({"backend": backend, "kv_dtype": kv, "kernel": kind,
                                           "config": msgspec.to_builtins(c),
@@ -140,17 +141,21 @@ def validate(probe: ProbeData) -> dict:
     return out
 
 
-def _anchored(kind: str, rows: list[Measurement], fits: BackendFit, l2: float, reg_rows: list[Measurement]) -> dict:
+def _anchored(kind: str, rows: list[Measurement], fits: BackendFit, l2: float, reg_rows: list[Measurement],
+              prefix_rows: list[Measurement] | None = None) -> dict:
     """The regimes rows of one kernel kind as the planner prices them outside the rows' grid: the fit scaled to the
-    other untrained rows of the shape (leave-one-out; calibration/leave_one_out.py: anchored_loo), on the rows it
-    reaches, beside the fit alone on the same rows."""
+    other untrained rows of the shape (leave-one-out; calibration/leave_one_out.py: anchored_loo; the cascade pass by
+    pass where `prefix_rows` time its prefix pass, as the planner anchors it), on the rows it reaches, beside the fit
+    alone on the same rows."""
     kernel = {k: p for p, k in INTERPOLATED}.get(kind)
     if kernel is None:
         return {}
+    prefix = ((prefix_rows, lambda cfgs: predict_kind(fits, "prefix", cfgs, l2))
+              if prefix_rows and kind == "cascade_total" else None)
     errs = anchored_loo(rows, lambda c: (c.q_per_kv, c.num_kv_heads, c.head_dim),
                         ("n_groups", "group_size", "prefix_tokens", "suffix_tokens"), kernel,
                         lambda c: fit_trained_on(fits, c),
-                        lambda cfgs: predict_kind(fits, kind, cfgs, l2))
+                        lambda cfgs: predict_kind(fits, kind, cfgs, l2), prefix)
     reg = {id(r) for r in reg_rows if held_out_regime(r.config)}
     idx = [i for i in errs if id(rows[i]) in reg]
     if not idx:

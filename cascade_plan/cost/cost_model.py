@@ -134,7 +134,7 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     if params.prefix_suffix_overlap:
         cas_attn = overlapped_total(pre_s, suf_s, pre.bound_s, suf.bound_s, params.prefix_suffix_overlap) + merge_s
     # Inside the measured grid, the measured rows (cost/ops/attention.py) instead of the fitted kernels.
-    m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn)
+    m = measured_attention(load, g, model, params, prefix_caching, ps_attn, cas_attn, pre_s)
     if m is not None:
         ps_meas, cas_meas, ps_why, cas_why, ps_anchor, cas_anchor = m
         # outside the rows' grid, a shape the fit never saw is scaled to its own rows (cost/ops/shape_anchor.py)
@@ -215,11 +215,12 @@ def _rule(name: str, time_s, source: str) -> OpCost:
 
 
 def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: CostParams, prefix_caching: bool,
-                       fitted_ps_s=None, fitted_cas_s=None):
+                       fitted_ps_s=None, fitted_cas_s=None, fitted_prefix_s=None):
     """All layers' attention time of each mode interpolated from the calibration's measured rows (NaN
     where they do not bracket the step; given each mode's fitted time, the rows' ratio to the fit is
     what is interpolated), and why the fitted model prices the rest; then each mode's time where a shape the
-    fit never saw is scaled to its own rows outside their grid (NaN elsewhere). None when the calibration
+    fit never saw is scaled to its own rows outside their grid (NaN elsewhere; the cascade pass by pass where its
+    prefix pass's fitted time, `fitted_prefix_s`, is given). None when the calibration
     carries no rows (ideal, defaults; an imported file carries per-sequence decode rows only)."""
     if params.measured is None:
         return None
@@ -247,8 +248,10 @@ def measured_attention(load: StepLoad, g: GpuShape, model: ModelSpec, params: Co
         t = (np.full(sl.valid.shape, np.nan) if mla
              else measured_layer_s(params.measured, rows_kernel, shape, sl, per_layer))
         why = outside_reason(params.measured, kernel, shape, sl, np.isfinite(t), mla)
+        pre_layer = (None if kernel != "cascade" or fitted_prefix_s is None
+                     else np.asarray(fitted_prefix_s, float) / g.layers)
         a = (np.full(sl.valid.shape, np.nan) if mla or params.measured.private
-             else anchored_layer_s(params.measured, rows_kernel, shape, sl, per_layer, t))
+             else anchored_layer_s(params.measured, rows_kernel, shape, sl, per_layer, t, pre_layer))
         if why is not None and np.isfinite(a).any():
             why += f"; {ANCHORED}"
         out.append((g.layers * t, why, g.layers * a))

@@ -255,6 +255,30 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
         """What anchor_rows built so far (the rows are fixed; a step grid asks for the same shape many times)."""
         return {}
 
+    def pass_anchor_rows(self, shape: ShapeKey) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """(points, prefix-pass ratio, rest ratio, trained) of a shape's cascade prefix-pass rows ("cascade_prefix":
+        the pass timed alone) for cost/ops/shape_anchor.py: measured/fitted of the pass, and of the whole cascade
+        less the pass at the same point (NaN where no cascade row is there or either difference is not positive);
+        None where the shape has no such rows or one lacks a fitted time or a training flag."""
+        key = ("passes", shape)
+        if key not in self._derived:
+            self._derived[key] = self._pass_anchor_rows(shape)
+        return self._derived[key]
+
+    def _pass_anchor_rows(self, shape: ShapeKey):
+        pre = [r for r in self.rows.get("cascade_prefix", ()) if r[0] == shape]
+        if not pre or any(len(r) < 5 or r[3] is None or r[3] <= 0 for r in pre):
+            return None
+        total = {tuple(r[1]): r for r in self.rows.get("cascade", ()) if r[0] == shape and len(r) >= 4
+                 and r[3] is not None}
+        rest = []
+        for r in pre:
+            t = total.get(tuple(r[1]))
+            d_meas, d_fit = (np.nan, np.nan) if t is None else (t[2] - r[2], t[3] - r[3])
+            rest.append(d_meas / d_fit if d_meas > 0 and d_fit > 0 else np.nan)
+        return (np.array([r[1] for r in pre], float), np.array([r[2] / r[3] for r in pre], float),
+                np.array(rest, float), np.array([bool(r[4]) for r in pre]))
+
     def _anchor_rows(self, kernel: str, shape: ShapeKey):
         rows = self.rows.get(kernel, ())
         sel = [r for r in rows if r[0] == shape]

@@ -12,7 +12,14 @@ numpy.
 Distance is measured in a kernel's work, not in the grid's raw axes: a factor of two in sequences, sequences per
 group or context tokens counts one unit, and so does a quarter of the tokens read moving between the shared
 prefix and the private suffixes (a first decode step, with no suffix yet, lies next to a row with a 16-token
-suffix, not next to a row of another batch at the same suffix)."""
+suffix, not next to a row of another batch at the same suffix).
+
+A cascade is anchored pass by pass where the shape's rows time its prefix pass on its own: the fitted prefix pass
+scaled by the prefix rows' ratio (at a distance in the prefix pass's own work: sequences, sequences per group,
+prefix tokens), the rest of the cascade (suffix pass, merge, what the passes' overlap leaves) by the rest's ratio
+(total minus prefix, measured over fitted). A first step, all prefix, then takes the prefix pass's level, not the
+level of rows whose time is mostly suffix: Triton's head-dim-256 prefix pass ran 17-20% over the fit where its
+suffix pass ran 4-6% over it. Exact at a row, as the whole-cascade ratio is."""
 
 from __future__ import annotations
 
@@ -41,11 +48,14 @@ ANCHORED_SOURCE = "fitted model scaled to this shape's measured rows"
 def anchor_coords(points: np.ndarray, kernel: str) -> np.ndarray:
     """(N, 4) probe points (n_groups, group_size, prefix_tokens, suffix_tokens) as (N, 4) coordinates of work:
     log2 sequences, log2 sequences per group, log2 context tokens, and the suffix's share of the tokens the kernel
-    reads (a cascade reads each prefix once per group, a per-sequence decode once per sequence)."""
+    reads (a cascade reads each prefix once per group, a per-sequence decode once per sequence). The cascade's
+    prefix pass ("cascade_prefix") reads no suffix: its context is the prefix, its suffix share 0."""
     p = np.asarray(points, float)
     ng, gs, pre, suf = (np.maximum(p[:, k], 0.0) for k in range(4))
     seqs = ng * gs
-    if kernel == "cascade":
+    if kernel == "cascade_prefix":
+        share, suf = np.zeros_like(pre), np.zeros_like(suf)
+    elif kernel == "cascade":
         share = seqs * suf / np.maximum(ng * pre + seqs * suf, 1.0)
     else:
         share = suf / np.maximum(pre + suf, 1.0)
@@ -93,11 +103,33 @@ def untrained_reach(points: np.ndarray, trained: np.ndarray, reach: np.ndarray |
     return (q[:, 2] > r[2]) | (q[:, 3] > r[3]), beyond_rows
 
 
+def passes_ratio(total_points: np.ndarray, total_ratio: np.ndarray, prefix_points: np.ndarray,
+                 prefix_ratio: np.ndarray, rest_ratio: np.ndarray, query: np.ndarray, fit_total: np.ndarray,
+                 fit_prefix: np.ndarray) -> np.ndarray:
+    """The cascade's measured/fitted ratio at each query (Q, 4), pass by pass: (fitted prefix x the prefix rows'
+    ratio + fitted rest x the rest's ratio) / fitted total, where `prefix_points` (M, 4) hold the shape's prefix-pass
+    rows with their `prefix_ratio` and, at the same points, the `rest_ratio` of the cascade less its prefix pass (NaN
+    where a row has no rest to compare); the whole cascade's ratio (`total_points`, `total_ratio`) where the prefix
+    rows do not reach a query. At a row: its own rest ratio, and the prefix ratio of the rows whose prefix pass does
+    its work (the same whatever their suffixes), so the row's time within their spread."""
+    q = np.atleast_2d(np.asarray(query, float))
+    whole = anchored_ratio(total_points, total_ratio, q, "cascade")
+    rest_ok = np.isfinite(rest_ratio)
+    if q.shape[0] == 0 or not rest_ok.any():       # no prefix-pass row (with a rest beside it) anchors the query
+        return whole
+    r_pre = anchored_ratio(prefix_points, prefix_ratio, q, "cascade_prefix")
+    r_rest = anchored_ratio(prefix_points[rest_ok], rest_ratio[rest_ok], q, "cascade")
+    ft, fp = np.asarray(fit_total, float), np.minimum(np.asarray(fit_prefix, float), np.asarray(fit_total, float))
+    by_pass = (fp * r_pre + (ft - fp) * r_rest) / np.maximum(ft, 1e-300)
+    return np.where(np.isfinite(by_pass), by_pass, whole)
+
+
 def anchored_layer_s(measured: MeasuredAttention | None, kernel: str, shape: ShapeKey, sl: SingleLevel,
-                     fitted_layer_s, interpolated: np.ndarray) -> np.ndarray:
+                     fitted_layer_s, interpolated: np.ndarray, fitted_prefix_layer_s=None) -> np.ndarray:
     """Per-layer times where the rows do not bracket a valid point that lies where the fit never trained (a
     shape it never saw; a prefix or suffix past its training rows): the fitted time scaled by the untrained rows'
-    measured/fitted ratio there (anchored_ratio); NaN elsewhere."""
+    measured/fitted ratio there (anchored_ratio; for the cascade given its fitted prefix pass, pass by pass where
+    the shape's rows time that pass: passes_ratio); NaN elsewhere."""
     out = np.full(sl.valid.shape, np.nan)
     rows = None if measured is None or fitted_layer_s is None else measured.anchor_rows(kernel, shape)
     if rows is None:
@@ -111,6 +143,16 @@ def anchored_layer_s(measured: MeasuredAttention | None, kernel: str, shape: Sha
         return out
     fit = np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
     vals = np.full(q.shape[0], np.nan)
-    vals[use] = fit[use] * anchored_ratio(rows[0][anchor], rows[1][anchor], q[use], kernel)
+    passes = (measured.pass_anchor_rows(shape)
+              if measured is not None and kernel == "cascade" and fitted_prefix_layer_s is not None else None)
+    if passes is not None:
+        pts, pre_r, rest_r, trained = passes
+        _, pass_anchor = untrained_reach(pts, trained, rows[3], q[use])
+        fit_pre = np.broadcast_to(np.asarray(fitted_prefix_layer_s, float), take.shape)[take]
+        ratio = passes_ratio(rows[0][anchor], rows[1][anchor], pts[pass_anchor], pre_r[pass_anchor],
+                             rest_r[pass_anchor], q[use], fit[use], fit_pre[use])
+    else:
+        ratio = anchored_ratio(rows[0][anchor], rows[1][anchor], q[use], kernel)
+    vals[use] = fit[use] * ratio
     out[take] = vals
     return out
