@@ -12,6 +12,10 @@
                                                                           # tiles (benchmarks/filled_launch_check.py)
     python benchmarks/decode_vs_flashinfer.py tiles [--out rows.json]     # tile, pipeline and warp variants where
                                                                           # probe 1.5.3 lost on the H200
+    python benchmarks/decode_vs_flashinfer.py long [--out rows.json]      # long-context split targets on every
+                                                                          # probe shape whose launch they change
+    python benchmarks/decode_vs_flashinfer.py fi-tiles [--out rows.json]  # FlashInfer's decode time against the
+                                                                          # tokens read: whole tiles or tokens?
 
 Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
@@ -213,6 +217,57 @@ def tile_variants(base):
             ("no blocks", r(base, decode_page_group=1))]
 
 
+def long_configs_changed():
+    """Every default-grid shape whose per-sequence decode launch (over shared or private pages) changes when the
+    long-context launch targets 8 programs per SM instead of 16 (benchmarks/raw/device-2026-12-05e/tiles-1.log: 8 per
+    SM took 16 sequences x 8 KV heads at 4K + 4K over shared pages from 0.85x FlashInfer's decode to 0.93x), then
+    G 1 at 4 sequences (0.93-0.95x with probe 1.5.4 on an H100), where a 64-token split floor is tried, and long
+    private contexts split 26-52 ways (0.95-0.98x), where splits of 384 tokens are tried."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+    from kernels_probe.attention.grid import build_grid
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, decode_launch
+
+    alt = dataclasses.replace(DEFAULT_TUNE, long_programs_per_sm=8)
+    cfgs, _ = build_grid(coverage=False)
+
+    def changes(c):
+        t = c.prefix_tokens + c.suffix_tokens
+        return any(decode_launch(c.batch, c.num_kv_heads, c.q_per_kv, t, sh, 132, DEFAULT_TUNE)
+                   != decode_launch(c.batch, c.num_kv_heads, c.q_per_kv, t, sh, 132, alt)
+                   for sh in (c.root_tokens + c.prefix_tokens, 0))
+    extra = [A(prefix_tokens=1024, group_size=4, q_per_kv=1), A(prefix_tokens=4096, group_size=4, q_per_kv=1),
+             A(prefix_tokens=32768, group_size=16, q_per_kv=8, num_kv_heads=1), A(prefix_tokens=16384, group_size=4),
+             A(prefix_tokens=16384, group_size=4, q_per_kv=1)]
+    return [c for c in cfgs if changes(c)] + [c for c in extra if not changes(c)]
+
+
+def long_variants(base):
+    """The default (16 long-context programs per SM), 8 and 12, long-context splits down to 384 tokens, and a
+    64-token split floor for tiny launches."""
+    r = dataclasses.replace
+    return [("default", base), ("long 8/SM", r(base, long_programs_per_sm=8)),
+            ("long 12/SM", r(base, long_programs_per_sm=12)), ("long min 384", r(base, long_min_tokens_per_split=384)),
+            ("tiny floor 64", r(base, decode_min_tokens_per_split=64))]
+
+
+def fi_tile_configs():
+    """Qwen2.5-1.5B's attention shape at a rollout start (64 prompts of 512 tokens x 16 samples, 6 query heads per KV
+    head, 2 KV heads) with 0-272 private tokens, fp8 and bf16 KV: whether FlashInfer's decode costs the tokens it reads
+    or whole tiles of them. Its fp8 first step (512 + 1 tokens) ran 12% over the planner, which prices the 512-token row
+    (benchmarks/raw/device-2026-12-05e/README.md); whole 256-token tiles would make 528 tokens cost 768."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [A(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=s, q_per_kv=6, num_kv_heads=2, kv_dtype=kv)
+            for kv in ("fp8", "bf16") for s in (0, 16, 128, 240, 256, 272)]
+
+
+def launch_key(p, tune) -> tuple:
+    """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
+    the same key run the same kernels, so the second is not timed again."""
+    return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
+            tune.merge_block_r, tune.merge_block_d, tune.merge_stages, tune.merge_slots_min, tune.merge_block_s)
+
+
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
 
 
@@ -237,7 +292,7 @@ def loser_variants(base):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled",
-                                          "tiles"])
+                                          "tiles", "long", "fi-tiles"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -283,6 +338,11 @@ def main() -> int:
         cfgs, variants = loser_configs(), loser_variants(PROBE_1_5_2_TUNE)
     elif args.stage == "tiles":
         cfgs, variants = tile_configs(), tile_variants(DEFAULT_TUNE)
+    elif args.stage == "fi-tiles":
+        cfgs, variants = fi_tile_configs(), [("default", DEFAULT_TUNE)]
+    elif args.stage == "long":
+        cfgs, variants = long_configs_changed(), long_variants(DEFAULT_TUNE)
+        print(len(cfgs), "shapes", flush=True)
     elif args.stage == "filled":    # the kernel the shipped calibration prices, then the current one
         cfgs, variants = filled_configs(), [("default", PROBE_1_3_TUNE), ("probe 1.5", DEFAULT_TUNE)]
     elif args.stage == "pages":
@@ -319,6 +379,7 @@ def main() -> int:
             table = getattr(d, tname)
             if table is None:
                 continue
+            timed: dict = {}
             for label, tune in variants:
                 if args.stage == "losers" and tname == "dup_table" and label not in DUP_VARIANTS:
                     continue    # the block rules change nothing over private pages
@@ -327,6 +388,10 @@ def main() -> int:
                     shared = cfg.root_tokens + cfg.prefix_tokens if tname == "shared_table" else 0
                     p = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=sm, tune=tune,
                                    shared_prefix_tokens=shared)
+                    key = launch_key(p, tune)
+                    if key in timed:        # the same kernels as an earlier variant: its figure
+                        row["triton"].setdefault(tname, {})[label] = {**timed[key], "same_as": timed[key]["label"]}
+                        continue
                     out.fill_(float("nan"))
                     p()
                     torch.cuda.synchronize()
@@ -337,6 +402,7 @@ def main() -> int:
                     res = time_fn(p, flusher)
                     row["triton"].setdefault(tname, {})[label] = {"median_s": res["median_s"], "err": err,
                                                                   "splits": p.splits, "launch": p.launch_record()}
+                    timed[key] = {**row["triton"][tname][label], "label": label}
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         if args.stage == "grid":  # the cascade, whose suffix pass and merge the tune also sets
@@ -388,7 +454,7 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers", "tiles"):     # every variant: splits and ratio
+            if args.stage in ("tiny", "losers", "tiles", "long"):     # every variant: splits and ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref

@@ -18,6 +18,8 @@
 #   filled    decode_vs_flashinfer.py filled --no-flashinfer: the batch-filled launch's whole tiles, probe 1.3's
 #             tune and the current one (then, on the CPU, benchmarks/filled_launch_check.py filled.json) -> filled.json
 #   tiles     decode_vs_flashinfer.py tiles: tile / pipeline / warp / split variants on the rows ours lost -> tiles.json
+#   long      decode_vs_flashinfer.py long: long-context split targets on every shape whose launch they change -> long.json
+#   fi-tiles  decode_vs_flashinfer.py fi-tiles: FlashInfer's decode at 512 + 0-272 tokens (whole tiles or tokens?) -> fi-tiles.json
 #   conditions decode_vs_flashinfer.py conditions (one row timed after heavy work, after idle, back to back) -> conditions.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
 #   tune-grid decode_vs_flashinfer.py grid --only-changed: the default tune against probe 1.3's -> tune-grid.json
@@ -75,6 +77,11 @@ for st in ${stages//,/ }; do
     filled) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py filled --no-flashinfer --out $OUT/filled.json \
               --budget-s $(( $(left) - 20 )) > $OUT/filled.log 2>&1; rc=$?; grep -E "^(WRONG|FAIL)" $OUT/filled.log
               tail -4 $OUT/filled.log; (exit $rc) ;;
+    long) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py long --out $OUT/long.json \
+              --budget-s $(( $(left) - 30 )) > $OUT/long.log 2>&1; rc=$?
+              grep -vE "^(P=|R=)" $OUT/long.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -30; (exit $rc) ;;
+    fi-tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fi-tiles --out $OUT/fi-tiles.json \
+              --budget-s $(( $(left) - 20 )) > $OUT/fi-tiles.log 2>&1; rc=$?; grep -vE "flashinfer.jit" $OUT/fi-tiles.log | cut -c1-200 | tail -16; (exit $rc) ;;
     tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py tiles --out $OUT/tiles.json \
               --budget-s $(( $(left) - 30 )) > $OUT/tiles.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/tiles.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -40; (exit $rc) ;;

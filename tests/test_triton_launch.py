@@ -21,6 +21,7 @@ from kernels_probe.attention.triton_launch import (
     PROBE_1_5_1_TUNE,
     PROBE_1_5_2_TUNE,
     PROBE_1_5_3_TUNE,
+    PROBE_1_5_4_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
@@ -59,10 +60,12 @@ def test_choose_splits_waves_avoids_a_partial_last_wave():
 
 def test_decode_splits_raise_the_target_only_for_long_splits():
     # 16 sequences x 8 KV heads over 16,512 tokens: the base target gives ceil(528 / 128) = 5 splits of 3,328;
-    # the long target ceil(16 x 132 / 128) = 17 splits of ceil(16512 / 17) = 972 -> 1024 tokens, each >= 512: taken
-    assert decode_splits(128, 16512, 132, 64, DEFAULT_TUNE) == (17, 1024)
-    # ... with probe 1.3's long target of 8 per SM: ceil(1056 / 128) = 9 splits of 1835 -> 1856 tokens
+    # the long target of 8 per SM ceil(8 x 132 / 128) = 9 splits of ceil(16512 / 9) = 1835 -> 1856 tokens, each >= 512:
+    # taken (probe 1.3's target too)
+    assert decode_splits(128, 16512, 132, 64, DEFAULT_TUNE) == (9, 1856)
     assert decode_splits(128, 16512, 132, 64, PROBE_1_3_TUNE) == (9, 1856)
+    # ... probe 1.5.4's 16 per SM: ceil(16 x 132 / 128) = 17 splits of ceil(16512 / 17) = 972 -> 1024 tokens
+    assert decode_splits(128, 16512, 132, 64, PROBE_1_5_4_TUNE) == (17, 1024)
     # 8 x 8 over 4,224: the base gives 9 splits of 512; the long target may make only 4224 // 512 = 8: base kept
     assert decode_splits(64, 4224, 132, 64, DEFAULT_TUNE) == (9, 512)
     # 1,024 programs already give 4 per SM: one split, as before
@@ -71,8 +74,11 @@ def test_decode_splits_raise_the_target_only_for_long_splits():
 
 def test_the_long_context_launch_takes_its_own_tile():
     # where the long target adds splits, the decode runs 128-token tiles (splits counted in them); elsewhere the base
-    assert decode_launch_splits(128, 16512, 132, DEFAULT_TUNE) == (17, 1024, True)
-    assert decode_launch_splits(64, 131200, 132, DEFAULT_TUNE) == (33, 4096, True)     # 8 sequences at 128K
+    # (9 splits of ceil(16512 / 9) = 1835 -> 1920 tokens in 128-token tiles)
+    assert decode_launch_splits(128, 16512, 132, DEFAULT_TUNE) == (9, 1920, True)
+    # 8 sequences at 128K: ceil(8 x 132 / 64) = 17 splits of 7718 -> 7808 (33 of 4096 at probe 1.5.4's 16 per SM)
+    assert decode_launch_splits(64, 131200, 132, DEFAULT_TUNE) == (17, 7808, True)
+    assert decode_launch_splits(64, 131200, 132, PROBE_1_5_4_TUNE) == (33, 4096, True)
     assert decode_launch_splits(64, 4224, 132, DEFAULT_TUNE) == (9, 512, False)
     assert decode_launch_splits(1024, 4224, 132, DEFAULT_TUNE) == (1, 4224, False)
     # probe 1.3's tune had no long tile
@@ -248,4 +254,5 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
     # a first split that already forms blocks keeps its launch: 1K + 128 unsplit (its run covers two tails), 16
     # sequences at 4K + 4K (16 splits, the first inside the prompt)
     assert decode_launch(256, 8, 4, 1152, 1024, 132, t) == (1, 1152, False)
-    assert decode_launch(16, 8, 4, 8192, 4096, 132, t) == decode_launch(16, 8, 4, 8192, 4096, 132, PROBE_1_5_2_TUNE)
+    assert decode_launch(16, 8, 4, 8192, 4096, 132, t) == decode_launch(
+        16, 8, 4, 8192, 4096, 132, dataclasses.replace(t, decode_shared_split=False))

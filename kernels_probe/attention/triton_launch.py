@@ -37,8 +37,13 @@ class TuneParams:
     tiny_max_tokens: int = 8192
     target_programs_per_sm: int = 4  # split-K target for per-sequence decode (and the suffix pass)
     # ... raised to this many programs per SM where every split still holds long_min_tokens_per_split tokens and
-    # the batch alone gives fewer than target_programs_per_sm per SM (decode_splits; H200 figures there)
-    long_programs_per_sm: int = 16
+    # the batch alone gives fewer than target_programs_per_sm per SM (decode_splits). 16 before probe 1.5.5: on an
+    # H100 (benchmarks/raw/device-2026-12-05f/long.json, the 30 default-grid shapes whose launch the two targets
+    # split differently, both page layouts) 8 took the rows below FlashInfer's decode from 20 of 70 to 13 and the
+    # worst from 0.85x to 0.93x (16 x 8 KV heads at 4K + 4K over shared pages; over private pages 32K at 4 sequences
+    # 0.97x -> 1.00x), at a cost only where page blocks already put ours 1.2x+ ahead (32K at 16 sequences over shared
+    # pages 1.87x -> 1.45x)
+    long_programs_per_sm: int = 8
     long_min_tokens_per_split: int = 512
     # ... and there 128-token tiles in a 2-stage pipeline (0: the base tile): on the H200 these two took the decode of
     # 8-16 sequences at 32K-256K from 0.59-0.65x FlashInfer's to 0.74-0.75x over shared pages and from 0.85-0.90x to
@@ -92,8 +97,10 @@ class TuneParams:
 
 
 DEFAULT_TUNE = TuneParams()
+# The tune of probe 1.5.4 (16 long-context programs per SM).
+PROBE_1_5_4_TUNE = TuneParams(long_programs_per_sm=16)
 # The tune of probe 1.5.3 (four warps for every decode tile).
-PROBE_1_5_3_TUNE = TuneParams(decode_warps=4)
+PROBE_1_5_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16)
 # The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
 PROBE_1_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
                             decode_min_tokens_per_split=256)
@@ -102,13 +109,16 @@ PROBE_1_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=8, long_block_n
 PROBE_1_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30,
                             decode_page_group=1, decode_min_tokens_per_split=256)
 # The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
-LONG_TILE_TUNE = TuneParams(decode_warps=4, decode_page_group=1, decode_min_tokens_per_split=256)
+LONG_TILE_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_page_group=1,
+                            decode_min_tokens_per_split=256)
 # The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
-PROBE_1_5_1_TUNE = TuneParams(decode_warps=4, decode_min_tokens_per_split=256, page_block_min_programs_per_sm=0,
+PROBE_1_5_1_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_min_tokens_per_split=256,
+                              page_block_min_programs_per_sm=0,
                               decode_shared_split=False)
 # The tune of probe 1.5.2 (the 128-token floor for tiny launches; no cap on blocks by the programs left running, no
 # split at the shared prefix).
-PROBE_1_5_2_TUNE = TuneParams(decode_warps=4, page_block_min_programs_per_sm=0, decode_shared_split=False)
+PROBE_1_5_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_block_min_programs_per_sm=0,
+                              decode_shared_split=False)
 
 
 def ceil_div(a: int, b: int) -> int:
