@@ -217,23 +217,23 @@ def tile_variants(base):
             ("no blocks", r(base, decode_page_group=1))]
 
 
-def long_configs_changed():
-    """Every default-grid shape whose per-sequence decode launch (over shared or private pages) changes when the
-    long-context launch targets 8 programs per SM instead of 16 (benchmarks/raw/device-2026-12-05e/tiles-1.log: 8 per
-    SM took 16 sequences x 8 KV heads at 4K + 4K over shared pages from 0.85x FlashInfer's decode to 0.93x), then
-    G 1 at 4 sequences (0.93-0.95x with probe 1.5.4 on an H100), where a 64-token split floor is tried, and long
-    private contexts split 26-52 ways (0.95-0.98x), where splits of 384 tokens are tried."""
+def long_configs_changed(sm: int):
+    """Every default-grid shape whose per-sequence decode launch (over shared or private pages) differs between probe
+    1.5.4's long-context target (16 programs per SM) and the default's (8 since probe 1.5.5; on an H100 8 took 16
+    sequences x 8 KV heads at 4K + 4K over shared pages from 0.85x FlashInfer's decode to 0.93x:
+    benchmarks/raw/device-2026-12-05f/long.json, where the rows call 16 per SM "default" and 8 "long 8/SM"), then G 1
+    at 4 sequences (0.93-0.95x with probe 1.5.4 on an H100), where a 64-token split floor is tried, and long private
+    contexts split 26-52 ways (0.95-0.98x), where splits of 384 tokens are tried. `sm`: the GPU's SM count."""
     from kernels_probe.attention.grid import AttentionConfig as A
     from kernels_probe.attention.grid import build_grid
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, decode_launch
+    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, PROBE_1_5_4_TUNE, decode_launch
 
-    alt = dataclasses.replace(DEFAULT_TUNE, long_programs_per_sm=8)
     cfgs, _ = build_grid(coverage=False)
 
     def changes(c):
         t = c.prefix_tokens + c.suffix_tokens
-        return any(decode_launch(c.batch, c.num_kv_heads, c.q_per_kv, t, sh, 132, DEFAULT_TUNE)
-                   != decode_launch(c.batch, c.num_kv_heads, c.q_per_kv, t, sh, 132, alt)
+        return any(decode_launch(c.batch, c.num_kv_heads, c.q_per_kv, t, sh, sm, DEFAULT_TUNE)
+                   != decode_launch(c.batch, c.num_kv_heads, c.q_per_kv, t, sh, sm, PROBE_1_5_4_TUNE)
                    for sh in (c.root_tokens + c.prefix_tokens, 0))
     extra = [A(prefix_tokens=1024, group_size=4, q_per_kv=1), A(prefix_tokens=4096, group_size=4, q_per_kv=1),
              A(prefix_tokens=32768, group_size=16, q_per_kv=8, num_kv_heads=1), A(prefix_tokens=16384, group_size=4),
@@ -242,10 +242,12 @@ def long_configs_changed():
 
 
 def long_variants(base):
-    """The default (16 long-context programs per SM), 8 and 12, long-context splits down to 384 tokens, and a
-    64-token split floor for tiny launches."""
+    """The default (8 long-context programs per SM since probe 1.5.5), probe 1.5.4's 16, 12, long-context splits down
+    to 384 tokens, and a 64-token split floor for tiny launches."""
+    from kernels_probe.attention.triton_launch import PROBE_1_5_4_TUNE
+
     r = dataclasses.replace
-    return [("default", base), ("long 8/SM", r(base, long_programs_per_sm=8)),
+    return [("default", base), ("probe 1.5.4 (16/SM)", PROBE_1_5_4_TUNE),
             ("long 12/SM", r(base, long_programs_per_sm=12)), ("long min 384", r(base, long_min_tokens_per_split=384)),
             ("tiny floor 64", r(base, decode_min_tokens_per_split=64))]
 
@@ -341,7 +343,7 @@ def main() -> int:
     elif args.stage == "fi-tiles":
         cfgs, variants = fi_tile_configs(), [("default", DEFAULT_TUNE)]
     elif args.stage == "long":
-        cfgs, variants = long_configs_changed(), long_variants(DEFAULT_TUNE)
+        cfgs, variants = long_configs_changed(sm), long_variants(DEFAULT_TUNE)
         print(len(cfgs), "shapes", flush=True)
     elif args.stage == "filled":    # the kernel the shipped calibration prices, then the current one
         cfgs, variants = filled_configs(), [("default", PROBE_1_3_TUNE), ("probe 1.5", DEFAULT_TUNE)]

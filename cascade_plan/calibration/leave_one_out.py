@@ -90,6 +90,8 @@ def _pass_rows(rows, pts, t, f, keys, shape, axes, trained, prefix):
     """The prefix-pass rows as shape_anchor.passes_ratio takes them: (points, measured/fitted of the pass, of the
     cascade less the pass at the same point (NaN where none), trained, shape keys, and the pass's fitted time at each
     cascade row)."""
+    from cascade_plan.cost.ops.attention import rest_ratio
+
     prows, ppredict = prefix
     if not prows:
         return None
@@ -98,11 +100,8 @@ def _pass_rows(rows, pts, t, f, keys, shape, axes, trained, prefix):
     pf = np.asarray(ppredict([r.config for r in prows]), float)
     pkeys = [shape(r.config) for r in prows]
     total = {(k, tuple(p)): (tm, fm) for k, p, tm, fm in zip(keys, pts, t, f)}
-    rest = np.full(len(prows), np.nan)
-    for j, (k, p) in enumerate(zip(pkeys, ppts)):
-        tm, fm = total.get((k, tuple(p)), (np.nan, np.nan))
-        if tm - pt[j] > 0 and fm - pf[j] > 0:
-            rest[j] = (tm - pt[j]) / (fm - pf[j])
+    at = np.array([total.get((k, tuple(p)), (np.nan, np.nan)) for k, p in zip(pkeys, ppts)], float).reshape(-1, 2)
+    rest = rest_ratio(at[:, 0], at[:, 1], pt, pf)
     ptr = np.array([trained(r.config) for r in prows])
     f_pre = np.asarray(ppredict([r.config for r in rows]), float)
     return ppts, pt / pf, rest, ptr, pkeys, f_pre

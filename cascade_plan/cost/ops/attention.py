@@ -198,6 +198,16 @@ def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.nda
     return (1.0 - overlap) * both + overlap * concurrent
 
 
+def rest_ratio(total_s, total_fit_s, prefix_s, prefix_fit_s) -> np.ndarray:
+    """Measured over fitted of a cascade less its prefix pass, elementwise over rows timed both ways at one point
+    (NaN inputs where a point lacks the cascade row); NaN where either difference is not positive (a cascade with no
+    suffix pass to speak of: its rest compares nothing)."""
+    d_meas = np.asarray(total_s, float) - np.asarray(prefix_s, float)
+    d_fit = np.asarray(total_fit_s, float) - np.asarray(prefix_fit_s, float)
+    ok = (d_meas > 0) & (d_fit > 0)
+    return np.where(ok, d_meas / np.where(ok, d_fit, 1.0), np.nan)
+
+
 # (q_per_kv, KV heads per GPU, head dim) -> the per-layer table of each planner kernel
 ShapeKey = tuple[int, int, int]
 
@@ -269,15 +279,12 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
         pre = [r for r in self.rows.get("cascade_prefix", ()) if r[0] == shape]
         if not pre or any(len(r) < 5 or r[3] is None or r[3] <= 0 for r in pre):
             return None
-        total = {tuple(r[1]): r for r in self.rows.get("cascade", ()) if r[0] == shape and len(r) >= 4
+        total = {tuple(r[1]): (r[2], r[3]) for r in self.rows.get("cascade", ()) if r[0] == shape and len(r) >= 4
                  and r[3] is not None}
-        rest = []
-        for r in pre:
-            t = total.get(tuple(r[1]))
-            d_meas, d_fit = (np.nan, np.nan) if t is None else (t[2] - r[2], t[3] - r[3])
-            rest.append(d_meas / d_fit if d_meas > 0 and d_fit > 0 else np.nan)
-        return (np.array([r[1] for r in pre], float), np.array([r[2] / r[3] for r in pre], float),
-                np.array(rest, float), np.array([bool(r[4]) for r in pre]))
+        at = np.array([total.get(tuple(r[1]), (np.nan, np.nan)) for r in pre], float).reshape(-1, 2)
+        meas, fit = np.array([r[2] for r in pre], float), np.array([r[3] for r in pre], float)
+        return (np.array([r[1] for r in pre], float), meas / fit, rest_ratio(at[:, 0], at[:, 1], meas, fit),
+                np.array([bool(r[4]) for r in pre]))
 
     def _anchor_rows(self, kernel: str, shape: ShapeKey):
         rows = self.rows.get(kernel, ())

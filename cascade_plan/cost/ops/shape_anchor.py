@@ -19,7 +19,8 @@ scaled by the prefix rows' ratio (at a distance in the prefix pass's own work: s
 prefix tokens), the rest of the cascade (suffix pass, merge, what the passes' overlap leaves) by the rest's ratio
 (total minus prefix, measured over fitted). A first step, all prefix, then takes the prefix pass's level, not the
 level of rows whose time is mostly suffix: Triton's head-dim-256 prefix pass ran 17-20% over the fit where its
-suffix pass ran 4-6% over it. Exact at a row, as the whole-cascade ratio is."""
+suffix pass ran 4-6% over it. At a row, within the spread of the prefix ratios of the rows that share its prefix
+pass's work (passes_ratio)."""
 
 from __future__ import annotations
 
