@@ -211,7 +211,7 @@ def test_triton_fp8_decode_counts_its_padded_dot_rows(h200_params, root):
     those rows do not describe. Their 512 sequences x 4 KV heads fill the GPU alone, where probe 1.3's decode runs
     unsplit in 128-token tiles and its fit prices a 1.36x gain (cost/roofline.py filled_gain): the older kernel's
     rows run 26-30% slower than that (1 / 1.36 = 0.74)."""
-    from cascade_plan.cost.ops.attention import decode_compute_factor
+    from cascade_plan.cost.ops.tiles import decode_compute_factor
 
     assert decode_compute_factor([1, 4, 5, 8, 16, 32], "kv_head").tolist() == [16, 4, 16 / 5, 2, 1, 1]
     assert decode_compute_factor([1, 8], "q_head").tolist() == [1, 1]

@@ -98,7 +98,7 @@ def test_more_sequences_sharing_never_lower_the_ideal_gain(model, hw, prefix, gr
     weight GEMMs are compute-bound, each sequence adds the same GEMM time to both modes, which dilutes the
     gain: Llama-3-8B on an H100 from 96 to 97 sequences of a 1-token prefix (M = 291, past the ridge) lowers
     it by 6e-6."""
-    from cascade_plan.cost.ops.attention import PREFIX_TILE_ROWS, prefix_tile_rows
+    from cascade_plan.cost.ops.tiles import PREFIX_TILE_ROWS, prefix_tile_rows
 
     base = scenario(model, hw, simple_tree(prefix, groups, samples, output, private))
     g = gpu_shape(base.model, base.hardware, "bf16", "bf16", 1)
@@ -175,7 +175,7 @@ def test_prefix_pass_computes_whole_tiles_of_query_rows():
     from cascade_plan.calibration.fitting import features
     from cascade_plan.cost.cost_model import single_level_load, step_costs
     from cascade_plan.cost.cost_params import KernelParams
-    from cascade_plan.cost.ops.attention import prefix_tile_rows
+    from cascade_plan.cost.ops.tiles import prefix_tile_rows
 
     assert prefix_tile_rows([1, 112, 128, 129, 256, 320, 448, 2560]).tolist() == [1, 112, 128, 256, 256, 384, 512, 2560]
     cfg = dict(prefix_tokens=4096, n_groups=8, suffix_tokens=1, num_kv_heads=8, head_dim=128, kv_dtype="fp8")
@@ -198,7 +198,7 @@ def test_fa3_prefix_pass_tiles_every_query_head_apart():
     from cascade_plan.calibration.fitting import features
     from cascade_plan.cost.cost_model import single_level_load, step_costs
     from cascade_plan.cost.cost_params import KernelParams
-    from cascade_plan.cost.ops.attention import prefix_compute_factor, prefix_tile_factor
+    from cascade_plan.cost.ops.tiles import prefix_compute_factor, prefix_tile_factor
 
     readers = np.array([1, 16, 128, 129, 320])
     assert prefix_compute_factor(readers, 8, "q_head").tolist() == pytest.approx([128, 8, 1, 256 / 129, 384 / 320])

@@ -62,23 +62,27 @@ def test_measured_points_are_reproduced_exactly(probe):
 
 
 def test_between_rows_geometric_over_batch_and_linear_over_suffix(probe):
-    """128 sequences (halfway between 64 and 256 in log), 576 suffix tokens (halfway between 128 and 1024).
-    The table alone interpolates the times; the planner interpolates the rows' ratio to the fitted model
-    the same way and multiplies the fit at the query by it, within the bracketing rows' times."""
+    """128 sequences (halfway between 64 and 256 in log), 640 suffix tokens (4/7 of the way from 128 to 1,024; the
+    context ends on one of the 128-token tiles FlashInfer's decode reads, so the suffix axis takes it as it is:
+    tests/test_kv_tiles.py prices a partly filled tile). The table alone interpolates the times; the planner
+    interpolates the rows' ratio to the fitted model the same way and multiplies the fit at the query by it, within
+    the bracketing rows' times."""
     params = params_from_probe(probe, "flashinfer", "bf16", H200)
-    q = np.array([[1, 128, 4096, 576]])
-    at64 = (FI_DECODE_SHARED[(64, 4096, 128)] + FI_DECODE_SHARED[(64, 4096, 1024)]) / 2
-    at256 = (FI_DECODE_SHARED[(256, 4096, 128)] + FI_DECODE_SHARED[(256, 4096, 1024)]) / 2
+    q = np.array([[1, 128, 4096, 640]], float)
+    assert (params.measured.tiled_query("per_sequence", (4, 8, 128), q) == q).all()
+    w = (640 - 128) / (1024 - 128)
+    at64 = (1 - w) * FI_DECODE_SHARED[(64, 4096, 128)] + w * FI_DECODE_SHARED[(64, 4096, 1024)]
+    at256 = (1 - w) * FI_DECODE_SHARED[(256, 4096, 128)] + w * FI_DECODE_SHARED[(256, 4096, 1024)]
     assert params.measured.table("per_sequence", (4, 8, 128))(q)[0] == pytest.approx(math.sqrt(at64 * at256), rel=1e-12)
 
     fitted_only = msgspec.structs.replace(params, measured=None)
     ratio = {k: t / float(one_layer(fitted_only, k[1], k[0], 1, k[2]).ps_attention_s)
              for k, t in FI_DECODE_SHARED.items()}
-    r64 = (ratio[(64, 4096, 128)] + ratio[(64, 4096, 1024)]) / 2
-    r256 = (ratio[(256, 4096, 128)] + ratio[(256, 4096, 1024)]) / 2
-    fit_q = float(one_layer(fitted_only, 4096, 128, 1, 576).ps_attention_s)
+    r64 = (1 - w) * ratio[(64, 4096, 128)] + w * ratio[(64, 4096, 1024)]
+    r256 = (1 - w) * ratio[(256, 4096, 128)] + w * ratio[(256, 4096, 1024)]
+    fit_q = float(one_layer(fitted_only, 4096, 128, 1, 640).ps_attention_s)
     want = min(max(fit_q * math.sqrt(r64 * r256), min(FI_DECODE_SHARED.values())), max(FI_DECODE_SHARED.values()))
-    c = one_layer(params, 4096, 128, 1, 576)
+    c = one_layer(params, 4096, 128, 1, 640)
     assert float(c.ps_attention_s) == pytest.approx(want, rel=1e-12) and float(c.ps_measured) == 1.0
     assert min(FI_DECODE_SHARED.values()) < float(c.ps_attention_s) < max(FI_DECODE_SHARED.values())
 

@@ -18,10 +18,10 @@ from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.cost.cost_model import ATTENTION_OPS, CASCADE_RULES, gpu_shape, single_level_load, step_costs
 from cascade_plan.cost.cost_params import DEFAULT, IDEAL, KernelParams
 from cascade_plan.cost.flat_tree import flatten
-from cascade_plan.cost.ops.attention import decode_compute_factor, prefix_compute_factor
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import BOTH, StepContext
 from cascade_plan.cost.ops.registry import OP_MODULES, ops
+from cascade_plan.cost.ops.tiles import decode_compute_factor, prefix_compute_factor
 from cascade_plan.cost.run_load import tree_run_costs
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import ModelSpec, load_preset

@@ -24,7 +24,7 @@ import numpy as np
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc
 from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFit, SurfaceDoc
 from cascade_plan.cost.cost_params import KernelParams
-from cascade_plan.cost.ops.attention import decode_compute_factor, overlapped_total, prefix_compute_factor
+from cascade_plan.cost.ops.attention import overlapped_total
 from cascade_plan.cost.ops.attention_work import (
     STATE_BYTES_PER_ELEMENT,
     attention_flops,
@@ -34,6 +34,7 @@ from cascade_plan.cost.ops.attention_work import (
     merge_state_bytes,
     query_token_flops,
 )
+from cascade_plan.cost.ops.tiles import decode_compute_factor, prefix_compute_factor
 from cascade_plan.cost.roofline import filled_gain, filled_on
 from cascade_plan.cost.surface import Surface
 
@@ -78,7 +79,7 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     """`configs`: probe configurations (typed rows or plain mappings), or their columns already
     (CONFIG_COLUMNS and "kv_element_bytes", one array each: a caller with thousands of rows need not build a
     dict per row). `prefix_rows`, `decode_rows`: how the backend's prefix pass and per-sequence decode lay out
-    query rows (cost/ops/attention.py PREFIX_ROWS, DECODE_ROWS)."""
+    query rows (cost/ops/tiles.py PREFIX_ROWS, DECODE_ROWS)."""
     if isinstance(configs, dict):
         c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
         kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)

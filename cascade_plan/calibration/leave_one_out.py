@@ -17,9 +17,12 @@ class _Row(Protocol):
 
 
 def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: Sequence[str],
-                  predict: Callable[[list[Any]], np.ndarray]) -> tuple[list, list]:
+                  predict: Callable[[list[Any]], np.ndarray],
+                  tiled: Callable[[Hashable, np.ndarray], np.ndarray] | None = None) -> tuple[list, list]:
     """Each row predicted from the other rows of its shape (`shape(config)`), as the planner interpolates: the fit
-    (`predict(configs)`) times their interpolated ratio to it over `axes`, where they still bracket it. Returns
+    (`predict(configs)`) times their interpolated ratio to it over `axes`, where they still bracket it; with
+    `tiled` ((shape, points) -> the points with their suffix in whole tiles: MeasuredAttention.tiled_query), on the
+    axes the planner interpolates a decode that reads whole tiles on. Returns
     (|interpolated / measured - 1|, |fit / measured - 1|) on the rows where the interpolation is finite."""
     from cascade_plan.cost.ops.attention import MeasuredTable
 
@@ -28,8 +31,10 @@ def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: 
         by_shape.setdefault(shape(r.config), []).append(r)
     interp: list[float] = []
     fit: list[float] = []
-    for group in by_shape.values():
+    for key, group in by_shape.items():
         pts = np.array([[getattr(r.config, a) for a in axes] for r in group], float)
+        raw = pts
+        pts = tiled(key, pts) if tiled is not None else pts
         t = np.array([r.timed_s for r in group], float)
         f = predict([r.config for r in group])
         for i in range(len(group)):
@@ -38,7 +43,7 @@ def leave_one_out(rows: Sequence[_Row], shape: Callable[[Any], Hashable], axes: 
             keep = np.flatnonzero(others)[~same]
             if keep.size == 0:
                 continue
-            v = MeasuredTable(pts[keep], t[keep], f[keep])(pts[i:i + 1], f[i:i + 1])[0]
+            v = MeasuredTable(pts[keep], t[keep], f[keep])(pts[i:i + 1], f[i:i + 1], raw[i:i + 1])[0]
             if np.isfinite(v):
                 interp.append(abs(v / t[i] - 1))
                 fit.append(abs(f[i] / t[i] - 1))

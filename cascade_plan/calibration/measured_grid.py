@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import msgspec
+import numpy as np
 
 from cascade_plan.calibration.fitting import Configs, config_column
 from cascade_plan.calibration.holdout import fit_trained_on, is_tree
@@ -112,12 +113,14 @@ def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
     tb, tv = src.get("total", src["prefix"])
     pb, pv = src["prefix"]
     out: dict[str, list] = {}
+    pages: set[int] = set()
     for kernel, (b, name, v, kind) in {"per_sequence": (db, "decode_shared", dv, "decode_shared"),
                                        "per_sequence_dup": (db, "decode_dup", dv, "decode_dup"),
                                        "cascade": (tb, "cascade_total", tv, "cascade_total"),
                                        "cascade_prefix": (pb, "cascade_prefix", pv, "prefix")}.items():
         sel = probe.select(b, name, v, kv_dtype)
         cfgs = [r.config for r in sel]
+        pages.update(c.page_size for c in cfgs)
         fit = (predict_kind(fits, kind, cfgs, probe.l2_bytes).tolist() if fits and cfgs else [None] * len(sel))
         # whether the fit was trained on the row: a shape with no such row takes its level from its own rows
         # outside their grid (cost/ops/shape_anchor.py)
@@ -125,4 +128,44 @@ def measured_rows(probe: ProbeData, backend: str, kv_dtype: str,
                         (c.n_groups, c.group_size, c.prefix_tokens, c.suffix_tokens), r.timed_s, f,
                         fit_trained_on(fits, c))
                        for r, c, f in zip(sel, cfgs, fit)]
-    return MeasuredAttention(backend, kv_dtype, out) if any(out.values()) else None
+    if not any(out.values()):
+        return None
+    dims = {r[0][2] for k in ("per_sequence", "per_sequence_dup") for r in out.get(k, ())}
+    tiles = decode_tiles(probe, backend, kv_dtype, dims)
+    return MeasuredAttention(backend, kv_dtype, out, decode_tile_tokens=tiles,
+                             decode_tile_share=decode_tile_shares(out, tiles),
+                             page_tokens=pages.pop() if len(pages) == 1 else 0)
+
+
+def decode_tile_shares(rows: dict[str, list], tiles: dict[int, int]) -> dict[str, float]:
+    """Per decode kernel with rows that show it (tiles.partial_tile_shares, every shape pooled): the median share of
+    a partly filled tile's empty part its time carries, held within [0, 1]; a kernel none of whose shapes holds such
+    rows is absent (the kernel's own rule then: the whole tile)."""
+    from cascade_plan.cost.ops.base import median0
+    from cascade_plan.cost.ops.tiles import partial_tile_shares
+
+    out = {}
+    for kernel in ("per_sequence", "per_sequence_dup"):
+        by_shape: dict[tuple, list] = {}
+        for r in rows.get(kernel, ()):
+            by_shape.setdefault(r[0], []).append(r)
+        shares = [x for shape, sel in by_shape.items() if tiles.get(shape[2])
+                  for x in partial_tile_shares(np.array([r[1] for r in sel], float), np.array([r[2] for r in sel]),
+                                               tiles[shape[2]])]
+        if shares:
+            out[kernel] = min(max(float(median0(np.array(shares))), 0.0), 1.0)
+    return out
+
+
+def decode_tiles(probe: ProbeData, backend: str, kv_dtype: str, head_dims) -> dict[int, int]:
+    """Head dim -> KV tokens per tile of the backend's per-sequence decode at each of `head_dims`, where it walks
+    whole tiles on the probe's GPU (cost/ops/tiles.py; empty elsewhere)."""
+    from cascade_plan.calibration.backends import WHOLE_TILE_DECODE
+    from cascade_plan.cost.ops.tiles import fa2_decode_tile_tokens
+
+    cc = probe.device.compute_capability
+    if backend not in WHOLE_TILE_DECODE or cc is None:
+        return {}
+    kv_bytes = 1 if kv_dtype.startswith("fp8") else 2
+    tiles = {d: fa2_decode_tile_tokens(d, kv_bytes, cc) for d in head_dims}
+    return {d: t for d, t in tiles.items() if t}

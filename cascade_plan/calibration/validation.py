@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import msgspec
 import numpy as np
 
@@ -10,8 +12,10 @@ from cascade_plan.calibration.calibration_file import ProbeData
 from cascade_plan.calibration.fitting import predict_kind
 from cascade_plan.calibration.holdout import config_key, fit_trained_on, held_out_regime, is_held_out, regime_names
 from cascade_plan.calibration.leave_one_out import anchored_loo, leave_one_out
+from cascade_plan.calibration.measured_grid import measured_rows
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc, Measurement
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
+from cascade_plan.cost.ops.attention import MeasuredAttention
 from cascade_plan.engine.vllm_gate import VllmGateInputs, vllm_uses_cascade
 from cascade_plan.units import fmt_pct
 
@@ -131,7 +135,7 @@ def validate(probe: ProbeData) -> dict:
                     idx = np.array([_slice(c) == name for c in cfgs])
                     res["by_slice"][name] = {"speedup": _stats(np.abs(ps[idx] / ms[idx] - 1)),
                                              "model_correct": float(np.mean(model_pick[idx] == truth[idx]))}
-            res["interpolation"] = interpolation_loo(measured, fits, l2)
+            res["interpolation"] = interpolation_loo(measured, fits, l2, measured_rows(probe, backend, kv, fits))
             res["targets_met"] = targets(res)
             out["backends"][f"{backend}/{kv}" if kv != "bf16" else backend] = res
     if probe.mla:
@@ -169,18 +173,21 @@ def _anchored(kind: str, rows: list[Measurement], fits: BackendFit, l2: float, r
 INTERPOLATED = (("per_sequence", "decode_shared"), ("per_sequence_dup", "decode_dup"), ("cascade", "cascade_total"))
 
 
-def interpolation_loo(measured: dict[str, list[Measurement]], fits: BackendFit, l2: float) -> dict:
+def interpolation_loo(measured: dict[str, list[Measurement]], fits: BackendFit, l2: float,
+                      planner_rows: MeasuredAttention | None = None) -> dict:
     """Leave-one-out error of the measured-row interpolation as the planner applies it (the fit times the
     rows' interpolated ratio to it, within the bracketing rows), per planner kernel: each row is predicted
     from the others of its shape where they still bracket it (a row on the grid's edge or in a sparse
     corner has no neighbours to interpolate from, and the planner would use the fit there). Beside it, the
-    fit's error on the same rows (the fit trained on most of them, so this flatters the fit)."""
+    fit's error on the same rows (the fit trained on most of them, so this flatters the fit). `planner_rows`: the
+    planner's view of the same rows, whose decode kernels it may interpolate along a suffix axis in whole tiles."""
     out = {}
     for kernel, kind in INTERPOLATED:
         rows = measured.get(kind) or []
         interp, fit = leave_one_out(rows, lambda c: (c.q_per_kv, c.num_kv_heads, c.head_dim),
                                     ("n_groups", "group_size", "prefix_tokens", "suffix_tokens"),
-                                    lambda cfgs: predict_kind(fits, kind, cfgs, l2))
+                                    lambda cfgs: predict_kind(fits, kind, cfgs, l2),
+                                    tiled=None if planner_rows is None else partial(planner_rows.tiled_query, kernel))
         if rows:
             out[kernel] = {"rows": len(rows), "interpolation": _stats(np.array(interp)),
                            "fit_same_rows": _stats(np.array(fit))}

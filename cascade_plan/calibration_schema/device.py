@@ -14,6 +14,7 @@ class Device(msgspec.Struct, frozen=True, kw_only=True):
     l2_bytes: Annotated[float, msgspec.Meta(ge=L2_BYTES[0], le=L2_BYTES[1])]
     name: str = "unknown GPU"
     sm_count: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
+    compute_capability: Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")] | None = None
 
 
 class Ceilings(msgspec.Struct, frozen=True, kw_only=True):

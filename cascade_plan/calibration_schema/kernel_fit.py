@@ -62,7 +62,7 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     mla_train_rows: Text | None = None              # how the MLA fits were trained (held-out rule, or all rows)
     mla_notes: list[Text] = []                      # what an imported file says about its MLA coverage
     prefix_suffix_overlap: Fraction = 0.0
-    # how the prefix pass tiles query rows (cost/ops/attention.py PREFIX_ROWS); files without it: "kv_head"
+    # how the prefix pass tiles query rows (cost/ops/tiles.py PREFIX_ROWS); files without it: "kv_head"
     prefix_rows: Literal["kv_head", "q_head"] = "kv_head"
     # how its per-sequence decode computes query rows (DECODE_ROWS); files without it: "q_head"
     decode_rows: Literal["q_head", "kv_head"] = "q_head"

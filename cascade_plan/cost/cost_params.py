@@ -84,10 +84,10 @@ class CostParams(msgspec.Struct, frozen=True):
     # "gqa", or "mla": the kernel fits are the probe's MLA kernels (cost/ops/mla_attention.py), whose FLOP
     # are counted in whole query tiles of 64/128 rows
     attention_kind: str = "gqa"
-    # how the GQA prefix pass tiles query rows (cost/ops/attention.py PREFIX_ROWS): "kv_head" packs a prompt's
+    # how the GQA prefix pass tiles query rows (cost/ops/tiles.py PREFIX_ROWS): "kv_head" packs a prompt's
     # sequences x query heads per KV head, "q_head" tiles each query head apart (FlashInfer's FA3 prefill)
     prefix_rows: str = "kv_head"
-    # how the per-sequence decode computes query rows (cost/ops/attention.py DECODE_ROWS): "q_head" useful FLOP,
+    # how the per-sequence decode computes query rows (cost/ops/tiles.py DECODE_ROWS): "q_head" useful FLOP,
     # "kv_head" a KV head's query heads as one tile of at least 16 rows (the probe's Triton kernel)
     decode_rows: str = "q_head"
     # the probe backend whose whole steps measure these numbers' error, where not `backend` (an imported GPU's

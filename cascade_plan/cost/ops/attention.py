@@ -22,17 +22,12 @@ import msgspec
 import numpy as np
 
 from cascade_plan.cost.ops.base import distinct, median0
+from cascade_plan.cost.ops.tiles import tiled_suffix
 
 AXES = ("n_groups", "group_size", "prefix_tokens", "suffix_tokens")
 GEOMETRIC = (True, True, True, False)       # interpolate time geometrically (log axis) or linearly
 REL_TOL = 1e-9                               # a query this close to a measured value is that value
 DEDUPE_ABOVE = 4096                          # queries beyond which repeated ones are evaluated once
-
-# The cascade prefix pass tiles one prompt's query rows per KV head (its sequences x query heads per KV
-# head) in blocks of at most this many rows, on every backend the probe times: the probe's Triton kernel
-# (BLOCK_M: the smallest power of two >= the rows, at most 128) and FlashInfer's prefill (CTA_TILE_Q 128
-# at head dim 128 once the packed rows exceed 64).
-PREFIX_TILE_ROWS = 128
 
 MEASURED = "measured (interpolated)"
 MEASURED_AIC = "measured (AIConfigurator's rows, interpolated)"
@@ -48,11 +43,14 @@ class MeasuredTable(msgspec.Struct, frozen=True, eq=False):
     time_s: np.ndarray
     fit_s: np.ndarray | None = None
 
-    def __call__(self, query: np.ndarray, fit_at_query: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, query: np.ndarray, fit_at_query: np.ndarray | None = None,
+                 untiled: np.ndarray | None = None) -> np.ndarray:
         """Times at queries (Q, 4); NaN where the rows do not bracket a query. With the fit at the
         queries (and at the rows), the fit times the interpolated measured/fitted ratio, held within the
         bracketing rows' times: the fit supplies the shape between rows the grid spaces widely, the rows
-        its level; at a row it is the row."""
+        its level; at a row it is the row. `untiled`: the queries before their suffix was taken in whole tiles
+        (MeasuredAttention.tiled_query), where the fit was evaluated: the fit is carried to the tiled suffix by
+        the rows' own fitted times (interpolated at both), so a query costs what its whole tiles cost."""
         q = np.atleast_2d(np.asarray(query, float))
         out = np.full(q.shape[0], np.nan)
         lo_box, hi_box = self.points.min(0), self.points.max(0)
@@ -64,9 +62,25 @@ class MeasuredTable(msgspec.Struct, frozen=True, eq=False):
         v = _interp(self.points, np.stack(cols, axis=1), q[box], 0)
         if ratio:
             fit = np.broadcast_to(np.asarray(fit_at_query, float), q.shape[:1])[box]
+            if untiled is not None:
+                fit = fit * self._tile_shift(np.atleast_2d(np.asarray(untiled, float))[box], q[box])
             out[box] = np.clip(fit * v[:, 0], v[:, 1], v[:, 2])
         else:
             out[box] = v[:, 0]
+        return out
+
+    def _tile_shift(self, untiled: np.ndarray, tiled: np.ndarray) -> np.ndarray:
+        """Per query: the rows' fitted time interpolated at its tiled point over that at its own (1 where a query
+        did not move, or either is not bracketed)."""
+        out = np.ones(tiled.shape[0])
+        moved = np.any(untiled != tiled, axis=1)
+        if self.fit_s is None or not moved.any():
+            return out
+        fit_rows = self.fit_s[:, None]
+        at_own = _interp(self.points, fit_rows, untiled[moved], 0)[:, 0]
+        at_tiles = _interp(self.points, fit_rows, tiled[moved], 0)[:, 0]
+        ok = np.isfinite(at_own) & np.isfinite(at_tiles) & (at_own > 0)
+        out[moved] = np.where(ok, at_tiles / np.where(ok, at_own, 1.0), 1.0)
         return out
 
     def axis_range(self, axis: int) -> tuple[float, float]:
@@ -140,55 +154,6 @@ def _interp(pts: np.ndarray, t: np.ndarray, q: np.ndarray, axis: int) -> np.ndar
     return out
 
 
-def prefix_tile_rows(rows):
-    """Query rows the prefix pass computes for `rows` (one prompt's sequences x query heads per KV head):
-    the rows themselves while they fit one tile (the kernels size a single tile to them), else whole tiles
-    (the last one partly empty, computed in full: 320 rows of a 64-sequence Qwen2.5 prompt run as 384)."""
-    r = np.asarray(rows, float)
-    return np.where(r > PREFIX_TILE_ROWS, np.ceil(r / PREFIX_TILE_ROWS - 1e-9) * PREFIX_TILE_ROWS, r)
-
-
-def prefix_tile_factor(rows):
-    """prefix_tile_rows / rows (1 where there are no rows): the prefix pass's computed FLOP per useful FLOP."""
-    r = np.asarray(rows, float)
-    return np.where(r > 0, prefix_tile_rows(r) / np.maximum(r, 1e-300), 1.0)
-
-
-# How a backend's cascade prefix pass lays out one prompt's query rows: "kv_head" packs a prompt's sequences x
-# the query heads of each KV head into one tile (the probe's Triton kernel, FlashInfer's FA2 prefill);
-# "q_head" gives each query head its own whole 128-row tiles of the prompt's sequences (FlashInfer's FA3
-# prefill on Hopper, its automatic choice there: on the H200 its prefix time for 32 prompts x 4 KV heads x 8
-# query heads is the same at 8, 16 and 32 sequences per prompt, 261-288 us at 2,048 tokens, 1,024 tiles x 128
-# rows at 540 TFLOP/s).
-PREFIX_ROWS = ("kv_head", "q_head")
-
-
-def prefix_compute_factor(readers, q_per_kv, prefix_rows: str = "kv_head"):
-    """Computed FLOP per useful FLOP of the prefix pass: `readers` sequences per prompt, `q_per_kv` query
-    heads per KV head, tiled as `prefix_rows` says (PREFIX_ROWS)."""
-    r = np.asarray(readers, float)
-    if prefix_rows == "q_head":
-        return np.where(r > 0, np.ceil(r / PREFIX_TILE_ROWS - 1e-9) * PREFIX_TILE_ROWS / np.maximum(r, 1e-300), 1.0)
-    return prefix_tile_factor(r * np.asarray(q_per_kv, float))
-
-
-# How a backend's per-sequence decode computes a KV head's query heads: "q_head", as useful FLOP (each query
-# head's row on its own); "kv_head", the G query heads of a KV head as the rows of one tensor-core dot, padded to
-# at least 16 (the probe's Triton kernel: BLOCK_G = max(16, next power of two of G)), so its work follows the
-# KV heads, not the query heads. On the H200 its fp8 decode costs 0.13 ns per KV-head token at 4, 5, 7 and 8
-# query heads per KV head alike once the GPU is full.
-DECODE_ROWS = ("q_head", "kv_head")
-DECODE_MIN_ROWS = 16
-
-
-def decode_compute_factor(q_per_kv, decode_rows: str = "q_head"):
-    """Computed FLOP per useful FLOP of a per-sequence decode kernel (DECODE_ROWS)."""
-    g = np.asarray(q_per_kv, float)
-    if decode_rows == "kv_head":
-        return np.maximum(DECODE_MIN_ROWS, 2.0 ** np.ceil(np.log2(np.maximum(g, 1.0)) - 1e-9)) / np.maximum(g, 1.0)
-    return np.ones_like(g)
-
-
 def overlapped_total(t_pre, t_suf, roof_pre, roof_suf, overlap: float) -> np.ndarray:
     """Prefix and suffix passes of one cascade. Run one after the other they add up; run concurrently
     (two streams) their fixed costs overlap but their bytes still share the bus: the larger of the two
@@ -230,6 +195,14 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
     private: bool = False
     # "gqa", or "mla": the probe's MLA rows, keyed by (query heads per GPU, 1, latent width)
     kind: str = "gqa"
+    # head dim -> KV tokens per tile of the backend's per-sequence decode where it walks whole tiles
+    # (cost/ops/tiles.py): its rows and queries are interpolated along the suffix axis in whole tiles ...
+    decode_tile_tokens: dict[int, int] = msgspec.field(default_factory=dict)
+    # ... a partly filled last tile counting this share of its empty part, per planner kernel (absent: 1)
+    decode_tile_share: dict[str, float] = msgspec.field(default_factory=dict)
+    # KV tokens per page of the rows (0: not known): a cascade's suffix pass reads its private tokens in whole
+    # pages, so one token is priced as the page holding it (at a rollout's first step, the rows' one-page suffix)
+    page_tokens: int = 0
 
     @cached_property
     def _tables(self) -> dict[tuple[str, ShapeKey], MeasuredTable | None]:
@@ -237,15 +210,35 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
         return {}
 
     def table(self, kernel: str, shape: ShapeKey) -> MeasuredTable | None:
+        """A kernel's rows at one shape, their suffix axis in whole tiles where the kernel reads whole tiles
+        (`tiled_query` gives a query's coordinates on the same axis)."""
         key = (kernel, shape)
         if key not in self._tables:
             sel = [r for r in self.rows.get(kernel, ()) if r[0] == shape]
             fit = [r[3] if len(r) > 3 else None for r in sel]
-            self._tables[key] = (MeasuredTable(np.array([r[1] for r in sel], float),
+            self._tables[key] = (MeasuredTable(self.tiled_query(kernel, shape, np.array([r[1] for r in sel], float)),
                                                np.array([r[2] for r in sel], float),
                                                None if any(f is None for f in fit) else np.array(fit, float))
                                  if sel else None)
         return self._tables[key]
+
+    def tile_tokens(self, kernel: str, shape: ShapeKey) -> int:
+        """KV tokens per tile the kernel reads a context in at this shape (0: token by token)."""
+        return self.decode_tile_tokens.get(shape[2], 0) if kernel in ("per_sequence", "per_sequence_dup") else 0
+
+    def tiled_query(self, kernel: str, shape: ShapeKey, points: np.ndarray) -> np.ndarray:
+        """Points (N, 4) over AXES with the suffix a decode reads in whole tiles (tiles.tiled_suffix), or a cascade's
+        suffix pass in whole pages."""
+        tile = self.tile_tokens(kernel, shape)
+        page = self.page_tokens if kernel == "cascade" else 0
+        if not (tile or page) or points.size == 0:
+            return points
+        out = np.array(points, float, copy=True)
+        if tile:
+            out[:, 3] = tiled_suffix(out[:, 2], out[:, 3], tile, self.decode_tile_share.get(kernel, 1.0))
+        else:
+            out[:, 3] = tiled_suffix(0.0, out[:, 3], page)
+        return out
 
     def shapes(self, kernel: str) -> list[ShapeKey]:
         return sorted({r[0] for r in self.rows.get(kernel, ())})
@@ -346,16 +339,20 @@ def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: Sha
     per-layer time there, the rows' ratio to it is interpolated); NaN elsewhere."""
     out = np.full(sl.valid.shape, np.nan)
     tab = None if measured is None else measured.table(kernel, shape)
-    if tab is None or not sl.valid.any():
+    if measured is None or tab is None or not sl.valid.any():
         return out
     take = sl.valid.copy()
+    moves = measured.tiled_query(kernel, shape, np.ones((1, 4))).tolist() != [[1.0] * 4]   # the suffix re-axed?
     for a, c in enumerate(sl.coords):        # outside the rows' box: no need to look further (cheap, no copies)
+        if a == 3 and moves:
+            continue                         # a re-axed suffix only grows: the table checks it below
         lo, hi = tab.axis_range(a)
         take &= (c >= lo * (1 - REL_TOL)) & (c <= hi * (1 + REL_TOL))
     if not take.any():
         return out
     fit = None if fitted_layer_s is None else np.broadcast_to(np.asarray(fitted_layer_s, float), take.shape)[take]
-    out[take] = tab(sl.query(take), fit)
+    raw = sl.query(take)
+    out[take] = tab(measured.tiled_query(kernel, shape, raw), fit, raw)
     return out
 
 

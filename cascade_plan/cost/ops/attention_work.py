@@ -38,7 +38,7 @@ def kv_read_bytes(tokens, kv_bytes_per_token):
 
 def attention_flops(query_tokens, flop_per_query_token, *computed_per_useful):
     """FLOP of `query_tokens` (query sequences x cached tokens): useful ones, or, given the kernels' computed
-    per useful FLOP factors (padded tiles: ops/attention.py decode_compute_factor, prefix_compute_factor, MLA's
+    per useful FLOP factors (padded tiles: ops/tiles.py decode_compute_factor, prefix_compute_factor, MLA's
     mla_tile_factor), the FLOP the kernel computes."""
     out = query_tokens * flop_per_query_token
     for f in computed_per_useful:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from cascade_plan.cost.ops.attention import prefix_compute_factor
 from cascade_plan.cost.ops.attention_work import attention_flops, kv_read_bytes
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import CASCADE, StepContext
 from cascade_plan.cost.ops.decode import fitted_source
+from cascade_plan.cost.ops.tiles import prefix_compute_factor
 from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s
 
 NAME, MODES, TERM, COMPOSED = "cascade_prefix", (CASCADE,), "attention", None

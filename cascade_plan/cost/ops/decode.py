@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from cascade_plan.cost.cost_params import KernelParams
-from cascade_plan.cost.ops.attention import decode_compute_factor
 from cascade_plan.cost.ops.attention_work import attention_flops, kv_read_bytes
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import PER_SEQUENCE, StepContext
+from cascade_plan.cost.ops.tiles import decode_compute_factor
 from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction
 
 NAME, MODES, TERM, COMPOSED = "decode", (PER_SEQUENCE,), "attention", None
