@@ -226,12 +226,16 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
         """KV tokens per tile the kernel reads a context in at this shape (0: token by token)."""
         return self.decode_tile_tokens.get(shape[2], 0) if kernel in ("per_sequence", "per_sequence_dup") else 0
 
+    def reaxed(self, kernel: str, shape: ShapeKey) -> bool:
+        """Does `tiled_query` move this kernel's suffix axis at this shape?"""
+        return bool(self.tile_tokens(kernel, shape) or (kernel == "cascade" and self.page_tokens))
+
     def tiled_query(self, kernel: str, shape: ShapeKey, points: np.ndarray) -> np.ndarray:
         """Points (N, 4) over AXES with the suffix a decode reads in whole tiles (tiles.tiled_suffix), or a cascade's
         suffix pass in whole pages."""
         tile = self.tile_tokens(kernel, shape)
         page = self.page_tokens if kernel == "cascade" else 0
-        if not (tile or page) or points.size == 0:
+        if not self.reaxed(kernel, shape) or points.size == 0:
             return points
         out = np.array(points, float, copy=True)
         if tile:
@@ -342,7 +346,7 @@ def measured_layer_s(measured: MeasuredAttention | None, kernel: str, shape: Sha
     if measured is None or tab is None or not sl.valid.any():
         return out
     take = sl.valid.copy()
-    moves = measured.tiled_query(kernel, shape, np.ones((1, 4))).tolist() != [[1.0] * 4]   # the suffix re-axed?
+    moves = measured.reaxed(kernel, shape)
     for a, c in enumerate(sl.coords):        # outside the rows' box: no need to look further (cheap, no copies)
         if a == 3 and moves:
             continue                         # a re-axed suffix only grows: the table checks it below
