@@ -16,6 +16,8 @@
                                                                           # probe shape whose launch they change
     python benchmarks/decode_vs_flashinfer.py fi-tiles [--out rows.json]  # FlashInfer's decode time against the
                                                                           # tokens read: whole tiles or tokens?
+    python benchmarks/decode_vs_flashinfer.py waves [--out rows.json]     # wave-filling splits and other launches
+                                                                          # on the rows probe 1.5.5 still lost
 
 Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
@@ -263,6 +265,37 @@ def fi_tile_configs():
             for kv in ("fp8", "bf16") for s in (0, 16, 128, 240, 256, 272)]
 
 
+def wave_configs():
+    """The 16 default-grid rows where probe 1.5.5's decode stayed below FlashInfer's on an H100 (0.92-1.00x,
+    benchmarks/raw/device-2026-12-06/ratio.txt): long contexts at few work items, long private tails, G 1 at 4
+    sequences."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [A(prefix_tokens=32768, group_size=1), A(prefix_tokens=4096, group_size=16, suffix_tokens=4096),
+            A(prefix_tokens=32768, group_size=16, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=1024, group_size=16, suffix_tokens=4096), A(prefix_tokens=4096, group_size=4, q_per_kv=1),
+            A(prefix_tokens=1024, group_size=4, q_per_kv=1), A(prefix_tokens=16384, group_size=4, q_per_kv=1),
+            A(prefix_tokens=16384, group_size=4, q_per_kv=8), A(prefix_tokens=1024, group_size=64, suffix_tokens=4096),
+            A(prefix_tokens=16384, group_size=4), A(prefix_tokens=1024, group_size=256, suffix_tokens=4096),
+            A(prefix_tokens=4096, group_size=64, q_per_kv=8, num_kv_heads=1),
+            A(prefix_tokens=1024, group_size=64, q_per_kv=8), A(prefix_tokens=4096, group_size=256, q_per_kv=8,
+                                                                 num_kv_heads=1)]
+
+
+def wave_variants(base):
+    """The default, split counts that fill whole waves of 2 or 3 resident long-tile programs per SM (the long tile's
+    74 KB of shared memory and 162 registers allow 3 on Hopper), other long-context targets and warps, longer splits,
+    and the base launch's warps, split floor and target."""
+    r = dataclasses.replace
+    return [("default", base), ("waves 3", r(base, long_wave_ctas=3)), ("waves 2", r(base, long_wave_ctas=2)),
+            ("long 6/SM", r(base, long_programs_per_sm=6)),
+            ("long 6/SM waves 3", r(base, long_programs_per_sm=6, long_wave_ctas=3)),
+            ("long 12/SM", r(base, long_programs_per_sm=12)), ("long min 768", r(base, long_min_tokens_per_split=768)),
+            ("long warps 8", r(base, long_warps=8)), ("base 4 warps", r(base, decode_warps=4)),
+            ("base min 384", r(base, min_tokens_per_split=384)), ("base 3/SM", r(base, target_programs_per_sm=3)),
+            ("base 6/SM", r(base, target_programs_per_sm=6))]
+
+
 def launch_key(p, tune) -> tuple:
     """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
     the same key run the same kernels, so the second is not timed again."""
@@ -294,7 +327,7 @@ def loser_variants(base):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled",
-                                          "tiles", "long", "fi-tiles"])
+                                          "tiles", "long", "fi-tiles", "waves"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -340,6 +373,8 @@ def main() -> int:
         cfgs, variants = loser_configs(), loser_variants(PROBE_1_5_2_TUNE)
     elif args.stage == "tiles":
         cfgs, variants = tile_configs(), tile_variants(DEFAULT_TUNE)
+    elif args.stage == "waves":
+        cfgs, variants = wave_configs(), wave_variants(DEFAULT_TUNE)
     elif args.stage == "fi-tiles":
         cfgs, variants = fi_tile_configs(), [("default", DEFAULT_TUNE)]
     elif args.stage == "long":
@@ -456,7 +491,7 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers", "tiles", "long"):     # every variant: splits and ratio
+            if args.stage in ("tiny", "losers", "tiles", "long", "waves"):     # every variant: splits and ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref

@@ -11,6 +11,8 @@
 #   moe-steps whole MoE / MLA + MoE steps (Mixtral, Qwen3-30B-A3B, DeepSeek-V3's TP-8 shard)     -> moe_steps.json
 #   regimes   --grid regimes attention rows (head dims 64/256, groups 6/12, 128K-256K, 8K suffixes) -> regimes.json
 #   regimes-owed  FlashInfer's regimes rows the shipped calibration lacks (--merge-into it --only-missing) -> regimes-owed.json
+#             (a call cut in the middle of FlashInfer's JIT can leave its build lock: on 2026-12-06 the next call on the
+#             same warm machine printed nothing for 150 s)
 #   trees     --grid trees attention rows (three-level prefix trees: root, group prefix, suffix) -> trees.json
 #   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
@@ -19,6 +21,7 @@
 #             tune and the current one (then, on the CPU, benchmarks/filled_launch_check.py filled.json) -> filled.json
 #   tiles     decode_vs_flashinfer.py tiles: tile / pipeline / warp / split variants on the rows ours lost -> tiles.json
 #   long      decode_vs_flashinfer.py long: long-context split targets on every shape whose launch they change -> long.json
+#   waves     decode_vs_flashinfer.py waves: wave-filling splits and other launches on the rows probe 1.5.5 lost -> waves.json
 #   fi-tiles  decode_vs_flashinfer.py fi-tiles: FlashInfer's decode at 512 + 0-272 tokens (whole tiles or tokens?) -> fi-tiles.json
 #   conditions decode_vs_flashinfer.py conditions (one row timed after heavy work, after idle, back to back) -> conditions.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
@@ -80,6 +83,9 @@ for st in ${stages//,/ }; do
     long) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py long --out $OUT/long.json \
               --budget-s $(( $(left) - 30 )) > $OUT/long.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/long.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -30; (exit $rc) ;;
+    waves) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py waves --out $OUT/waves.json \
+              --budget-s $(( $(left) - 30 )) > $OUT/waves.log 2>&1; rc=$?
+              grep -vE "^(P=|R=)" $OUT/waves.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -30; (exit $rc) ;;
     fi-tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fi-tiles --out $OUT/fi-tiles.json \
               --budget-s $(( $(left) - 20 )) > $OUT/fi-tiles.log 2>&1; rc=$?; grep -vE "flashinfer.jit" $OUT/fi-tiles.log | cut -c1-200 | tail -16; (exit $rc) ;;
     tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py tiles --out $OUT/tiles.json \

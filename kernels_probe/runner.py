@@ -289,7 +289,8 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         def _build():
             s = torch.cuda.Stream()
             with torch.cuda.stream(s):
-                fi_build.update(flashinfer_backend.warm_build(device, {c.head_dim for c in cfgs}))
+                owed_fi = None if owed is None else {(c.head_dim, c.kv_dtype) for c in owed.get("flashinfer", ())}
+                fi_build.update(flashinfer_backend.warm_build(device, {c.head_dim for c in cfgs}, owed_fi))
 
         fi_thread = threading.Thread(target=_build, daemon=True)
         fi_thread.start()

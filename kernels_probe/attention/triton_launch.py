@@ -45,6 +45,9 @@ class TuneParams:
     # pages 1.87x -> 1.45x)
     long_programs_per_sm: int = 8
     long_min_tokens_per_split: int = 512
+    # ... and, where above 0, among split counts within 2x of that target the one whose programs fill their last wave
+    # of this many resident programs per SM best (choose_splits_waves; benchmarks/decode_vs_flashinfer.py waves)
+    long_wave_ctas: int = 0
     # ... and there 128-token tiles in a 2-stage pipeline (0: the base tile): on the H200 these two took the decode of
     # 8-16 sequences at 32K-256K from 0.59-0.65x FlashInfer's to 0.74-0.75x over shared pages and from 0.85-0.90x to
     # 1.01-1.02x over duplicated ones (benchmarks/raw/h200-2026-12-03b/splits.json; 8 programs per SM and 64-token
@@ -220,8 +223,12 @@ def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tun
                            min_tokens=decode_min_tokens(work_items, tokens, tune))
     if work_items >= tune.target_programs_per_sm * sm_count or tune.long_programs_per_sm <= tune.target_programs_per_sm:
         return s0, t0
-    s1, t1 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
-                           target_per_sm=tune.long_programs_per_sm)
+    if tune.long_wave_ctas:
+        s1, t1 = choose_splits_waves(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
+                                     target_per_sm=tune.long_programs_per_sm, ctas_per_sm=tune.long_wave_ctas)
+    else:
+        s1, t1 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
+                               target_per_sm=tune.long_programs_per_sm)
     return (s1, t1) if s1 > s0 else (s0, t0)
 
 
