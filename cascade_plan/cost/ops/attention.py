@@ -7,7 +7,8 @@ private tokens, at one attention shape (KV dtype, query heads per KV head, KV he
 Inside the measured grid of a shape the time comes from the rows themselves, as AIConfigurator prices
 its per-op tables: interpolated axis by axis (geometric over n_groups, group_size and prefix_tokens,
 which the grid spans in powers; linear over suffix_tokens, which adds to the context linearly and is
-measured from 0). The grid is sparse, so a query counts as inside only where it is bracketed on every
+measured from 0; for a kernel that reads whole tiles or pages, on a suffix axis counted in them:
+`MeasuredAttention.tiled_query`). The grid is sparse, so a query counts as inside only where it is bracketed on every
 axis by measured rows: along the first axis by the nearest measured values below and above it, each of
 those slices bracketing it along the next axis, and so on. The result is then a convex combination of
 measured times: exact at a measured point, between its neighbours in between, monotone where they are.
