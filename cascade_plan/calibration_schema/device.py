@@ -14,7 +14,9 @@ class Device(msgspec.Struct, frozen=True, kw_only=True):
     l2_bytes: Annotated[float, msgspec.Meta(ge=L2_BYTES[0], le=L2_BYTES[1])]
     name: str = "unknown GPU"
     sm_count: Annotated[int, msgspec.Meta(ge=1, le=1 << 20)] | None = None
-    compute_capability: Annotated[str, msgspec.Meta(pattern=r"^[0-9]{1,2}\.[0-9]{1,2}$")] | None = None
+    # "major.minor" as the probe writes it; read only to look up per-architecture kernel rules (cost/ops/tiles.py),
+    # which take an unknown value as no rule
+    compute_capability: Annotated[str, msgspec.Meta(max_length=16)] | None = None
 
 
 class Ceilings(msgspec.Struct, frozen=True, kw_only=True):
