@@ -102,3 +102,19 @@ def test_first_token_after_a_tile_aligned_prompt_on_the_shipped_rows():
     # the probe's Triton decode masks a tile's tail: no rule
     tr = measured_rows(probe, "triton", "bf16")
     assert tr is not None and tr.decode_tile_tokens == {}
+
+
+def test_a_gpu_the_tile_rule_does_not_know_keeps_tokens(tmp_path):
+    import json
+
+    from cascade_plan.calibration.calibration_file import load_probe
+
+    probe = find_committed(H200)
+    assert probe is not None
+    doc = json.loads(open(probe.path).read())
+    doc["device"]["compute_capability"] = "9.0a"
+    path = tmp_path / "cc.json"
+    path.write_text(json.dumps(doc))
+    fi = measured_rows(load_probe(str(path)), "flashinfer", "bf16")
+    assert fi is not None and fi.decode_tile_tokens == {} and fi.decode_tile_share == {}
+    assert _at(fi, "per_sequence", 1) == pytest.approx(QWEN_512[0] + (QWEN_512[16] - QWEN_512[0]) / 16)
