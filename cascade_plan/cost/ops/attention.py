@@ -49,9 +49,8 @@ class MeasuredTable(msgspec.Struct, frozen=True, eq=False):
         """Times at queries (Q, 4); NaN where the rows do not bracket a query. With the fit at the
         queries (and at the rows), the fit times the interpolated measured/fitted ratio, held within the
         bracketing rows' times: the fit supplies the shape between rows the grid spaces widely, the rows
-        its level; at a row it is the row. `untiled`: the queries before their suffix was taken in whole tiles
-        (MeasuredAttention.tiled_query), where the fit was evaluated: the fit is carried to the tiled suffix by
-        the rows' own fitted times (interpolated at both), so a query costs what its whole tiles cost."""
+        its level; at a row it is the row. `untiled`: the queries before MeasuredAttention.tiled_query, where the
+        fit was evaluated: the rows' fitted times carry it to the tiled point (_tile_shift)."""
         q = np.atleast_2d(np.asarray(query, float))
         out = np.full(q.shape[0], np.nan)
         lo_box, hi_box = self.points.min(0), self.points.max(0)
@@ -71,8 +70,7 @@ class MeasuredTable(msgspec.Struct, frozen=True, eq=False):
         return out
 
     def _tile_shift(self, untiled: np.ndarray, tiled: np.ndarray) -> np.ndarray:
-        """Per query: the rows' fitted time interpolated at its tiled point over that at its own (1 where a query
-        did not move, or either is not bracketed)."""
+        """Per query: the rows' fitted time at its tiled point over that at its own (1: unmoved or unbracketed)."""
         out = np.ones(tiled.shape[0])
         moved = np.any(untiled != tiled, axis=1)
         if self.fit_s is None or not moved.any():
