@@ -115,6 +115,15 @@ def calibrated_for(probe, backend: str | None, kv_dtype: str, hw, model=None) ->
     return what_if_params(params_from_probe(probe, backend, kv_dtype, base, model), base, hw)
 
 
+def backend_unpriced(scn, choice: ParamsChoice) -> str | None:
+    """Why `params_for_gpu` cannot honour the asked kernels on this GPU (no calibration ships for it), or None."""
+    from cascade_plan.calibration.calibration_file import find_committed
+
+    if choice.backend is None or choice.ideal or find_committed(scn.hardware) is not None:
+        return None
+    return f"no calibration of {choice.backend} kernels ships for {scn.hardware.id}"
+
+
 def params_for_gpu(scn, choice: ParamsChoice) -> CostParams:
     """The one path for a GPU the user gave no calibration file for (compare's rows, the report's and the
     plots' other GPUs, estimate without --calibration): ideal or the defaults when asked, else the GPU's

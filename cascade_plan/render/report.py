@@ -296,6 +296,9 @@ def workload_section(r: WorkloadReport) -> list[str]:
                          f"{fmt_seconds(e.final_step.cascade.step_s)} | {fmt_seconds(e.run_per_sequence_s)} | "
                          f"{fmt_seconds(e.run_cascade_s)} | {speedup_cell(e)} |")
         lines.append("")
+    if r.hardware_left_out:
+        lines += [f"Left out of the comparison across GPUs: {'; '.join(r.hardware_left_out)} (`--compare-hardware` "
+                  "picks the GPUs).", ""]
     if r.plots:
         lines += ["### Plots", ""]
         for caption, path in r.plots.items():

@@ -34,6 +34,7 @@ class WorkloadReport:
     capacity: SearchResult | None = None       # which GPUs, TP and batch meet the workload's latency checks
     capacity_answer: str = ""
     capacity_launch: Launch | None = None
+    hardware_left_out: list[str] = field(default_factory=list)   # comparison GPUs that cannot price it: why
 
 
 def with_own_gpu(scn: Scenario, compare_hw: list[HardwareProfile]) -> list[HardwareProfile]:
@@ -53,7 +54,7 @@ def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[Hardwar
     from cascade_plan.cost.capacity import capacity
     from cascade_plan.cost.estimate import estimate
     from cascade_plan.engine.engine_gate import engine_view
-    from cascade_plan.planning.params_select import params_for_gpu, select_params
+    from cascade_plan.planning.params_select import backend_unpriced, params_for_gpu, select_params
     from cascade_plan.planning.verdict_evidence import assess
 
     est = assess(scn, params, reserve)
@@ -62,9 +63,13 @@ def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[Hardwar
 
     # Other GPUs: through the same path as `estimate` and `compare` (each GPU's own best source, or what
     # the user asked for); the workload's own GPU keeps the numbers it was given.
-    hw_ests = []
+    hw_ests, left_out = [], []
     for h in compare_hw:
         other = msgspec.structs.replace(scn, hardware=h)
+        why = None if h.id == scn.hardware.id else backend_unpriced(other, choice)
+        if why is not None:           # a default comparison GPU the asked kernels were never calibrated on
+            left_out.append(why)
+            continue
         p = params if h.id == scn.hardware.id else params_for_gpu(other, choice)
         hw_ests.append(assess(other, p, reserve))
     backend_ests = []
@@ -81,7 +86,7 @@ def analyse_workload(scn: Scenario, params: CostParams, compare_hw: list[Hardwar
     search, answer, how = capacity_search(scn, reserve)
     return WorkloadReport(est=est, cap=capacity(scn, reserve, est.flat), engine=engine_view(est, attention_backend),
                           breakeven=be, hardware_estimates=hw_ests, backend_estimates=backend_ests, capacity=search,
-                          capacity_answer=answer, capacity_launch=how)
+                          capacity_answer=answer, capacity_launch=how, hardware_left_out=left_out)
 
 
 def capacity_search(scn: Scenario, reserve: float = 0.10) -> tuple[SearchResult, str, Launch | None]:
