@@ -34,6 +34,7 @@ from kernels_probe.attention.triton_launch import (
     page_blocks,
     prefix_block_m,
     scale_log2,
+    splits_filling_waves,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +57,20 @@ def test_choose_splits_waves_avoids_a_partial_last_wave():
     assert choose_splits(64, 4096, 132, 64, min_tokens=256, target_per_sm=2)[0] == 5
     assert choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2) == (4, 1024)
     assert choose_splits_waves(8, 256, 132, 64, min_tokens=256, target_per_sm=2) == (1, 256)
+
+
+def test_splits_filling_waves_judges_the_launch_after_rounding_to_tiles():
+    # 16 sequences x 1 KV head over 32,896 tokens, 128-token tiles, 3 resident programs per SM (396 a wave): the
+    # target's 52 splits of 640 make 832 programs (2.10 waves: 70% of the last); 768-token splits make 43 (688
+    # programs, 1.74 waves: 87%), 896 make 37 (1.49: 75%), 1,024 make 33 (1.33: 67%)
+    assert splits_filling_waves(16, 32896, 132, 128, min_tokens=512, target_per_sm=8, ctas_per_sm=3) == (43, 768)
+    # 16 x 8 over 8,192: 6 splits of 1,408 fill 768 of 792 slots in two waves
+    assert splits_filling_waves(128, 8192, 132, 128, min_tokens=512, target_per_sm=8, ctas_per_sm=3) == (6, 1408)
+    # off by default: the default tune's long launch is choose_splits'
+    assert DEFAULT_TUNE.long_wave_ctas == 0
+    assert decode_splits(16, 32896, 132, 128, DEFAULT_TUNE) == (52, 640)
+    waves = dataclasses.replace(DEFAULT_TUNE, long_wave_ctas=3)
+    assert decode_splits(16, 32896, 132, 128, waves) == (43, 768)
 
 
 def test_decode_splits_raise_the_target_only_for_long_splits():

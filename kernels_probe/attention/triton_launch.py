@@ -224,8 +224,8 @@ def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tun
     if work_items >= tune.target_programs_per_sm * sm_count or tune.long_programs_per_sm <= tune.target_programs_per_sm:
         return s0, t0
     if tune.long_wave_ctas:
-        s1, t1 = choose_splits_waves(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
-                                     target_per_sm=tune.long_programs_per_sm, ctas_per_sm=tune.long_wave_ctas)
+        s1, t1 = splits_filling_waves(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
+                                      target_per_sm=tune.long_programs_per_sm, ctas_per_sm=tune.long_wave_ctas)
     else:
         s1, t1 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
                                target_per_sm=tune.long_programs_per_sm)
@@ -249,6 +249,25 @@ def choose_splits_waves(work_items: int, tokens: int, sm_count: int, block_n: in
     s = best[1] if best else s0
     tps = ceil_div(ceil_div(tokens, s), block_n) * block_n
     return ceil_div(tokens, tps), tps
+
+
+def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,
+                         target_per_sm: int, ctas_per_sm: int) -> tuple[int, int]:
+    """Like choose_splits_waves, but judging each candidate by the launch it makes once its split is rounded up to
+    whole tiles (with 128-token tiles, 49 splits of 32,896 tokens become 43 of 768: the wave it was picked to fill is
+    gone); among launches within 2x of choose_splits' split count, the one that fills its last wave of
+    `ctas_per_sm` resident programs per SM best, then the nearest to it."""
+    s0, t0 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=min_tokens, target_per_sm=target_per_sm)
+    max_splits = max(1, tokens // max(min_tokens, block_n))
+    best = None
+    for s in range(max(1, s0 // 2), min(max_splits, 2 * s0) + 1):
+        tps = ceil_div(ceil_div(tokens, s), block_n) * block_n
+        real = ceil_div(tokens, tps)
+        x = work_items * real / (sm_count * ctas_per_sm)
+        key = (round(x / math.ceil(x), 2), -abs(real - s0), -real)
+        if best is None or key > best[0]:
+            best = (key, (real, tps))
+    return best[1] if best else (s0, t0)
 
 
 def decode_block_g(q_per_kv: int) -> int:
