@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from cascade_plan.calibration.fitting import Configs, config_column
+from cascade_plan.calibration.fitting import KV_ELEMENT_BYTES, Configs, config_column
 from cascade_plan.calibration.holdout import fit_trained_on, is_tree
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.ops.attention import MeasuredAttention
@@ -166,6 +166,5 @@ def decode_tiles(probe: ProbeData, backend: str, kv_dtype: str, head_dims) -> di
     cc = probe.device.compute_capability
     if backend not in WHOLE_TILE_DECODE or cc is None:
         return {}
-    kv_bytes = 1 if kv_dtype.startswith("fp8") else 2
-    tiles = {d: fa2_decode_tile_tokens(d, kv_bytes, cc) for d in head_dims}
+    tiles = {d: fa2_decode_tile_tokens(d, KV_ELEMENT_BYTES[kv_dtype], cc) for d in head_dims}
     return {d: t for d, t in tiles.items() if t}

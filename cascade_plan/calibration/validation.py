@@ -135,7 +135,7 @@ def validate(probe: ProbeData) -> dict:
                     idx = np.array([_slice(c) == name for c in cfgs])
                     res["by_slice"][name] = {"speedup": _stats(np.abs(ps[idx] / ms[idx] - 1)),
                                              "model_correct": float(np.mean(model_pick[idx] == truth[idx]))}
-            res["interpolation"] = interpolation_loo(measured, fits, l2, measured_rows(probe, backend, kv, fits))
+            res["interpolation"] = interpolation_loo(measured, fits, l2, measured_rows(probe, backend, kv))
             res["targets_met"] = targets(res)
             out["backends"][f"{backend}/{kv}" if kv != "bf16" else backend] = res
     if probe.mla:

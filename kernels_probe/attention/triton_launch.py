@@ -46,7 +46,7 @@ class TuneParams:
     long_programs_per_sm: int = 8
     long_min_tokens_per_split: int = 512
     # ... and, where above 0, among split counts within 2x of that target the one whose programs fill their last wave
-    # of this many resident programs per SM best (choose_splits_waves; benchmarks/decode_vs_flashinfer.py waves)
+    # of this many resident programs per SM best (splits_filling_waves; benchmarks/decode_vs_flashinfer.py waves)
     long_wave_ctas: int = 0
     # ... and there 128-token tiles in a 2-stage pipeline (0: the base tile): on the H200 these two took the decode of
     # 8-16 sequences at 32K-256K from 0.59-0.65x FlashInfer's to 0.74-0.75x over shared pages and from 0.85-0.90x to

@@ -232,15 +232,12 @@ class MeasuredAttention(msgspec.Struct, frozen=True, eq=False, dict=True):
     def tiled_query(self, kernel: str, shape: ShapeKey, points: np.ndarray) -> np.ndarray:
         """Points (N, 4) over AXES with the suffix a decode reads in whole tiles (tiles.tiled_suffix), or a cascade's
         suffix pass in whole pages."""
-        tile = self.tile_tokens(kernel, shape)
-        page = self.page_tokens if kernel == "cascade" else 0
         if not self.reaxed(kernel, shape) or points.size == 0:
             return points
         out = np.array(points, float, copy=True)
-        if tile:
-            out[:, 3] = tiled_suffix(out[:, 2], out[:, 3], tile, self.decode_tile_share.get(kernel, 1.0))
-        else:
-            out[:, 3] = tiled_suffix(0.0, out[:, 3], page)
+        tile = self.tile_tokens(kernel, shape)
+        out[:, 3] = (tiled_suffix(out[:, 2], out[:, 3], tile, self.decode_tile_share.get(kernel, 1.0)) if tile
+                     else tiled_suffix(0.0, out[:, 3], self.page_tokens))      # reaxed: the cascade's pages
         return out
 
     def shapes(self, kernel: str) -> list[ShapeKey]:
