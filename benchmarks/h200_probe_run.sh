@@ -13,6 +13,9 @@
 #   regimes-owed  FlashInfer's regimes rows the shipped calibration lacks (--merge-into it --only-missing) -> regimes-owed.json
 #             (a call cut in the middle of FlashInfer's JIT can leave its build lock: on 2026-12-06 the next call on the
 #             same warm machine printed nothing for 150 s)
+#   diag      Triton's rows of a diagnosis plan ($DIAG_PLAN, default Gemma-2-2B's d256 cascade shapes), never merged -> diag.json
+#   triton-owed  Triton's regimes rows the shipped calibration lacks (--merge-into it --only-missing; only the cascade
+#             rows join it: benchmarks/merge_h200_2026_12_06.py)                                      -> triton-owed.json
 #   trees     --grid trees attention rows (three-level prefix trees: root, group prefix, suffix) -> trees.json
 #   step-regimes  --step-set regimes: small models' GEMMs, glue, layer graphs; held-out regime steps -> step-regimes.json
 #   default   the probe as a user runs it (no options: full grid, every backend), timed    -> default.json
@@ -65,6 +68,11 @@ for st in ${stages//,/ }; do
     regimes-owed) timeout $(left) python3 -m kernels_probe --out $OUT/regimes-owed.json --grid regimes \
               --backend flashinfer --merge-into calibrations/h200-probe-2026-12-01.json --only-missing \
               > $OUT/regimes-owed.log 2>&1; rc=$?; grep -v "flashinfer.jit" $OUT/regimes-owed.log | tail -6; (exit $rc) ;;
+    diag) timeout $(left) python3 -m kernels_probe --out $OUT/diag.json --backend triton \
+              --plan ${DIAG_PLAN:-benchmarks/plan-gemma-2-2b-d256-diag.json} > $OUT/diag.log 2>&1; rc=$?; tail -3 $OUT/diag.log; (exit $rc) ;;
+    triton-owed) timeout $(left) python3 -m kernels_probe --out $OUT/triton-owed.json --grid regimes --backend triton \
+              --merge-into calibrations/h200-probe-2026-12-01.json --only-missing > $OUT/triton-owed.log 2>&1; rc=$?
+              tail -3 $OUT/triton-owed.log; (exit $rc) ;;
     trees) timeout $(left) python3 -m kernels_probe --out $OUT/trees.json --grid trees --backend triton \
               --backend flashinfer --time-budget ${TREES_BUDGET:-200} ;;
     step-regimes) timeout $(left) python3 -m kernels_probe --out $OUT/step-regimes.json --step --no-attention \

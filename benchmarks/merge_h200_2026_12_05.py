@@ -19,21 +19,38 @@ RUN = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "raw" / "h200
 BACKENDS = ("flashinfer", "flashinfer-fa2")
 
 
-def main(argv: list[str]) -> None:
-    src = pathlib.Path(argv[0])
-    out = pathlib.Path(argv[1]) if len(argv) > 1 else src
-    base = json.loads(src.read_text())
-    run = json.loads(RUN.read_text())
+def add_rows(base: dict, run: dict, keep, note_key: str, note: str) -> tuple[dict, int]:
+    """`base` with `run`'s rows that `keep` (a row -> bool) takes and it lacks, each tagged with the run that measured
+    it; every other row, the grid's axes, ceilings and notes as they were; each run of an added row joins notes.runs
+    and `note` (given the number of rows added: "{n}") goes under notes[note_key]."""
     have = {measurement_key(m) for m in base["measurements"]}
-    new = [m for m in run["measurements"] if m["backend"] in BACKENDS and measurement_key(m) not in have]
+    new = [{**m, "run": m.get("run") or run.get("created_utc")} for m in run["measurements"]
+           if keep(m) and measurement_key(m) not in have]
     doc = {**base, "measurements": base["measurements"] + new}
     configs = {json.dumps(m["config"], sort_keys=True) for m in doc["measurements"]}
     doc["grid"] = {**base["grid"], "n_configs": len(configs)}
-    doc.setdefault("notes", {})["flashinfer_rows_2026_12_04"] = (
-        f"{len(new)} FlashInfer rows of the probe 1.4 run of 2026-12-04 at configurations this file lacked "
-        "(1,024-sequence rollout starts, three-level trees); Triton's rows stay probe 1.3's")
+    notes = doc["notes"] = dict(base.get("notes") or {})
+    if new or note_key not in notes:         # a second run over its own output keeps the first one's note
+        notes[note_key] = note.format(n=len(new))
+    if new and "runs" in notes:          # every run that measured an added row, as the run's own notes list it
+        listed = {r.get("created_utc"): r for r in (run.get("notes") or {}).get("runs") or []}
+        listed.setdefault(run.get("created_utc"), {"created_utc": run.get("created_utc"),
+                                                   "probe_version": run.get("probe_version"), "grid": run.get("grid")})
+        have_runs = {r.get("created_utc") for r in notes["runs"]}
+        notes["runs"] = [*notes["runs"], *(listed[t] for t in sorted({m["run"] for m in new} - have_runs)
+                                           if t in listed)]
+    return doc, len(new)
+
+
+def main(argv: list[str], run_path: pathlib.Path = RUN, note_key: str = "flashinfer_rows_2026_12_04",
+         note: str = ("{n} FlashInfer rows of the probe 1.4 run of 2026-12-04 at configurations this file lacked "
+                      "(1,024-sequence rollout starts, three-level trees); Triton's rows stay probe 1.3's")) -> None:
+    src = pathlib.Path(argv[0])
+    out = pathlib.Path(argv[1]) if len(argv) > 1 else src
+    doc, n = add_rows(json.loads(src.read_text()), json.loads(run_path.read_text()),
+                      lambda m: m["backend"] in BACKENDS, note_key, note)
     write_atomic(out, doc)
-    print(f"wrote {out}: {len(new)} FlashInfer rows added, {len(doc['measurements'])} measurements")
+    print(f"wrote {out}: {n} FlashInfer rows added, {len(doc['measurements'])} measurements")
 
 
 if __name__ == "__main__":

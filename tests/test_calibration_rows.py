@@ -57,8 +57,10 @@ def test_the_probe_file_rows_by_hand():
     # steps: 199 dense (the regimes step set's held-out steps among them) + 81 whole MoE / MLA + MoE; step_ops:
     # 1,780 (the small models' GEMMs, glue and layer graphs among them) + 16 moe_layer_graph (no-attention steps)
     # measurements: 3,879 + 264 FlashInfer rows of the probe 1.4 run (benchmarks/merge_h200_2026_12_05.py), less
-    # 42 Triton fp8 rows and 18 fp8-KV Triton steps of probe 1.1's kernels (benchmarks/drop_superseded_triton_rows.py)
-    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (4101, 1796, 280, 1038)
+    # 42 Triton fp8 rows and 18 fp8-KV Triton steps of probe 1.1's kernels (benchmarks/drop_superseded_triton_rows.py),
+    # plus 16 FlashInfer regimes rows of 2026-12-06 and 82 Triton cascade rows at the rollout starts of the probe 1.4
+    # run (benchmarks/merge_h200_2026_12_06.py)
+    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (4199, 1796, 280, 1038)
     assert p.decoded["notes"]["removed"][0]["sections"][0] == {
         "section": "measurements", "rows": 42, "runs": ["2026-12-01T09:33:00Z"], "workloads": []}
     raw = json.loads(Path(p.path).read_text())

@@ -156,7 +156,9 @@ def test_an_imported_gpu_takes_the_launch_at_its_own_sm_count():
 def test_calibrate_says_it_and_warns_of_mixed_kernel_versions(tmp_path):
     from typer.testing import CliRunner
 
+    from cascade_plan.calibration.holdout import is_held_out
     from cascade_plan.calibration.row_provenance import mixed_version_lines, own_kernel_versions
+    from cascade_plan.calibration_schema.attention import AttentionConfigDoc
     from cascade_plan.cli.app import app
 
     doc = json.loads(open(find_committed(H200, "probe").path).read())
@@ -165,12 +167,19 @@ def test_calibrate_says_it_and_warns_of_mixed_kernel_versions(tmp_path):
     # rows of an older probe run among them (as the file held until 2026-12-05): one line per backend and dtype
     old = "2026-12-01T09:33:00Z"
     doc["notes"]["runs"].append({"created_utc": old, "probe_version": "1.1.0", "grid": {}})
-    tagged = [m for m in doc["measurements"] if m["backend"] == "triton" and m["config"]["kv_dtype"] == "fp8"][:5]
+    tagged = [m for m in doc["measurements"] if m["backend"] == "triton" and m["config"]["kv_dtype"] == "fp8"
+              and not is_held_out(msgspec.convert(m["config"], AttentionConfigDoc))][:5]
     for m in tagged:
         m["run"] = old
     lines = mixed_version_lines(doc)
     assert len(lines) == 1 and lines[0].startswith("fp8 triton: rows of several probe versions")
-    assert "1.1.0 (5 rows), 1.3.0 (199 rows)" in lines[0]
+    assert "1.1.0 (5 rows), 1.3.0 (85 rows)" in lines[0]        # the rows the fit trains on
+    # held-out rows of another version (rollout starts, regimes) average nothing: no line
+    held = [m for m in doc["measurements"] if m["backend"] == "triton" and m["config"]["kv_dtype"] == "bf16"
+            and is_held_out(msgspec.convert(m["config"], AttentionConfigDoc))][:5]
+    for m in held:
+        m["run"] = old
+    assert len(mixed_version_lines(doc)) == 1
     path = tmp_path / "cal.json"
     path.write_text(json.dumps(doc))
     res = CliRunner().invoke(app, ["calibrate", str(path)])

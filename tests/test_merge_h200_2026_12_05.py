@@ -7,6 +7,11 @@ import importlib.util
 import json
 from pathlib import Path
 
+import msgspec
+
+from cascade_plan.calibration.holdout import is_held_out
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "benchmarks" / "raw" / "h200-2026-12-04" / "all-probe-1.4.json"
 SHIPPED = ROOT / "calibrations" / "h200-probe-2026-12-01.json"
@@ -50,6 +55,11 @@ def test_the_shipped_file_holds_the_rollout_start_rows_and_probe_1_3_triton():
               and m["config"]["group_size"] == 16 and m["config"]["prefix_tokens"] == 512
               and m["config"]["suffix_tokens"] in (0, 16)]
     assert {(m["config"]["q_per_kv"], m["config"]["head_dim"]) for m in starts} >= {(4, 128), (6, 128), (7, 64)}
+    # of the probe 1.4 run's Triton rows, only its cascade rows at held-out rollout starts joined
+    # (benchmarks/merge_h200_2026_12_06.py): every decode row and every row the fits train on stays probe 1.3's
     run_keys = {_key(m) for m in json.loads(RUN.read_text())["measurements"] if m["backend"] == "triton"}
-    assert not any(_key(m) in run_keys and m["run"].startswith("2026-12-04")
-                   for m in doc["measurements"] if m["backend"] == "triton")
+    from_1_4 = [m for m in doc["measurements"] if m["backend"] == "triton" and _key(m) in run_keys
+                and m["run"].startswith("2026-12-04")]
+    assert from_1_4 and all(m["kernel"].startswith("cascade_") and m["config"]["suffix_tokens"] in (0, 16)
+                            for m in from_1_4)
+    assert all(is_held_out(msgspec.convert(m["config"], AttentionConfigDoc)) for m in from_1_4)

@@ -106,7 +106,7 @@ def _pass_rows(rows, pts, t, f, keys, shape, axes, trained, prefix):
     pkeys = [shape(r.config) for r in prows]
     total = {(k, tuple(p)): (tm, fm) for k, p, tm, fm in zip(keys, pts, t, f)}
     at = np.array([total.get((k, tuple(p)), (np.nan, np.nan)) for k, p in zip(pkeys, ppts)], float).reshape(-1, 2)
-    rest = rest_ratio(at[:, 0], at[:, 1], pt, pf)
+    rest = rest_ratio(at[:, 0], at[:, 1], pt, pf, ppts[:, axes.index("suffix_tokens")])
     ptr = np.array([trained(r.config) for r in prows])
     f_pre = np.asarray(ppredict([r.config for r in rows]), float)
     return ppts, pt / pf, rest, ptr, pkeys, f_pre

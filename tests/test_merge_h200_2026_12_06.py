@@ -1,0 +1,69 @@
+"""The H200 rows of 2026-12-06 and the probe 1.4 run's Triton cascade rows at the rollout starts
+(benchmarks/merge_h200_2026_12_06.py): the calibration keeps its own grid, ceilings, probe version and notes; only
+the named rows join, each tagged with the run that measured it and that run listed with its probe version; a second
+run adds nothing; the shipped file holds them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import msgspec
+
+from cascade_plan.calibration.holdout import is_held_out
+from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "calibrations" / "h200-probe-2026-12-01.json"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("merge_0612", ROOT / "benchmarks" / "merge_h200_2026_12_06.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _key(m: dict) -> str:
+    return json.dumps([m["backend"], m["kernel"], m.get("variant"), m["config"]], sort_keys=True)
+
+
+def test_only_the_named_rows_join_and_the_file_keeps_its_own_header(tmp_path):
+    mod = _script()
+    doc = json.loads(SHIPPED.read_text())
+    added = set()
+    for path, keep, _, _ in mod.SOURCES:
+        added |= {_key(m) for m in json.loads(path.read_text())["measurements"] if keep(m)}
+    base_rows = [m for m in doc["measurements"] if _key(m) not in added]
+    base = {**doc, "measurements": base_rows}
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    mod.main([str(tmp_path / "base.json"), str(tmp_path / "out.json")])
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["measurements"][:len(base_rows)] == base_rows
+    extra = out["measurements"][len(base_rows):]
+    assert {_key(m) for m in extra} == added and len(extra) == len(added)
+    for k in ("grid", "ceilings", "probe_version", "steps", "step_ops", "created_utc"):
+        assert out[k] == (base[k] if k != "grid" else {**base["grid"], "n_configs": out["grid"]["n_configs"]})
+    triton = [m for m in extra if m["backend"] == "triton"]
+    assert triton and all(m["kernel"].startswith("cascade_") and m["config"]["suffix_tokens"] in (0, 16)
+                          and is_held_out(msgspec.convert(m["config"], AttentionConfigDoc)) for m in triton)
+    fi = [m for m in extra if m["backend"] != "triton"]
+    assert len(fi) == 16 and all(m["config"]["kv_dtype"] == "fp8" and m["config"]["q_per_kv"] == 6 for m in fi)
+    versions = {r["created_utc"]: r["probe_version"] for r in out["notes"]["runs"]}
+    assert all(versions.get(m["run"]) for m in extra)
+    assert versions[triton[0]["run"]] == "1.4.0"
+    # a second run over its own output adds nothing and keeps the first one's notes
+    mod.main([str(tmp_path / "out.json"), str(tmp_path / "again.json")])
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert again["measurements"] == out["measurements"] and again["notes"] == out["notes"]
+
+
+def test_the_shipped_file_holds_them():
+    mod = _script()
+    doc = json.loads(SHIPPED.read_text())
+    have = {_key(m) for m in doc["measurements"]}
+    for path, keep, note_key, _ in mod.SOURCES:
+        rows = [m for m in json.loads(path.read_text())["measurements"] if keep(m)]
+        assert rows and {_key(m) for m in rows} <= have
+        assert note_key in doc["notes"]
