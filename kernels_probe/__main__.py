@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                     attention=not args.no_attention, grid=args.grid, held_out=not args.no_held_out,
                     plan=plan, mla=args.mla and args.mla_grid, step_set=args.step_set)
     if args.merge_into is not None:
-        doc = merge_into_file(args.out, args.merge_into, doc)
+        doc = merge_into_file(args.out, args.merge_into, doc, keep_base_header=args.only_missing)
     console.print(summary_table(doc))
     console.print(f"wrote {args.out} ({len(doc['measurements'])} measurements, {len(doc['skipped'])} skipped)")
     return 0
@@ -60,14 +60,15 @@ def owed_by_backend(args) -> dict:
     return owed_configs(cfgs, list(args.backend or BACKEND_MODULES), base.get("measurements", []))
 
 
-def merge_into_file(out, base_path, doc: dict) -> dict:
-    """Write base_path's rows plus doc's to out (atomically); returns the merged document."""
+def merge_into_file(out, base_path, doc: dict, keep_base_header: bool = False) -> dict:
+    """Write base_path's rows plus doc's to out (atomically); returns the merged document. `keep_base_header`: the
+    base's probe version, ceilings and notes stay (a run that only completes it: --only-missing)."""
     import json
 
     from kernels_probe.calibration_file import write_atomic
     from kernels_probe.merge import merge_documents
 
-    merged = merge_documents(doc, json.loads(pathlib.Path(base_path).read_text()))
+    merged = merge_documents(doc, json.loads(pathlib.Path(base_path).read_text()), keep_base_header=keep_base_header)
     write_atomic(pathlib.Path(out), merged)
     return merged
 

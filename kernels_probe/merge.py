@@ -50,8 +50,29 @@ def _tag(rows, run):
     return rows
 
 
-def merge_documents(new: dict, base: dict) -> dict:
-    """A new document: `new`'s rows plus `base`'s rows that `new` does not re-measure (see module doc)."""
+def merged_grid(new: dict | None, base: dict | None, configs: int | None = None) -> dict:
+    """The grid two runs' rows cover together: each axis the union of both runs' values, the backends of both, the
+    modes joined (a run that finishes another adds only what it lacked: its own grid alone would misdescribe the
+    file)."""
+    new, base = new or {}, base or {}
+    out = {**base, **new}
+    axes: dict[str, list] = {}
+    for g in (base, new):
+        for k, vals in (g.get("axes") or {}).items():
+            axes[k] = sorted({*axes.get(k, []), *vals}, key=lambda v: (isinstance(v, str), v))
+    out["axes"] = axes
+    modes = [m for g in (base, new) for m in str(g.get("mode") or "").replace(" (merged runs)", "").split("+") if m]
+    out["mode"] = "+".join(dict.fromkeys(modes)) + " (merged runs)"
+    out["backends"] = sorted({*(base.get("backends") or []), *(new.get("backends") or [])})
+    if configs is not None:
+        out["n_configs"] = configs
+    return out
+
+
+def merge_documents(new: dict, base: dict, keep_base_header: bool = False) -> dict:
+    """A new document: `new`'s rows plus `base`'s rows that `new` does not re-measure (see module doc), over the
+    union of both runs' grids. `keep_base_header`: the base's probe version, creation time, ceilings and notes stay
+    (a run that only completes the base, `--only-missing`); else the newer run's win."""
     if base.get("hardware_id") != new.get("hardware_id") or (base.get("device") or {}).get("name") != \
             (new.get("device") or {}).get("name"):
         raise ValueError(f"cannot merge runs of different GPUs: {(base.get('device') or {}).get('name')!r} "
@@ -71,7 +92,15 @@ def merge_documents(new: dict, base: dict) -> dict:
                                                                  "probe_version": base.get("probe_version"),
                                                                  "grid": base.get("grid")}])]
     runs.append({"created_utc": run_new, "probe_version": new.get("probe_version"), "grid": new.get("grid")})
-    out["notes"] = {**(base.get("notes") or {}), **(out.get("notes") or {})}   # a newer run's note wins
+    if keep_base_header:
+        for k in ("probe_version", "created_utc", "ceilings"):
+            if k in base:
+                out[k] = base[k]
+        out["notes"] = {**(out.get("notes") or {}), **(base.get("notes") or {})}   # the base's notes stay
+    else:
+        out["notes"] = {**(base.get("notes") or {}), **(out.get("notes") or {})}   # a newer run's note wins
+    out["grid"] = merged_grid(new.get("grid"), base.get("grid"),
+                              len({_freeze(r.get("config")) for r in out.get("measurements") or []}) or None)
     out["notes"]["runs"] = runs
     out["notes"]["merged"] = ("rows of several probe runs on the same GPU kind: each row's `run` names the run "
                               "(created_utc) that measured it; a re-measured point replaces the older row")

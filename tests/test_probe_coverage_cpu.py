@@ -116,6 +116,34 @@ def test_merge_replaces_remeasured_rows_and_keeps_the_rest():
         merge_documents({**new, "hardware_id": "h100-sxm", "device": {"name": "NVIDIA H100"}}, old)
 
 
+def test_a_run_that_completes_a_file_keeps_its_header_and_both_grids():
+    cfg, cfg2 = {"prefix_tokens": 1024, "kv_dtype": "bf16"}, {"prefix_tokens": 512, "kv_dtype": "fp8"}
+    old = {**_doc("2026-11-30T00:00:00Z", [{"backend": "triton", "kernel": "decode_dup", "variant": None,
+                                             "config": cfg, "median_s": 1.0}]),
+           "probe_version": "1.3.0", "ceilings": {"hbm_read_bytes_per_s": 4.5e12},
+           "grid": {"mode": "full+regimes (merged runs)", "axes": {"prefix_tokens": [1024, 4096], "kv_dtype": ["bf16"]},
+                    "backends": ["torch", "triton"]},
+           "notes": {"tune": "old kernels",
+                     "runs": [{"created_utc": "2026-11-30T00:00:00Z", "probe_version": "1.3.0"}]}}
+    new = {**_doc("2026-12-06T00:00:00Z", [{"backend": "flashinfer", "kernel": "decode_dup", "variant": "tc",
+                                             "config": cfg2, "median_s": 2.0}]),
+           "probe_version": "1.5.5", "ceilings": {"hbm_read_bytes_per_s": 4.4e12},
+           "grid": {"mode": "regimes", "axes": {"prefix_tokens": [512, 1024], "kv_dtype": ["bf16", "fp8"]},
+                    "backends": ["flashinfer"]},
+           "notes": {"tune": "new kernels"}}
+    for keep in (True, False):
+        m = merge_documents(new, old, keep_base_header=keep)
+        # both runs' axes and backends, whichever header wins: the file holds both runs' rows
+        assert m["grid"]["axes"] == {"prefix_tokens": [512, 1024, 4096], "kv_dtype": ["bf16", "fp8"]}
+        assert m["grid"]["backends"] == ["flashinfer", "torch", "triton"] and m["grid"]["n_configs"] == 2
+        assert m["grid"]["mode"] == "full+regimes (merged runs)"
+        assert [r["probe_version"] for r in m["notes"]["runs"]] == ["1.3.0", "1.5.5"]
+        want = old if keep else new
+        assert (m["probe_version"], m["ceilings"], m["notes"]["tune"]) == (want["probe_version"], want["ceilings"],
+                                                                           want["notes"]["tune"])
+        assert {r["run"] for r in m["measurements"]} == {"2026-11-30T00:00:00Z", "2026-12-06T00:00:00Z"}
+
+
 def test_mla_reference_equals_a_two_pass_cascade_by_hand():
     torch = pytest.importorskip("torch")
     from kernels_probe.attention.mla import MlaData, MlaShape, mla_cost, mla_grid, reference_mla
