@@ -5,28 +5,26 @@ run adds nothing; the shipped file holds them."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgspec
 
 from cascade_plan.calibration.holdout import is_held_out
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc
+from kernels_probe.merge import measurement_key
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "calibrations" / "h200-probe-2026-12-01.json"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("merge_0612", ROOT / "benchmarks" / "merge_h200_2026_12_06.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return SimpleNamespace(**runpy.run_path(str(ROOT / "benchmarks" / "merge_h200_2026_12_06.py")))
 
 
-def _key(m: dict) -> str:
-    return json.dumps([m["backend"], m["kernel"], m.get("variant"), m["config"]], sort_keys=True)
+_key = measurement_key
 
 
 def test_only_the_named_rows_join_and_the_file_keeps_its_own_header(tmp_path):

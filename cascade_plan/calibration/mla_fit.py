@@ -23,6 +23,7 @@ import msgspec
 import numpy as np
 
 from cascade_plan.calibration.fitting import (
+    KV_ELEMENT_BYTES,
     STATE_BYTES,
     Features,
     config_column,
@@ -43,7 +44,6 @@ from cascade_plan.cost.ops.mla_attention import (
     mla_tile_factor,
 )
 
-KV_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 MLA_HOLDOUT_RULE = ("MLA rows held out: every row at 32 query heads per GPU (a head count the fit never sees), every "
                     "one with a 16,384-token prefix, and one in six of the rest by a stable hash")
 MIN_ROWS = 6
