@@ -13,7 +13,7 @@ import pathlib
 import sys
 
 from kernels_probe.calibration_file import write_atomic
-from kernels_probe.merge import measurement_key
+from kernels_probe.merge import measurement_key, merged_grid
 
 RUN = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "raw" / "h200-2026-12-04" / "all-probe-1.4.json"
 BACKENDS = ("flashinfer", "flashinfer-fa2")
@@ -21,14 +21,17 @@ BACKENDS = ("flashinfer", "flashinfer-fa2")
 
 def add_rows(base: dict, run: dict, keep, note_key: str, note: str) -> tuple[dict, int]:
     """`base` with `run`'s rows that `keep` (a row -> bool) takes and it lacks, each tagged with the run that measured
-    it; every other row, the grid's axes, ceilings and notes as they were; each run of an added row joins notes.runs
-    and `note` (given the number of rows added: "{n}") goes under notes[note_key]."""
+    it; every other row, the ceilings and notes as they were, the grid's axes widened to the added rows' values; each
+    run of an added row joins notes.runs and `note` (given the number of rows added: "{n}") goes under
+    notes[note_key]."""
     have = {measurement_key(m) for m in base["measurements"]}
     new = [{**m, "run": m.get("run") or run.get("created_utc")} for m in run["measurements"]
            if keep(m) and measurement_key(m) not in have]
     doc = {**base, "measurements": base["measurements"] + new}
     configs = {json.dumps(m["config"], sort_keys=True) for m in doc["measurements"]}
-    doc["grid"] = {**base["grid"], "n_configs": len(configs)}
+    # the grid's axes take the added rows' values (the run's grid would name configurations that did not join)
+    added_axes = {k: sorted({m["config"][k] for m in new if k in m["config"]}) for k in base["grid"].get("axes") or {}}
+    doc["grid"] = merged_grid({"axes": added_axes}, base["grid"], len(configs))
     notes = doc["notes"] = dict(base.get("notes") or {})
     if new or note_key not in notes:         # a second run over its own output keeps the first one's note
         notes[note_key] = note.format(n=len(new))

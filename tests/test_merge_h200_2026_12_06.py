@@ -34,15 +34,23 @@ def test_only_the_named_rows_join_and_the_file_keeps_its_own_header(tmp_path):
     for path, keep, _, _ in mod.SOURCES:
         added |= {_key(m) for m in json.loads(path.read_text())["measurements"] if keep(m)}
     base_rows = [m for m in doc["measurements"] if _key(m) not in added]
-    base = {**doc, "measurements": base_rows}
+    axes = doc["grid"]["axes"]         # as the file's grid stood before: no 2K prompts, no 16-token suffixes
+    old_axes = {**axes, "prefix_tokens": [v for v in axes["prefix_tokens"] if v != 2048],
+                "suffix_tokens": [v for v in axes["suffix_tokens"] if v != 16]}
+    base = {**doc, "measurements": base_rows, "grid": {**doc["grid"], "axes": old_axes}}
     (tmp_path / "base.json").write_text(json.dumps(base))
     mod.main([str(tmp_path / "base.json"), str(tmp_path / "out.json")])
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["measurements"][:len(base_rows)] == base_rows
     extra = out["measurements"][len(base_rows):]
     assert {_key(m) for m in extra} == added and len(extra) == len(added)
-    for k in ("grid", "ceilings", "probe_version", "steps", "step_ops", "created_utc"):
-        assert out[k] == (base[k] if k != "grid" else {**base["grid"], "n_configs": out["grid"]["n_configs"]})
+    for k in ("ceilings", "probe_version", "steps", "step_ops", "created_utc"):
+        assert out[k] == base[k]
+    # the grid is the file's, its axes widened to the added rows' values (2K prompts, 16-token suffixes)
+    assert out["grid"]["mode"] == base["grid"]["mode"] and out["grid"]["backends"] == base["grid"]["backends"]
+    for k, vals in base["grid"]["axes"].items():
+        assert set(out["grid"]["axes"][k]) == set(vals) | {m["config"][k] for m in extra if k in m["config"]}
+    assert {2048, 16} <= set(out["grid"]["axes"]["prefix_tokens"]) | set(out["grid"]["axes"]["suffix_tokens"])
     triton = [m for m in extra if m["backend"] == "triton"]
     assert triton and all(m["kernel"].startswith("cascade_") and m["config"]["suffix_tokens"] in (0, 16)
                           and is_held_out(msgspec.convert(m["config"], AttentionConfigDoc)) for m in triton)
