@@ -30,7 +30,8 @@
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
 #   tune-grid decode_vs_flashinfer.py grid --only-changed: the default tune against probe 1.3's -> tune-grid.json
 #   pages     decode_vs_flashinfer.py pages: page-aware blocks on and off (writes pages_ok when all rows are right) -> pages.json
-#   retime    Triton's rows of the full and coverage grids (only after a clean pages stage in the same call) -> triton-fc.json
+#   retime    Triton's rows of the full and coverage grids (only after a clean pages stage in the same call;
+#             RETIME_BUDGET caps its seconds, else all that is left)                              -> triton-fc.json
 #   retime2   Triton's rows of the regimes and trees grids                                     -> triton-rt.json
 #   glue-bg   builds FlashInfer's glue kernels in the background (the JIT cache serves a later stage or call)
 #   rebase    $BASE with default.json's rows merged in (they replace its rows of the same points) -> base.json,
@@ -108,7 +109,7 @@ for st in ${stages//,/ }; do
               grep -vE "^(P=|R=)" $OUT/pages.log | grep -v "^\s" | cut -c1-220 | tail -45; (exit $rc) ;;
     retime) case ",$stages," in *,pages,*) [ -e $OUT/pages_ok ] || { echo "pages stage not clean: no retime"; continue; } ;; esac
               timeout $(left) python3 -m kernels_probe --out $OUT/triton-fc.json --grid full+coverage --backend triton \
-              --time-budget $(( $(left) - 30 )) > $OUT/retime.log 2>&1; rc=$?; tail -5 $OUT/retime.log; (exit $rc) ;;
+              --time-budget ${RETIME_BUDGET:-$(( $(left) - 30 ))} > $OUT/retime.log 2>&1; rc=$?; tail -5 $OUT/retime.log; (exit $rc) ;;
     retime2) timeout $(left) python3 -m kernels_probe --out $OUT/triton-rt.json --grid regimes --backend triton \
               --time-budget ${RETIME2_BUDGET:-200} > $OUT/retime2.log 2>&1; rc=$?; tail -3 $OUT/retime2.log
               timeout $(left) python3 -m kernels_probe --out $OUT/triton-trees.json --grid trees --backend triton \

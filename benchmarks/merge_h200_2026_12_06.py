@@ -14,6 +14,14 @@
   rollout's first step by a suffix-pass fit trained at 128 tokens and more: 12 us for 512 sequences' one-page suffix
   pass at head dim 256 that takes 51 us. Only rows the hold-out rule keeps out of the fits join (rollout starts and
   the regimes' shapes), so Triton's fits stay trained on probe 1.3's rows alone; its decode rows stay probe 1.3's.
+- Triton's cascade rows of the regimes run of 2026-12-06, second session
+  (benchmarks/raw/h200-2026-12-06b/triton-owed-rows.json, probe 1.5.5): the seven regimes configurations with no
+  Triton rows at all, among them Qwen2.5-1.5B's layer at 64 x 16 sequences and 512 tokens with fp8 KV and a 16-token
+  suffix (a rollout start). The planner had priced that first step's one-page suffix pass for 1,024 sequences from a
+  fit trained at 128 tokens and more: 5 us, where the run measures 28.5 us. All seven are held out of the fits.
+  Probe 1.5.5's cascade kernels are probe 1.3's: on the 77 regimes configurations both timed
+  (benchmarks/raw/h200-2026-12-06b/triton-rt.json) the cascade rows' median ratio is 0.998 (each pass 0.989-0.999).
+  Their decode rows are not merged: probe 1.5.5's per-sequence decode is not probe 1.3's (median 0.79 there).
 
 Usage: python benchmarks/merge_h200_2026_12_06.py CALIBRATION.json [OUT.json], then `cascade-plan calibrate OUT.json`.
 The rollout starts are held out of the fits (calibration/holdout.py: rollout_start)."""
@@ -31,7 +39,9 @@ from cascade_plan.calibration.holdout import is_held_out  # noqa: E402
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc  # noqa: E402
 from kernels_probe.calibration_file import write_atomic  # noqa: E402
 
-RUN = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "raw" / "h200-2026-12-06" / "regimes-owed-rows.json"
+RAW = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "raw"
+RUN = RAW / "h200-2026-12-06" / "regimes-owed-rows.json"
+TRITON_OWED = RAW / "h200-2026-12-06b" / "triton-owed-rows.json"
 CASCADE_KERNELS = ("cascade_total", "cascade_prefix", "cascade_suffix", "cascade_merge")
 ROLLOUT_START_SUFFIXES = (0, 16)
 SOURCES = (
@@ -45,6 +55,11 @@ SOURCES = (
      "{n} Triton cascade rows of the probe 1.4 run of 2026-12-04 at the rollout starts this file lacked (its cascade "
      "kernels are probe 1.3's: median ratio 1.002 on the configurations both runs timed), all held out of the fits; "
      "Triton's decode rows stay probe 1.3's"),
+    (TRITON_OWED, lambda m: m["backend"] == "triton" and m["kernel"] in CASCADE_KERNELS,
+     "triton_cascade_rows_2026_12_06",
+     "{n} Triton cascade rows of the regimes grid measured on 2026-12-06 (probe 1.5.5, whose cascade kernels are "
+     "probe 1.3's: median ratio 0.998 on the 77 regimes configurations both timed) at the seven configurations that "
+     "had no Triton rows, all held out of the fits; their decode rows are not merged"),
 )
 
 

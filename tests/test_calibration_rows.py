@@ -59,8 +59,9 @@ def test_the_probe_file_rows_by_hand():
     # measurements: 3,879 + 264 FlashInfer rows of the probe 1.4 run (benchmarks/merge_h200_2026_12_05.py), less
     # 42 Triton fp8 rows and 18 fp8-KV Triton steps of probe 1.1's kernels (benchmarks/drop_superseded_triton_rows.py),
     # plus 16 FlashInfer regimes rows of 2026-12-06 and 82 Triton cascade rows at the rollout starts of the probe 1.4
-    # run (benchmarks/merge_h200_2026_12_06.py)
-    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (4199, 1796, 280, 1038)
+    # run, and 28 Triton cascade rows of probe 1.5.5 at the seven regimes configurations that had no Triton rows
+    # (benchmarks/merge_h200_2026_12_06.py)
+    assert (len(p.measurements), len(p.step_ops), len(p.steps), len(p.mla)) == (4227, 1796, 280, 1038)
     assert p.decoded["notes"]["removed"][0]["sections"][0] == {
         "section": "measurements", "rows": 42, "runs": ["2026-12-01T09:33:00Z"], "workloads": []}
     raw = json.loads(Path(p.path).read_text())

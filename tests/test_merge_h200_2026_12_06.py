@@ -52,13 +52,21 @@ def test_only_the_named_rows_join_and_the_file_keeps_its_own_header(tmp_path):
         assert set(out["grid"]["axes"][k]) == set(vals) | {m["config"][k] for m in extra if k in m["config"]}
     assert {2048, 16} <= set(out["grid"]["axes"]["prefix_tokens"]) | set(out["grid"]["axes"]["suffix_tokens"])
     triton = [m for m in extra if m["backend"] == "triton"]
-    assert triton and all(m["kernel"].startswith("cascade_") and m["config"]["suffix_tokens"] in (0, 16)
+    assert triton and all(m["kernel"].startswith("cascade_")
                           and is_held_out(msgspec.convert(m["config"], AttentionConfigDoc)) for m in triton)
     fi = [m for m in extra if m["backend"] != "triton"]
     assert len(fi) == 16 and all(m["config"]["kv_dtype"] == "fp8" and m["config"]["q_per_kv"] == 6 for m in fi)
     versions = {r["created_utc"]: r["probe_version"] for r in out["notes"]["runs"]}
     assert all(versions.get(m["run"]) for m in extra)
-    assert versions[triton[0]["run"]] == "1.4.0"
+    # probe 1.4's rows are the rollout starts (no suffix or one page); probe 1.5.5's the seven configurations with
+    # no Triton rows, Qwen2.5-1.5B's fp8 rollout start (G 6, 2 KV heads, 512 tokens, 16-token suffix) among them
+    by_version = {v: [m for m in triton if versions[m["run"]] == v] for v in ("1.4.0", "1.5.5")}
+    assert len(by_version["1.4.0"]) + len(by_version["1.5.5"]) == len(triton)
+    assert all(m["config"]["suffix_tokens"] in (0, 16) for m in by_version["1.4.0"])
+    configs = {json.dumps(m["config"], sort_keys=True) for m in by_version["1.5.5"]}
+    assert len(by_version["1.5.5"]) == 28 and len(configs) == 7
+    assert any(m["kernel"] == "cascade_suffix" and m["config"]["q_per_kv"] == 6 and m["config"]["kv_dtype"] == "fp8"
+               and m["config"]["suffix_tokens"] == 16 for m in by_version["1.5.5"])
     # a second run over its own output adds nothing and keeps the first one's notes
     mod.main([str(tmp_path / "out.json"), str(tmp_path / "again.json")])
     again = json.loads((tmp_path / "again.json").read_text())
