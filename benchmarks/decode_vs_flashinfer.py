@@ -209,7 +209,7 @@ def tile_variants(base):
     time on top of the default: two warps on the batch-filled and the short tile, shallower or deeper base
     pipelines, fewer long-context splits, no page blocks (128-token base tiles lost at two warps and four:
     benchmarks/raw/device-2026-12-05e/tiles-2.log)."""
-    from kernels_probe.attention.triton_launch import PROBE_1_5_3_TUNE
+    from cascade_plan.own_kernel_launch import PROBE_1_5_3_TUNE
 
     r = dataclasses.replace
     return [("probe 1.5.3", PROBE_1_5_3_TUNE), ("default", base),
@@ -226,9 +226,9 @@ def long_configs_changed(sm: int):
     benchmarks/raw/device-2026-12-05f/long.json, where the rows call 16 per SM "default" and 8 "long 8/SM"), then G 1
     at 4 sequences (0.93-0.95x with probe 1.5.4 on an H100), where a 64-token split floor is tried, and long private
     contexts split 26-52 ways (0.95-0.98x), where splits of 384 tokens are tried. `sm`: the GPU's SM count."""
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE, PROBE_1_5_4_TUNE, decode_launch
     from kernels_probe.attention.grid import AttentionConfig as A
     from kernels_probe.attention.grid import build_grid
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE, PROBE_1_5_4_TUNE, decode_launch
 
     cfgs, _ = build_grid(coverage=False)
 
@@ -246,7 +246,7 @@ def long_configs_changed(sm: int):
 def long_variants(base):
     """The default (8 long-context programs per SM since probe 1.5.5), probe 1.5.4's 16, 12, long-context splits down
     to 384 tokens, and a 64-token split floor for tiny launches."""
-    from kernels_probe.attention.triton_launch import PROBE_1_5_4_TUNE
+    from cascade_plan.own_kernel_launch import PROBE_1_5_4_TUNE
 
     r = dataclasses.replace
     return [("default", base), ("probe 1.5.4 (16/SM)", PROBE_1_5_4_TUNE),
@@ -310,7 +310,7 @@ def loser_variants(base):
     """Probe 1.5.2's tune (`base`; its rows in benchmarks/raw/device-2026-12-05b/losers.json say "default", then the
     default), then caps on the block size (and on it by the programs left running), no blocks, the split at the shared
     prefix's end, 64-token tiles where the batch fills the GPU unsplit, and the default tune last."""
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
 
     r = dataclasses.replace
     return [("probe 1.5.2", base), ("blocks <= 8", r(base, decode_page_group=8)),
@@ -337,17 +337,17 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from kernels_probe.attention import flashinfer_backend
-    from kernels_probe.attention.data import build_data, reference_output
-    from kernels_probe.attention.grid import build_grid
-    from kernels_probe.attention.reference import max_rel_err
-    from kernels_probe.attention.triton_launch import (
+    from cascade_plan.own_kernel_launch import (
         DEFAULT_TUNE,
         LONG_TILE_TUNE,
         PROBE_1_3_TUNE,
         PROBE_1_5_2_TUNE,
         decode_launch_splits,
     )
+    from kernels_probe.attention import flashinfer_backend
+    from kernels_probe.attention.data import build_data, reference_output
+    from kernels_probe.attention.grid import build_grid
+    from kernels_probe.attention.reference import max_rel_err
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
 
@@ -510,10 +510,10 @@ def conditions(args) -> int:
     between the two kernels: whether a row's figure depends on what ran before it."""
     import torch
 
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.reference import max_rel_err
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.attention.triton_plans import DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn, time_sustained
 

@@ -25,10 +25,10 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import AttentionConfig
     from kernels_probe.attention.reference import max_rel_err
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
 
@@ -165,10 +165,10 @@ def large_batch_sweep(rows, record, sm, flusher):
     """Per-sequence decode when the batch fills the GPU (shared vs duplicated pages), and prefix tiles."""
     import torch
 
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import AttentionConfig
     from kernels_probe.attention.reference import max_rel_err
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import time_fn
 
@@ -230,10 +230,10 @@ def cascade_sweep(rows, record, sm, flusher):
     """Suffix-pass tiles for short per-sequence programs, prefix split targets, whole cascade."""
     import torch
 
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import AttentionConfig
     from kernels_probe.attention.reference import max_rel_err
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.attention.triton_plans import CascadePlan
     from kernels_probe.timing import time_fn
 

@@ -23,9 +23,9 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
     from kernels_probe import PROBE_VERSION
     from kernels_probe.attention import flashinfer_backend
-    from kernels_probe.attention.triton_launch import DEFAULT_TUNE
     from kernels_probe.calibration_file import write_atomic
     from kernels_probe.runner import _device_info
     from kernels_probe.steps.step_probe import check_glue

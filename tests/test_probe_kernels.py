@@ -11,10 +11,10 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err, reference_paged  # noqa: E402
-from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan, MergePlan, PrefixPlan, StateBuffer  # noqa: E402
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,
@@ -178,7 +178,7 @@ def test_the_long_context_launch_matches_reference():
     32 in 32-token tiles (the TuneParams below scale the H200's down to a CPU-sized problem)."""
     import dataclasses
 
-    from kernels_probe.attention.triton_launch import decode_launch_splits
+    from cascade_plan.own_kernel_launch import decode_launch_splits
 
     tune = dataclasses.replace(TINY, target_programs_per_sm=4, long_programs_per_sm=8, long_min_tokens_per_split=32,
                                long_block_n=32, long_stages=2, decode_short_tokens=0)

@@ -15,10 +15,10 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from cascade_plan.own_kernel_launch import TuneParams, page_group_seqs  # noqa: E402
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err, reference_paged  # noqa: E402
-from kernels_probe.attention.triton_launch import TuneParams, page_group_seqs  # noqa: E402
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan  # noqa: E402
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,
@@ -156,7 +156,7 @@ def test_a_split_at_the_shared_prefixs_end_forms_blocks_and_matches_the_referenc
     """Where the batch alone fills the GPU the launch is unsplit and its one split straddles the prefix's end, so no
     block forms (64 shared tokens hold fewer than two sequences' 40 private ones); decode_shared_split ends the first
     split at the prefix, whose blocks then read it once, and the host's page_blocks says so beforehand."""
-    from kernels_probe.attention.triton_launch import page_blocks
+    from cascade_plan.own_kernel_launch import page_blocks
 
     d = build_data(_cfg(suffix_tokens=40), "cpu", seed=5)
     ref = reference_output(d)

@@ -13,11 +13,11 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
 from kernels_probe import runner  # noqa: E402
 from kernels_probe.attention import torch_backend  # noqa: E402
 from kernels_probe.attention.grid import KERNELS, AttentionConfig  # noqa: E402
 from kernels_probe.attention.timed import SkippedKernel, TimedKernel  # noqa: E402
-from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,
                   decode_min_tokens_per_split=16, prefix_max_block_m=16)

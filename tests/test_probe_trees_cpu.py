@@ -17,12 +17,12 @@ pytest.importorskip("triton")
 
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc  # noqa: E402
 from cascade_plan.calibration_schema.probe_rows import SkippedRow, TimedMeasurement  # noqa: E402
+from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
 from kernels_probe.attention import accounting  # noqa: E402
 from kernels_probe.attention.data import build_data, cache_bytes, reference_output  # noqa: E402
 from kernels_probe.attention.grid import KERNELS, AttentionConfig, named_grid, owed_configs, trees_grid  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err, reference_shared_prefix  # noqa: E402
 from kernels_probe.attention.triton_backend import cascade_levels, launch_info  # noqa: E402
-from kernels_probe.attention.triton_launch import TuneParams  # noqa: E402
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan  # noqa: E402
 
 TINY = TuneParams(decode_block_n=16, prefix_block_n=16, min_tokens_per_split=16,

@@ -1,4 +1,4 @@
-"""The Triton kernels' launch arithmetic (kernels_probe.attention.triton_launch) without torch or triton: golden numbers
+"""The Triton kernels' launch arithmetic (cascade_plan.own_kernel_launch) without torch or triton: golden numbers
 from hand arithmetic, and the module imported in a process where torch and triton cannot be imported."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels_probe.attention.triton_launch import (
+from cascade_plan.own_kernel_launch import (
     DEFAULT_TUNE,
     LOG2E,
     PROBE_1_3_TUNE,
@@ -128,7 +128,7 @@ BLOCKED = """
 import json, sys
 sys.modules['torch'] = None     # `import torch` now raises ImportError
 sys.modules['triton'] = None
-from kernels_probe.attention import triton_launch as tl_
+from cascade_plan import own_kernel_launch as tl_
 print(json.dumps({
     "splits": tl_.choose_splits(8, 32768, 132, 64, min_tokens=256, target_per_sm=4),
     "waves": tl_.choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2),
@@ -209,7 +209,7 @@ def test_the_host_predicts_the_blocks_the_kernel_formed():
     kernel grouped, read back after it ran (benchmarks/raw/device-2026-12-05/triton151.json, an H100 with 132 SMs):
     page_blocks, on the host, gives the same for all 188 rows, decode over shared and over private pages, with the
     tune that run used (its decode split floor, 256 tokens, since lowered)."""
-    from kernels_probe.attention.triton_launch import page_blocks
+    from cascade_plan.own_kernel_launch import page_blocks
 
     doc = json.loads((ROOT / "benchmarks/raw/device-2026-12-05/triton151.json").read_text())
     assert doc["probe_version"] == "1.5.1" and doc["device"]["sm_count"] == 132

@@ -34,6 +34,7 @@ from cascade_plan.cost.ops.attention_work import (
     merge_state_bytes,
     query_token_flops,
 )
+from cascade_plan.cost.ops.page_blocks import PageBlocks, page_blocks_of, saved_tokens
 from cascade_plan.cost.ops.tiles import decode_compute_factor, prefix_compute_factor
 from cascade_plan.cost.roofline import filled_gain, filled_on
 from cascade_plan.cost.surface import Surface
@@ -75,11 +76,13 @@ CONFIG_COLUMNS = ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q
 
 
 def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows: str = "kv_head",
-             decode_rows: str = "q_head") -> Features:
+             decode_rows: str = "q_head", page_blocks: PageBlocks | None = None) -> Features:
     """`configs`: probe configurations (typed rows or plain mappings), or their columns already
     (CONFIG_COLUMNS and "kv_element_bytes", one array each: a caller with thousands of rows need not build a
     dict per row). `prefix_rows`, `decode_rows`: how the backend's prefix pass and per-sequence decode lay out
-    query rows (cost/ops/tiles.py PREFIX_ROWS, DECODE_ROWS)."""
+    query rows (cost/ops/tiles.py PREFIX_ROWS, DECODE_ROWS). `page_blocks`: the rule by which the probe's own
+    decode over shared pages reads a block of siblings' pages once (cost/ops/page_blocks.py): those tokens leave
+    its bytes, its re-reads and its computed FLOP."""
     if isinstance(configs, dict):
         c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
         kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)
@@ -97,9 +100,12 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     shared = kv_read_bytes(c["n_groups"] * P, kvb)
     if kernel in ("decode_shared", "decode_dup"):
         red = kv_read_bytes(c["n_groups"] * (c["group_size"] - 1) * P, kvb) if kernel == "decode_shared" else zero
-        b = kv_read_bytes(seqs * (P + S), kvb)
-        flops = attention_flops(seqs * (P + S), f_tok, decode_compute_factor(c["q_per_kv"], decode_rows))
-        return Features(b, flops, rows, red, shared, b, P + S, seqs * hq)
+        saved = (saved_tokens(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"], P, P + S)
+                 if kernel == "decode_shared" and page_blocks is not None else zero)
+        b = kv_read_bytes(seqs * (P + S - saved), kvb)
+        flops = attention_flops(seqs * (P + S - saved), f_tok, decode_compute_factor(c["q_per_kv"], decode_rows))
+        red = np.maximum(red - kv_read_bytes(seqs * saved, kvb), 0.0)
+        return Features(b, flops, rows, red, shared, kv_read_bytes(seqs * (P + S), kvb), P + S, seqs * hq)
     if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows
         tiles = prefix_compute_factor(c["group_size"], c["q_per_kv"], prefix_rows)
         return Features(shared, attention_flops(seqs * P, f_tok, tiles), rows, zero, shared, shared, P, seqs * hq)
@@ -260,7 +266,8 @@ def fit_kernel(f: Features, measured_s: np.ndarray, bw_ceiling: float, flop_ceil
 L2_WINDOW_MIN_GAIN = 0.05
 
 
-def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float) -> KernelFit:
+def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float,
+           flop_ceiling: float | None = None) -> KernelFit:
     """With the kernel's own parameters fixed (from duplicated pages), fit how it re-reads shared
     prefix pages: the share served by L2, the rate at which all the bytes a sequence reads still
     stream through L2, and, only where the measurements show it, the per-layer shared prefix beyond
@@ -270,27 +277,36 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
     A window beyond every measured point leaves the residual unchanged, so a fit that includes it
     stops wherever it started (the shipped H200 file had e^3 x L2 = 1.26 GB that way). Hence two
     fits: without a window, and with one started inside the data; the window is kept only if it lands
-    inside the measured range and clearly improves the fit."""
+    inside the measured range and clearly improves the fit.
+
+    `flop_ceiling`: the FLOP rate is fitted too, between the base's and this ceiling (the GPU's measured matmul
+    peak). Where page blocks put several sequences' query rows into one dot (cost/ops/page_blocks.py), a row
+    computes more per byte than any duplicated-pages row, whose FLOP rate only had to stay clear of their bytes'
+    time."""
     t = np.asarray(measured_s, float)
     reread = f.redundant_bytes > 0
     largest = float(f.layer_prefix_bytes[reread].max()) if reread.any() else 0.0
+    lead = 1 if flop_ceiling and flop_ceiling > base.flop_per_s else 0
 
     def unpack(th):
-        h = 1.0 / (1.0 + np.exp(-np.clip(th[0], -40, 40)))
-        bl2 = base.bw_bytes_per_s * (1.0 + np.exp(np.clip(th[1], -20, 20)))
-        w = l2_bytes * np.exp(np.clip(th[2], -20, 20)) if len(th) > 2 else None
-        return h, bl2, w
+        fl = (base.flop_per_s + (flop_ceiling - base.flop_per_s) / (1.0 + np.exp(-np.clip(th[0], -40, 40)))
+              if lead and flop_ceiling else base.flop_per_s)
+        h = 1.0 / (1.0 + np.exp(-np.clip(th[lead], -40, 40)))
+        bl2 = base.bw_bytes_per_s * (1.0 + np.exp(np.clip(th[lead + 1], -20, 20)))
+        w = l2_bytes * np.exp(np.clip(th[lead + 2], -20, 20)) if len(th) > lead + 2 else None
+        return h, bl2, w, fl
 
     def candidate(th) -> KernelFit:
-        h, bl2, w = unpack(th)
+        h, bl2, w, fl = unpack(th)
         # no window: hits never fall (np.inf); KernelFit stores that as None
-        return msgspec.structs.replace(base, l2_hit_max=float(h), l2_bytes_per_s=float(bl2),
+        return msgspec.structs.replace(base, l2_hit_max=float(h), l2_bytes_per_s=float(bl2), flop_per_s=float(fl),
                                        l2_window_bytes=np.inf if w is None else float(w))
 
     def resid(th):
         return np.log(predict(candidate(th), f, l2_bytes)) - np.log(t)
 
-    starts = [(a, c) for a in (-2.0, 1.0, 3.0) for c in (0.0, 1.5)]
+    flop_starts = [(-4.0,), (0.0,)] if lead else [()]
+    starts = [(*x, a, c) for x in flop_starts for a in (-2.0, 1.0, 3.0) for c in (0.0, 1.5)]
     flat = min((_lm(resid, np.array(s0)) for s0 in starts), key=lambda p: p[1])
     best = flat
     if largest > 0:
@@ -356,5 +372,7 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
             total = total + predict_kind(fits, "merge", cfgs, l2)
         return total
     feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
+    blocks = (page_blocks_of(fits.page_blocks.sm_count, fits.page_blocks.tune)
+              if kind == "decode_shared" and fits.page_blocks else None)
     return predict(getattr(fits, kind),
-                   features(feature_kind, cfgs, fits.prefix_rows, fits.decode_rows), l2)
+                   features(feature_kind, cfgs, fits.prefix_rows, fits.decode_rows, blocks), l2)

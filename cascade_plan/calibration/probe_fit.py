@@ -25,17 +25,18 @@ from cascade_plan.calibration.fitting import (
     surface_doc,
 )
 from cascade_plan.calibration.holdout import HOLDOUT_RULE, config_key, is_held_out
-from cascade_plan.calibration.launch_rules import filled_launch
+from cascade_plan.calibration.launch_rules import filled_launch, page_block_rule
 from cascade_plan.calibration_schema.attention import Measurement
 from cascade_plan.calibration_schema.kernel_fit import KernelFit
+from cascade_plan.cost.ops.page_blocks import PageBlocks, page_blocks_of
 from cascade_plan.version import __version__
 
 FIT_VERSION = 1
 
 
 def _xy(rows: list[Measurement], kernel: str, prefix_rows: str = "kv_head",
-        decode_rows: str = "q_head") -> tuple[Features, np.ndarray]:
-    f = features(kernel, [r.config for r in rows], prefix_rows, decode_rows)
+        decode_rows: str = "q_head", page_blocks: PageBlocks | None = None) -> tuple[Features, np.ndarray]:
+    f = features(kernel, [r.config for r in rows], prefix_rows, decode_rows, page_blocks)
     return f, np.array([r.timed_s for r in rows], dtype=float)
 
 
@@ -94,9 +95,15 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     if dec_rows != "q_head":
         out["decode_rows"] = dec_rows
     shared = rows(db, "decode_shared", dv)
+    rule, rule_line = page_block_rule(probe, db, kv_dtype)
+    blocks = page_blocks_of(rule.sm_count, rule.tune) if rule else None
+    if rule:
+        out["page_blocks"] = msgspec.to_builtins(rule)
+    elif rule_line:
+        out["notes"] = [rule_line]
     if len(shared) >= 6:
-        f2, t2 = _xy(shared, "decode_shared", decode_rows=dec_rows)
-        sh = fit_l2(msgspec.structs.replace(dup_fit, surface=None), f2, t2, l2)
+        f2, t2 = _xy(shared, "decode_shared", decode_rows=dec_rows, page_blocks=blocks)
+        sh = fit_l2(msgspec.structs.replace(dup_fit, surface=None), f2, t2, l2, fl if blocks is not None else None)
         sh = msgspec.structs.replace(sh, surface=surface_doc(fit_surface(sh, f2, t2, l2)))
         out["decode_shared"] = msgspec.to_builtins(sh)
     else:

@@ -16,6 +16,7 @@ from cascade_plan.calibration.measured_grid import (
 )
 from cascade_plan.calibration_schema.kernel_fit import BackendFit, KernelFit
 from cascade_plan.cost.cost_params import CostParams, KernelParams
+from cascade_plan.cost.ops.page_blocks import page_blocks_of
 from cascade_plan.errors import InputError
 from cascade_plan.inputs.hardware import HardwareProfile
 
@@ -141,6 +142,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         prefix_rows="kv_head" if probe_mla else k.prefix_rows,
         decode_rows="q_head" if probe_mla else k.decode_rows,
         margin_backend=k.cascade_from,
+        page_blocks=(page_blocks_of(k.page_blocks.sm_count, k.page_blocks.tune)
+                     if k.page_blocks and not probe_mla and not mla else None),
     )
 
 

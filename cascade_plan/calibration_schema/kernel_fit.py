@@ -50,6 +50,14 @@ class KernelFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     filled_gain: Annotated[float, msgspec.Meta(ge=0.1, le=10.0)] = 1.0
 
 
+class PageBlockRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The launch rule of the probe's own per-sequence decode over shared pages (cascade_plan/own_kernel_launch.py):
+    the tune the probe ran (its notes.tune) and the GPU's SM count, from which the planner works out where the
+    kernel reads a block of sibling sequences' shared pages once (cost/ops/page_blocks.py)."""
+    sm_count: Annotated[int, msgspec.Meta(ge=1)]
+    tune: dict[str, int | float | bool]
+
+
 class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     decode_dup: KernelFit
     decode_shared: KernelFit
@@ -70,3 +78,6 @@ class BackendFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     info: list[Text] = []                           # ... and about its numbers, without qualifying a verdict
     cascade_from: Text | None = None                # the probe backend whose cascade kernels these are (None: its own)
     train_rows: Text | None = None                  # set where too few rows to hold any out: fitted on all
+    # where the per-sequence decode's rows read shared pages once per block of siblings: the rule that says where
+    # (None: no blocks in its rows, or not the probe's own kernel)
+    page_blocks: PageBlockRule | None = None

@@ -54,6 +54,18 @@ def filled_explanation(k: dict) -> str | None:
             f"{k['filled_tile_tokens']}-token tiles (the suffix pass likewise)")
 
 
+def page_blocks_explanation(kernels: dict) -> str | None:
+    """Whether the per-sequence decode over shared pages is priced with page blocks, in words (None: no blocks in
+    its rows, or not the probe's own kernel)."""
+    rule = kernels.get("page_blocks")
+    if rule:
+        group = rule["tune"].get("decode_page_group")
+        return (f"per-sequence decode over shared pages reads a block of up to {group} sibling sequences' shared pages "
+                f"once (the probe's launch rule at {rule['sm_count']} SMs gives every row's recorded launch): the fit "
+                "and the planner take those tokens out of its HBM, L2 and compute terms")
+    return "; ".join(kernels.get("notes") or []) or None
+
+
 def calibrate(
     probe_file: Annotated[Path, typer.Argument(help="Calibration JSON written by `cascade-plan probe`.",
                                                show_default=False)],
@@ -111,7 +123,7 @@ def calibrate(
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
             for kind, k in kernels.items():
-                if not isinstance(k, dict):
+                if not isinstance(k, dict) or "n_train" not in k:     # not a kernel's fit (page_blocks: a rule)
                     continue
                 t.add_row(kv, backend, kind, str(k["n_train"]), f"{k['bw_bytes_per_s'] / 1e9:,.0f}",
                           f"{k['flop_per_s'] / 1e12:,.0f}", f"{k['overhead_s'] * 1e6:.1f}", f"{k['row_s'] * 1e9:.2f}",
@@ -121,6 +133,11 @@ def calibrate(
     for kv, per in fitted["kv_dtypes"].items():
         for backend, kernels in per.items():
             line = l2_explanation(kernels.get("decode_shared") or {}, probe.l2_bytes)
+            if line:
+                typer.echo(f"{kv} {backend}: {line}")
+    for kv, per in fitted["kv_dtypes"].items():
+        for backend, kernels in per.items():
+            line = page_blocks_explanation(kernels)
             if line:
                 typer.echo(f"{kv} {backend}: {line}")
     for kv, per in fitted["kv_dtypes"].items():

@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 
 from cascade_plan.cost.ops.attention import MeasuredAttention
+from cascade_plan.cost.ops.page_blocks import PageBlocks
 from cascade_plan.cost.step_defaults import DEFAULT_STEP_PARTS
 from cascade_plan.cost.step_parts import StepParts
 from cascade_plan.cost.surface import Surface
@@ -90,6 +91,9 @@ class CostParams(msgspec.Struct, frozen=True):
     # how the per-sequence decode computes query rows (cost/ops/tiles.py DECODE_ROWS): "q_head" useful FLOP,
     # "kv_head" a KV head's query heads as one tile of at least 16 rows (the probe's Triton kernel)
     decode_rows: str = "q_head"
+    # where the probe's own decode over shared pages reads a block of siblings' pages once (cost/ops/page_blocks.py);
+    # None: no blocks (other kernels, or rows that formed none)
+    page_blocks: PageBlocks | None = None
     # the probe backend whose whole steps measure these numbers' error, where not `backend` (an imported GPU's
     # FlashInfer cascade is its FA2 prefill: the probe's flashinfer-fa2 kernels, and their steps' errors)
     margin_backend: str | None = None

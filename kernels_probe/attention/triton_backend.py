@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
+from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams
 from kernels_probe.attention.data import AttentionInputs
 from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
-from kernels_probe.attention.triton_launch import DEFAULT_TUNE, TuneParams
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
 BACKEND = "triton"

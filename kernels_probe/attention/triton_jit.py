@@ -1,5 +1,5 @@
 """Triton decode-attention kernels over a paged KV cache: the JIT kernels only (their launch plans are
-``triton_plans``, the host-side launch arithmetic ``triton_launch``).
+``triton_plans``, the host-side launch arithmetic ``cascade_plan.own_kernel_launch``).
 
 Layout (the one vLLM's flash backend and FlashInfer's ``NHD`` use):
 

@@ -1,6 +1,6 @@
 """Launch plans of the probe's Triton kernels (``triton_jit``): each plan chooses its split counts and tile
-sizes on the host once (``triton_launch``), owns the state buffers it needs, and launches without host syncs,
-so that it can be captured in a CUDA graph.
+sizes on the host once (``cascade_plan.own_kernel_launch``), owns the state buffers it needs, and launches without
+host syncs, so that it can be captured in a CUDA graph.
 
 Attention states are ``(o, lse)`` pairs in float32 in the slots of one ``StateBuffer`` (see ``triton_jit``);
 ``CascadePlan`` runs the prefix level(s) and the suffix pass into slots of one buffer and merges them once.
@@ -14,8 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
-from kernels_probe.attention.triton_launch import (
+from cascade_plan.own_kernel_launch import (
     CHECK_CHUNK_PAGES,
     DEFAULT_TUNE,
     TuneParams,
@@ -29,6 +28,7 @@ from kernels_probe.attention.triton_launch import (
     prefix_block_m,
     scale_log2,
 )
+from kernels_probe.attention.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
 
 
 def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):

@@ -13,6 +13,7 @@ from cascade_plan.cost.cost_params import KernelParams
 from cascade_plan.cost.ops.attention_work import attention_flops, kv_read_bytes
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import PER_SEQUENCE, StepContext
+from cascade_plan.cost.ops.page_blocks import load_saved_tokens
 from cascade_plan.cost.ops.tiles import decode_compute_factor
 from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction
 
@@ -35,21 +36,25 @@ def cost(ctx: StepContext) -> OpCost | None:
     hit: np.ndarray | float = 0.0
     if ctx.prefix_caching and node_bytes.size:
         hit = l2_hit_fraction(params, node_bytes.sum(0) / L, g.l2_bytes)
-    tokens = load.ps_prefix_tokens + load.suffix_tokens
-    logical = logical_bytes(ctx)
-    hbm = logical - hit * load.node_redundant_tokens.sum(0) * kvb
     rows, G = ctx.kernel_rows, ctx.q_per_kv
+    # shared tokens a page block read once for its siblings: no HBM, L2 or compute for the others
+    spared = load_saved_tokens(params.page_blocks, load, g.kv_heads, G) if ctx.prefix_caching else 0.0
+    tokens = load.ps_prefix_tokens + load.suffix_tokens - spared
+    logical = logical_bytes(ctx)
+    read = logical - kv_read_bytes(spared, kvb)
+    hbm = read - hit * np.maximum(load.node_redundant_tokens.sum(0) - spared, 0.0) * kvb
     dec = params.decode if ctx.prefix_caching or params.decode_dup is None else params.decode_dup
     computed = attention_flops(tokens, g.attn_flop_per_query_token, ctx.decode_tile_factor(),
                                float(decode_compute_factor(G, params.decode_rows)))
     roof = corrected_roofline_s(hbm, computed, bw, g.attn_flop_per_s, dec, L, rows, size=logical,
                                 longest_tokens=load.longest_context)
     if ctx.prefix_caching and params.l2_bytes_per_s:
-        # every logical byte still streams through L2 (same correction surface as the HBM term)
-        l2_bound = corrected_roofline_s(logical, 0.0, params.l2_bytes_per_s, g.attn_flop_per_s,
+        # every byte read still streams through L2 (same correction surface as the HBM term)
+        l2_bound = corrected_roofline_s(read, 0.0, params.l2_bytes_per_s, g.attn_flop_per_s,
                                         KernelParams(surface=dec.surface), L, rows, size=logical)
         roof = np.maximum(roof, l2_bound)
-    return OpCost(name=NAME, bytes=hbm, flops=attention_flops(tokens, g.attn_flop_per_query_token),
+    return OpCost(name=NAME, bytes=hbm, flops=attention_flops(load.ps_prefix_tokens + load.suffix_tokens,
+                                                              g.attn_flop_per_query_token),
                   time_s=roof + fixed_s(dec, 1, rows, L, G), source=fitted_source(params), bound_s=roof)
 
 

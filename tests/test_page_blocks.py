@@ -1,0 +1,134 @@
+"""Page blocks of the probe's own decode over shared pages (cost/ops/page_blocks.py): the tokens a block reads once
+for its siblings, by hand; the rule a calibration records only where it gives back every row's recorded launch; the
+fit and the planner pricing them alike; and on the H100 run of probe 1.5.5 (benchmarks/raw/device-2026-12-06), the
+held-out error of the Triton decode over shared pages with the blocks against without them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pytest
+
+from cascade_plan.calibration.calibration_file import ProbeData, find_committed
+from cascade_plan.calibration.fitting import predict_kind
+from cascade_plan.calibration.holdout import held_out_regime, is_held_out
+from cascade_plan.calibration.launch_rules import page_block_rule
+from cascade_plan.calibration.probe_fit import calibrate
+from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration_schema.kernel_fit import BackendFit
+from cascade_plan.cost.cost_model import gpu_shape, single_level_load
+from cascade_plan.cost.ops import decode
+from cascade_plan.cost.ops.context import StepContext
+from cascade_plan.cost.ops.page_blocks import PageBlocks, load_saved_tokens, page_blocks_of, saved_tokens
+from cascade_plan.inputs.hardware import load_hardware
+from cascade_plan.inputs.model_spec import load_preset
+from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+
+ROOT = Path(__file__).resolve().parents[1]
+H100_RUN = ROOT / "benchmarks" / "raw" / "device-2026-12-06" / "default.json.gz"
+RULE = PageBlocks(132, DEFAULT_TUNE)
+
+
+@pytest.fixture(scope="module")
+def h100_run() -> ProbeData:
+    """The H100 run of probe 1.5.5's default grid, fitted as `calibrate` fits it."""
+    doc = json.loads(gzip.open(H100_RUN).read())
+    probe = ProbeData(Path("h100-probe-1.5.5.json"), doc)
+    return ProbeData(probe.path, {**doc, "fitted": calibrate(probe)})
+
+
+def test_a_block_reads_the_shared_run_once_for_its_siblings():
+    # 256 sequences of one prompt, 8 KV heads x 4 query heads, 4,096 + 128 tokens on 132 SMs: 2,048 programs fill
+    # the GPU (4 per SM), so one split of 4,224 tokens in 128-token tiles; blocks of 4 sequences (4 x 4 query rows
+    # fill the dot's 16); the shared run is 4,096 tokens (32 whole tiles), read by one program for 4: 3/4 spared
+    assert saved_tokens(RULE, 256, 8, 4, 256, 4096, 4224) == 3072.0
+    # 8 query heads: blocks of 2, half spared; one query head: blocks of 16, capped at 8 by the programs they leave
+    # (2,048 / 8 = 256 working programs, at least one per SM)
+    assert saved_tokens(RULE, 256, 8, 8, 256, 4096, 4224) == 2048.0
+    assert saved_tokens(RULE, 256, 8, 1, 256, 4096, 4224) == 4096 * 7 / 8
+    # nothing shared, nobody to share with, or a tail longer than the shared run: no block
+    assert saved_tokens(RULE, 256, 8, 4, 256, 0, 128) == 0.0
+    assert saved_tokens(RULE, 256, 8, 4, 1, 4096, 4224) == 0.0
+    assert saved_tokens(RULE, 256, 8, 4, 256, 1024, 1024 + 4096) == 0.0
+    assert saved_tokens(None, 256, 8, 4, 256, 4096, 4224) == 0.0
+    # arrays broadcast, each distinct shape priced once
+    got = saved_tokens(RULE, np.array([[256], [4]]), 8, 4, np.array([[256], [4]]), 4096, np.array([4224, 4096]))
+    assert got.shape == (2, 2) and got[0, 0] == 3072.0
+
+
+def test_a_step_spares_what_its_sequences_spare():
+    load = single_level_load(np.array([4096.0, 4096.0]), np.array([256.0, 1.0]), 1.0, 128.0)
+    spared = load_saved_tokens(RULE, load, 8, 4)
+    assert spared.tolist() == [256 * 3072.0, 0.0]
+    assert load_saved_tokens(None, load, 8, 4).tolist() == [0.0, 0.0]
+
+
+def test_the_rule_holds_only_where_it_gives_back_every_recorded_launch(h100_run):
+    for kv in ("bf16", "fp8"):
+        rule, line = page_block_rule(h100_run, "triton", kv)
+        assert rule is not None and rule.sm_count == 132 and "every row's recorded launch" in line
+    # the same rows with a tune that blocks at most 2 sequences: the rule would price launches the kernel never made
+    doc = {**h100_run.decoded, "notes": {**h100_run.decoded["notes"],
+                                         "tune": {**h100_run.decoded["notes"]["tune"], "decode_page_group": 2}}}
+    rule, line = page_block_rule(ProbeData(h100_run.path, doc), "triton", "bf16")
+    assert rule is None and "page blocks not priced" in line
+    # other kernels, and the shipped H200 file (probe 1.3's tune: no blocks), have no rule
+    assert page_block_rule(h100_run, "flashinfer", "bf16") == (None, "")
+    assert page_block_rule(find_committed(load_hardware("h200"), "probe"), "triton", "bf16") == (None, "")
+
+
+def test_blocks_cut_the_held_out_error_of_the_decode_over_shared_pages(h100_run):
+    fits = msgspec.convert(h100_run.fits.kv_dtypes["bf16"]["triton"], BackendFit)
+    assert fits.page_blocks is not None
+    rows = [r for r in h100_run.select("triton", "decode_shared", None, "bf16") if is_held_out(r.config)]
+    cfgs, t = [r.config for r in rows], np.array([r.timed_s for r in rows])
+
+    def median_err(f: BackendFit) -> float:
+        return float(np.median(np.abs(predict_kind(f, "decode_shared", cfgs, h100_run.l2_bytes) / t - 1)))
+
+    with_blocks = median_err(fits)
+    # the same fit asked without its rule prices the blocked rows as if every sibling read its own pages
+    without = median_err(msgspec.structs.replace(fits, page_blocks=None))
+    assert len(rows) >= 40 and with_blocks < 0.15 and with_blocks < without / 3
+
+
+def test_the_planner_prices_the_blocks_as_the_fit_does(h100_run):
+    """Llama-3-8B's layer (8 KV heads, G 4, head dim 128) at one of the probe's shapes: the planner's decode op,
+    per layer, is the fit's prediction at that configuration."""
+    hw, model = load_hardware("h100-sxm"), load_preset("llama-3-8b")
+    params = msgspec.structs.replace(params_from_probe(h100_run, "triton", "bf16", hw), measured=None)
+    assert params.page_blocks == page_blocks_of(132, h100_run.decoded["notes"]["tune"])
+    fits = msgspec.convert(h100_run.fits.kv_dtypes["bf16"]["triton"], BackendFit)
+    row = next(r for r in h100_run.select("triton", "decode_shared", None, "bf16")
+               if (r.config.prefix_tokens, r.config.group_size, r.config.n_groups, r.config.suffix_tokens,
+                   r.config.q_per_kv, r.config.num_kv_heads) == (4096, 256, 1, 128, 4, 8))
+    g = gpu_shape(model, hw, "bf16", "bf16", 1)
+    load = single_level_load(4096, 256, 1, 128)
+    ctx = StepContext(model, 1, "bf16", load.active_seqs, g.hbm_bytes_per_s, g.gemm_flop_per_s, params.step, params,
+                      g, load, True)
+    op = decode.cost(ctx)
+    assert op is not None
+    fitted = predict_kind(fits, "decode_shared", [row.config], h100_run.l2_bytes)[0]
+    assert float(op.time_s) / model.num_layers == pytest.approx(fitted, rel=1e-6)
+    # and the blocks are what make it so: without them the planner prices the row about as its private copies
+    no_blocks = msgspec.structs.replace(ctx, params=msgspec.structs.replace(params, page_blocks=None))
+    assert float(decode.cost(no_blocks).time_s) > 2 * float(op.time_s)
+    assert row.timed_s == pytest.approx(fitted, rel=0.35)
+
+
+def test_blocks_cut_the_error_on_regimes_the_fit_never_saw():
+    """The same H100 run with Triton's rows of the regimes grid added (benchmarks/raw/device-2026-12-06b: head dims
+    64 and 256, groups of 6 and 12, prefixes over 64K, suffixes over 4K, rollout starts; never fitted)."""
+    doc = json.loads(gzip.open(ROOT / "benchmarks/raw/device-2026-12-06b/h100-regimes-triton.json.gz").read())
+    probe = ProbeData(Path("h100-regimes.json"), doc)
+    probe = ProbeData(probe.path, {**doc, "fitted": calibrate(probe)})
+    fits = msgspec.convert(probe.fits.kv_dtypes["bf16"]["triton"], BackendFit)
+    rows = [r for r in probe.select("triton", "decode_shared", None, "bf16") if held_out_regime(r.config)]
+    cfgs, t = [r.config for r in rows], np.array([r.timed_s for r in rows])
+    err = {k: float(np.median(np.abs(predict_kind(f, "decode_shared", cfgs, probe.l2_bytes) / t - 1)))
+           for k, f in (("blocks", fits), ("none", msgspec.structs.replace(fits, page_blocks=None)))}
+    assert len(rows) >= 60 and err["blocks"] < 0.2 and err["blocks"] < err["none"] / 2
