@@ -19,6 +19,7 @@ from cascade_plan.calibration.holdout import held_out_regime, is_held_out
 from cascade_plan.calibration.launch_rules import page_block_rule
 from cascade_plan.calibration.probe_fit import calibrate
 from cascade_plan.calibration.probe_params import params_from_probe
+from cascade_plan.calibration.step_validation import step_points
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load
 from cascade_plan.cost.ops import decode
@@ -132,3 +133,26 @@ def test_blocks_cut_the_error_on_regimes_the_fit_never_saw():
     err = {k: float(np.median(np.abs(predict_kind(f, "decode_shared", cfgs, probe.l2_bytes) / t - 1)))
            for k, f in (("blocks", fits), ("none", msgspec.structs.replace(fits, page_blocks=None)))}
     assert len(rows) >= 60 and err["blocks"] < 0.2 and err["blocks"] < err["none"] / 2
+
+
+def test_whole_steps_the_fit_never_saw_agree_with_the_blocks():
+    """Triton's whole decode steps on the same H100 (benchmarks/raw/device-2026-12-06b/h100-steps-triton.json.gz:
+    seven workloads, first / middle / final step, per-sequence and cascade, probe 1.5.5's kernels, torch glue; never
+    fitted), predicted from the file's own fits. Qwen2.5-7B at a long shared prompt is where the blocks decide."""
+    doc = json.loads(gzip.open(ROOT / "benchmarks/raw/device-2026-12-06b/h100-steps-triton.json.gz").read())
+    probe = ProbeData(Path("h100-steps.json"), doc)
+    doc = {**doc, "fitted": calibrate(probe)}
+    hw = load_hardware("h100-sxm")
+
+    def per_sequence_errors(d: dict) -> dict[str, float]:
+        pts = step_points(ProbeData(probe.path, d), hw)
+        return {f"{p.workload} {p.position}": p.predicted_ps_s / p.measured_ps_s - 1 for p in pts
+                if p.backend == "triton"}
+
+    with_blocks = per_sequence_errors(doc)
+    no_rule = {kv: {b: {k: v for k, v in f.items() if k != "page_blocks"} for b, f in per.items()}
+               for kv, per in doc["fitted"]["kv_dtypes"].items()}
+    without = per_sequence_errors({**doc, "fitted": {**doc["fitted"], "kv_dtypes": no_rule}})
+    assert len(with_blocks) == 21 and max(abs(e) for e in with_blocks.values()) < 0.15
+    assert max(abs(with_blocks[k]) for k in with_blocks if k.startswith("long-prefix-qwen")) < 0.08
+    assert min(without[k] for k in without if k.startswith("long-prefix-qwen")) > 0.25
