@@ -16,7 +16,7 @@ USER_FILES = {"calibrations/h200-mine.json"}
 TOP = ("cascade_plan/", "kernels_probe/", "tests/", "benchmarks/", "scripts/", "docs/", "calibrations/", "workloads/",
        "hardware_profiles/", "schemas/", ".ci/")
 PACKAGES = ("calibration/", "cost/", "cli/", "inputs/", "render/", "logs/", "serving/", "engine/")
-REF = re.compile(r"(?<![\w./:-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|json|yaml|sh|toml))(::\w+)?\b")
+REF = re.compile(r"(?<![\w./:-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|json|yaml|sh|toml)(?:\.gz)?)(::\w+)?\b")
 
 
 def _tracked(root) -> list[str]:
