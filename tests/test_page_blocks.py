@@ -20,17 +20,21 @@ from cascade_plan.calibration.launch_rules import page_block_rule
 from cascade_plan.calibration.probe_fit import calibrate
 from cascade_plan.calibration.probe_params import params_from_probe
 from cascade_plan.calibration.step_validation import step_points
+from cascade_plan.calibration.tree_validation import validate_trees
 from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load
 from cascade_plan.cost.ops import decode
 from cascade_plan.cost.ops.context import StepContext
 from cascade_plan.cost.ops.page_blocks import PageBlocks, load_saved_tokens, page_blocks_of, saved_tokens
+from cascade_plan.cost.step_shape import StepLoad
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_RUN = ROOT / "benchmarks" / "raw" / "device-2026-12-06" / "default.json.gz"
+# the same run with Triton's regimes and trees rows and its whole steps merged in (this session's H100 calls)
+H100_ALL = ROOT / "benchmarks" / "raw" / "device-2026-12-06b" / "h100-probe-1.5.5.json.gz"
 RULE = PageBlocks(132, DEFAULT_TUNE)
 
 
@@ -66,6 +70,16 @@ def test_a_step_spares_what_its_sequences_spare():
     spared = load_saved_tokens(RULE, load, 8, 4)
     assert spared.tolist() == [256 * 3072.0, 0.0]
     assert load_saved_tokens(None, load, 8, 4).tolist() == [0.0, 0.0]
+    # a tree: a 1,024-token root over 16 groups of 16 sequences, each group with a 1,024-token prefix, 128 private
+    # tokens each: blocks of 4 inside a group read root + prefix (2,048 tokens, 16 whole tiles) once, 3/4 spared
+    tree = StepLoad(active_seqs=np.array(256.0), ps_prefix_tokens=np.array(256 * 2048.0),
+                    suffix_tokens=np.array(256 * 128.0), node_tokens=np.array([16 * 1024.0, 1024.0]),
+                    node_query_tokens=np.array([256 * 1024.0, 256 * 1024.0]),
+                    node_redundant_tokens=np.array([16 * 15 * 1024.0, 255 * 1024.0]), levels_on=np.array(2.0),
+                    node_instance_tokens=np.array([1024.0, 1024.0]), longest_context=np.array(2176.0),
+                    longest_suffix=np.array(128.0))
+    assert saved_tokens(RULE, 256, 8, 4, 16, 2048, 2176) == 1536.0
+    assert float(load_saved_tokens(RULE, tree, 8, 4)) == 256 * 1536.0
 
 
 def test_the_rule_holds_only_where_it_gives_back_every_recorded_launch(h100_run):
@@ -123,8 +137,9 @@ def test_the_planner_prices_the_blocks_as_the_fit_does(h100_run):
 
 def test_blocks_cut_the_error_on_regimes_the_fit_never_saw():
     """The same H100 run with Triton's rows of the regimes grid added (benchmarks/raw/device-2026-12-06b: head dims
-    64 and 256, groups of 6 and 12, prefixes over 64K, suffixes over 4K, rollout starts; never fitted)."""
-    doc = json.loads(gzip.open(ROOT / "benchmarks/raw/device-2026-12-06b/h100-regimes-triton.json.gz").read())
+    64 and 256, groups of 6 and 12, prefixes over 64K, suffixes over 4K, rollout starts; never fitted), its trees'
+    and its whole steps' beside them."""
+    doc = json.loads(gzip.open(H100_ALL).read())
     probe = ProbeData(Path("h100-regimes.json"), doc)
     probe = ProbeData(probe.path, {**doc, "fitted": calibrate(probe)})
     fits = msgspec.convert(probe.fits.kv_dtypes["bf16"]["triton"], BackendFit)
@@ -136,10 +151,10 @@ def test_blocks_cut_the_error_on_regimes_the_fit_never_saw():
 
 
 def test_whole_steps_the_fit_never_saw_agree_with_the_blocks():
-    """Triton's whole decode steps on the same H100 (benchmarks/raw/device-2026-12-06b/h100-steps-triton.json.gz:
+    """Triton's whole decode steps on the same H100 (benchmarks/raw/device-2026-12-06b/h100-probe-1.5.5.json.gz:
     seven workloads, first / middle / final step, per-sequence and cascade, probe 1.5.5's kernels, torch glue; never
     fitted), predicted from the file's own fits. Qwen2.5-7B at a long shared prompt is where the blocks decide."""
-    doc = json.loads(gzip.open(ROOT / "benchmarks/raw/device-2026-12-06b/h100-steps-triton.json.gz").read())
+    doc = json.loads(gzip.open(H100_ALL).read())
     probe = ProbeData(Path("h100-steps.json"), doc)
     doc = {**doc, "fitted": calibrate(probe)}
     hw = load_hardware("h100-sxm")
@@ -156,3 +171,21 @@ def test_whole_steps_the_fit_never_saw_agree_with_the_blocks():
     assert len(with_blocks) == 21 and max(abs(e) for e in with_blocks.values()) < 0.15
     assert max(abs(with_blocks[k]) for k in with_blocks if k.startswith("long-prefix-qwen")) < 0.08
     assert min(without[k] for k in without if k.startswith("long-prefix-qwen")) > 0.25
+
+
+def test_a_three_level_tree_is_priced_with_the_blocks_of_its_innermost_groups():
+    """The probe's three-level trees on the same H100 (a root every sequence shares, a prefix per group; never fitted):
+    a block lies inside one group and reads the root and the group's prefix once, so the kernel's recorded launches
+    are the one-level rule's at root + prefix tokens (the rule holds on the file's tree rows too), and the planner
+    prices the tree's per-sequence decode with them."""
+    doc = json.loads(gzip.open(H100_ALL).read())
+    probe = ProbeData(Path("h100-trees.json"), doc)
+    doc = {**doc, "fitted": calibrate(probe)}
+    assert doc["fitted"]["kv_dtypes"]["bf16"]["triton"].get("page_blocks")
+    hw = load_hardware("h100-sxm")
+    with_blocks = validate_trees(ProbeData(probe.path, doc), hw)["summary"]["triton/bf16"]["per_sequence"]
+    no_rule = {kv: {b: {k: v for k, v in f.items() if k != "page_blocks"} for b, f in per.items()}
+               for kv, per in doc["fitted"]["kv_dtypes"].items()}
+    without = validate_trees(ProbeData(probe.path, {**doc, "fitted": {**doc["fitted"], "kv_dtypes": no_rule}}),
+                             hw)["summary"]["triton/bf16"]["per_sequence"]
+    assert with_blocks["n"] == 30 and with_blocks["median_ape"] < 0.12 and without["median_ape"] > 0.3

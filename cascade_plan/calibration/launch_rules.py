@@ -54,13 +54,14 @@ def page_block_rule(probe: ProbeData, backend: str, kv_dtype: str) -> tuple[Page
     rule = page_blocks_of(sms, tune)
     for m in launched:
         c, want = m["config"], m["launch"]
+        shared = c.get("root_tokens", 0) + c["prefix_tokens"]     # a tree's group shares the root's pages and its own
         got = page_blocks(c["group_size"] * c["n_groups"], c["num_kv_heads"], c["q_per_kv"], c["group_size"],
-                          c["prefix_tokens"], c["prefix_tokens"] + c["suffix_tokens"], rule.sm_count, rule.tune)
+                          shared, shared + c["suffix_tokens"], rule.sm_count, rule.tune)
         if (got["splits"], got["page_block_seqs"]) != (want.get("splits"), want.get("page_block_seqs")) or \
                 abs(got.get("grouped_programs", 0.0) - want.get("grouped_programs", 0.0)) > 1e-6:
             return None, (f"{backend} ({kv_dtype}): page blocks not priced: the file's tune gives another launch "
                           f"({got['splits']} splits, blocks of {got['page_block_seqs']}) than its row at "
-                          f"{c['prefix_tokens']} + {c['suffix_tokens']} tokens x {c['group_size'] * c['n_groups']} "
+                          f"{shared} + {c['suffix_tokens']} tokens x {c['group_size'] * c['n_groups']} "
                           f"sequences records ({want.get('splits')}, {want.get('page_block_seqs')})")
     n = sum(bool(m["launch"].get("grouped_programs")) for m in launched)
     return PageBlockRule(sm_count=sms, tune=dict(tune)), (

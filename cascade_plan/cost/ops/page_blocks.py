@@ -51,14 +51,17 @@ def saved_tokens(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, 
 
 def load_saved_tokens(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_per_kv: int) -> np.ndarray:
     """Shared tokens that page blocks spare a step's per-sequence decode, summed over its sequences (shape of
-    load.active_seqs). Priced for one level of sharing (groups of siblings under one prompt each, as the probe
-    lays them out); a deeper tree's step is priced without blocks."""
+    load.active_seqs). A block lies inside one innermost group of siblings and reads the whole path of shared nodes
+    above it once (the pages its sequences have in common from the start), so a tree is priced as if uniform: groups
+    of active sequences / instances of its most-replicated shared node, each sequence sharing its mean shared
+    tokens (on the probe's three-level trees, the kernel's recorded launches are exactly these)."""
     seqs = np.asarray(load.active_seqs, dtype=float)
-    nodes = np.asarray(load.node_instance_tokens, dtype=float)
-    if rule is None or nodes.shape[0] != 1:
+    if rule is None or not np.asarray(load.node_tokens).shape[0]:
         return np.zeros(seqs.shape)
-    prefix = nodes[0]
-    groups = np.divide(load.node_tokens[0], prefix, out=np.zeros(seqs.shape), where=prefix > 0)
-    group_size = np.divide(seqs, groups, out=np.zeros(seqs.shape), where=groups > 0)
+    node_tokens = np.asarray(load.node_tokens, dtype=float)
+    inst_tokens = np.asarray(load.node_instance_tokens, dtype=float)
+    instances = np.divide(node_tokens, inst_tokens, out=np.zeros(node_tokens.shape), where=inst_tokens > 0).max(0)
+    group_size = np.divide(seqs, instances, out=np.zeros(seqs.shape), where=instances > 0)
+    shared = np.divide(load.ps_prefix_tokens, seqs, out=np.zeros(seqs.shape), where=seqs > 0)
     private = np.divide(load.suffix_tokens, seqs, out=np.zeros(seqs.shape), where=seqs > 0)
-    return seqs * saved_tokens(rule, seqs, kv_heads, q_per_kv, group_size, prefix, prefix + private)
+    return seqs * saved_tokens(rule, seqs, kv_heads, q_per_kv, group_size, shared, shared + private)
