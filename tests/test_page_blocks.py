@@ -189,3 +189,20 @@ def test_a_three_level_tree_is_priced_with_the_blocks_of_its_innermost_groups():
     without = validate_trees(ProbeData(probe.path, {**doc, "fitted": {**doc["fitted"], "kv_dtypes": no_rule}}),
                              hw)["summary"]["triton/bf16"]["per_sequence"]
     assert with_blocks["n"] == 30 and with_blocks["median_ape"] < 0.12 and without["median_ape"] > 0.3
+
+
+def test_estimate_and_report_price_a_run_with_the_blocks(tmp_path, h100_run):
+    """A user's own calibration with page blocks, through the commands: `estimate` over a whole run (its step arrays
+    broadcast in shapes of their own) says the blocks are priced, and `report` gives the same run speedup."""
+    from cascade_plan.cli.common import dumps_json
+
+    from cli_support import estimate_json_and_text, run
+
+    cal = tmp_path / "h100.json"
+    cal.write_text(dumps_json(h100_run.decoded))
+    args = ("--hardware", "h100", "--calibration", cal, "--backend", "triton")
+    data, text = estimate_json_and_text(ROOT / "workloads" / "rl-rollouts-64.yaml", *args)
+    assert "per-sequence decode priced with its page blocks" in text
+    res = run("report", ROOT / "workloads" / "rl-rollouts-64.yaml", *args, "--out", tmp_path / "rep")
+    assert res.exit_code == 0, res.output
+    assert f"{data['run']['speedup']:.2f}x" in (tmp_path / "rep" / "report.md").read_text()

@@ -135,6 +135,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                   else measured_rows(probe, backend, kv_dtype, k) if origin == "probe"
                   else decode_measured(probe.decoded, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
+              *(["per-sequence decode priced with its page blocks (a block of sibling sequences reads their shared "
+                 "pages once)"] if k.page_blocks and not probe_mla and not mla else []),
               *([k.mla_train_rows or "MLA: AIConfigurator's MLA decode, the probe's MLA cascade kernels transferred"]
                 if probe_mla and origin_aic else
                 ["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),

@@ -55,13 +55,16 @@ def load_saved_tokens(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_
     above it once (the pages its sequences have in common from the start), so a tree is priced as if uniform: groups
     of active sequences / instances of its most-replicated shared node, each sequence sharing its mean shared
     tokens (on the probe's three-level trees, the kernel's recorded launches are exactly these)."""
-    seqs = np.asarray(load.active_seqs, dtype=float)
-    if rule is None or not np.asarray(load.node_tokens).shape[0]:
-        return np.zeros(seqs.shape)
     node_tokens = np.asarray(load.node_tokens, dtype=float)
     inst_tokens = np.asarray(load.node_instance_tokens, dtype=float)
+    node_tokens, inst_tokens = np.broadcast_arrays(node_tokens, inst_tokens)
+    if rule is None or not node_tokens.shape[0]:
+        return np.zeros(np.shape(load.active_seqs))
     instances = np.divide(node_tokens, inst_tokens, out=np.zeros(node_tokens.shape), where=inst_tokens > 0).max(0)
+    # the load's arrays broadcast over steps (or a sweep) each in its own shape: one shape for all of them
+    seqs, instances, prefix_sum, suffix_sum = np.broadcast_arrays(
+        *(np.asarray(x, dtype=float) for x in (load.active_seqs, instances, load.ps_prefix_tokens, load.suffix_tokens)))
     group_size = np.divide(seqs, instances, out=np.zeros(seqs.shape), where=instances > 0)
-    shared = np.divide(load.ps_prefix_tokens, seqs, out=np.zeros(seqs.shape), where=seqs > 0)
-    private = np.divide(load.suffix_tokens, seqs, out=np.zeros(seqs.shape), where=seqs > 0)
+    shared = np.divide(prefix_sum, seqs, out=np.zeros(seqs.shape), where=seqs > 0)
+    private = np.divide(suffix_sum, seqs, out=np.zeros(seqs.shape), where=seqs > 0)
     return seqs * saved_tokens(rule, seqs, kv_heads, q_per_kv, group_size, shared, shared + private)
