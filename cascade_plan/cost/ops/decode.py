@@ -2,8 +2,9 @@
 the calibration's backend (GQA or MLA: the same terms with an MLA GpuShape, cost/ops/mla_attention.py). Over
 shared prefix pages (prefix caching) a share of the redundant re-reads comes from L2 (cost/roofline.py
 `l2_hit_fraction`), though every logical byte still streams through L2; without prefix caching each sequence
-reads its own copy (the `decode_dup` fit). Inside the measured grid the step replaces this time by the
-measured rows' (cost/cost_model.py)."""
+reads its own copy (the `decode_dup` fit). The probe's own kernel reads a block of siblings' shared pages once
+where its launch rule forms one (cost/ops/page_blocks.py): those tokens leave the bytes, re-reads and FLOP. Inside
+the measured grid the step replaces this time by the measured rows' (cost/cost_model.py)."""
 
 from __future__ import annotations
 
