@@ -38,12 +38,32 @@ H100_ALL = ROOT / "benchmarks" / "raw" / "device-2026-12-06b" / "h100-probe-1.5.
 RULE = PageBlocks(132, DEFAULT_TUNE)
 
 
+def _fitted(path: Path) -> ProbeData:
+    """A compressed probe run, fitted as `calibrate` fits it."""
+    doc = json.loads(gzip.open(path).read())
+    probe = ProbeData(Path(path.name.removesuffix(".gz")), doc)
+    return ProbeData(probe.path, {**doc, "fitted": calibrate(probe)})
+
+
+def _without_rule(probe: ProbeData) -> ProbeData:
+    """The same fits with every backend's page-block rule taken out: blocks priced as if every sibling read its
+    own pages."""
+    fitted = probe.decoded["fitted"]
+    no_rule = {kv: {b: {k: v for k, v in f.items() if k != "page_blocks"} for b, f in per.items()}
+               for kv, per in fitted["kv_dtypes"].items()}
+    return ProbeData(probe.path, {**probe.decoded, "fitted": {**fitted, "kv_dtypes": no_rule}})
+
+
 @pytest.fixture(scope="module")
 def h100_run() -> ProbeData:
-    """The H100 run of probe 1.5.5's default grid, fitted as `calibrate` fits it."""
-    doc = json.loads(gzip.open(H100_RUN).read())
-    probe = ProbeData(Path("h100-probe-1.5.5.json"), doc)
-    return ProbeData(probe.path, {**doc, "fitted": calibrate(probe)})
+    """The H100 run of probe 1.5.5's default grid."""
+    return _fitted(H100_RUN)
+
+
+@pytest.fixture(scope="module")
+def h100_all() -> ProbeData:
+    """The same run with this session's regimes, trees and whole-step rows merged in."""
+    return _fitted(H100_ALL)
 
 
 def test_a_block_reads_the_shared_run_once_for_its_siblings():
@@ -135,13 +155,11 @@ def test_the_planner_prices_the_blocks_as_the_fit_does(h100_run):
     assert row.timed_s == pytest.approx(fitted, rel=0.35)
 
 
-def test_blocks_cut_the_error_on_regimes_the_fit_never_saw():
+def test_blocks_cut_the_error_on_regimes_the_fit_never_saw(h100_all):
     """The same H100 run with Triton's rows of the regimes grid added (benchmarks/raw/device-2026-12-06b: head dims
     64 and 256, groups of 6 and 12, prefixes over 64K, suffixes over 4K, rollout starts; never fitted), its trees'
     and its whole steps' beside them."""
-    doc = json.loads(gzip.open(H100_ALL).read())
-    probe = ProbeData(Path("h100-regimes.json"), doc)
-    probe = ProbeData(probe.path, {**doc, "fitted": calibrate(probe)})
+    probe = h100_all
     fits = msgspec.convert(probe.fits.kv_dtypes["bf16"]["triton"], BackendFit)
     rows = [r for r in probe.select("triton", "decode_shared", None, "bf16") if held_out_regime(r.config)]
     cfgs, t = [r.config for r in rows], np.array([r.timed_s for r in rows])
@@ -150,44 +168,32 @@ def test_blocks_cut_the_error_on_regimes_the_fit_never_saw():
     assert len(rows) >= 60 and err["blocks"] < 0.2 and err["blocks"] < err["none"] / 2
 
 
-def test_whole_steps_the_fit_never_saw_agree_with_the_blocks():
+def test_whole_steps_the_fit_never_saw_agree_with_the_blocks(h100_all):
     """Triton's whole decode steps on the same H100 (benchmarks/raw/device-2026-12-06b/h100-probe-1.5.5.json.gz:
     seven workloads, first / middle / final step, per-sequence and cascade, probe 1.5.5's kernels, torch glue; never
     fitted), predicted from the file's own fits. Qwen2.5-7B at a long shared prompt is where the blocks decide."""
-    doc = json.loads(gzip.open(H100_ALL).read())
-    probe = ProbeData(Path("h100-steps.json"), doc)
-    doc = {**doc, "fitted": calibrate(probe)}
     hw = load_hardware("h100-sxm")
 
-    def per_sequence_errors(d: dict) -> dict[str, float]:
-        pts = step_points(ProbeData(probe.path, d), hw)
-        return {f"{p.workload} {p.position}": p.predicted_ps_s / p.measured_ps_s - 1 for p in pts
+    def per_sequence_errors(probe: ProbeData) -> dict[str, float]:
+        return {f"{p.workload} {p.position}": p.predicted_ps_s / p.measured_ps_s - 1 for p in step_points(probe, hw)
                 if p.backend == "triton"}
 
-    with_blocks = per_sequence_errors(doc)
-    no_rule = {kv: {b: {k: v for k, v in f.items() if k != "page_blocks"} for b, f in per.items()}
-               for kv, per in doc["fitted"]["kv_dtypes"].items()}
-    without = per_sequence_errors({**doc, "fitted": {**doc["fitted"], "kv_dtypes": no_rule}})
+    with_blocks = per_sequence_errors(h100_all)
+    without = per_sequence_errors(_without_rule(h100_all))
     assert len(with_blocks) == 21 and max(abs(e) for e in with_blocks.values()) < 0.15
     assert max(abs(with_blocks[k]) for k in with_blocks if k.startswith("long-prefix-qwen")) < 0.08
     assert min(without[k] for k in without if k.startswith("long-prefix-qwen")) > 0.25
 
 
-def test_a_three_level_tree_is_priced_with_the_blocks_of_its_innermost_groups():
+def test_a_three_level_tree_is_priced_with_the_blocks_of_its_innermost_groups(h100_all):
     """The probe's three-level trees on the same H100 (a root every sequence shares, a prefix per group; never fitted):
     a block lies inside one group and reads the root and the group's prefix once, so the kernel's recorded launches
     are the one-level rule's at root + prefix tokens (the rule holds on the file's tree rows too), and the planner
     prices the tree's per-sequence decode with them."""
-    doc = json.loads(gzip.open(H100_ALL).read())
-    probe = ProbeData(Path("h100-trees.json"), doc)
-    doc = {**doc, "fitted": calibrate(probe)}
-    assert doc["fitted"]["kv_dtypes"]["bf16"]["triton"].get("page_blocks")
+    assert h100_all.decoded["fitted"]["kv_dtypes"]["bf16"]["triton"].get("page_blocks")
     hw = load_hardware("h100-sxm")
-    with_blocks = validate_trees(ProbeData(probe.path, doc), hw)["summary"]["triton/bf16"]["per_sequence"]
-    no_rule = {kv: {b: {k: v for k, v in f.items() if k != "page_blocks"} for b, f in per.items()}
-               for kv, per in doc["fitted"]["kv_dtypes"].items()}
-    without = validate_trees(ProbeData(probe.path, {**doc, "fitted": {**doc["fitted"], "kv_dtypes": no_rule}}),
-                             hw)["summary"]["triton/bf16"]["per_sequence"]
+    with_blocks = validate_trees(h100_all, hw)["summary"]["triton/bf16"]["per_sequence"]
+    without = validate_trees(_without_rule(h100_all), hw)["summary"]["triton/bf16"]["per_sequence"]
     assert with_blocks["n"] == 30 and with_blocks["median_ape"] < 0.12 and without["median_ape"] > 0.3
 
 

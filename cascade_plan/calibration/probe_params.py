@@ -107,6 +107,8 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         decode_dup = k.decode_mla
         decode_shared = msgspec.structs.replace(k.decode_mla, **{f: getattr(k.decode_shared, f) for f in
                                                                  ("l2_hit_max", "l2_window_bytes", "l2_bytes_per_s")})
+    # the probe's GQA decode's page blocks (an MLA decode, the probe's or a measured one, has none)
+    blocks = page_blocks_of(k.page_blocks.sm_count, k.page_blocks.tune) if k.page_blocks and not mla else None
     origin = probe.source_kind
     ceil = fitted.ceilings
     gemm = KernelParams(bw_eff=min(1.0, ceil.hbm_read_bytes_per_s / hw.hbm_bytes_per_s),
@@ -136,7 +138,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
                   else decode_measured(probe.decoded, backend, kv_dtype, k, probe.l2_bytes)),
         info=(*notes_info, *(["fitted on all its rows (too few to hold any out)"] if k.train_rows else []),
               *(["per-sequence decode priced with its page blocks (a block of sibling sequences reads their shared "
-                 "pages once)"] if k.page_blocks and not probe_mla and not mla else []),
+                 "pages once)"] if blocks else []),
               *([k.mla_train_rows or "MLA: AIConfigurator's MLA decode, the probe's MLA cascade kernels transferred"]
                 if probe_mla and origin_aic else
                 ["MLA: the probe's own MLA kernels (FlashInfer's MLA wrapper)"] if probe_mla else [])),
@@ -144,8 +146,7 @@ def params_from_probe(probe: ProbeData, backend: str | None, kv_dtype: str, hw: 
         prefix_rows="kv_head" if probe_mla else k.prefix_rows,
         decode_rows="q_head" if probe_mla else k.decode_rows,
         margin_backend=k.cascade_from,
-        page_blocks=(page_blocks_of(k.page_blocks.sm_count, k.page_blocks.tune)
-                     if k.page_blocks and not probe_mla and not mla else None),
+        page_blocks=blocks,
     )
 
 

@@ -70,7 +70,6 @@ def decode_compute_factor(q_per_kv, decode_rows: str = "q_head"):
     return np.ones_like(g)
 
 
-
 # Shared memory per SM and the most one block may opt into, bytes, by compute capability (CUDA programming guide).
 SHARED_MEMORY_BYTES: dict[str, tuple[int, int]] = {
     "8.0": (167936, 166912), "8.7": (167936, 166912),
