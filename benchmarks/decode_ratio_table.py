@@ -6,6 +6,7 @@ Usage: python benchmarks/decode_ratio_table.py RUN.json [RUN.json ...] [--rows [
 e.g. python benchmarks/decode_ratio_table.py benchmarks/raw/h200-2026-12-03/{all13,regimes}.json \\
          --flashinfer-from calibrations/h200-probe-2026-12-01.json"""
 
+import gzip
 import json
 import sys
 
@@ -40,6 +41,13 @@ def row_line(ratio: float, key: tuple[str, str], ours: float, theirs: float, lau
             f"{splits!s:>4} x {tps!s:<6} blocks {blocks!s:<3} {shape}")
 
 
+def load(path: str) -> dict:
+    """A probe file, plain or gzipped (the raw folders keep large ones as .json.gz)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
 def main(argv: list[str]) -> None:
     runs, extra = (argv[:argv.index("--flashinfer-from")], argv[argv.index("--flashinfer-from") + 1:]) \
         if "--flashinfer-from" in argv else (argv, [])
@@ -48,9 +56,9 @@ def main(argv: list[str]) -> None:
         i = runs.index("--rows")
         show = "all" if runs[i + 1:i + 2] == ["all"] else "below"
         runs = runs[:i] + runs[i + (2 if show == "all" else 1):]
-    rows = [m for f in runs for m in json.load(open(f))["measurements"]]
+    rows = [m for f in runs for m in load(f)["measurements"]]
     ours = decode_times(rows, "triton")
-    theirs = decode_times([m for f in extra for m in json.load(open(f))["measurements"]] + rows, "flashinfer")
+    theirs = decode_times([m for f in extra for m in load(f)["measurements"]] + rows, "flashinfer")
     print(f"{'pages':<11} {'rows':>5} {'median':>7} {'worst':>6} {'>= 1.0':>7}   worst row")
     for kernel in DECODES:
         r = sorted((theirs[k] / t, k[0]) for k, t in ours.items() if k[1] == kernel and k in theirs)

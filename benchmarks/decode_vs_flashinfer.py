@@ -18,6 +18,9 @@
                                                                           # tokens read: whole tiles or tokens?
     python benchmarks/decode_vs_flashinfer.py waves [--out rows.json]     # wave-filling splits and other launches
                                                                           # on the rows probe 1.5.5 still lost
+    python benchmarks/decode_vs_flashinfer.py prefetch [--out rows.json]  # page numbers an iteration ahead (K/V
+                                                                          # double-buffered) and the tiles it moves,
+                                                                          # on the lost rows, then the default grid
 
 Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
@@ -296,11 +299,34 @@ def wave_variants(base):
             ("base 6/SM", r(base, target_programs_per_sm=6))]
 
 
+def prefetch_configs():
+    """The rows probe 1.5.5 lost (wave_configs), then every other default-grid shape: the prefetch changes every
+    kernel's tile loop, so the whole grid is its test."""
+    from kernels_probe.attention.grid import build_grid
+
+    first = wave_configs()
+    cfgs, _ = build_grid(coverage=False)
+    return first + [c for c in cfgs if c not in first]
+
+
+def prefetch_variants(base):
+    """Probe 1.5.5's kernels (page numbers loaded in the iteration that uses them: K/V single-buffered), the default
+    (loaded an iteration ahead where a program's loop runs long: decode_prefetch, prefix_prefetch), and the base
+    tile prefetching from 512-token splits. The first run of this stage (benchmarks/raw/device-2026-12-06c/
+    prefetch-everywhere.json, where "default" prefetched everywhere) tried 3-stage 128-token tiles, 64-token
+    batch-filled and long tiles, a 4-stage base tile and a 3-stage short tile."""
+    from cascade_plan.own_kernel_launch import PROBE_1_5_5_TUNE
+
+    return [("probe 1.5.5", PROBE_1_5_5_TUNE), ("default", base),
+            ("prefetch >= 512", dataclasses.replace(base, prefetch_min_tokens=512))]
+
+
 def launch_key(p, tune) -> tuple:
     """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
     the same key run the same kernels, so the second is not timed again."""
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
-            tune.merge_block_r, tune.merge_block_d, tune.merge_stages, tune.merge_slots_min, tune.merge_block_s)
+            p.prefetch, tune.merge_block_r, tune.merge_block_d, tune.merge_stages, tune.merge_slots_min,
+            tune.merge_block_s)
 
 
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
@@ -327,7 +353,7 @@ def loser_variants(base):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled",
-                                          "tiles", "long", "fi-tiles", "waves"])
+                                          "tiles", "long", "fi-tiles", "waves", "prefetch"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -375,6 +401,8 @@ def main() -> int:
         cfgs, variants = tile_configs(), tile_variants(DEFAULT_TUNE)
     elif args.stage == "waves":
         cfgs, variants = wave_configs(), wave_variants(DEFAULT_TUNE)
+    elif args.stage == "prefetch":
+        cfgs, variants = prefetch_configs(), prefetch_variants(DEFAULT_TUNE)
     elif args.stage == "fi-tiles":
         cfgs, variants = fi_tile_configs(), [("default", DEFAULT_TUNE)]
     elif args.stage == "long":
@@ -442,8 +470,8 @@ def main() -> int:
                     timed[key] = {**row["triton"][tname][label], "label": label}
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
-        if args.stage == "grid":  # the cascade, whose suffix pass and merge the tune also sets
-            for label, tune in variants:
+        if args.stage in ("grid", "prefetch"):  # the cascade, whose passes the tune also sets
+            for label, tune in variants[:2]:
                 out = torch.empty_like(d.q)
                 try:
                     casc = CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens,
@@ -491,7 +519,7 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers", "tiles", "long", "waves"):     # every variant: splits and ratio
+            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch"):  # each variant: splits, ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref
@@ -595,12 +623,13 @@ def summarize(rows, labels):
             if r:
                 print(f"{label:28s} {tname[:6]:6s} {len(r):4d} {statistics.median(r):7.3f} {min(r):7.3f} "
                       f"{sum(x < 1.0 for x in r):6d}")
-    if "probe-1.3" in labels:
+    old = next((x for x in ("probe-1.3", "probe 1.5.5") if x in labels), None)
+    if old:
         for kind in ("shared_table", "dup_table", "cascade"):
-            r = [row["triton"][kind]["probe-1.3"]["median_s"] / row["triton"][kind]["default"]["median_s"]
-                 for row in rows if {"default", "probe-1.3"} <= set(row["triton"].get(kind, {}))]
+            r = [row["triton"][kind][old]["median_s"] / row["triton"][kind]["default"]["median_s"]
+                 for row in rows if {"default", old} <= set(row["triton"].get(kind, {}))]
             if r:
-                print(f"speed-up of the default over probe 1.3's tune, {kind}: n={len(r)} median "
+                print(f"speed-up of the default over {old}'s tune, {kind}: n={len(r)} median "
                       f"{statistics.median(r):.3f}x, min {min(r):.3f}x, max {max(r):.3f}x")
         worst = []
         for row in rows:

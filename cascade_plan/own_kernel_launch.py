@@ -98,31 +98,42 @@ class TuneParams:
     # 1K + 4K in five splits lost (0.99x -> 0.96x), hence two at most
     decode_shared_split: bool = True
     shared_split_max: int = 2
+    # every kernel's tile loop loads the next tile's page numbers an iteration ahead, so that Triton's pipeliner
+    # double-buffers K and V (triton_jit._attend_range); off, K/V addresses wait on a load in the same iteration and
+    # get one buffer, loaded after the tile's math (the kernels of probes 1.2-1.5.5). Only where a program's loop is
+    # long (decode_prefetch, prefix_prefetch): on an H100 (the default grid,
+    # benchmarks/raw/device-2026-12-06c/prefetch-everywhere.json) prefetching everywhere took 256 sequences x 8 KV
+    # heads at 1K + 4K over shared pages from 0.84x FlashInfer's decode to 0.98x and 4K + 4K from 0.93x to 1.07x, but
+    # 64 x 8 at 1K + 128 in blocks of four (576-token splits) from 1.38x to 1.14x, and cascades over 256+ query rows
+    # 0.70-0.80x
+    page_prefetch: bool = True
+    prefetch_min_tokens: int = 1024
 
 
 DEFAULT_TUNE = TuneParams()
+# The tune of probe 1.5.5 (page numbers loaded in the iteration that uses them).
+PROBE_1_5_5_TUNE = TuneParams(page_prefetch=False)
 # The tune of probe 1.5.4 (16 long-context programs per SM).
-PROBE_1_5_4_TUNE = TuneParams(long_programs_per_sm=16)
+PROBE_1_5_4_TUNE = TuneParams(long_programs_per_sm=16, page_prefetch=False)
 # The tune of probe 1.5.3 (four warps for every decode tile).
-PROBE_1_5_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16)
+PROBE_1_5_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_prefetch=False)
 # The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
 PROBE_1_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
-                            decode_min_tokens_per_split=256)
+                            decode_min_tokens_per_split=256, page_prefetch=False)
 # The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
 # dots over an fp8 cache, the slot-at-a-time merge.
 PROBE_1_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30,
-                            decode_page_group=1, decode_min_tokens_per_split=256)
+                            decode_page_group=1, decode_min_tokens_per_split=256, page_prefetch=False)
 # The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
 LONG_TILE_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_page_group=1,
-                            decode_min_tokens_per_split=256)
+                            decode_min_tokens_per_split=256, page_prefetch=False)
 # The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
 PROBE_1_5_1_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_min_tokens_per_split=256,
-                              page_block_min_programs_per_sm=0,
-                              decode_shared_split=False)
+                              page_block_min_programs_per_sm=0, decode_shared_split=False, page_prefetch=False)
 # The tune of probe 1.5.2 (the 128-token floor for tiny launches; no cap on blocks by the programs left running, no
 # split at the shared prefix).
 PROBE_1_5_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_block_min_programs_per_sm=0,
-                              decode_shared_split=False)
+                              decode_shared_split=False, page_prefetch=False)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -197,21 +208,53 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
 
 
+def decode_tile_kind(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int,
+                     tune: TuneParams, *, forced: bool = False) -> str:
+    """Which tile a per-sequence decode launch runs: 'short' where a split holds few tokens (the cascade's suffix
+    pass), 'filled' once the batch alone fills the GPU (no split; not for a forced split count), 'long' where the
+    long-context launch split it, else 'base'."""
+    if tokens_per_split <= tune.decode_short_tokens:
+        return "short"
+    if not forced and splits == 1 and work_items >= tune.target_programs_per_sm * sm_count:
+        return "filled"
+    return "long" if long_tile else "base"
+
+
 def decode_tile(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int, tune: TuneParams,
                 *, forced: bool = False, head_dim: int = 128) -> tuple[int, int, int]:
-    """(block_n, stages, warps) of a per-sequence decode launch: the long-context tile where the long launch split it,
-    longer tiles once the batch alone fills the GPU (no split; not for a forced split count), and one or two tiles
-    per program in a shallow pipeline where a split holds few tokens (the cascade's suffix pass). The base tile runs
-    on decode_warps up to narrow_max_head_dim, on long_warps above it."""
-    block_n = tune.long_block_n if long_tile else tune.decode_block_n
-    base_warps = tune.decode_warps if head_dim <= tune.narrow_max_head_dim else tune.long_warps
-    stages, warps = (tune.long_stages, tune.long_warps) if long_tile else (tune.decode_stages, base_warps)
-    if not forced and splits == 1 and work_items >= tune.target_programs_per_sm * sm_count:
-        block_n, stages, warps = (tune.decode_block_n_large_batch, tune.decode_stages_large_batch,
-                                  tune.decode_warps_large_batch)
-    if tokens_per_split <= tune.decode_short_tokens:
-        block_n, stages, warps = tune.decode_short_block_n, tune.decode_short_stages, tune.decode_short_warps
-    return block_n, stages, warps
+    """(block_n, stages, warps) of a per-sequence decode launch, by its tile kind (decode_tile_kind): one or two
+    tiles per program in a shallow pipeline for short splits, longer tiles for a batch-filled launch, the long-context
+    tile, or the base tile, which runs on decode_warps up to narrow_max_head_dim and on long_warps above it."""
+    kind = decode_tile_kind(work_items, splits, tokens_per_split, long_tile, sm_count, tune, forced=forced)
+    if kind == "short":
+        return tune.decode_short_block_n, tune.decode_short_stages, tune.decode_short_warps
+    if kind == "filled":
+        return tune.decode_block_n_large_batch, tune.decode_stages_large_batch, tune.decode_warps_large_batch
+    if kind == "long":
+        return tune.long_block_n, tune.long_stages, tune.long_warps
+    return tune.decode_block_n, tune.decode_stages, (tune.decode_warps if head_dim <= tune.narrow_max_head_dim
+                                                     else tune.long_warps)
+
+
+def decode_prefetch(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int,
+                    tune: TuneParams, *, forced: bool = False) -> bool:
+    """Does the per-sequence decode load each tile's page numbers an iteration ahead (TuneParams.page_prefetch)?
+    Where a program's loop is long: the batch-filled and long-context tiles (2-stage pipelines, one K/V buffer either
+    way: the page load leaves the loop's critical path) and base tiles over splits of prefetch_min_tokens or more
+    (double-buffered). Not over shorter splits: there the second buffer (70 KB of shared memory per program instead
+    of 38 KB at head dim 128) costs more programs per SM than the overlap gains, and blocks of sequences pay its
+    prologue once per private tail."""
+    if not tune.page_prefetch:
+        return False
+    kind = decode_tile_kind(work_items, splits, tokens_per_split, long_tile, sm_count, tune, forced=forced)
+    return kind in ("filled", "long") or (kind == "base" and tokens_per_split >= tune.prefetch_min_tokens)
+
+
+def prefix_prefetch(rows: int, tune: TuneParams) -> bool:
+    """Does the cascade's prefix pass load page numbers an iteration ahead? Where one row tile holds all its query rows
+    (few programs: each program's own overlap is what hides the loads), not where several row tiles per KV head run
+    (many programs per SM, the second buffer's shared memory costs more)."""
+    return tune.page_prefetch and rows <= tune.prefix_max_block_m
 
 
 def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tune: TuneParams) -> tuple[int, int]:
@@ -341,68 +384,3 @@ def prefix_block_m(rows: int, max_block_m: int) -> int:
 
 def scale_log2(head_dim: int, sm_scale: float | None) -> float:
     return (sm_scale if sm_scale is not None else 1.0 / math.sqrt(head_dim)) * LOG2E
-
-
-def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,
-                sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> dict:
-    """The page blocks a per-sequence decode over shared pages forms, computed on the host: `batch` sequences of
-    `seq_len` tokens each, in groups of `group_size` consecutive sequences whose first `shared_prefix_tokens` tokens
-    are the same pages. What DecodePlan launches (splits, tile, page_block_seqs) and what paged_decode_kernel then
-    chooses split by split: a split inside the shared prefix groups its aligned block (the largest size that fits in
-    a group), a split straddling the prefix's end groups the largest block whose private tokens in it the shared run,
-    in whole tiles, covers, and a split past it never does. Returns the launch record's fields: splits,
-    tokens_per_split, page_block_seqs, and where blocks can form grouped_programs (the share of (sequence, KV head,
-    split) programs whose shared pages a block read once) and mean_block_seqs (0 when none formed), as
-    DecodePlan.launch_record writes them."""
-    splits, tps, seqs, block_n = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                       sm_count, tune)
-    out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}
-    if seqs == 1:
-        return out
-    blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
-    out["grouped_programs"] = len(blocks) / splits
-    out["mean_block_seqs"] = sum(s for s, _ in blocks) / len(blocks) if blocks else 0.0
-    return out
-
-
-def split_blocks(splits: int, tokens_per_split: int, seqs: int, group_size: int, shared_prefix_tokens: int,
-                 seq_len: int, block_n: int) -> list[tuple[int, int]]:
-    """(sequences in the block, shared tokens it reads once for all of them) of every split where
-    paged_decode_kernel groups a block: the largest size up to `seqs` that divides the group and whose private
-    tokens in the split the shared run, in whole tiles, covers."""
-    out = []
-    for i in range(splits):
-        start, end = i * tokens_per_split, min(i * tokens_per_split + tokens_per_split, seq_len)
-        if start >= shared_prefix_tokens or group_size < 2:
-            continue
-        s = seqs
-        while s >= 2 and not (group_size % s == 0 and split_groups(start, end, shared_prefix_tokens, block_n, s)):
-            s //= 2
-        if s >= 2:
-            out.append((s, ((min(shared_prefix_tokens, end) - start) // block_n) * block_n))
-    return out
-
-
-def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,
-                       seq_len: int, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> float:
-    """Shared tokens per sequence that a per-sequence decode over shared pages does not read for that sequence,
-    because its page block's first program read them once for the whole block: the sum over grouped splits of
-    the block's shared run x (1 - 1 / sequences in the block). 0 where no block forms."""
-    splits, tps, seqs, block_n = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                       sm_count, tune)
-    if seqs == 1:
-        return 0.0
-    blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
-    return float(sum(run * (1 - 1 / s) for s, run in blocks))
-
-
-def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, shared_prefix_tokens: int, seq_len: int,
-                          sm_count: int, tune: TuneParams) -> tuple[int, int, int, int]:
-    """(splits, tokens per split, page_block_seqs, tile tokens) of a per-sequence decode over shared pages, as
-    DecodePlan launches it."""
-    work = batch * kv_heads
-    splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
-    block_n, _, _ = decode_tile(work, splits, tps, long_tile, sm_count, tune)
-    seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
-                           max_seq_len=seq_len, tokens_per_split=tps, block_n=block_n)
-    return splits, tps, seqs, block_n

@@ -156,7 +156,7 @@ def test_a_split_at_the_shared_prefixs_end_forms_blocks_and_matches_the_referenc
     """Where the batch alone fills the GPU the launch is unsplit and its one split straddles the prefix's end, so no
     block forms (64 shared tokens hold fewer than two sequences' 40 private ones); decode_shared_split ends the first
     split at the prefix, whose blocks then read it once, and the host's page_blocks says so beforehand."""
-    from cascade_plan.own_kernel_launch import page_blocks
+    from cascade_plan.own_kernel_blocks import page_blocks
 
     d = build_data(_cfg(suffix_tokens=40), "cpu", seed=5)
     ref = reference_output(d)

@@ -14,6 +14,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cascade_plan.own_kernel_blocks import page_blocks
 from cascade_plan.own_kernel_launch import (
     DEFAULT_TUNE,
     LOG2E,
@@ -31,7 +32,6 @@ from cascade_plan.own_kernel_launch import (
     decode_tile,
     first_split_blocks,
     page_block_seqs,
-    page_blocks,
     prefix_block_m,
     scale_log2,
     splits_filling_waves,
@@ -209,7 +209,7 @@ def test_the_host_predicts_the_blocks_the_kernel_formed():
     kernel grouped, read back after it ran (benchmarks/raw/device-2026-12-05/triton151.json, an H100 with 132 SMs):
     page_blocks, on the host, gives the same for all 188 rows, decode over shared and over private pages, with the
     tune that run used (its decode split floor, 256 tokens, since lowered)."""
-    from cascade_plan.own_kernel_launch import page_blocks
+    from cascade_plan.own_kernel_blocks import page_blocks
 
     doc = json.loads((ROOT / "benchmarks/raw/device-2026-12-05/triton151.json").read_text())
     assert doc["probe_version"] == "1.5.1" and doc["device"]["sm_count"] == 132
@@ -259,7 +259,8 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
     assert decode_launch(256, 8, 4, 8192, 4096, 132, PROBE_1_5_2_TUNE) == (1, 8192, False)
     assert decode_launch(256, 8, 4, 8192, 4096, 132, t) == (2, 4096, False)
     assert page_blocks(256, 8, 4, 256, 4096, 8192, 132, t) == {
-        "splits": 2, "tokens_per_split": 4096, "page_block_seqs": 4, "grouped_programs": 0.5, "mean_block_seqs": 4.0}
+        "splits": 2, "tokens_per_split": 4096, "page_block_seqs": 4, "grouped_programs": 0.5, "mean_block_seqs": 4.0,
+        "page_prefetch": True}
     # 1K + 4K would take five splits (more than shared_split_max = 2); up to eight where the tune allows
     assert decode_launch(256, 8, 4, 5120, 1024, 132, t) == (1, 5120, False)
     assert decode_launch(256, 8, 4, 5120, 1024, 132, dataclasses.replace(t, shared_split_max=8)) == (5, 1024, False)
@@ -271,3 +272,34 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
     assert decode_launch(256, 8, 4, 1152, 1024, 132, t) == (1, 1152, False)
     assert decode_launch(16, 8, 4, 8192, 4096, 132, t) == decode_launch(
         16, 8, 4, 8192, 4096, 132, dataclasses.replace(t, decode_shared_split=False))
+
+
+def test_page_numbers_are_prefetched_where_a_programs_loop_runs_long():
+    """H100 (132 SMs), 8 KV heads x 4 query heads: the batch-filled launch (256 sequences at 1K + 4K, unsplit), the
+    long-context tile (16 sequences at 4K + 4K: 8 splits of 1,024 tokens), and the base tile over 1,024 tokens or
+    more (256 sequences at 4K + 4K over shared pages: split at the prefix's end, 2 x 4,096) prefetch; the base tile
+    over 576-token splits (64 sequences at 1K + 128: 2 splits), the short tile
+    (splits of <= 256 tokens) and every launch of a tune without it do not. The prefix pass prefetches where one
+    128-row tile holds all its query rows."""
+    from cascade_plan.own_kernel_launch import (
+        PROBE_1_5_5_TUNE,
+        decode_launch,
+        decode_prefetch,
+        decode_tile_kind,
+        prefix_prefetch,
+    )
+
+    def kind_and_prefetch(batch, tokens, shared, tune=DEFAULT_TUNE):
+        splits, tps, long_tile = decode_launch(batch, 8, 4, tokens, shared, 132, tune)
+        return (decode_tile_kind(batch * 8, splits, tps, long_tile, 132, tune), splits, tps,
+                decode_prefetch(batch * 8, splits, tps, long_tile, 132, tune))
+
+    assert kind_and_prefetch(256, 5120, 1024) == ("filled", 1, 5120, True)
+    assert kind_and_prefetch(16, 8192, 4096) == ("long", 8, 1024, True)
+    assert kind_and_prefetch(256, 8192, 4096) == ("base", 2, 4096, True)
+    assert kind_and_prefetch(64, 1152, 1024) == ("base", 2, 576, False)
+    assert kind_and_prefetch(4, 1152, 1024)[0::3] == ("short", False)
+    for case in ((256, 5120, 1024), (16, 8192, 4096), (256, 8192, 4096)):
+        assert kind_and_prefetch(*case, tune=PROBE_1_5_5_TUNE)[3] is False
+    assert prefix_prefetch(16 * 4, DEFAULT_TUNE) and prefix_prefetch(128, DEFAULT_TUNE)
+    assert not prefix_prefetch(256, DEFAULT_TUNE) and not prefix_prefetch(64, PROBE_1_5_5_TUNE)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from cascade_plan.calibration_schema.kernel_fit import PageBlockRule
 from cascade_plan.cost.ops.page_blocks import page_blocks_of
-from cascade_plan.own_kernel_launch import page_blocks
+from cascade_plan.own_kernel_blocks import page_blocks
 
 if TYPE_CHECKING:
     from cascade_plan.calibration.calibration_file import ProbeData

@@ -33,17 +33,21 @@ import triton.language as tl
 
 
 @triton.jit
-def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
-                 offs_n, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr,
-                 ROW_MASKED: tl.constexpr):
+def _attend_tile(q, m_i, l_i, acc, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
+                 sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                 MASKED: tl.constexpr, ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr):
     """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
     tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles).
+    PAGE_GIVEN: `page_in` holds the tile's page numbers (loaded an iteration earlier); else they are loaded here.
     ROW_MASKED: only the rows where rmask holds attend to these keys (one sequence's private tokens in a program
     that holds several sequences' rows); the others keep their state, and a row that has seen no key yet keeps
     m = -inf without NaNs."""
     t = t0 + offs_n
     if MASKED:
         mask_n = t < end
+    if PAGE_GIVEN:
+        page = page_in
+    elif MASKED:
         page = tl.load(bt_row + t // PAGE_SIZE, mask=mask_n, other=0)
     else:
         page = tl.load(bt_row + t // PAGE_SIZE)
@@ -77,17 +81,33 @@ def _attend_tile(q, m_i, l_i, acc, t0, end, bt_row, k_ptr, v_ptr, stride_kp, str
 @triton.jit
 def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
                   offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                  ROW_MASKED: tl.constexpr):
-    """Tokens [start, end): full tiles without masks, then at most one masked tail tile."""
+                  ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr):
+    """Tokens [start, end): full tiles without masks, then at most one masked tail tile.
+    PREFETCH: each full tile's page numbers are loaded an iteration ahead and carried through the loop. Where K/V
+    addresses come from a load in the same iteration, Triton's pipeliner (3.6-3.9, sm_90) gives K and V one buffer
+    each and waits for them at the top of every iteration: no load overlaps the tile's own math. Carried page numbers
+    let it double-buffer K and V (num_stages 3; a 2-stage launch keeps one buffer either way)."""
     n_full = tl.maximum(end - start, 0) // BLOCK_N
-    for i in range(0, n_full):
-        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr, stride_kp,
+    full_end = start + n_full * BLOCK_N
+    if PREFETCH:
+        t_first = start + offs_n
+        page = tl.load(bt_row + t_first // PAGE_SIZE, mask=t_first < full_end, other=0)
+        for i in range(0, n_full):
+            t_next = start + (i + 1) * BLOCK_N + offs_n
+            page_next = tl.load(bt_row + t_next // PAGE_SIZE, mask=t_next < full_end, other=0)
+            m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, page, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr,
+                                         stride_kp, stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE,
+                                         DOT_DTYPE, False, ROW_MASKED, True)
+            page = page_next
+    else:
+        for i in range(0, n_full):
+            m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr,
+                                         stride_kp, stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE,
+                                         DOT_DTYPE, False, ROW_MASKED, False)
+    if full_end < end:
+        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, full_end, end, bt_row, k_ptr, v_ptr, stride_kp,
                                      stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE, DOT_DTYPE,
-                                     False, ROW_MASKED)
-    tail = start + n_full * BLOCK_N
-    if tail < end:
-        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, tail, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
-                                     sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE, DOT_DTYPE, True, ROW_MASKED)
+                                     True, ROW_MASKED, False)
     return m_i, l_i, acc
 
 
@@ -163,6 +183,7 @@ def paged_decode_kernel(
     LOG2_SEQS: tl.constexpr,
     CHK: tl.constexpr,
     RECORD_GROUPED: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -233,7 +254,7 @@ def paged_decode_kernel(
         acc = tl.zeros([BLOCK_G, D], tl.float32)
         m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, first_end, bt_first, k_ptr, v_ptr, stride_kp,
                                       stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_g, BLOCK_N,
-                                      PAGE_SIZE, DOT_DTYPE, False)
+                                      PAGE_SIZE, DOT_DTYPE, False, PREFETCH)
         if SEQS > 1:
             if grouped != 0:  # each sequence's own tokens after the common run, its rows only
                 # A loop, not static_range: unrolled 16 times the kernel took ~1 min to compile (16x the PTX)
@@ -242,7 +263,7 @@ def paged_decode_kernel(
                     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, first_end, end_j,
                                                   bt_ptr + (b0 + j).to(tl.int64) * stride_bt, k_ptr, v_ptr,
                                                   stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d,
-                                                  row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True)
+                                                  row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True, PREFETCH)
         _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot_offset + split,
                     offs_d, D, WRITE_FINAL)
 
@@ -274,6 +295,7 @@ def prefix_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_gh = tl.program_id(1)
@@ -299,7 +321,7 @@ def prefix_kernel(
     bt_row = bt_ptr + grp.to(tl.int64) * stride_bt
     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                   h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_m, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                  False)
+                                  False, PREFETCH)
 
     # always a state slot (the cascade merges it): no bf16 output, so the state buffer stands in for out_ptr
     _store_rows(acc, m_i, l_i, rows, mask_m, o_state_ptr, lse_state_ptr, o_state_ptr, rows_total, slot_offset + split,

@@ -23,9 +23,11 @@ from cascade_plan.own_kernel_launch import (
     decode_block_g,
     decode_launch,
     decode_launch_splits,
+    decode_prefetch,
     decode_tile,
     page_block_seqs,
     prefix_block_m,
+    prefix_prefetch,
     scale_log2,
 )
 from kernels_probe.attention.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
@@ -79,6 +81,8 @@ class DecodePlan:
                                                              sm_count, tune)
         self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, self.tps, long_tile, sm_count,
                                                             tune, forced=force_splits is not None, head_dim=D)
+        self.prefetch = decode_prefetch(self.work_items, self.splits, self.tps, long_tile, sm_count, tune,
+                                        forced=force_splits is not None)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
                                     shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len,
@@ -111,7 +115,7 @@ class DecodePlan:
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
-            RECORD_GROUPED=self.grouped is not None,
+            RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch,
             num_warps=self.warps, num_stages=self.stages,
         )
 
@@ -126,6 +130,8 @@ class DecodePlan:
         the launch allowed (page_block_seqs), and where blocks formed the share of (sequence, KV head, split)
         programs whose shared pages a block read once and the mean block size among them."""
         rec = {"splits": self.splits, "tokens_per_split": self.tps, "page_block_seqs": self.seqs}
+        if self.tune.page_prefetch:
+            rec["page_prefetch"] = self.prefetch
         if self.grouped is not None:
             g = self.grouped.to("cpu", torch.int32)
             inside = g[g > 0]
@@ -151,6 +157,7 @@ class PrefixPlan:
         rows = seqs_per_group * self.G
         self.block_m = prefix_block_m(rows, tune.prefix_max_block_m)
         self.m_tiles = ceil_div(rows, self.block_m)
+        self.prefetch = prefix_prefetch(rows, tune)
         if force_splits is not None:
             tps = ceil_div(ceil_div(prefix_len, force_splits), tune.prefix_block_n) * tune.prefix_block_n
             self.splits, self.tps = ceil_div(prefix_len, tps), tps
@@ -169,6 +176,7 @@ class PrefixPlan:
             self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
             HKV=self.HKV, G=self.G, D=self.D, PAGE_SIZE=self.PS, BLOCK_M=self.block_m,
             BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune),
+            PREFETCH=self.prefetch,
             num_warps=self.tune.prefix_warps,
             num_stages=self.tune.prefix_stages,
         )

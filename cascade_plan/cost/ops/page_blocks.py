@@ -11,7 +11,8 @@ import msgspec
 import numpy as np
 
 from cascade_plan.cost.step_shape import StepLoad
-from cascade_plan.own_kernel_launch import TuneParams, block_saved_tokens
+from cascade_plan.own_kernel_blocks import block_saved_tokens
+from cascade_plan.own_kernel_launch import TuneParams
 
 
 class PageBlocks(msgspec.Struct, frozen=True):

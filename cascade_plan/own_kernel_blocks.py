@@ -1,0 +1,84 @@
+"""Page blocks of the probe's Triton per-sequence decode, on the host: which blocks of consecutive sibling sequences a
+launch (own_kernel_launch) lets paged_decode_kernel form, split by split, and the shared tokens each block reads once
+for all its sequences. What a probe row records of its launch, and what the planner takes out of the decode's bytes.
+Pure Python, as own_kernel_launch."""
+
+from __future__ import annotations
+
+from cascade_plan.own_kernel_launch import (
+    DEFAULT_TUNE,
+    TuneParams,
+    decode_launch,
+    decode_prefetch,
+    decode_tile,
+    page_block_seqs,
+    split_groups,
+)
+
+
+def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,
+                sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> dict:
+    """The page blocks a per-sequence decode over shared pages forms, computed on the host: `batch` sequences of
+    `seq_len` tokens each, in groups of `group_size` consecutive sequences whose first `shared_prefix_tokens` tokens
+    are the same pages. What DecodePlan launches (splits, tile, page_block_seqs) and what paged_decode_kernel then
+    chooses split by split: a split inside the shared prefix groups its aligned block (the largest size that fits in
+    a group), a split straddling the prefix's end groups the largest block whose private tokens in it the shared run,
+    in whole tiles, covers, and a split past it never does. Returns the launch record's fields: splits,
+    tokens_per_split, page_block_seqs, page_prefetch (where the tune has it), and where blocks can form
+    grouped_programs (the share of (sequence, KV head,
+    split) programs whose shared pages a block read once) and mean_block_seqs (0 when none formed), as
+    DecodePlan.launch_record writes them."""
+    splits, tps, seqs, block_n, prefetch = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens,
+                                                                 seq_len, sm_count, tune)
+    out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}
+    if tune.page_prefetch:      # recorded by tunes that have it (probe 1.6 on)
+        out["page_prefetch"] = prefetch
+    if seqs == 1:
+        return out
+    blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
+    out["grouped_programs"] = len(blocks) / splits
+    out["mean_block_seqs"] = sum(s for s, _ in blocks) / len(blocks) if blocks else 0.0
+    return out
+
+
+def split_blocks(splits: int, tokens_per_split: int, seqs: int, group_size: int, shared_prefix_tokens: int,
+                 seq_len: int, block_n: int) -> list[tuple[int, int]]:
+    """(sequences in the block, shared tokens it reads once for all of them) of every split where
+    paged_decode_kernel groups a block: the largest size up to `seqs` that divides the group and whose private
+    tokens in the split the shared run, in whole tiles, covers."""
+    out = []
+    for i in range(splits):
+        start, end = i * tokens_per_split, min(i * tokens_per_split + tokens_per_split, seq_len)
+        if start >= shared_prefix_tokens or group_size < 2:
+            continue
+        s = seqs
+        while s >= 2 and not (group_size % s == 0 and split_groups(start, end, shared_prefix_tokens, block_n, s)):
+            s //= 2
+        if s >= 2:
+            out.append((s, ((min(shared_prefix_tokens, end) - start) // block_n) * block_n))
+    return out
+
+
+def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,
+                       seq_len: int, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> float:
+    """Shared tokens per sequence that a per-sequence decode over shared pages does not read for that sequence,
+    because its page block's first program read them once for the whole block: the sum over grouped splits of
+    the block's shared run x (1 - 1 / sequences in the block). 0 where no block forms."""
+    splits, tps, seqs, block_n, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
+                                                          sm_count, tune)
+    if seqs == 1:
+        return 0.0
+    blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
+    return float(sum(run * (1 - 1 / s) for s, run in blocks))
+
+
+def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, shared_prefix_tokens: int, seq_len: int,
+                          sm_count: int, tune: TuneParams) -> tuple[int, int, int, int, bool]:
+    """(splits, tokens per split, page_block_seqs, tile tokens, page prefetch) of a per-sequence decode over shared
+    pages, as DecodePlan launches it."""
+    work = batch * kv_heads
+    splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
+    block_n, _, _ = decode_tile(work, splits, tps, long_tile, sm_count, tune)
+    seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
+                           max_seq_len=seq_len, tokens_per_split=tps, block_n=block_n)
+    return splits, tps, seqs, block_n, decode_prefetch(work, splits, tps, long_tile, sm_count, tune)

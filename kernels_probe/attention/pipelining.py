@@ -1,0 +1,64 @@
+"""How Triton pipelines the per-sequence decode kernel, read from its compiled IR without a GPU: the shared memory a
+launch takes and how many buffers its K and V tiles get (1: each tile is loaded after the previous tile's math and
+waited for before its own, so no load overlaps the math of its program; 2 or more: double-buffered).
+
+    python -m kernels_probe.attention.pipelining    # a table for the launches the default tune makes
+
+Compiles for sm_90 with Triton's own ptxas (no driver needed); must run without TRITON_INTERPRET."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+
+def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
+                    q_per_kv: int = 4, arch: int = 90) -> dict:
+    """Compile paged_decode_kernel for one launch shape (bf16 KV) and return {'shared_bytes', 'kv_buffers' (the
+    smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts)}."""
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from kernels_probe.attention.triton_jit import paged_decode_kernel
+
+    names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",
+             "grouped_ptr", "sm_scale_log2", "stride_bt", "stride_kp", "stride_kt", "stride_kh", "rows_total",
+             "slot_offset", "tokens_per_split"]
+    types = ["*bf16"] * 3 + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "fp32"] + ["i32"] * 7
+    signature: dict = dict(zip(names, types))
+    const = dict(HKV=8, G=q_per_kv, BLOCK_G=max(16, 1 << (q_per_kv * seqs - 1).bit_length()), D=head_dim,
+                 PAGE_SIZE=16, BLOCK_N=block_n, WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16, HEAD_MAJOR=False, SEQS=seqs,
+                 LOG2_SEQS=seqs.bit_length() - 1, CHK=16, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch)
+    signature.update({k: "constexpr" for k in const})
+    # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
+    aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    kernel = triton.compile(ASTSource(paged_decode_kernel, signature, constexprs=const, attrs=attrs),
+                            target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
+    ir = kernel.asm["ttgir"]
+    tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{head_dim}xbf16", ir)
+    return {"shared_bytes": int(kernel.metadata.shared), "kv_buffers": min(int(n) for n in tiles) if tiles else 0,
+            "waits": [int(n) for n in re.findall(r"async_wait[^\n]*?num = (\d+)", ir)]}
+
+
+def main() -> int:
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE as T
+
+    launches = [("base", T.decode_block_n, T.decode_stages, T.decode_warps),
+                ("batch-filled", T.decode_block_n_large_batch, T.decode_stages_large_batch, T.decode_warps_large_batch),
+                ("long-context", T.long_block_n, T.long_stages, T.long_warps),
+                ("short (suffix pass)", T.decode_short_block_n, T.decode_short_stages, T.decode_short_warps)]
+    print(f"{'launch':22s} {'tile':>5s} {'stages':>6s} {'warps':>5s} {'prefetch':>8s} {'smem KB':>8s} "
+          f"{'K/V buffers':>11s}")
+    for name, bn, st, w in launches:
+        for pf in (False, True):
+            r = decode_pipeline(bn, st, w, prefetch=pf)
+            print(f"{name:22s} {bn:5d} {st:6d} {w:5d} {str(pf):>8s} {r['shared_bytes'] / 1024:8.1f} "
+                  f"{r['kv_buffers']:11d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
