@@ -67,12 +67,44 @@ def pytest_configure_node(node):
 
 def pytest_configure(config):
     _reuse_click_commands()
+    # Triton's interpreter on in every process before any test module imports triton: the probe's kernel tests
+    # need it, and a module that imported triton first (the CPU compile of tests/test_kernel_pipelining runs in
+    # a subprocess of its own) would make them skip on whichever worker it ran
+    from kernels_probe.interpret import enable_interpreter
+
+    enable_interpreter()
     size = getattr(config, "workerinput", {}).get("terminal_size")
     for key, value in (size or {}).items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+# A kernel test skipped because triton was imported without the interpreter is a hole in the suite, not a machine
+# without triton: the run fails and says which.
+INTERPRETER_SKIPS = ("without TRITON_INTERPRET", "imported without the interpreter")
+interpreter_skipped: list[str] = []
+
+
+def _note_interpreter_skip(report) -> None:
+    if report.skipped and any(words in str(report.longrepr) for words in INTERPRETER_SKIPS):
+        interpreter_skipped.append(report.nodeid)
+
+
+def pytest_collectreport(report):
+    _note_interpreter_skip(report)
+
+
+def pytest_runtest_logreport(report):
+    _note_interpreter_skip(report)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if interpreter_skipped and exitstatus == 0 and not hasattr(session.config, "workerinput"):
+        session.exitstatus = 1
+        print(f"\nerror: {len(interpreter_skipped)} kernel tests skipped because triton was imported without the "
+              f"interpreter first: {', '.join(sorted(set(interpreter_skipped))[:5])}")
 
 
 def pytest_collection_modifyitems(config, items):
