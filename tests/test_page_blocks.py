@@ -212,3 +212,29 @@ def test_estimate_and_report_price_a_run_with_the_blocks(tmp_path, h100_run):
     res = run("report", ROOT / "workloads" / "rl-rollouts-64.yaml", *args, "--out", tmp_path / "rep")
     assert res.exit_code == 0, res.output
     assert f"{data['run']['speedup']:.2f}x" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_the_redundant_prefix_reads_are_the_priced_kernels(tmp_path, h100_run):
+    """With blocks priced, the per-sequence decode reads a block's shared pages once: the estimate's per-sequence
+    prefix bytes, and the redundant prefix reads its verdict weighs against the weights, are those its priced kernel
+    reads (fewer than every sibling reading its own), while the suffix bytes stay as they were."""
+    from cascade_plan.cli.common import dumps_json
+
+    from cli_support import estimate_json_and_text
+
+    def estimate(probe: ProbeData, name: str) -> dict:
+        cal = tmp_path / name
+        cal.write_text(dumps_json(probe.decoded))
+        return estimate_json_and_text(ROOT / "workloads" / "rl-rollouts-64.yaml", "--hardware", "h100",
+                                      "--calibration", cal, "--backend", "triton")[0]
+
+    blocks, plain = estimate(h100_run, "blocks.json"), estimate(_without_rule(h100_run), "plain.json")
+    b, p = blocks["first_step"], plain["first_step"]
+    spared = p["per_sequence"]["prefix_bytes"] - b["per_sequence"]["prefix_bytes"]
+    assert spared > 0.1 * p["per_sequence"]["prefix_bytes"]
+    assert b["per_sequence"]["suffix_bytes"] == pytest.approx(p["per_sequence"]["suffix_bytes"])
+    assert b["cascade"]["prefix_bytes"] == pytest.approx(p["cascade"]["prefix_bytes"])
+    assert blocks["go_no_go"]["redundant_prefix_bytes"] == pytest.approx(
+        plain["go_no_go"]["redundant_prefix_bytes"] - spared)
+    assert blocks["go_no_go"]["redundant_prefix_bytes"] == pytest.approx(
+        b["per_sequence"]["prefix_bytes"] - b["cascade"]["prefix_bytes"])

@@ -26,6 +26,7 @@ from cascade_plan.cost.ops.attention import (
 from cascade_plan.cost.ops.attention_work import kv_read_bytes
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import CASCADE, PER_SEQUENCE, StepContext
+from cascade_plan.cost.ops.decode import spared_tokens
 from cascade_plan.cost.ops.shape_anchor import ANCHORED, ANCHORED_SOURCE, anchored_layer_s
 from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction, roofline_s  # noqa: F401
 from cascade_plan.cost.step_shape import (  # noqa: F401  (re-exported: callers import them here)
@@ -64,6 +65,7 @@ class StepCosts(msgspec.Struct, frozen=True):
     ps_attention_bytes: np.ndarray       # logical: every sequence reads its whole context
     ps_hbm_bytes: np.ndarray             # after L2 hits on shared prefix pages
     ps_prefix_bytes: np.ndarray          # logical prefix part of ps_attention_bytes
+    ps_spared_bytes: np.ndarray          # of ps_prefix_bytes, what page blocks read once for siblings (own kernel)
     ps_flops: np.ndarray
     ps_attention_s: np.ndarray
     ps_step_s: np.ndarray
@@ -178,12 +180,14 @@ def step_costs(load: StepLoad, g: GpuShape, model: ModelSpec, weight_dtype: str,
     for mode in (PER_SEQUENCE, CASCADE):
         mode_ops[mode] = tuple(attention.get(op.name, shared.get(op.name, op)) for mod, op in priced
                                if mode in getattr(mod, "MODES"))
+    ps_prefix_bytes = kv_read_bytes(load.ps_prefix_tokens, kvb)
     return StepCosts(
         steps=steps if steps is not None else np.zeros(0), active_seqs=seqs,
         weight_bytes=weight_bytes_per_gpu(model, weight_dtype, tp, seqs),
         weight_flops=gemm_flops_per_gpu(model, tp, seqs),
         weight_s=w_s, ps_attention_bytes=kv_read_bytes(load.ps_prefix_tokens + load.suffix_tokens, kvb),
-        ps_hbm_bytes=dec.bytes, ps_prefix_bytes=kv_read_bytes(load.ps_prefix_tokens, kvb), ps_flops=dec.flops,
+        ps_hbm_bytes=dec.bytes, ps_prefix_bytes=ps_prefix_bytes,
+        ps_spared_bytes=np.zeros_like(ps_prefix_bytes) + kv_read_bytes(spared_tokens(ctx), kvb), ps_flops=dec.flops,
         ps_attention_s=ps_attn, ps_step_s=other_s + ps_attn, cas_prefix_bytes=pre.bytes, cas_suffix_bytes=suf.bytes,
         cas_merge_bytes=mer.bytes, cas_prefix_flops=pre.flops, cas_suffix_flops=suf.flops,
         cas_prefix_s=pre_s, cas_suffix_s=suf_s, cas_merge_s=merge_s, cas_levels=load.levels_on,

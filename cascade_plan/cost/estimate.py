@@ -116,8 +116,10 @@ def _ops(ops, idx: int, attention_source: str) -> tuple[OpStep, ...]:
 def _summary(c: StepCosts, idx: int, label: str, mode: str = "calibrated", measured: str | None = None) -> StepSummary:
     ps_source = _source(c.ps_measured, idx, mode, measured, c.ps_anchored)
     cas_source = _source(c.cas_measured, idx, mode, measured, c.cas_anchored)
-    ps = ModeStep(attention_bytes=float(c.ps_attention_bytes[idx]), hbm_bytes=float(c.ps_hbm_bytes[idx]),
-                  prefix_bytes=float(c.ps_prefix_bytes[idx]),
+    # what the priced kernel reads: the probe's own kernel reads a page block's shared pages once for its siblings
+    spared = float(c.ps_spared_bytes[idx])
+    ps = ModeStep(attention_bytes=float(c.ps_attention_bytes[idx]) - spared, hbm_bytes=float(c.ps_hbm_bytes[idx]),
+                  prefix_bytes=float(c.ps_prefix_bytes[idx]) - spared,
                   suffix_bytes=float(c.ps_attention_bytes[idx] - c.ps_prefix_bytes[idx]), merge_bytes=0.0,
                   attention_flops=float(c.ps_flops[idx]), attention_s=float(c.ps_attention_s[idx]),
                   step_s=float(c.ps_step_s[idx]), attention_source=ps_source, ops=_ops(c.ps_ops, idx, ps_source))

@@ -27,6 +27,16 @@ def logical_bytes(ctx: StepContext) -> np.ndarray:
     return kv_read_bytes(ctx.load.ps_prefix_tokens + ctx.load.suffix_tokens, ctx.shape.kv_bytes_per_token)
 
 
+def spared_tokens(ctx: StepContext) -> np.ndarray | float:
+    """Shared tokens a page block of the probe's own kernel reads once for its siblings (summed over sequences):
+    the other siblings' reads of them cost no HBM, L2 or compute. 0 without prefix caching or without the rule."""
+    inputs = ctx.attention_inputs()
+    if inputs is None or not ctx.prefix_caching:
+        return 0.0
+    load, g, params = inputs
+    return load_saved_tokens(params.page_blocks, load, g.kv_heads, ctx.q_per_kv)
+
+
 def cost(ctx: StepContext) -> OpCost | None:
     inputs = ctx.attention_inputs()
     if inputs is None:
@@ -38,8 +48,7 @@ def cost(ctx: StepContext) -> OpCost | None:
     if ctx.prefix_caching and node_bytes.size:
         hit = l2_hit_fraction(params, node_bytes.sum(0) / L, g.l2_bytes)
     rows, G = ctx.kernel_rows, ctx.q_per_kv
-    # shared tokens a page block read once for its siblings: no HBM, L2 or compute for the others
-    spared = load_saved_tokens(params.page_blocks, load, g.kv_heads, G) if ctx.prefix_caching else 0.0
+    spared = spared_tokens(ctx)
     tokens = load.ps_prefix_tokens + load.suffix_tokens - spared
     logical = logical_bytes(ctx)
     read = logical - kv_read_bytes(spared, kvb)
