@@ -51,13 +51,19 @@ def test_the_block_size_fits_the_padded_dot_and_divides_the_batch():
     assert page_group_seqs(64, 4, dataclasses.replace(t, decode_page_group=1)) == 1
 
 
+# the base tile over every split, with page numbers loaded an iteration ahead (TINY's splits are short tiles: none)
+PREFETCH = dataclasses.replace(TINY, decode_short_tokens=0, prefetch_min_tokens=0)
+
+
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("q_per_kv", [4, 1, 6])
-def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_per_kv):
+@pytest.mark.parametrize("tune", [TINY, PREFETCH], ids=["loaded-in-loop", "prefetched"])
+def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_per_kv, tune):
     d = build_data(_cfg(q_per_kv=q_per_kv), "cpu", seed=3)
     ref = reference_output(d)
     T = 72
-    out, plan = _run(d, d.shared_table, T, splits=splits)
+    out, plan = _run(d, d.shared_table, T, splits=splits, tune=tune)
+    assert plan.prefetch == (tune is PREFETCH)
     assert plan.seqs == page_group_seqs(8, q_per_kv, TINY) > 1
     assert max_rel_err(out, ref) < TOL
     g = plan.grouped.view(8, 2, plan.splits)
@@ -74,7 +80,7 @@ def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_
     assert rec["mean_block_seqs"] == min(plan.seqs, 4)
     assert (rec["grouped_programs"] == 1.0) == (splits == 1)
     # the same rows over private copies of the prefix: nothing shared, every program its own sequence
-    out_d, plan_d = _run(d, d.dup_table, T, splits=splits)
+    out_d, plan_d = _run(d, d.dup_table, T, splits=splits, tune=tune)
     assert (plan_d.grouped == 0).all()
     assert max_rel_err(out_d, ref) < TOL
 
