@@ -25,9 +25,8 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
     a group), a split straddling the prefix's end groups the largest block whose private tokens in it the shared run,
     in whole tiles, covers, and a split past it never does. Returns the launch record's fields: splits,
     tokens_per_split, page_block_seqs, page_prefetch (where the tune has it), and where blocks can form
-    grouped_programs (the share of (sequence, KV head,
-    split) programs whose shared pages a block read once) and mean_block_seqs (0 when none formed), as
-    DecodePlan.launch_record writes them."""
+    grouped_programs (the share of (sequence, KV head, split) programs whose shared pages a block read once) and
+    mean_block_seqs (0 when none formed), as DecodePlan.launch_record writes them."""
     splits, tps, seqs, block_n, prefetch = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens,
                                                                  seq_len, sm_count, tune)
     out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}

@@ -21,6 +21,7 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from cascade_plan.own_kernel_launch import CHECK_CHUNK_PAGES, decode_block_g
     from kernels_probe.attention.triton_jit import paged_decode_kernel
 
     names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",
@@ -28,9 +29,10 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
              "slot_offset", "tokens_per_split"]
     types = ["*bf16"] * 3 + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "fp32"] + ["i32"] * 7
     signature: dict = dict(zip(names, types))
-    const = dict(HKV=8, G=q_per_kv, BLOCK_G=max(16, 1 << (q_per_kv * seqs - 1).bit_length()), D=head_dim,
-                 PAGE_SIZE=16, BLOCK_N=block_n, WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16, HEAD_MAJOR=False, SEQS=seqs,
-                 LOG2_SEQS=seqs.bit_length() - 1, CHK=16, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch)
+    # the constants DecodePlan.launch_partial passes
+    const = dict(HKV=8, G=q_per_kv, BLOCK_G=decode_block_g(q_per_kv), D=head_dim, PAGE_SIZE=16, BLOCK_N=block_n,
+                 WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16, HEAD_MAJOR=False, SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
+                 CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch)
     signature.update({k: "constexpr" for k in const})
     # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
