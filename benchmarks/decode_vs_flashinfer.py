@@ -321,12 +321,22 @@ def prefetch_variants(base):
             ("prefetch >= 512", dataclasses.replace(base, prefetch_min_tokens=512))]
 
 
+def fused_variants(base):
+    """Probe 1.6.0's kernels (a merge kernel after every split decode) and the default (each sequence's splits merged
+    by the program that stores its last one, where the launch forms no page blocks and has few splits:
+    decode_fused_merge). The first run of this stage (benchmarks/raw/device-2026-12-06d/fused.json) fused every
+    split launch and tried tiny launches split down to 64 tokens."""
+    from cascade_plan.own_kernel_launch import PROBE_1_6_0_TUNE
+
+    return [("probe 1.6.0", PROBE_1_6_0_TUNE), ("default", base)]
+
+
 def launch_key(p, tune) -> tuple:
     """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
     the same key run the same kernels, so the second is not timed again."""
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
-            p.prefetch, tune.merge_block_r, tune.merge_block_d, tune.merge_stages, tune.merge_slots_min,
-            tune.merge_block_s)
+            p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d, tune.merge_stages,
+            tune.merge_slots_min, tune.merge_block_s)
 
 
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
@@ -353,7 +363,7 @@ def loser_variants(base):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled",
-                                          "tiles", "long", "fi-tiles", "waves", "prefetch"])
+                                          "tiles", "long", "fi-tiles", "waves", "prefetch", "fused"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -403,6 +413,8 @@ def main() -> int:
         cfgs, variants = wave_configs(), wave_variants(DEFAULT_TUNE)
     elif args.stage == "prefetch":
         cfgs, variants = prefetch_configs(), prefetch_variants(DEFAULT_TUNE)
+    elif args.stage == "fused":
+        cfgs, variants = prefetch_configs(), fused_variants(DEFAULT_TUNE)
     elif args.stage == "fi-tiles":
         cfgs, variants = fi_tile_configs(), [("default", DEFAULT_TUNE)]
     elif args.stage == "long":
@@ -519,7 +531,7 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch"):  # each variant: splits, ratio
+            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused"):  # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref
@@ -623,7 +635,7 @@ def summarize(rows, labels):
             if r:
                 print(f"{label:28s} {tname[:6]:6s} {len(r):4d} {statistics.median(r):7.3f} {min(r):7.3f} "
                       f"{sum(x < 1.0 for x in r):6d}")
-    old = next((x for x in ("probe-1.3", "probe 1.5.5") if x in labels), None)
+    old = next((x for x in ("probe-1.3", "probe 1.5.5", "probe 1.6.0") if x in labels), None)
     if old:
         for kind in ("shared_table", "dup_table", "cascade"):
             r = [row["triton"][kind][old]["median_s"] / row["triton"][kind]["default"]["median_s"]

@@ -27,6 +27,8 @@
 #   waves     decode_vs_flashinfer.py waves: wave-filling splits and other launches on the rows probe 1.5.5 lost -> waves.json
 #   prefetch  decode_vs_flashinfer.py prefetch: page numbers an iteration ahead (K/V double-buffered), tile variants,
 #             the cascade before and after, on the lost rows then the default grid -> prefetch.json
+#   fused     decode_vs_flashinfer.py fused: split decodes merged by their own last programs against a merge kernel
+#             after them (probe 1.6.0), on the lost rows then the default grid; FUSED_RESERVE seconds left -> fused.json
 #   fi-tiles  decode_vs_flashinfer.py fi-tiles: FlashInfer's decode at 512 + 0-272 tokens (whole tiles or tokens?) -> fi-tiles.json
 #   conditions decode_vs_flashinfer.py conditions (one row timed after heavy work, after idle, back to back) -> conditions.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
@@ -100,6 +102,9 @@ for st in ${stages//,/ }; do
     prefetch) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py prefetch --out $OUT/prefetch.json \
               --budget-s $(( $(left) - ${PREFETCH_RESERVE:-30} )) > $OUT/prefetch.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/prefetch.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
+    fused) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fused --out $OUT/fused.json \
+              --budget-s $(( $(left) - ${FUSED_RESERVE:-30} )) > $OUT/fused.log 2>&1; rc=$?
+              grep -vE "^(P=|R=)" $OUT/fused.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
     fi-tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fi-tiles --out $OUT/fi-tiles.json \
               --budget-s $(( $(left) - 20 )) > $OUT/fi-tiles.log 2>&1; rc=$?; grep -vE "flashinfer.jit" $OUT/fi-tiles.log | cut -c1-200 | tail -16; (exit $rc) ;;
     tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py tiles --out $OUT/tiles.json \

@@ -8,6 +8,7 @@ from __future__ import annotations
 from cascade_plan.own_kernel_launch import (
     DEFAULT_TUNE,
     TuneParams,
+    decode_fused_merge,
     decode_launch,
     decode_prefetch,
     decode_tile,
@@ -24,14 +25,16 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
     chooses split by split: a split inside the shared prefix groups its aligned block (the largest size that fits in
     a group), a split straddling the prefix's end groups the largest block whose private tokens in it the shared run,
     in whole tiles, covers, and a split past it never does. Returns the launch record's fields: splits,
-    tokens_per_split, page_block_seqs, page_prefetch (where the tune has it), and where blocks can form
-    grouped_programs (the share of (sequence, KV head, split) programs whose shared pages a block read once) and
+    tokens_per_split, page_block_seqs, page_prefetch and fused_merge (where the tune has them), and where blocks can
+    form grouped_programs (the share of (sequence, KV head, split) programs whose shared pages a block read once) and
     mean_block_seqs (0 when none formed), as DecodePlan.launch_record writes them."""
     splits, tps, seqs, block_n, prefetch = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens,
                                                                  seq_len, sm_count, tune)
     out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}
     if tune.page_prefetch:      # recorded by tunes that have it (probe 1.6 on)
         out["page_prefetch"] = prefetch
+    if tune.decode_fused_merge:  # (probe 1.7 on) whether the launch merges its own splits
+        out["fused_merge"] = decode_fused_merge(splits, seqs, tune)
     if seqs == 1:
         return out
     blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)

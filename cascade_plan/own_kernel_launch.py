@@ -108,32 +108,46 @@ class TuneParams:
     # 0.70-0.80x
     page_prefetch: bool = True
     prefetch_min_tokens: int = 1024
+    # a split per-sequence decode of at most fused_merge_max_splits splits and no page blocks merges its splits in the
+    # program that stores a sequence's last split (an atomic count per sequence and KV head) instead of in a merge
+    # kernel launched after it (probes up to 1.6.0). One program merges a sequence's rows alone, one slot tile after
+    # another: on the H200 (benchmarks/raw/device-2026-12-06d/fused.json, the default grid) that took launches of 3-9
+    # splits over 128-320 tokens 1.03-1.10x faster (4 sequences x 8 KV heads at 1K + 128, one query head per KV
+    # head: 15.3 -> 13.9 us) and left the others of up to 9 splits within 2%, but 17-103 splits lost 1-54% and blocks
+    # of sequences (whose first program merges each of its sequences in turn) 5-38%
+    decode_fused_merge: bool = True
+    fused_merge_max_splits: int = 12
 
 
 DEFAULT_TUNE = TuneParams()
+# The tune of probe 1.6.0 (a merge kernel after a split decode).
+PROBE_1_6_0_TUNE = TuneParams(decode_fused_merge=False)
 # The tune of probe 1.5.5 (page numbers loaded in the iteration that uses them).
-PROBE_1_5_5_TUNE = TuneParams(page_prefetch=False)
+PROBE_1_5_5_TUNE = TuneParams(page_prefetch=False, decode_fused_merge=False)
 # The tune of probe 1.5.4 (16 long-context programs per SM).
-PROBE_1_5_4_TUNE = TuneParams(long_programs_per_sm=16, page_prefetch=False)
+PROBE_1_5_4_TUNE = TuneParams(long_programs_per_sm=16, page_prefetch=False, decode_fused_merge=False)
 # The tune of probe 1.5.3 (four warps for every decode tile).
-PROBE_1_5_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_prefetch=False)
+PROBE_1_5_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_prefetch=False,
+                              decode_fused_merge=False)
 # The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
 PROBE_1_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
-                            decode_min_tokens_per_split=256, page_prefetch=False)
+                            decode_min_tokens_per_split=256, page_prefetch=False, decode_fused_merge=False)
 # The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
 # dots over an fp8 cache, the slot-at-a-time merge.
 PROBE_1_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30,
-                            decode_page_group=1, decode_min_tokens_per_split=256, page_prefetch=False)
+                            decode_page_group=1, decode_min_tokens_per_split=256, page_prefetch=False,
+                            decode_fused_merge=False)
 # The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
 LONG_TILE_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_page_group=1,
-                            decode_min_tokens_per_split=256, page_prefetch=False)
+                            decode_min_tokens_per_split=256, page_prefetch=False, decode_fused_merge=False)
 # The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
 PROBE_1_5_1_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_min_tokens_per_split=256,
-                              page_block_min_programs_per_sm=0, decode_shared_split=False, page_prefetch=False)
+                              page_block_min_programs_per_sm=0, decode_shared_split=False, page_prefetch=False,
+                              decode_fused_merge=False)
 # The tune of probe 1.5.2 (the 128-token floor for tiny launches; no cap on blocks by the programs left running, no
 # split at the shared prefix).
 PROBE_1_5_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_block_min_programs_per_sm=0,
-                              decode_shared_split=False, page_prefetch=False)
+                              decode_shared_split=False, page_prefetch=False, decode_fused_merge=False)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -312,6 +326,21 @@ def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: i
         if best is None or key > best[0]:
             best = (key, (real, tps))
     return best[1] if best else (s0, t0)
+
+
+def decode_fused_merge(splits: int, seqs: int, tune: TuneParams) -> bool:
+    """Does a split per-sequence decode that owns its states merge them in its own programs (decode_fused_merge)?
+    Where the tune has it, the launch forms no page blocks (seqs == 1) and has 2 to fused_merge_max_splits splits."""
+    return tune.decode_fused_merge and seqs == 1 and 1 < splits <= tune.fused_merge_max_splits
+
+
+def fused_merge_slots(q_per_kv: int, head_dim: int, splits: int, warps: int) -> tuple[int, int]:
+    """(MERGE_G, MERGE_S) of the decode's fused merge: a sequence's query rows padded to a power of two, and the
+    slots it loads at once, a [MERGE_G, MERGE_S, head_dim] tile of at most 16 values per thread, so that the merge
+    does not raise the kernel's register count above its tile loop's."""
+    mg = 1 << max(0, q_per_kv - 1).bit_length()
+    ms = max(1, min(1 << max(0, splits - 1).bit_length(), 16 * 32 * warps // (mg * head_dim)))
+    return mg, ms
 
 
 def decode_block_g(q_per_kv: int) -> int:

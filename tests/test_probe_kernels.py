@@ -34,20 +34,32 @@ def _nan_like(q):
 
 
 @pytest.mark.parametrize("table", ["shared_table", "dup_table"])
-@pytest.mark.parametrize("force_splits,head_major", [(3, False), (1, False), (3, True)])
-def test_paged_decode_matches_reference(table, force_splits, head_major):
+@pytest.mark.parametrize("force_splits,head_major,fused", [(3, False, True), (3, False, False), (1, False, True),
+                                                           (3, True, True)])
+def test_paged_decode_matches_reference(table, force_splits, head_major, fused):
     import dataclasses
 
     d = build_data(_cfg(n_groups=2, group_size=2), "cpu", seed=1)
     ref = reference_output(d)
     out = _nan_like(d.q)
-    plan = DecodePlan(d.q, d.k_cache, d.v_cache, getattr(d, table), d.seq_lens, 48, out, sm_count=2,
-                      tune=dataclasses.replace(TINY, decode_head_major=head_major), force_splits=force_splits)
+    # the fused merge runs where no page blocks form: blocks off for it
+    tune = dataclasses.replace(TINY, decode_head_major=head_major, decode_fused_merge=fused,
+                               decode_page_group=1 if fused else TINY.decode_page_group)
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, getattr(d, table), d.seq_lens, 48, out, sm_count=2, tune=tune,
+                      force_splits=force_splits)
     plan()
-    assert plan.splits == force_splits  # 3: split-K partial states and their merge; 1: one launch, bf16 out
-    assert (plan.merge is None) == (force_splits == 1)
+    # 3 splits: partial states, merged by the kernel's last program per sequence (fused) or by a merge kernel;
+    # 1: one launch, bf16 out
+    assert plan.splits == force_splits
+    assert plan.fused_merge == (fused and force_splits > 1)
+    assert (plan.merge is None) == (force_splits == 1 or fused)
     assert torch.isfinite(out.float()).all()
     assert max_rel_err(out, ref) < TOL
+    if plan.fused_merge:  # every count back at zero: a second launch (a graph replay) merges again
+        assert int(plan.counts.abs().sum()) == 0
+        out.fill_(float("nan"))
+        plan()
+        assert max_rel_err(out, ref) < TOL
 
 
 def test_decode_variable_lengths_and_scattered_pages():

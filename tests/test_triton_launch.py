@@ -23,14 +23,17 @@ from cascade_plan.own_kernel_launch import (
     PROBE_1_5_2_TUNE,
     PROBE_1_5_3_TUNE,
     PROBE_1_5_4_TUNE,
+    PROBE_1_6_0_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
+    decode_fused_merge,
     decode_launch,
     decode_launch_splits,
     decode_splits,
     decode_tile,
     first_split_blocks,
+    fused_merge_slots,
     page_block_seqs,
     prefix_block_m,
     scale_log2,
@@ -260,7 +263,7 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
     assert decode_launch(256, 8, 4, 8192, 4096, 132, t) == (2, 4096, False)
     assert page_blocks(256, 8, 4, 256, 4096, 8192, 132, t) == {
         "splits": 2, "tokens_per_split": 4096, "page_block_seqs": 4, "grouped_programs": 0.5, "mean_block_seqs": 4.0,
-        "page_prefetch": True}
+        "page_prefetch": True, "fused_merge": False}
     # 1K + 4K would take five splits (more than shared_split_max = 2); up to eight where the tune allows
     assert decode_launch(256, 8, 4, 5120, 1024, 132, t) == (1, 5120, False)
     assert decode_launch(256, 8, 4, 5120, 1024, 132, dataclasses.replace(t, shared_split_max=8)) == (5, 1024, False)
@@ -303,3 +306,26 @@ def test_page_numbers_are_prefetched_where_a_programs_loop_runs_long():
         assert kind_and_prefetch(*case, tune=PROBE_1_5_5_TUNE)[3] is False
     assert prefix_prefetch(16 * 4, DEFAULT_TUNE) and prefix_prefetch(128, DEFAULT_TUNE)
     assert not prefix_prefetch(256, DEFAULT_TUNE) and not prefix_prefetch(64, PROBE_1_5_5_TUNE)
+
+
+def test_a_split_launch_merges_its_own_splits_only_without_blocks_and_with_few_splits():
+    t = DEFAULT_TUNE
+    assert decode_fused_merge(2, 1, t) and decode_fused_merge(t.fused_merge_max_splits, 1, t)
+    assert not decode_fused_merge(1, 1, t)                              # unsplit: it writes the output itself
+    assert not decode_fused_merge(t.fused_merge_max_splits + 1, 1, t)   # one program would merge too many slots
+    assert not decode_fused_merge(9, 2, t)                              # page blocks: a merge kernel after it
+    assert not decode_fused_merge(9, 1, PROBE_1_6_0_TUNE)
+    # what a probe row records: 4 sequences x 8 KV heads at 1K + 128, one query head per KV head, is a tiny launch of
+    # 9 splits x 128 tokens without blocks (it fuses); 16 x 8 at 4K + 4K forms blocks of four (it does not)
+    assert page_blocks(4, 8, 1, 4, 1024, 1152, 132, t) == {
+        "splits": 9, "tokens_per_split": 128, "page_block_seqs": 1, "page_prefetch": False, "fused_merge": True}
+    assert page_blocks(16, 8, 4, 16, 4096, 8192, 132, t)["fused_merge"] is False
+    assert "fused_merge" not in page_blocks(4, 8, 1, 4, 1024, 1152, 132, PROBE_1_6_0_TUNE)
+
+
+def test_the_fused_merge_tile_stays_within_sixteen_values_a_thread():
+    assert fused_merge_slots(1, 128, 9, 2) == (1, 8)     # 8 slots x 128: 1,024 values over 64 threads
+    assert fused_merge_slots(4, 128, 9, 2) == (4, 2)
+    assert fused_merge_slots(8, 128, 9, 2) == (8, 1)
+    assert fused_merge_slots(6, 64, 3, 4) == (8, 4)      # 6 rows padded to 8; 3 slots padded to 4
+    assert fused_merge_slots(1, 64, 2, 4) == (1, 2)      # never more slots than the launch has, rounded up

@@ -12,33 +12,44 @@ import re
 import sys
 
 
-def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
-                    q_per_kv: int = 4, arch: int = 90) -> dict:
-    """Compile paged_decode_kernel for one launch shape (bf16 KV) and return {'shared_bytes', 'kv_buffers' (the
-    smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts)}."""
+def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
+                   q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90):
+    """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 cache, as DecodePlan launches
+    it (with its fused merge unless fused_merge is False or it forms page blocks)."""
     import triton
     import triton.language as tl
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from cascade_plan.own_kernel_launch import CHECK_CHUNK_PAGES, decode_block_g
+    from cascade_plan.own_kernel_launch import CHECK_CHUNK_PAGES, decode_block_g, fused_merge_slots
     from kernels_probe.attention.triton_jit import paged_decode_kernel
 
     names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",
-             "grouped_ptr", "sm_scale_log2", "stride_bt", "stride_kp", "stride_kt", "stride_kh", "rows_total",
-             "slot_offset", "tokens_per_split"]
-    types = ["*bf16"] * 3 + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "fp32"] + ["i32"] * 7
+             "grouped_ptr", "counter_ptr", "sm_scale_log2", "stride_bt", "stride_kp", "stride_kt", "stride_kh",
+             "rows_total", "slot_offset", "tokens_per_split"]
+    types = ["*bf16"] * 3 + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "*i32", "fp32"] + ["i32"] * 7
     signature: dict = dict(zip(names, types))
     # the constants DecodePlan.launch_partial passes
+    fused_merge = fused_merge and seqs == 1      # decode_fused_merge: never with page blocks
+    merge_g, merge_s = fused_merge_slots(q_per_kv, head_dim, splits, warps) if fused_merge else (1, 1)
     const = dict(HKV=8, G=q_per_kv, BLOCK_G=decode_block_g(q_per_kv), D=head_dim, PAGE_SIZE=16, BLOCK_N=block_n,
                  WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16, HEAD_MAJOR=False, SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
-                 CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch)
+                 CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
+                 MERGE_G=merge_g, MERGE_S=merge_s)
     signature.update({k: "constexpr" for k in const})
     # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    kernel = triton.compile(ASTSource(paged_decode_kernel, signature, constexprs=const, attrs=attrs),
-                            target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
+    return triton.compile(ASTSource(paged_decode_kernel, signature, constexprs=const, attrs=attrs),
+                          target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
+
+
+def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
+                    q_per_kv: int = 4, arch: int = 90) -> dict:
+    """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
+    (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts)}."""
+    kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
+                            q_per_kv=q_per_kv, arch=arch)
     ir = kernel.asm["ttgir"]
     tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{head_dim}xbf16", ir)
     return {"shared_bytes": int(kernel.metadata.shared), "kv_buffers": min(int(n) for n in tiles) if tiles else 0,

@@ -11,25 +11,26 @@ Layout (the one vLLM's flash backend and FlashInfer's ``NHD`` use):
 Attention *states* are ``(o, lse)`` pairs in float32: ``o_state[slot, row, :]`` is the output normalised
 over the keys one split saw, ``lse_state[slot, row]`` the natural-log log-sum-exp of its scaled scores
 (``-inf`` for a split that saw no key). ``row = b * num_q_heads + hq``. Every pass writes states into
-slots of one buffer and a single merge kernel combines any number of slots (split-K partials, the
-cascade's prefix level(s) and the suffix), which is how one or several cascade levels are merged.
+slots of one buffer and a single merge kernel (``triton_merge``) combines any number of slots (the
+cascade's prefix level(s) and the suffix), which is how one or several cascade levels are merged; a split
+per-sequence decode can instead merge its own splits in the program that finishes a sequence's last split.
 
 Kernels:
 
 * ``paged_decode_kernel``: per-sequence decode, one program per (sequence, KV head, split); the G query
   heads of one KV head form the M rows of a ``tl.dot`` (padded to 16), so each KV byte is read once per
-  KV head; split-K along the sequence fills the GPU at small batch. Used for the per-sequence baseline
-  and for the cascade's suffix pass.
+  KV head; split-K along the sequence fills the GPU at small batch (its splits merged by the last one to
+  finish, ``FUSED_MERGE``). Used for the per-sequence baseline and for the cascade's suffix pass.
 * ``prefix_kernel``: the cascade prefix pass: all sequences' queries of one KV head (``n * G`` rows) as
   one matrix against the shared prefix pages, split along the prefix so that it fills the GPU at any batch.
-* ``merge_kernel``: merges the states of any number of slots into the final bf16 output (and optionally
-  the merged LSE, for chaining).
 """
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from kernels_probe.attention.triton_merge import merge_seq_rows
 
 
 @triton.jit
@@ -162,6 +163,7 @@ def paged_decode_kernel(
     lse_state_ptr,
     out_ptr,
     grouped_ptr,
+    counter_ptr,
     sm_scale_log2,
     stride_bt,
     stride_kp,
@@ -184,6 +186,9 @@ def paged_decode_kernel(
     CHK: tl.constexpr,
     RECORD_GROUPED: tl.constexpr,
     PREFETCH: tl.constexpr,
+    FUSED_MERGE: tl.constexpr,
+    MERGE_G: tl.constexpr,
+    MERGE_S: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -266,6 +271,19 @@ def paged_decode_kernel(
                                                   row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True, PREFETCH)
         _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot_offset + split,
                     offs_d, D, WRITE_FINAL)
+        if FUSED_MERGE:
+            # Each (sequence, KV head) counts the splits that stored its rows; the program whose store is the last
+            # merges them, so no merge kernel runs after this launch (the separate merge waited for the launch's
+            # slowest program, then paid a launch of its own). Not with page blocks (decode_fused_merge), where a
+            # block's first program stores its sequences' rows. The barrier orders every warp's stores before the
+            # counting atomic (release); its acquire orders the merge's loads after the other programs' stores.
+            tl.static_assert(SEQS == 1, "the fused merge counts one sequence's rows per program")
+            tl.debug_barrier()
+            item = b * HKV + h
+            if tl.atomic_add(counter_ptr + item, 1, sem="acq_rel") == tl.num_programs(1) - 1:
+                merge_seq_rows(o_state_ptr, lse_state_ptr, out_ptr, b * HQ + h * G, rows_total, slot_offset,
+                               tl.num_programs(1), G, MERGE_G, MERGE_S, D)
+                tl.store(counter_ptr + item, 0)  # every split has counted: ready for the next launch
 
 
 @triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "seqs_per_group", "first_seq",
@@ -326,92 +344,3 @@ def prefix_kernel(
     # always a state slot (the cascade merges it): no bf16 output, so the state buffer stands in for out_ptr
     _store_rows(acc, m_i, l_i, rows, mask_m, o_state_ptr, lse_state_ptr, o_state_ptr, rows_total, slot_offset + split,
                 offs_d, D, False)
-
-
-@triton.jit
-def _store_merged(acc, den, m, rows, mask_r, offs_d, out_ptr, lse_out_ptr, D: tl.constexpr, WRITE_LSE: tl.constexpr):
-    """A merge's epilogue: the weighted sum over its denominator (max LSE m), and the merged LSE if asked."""
-    den_safe = tl.where(den > 0.0, den, 1.0)
-    tl.store(out_ptr + rows[:, None].to(tl.int64) * D + offs_d[None, :], (acc / den_safe[:, None]).to(
-        out_ptr.dtype.element_ty), mask=mask_r[:, None])
-    if WRITE_LSE:
-        if tl.program_id(1) == 0:
-            m_fin = tl.where(m == float("-inf"), 0.0, m)
-            tl.store(lse_out_ptr + rows, tl.where(den > 0.0, m_fin + tl.log(den_safe), float("-inf")), mask=mask_r)
-
-
-@triton.jit(do_not_specialize=["num_slots", "rows_total"])
-def merge_kernel(
-    o_state_ptr,
-    lse_state_ptr,
-    out_ptr,
-    lse_out_ptr,
-    num_slots,
-    rows_total,
-    D: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    WRITE_LSE: tl.constexpr,
-):
-    """One pass over the slots with a running max (each state read once); grid = (row blocks, D / BLOCK_D)."""
-    pid = tl.program_id(0)
-    rows = pid * BLOCK_R + tl.arange(0, BLOCK_R)
-    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    mask_r = rows < rows_total
-    m = tl.full([BLOCK_R], float("-inf"), tl.float32)
-    acc = tl.zeros([BLOCK_R, BLOCK_D], tl.float32)
-    den = tl.zeros([BLOCK_R], tl.float32)
-    for s in range(num_slots):
-        srow = s * rows_total + rows
-        lse = tl.load(lse_state_ptr + srow, mask=mask_r, other=float("-inf"))
-        o = tl.load(o_state_ptr + srow[:, None].to(tl.int64) * D + offs_d[None, :], mask=mask_r[:, None], other=0.0)
-        m_new = tl.maximum(m, lse)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        scale_old = tl.exp(m - m_safe)
-        w = tl.exp(lse - m_safe)
-        acc = acc * scale_old[:, None] + w[:, None] * o
-        den = den * scale_old + w
-        m = m_new
-    _store_merged(acc, den, m, rows, mask_r, offs_d, out_ptr, lse_out_ptr, D, WRITE_LSE)
-
-
-@triton.jit(do_not_specialize=["num_slots", "rows_total"])
-def merge_slots_kernel(
-    o_state_ptr,
-    lse_state_ptr,
-    out_ptr,
-    lse_out_ptr,
-    num_slots,
-    rows_total,
-    D: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    BLOCK_S: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    WRITE_LSE: tl.constexpr,
-):
-    """The merge for many slots and few rows (split-K over a long context at small batch): BLOCK_S slots are
-    loaded at once as one [BLOCK_R, BLOCK_S, BLOCK_D] tile instead of one slot per dependent iteration; the max
-    LSE over all slots first, then the weighted sum. Same result as merge_kernel."""
-    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
-    offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    offs_s = tl.arange(0, BLOCK_S)
-    mask_r = rows < rows_total
-    m = tl.full([BLOCK_R], float("-inf"), tl.float32)
-    for s0 in range(0, num_slots, BLOCK_S):
-        s = s0 + offs_s
-        msk = mask_r[:, None] & (s < num_slots)[None, :]
-        lse = tl.load(lse_state_ptr + s[None, :].to(tl.int64) * rows_total + rows[:, None], mask=msk,
-                      other=float("-inf"))
-        m = tl.maximum(m, tl.max(lse, 1))
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    acc = tl.zeros([BLOCK_R, BLOCK_D], tl.float32)
-    den = tl.zeros([BLOCK_R], tl.float32)
-    for s0 in range(0, num_slots, BLOCK_S):
-        s = s0 + offs_s
-        msk = mask_r[:, None] & (s < num_slots)[None, :]
-        srow = s[None, :].to(tl.int64) * rows_total + rows[:, None]
-        w = tl.exp(tl.load(lse_state_ptr + srow, mask=msk, other=float("-inf")) - m_safe[:, None])
-        o = tl.load(o_state_ptr + srow[:, :, None] * D + offs_d[None, None, :], mask=msk[:, :, None], other=0.0)
-        acc += tl.sum(w[:, :, None] * o, 1)
-        den += tl.sum(w, 1)
-    _store_merged(acc, den, m, rows, mask_r, offs_d, out_ptr, lse_out_ptr, D, WRITE_LSE)

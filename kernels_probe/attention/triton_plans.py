@@ -21,16 +21,19 @@ from cascade_plan.own_kernel_launch import (
     ceil_div,
     choose_splits_waves,
     decode_block_g,
+    decode_fused_merge,
     decode_launch,
     decode_launch_splits,
     decode_prefetch,
     decode_tile,
+    fused_merge_slots,
     page_block_seqs,
     prefix_block_m,
     prefix_prefetch,
     scale_log2,
 )
-from kernels_probe.attention.triton_jit import merge_kernel, merge_slots_kernel, paged_decode_kernel, prefix_kernel
+from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
+from kernels_probe.attention.triton_merge import merge_kernel, merge_slots_kernel
 
 
 def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):
@@ -54,7 +57,8 @@ class StateBuffer:
 
 
 class DecodePlan:
-    """Per-sequence split-K paged decode: one launch (splits == 1, writes bf16 output) or decode + merge.
+    """Per-sequence split-K paged decode: one launch (unsplit, or split and merged by its own programs) or decode +
+    merge.
     shared_prefix_tokens: what consecutive sequences share at the start of their pages, as the caller knows it
     (0: private pages, as in the cascade's suffix pass; None: not known). Where page_block_seqs finds that blocks
     pay, consecutive sequences read the pages they share once (the kernel finds them in the block table)."""
@@ -98,7 +102,13 @@ class DecodePlan:
         self.slot_offset = slot_offset
         self.write_final = states is None
         self.merge = None
-        if self.states is not None and not self.external_states:
+        # where we own split states, the kernel merges them (its last program per sequence and KV head; the counts
+        # return to zero as each merge ends, so a graph replays it) or a merge kernel runs after it
+        self.fused_merge = (self.states is not None and not self.external_states
+                            and decode_fused_merge(self.splits, self.seqs, tune))
+        self.counts = (torch.zeros(self.work_items, dtype=torch.int32, device=q.device) if self.fused_merge
+                       else None)
+        if self.states is not None and not self.external_states and not self.fused_merge:
             self.merge = MergePlan(self.states, out, tune=tune, sm_count=sm_count)
 
     def launch_partial(self):
@@ -106,16 +116,19 @@ class DecodePlan:
         o_state = st.o if st is not None else self.out
         lse_state = st.lse if st is not None else self.out
         grid = (self.work_items, self.splits)
+        merge_g, merge_s = fused_merge_slots(self.G, self.D, self.splits, self.warps)
         paged_decode_kernel[grid](
             self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out,
-            self.grouped if self.grouped is not None else self.out, self.scale_log2, self.bt.stride(0),
+            self.grouped if self.grouped is not None else self.out, self.counts if self.fused_merge else self.out,
+            self.scale_log2, self.bt.stride(0),
             self.k.stride(0), self.k.stride(1), self.k.stride(2),
             self.B * self.HQ, self.slot_offset, self.tps,
             HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
-            RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch,
+            RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
+            MERGE_G=merge_g if self.fused_merge else 1, MERGE_S=merge_s if self.fused_merge else 1,
             num_warps=self.warps, num_stages=self.stages,
         )
 
@@ -132,6 +145,8 @@ class DecodePlan:
         rec = {"splits": self.splits, "tokens_per_split": self.tps, "page_block_seqs": self.seqs}
         if self.tune.page_prefetch:
             rec["page_prefetch"] = self.prefetch
+        if self.tune.decode_fused_merge:
+            rec["fused_merge"] = self.fused_merge
         if self.grouped is not None:
             g = self.grouped.to("cpu", torch.int32)
             inside = g[g > 0]
