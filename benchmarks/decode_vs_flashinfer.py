@@ -324,8 +324,8 @@ def prefetch_variants(base):
 def fused_variants(base):
     """Probe 1.6.0's kernels (a merge kernel after every split decode) and the default (each sequence's splits merged
     by the program that stores its last one, where the launch forms no page blocks and has few splits:
-    decode_fused_merge). The first run of this stage (benchmarks/raw/device-2026-12-06d/fused.json) fused every
-    split launch and tried tiny launches split down to 64 tokens."""
+    decode_fused_merge). The first run of this stage (benchmarks/raw/device-2026-12-06d/fused-everywhere.json) fused
+    every split launch and tried tiny launches split down to 64 tokens."""
     from cascade_plan.own_kernel_launch import PROBE_1_6_0_TUNE
 
     return [("probe 1.6.0", PROBE_1_6_0_TUNE), ("default", base)]

@@ -111,10 +111,10 @@ class TuneParams:
     # a split per-sequence decode of at most fused_merge_max_splits splits and no page blocks merges its splits in the
     # program that stores a sequence's last split (an atomic count per sequence and KV head) instead of in a merge
     # kernel launched after it (probes up to 1.6.0). One program merges a sequence's rows alone, one slot tile after
-    # another: on the H200 (benchmarks/raw/device-2026-12-06d/fused.json, the default grid) that took launches of 3-9
-    # splits over 128-320 tokens 1.03-1.10x faster (4 sequences x 8 KV heads at 1K + 128, one query head per KV
-    # head: 15.3 -> 13.9 us) and left the others of up to 9 splits within 2%, but 17-103 splits lost 1-54% and blocks
-    # of sequences (whose first program merges each of its sequences in turn) 5-38%
+    # another: on the H200 (benchmarks/raw/device-2026-12-06d/fused-everywhere.json, the default grid) that took
+    # launches of 3-9 splits over 128-320 tokens 1.03-1.10x faster (4 sequences x 8 KV heads at 1K + 128, one query
+    # head per KV head: 15.3 -> 13.9 us) and left the others of up to 9 splits within 2%, but 17-103 splits lost 1-54%
+    # and blocks of sequences (whose first program merges each of its sequences in turn) 5-38%
     decode_fused_merge: bool = True
     fused_merge_max_splits: int = 12
 
