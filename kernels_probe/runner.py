@@ -18,11 +18,12 @@ from kernels_probe.attention.timed import SkippedKernel, TimedKernel
 from kernels_probe.calibration_file import new_document, write_atomic
 
 TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
-# Rows whose first median is at least this long are timed again after the configuration's other rows, and keep the
-# faster median (the first round's is kept beside it). Their ~20 ms budget holds only 10 replays, and on an H100 the
-# first rows timed after a configuration's inputs were built ran up to 17% slow at times (256 sequences at 1K + 4K:
-# 1,712.7 us in the probe, 1,466.9-1,470.8 us timed again later in the same call, whatever the GPU had done just
-# before: benchmarks/raw/device-2026-12-05c/conditions.json); shorter rows replay up to 100 times.
+# Rows whose first median is at least this long, and the first row a pass times after building a configuration's
+# inputs, are timed again after its other rows and keep the faster median (the first round's kept beside it). On an
+# H100 the first rows timed after the inputs were built ran up to 17% slow at times (benchmarks/raw/device-2026-12-05c/
+# conditions.json); with every row timed twice, 24 of 188 first rows ran 3%+ slow in their first round, 1-13 of each
+# later position's 170-246 (one sequence x 8 KV heads at 32K: 64.9 us, then 56.7 us; docs/probe-notes.md, "Probe
+# 1.7.1"). A long row's ~20 ms budget holds only 10 replays; a second round costs ~27 ms a short row.
 RETIME_MIN_S = 100e-6
 NOTES = {
     "units": "seconds, bytes, FLOP; one attention layer (all KV heads of one layer on one GPU)",
@@ -168,6 +169,7 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
 
     casc_err = {it.backend: errs.get(it.key) for it in items if it.kernel == "cascade_total"}
     second_round: list[tuple[dict, object]] = []
+    first_row = len(ctx.measurements)     # the index the first row timed here takes
     for it in items:
         backend, kernel, variant = it.key
         if it.key in failed or (kernel.startswith("cascade") and backend in failed):
@@ -198,7 +200,7 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
         if it.launch is not None:
             row["launch"] = it.launch() if callable(it.launch) else it.launch
         ctx.measurements.append(row)
-        if row["median_s"] >= RETIME_MIN_S:
+        if row["median_s"] >= RETIME_MIN_S or len(ctx.measurements) == first_row + 1:
             second_round.append((row, fn))
     for row, fn in second_round:
         try:

@@ -146,10 +146,11 @@ def test_flashinfer_module_hands_over_its_variants_and_failures(monkeypatch):
     assert got[5].check is None and got[4].check is not None
 
 
-def test_long_rows_are_timed_again_and_keep_the_faster_round(monkeypatch, ctx):
-    """Rows of at least RETIME_MIN_S get a second round after the configuration's other rows; the faster median
-    stands and the first round's is kept beside it. Shorter rows are timed once."""
-    first = {"decode_shared": 2e-3, "decode_dup": 50e-6}
+def test_long_rows_and_the_first_row_are_timed_again_and_keep_the_faster_round(monkeypatch, ctx):
+    """Rows of at least RETIME_MIN_S and the first row timed after the configuration's inputs were built get a
+    second round after the configuration's other rows; the faster median stands and the first round's is kept beside
+    it. Other short rows are timed once."""
+    first = {"decode_shared": 50e-6, "decode_dup": 50e-6, "cascade_total": 2e-3}
     calls: list[str] = []
 
     def fake_time(ctx_, fn, sustained=False):
@@ -168,13 +169,17 @@ def test_long_rows_are_timed_again_and_keep_the_faster_round(monkeypatch, ctx):
 
     monkeypatch.setattr(runner, "_time", fake_time)
     monkeypatch.setattr(runner, "_backend_kernels", kernels)
+    ctx.measurements.append({"kernel": "an earlier configuration's row"})
     cfg = AttentionConfig(prefix_tokens=32, group_size=3, n_groups=2, suffix_tokens=16, **SHAPE)
     runner._measure_config(ctx, cfg, ["triton"], seed=1)
     rows = {r["kernel"]: r for r in ctx.measurements}
-    assert calls.count("decode_shared") == 2 and calls.count("decode_dup") == 1
+    assert calls[0] == "decode_shared"                                          # the first row timed
+    assert calls.count("decode_shared") == 2 and calls.count("cascade_total") == 2
+    assert calls.count("decode_dup") == 1 and calls.count("cascade_merge") == 1
     assert calls.index("decode_shared", 1) > calls.index("cascade_merge")       # after the other rows
-    assert rows["decode_shared"]["median_s"] == pytest.approx(1.8e-3)
-    assert rows["decode_shared"]["first_round_median_s"] == 2e-3
+    assert rows["decode_shared"]["median_s"] == pytest.approx(45e-6)
+    assert rows["decode_shared"]["first_round_median_s"] == 50e-6
+    assert rows["cascade_total"]["median_s"] == pytest.approx(1.8e-3)
     assert "first_round_median_s" not in rows["decode_dup"]
 
 

@@ -75,8 +75,9 @@ class TimedMeasurement(Measurement, frozen=True, kw_only=True, forbid_unknown_fi
     launch: Plain | UnsetType = UNSET                          # the Triton kernels' launch plan
     timing: Text | UnsetType = UNSET                           # how sustained_s was timed
     timing_run: Text | UnsetType = UNSET                       # ... and the raw file it came from
-    first_round_median_s: Seconds | UnsetType = UNSET          # a long row timed twice: the first round (kernels_probe
-    run: Run | UnsetType = UNSET                               # runner.RETIME_MIN_S); median_s is the faster round's
+    first_round_median_s: Seconds | UnsetType = UNSET          # a row timed twice (kernels_probe runner.RETIME_MIN_S
+    run: Run | UnsetType = UNSET                               # and, from probe 1.7.1, a pass's first row of each
+    #                                                            configuration): the first round; median_s the faster
 
 
 class SkippedRow(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
