@@ -477,7 +477,17 @@ def main() -> int:
                         print("WRONG", cfg.label(), tname, label, err, flush=True)
                         continue
                     res = time_fn(p, flusher)
+                    # again after the graph's replays: a launch that keeps state (the fused merge's counts) must
+                    # leave it as it found it, or later replays skip work and time too fast
+                    out.fill_(float("nan"))
+                    p()
+                    torch.cuda.synchronize()
+                    err_after = max_rel_err(out, ref)
+                    if not err_after < TOL:
+                        print("WRONG after timing", cfg.label(), tname, label, err_after, flush=True)
+                        continue
                     row["triton"].setdefault(tname, {})[label] = {"median_s": res["median_s"], "err": err,
+                                                                  "err_after_timing": err_after,
                                                                   "splits": p.splits, "launch": p.launch_record()}
                     timed[key] = {**row["triton"][tname][label], "label": label}
                 except Exception as exc:
