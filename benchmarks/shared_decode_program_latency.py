@@ -1,16 +1,18 @@
-"""A candidate model for our Triton decode over shared pages, scored on the rows the fit never sees. The planner's
-fit (calibration/fitting.py fit_l2) takes the largest of the HBM, FLOP, L2-streaming and latency bounds, with the
-latency bound at a row's whole context (P + S tokens) and the per-token latency of the decode over private pages.
-Where page blocks form, a block's first program streams the shared run and then each of its sequences' private
-tails alone, and the rows suggest that this program's streaming adds to the bandwidth bounds rather than hiding
-under them. The candidate: max(HBM, FLOP, L2 streaming) + (the longest program's tokens) x a per-token time, its
-four parameters fitted on the training rows (HBM share of the re-reads, L2 rate, FLOP rate, per-token time).
+"""The model of our Triton decode over shared pages with and without the busiest program's time per token, scored
+on the rows the fit never sees. Before 2026-12-06 the planner's fit (calibration/fitting.py fit_l2) took the
+largest of the HBM, FLOP, L2-streaming and latency bounds, the latency bound at a row's whole context (P + S tokens)
+with the per-token latency of the decode over private pages. Where page blocks form, a block's first program streams
+the shared run and then each of its sequences' private tails alone, and that program's streaming adds to the
+bandwidth bounds rather than hiding under them. The candidate here: max(HBM, FLOP, L2 streaming) + (the longest
+program's tokens) x a per-token time, its four parameters fitted on the training rows, without a correction surface.
+The fit has taken the term in since (KernelFit.program_token_s): the "planner's fit" rows are refitted here by the
+installed version, so they carry it too (at commit b494cfa they were the old model's).
 
     python benchmarks/shared_decode_program_latency.py CALIBRATED.json [...]
 
 Each file: a probe file `cascade-plan calibrate` has fitted (its decode over private pages is the base). Prints,
-per file, the held-out error of the planner's fit (with and without its correction surface) and of the candidate
-(no surface), and the candidate's worst held-out rows. Not used by the planner."""
+per file, the held-out error of the planner's fit (with and without its correction surface) and of the candidate,
+and the candidate's worst held-out rows."""
 
 from __future__ import annotations
 
@@ -60,7 +62,8 @@ def score(path: str) -> None:
         print(path, ": no page-block rule or no fitted section")
         return
     blocks = page_blocks_of(rule.sm_count, rule.tune)
-    base = msgspec.structs.replace(probe.fits.kv_dtypes["bf16"]["triton"].decode_dup, surface=None)
+    base = msgspec.structs.replace(probe.fits.kv_dtypes["bf16"]["triton"].decode_dup, surface=None,
+                                   program_token_s=0.0)
     fl, l2 = probe.ceilings.bf16_matmul_flop_per_s, probe.l2_bytes
     rows = probe.select("triton", "decode_shared", None, "bf16")
     parts = {}

@@ -43,22 +43,44 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
     return out
 
 
+def split_block(start: int, end: int, seqs: int, group_size: int, shared_prefix_tokens: int, block_n: int) -> int:
+    """The block paged_decode_kernel groups over the split [start, end): the largest size up to `seqs` that divides
+    the group and whose private tokens in the split the shared run, in whole tiles, covers; 1 where none does."""
+    if start >= shared_prefix_tokens or group_size < 2:
+        return 1
+    s = seqs
+    while s >= 2 and not (group_size % s == 0 and split_groups(start, end, shared_prefix_tokens, block_n, s)):
+        s //= 2
+    return max(s, 1)
+
+
 def split_blocks(splits: int, tokens_per_split: int, seqs: int, group_size: int, shared_prefix_tokens: int,
                  seq_len: int, block_n: int) -> list[tuple[int, int]]:
     """(sequences in the block, shared tokens it reads once for all of them) of every split where
-    paged_decode_kernel groups a block: the largest size up to `seqs` that divides the group and whose private
-    tokens in the split the shared run, in whole tiles, covers."""
+    paged_decode_kernel groups a block (split_block)."""
     out = []
     for i in range(splits):
         start, end = i * tokens_per_split, min(i * tokens_per_split + tokens_per_split, seq_len)
-        if start >= shared_prefix_tokens or group_size < 2:
-            continue
-        s = seqs
-        while s >= 2 and not (group_size % s == 0 and split_groups(start, end, shared_prefix_tokens, block_n, s)):
-            s //= 2
+        s = split_block(start, end, seqs, group_size, shared_prefix_tokens, block_n)
         if s >= 2:
             out.append((s, ((min(shared_prefix_tokens, end) - start) // block_n) * block_n))
     return out
+
+
+def longest_program_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,
+                           seq_len: int, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> int:
+    """Tokens the busiest program of a per-sequence decode over shared pages streams: a grouped split's first program
+    reads the block's shared run once and then each of its sequences' private tokens in the split, one after another;
+    any other program its own split. Where no block forms, the launch's longest split."""
+    splits, tps, seqs, block_n, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
+                                                          sm_count, tune)
+    most = 0
+    for i in range(splits):
+        start, end = i * tps, min(i * tps + tps, seq_len)
+        s = split_block(start, end, seqs, group_size, shared_prefix_tokens, block_n) if seqs > 1 else 1
+        run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n if s >= 2 else 0
+        most = max(most, run + s * (end - start - run))
+    return most
 
 
 def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,

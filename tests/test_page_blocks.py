@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cascade_plan.calibration.calibration_file import ProbeData, find_committed
-from cascade_plan.calibration.fitting import predict_kind
+from cascade_plan.calibration.fitting import features, fit_l2, predict, predict_kind
 from cascade_plan.calibration.holdout import held_out_regime, is_held_out
 from cascade_plan.calibration.launch_rules import page_block_rule
 from cascade_plan.calibration.probe_fit import calibrate
@@ -25,10 +25,17 @@ from cascade_plan.calibration_schema.kernel_fit import BackendFit
 from cascade_plan.cost.cost_model import gpu_shape, single_level_load
 from cascade_plan.cost.ops import decode
 from cascade_plan.cost.ops.context import StepContext
-from cascade_plan.cost.ops.page_blocks import PageBlocks, load_saved_tokens, page_blocks_of, saved_tokens
+from cascade_plan.cost.ops.page_blocks import (
+    PageBlocks,
+    load_saved_tokens,
+    longest_program,
+    page_blocks_of,
+    saved_tokens,
+)
 from cascade_plan.cost.step_shape import StepLoad
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
+from cascade_plan.own_kernel_blocks import longest_program_tokens, page_blocks
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +90,43 @@ def test_a_block_reads_the_shared_run_once_for_its_siblings():
     # arrays broadcast, each distinct shape priced once
     got = saved_tokens(RULE, np.array([[256], [4]]), 8, 4, np.array([[256], [4]]), 4096, np.array([4224, 4096]))
     assert got.shape == (2, 2) and got[0, 0] == 3072.0
+
+
+def test_the_busiest_program_streams_the_shared_run_then_its_blocks_tails():
+    # 256 x 8 KV heads, one query head per KV head, 16,384 + 128 tokens: unsplit (the batch fills the GPU) in
+    # 128-token tiles, blocks of 8 (16 would leave fewer working programs than SMs); the first program of a block
+    # reads the 16,384 shared tokens once and then 8 tails of 128
+    assert page_blocks(256, 8, 1, 256, 16384, 16512, 132)["page_block_seqs"] == 8
+    assert longest_program_tokens(256, 8, 1, 256, 16384, 16512, 132) == 16384 + 8 * 128
+    # 64 sequences: three splits of 5,504 tokens; the last holds 5,376 shared tokens and the block's 8 tails
+    assert longest_program_tokens(64, 8, 1, 64, 16384, 16512, 132) == 5376 + 8 * 128
+    # G 8: blocks of two
+    assert longest_program_tokens(256, 8, 8, 256, 16384, 16512, 132) == 16384 + 2 * 128
+    # no block: the longest split (one sequence at 32K + 128: 65 splits of 512 tokens)
+    assert longest_program_tokens(1, 8, 4, 1, 32768, 32896, 132) == 512
+    # and the planner's step: 0 where no block can form, the program's tokens where one does
+    assert longest_program(RULE, 1, 8, 4, 1, 32768, 32896) == 0.0
+    assert longest_program(RULE, [256, 64], 8, 1, [256, 64], 16384, 16512).tolist() == [17408.0, 6400.0]
+
+
+def test_the_fit_recovers_the_busiest_programs_time_per_token(h100_run):
+    """Synthetic times at the run's own shapes over shared pages, from known parameters (a decode over private pages
+    as the base, 80% of re-reads spared in L2 at 7 TB/s, 15 ns per token of the busiest program): fit_l2 finds the
+    per-token time again."""
+    fits = msgspec.convert(h100_run.fits.kv_dtypes["bf16"]["triton"], BackendFit)
+    base = msgspec.structs.replace(fits.decode_dup, surface=None)
+    cfgs = [r.config for r in h100_run.select("triton", "decode_shared", None, "bf16")]
+    f = features("decode_shared", cfgs, page_blocks=RULE)
+    assert (f.program_tokens > 0).sum() > 40
+    true = msgspec.structs.replace(base, l2_hit_max=0.8, l2_bytes_per_s=7e12, l2_window_bytes=None,
+                                   program_token_s=15e-9)
+    t = predict(true, f) * np.exp(np.random.default_rng(3).normal(0, 0.02, f.bytes.size))
+    got = fit_l2(base, f, t, h100_run.l2_bytes)
+    assert got.program_token_s == pytest.approx(15e-9, rel=0.1)
+    assert got.l2_hit_max == pytest.approx(0.8, abs=0.05)
+    # without blocks nothing carries the term: the fit leaves it at 0
+    plain = features("decode_shared", cfgs)
+    assert fit_l2(base, plain, predict(base, plain), h100_run.l2_bytes).program_token_s == 0.0
 
 
 def test_a_step_spares_what_its_sequences_spare():
@@ -165,7 +209,9 @@ def test_blocks_cut_the_error_on_regimes_the_fit_never_saw(h100_all):
     cfgs, t = [r.config for r in rows], np.array([r.timed_s for r in rows])
     err = {k: float(np.median(np.abs(predict_kind(f, "decode_shared", cfgs, probe.l2_bytes) / t - 1)))
            for k, f in (("blocks", fits), ("none", msgspec.structs.replace(fits, page_blocks=None)))}
-    assert len(rows) >= 60 and err["blocks"] < 0.2 and err["blocks"] < err["none"] / 2
+    # 15% median before the busiest program's time was fitted (fitting.fit_l2 program_token_s), 10% since; the fit
+    # now spares more of the re-reads in L2, so the same fit without its blocks is less far off than it was (31%)
+    assert len(rows) >= 60 and err["blocks"] < 0.12 and err["blocks"] < err["none"] / 1.4
 
 
 def test_whole_steps_the_fit_never_saw_agree_with_the_blocks(h100_all):
@@ -180,9 +226,9 @@ def test_whole_steps_the_fit_never_saw_agree_with_the_blocks(h100_all):
 
     with_blocks = per_sequence_errors(h100_all)
     without = per_sequence_errors(_without_rule(h100_all))
-    assert len(with_blocks) == 21 and max(abs(e) for e in with_blocks.values()) < 0.15
-    assert max(abs(with_blocks[k]) for k in with_blocks if k.startswith("long-prefix-qwen")) < 0.08
-    assert min(without[k] for k in without if k.startswith("long-prefix-qwen")) > 0.25
+    assert len(with_blocks) == 21 and max(abs(e) for e in with_blocks.values()) < 0.12
+    assert max(abs(with_blocks[k]) for k in with_blocks if k.startswith("long-prefix-qwen")) < 0.03
+    assert min(without[k] for k in without if k.startswith("long-prefix-qwen")) > 0.12
 
 
 def test_a_three_level_tree_is_priced_with_the_blocks_of_its_innermost_groups(h100_all):

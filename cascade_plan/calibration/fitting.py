@@ -34,7 +34,7 @@ from cascade_plan.cost.ops.attention_work import (
     merge_state_bytes,
     query_token_flops,
 )
-from cascade_plan.cost.ops.page_blocks import PageBlocks, page_blocks_of, saved_tokens
+from cascade_plan.cost.ops.page_blocks import PageBlocks, longest_program, page_blocks_of, saved_tokens
 from cascade_plan.cost.ops.tiles import decode_compute_factor, prefix_compute_factor
 from cascade_plan.cost.roofline import filled_gain, filled_on
 from cascade_plan.cost.surface import Surface
@@ -70,6 +70,9 @@ class Features(msgspec.Struct, frozen=True):
     longest_tokens: np.ndarray        # the most KV tokens one (sequence, head) row streams: a kernel that
                                       # does not split them along the sequence is latency-bound by it
     q_rows: np.ndarray                # sequences x query heads (kernels that give each query head its own tile)
+    # tokens the launch's busiest program streams where the kernel's page blocks are known (the probe's Triton decode
+    # over shared pages: cost/ops/page_blocks.py longest_program), else 0
+    program_tokens: np.ndarray | float = 0.0
 
 
 CONFIG_COLUMNS = ("prefix_tokens", "group_size", "n_groups", "suffix_tokens", "q_per_kv", "num_kv_heads", "head_dim")
@@ -105,16 +108,19 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
         b = kv_read_bytes(seqs * (P + S - saved), kvb)
         flops = attention_flops(seqs * (P + S - saved), f_tok, decode_compute_factor(c["q_per_kv"], decode_rows))
         red = np.maximum(red - kv_read_bytes(seqs * saved, kvb), 0.0)
-        return Features(b, flops, rows, red, shared, kv_read_bytes(seqs * (P + S), kvb), P + S, seqs * hq)
+        program = (longest_program(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"], P, P + S)
+                   if kernel == "decode_shared" and page_blocks is not None else zero)
+        return Features(b, flops, rows, red, shared, kv_read_bytes(seqs * (P + S), kvb), P + S, seqs * hq, program)
     if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows
         tiles = prefix_compute_factor(c["group_size"], c["q_per_kv"], prefix_rows)
-        return Features(shared, attention_flops(seqs * P, f_tok, tiles), rows, zero, shared, shared, P, seqs * hq)
+        return Features(shared, attention_flops(seqs * P, f_tok, tiles), rows, zero, shared, shared, P, seqs * hq,
+                        zero)
     if kernel == "cascade_suffix":
         b = kv_read_bytes(seqs * S, kvb)
-        return Features(b, attention_flops(seqs * S, f_tok), rows, zero, shared, b, S, seqs * hq)
+        return Features(b, attention_flops(seqs * S, f_tok), rows, zero, shared, b, S, seqs * hq, zero)
     if kernel == "cascade_merge":
         return Features(merge_bytes(seqs, merge_state_bytes(hq, c["head_dim"])), zero, rows, zero, shared,
-                        shared + kv_read_bytes(seqs * S, kvb), P + S, seqs * hq)
+                        shared + kv_read_bytes(seqs * S, kvb), P + S, seqs * hq, zero)
     raise ValueError(f"no features for kernel {kernel!r}")
 
 
@@ -138,7 +144,10 @@ def roofline_part(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndar
         hbm = f.bytes - hit * f.redundant_bytes
     t = np.maximum(t, hbm / fit.bw_bytes_per_s) / filled_gain(fit, f.rows, f.longest_tokens)
     # bytes served from L2 still stream through it, at its own rate, whatever the launch
-    return np.maximum(t, f.bytes / fit.l2_bytes_per_s) if fit.l2_hit_max else t
+    t = np.maximum(t, f.bytes / fit.l2_bytes_per_s) if fit.l2_hit_max else t
+    # the busiest program's own streaming adds to the bounds: a page block's first program reads the shared run,
+    # then each of its sequences' private tokens alone (page_blocks.longest_program)
+    return t + f.program_tokens * fit.program_token_s
 
 
 def predict(fit: KernelFit, f: Features, l2_bytes: float = 0.0) -> np.ndarray:
@@ -282,31 +291,40 @@ def fit_l2(base: KernelFit, f: Features, measured_s: np.ndarray, l2_bytes: float
     `flop_ceiling`: the FLOP rate is fitted too, between the base's and this ceiling (the GPU's measured matmul
     peak). Where page blocks put several sequences' query rows into one dot (cost/ops/page_blocks.py), a row
     computes more per byte than any duplicated-pages row, whose FLOP rate only had to stay clear of their bytes'
-    time."""
+    time.
+
+    Where the features carry the busiest program's tokens (page blocks known: Features.program_tokens), its time per
+    token (`program_token_s`) is fitted too: a block's first program streams the shared run and then each of its
+    sequences' private tokens alone, which the bandwidth bounds do not see (on probe 1.6.0's and 1.7.0's H100 rows it
+    took the held-out p90 of this fit from ~30% to ~19%: benchmarks/shared_decode_program_latency.py)."""
     t = np.asarray(measured_s, float)
     reread = f.redundant_bytes > 0
     largest = float(f.layer_prefix_bytes[reread].max()) if reread.any() else 0.0
-    lead = 1 if flop_ceiling and flop_ceiling > base.flop_per_s else 0
+    flop = 1 if flop_ceiling and flop_ceiling > base.flop_per_s else 0
+    prog = 1 if np.any(np.asarray(f.program_tokens) > 0) else 0
+    lead = flop + prog
 
     def unpack(th):
         fl = (base.flop_per_s + (flop_ceiling - base.flop_per_s) / (1.0 + np.exp(-np.clip(th[0], -40, 40)))
-              if lead and flop_ceiling else base.flop_per_s)
+              if flop and flop_ceiling else base.flop_per_s)
+        tau = float(np.exp(np.clip(th[flop], -60, 0))) if prog else 0.0
         h = 1.0 / (1.0 + np.exp(-np.clip(th[lead], -40, 40)))
         bl2 = base.bw_bytes_per_s * (1.0 + np.exp(np.clip(th[lead + 1], -20, 20)))
         w = l2_bytes * np.exp(np.clip(th[lead + 2], -20, 20)) if len(th) > lead + 2 else None
-        return h, bl2, w, fl
+        return h, bl2, w, fl, tau
 
     def candidate(th) -> KernelFit:
-        h, bl2, w, fl = unpack(th)
+        h, bl2, w, fl, tau = unpack(th)
         # no window: hits never fall (np.inf); KernelFit stores that as None
         return msgspec.structs.replace(base, l2_hit_max=float(h), l2_bytes_per_s=float(bl2), flop_per_s=float(fl),
-                                       l2_window_bytes=np.inf if w is None else float(w))
+                                       l2_window_bytes=np.inf if w is None else float(w), program_token_s=tau)
 
     def resid(th):
         return np.log(predict(candidate(th), f, l2_bytes)) - np.log(t)
 
-    flop_starts = [(-4.0,), (0.0,)] if lead else [()]
-    starts = [(*x, a, c) for x in flop_starts for a in (-2.0, 1.0, 3.0) for c in (0.0, 1.5)]
+    flop_starts = [(-4.0,), (0.0,)] if flop else [()]
+    prog_starts = [(float(np.log(1e-9)),), (float(np.log(2e-8)),)] if prog else [()]
+    starts = [(*x, *y, a, c) for x in flop_starts for y in prog_starts for a in (-2.0, 1.0, 3.0) for c in (0.0, 1.5)]
     flat = min((_lm(resid, np.array(s0)) for s0 in starts), key=lambda p: p[1])
     best = flat
     if largest > 0:

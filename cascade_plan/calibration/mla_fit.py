@@ -76,16 +76,16 @@ def mla_features(kernel: str, configs: MlaConfigs) -> Features:
     if kernel == "decode_mla":
         b = seqs * (P + S) * tb
         red = c["n_groups"] * (c["group_size"] - 1) * P * tb
-        return Features(b, seqs * (P + S) * f_tok * one, seqs, red, shared, b, P + S, seqs * hq)
+        return Features(b, seqs * (P + S) * f_tok * one, seqs, red, shared, b, P + S, seqs * hq, zero)
     if kernel == "prefix_mla":                     # FLOP as computed: whole tiles of a prompt's query rows
         tiles = mla_tile_factor(c["group_size"] * hq)
-        return Features(shared, seqs * P * f_tok * tiles, seqs, zero, shared, shared, P, seqs * hq)
+        return Features(shared, seqs * P * f_tok * tiles, seqs, zero, shared, shared, P, seqs * hq, zero)
     if kernel == "suffix_mla":
         b = seqs * S * tb
-        return Features(b, seqs * S * f_tok * one, seqs, zero, shared, b, S, seqs * hq)
+        return Features(b, seqs * S * f_tok * one, seqs, zero, shared, b, S, seqs * hq, zero)
     if kernel == "merge_mla":
         return Features(3 * seqs * hq * (c["kv_lora_rank"] + 1) * STATE_BYTES, zero, seqs, zero, shared,
-                        shared + seqs * S * tb, P + S, seqs * hq)
+                        shared + seqs * S * tb, P + S, seqs * hq, zero)
     raise ValueError(f"no MLA features for kernel {kernel!r}")
 
 

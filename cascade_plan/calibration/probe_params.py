@@ -43,7 +43,8 @@ def _kernel_params(k: KernelFit | None, hw: HardwareProfile) -> KernelParams:
     return KernelParams(bw_eff=k.bw_bytes_per_s / hw.hbm_bytes_per_s, flop_eff=k.flop_per_s / hw.dense_bf16_flop_per_s,
                         overhead_s=k.overhead_s, row_s=k.row_s, q_row_s=k.q_row_s, token_latency_s=k.token_latency_s,
                         surface=surface_of(k), filled_rows=k.filled_rows, filled_min_tokens=k.filled_min_tokens,
-                        filled_tile_tokens=k.filled_tile_tokens, filled_gain=k.filled_gain)
+                        filled_tile_tokens=k.filled_tile_tokens, filled_gain=k.filled_gain,
+                        program_token_s=k.program_token_s)
 
 
 def default_backend(probe: ProbeData, kv_dtype: str | None = None) -> str:

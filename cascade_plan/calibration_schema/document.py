@@ -28,7 +28,8 @@ number to READABLE_VERSIONS with its upgrade in calibration/calibration_file.py.
   - CompositionDoc.over_bf16 (2026-12-01): a weight dtype's layer back to back relative to the bf16 layer's;
   - KernelFit.filled_rows, filled_min_tokens, filled_tile_tokens, filled_gain (2026-12-05): the batch-filled launch
     of the probe's Triton decode; notes.removed: rows taken out of a shipped file, and why;
-  - BackendFit.page_blocks (2026-12-06): the probe's Triton decode reads a block of siblings' shared pages once.
+  - BackendFit.page_blocks (2026-12-06): the probe's Triton decode reads a block of siblings' shared pages once;
+  - KernelFit.program_token_s (2026-12-06): that decode's time per token of its busiest program.
 """
 
 from __future__ import annotations

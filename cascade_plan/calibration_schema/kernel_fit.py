@@ -48,6 +48,10 @@ class KernelFit(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     filled_min_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     filled_tile_tokens: Annotated[int, msgspec.Meta(ge=0)] = 0
     filled_gain: Annotated[float, msgspec.Meta(ge=0.1, le=10.0)] = 1.0
+    # Per token of the launch's busiest program, added to the bandwidth and FLOP bounds: the probe's Triton decode
+    # over shared pages, whose block's first program streams the shared run and then each sequence's private tokens
+    # alone (cost/ops/page_blocks.py longest_program). 0: no such term (other kernels, files before 2026-12-06).
+    program_token_s: Seconds = 0.0
 
 
 class PageBlockRule(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

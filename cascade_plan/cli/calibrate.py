@@ -60,9 +60,12 @@ def page_blocks_explanation(kernels: dict) -> str | None:
     rule = kernels.get("page_blocks")
     if rule:
         group = rule["tune"].get("decode_page_group")
+        tau = (kernels.get("decode_shared") or {}).get("program_token_s") or 0.0
+        busiest = (f"; a block's first program streams the shared run and then each sequence's private tokens alone, "
+                   f"{tau * 1e9:.1f} ns per token of the busiest program on top of the bandwidth bounds" if tau else "")
         return (f"per-sequence decode over shared pages reads a block of up to {group} sibling sequences' shared pages "
                 f"once (the probe's launch rule at {rule['sm_count']} SMs gives every row's recorded launch): the fit "
-                "and the planner take those tokens out of its HBM, L2 and compute terms")
+                f"and the planner take those tokens out of its HBM, L2 and compute terms{busiest}")
     return "; ".join(kernels.get("notes") or []) or None
 
 

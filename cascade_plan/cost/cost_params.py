@@ -35,6 +35,7 @@ class KernelParams(msgspec.Struct, frozen=True):
     filled_min_tokens: float = 0.0
     filled_tile_tokens: float = 0.0
     filled_gain: float = 1.0
+    program_token_s: float = 0.0       # per token of the launch's busiest program, per layer (added to the bounds)
 
 
 class CostParams(msgspec.Struct, frozen=True):

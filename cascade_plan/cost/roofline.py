@@ -22,10 +22,16 @@ def corrected_roofline_s(bytes_, flops, bw: float, peak: float, k: KernelParams,
         t = np.maximum(t, layers * np.asarray(longest_tokens, float) * k.token_latency_s)
     if k.filled_rows:
         t = t / filled_gain(k, rows, longest_tokens)
-    if k.surface is not None:
-        per_layer = np.asarray(bytes_ if size is None else size, float) / layers
-        t = t * np.exp(k.surface(per_layer, rows))
-    return t
+    return surface_corrected(t, k, layers, rows, bytes_ if size is None else size)
+
+
+def surface_corrected(seconds, k: KernelParams, layers: int, rows, size) -> np.ndarray:
+    """`seconds` of a kernel kind's roofline times its calibrated efficiency correction at one layer's size (bytes
+    over all layers, `size`) and rows (unchanged without a surface)."""
+    t = np.asarray(seconds, float)
+    if k.surface is None:
+        return t
+    return t * np.exp(k.surface(np.asarray(size, float) / layers, rows))
 
 
 def filled_on(k, rows, longest_tokens) -> np.ndarray:

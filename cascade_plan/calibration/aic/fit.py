@@ -278,7 +278,7 @@ def mla_features(b: np.ndarray, ctx: np.ndarray, heads: np.ndarray, kv_dtype: st
     bytes_ = b * ctx * kvb
     zero = np.zeros_like(b)
     return Features(bytes=bytes_, flops=2.0 * b * ctx * heads * (MLA_LATENT + MLA_V_DIM), rows=b, redundant_bytes=zero,
-                    layer_prefix_bytes=zero, size=bytes_, longest_tokens=ctx, q_rows=b * heads)
+                    layer_prefix_bytes=zero, size=bytes_, longest_tokens=ctx, q_rows=b * heads, program_tokens=zero)
 
 
 def fit_mla_decode(b, ctx, heads, t, kv_dtype: str, bw_ceiling: float, flop_ceiling: float) -> KernelFit | None:

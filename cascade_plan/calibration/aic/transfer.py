@@ -45,6 +45,8 @@ def transfer_fit(d: dict | None, r: TransferRatios) -> dict | None:
     out["flop_per_s"] = d["flop_per_s"] * r.flop
     for k in ("overhead_s", "row_s", "q_row_s", "token_latency_s"):
         out[k] = d[k] * r.fixed
+    if d.get("program_token_s"):      # a latency like the fixed costs (files before 2026-12-06 lack it)
+        out["program_token_s"] = d["program_token_s"] * r.fixed
     # None: the probe saw no fall of L2 hits with the prefix size (no window); it stays None
     window = d.get("l2_window_bytes", 0.0)
     out["l2_window_bytes"] = None if window is None else window * r.l2

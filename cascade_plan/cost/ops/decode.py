@@ -14,9 +14,9 @@ from cascade_plan.cost.cost_params import KernelParams
 from cascade_plan.cost.ops.attention_work import attention_flops, kv_read_bytes
 from cascade_plan.cost.ops.base import OpCost
 from cascade_plan.cost.ops.context import PER_SEQUENCE, StepContext
-from cascade_plan.cost.ops.page_blocks import load_saved_tokens
+from cascade_plan.cost.ops.page_blocks import load_longest_program, load_saved_tokens
 from cascade_plan.cost.ops.tiles import decode_compute_factor
-from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction
+from cascade_plan.cost.roofline import corrected_roofline_s, fixed_s, l2_hit_fraction, surface_corrected
 
 NAME, MODES, TERM, COMPOSED = "decode", (PER_SEQUENCE,), "attention", None
 
@@ -63,6 +63,11 @@ def cost(ctx: StepContext) -> OpCost | None:
         l2_bound = corrected_roofline_s(read, 0.0, params.l2_bytes_per_s, g.attn_flop_per_s,
                                         KernelParams(surface=dec.surface), L, rows, size=logical)
         roof = np.maximum(roof, l2_bound)
+    if ctx.prefix_caching and dec.program_token_s:
+        # the busiest program's own streaming adds to the bounds (calibration/fitting.py roofline_part), under the
+        # same correction surface: a page block's first program reads the shared run, then its sequences' tails
+        program = L * load_longest_program(params.page_blocks, load, g.kv_heads, G) * dec.program_token_s
+        roof = roof + surface_corrected(program, dec, L, rows, logical)
     return OpCost(name=NAME, bytes=hbm, flops=attention_flops(load.ps_prefix_tokens + load.suffix_tokens,
                                                               g.attn_flop_per_query_token),
                   time_s=roof + fixed_s(dec, 1, rows, L, G), source=fitted_source(params), bound_s=roof)
