@@ -28,13 +28,14 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
     tokens_per_split, page_block_seqs, page_prefetch and fused_merge (where the tune has them), and where blocks can
     form grouped_programs (the share of (sequence, KV head, split) programs whose shared pages a block read once) and
     mean_block_seqs (0 when none formed), as DecodePlan.launch_record writes them."""
-    splits, tps, seqs, block_n, prefetch = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens,
-                                                                 seq_len, sm_count, tune)
+    splits, tps, seqs, block_n, prefetch, long_tile = _decode_blocks_launch(batch, kv_heads, q_per_kv,
+                                                                            shared_prefix_tokens, seq_len, sm_count,
+                                                                            tune)
     out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}
     if tune.page_prefetch:      # recorded by tunes that have it (probe 1.6 on)
         out["page_prefetch"] = prefetch
     if tune.decode_fused_merge:  # (probe 1.7 on) whether the launch merges its own splits
-        out["fused_merge"] = decode_fused_merge(splits, seqs, tune)
+        out["fused_merge"] = decode_fused_merge(splits, seqs, long_tile, tune)
     if seqs == 1:
         return out
     blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
@@ -72,8 +73,8 @@ def longest_program_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size:
     """Tokens the busiest program of a per-sequence decode over shared pages streams: a grouped split's first program
     reads the block's shared run once and then each of its sequences' private tokens in the split, one after another;
     any other program its own split. Where no block forms, the launch's longest split."""
-    splits, tps, seqs, block_n, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                          sm_count, tune)
+    splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
+                                                             sm_count, tune)
     most = 0
     for i in range(splits):
         start, end = i * tps, min(i * tps + tps, seq_len)
@@ -88,8 +89,8 @@ def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int
     """Shared tokens per sequence that a per-sequence decode over shared pages does not read for that sequence,
     because its page block's first program read them once for the whole block: the sum over grouped splits of
     the block's shared run x (1 - 1 / sequences in the block). 0 where no block forms."""
-    splits, tps, seqs, block_n, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                          sm_count, tune)
+    splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
+                                                             sm_count, tune)
     if seqs == 1:
         return 0.0
     blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
@@ -97,12 +98,12 @@ def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int
 
 
 def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, shared_prefix_tokens: int, seq_len: int,
-                          sm_count: int, tune: TuneParams) -> tuple[int, int, int, int, bool]:
-    """(splits, tokens per split, page_block_seqs, tile tokens, page prefetch) of a per-sequence decode over shared
-    pages, as DecodePlan launches it."""
+                          sm_count: int, tune: TuneParams) -> tuple[int, int, int, int, bool, bool]:
+    """(splits, tokens per split, page_block_seqs, tile tokens, page prefetch, long-context launch?) of a
+    per-sequence decode over shared pages, as DecodePlan launches it."""
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
     block_n, _, _ = decode_tile(work, splits, tps, long_tile, sm_count, tune)
     seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
                            max_seq_len=seq_len, tokens_per_split=tps, block_n=block_n)
-    return splits, tps, seqs, block_n, decode_prefetch(work, splits, tps, long_tile, sm_count, tune)
+    return splits, tps, seqs, block_n, decode_prefetch(work, splits, tps, long_tile, sm_count, tune), long_tile

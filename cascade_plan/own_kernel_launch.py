@@ -117,9 +117,16 @@ class TuneParams:
     # and blocks of sequences (whose first program merges each of its sequences in turn) 5-38%
     decode_fused_merge: bool = True
     fused_merge_max_splits: int = 12
+    # ... and in the long-context launch too (probes 1.7.0-1.7.1): there its 31 launches on the default grid ran
+    # 1.001x and 1.002x the merge kernel's median in two H100 calls (0.993-1.015x; benchmarks/raw/device-2026-12-06d/
+    # fused-rule.json, fused-rule-2.json), and each of its kernels is one more compile on a fresh machine (5 of the
+    # default grid's 53 decode specialisations: benchmarks/probe_kernel_variants.py)
+    fused_merge_long: bool = False
 
 
 DEFAULT_TUNE = TuneParams()
+# The tune of probes 1.7.0-1.7.1 (the long-context launch merged its own splits too).
+PROBE_1_7_1_TUNE = TuneParams(fused_merge_long=True)
 # The tune of probe 1.6.0 (a merge kernel after a split decode).
 PROBE_1_6_0_TUNE = TuneParams(decode_fused_merge=False)
 # The tune of probe 1.5.5 (page numbers loaded in the iteration that uses them).
@@ -328,10 +335,12 @@ def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: i
     return best[1] if best else (s0, t0)
 
 
-def decode_fused_merge(splits: int, seqs: int, tune: TuneParams) -> bool:
+def decode_fused_merge(splits: int, seqs: int, long_tile: bool, tune: TuneParams) -> bool:
     """Does a split per-sequence decode that owns its states merge them in its own programs (decode_fused_merge)?
-    Where the tune has it, the launch forms no page blocks (seqs == 1) and has 2 to fused_merge_max_splits splits."""
-    return tune.decode_fused_merge and seqs == 1 and 1 < splits <= tune.fused_merge_max_splits
+    Where the tune has it, the launch forms no page blocks (seqs == 1), has 2 to fused_merge_max_splits splits and is
+    not the long-context launch (unless fused_merge_long)."""
+    return (tune.decode_fused_merge and seqs == 1 and 1 < splits <= tune.fused_merge_max_splits
+            and (tune.fused_merge_long or not long_tile))
 
 
 def fused_merge_slots(q_per_kv: int, head_dim: int, splits: int, warps: int) -> tuple[int, int]:

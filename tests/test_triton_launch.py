@@ -24,6 +24,7 @@ from cascade_plan.own_kernel_launch import (
     PROBE_1_5_3_TUNE,
     PROBE_1_5_4_TUNE,
     PROBE_1_6_0_TUNE,
+    PROBE_1_7_1_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
@@ -310,16 +311,22 @@ def test_page_numbers_are_prefetched_where_a_programs_loop_runs_long():
 
 def test_a_split_launch_merges_its_own_splits_only_without_blocks_and_with_few_splits():
     t = DEFAULT_TUNE
-    assert decode_fused_merge(2, 1, t) and decode_fused_merge(t.fused_merge_max_splits, 1, t)
-    assert not decode_fused_merge(1, 1, t)                              # unsplit: it writes the output itself
-    assert not decode_fused_merge(t.fused_merge_max_splits + 1, 1, t)   # one program would merge too many slots
-    assert not decode_fused_merge(9, 2, t)                              # page blocks: a merge kernel after it
-    assert not decode_fused_merge(9, 1, PROBE_1_6_0_TUNE)
+    assert decode_fused_merge(2, 1, False, t) and decode_fused_merge(t.fused_merge_max_splits, 1, False, t)
+    assert not decode_fused_merge(1, 1, False, t)                          # unsplit: it writes the output itself
+    assert not decode_fused_merge(t.fused_merge_max_splits + 1, 1, False, t)   # one program would merge too many
+    assert not decode_fused_merge(9, 2, False, t)                          # page blocks: a merge kernel after it
+    assert not decode_fused_merge(9, 1, True, t)                           # the long-context launch keeps it too...
+    assert decode_fused_merge(9, 1, True, PROBE_1_7_1_TUNE)                # ... which probes 1.7.0-1.7.1 fused
+    assert not decode_fused_merge(9, 1, False, PROBE_1_6_0_TUNE)
     # what a probe row records: 4 sequences x 8 KV heads at 1K + 128, one query head per KV head, is a tiny launch of
-    # 9 splits x 128 tokens without blocks (it fuses); 16 x 8 at 4K + 4K forms blocks of four (it does not)
+    # 9 splits x 128 tokens without blocks (it fuses); 16 x 8 at 4K + 4K forms blocks of four (it does not); 16 x 8
+    # at 16K + 128 over private pages is a long-context launch of 9 splits
     assert page_blocks(4, 8, 1, 4, 1024, 1152, 132, t) == {
         "splits": 9, "tokens_per_split": 128, "page_block_seqs": 1, "page_prefetch": False, "fused_merge": True}
     assert page_blocks(16, 8, 4, 16, 4096, 8192, 132, t)["fused_merge"] is False
+    assert decode_launch(16, 8, 4, 16512, 0, 132, t) == (9, 1920, True)
+    assert page_blocks(16, 8, 4, 16, 0, 16512, 132, t)["fused_merge"] is False
+    assert page_blocks(16, 8, 4, 16, 0, 16512, 132, PROBE_1_7_1_TUNE)["fused_merge"] is True
     assert "fused_merge" not in page_blocks(4, 8, 1, 4, 1024, 1152, 132, PROBE_1_6_0_TUNE)
 
 

@@ -105,7 +105,7 @@ class DecodePlan:
         # where we own split states, the kernel merges them (its last program per sequence and KV head; the counts
         # return to zero as each merge ends, so a graph replays it) or a merge kernel runs after it
         self.fused_merge = (self.states is not None and not self.external_states
-                            and decode_fused_merge(self.splits, self.seqs, tune))
+                            and decode_fused_merge(self.splits, self.seqs, long_tile, tune))
         self.counts = (torch.zeros(self.work_items, dtype=torch.int32, device=q.device) if self.fused_merge
                        else None)
         if self.states is not None and not self.external_states and not self.fused_merge:
