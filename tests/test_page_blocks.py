@@ -193,6 +193,20 @@ def test_the_planner_prices_the_blocks_as_the_fit_does(h100_run):
     assert op is not None
     fitted = predict_kind(fits, "decode_shared", [row.config], h100_run.l2_bytes)[0]
     assert float(op.time_s) / model.num_layers == pytest.approx(fitted, rel=1e-6)
+    # over private copies too (prefix caching off: the decode's private-pages fit), whose latency bound streams the
+    # launch's longest split: one sequence x 8 KV heads at 32K + 128 is 65 splits of 512 tokens, not a 32,896-token
+    # row (the bound at the whole row put it at 2.6x its time on probe 1.7.0's H100 rows)
+    dup_ctx = msgspec.structs.replace(ctx, prefix_caching=False)
+    dup_fit = predict_kind(fits, "decode_dup", [row.config], h100_run.l2_bytes)[0]
+    assert float(decode.cost(dup_ctx).time_s) / model.num_layers == pytest.approx(dup_fit, rel=1e-6)
+    one = next(r for r in h100_run.select("triton", "decode_dup", None, "bf16")
+               if (r.config.prefix_tokens, r.config.group_size, r.config.q_per_kv, r.config.num_kv_heads)
+               == (32768, 1, 4, 8))
+    assert features("decode_dup", [one.config], page_blocks=params.page_blocks).longest_tokens.tolist() == [512.0]
+    one_ctx = StepContext(model, 1, "bf16", np.array([1.0]), g.hbm_bytes_per_s, g.gemm_flop_per_s, params.step,
+                          params, g, single_level_load(32768, 1, 1, 128), False)
+    assert float(decode.cost(one_ctx).time_s) / model.num_layers == pytest.approx(
+        predict_kind(fits, "decode_dup", [one.config], h100_run.l2_bytes)[0], rel=1e-6)
     # and the blocks are what make it so: without them the planner prices the row about as its private copies
     no_blocks = msgspec.structs.replace(ctx, params=msgspec.structs.replace(params, page_blocks=None))
     assert float(decode.cost(no_blocks).time_s) > 2 * float(op.time_s)

@@ -85,7 +85,7 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     dict per row). `prefix_rows`, `decode_rows`: how the backend's prefix pass and per-sequence decode lay out
     query rows (cost/ops/tiles.py PREFIX_ROWS, DECODE_ROWS). `page_blocks`: the rule by which the probe's own
     decode over shared pages reads a block of siblings' pages once (cost/ops/page_blocks.py): those tokens leave
-    its bytes, its re-reads and its computed FLOP."""
+    its bytes, its re-reads and its computed FLOP, and its latency bound streams its longest program's tokens."""
     if isinstance(configs, dict):
         c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
         kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)
@@ -110,7 +110,11 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
         red = np.maximum(red - kv_read_bytes(seqs * saved, kvb), 0.0)
         program = (longest_program(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"], P, P + S)
                    if kernel == "decode_shared" and page_blocks is not None else zero)
-        return Features(b, flops, rows, red, shared, kv_read_bytes(seqs * (P + S), kvb), P + S, seqs * hq, program)
+        # the probe's own kernel splits a long row: its latency bound is its longest program's, not the row's
+        longest = (longest_program(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"],
+                                   P if kernel == "decode_shared" else zero, P + S, blocks_only=False)
+                   if page_blocks is not None else P + S)
+        return Features(b, flops, rows, red, shared, kv_read_bytes(seqs * (P + S), kvb), longest, seqs * hq, program)
     if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows
         tiles = prefix_compute_factor(c["group_size"], c["q_per_kv"], prefix_rows)
         return Features(shared, attention_flops(seqs * P, f_tok, tiles), rows, zero, shared, shared, P, seqs * hq,
@@ -391,6 +395,6 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
         return total
     feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
     blocks = (page_blocks_of(fits.page_blocks.sm_count, fits.page_blocks.tune)
-              if kind == "decode_shared" and fits.page_blocks else None)
+              if kind in ("decode_shared", "decode_dup") and fits.page_blocks else None)
     return predict(getattr(fits, kind),
                    features(feature_kind, cfgs, fits.prefix_rows, fits.decode_rows, blocks), l2)

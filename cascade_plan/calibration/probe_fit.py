@@ -89,14 +89,14 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
         return None
     dec_rows = DECODE_ROWS_BY_BACKEND.get((backend, kv_dtype), "q_head")
     filled = filled_launch(probe, backend)
-    f, t = _xy(dup, "decode_dup", decode_rows=dec_rows)
+    rule, rule_line = page_block_rule(probe, db, kv_dtype)
+    blocks = page_blocks_of(rule.sm_count, rule.tune) if rule else None
+    f, t = _xy(dup, "decode_dup", decode_rows=dec_rows, page_blocks=blocks)
     dup_fit = _fit_one(f, t, bw, fl, filled=filled)
     out["decode_dup"] = msgspec.to_builtins(dup_fit)
     if dec_rows != "q_head":
         out["decode_rows"] = dec_rows
     shared = rows(db, "decode_shared", dv)
-    rule, rule_line = page_block_rule(probe, db, kv_dtype)
-    blocks = page_blocks_of(rule.sm_count, rule.tune) if rule else None
     if rule:
         out["page_blocks"] = msgspec.to_builtins(rule)
     elif rule_line:

@@ -56,8 +56,12 @@ def cost(ctx: StepContext) -> OpCost | None:
     dec = params.decode if ctx.prefix_caching or params.decode_dup is None else params.decode_dup
     computed = attention_flops(tokens, g.attn_flop_per_query_token, ctx.decode_tile_factor(),
                                float(decode_compute_factor(G, params.decode_rows)))
+    # the probe's own kernel splits a long row: its latency bound streams its longest program (as its fit's rows)
+    longest = (load_longest_program(params.page_blocks, load, g.kv_heads, G, blocks_only=False,
+                                    private=not ctx.prefix_caching)
+               if params.page_blocks is not None else load.longest_context)
     roof = corrected_roofline_s(hbm, computed, bw, g.attn_flop_per_s, dec, L, rows, size=logical,
-                                longest_tokens=load.longest_context)
+                                longest_tokens=longest)
     if ctx.prefix_caching and params.l2_bytes_per_s:
         # every byte read still streams through L2 (same correction surface as the HBM term)
         l2_bound = corrected_roofline_s(read, 0.0, params.l2_bytes_per_s, g.attn_flop_per_s,

@@ -44,19 +44,24 @@ def _longest(rule: PageBlocks, seqs: int, kv_heads: int, q_per_kv: int, group_si
                                         rule.tune))
 
 
-def _per_shape(fn, rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens,
-               seq_len) -> np.ndarray:
+def _per_shape(fn, rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len,
+               blocks_only: bool = True) -> np.ndarray:
     """fn(rule, *shape) for every broadcast element of the shape arrays, each distinct shape computed once (a sweep
-    prices each shape once); 0 without a rule or where no block can form (fewer than two sequences or siblings, no
-    shared tokens)."""
+    prices each shape once); 0 without a rule, for an empty shape, and (blocks_only) where no block can form (fewer
+    than two sequences or siblings, no shared tokens)."""
     args = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
                                  (seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len)))
     if rule is None or not args[0].size:
         return np.zeros(args[0].shape)
     shapes, where = np.unique(np.rint(np.stack([a.ravel() for a in args], axis=1)).astype(np.int64), axis=0,
                               return_inverse=True)
-    per_shape = np.array([fn(rule, *(int(v) for v in row)) if row[0] >= 2 and row[3] >= 2 and row[4] > 0
-                          and row[1] > 0 and row[2] > 0 else 0.0 for row in shapes])
+
+    def valid(row) -> bool:
+        if blocks_only:
+            return row[0] >= 2 and row[3] >= 2 and row[4] > 0 and row[1] > 0 and row[2] > 0
+        return row[0] >= 1 and row[1] > 0 and row[2] > 0 and row[5] > 0 and row[3] >= 1
+
+    per_shape = np.array([fn(rule, *(int(v) for v in row)) if valid(row) else 0.0 for row in shapes])
     return per_shape[where.ravel()].reshape(args[0].shape)
 
 
@@ -67,11 +72,13 @@ def saved_tokens(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, 
     return _per_shape(_saved, rule, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len)
 
 
-def longest_program(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens,
-                    seq_len) -> np.ndarray:
+def longest_program(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len,
+                    blocks_only: bool = True) -> np.ndarray:
     """Tokens the decode's busiest program streams (own_kernel_blocks.longest_program_tokens) for the same shapes as
-    saved_tokens; 0 without a rule or where no block can form (the term it prices is then left out)."""
-    return _per_shape(_longest, rule, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len)
+    saved_tokens: with blocks_only, 0 where no block can form (the busiest program's own term is then left out);
+    without, the launch's longest split there (the tokens one program streams: the kernel's latency bound). 0
+    without a rule."""
+    return _per_shape(_longest, rule, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len, blocks_only)
 
 
 def _load_shape(load: StepLoad) -> tuple[np.ndarray, ...] | None:
@@ -105,11 +112,16 @@ def load_saved_tokens(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_
     return seqs * saved_tokens(rule, seqs, kv_heads, q_per_kv, group_size, shared, tokens)
 
 
-def load_longest_program(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_per_kv: int) -> np.ndarray:
-    """Tokens the busiest program of a step's per-sequence decode streams, per layer (shape of load.active_seqs);
-    0 where no block can form."""
+def load_longest_program(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_per_kv: int,
+                         blocks_only: bool = True, private: bool = False) -> np.ndarray:
+    """Tokens the busiest program of a step's per-sequence decode streams, per layer (shape of load.active_seqs), as
+    longest_program gives them; `private`: over private copies of the shared pages (no blocks: the longest split)."""
     shape = _load_shape(load) if rule is not None else None
     if shape is None:
-        return np.zeros(np.shape(load.active_seqs))
+        if rule is None or blocks_only:
+            return np.zeros(np.shape(load.active_seqs))
+        seqs, tokens = np.broadcast_arrays(np.asarray(load.active_seqs, float), np.asarray(load.longest_context,
+                                                                                          float))
+        return longest_program(rule, seqs, kv_heads, q_per_kv, 1, 0, tokens, blocks_only=False)
     seqs, group_size, shared, tokens = shape
-    return longest_program(rule, seqs, kv_heads, q_per_kv, group_size, shared, tokens)
+    return longest_program(rule, seqs, kv_heads, q_per_kv, group_size, 0 if private else shared, tokens, blocks_only)
