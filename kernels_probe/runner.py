@@ -18,11 +18,10 @@ from kernels_probe.attention.timed import SkippedKernel, TimedKernel
 from kernels_probe.calibration_file import new_document, write_atomic
 
 TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
-# Rows whose first median is at least this long, and the first row a pass times after building a configuration's
-# inputs, are timed again after its other rows and keep the faster median (the first round's kept beside it). On an
-# H100 the first rows timed after the inputs were built ran up to 17% slow at times (benchmarks/raw/device-2026-12-05c/
-# conditions.json); with every row timed twice, 24 of 188 first rows ran 3%+ slow in their first round, 1-13 of each
-# later position's 170-246 (one sequence x 8 KV heads at 32K: 64.9 us, then 56.7 us; docs/probe-notes.md, "Probe
+# Rows of at least this median, and each pass's first row of a configuration, are timed again after its other rows
+# and keep the faster median (the first round's kept beside it). On an H100 the first rows timed after the inputs
+# were built ran up to 17% slow at times (benchmarks/raw/device-2026-12-05c/conditions.json); with every row timed
+# twice, 24 of 188 first rows ran 3%+ slow, 1-13 of each later position's 170-246 (docs/probe-notes.md, "Probe
 # 1.7.1"). A long row's ~20 ms budget holds only 10 replays; a second round costs ~27 ms a short row.
 RETIME_MIN_S = 100e-6
 NOTES = {
@@ -32,8 +31,9 @@ NOTES = {
              "cascade_merge: 2 states per row + bf16 output; cascade_total: prefix once per group + suffixes + q + "
              "output (the fused floor). See docs/probe.md.",
     "timing": "CUDA graph replays between CUDA events; L2 flushed by a read of >= 4x L2 before each repetition, "
-              "outside the events; warm-up; median of 10-100 repetitions (p10/p90 given); rows of >= 100 us timed "
-              "again after the configuration's other rows, the faster round kept (first_round_median_s: the other).",
+              "outside the events; warm-up; median of 10-100 repetitions (p10/p90 given); rows of >= 100 us and "
+              "each pass's first row of a configuration timed again after the configuration's other rows, the faster "
+              "round kept (first_round_median_s: the other).",
     "max_rel_err": "max over (sequence, query head) rows of ||out - ref||2 / ||ref||2 against a float32 reference "
                    "computed directly (no LSE merge) on fresh random data; outputs owned by the probe are "
                    "poisoned with NaN first; null on rows that time a piece whose output is not final.",
