@@ -331,6 +331,19 @@ def fused_variants(base):
     return [("probe 1.6.0", PROBE_1_6_0_TUNE), ("default", base)]
 
 
+def checked_err(fn, out, ref) -> float:
+    """Run `fn` (which writes `out`) over an output poisoned with NaN and return its error against `ref`: what was
+    not written stays NaN and fails."""
+    import torch
+
+    from kernels_probe.attention.reference import max_rel_err
+    from kernels_probe.attention.timed import poisoned_run
+
+    poisoned_run(out, fn)()
+    torch.cuda.synchronize()
+    return max_rel_err(out, ref)
+
+
 def launch_key(p, tune) -> tuple:
     """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
     the same key run the same kernels, so the second is not timed again."""
@@ -383,7 +396,6 @@ def main() -> int:
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import build_grid
-    from kernels_probe.attention.reference import max_rel_err
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher, time_fn
 
@@ -469,20 +481,14 @@ def main() -> int:
                     if key in timed:        # the same kernels as an earlier variant: its figure
                         row["triton"].setdefault(tname, {})[label] = {**timed[key], "same_as": timed[key]["label"]}
                         continue
-                    out.fill_(float("nan"))
-                    p()
-                    torch.cuda.synchronize()
-                    err = max_rel_err(out, ref)
+                    err = checked_err(p, out, ref)
                     if not err < TOL:
                         print("WRONG", cfg.label(), tname, label, err, flush=True)
                         continue
                     res = time_fn(p, flusher)
                     # again after the graph's replays: a launch that keeps state (the fused merge's counts) must
                     # leave it as it found it, or later replays skip work and time too fast
-                    out.fill_(float("nan"))
-                    p()
-                    torch.cuda.synchronize()
-                    err_after = max_rel_err(out, ref)
+                    err_after = checked_err(p, out, ref)
                     if not err_after < TOL:
                         print("WRONG after timing", cfg.label(), tname, label, err_after, flush=True)
                         continue
@@ -499,10 +505,7 @@ def main() -> int:
                     casc = CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens,
                                                                     cfg.group_size, cfg.n_groups)],
                                        d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=sm, tune=tune)
-                    out.fill_(float("nan"))
-                    casc()
-                    torch.cuda.synchronize()
-                    err = max_rel_err(out, ref)
+                    err = checked_err(casc, out, ref)
                     if err < TOL:
                         row["triton"].setdefault("cascade", {})[label] = {"median_s": time_fn(casc, flusher)[
                             "median_s"], "err": err}
@@ -518,10 +521,7 @@ def main() -> int:
                 for tc in (False, True):
                     try:
                         fd = flashinfer_backend.FlashInferDecode(d, shared=tname == "shared_table", tensor_cores=tc)
-                        fd.out.fill_(float("nan"))
-                        o = fd()
-                        torch.cuda.synchronize()
-                        err = max_rel_err(o, ref)
+                        err = checked_err(fd, fd.out, ref)
                         if not err < TOL:
                             continue
                         res = time_fn(fd, flusher)

@@ -27,27 +27,7 @@ from cascade_plan.calibration.fitting import _lm, features, fit_l2, fit_surface,
 from cascade_plan.calibration.holdout import is_held_out
 from cascade_plan.calibration.launch_rules import page_block_rule
 from cascade_plan.cost.ops.page_blocks import page_blocks_of
-from cascade_plan.own_kernel_launch import decode_launch, decode_tile, page_block_seqs, split_groups
-
-
-def longest_program_tokens(c, sm: int, tune) -> int:
-    """Tokens the busiest program of the decode's launch streams: a grouped split's first program reads the shared
-    run once and then each of its block's private tails; any other program its own split."""
-    batch, P, L = c.group_size * c.n_groups, c.prefix_tokens, c.prefix_tokens + c.suffix_tokens
-    work = batch * c.num_kv_heads
-    splits, tps, long_tile = decode_launch(batch, c.num_kv_heads, c.q_per_kv, L, P, sm, tune)
-    block_n = decode_tile(work, splits, tps, long_tile, sm, tune)[0]
-    seqs = page_block_seqs(batch, c.q_per_kv, work * splits, sm, tune, shared_prefix_tokens=P, max_seq_len=L,
-                           tokens_per_split=tps, block_n=block_n)
-    most = 0
-    for i in range(splits):
-        start, end = i * tps, min(i * tps + tps, L)
-        s = seqs if start < P and c.group_size >= 2 else 1
-        while s >= 2 and not (c.group_size % s == 0 and split_groups(start, end, P, block_n, s)):
-            s //= 2
-        run = ((min(P, end) - start) // block_n) * block_n if s >= 2 else 0
-        most = max(most, run + max(s, 1) * (end - start - run))
-    return most
+from cascade_plan.own_kernel_blocks import longest_program_tokens
 
 
 def ape(pred: np.ndarray, t: np.ndarray) -> str:
@@ -70,7 +50,9 @@ def score(path: str) -> None:
     for name, sel in (("train", [r for r in rows if not is_held_out(r.config)]),
                       ("held", [r for r in rows if is_held_out(r.config)])):
         f = features("decode_shared", [r.config for r in sel], "kv_head", "q_head", blocks)
-        lt = np.array([longest_program_tokens(r.config, blocks.sm_count, blocks.tune) for r in sel], float)
+        lt = np.array([longest_program_tokens(c.group_size * c.n_groups, c.num_kv_heads, c.q_per_kv, c.group_size,
+                                              c.prefix_tokens, c.prefix_tokens + c.suffix_tokens, blocks.sm_count,
+                                              blocks.tune) for c in (r.config for r in sel)], float)
         parts[name] = (sel, f, np.array([r.timed_s for r in sel]), lt)
     _, f, t, lt = parts["train"]
     held, fh, th, lth = parts["held"]

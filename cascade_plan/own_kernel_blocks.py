@@ -55,17 +55,25 @@ def split_block(start: int, end: int, seqs: int, group_size: int, shared_prefix_
     return max(s, 1)
 
 
-def split_blocks(splits: int, tokens_per_split: int, seqs: int, group_size: int, shared_prefix_tokens: int,
-                 seq_len: int, block_n: int) -> list[tuple[int, int]]:
-    """(sequences in the block, shared tokens it reads once for all of them) of every split where
-    paged_decode_kernel groups a block (split_block)."""
+def split_programs(splits: int, tokens_per_split: int, seqs: int, group_size: int, shared_prefix_tokens: int,
+                   seq_len: int, block_n: int) -> list[tuple[int, int, int]]:
+    """Per split: (the block paged_decode_kernel groups there, 1 where none: split_block; the shared tokens the block
+    reads once for its sequences, in whole tiles, 0 where none; the split's tokens)."""
     out = []
     for i in range(splits):
         start, end = i * tokens_per_split, min(i * tokens_per_split + tokens_per_split, seq_len)
         s = split_block(start, end, seqs, group_size, shared_prefix_tokens, block_n)
-        if s >= 2:
-            out.append((s, ((min(shared_prefix_tokens, end) - start) // block_n) * block_n))
+        run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n if s >= 2 else 0
+        out.append((s, run, end - start))
     return out
+
+
+def split_blocks(splits: int, tokens_per_split: int, seqs: int, group_size: int, shared_prefix_tokens: int,
+                 seq_len: int, block_n: int) -> list[tuple[int, int]]:
+    """(sequences in the block, shared tokens it reads once for all of them) of every split where
+    paged_decode_kernel groups a block (split_programs)."""
+    return [(s, run) for s, run, _ in split_programs(splits, tokens_per_split, seqs, group_size, shared_prefix_tokens,
+                                                     seq_len, block_n) if s >= 2]
 
 
 def longest_program_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,
@@ -75,13 +83,8 @@ def longest_program_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size:
     any other program its own split. Where no block forms, the launch's longest split."""
     splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
                                                              sm_count, tune)
-    most = 0
-    for i in range(splits):
-        start, end = i * tps, min(i * tps + tps, seq_len)
-        s = split_block(start, end, seqs, group_size, shared_prefix_tokens, block_n) if seqs > 1 else 1
-        run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n if s >= 2 else 0
-        most = max(most, run + s * (end - start - run))
-    return most
+    return max(run + s * (n - run) for s, run, n in split_programs(splits, tps, seqs, group_size,
+                                                                   shared_prefix_tokens, seq_len, block_n))
 
 
 def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,

@@ -110,13 +110,14 @@ class DecodePlan:
                        else None)
         if self.states is not None and not self.external_states and not self.fused_merge:
             self.merge = MergePlan(self.states, out, tune=tune, sm_count=sm_count)
+        # the fused merge's tile (MERGE_G, MERGE_S); 1 x 1 where the kernel does not merge, one specialisation
+        self.merge_tile = fused_merge_slots(self.G, D, self.splits, self.warps) if self.fused_merge else (1, 1)
 
     def launch_partial(self):
         st = self.states
         o_state = st.o if st is not None else self.out
         lse_state = st.lse if st is not None else self.out
         grid = (self.work_items, self.splits)
-        merge_g, merge_s = fused_merge_slots(self.G, self.D, self.splits, self.warps)
         paged_decode_kernel[grid](
             self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out,
             self.grouped if self.grouped is not None else self.out, self.counts if self.fused_merge else self.out,
@@ -128,7 +129,7 @@ class DecodePlan:
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
-            MERGE_G=merge_g if self.fused_merge else 1, MERGE_S=merge_s if self.fused_merge else 1,
+            MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1],
             num_warps=self.warps, num_stages=self.stages,
         )
 
