@@ -21,6 +21,9 @@
     python benchmarks/decode_vs_flashinfer.py prefetch [--out rows.json]  # page numbers an iteration ahead (K/V
                                                                           # double-buffered) and the tiles it moves,
                                                                           # on the lost rows, then the default grid
+    python benchmarks/decode_vs_flashinfer.py fused [--out rows.json]     # split decodes merging their own splits
+    python benchmarks/decode_vs_flashinfer.py stream [--out rows.json]    # the streaming launch over private tokens
+                                                                          # against probe 1.7.2's, the cascade too
 
 Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
@@ -331,6 +334,43 @@ def fused_variants(base):
     return [("probe 1.6.0", PROBE_1_6_0_TUNE), ("default", base)]
 
 
+def stream_variants(base):
+    """Probe 1.7.2's launches (the long-context launch everywhere it applies), the default (the streaming launch over
+    mostly private tokens: 2 programs per SM on the double-buffered base tile), and every split on the base tile with
+    page prefetch (no short tile) with the tiny launch's split floor at 128 (as now), 256 and 384 tokens: the launches
+    that beat FlashInfer's on the tiny rows in benchmarks/raw/device-2026-12-06e/oracle.json. Its first run
+    (stream-h200.json, stream-h100.json) tried three programs per SM beside the default."""
+    from cascade_plan.own_kernel_launch import PROBE_1_7_2_TUNE
+
+    r = dataclasses.replace
+    pf = r(base, decode_short_tokens=0, prefetch_min_tokens=0)     # every split on the prefetching base tile
+    return [("probe 1.7.2", PROBE_1_7_2_TUNE), ("default", base),
+            ("base tile + prefetch", pf), ("... floor 256", r(pf, decode_min_tokens_per_split=256)),
+            ("... floor 384", r(pf, decode_min_tokens_per_split=384, min_tokens_per_split=384))]
+
+
+def suffix_launch(cfg, tune, sm: int) -> tuple:
+    """The cascade's suffix-pass launch (splits, tokens per split, long tile?) under `tune`."""
+    from cascade_plan.own_kernel_launch import decode_launch
+
+    return decode_launch(cfg.batch, cfg.num_kv_heads, cfg.q_per_kv, cfg.suffix_tokens, 0, sm, tune)
+
+
+def gpu_with_flashinfer() -> tuple:
+    """(GPU 0's SM count, an L2 flusher for it, why FlashInfer cannot run or "" once its decode modules are built)."""
+    import torch
+
+    from kernels_probe.attention import flashinfer_backend
+    from kernels_probe.timing import L2Flusher
+
+    props = torch.cuda.get_device_properties(0)
+    ok, why = flashinfer_backend.available()
+    if ok:
+        build = flashinfer_backend.warm_build("cuda")
+        why = "" if build.get("ok") else f"build failed: {build.get('errors')}"
+    return props.multi_processor_count, L2Flusher(props.L2_cache_size), why
+
+
 def checked_err(fn, out, ref) -> float:
     """Run `fn` (which writes `out`) over an output poisoned with NaN and return its error against `ref`: what was
     not written stays NaN and fails."""
@@ -376,7 +416,8 @@ def loser_variants(base):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled",
-                                          "tiles", "long", "fi-tiles", "waves", "prefetch", "fused"])
+                                          "tiles", "long", "fi-tiles", "waves", "prefetch", "fused",
+                                          "stream"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -427,6 +468,8 @@ def main() -> int:
         cfgs, variants = prefetch_configs(), prefetch_variants(DEFAULT_TUNE)
     elif args.stage == "fused":
         cfgs, variants = prefetch_configs(), fused_variants(DEFAULT_TUNE)
+    elif args.stage == "stream":
+        cfgs, variants = prefetch_configs(), stream_variants(DEFAULT_TUNE)
     elif args.stage == "fi-tiles":
         cfgs, variants = fi_tile_configs(), [("default", DEFAULT_TUNE)]
     elif args.stage == "long":
@@ -498,8 +541,11 @@ def main() -> int:
                     timed[key] = {**row["triton"][tname][label], "label": label}
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
-        if args.stage in ("grid", "prefetch"):  # the cascade, whose passes the tune also sets
-            for label, tune in variants[:2]:
+        cascade_variants = variants[:2] if args.stage in ("grid", "prefetch") else []
+        if args.stage == "stream" and cfg.suffix_tokens and len({suffix_launch(cfg, t, sm) for _, t in variants}) > 1:
+            cascade_variants = variants     # the cascade where its suffix pass's launch differs between tunes
+        if cascade_variants:  # the cascade, whose passes the tune also sets
+            for label, tune in cascade_variants:
                 out = torch.empty_like(d.q)
                 try:
                     casc = CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens,
@@ -541,7 +587,8 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused"):  # each variant's ratio
+            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream"):
+                # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref
@@ -565,16 +612,12 @@ def conditions(args) -> int:
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.reference import max_rel_err
     from kernels_probe.attention.triton_plans import DecodePlan
-    from kernels_probe.timing import L2Flusher, time_fn, time_sustained
+    from kernels_probe.timing import time_fn, time_sustained
 
-    props = torch.cuda.get_device_properties(0)
-    sm = props.multi_processor_count
-    flusher = L2Flusher(props.L2_cache_size)
-    fi_ok, why = flashinfer_backend.available()
-    if not fi_ok:
+    sm, flusher, why = gpu_with_flashinfer()
+    if why:
         print("FlashInfer unavailable:", why)
         return 1
-    flashinfer_backend.warm_build("cuda")
     rows = []
     t_start = time.perf_counter()
     for cfg in loser_configs()[:10]:
@@ -645,7 +688,7 @@ def summarize(rows, labels):
             if r:
                 print(f"{label:28s} {tname[:6]:6s} {len(r):4d} {statistics.median(r):7.3f} {min(r):7.3f} "
                       f"{sum(x < 1.0 for x in r):6d}")
-    old = next((x for x in ("probe-1.3", "probe 1.5.5", "probe 1.6.0") if x in labels), None)
+    old = next((x for x in ("probe-1.3", "probe 1.5.5", "probe 1.6.0", "probe 1.7.2") if x in labels), None)
     if old:
         for kind in ("shared_table", "dup_table", "cascade"):
             r = [row["triton"][kind][old]["median_s"] / row["triton"][kind]["default"]["median_s"]

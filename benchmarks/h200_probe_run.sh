@@ -29,6 +29,10 @@
 #             the cascade before and after, on the lost rows then the default grid -> prefetch.json
 #   fused     decode_vs_flashinfer.py fused: split decodes merged by their own last programs against a merge kernel
 #             after them (probe 1.6.0), on the lost rows then the default grid; FUSED_RESERVE seconds left -> fused.json
+#   stream    decode_vs_flashinfer.py stream: the streaming launch over private tokens against probe 1.7.2's (decode and
+#             cascade), the lost rows then the default grid; STREAM_RESERVE seconds left -> stream.json
+#   oracle    benchmarks/decode_launch_oracle.py: every split count and tile forced on the rows ours still loses, the
+#             best retimed beside FlashInfer's (is it the launch rule or the kernel body?) -> oracle.json
 #   fi-tiles  decode_vs_flashinfer.py fi-tiles: FlashInfer's decode at 512 + 0-272 tokens (whole tiles or tokens?) -> fi-tiles.json
 #   conditions decode_vs_flashinfer.py conditions (one row timed after heavy work, after idle, back to back) -> conditions.json
 #   splits    benchmarks/decode_vs_flashinfer.py splits (split-K targets on the same shapes) -> splits.json
@@ -105,6 +109,12 @@ for st in ${stages//,/ }; do
     fused) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fused --out $OUT/fused.json \
               --budget-s $(( $(left) - ${FUSED_RESERVE:-30} )) > $OUT/fused.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/fused.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
+    oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
+              --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
+              grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
+    stream) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py stream --out $OUT/stream.json \
+              --budget-s $(( $(left) - ${STREAM_RESERVE:-30} )) > $OUT/stream.log 2>&1; rc=$?
+              grep -vE "^(P=|R=)" $OUT/stream.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
     fi-tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fi-tiles --out $OUT/fi-tiles.json \
               --budget-s $(( $(left) - 20 )) > $OUT/fi-tiles.log 2>&1; rc=$?; grep -vE "flashinfer.jit" $OUT/fi-tiles.log | cut -c1-200 | tail -16; (exit $rc) ;;
     tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py tiles --out $OUT/tiles.json \

@@ -13,7 +13,8 @@ LOG2E = 1.4426950408889634
 
 @dataclass(frozen=True)
 class TuneParams:
-    """Tile sizes and launch shape; defaults are the ones picked on the H200 (see docs/probe-notes.md)."""
+    """Tile sizes and launch shape (docs/probe-notes.md). Fields added since probe 1.7.2 default to off, so that a
+    calibration's recorded tune that lacks them gives back its launches; DEFAULT_TUNE turns them on."""
 
     decode_block_n: int = 64
     # two warps for the base tile (64 tokens, 3 stages): on an H100 (benchmarks/raw/device-2026-12-05e/tiles-1.json)
@@ -122,9 +123,21 @@ class TuneParams:
     # fused-rule.json, fused-rule-2.json), and each of its kernels is one more compile on a fresh machine (5 of the
     # default grid's 53 decode specialisations: benchmarks/probe_kernel_variants.py)
     fused_merge_long: bool = False
+    # a long-context launch over mostly private tokens (a known shared prefix of at most half the context: no page
+    # block pays) whose batch fits stream_max_programs_per_sm resident programs per SM splits for
+    # stream_programs_per_sm per SM instead (stream_splits), on the base tile, double-buffered by its page prefetch.
+    # 0: the long-context launch (probes up to 1.7.2, whose tunes lack the field). H100 and H200 (benchmarks/raw/
+    # device-2026-12-06e/oracle.json, stream*.json): ~2 programs per SM of 2-16K tokens beat FlashInfer's decode
+    # where 6-8 of ~640 on the single-buffered long tile did not (16 x 8 KV heads at 1K-16K + 4K: 0.92-0.98x ->
+    # 1.01-1.09x; 4 x 8 at 16K: 0.92-0.98x -> 0.96-1.04x); 512 programs, more than fit at once, lost 8-11% unsplit
+    stream_programs_per_sm: int = 0
+    stream_max_programs_per_sm: int = 3
+    stream_min_tokens: int = 1024
 
 
-DEFAULT_TUNE = TuneParams()
+DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2)
+# The tune of probe 1.7.2 (many short long-context splits on the single-buffered 128-token tile everywhere).
+PROBE_1_7_2_TUNE = TuneParams()
 # The tune of probes 1.7.0-1.7.1 (the long-context launch merged its own splits too).
 PROBE_1_7_1_TUNE = TuneParams(fused_merge_long=True)
 # The tune of probe 1.6.0 (a merge kernel after a split decode).
@@ -218,12 +231,25 @@ def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_pref
     return ceil_div(max_seq_len, tps), tps
 
 
+def stream_splits(work_items: int, tokens: int, sm_count: int, tune: TuneParams) -> tuple[int, int]:
+    """(splits, tokens per split) of the streaming launch (TuneParams.stream_programs_per_sm): the most splits that
+    keep the launch within that many programs per SM, each of at least stream_min_tokens tokens (whole base tiles)."""
+    want = max(1, min(tune.stream_programs_per_sm * sm_count // work_items, tokens // tune.stream_min_tokens))
+    tps = ceil_div(ceil_div(tokens, want), tune.decode_block_n) * tune.decode_block_n
+    return ceil_div(tokens, tps), tps
+
+
 def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
-                  sm_count: int, tune: TuneParams) -> tuple[int, int, bool]:
-    """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it, the shared prefix
-    split included."""
+                  sm_count: int, tune: TuneParams, *, streaming: bool = True) -> tuple[int, int, bool]:
+    """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it: the streaming
+    launch where it applies (not with `streaming` False: the cascade's suffix pass, which shares the GPU with its
+    prefix pass), else decode_launch_splits' with the shared prefix split. shared_prefix_tokens: 0 over private
+    pages, None where the caller does not know."""
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
+    if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
+            and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
+        return (*stream_splits(work, max_seq_len, sm_count, tune), False)
     block_n = decode_tile(work, splits, tps, long_tile, sm_count, tune)[0]
     at_prefix = shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, tps, block_n, tune)
     return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)

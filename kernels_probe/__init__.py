@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.7.2"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.8.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -23,4 +23,6 @@ PROBE_VERSION = "1.7.2"  # 1.4: page-aware decode blocks where they pay (page_bl
 # 1.7.1: a pass's first row of each configuration is timed a second time too, not only rows of 100 us or more (a
 # first cut timed every row twice: benchmarks/raw/device-2026-12-06d/default-retime-all.json.gz)
 # 1.7.2: the long-context launch keeps its merge kernel (fused_merge_long): no faster fused, five fewer compiles
+# 1.8.0: a long-context launch over mostly private tokens whose batch fits one wave streams instead: 2 programs per SM
+# of long splits on the double-buffered base tile (stream_programs_per_sm)
 __version__ = PROBE_VERSION

@@ -14,16 +14,17 @@ from cascade_plan.calibration_schema.quantities import FLOP_PER_S, HBM_BYTES_PER
 from kernels_probe import PROBE_VERSION
 from kernels_probe.attention.accounting import kernel_cost
 from kernels_probe.attention.grid import BACKEND_MODULES, BACKENDS, KERNELS, AttentionConfig, named_grid
+from kernels_probe.attention.precompile import precompile
 from kernels_probe.attention.timed import SkippedKernel, TimedKernel
 from kernels_probe.calibration_file import new_document, write_atomic
 
 TOLERANCE = 1e-2  # max row-wise relative L2 error against the float32 reference
-# Rows of at least this median, and each pass's first row of a configuration, are timed again after its other rows
-# and keep the faster median (the first round's kept beside it). On an H100 the first rows timed after the inputs
-# were built ran up to 17% slow at times (benchmarks/raw/device-2026-12-05c/conditions.json); with every row timed
-# twice, 24 of 188 first rows ran 3%+ slow, 1-13 of each later position's 170-246 (docs/probe-notes.md, "Probe
-# 1.7.1"). A long row's ~20 ms budget holds only 10 replays; a second round costs ~27 ms a short row.
-RETIME_MIN_S = 100e-6
+# Rows of at least RETIME_MIN_S, rows whose replays spread (p90 over RETIME_SPREAD x p10) and each pass's first row of
+# a configuration are timed again after its other rows and keep the faster median (the first round's kept beside it).
+# On an H100 first rows ran up to 17% slow at times (benchmarks/raw/device-2026-12-05c/conditions.json, docs/probe-
+# notes.md "Probe 1.7.1"), and a 65 us row whose replays split between 58 and 67 us read 14% slow (device-2026-12-06e).
+# A long row's ~20 ms budget holds only 10 replays; a second round costs ~27 ms a short row.
+RETIME_MIN_S, RETIME_SPREAD = 100e-6, 1.1
 NOTES = {
     "units": "seconds, bytes, FLOP; one attention layer (all KV heads of one layer on one GPU)",
     "bytes": "decode_*: every sequence reads its whole context (per-sequence floor, no cache reuse); "
@@ -31,9 +32,9 @@ NOTES = {
              "cascade_merge: 2 states per row + bf16 output; cascade_total: prefix once per group + suffixes + q + "
              "output (the fused floor). See docs/probe.md.",
     "timing": "CUDA graph replays between CUDA events; L2 flushed by a read of >= 4x L2 before each repetition, "
-              "outside the events; warm-up; median of 10-100 repetitions (p10/p90 given); rows of >= 100 us and "
-              "each pass's first row of a configuration timed again after the configuration's other rows, the faster "
-              "round kept (first_round_median_s: the other).",
+              "outside the events; warm-up; median of 10-100 repetitions (p10/p90 given); rows of >= 100 us, rows "
+              "whose p90 exceeds 1.1x their p10 and each pass's first row of a configuration timed again after the "
+              "configuration's other rows, the faster round kept (first_round_median_s: the other).",
     "max_rel_err": "max over (sequence, query head) rows of ||out - ref||2 / ||ref||2 against a float32 reference "
                    "computed directly (no LSE merge) on fresh random data; outputs owned by the probe are "
                    "poisoned with NaN first; null on rows that time a piece whose output is not final.",
@@ -92,6 +93,16 @@ class _Ctx:
         if variant:
             row["variant"] = variant
         self.skipped.append(row)
+
+
+def _background(torch, fn) -> threading.Thread:
+    """fn() in a daemon thread, on a CUDA stream of its own (a JIT build beside the rows being timed)."""
+    def run():
+        with torch.cuda.stream(torch.cuda.Stream()):
+            fn()
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
 
 
 def _err(torch, out, ref) -> float:
@@ -200,7 +211,8 @@ def _measure_config(ctx: _Ctx, cfg: AttentionConfig, backends: list[str], seed: 
         if it.launch is not None:
             row["launch"] = it.launch() if callable(it.launch) else it.launch
         ctx.measurements.append(row)
-        if row["median_s"] >= RETIME_MIN_S or len(ctx.measurements) == first_row + 1:
+        spread = row.get("p90_s", 0.0) > RETIME_SPREAD * row.get("p10_s", float("inf"))
+        if row["median_s"] >= RETIME_MIN_S or spread or len(ctx.measurements) == first_row + 1:
             second_round.append((row, fn))
     for row, fn in second_round:
         try:
@@ -288,24 +300,13 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     if fi_ok and not ((attention and cfgs) or step):   # MLA alone (or an MLA plan): its modules build on first use
         fi_build.update({"ok": True, "seconds": 0.0, "errors": [], "note": "decode/prefill modules not needed"})
     elif fi_ok:
-        def _build():
-            s = torch.cuda.Stream()
-            with torch.cuda.stream(s):
-                owed_fi = None if owed is None else {(c.head_dim, c.kv_dtype) for c in owed.get("flashinfer", ())}
-                fi_build.update(flashinfer_backend.warm_build(device, {c.head_dim for c in cfgs}, owed_fi))
-
-        fi_thread = threading.Thread(target=_build, daemon=True)
-        fi_thread.start()
+        owed_fi = None if owed is None else {(c.head_dim, c.kv_dtype) for c in owed.get("flashinfer", ())}
+        fi_thread = _background(torch, lambda: fi_build.update(
+            flashinfer_backend.warm_build(device, {c.head_dim for c in cfgs}, owed_fi)))
         if step:  # the glue modules build concurrently (each is one ninja job of a few files)
             from kernels_probe.steps.glue import warm_build_glue
 
-            def _build_glue():
-                s = torch.cuda.Stream()
-                with torch.cuda.stream(s):
-                    fi_build["glue_errors"] = warm_build_glue(device)
-
-            glue_thread = threading.Thread(target=_build_glue, daemon=True)
-            glue_thread.start()
+            glue_thread = _background(torch, lambda: fi_build.update(glue_errors=warm_build_glue(device)))
 
     flusher = L2Flusher(device_info["l2_bytes"] or (50 << 20), device)
     ctx = _Ctx(torch, device, device_info["sm_count"], flusher, tune)
@@ -326,6 +327,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     deadline = (t_start + time_budget_s) if time_budget_s else None
     ceil_details: dict = {}
     timings: dict = {}
+    precompiled: dict = {}
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=False) as progress:
         task = progress.add_task("ceilings", total=total_steps)
@@ -346,6 +348,9 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 step_out = run_step_ops(flusher, device, quick=quick, plan=plan, step_set=step_set)
                 timings["step_ops_s"] = time.perf_counter() - t0
                 t0 = time.perf_counter()
+            if "triton" in pass_backends and pass_cfgs:   # every launch compiled at once, in threads
+                progress.update(task, description="compiling the Triton kernels")
+                precompiled.update(precompile(pass_cfgs, device, sm_count=ctx.sm_count, tune=tune))
             if pass_backends == ["flashinfer"] and fi_thread is not None:
                 progress.update(task, description="building FlashInfer kernels (JIT)")
                 fi_thread.join()
@@ -384,9 +389,8 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
                 step_out = run_step_ops(flusher, device, quick=quick, plan=plan, step_set=step_set)
             progress.update(task, description="step parts: fused glue, whole steps, all-reduce")
             t0 = time.perf_counter()
-            for th in (fi_thread, glue_thread):
-                if th is not None:
-                    th.join()
+            for th in filter(None, (fi_thread, glue_thread)):
+                th.join()
             if fi_ok and fi_build.get("ok") and fi_build.get("glue_errors"):  # retry once, alone
                 fi_build["glue_errors_first_try"] = fi_build["glue_errors"]
                 fi_build["glue_errors"] = warm_build_glue(device)
@@ -398,13 +402,11 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     timings["total_s"] = time.perf_counter() - t_start
     timings["measuring_s"] = timings["total_s"] - timings.get("flashinfer_build_wait_s", 0.0) - \
         timings.get("step_flashinfer_wait_s", 0.0) - timings.get("moe_glue_build_s", 0.0)   # JIT builds apart
-    notes = dict(NOTES)
-    notes["ceiling_details"] = ceil_details
-    notes["run_timings_s"] = timings
-    notes["flashinfer"] = {"importable": fi_ok, "reason": fi_reason or None, "build": fi_build or None}
-    notes["tune"] = {k: getattr(tune, k) for k in tune.__dataclass_fields__}
-    notes["tolerance"] = TOLERANCE
-    notes["env"] = {k: os.environ.get(k) for k in ("FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")}
+    notes = {**NOTES, "ceiling_details": ceil_details, "run_timings_s": timings,
+             "flashinfer": {"importable": fi_ok, "reason": fi_reason or None, "build": fi_build or None},
+             "tune": {k: getattr(tune, k) for k in tune.__dataclass_fields__},
+             "triton_precompile": precompiled or None, "tolerance": TOLERANCE,
+             "env": {k: os.environ.get(k) for k in ("FLASHINFER_CUDA_ARCH_LIST", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS")}}
     ceilings = {k: float(v) for k, v in ceilings.items()}
     doc = new_document(device=device_info, ceilings=ceilings, grid=grid_desc, measurements=ctx.measurements,
                        skipped=ctx.skipped, notes=notes)
@@ -414,9 +416,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
     if moe_out is not None:
         doc["step_ops"], doc["steps"], doc["step_skipped"] = moe_out
     if step_out is not None:
-        doc["step_ops"] = step_out.pop("step_ops")
-        doc["steps"] = step_out.pop("steps")
-        doc["step_skipped"] = step_out.pop("skipped")
+        doc["step_ops"], doc["steps"], doc["step_skipped"] = (step_out.pop(k) for k in ("step_ops", "steps", "skipped"))
         doc["notes"]["step_probe"] = {**step_out, **STEP_NOTES}
     write_atomic(out_path, doc)
     return doc

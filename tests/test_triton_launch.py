@@ -25,6 +25,7 @@ from cascade_plan.own_kernel_launch import (
     PROBE_1_5_4_TUNE,
     PROBE_1_6_0_TUNE,
     PROBE_1_7_1_TUNE,
+    PROBE_1_7_2_TUNE,
     ceil_div,
     choose_splits,
     choose_splits_waves,
@@ -280,8 +281,9 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
 
 def test_page_numbers_are_prefetched_where_a_programs_loop_runs_long():
     """H100 (132 SMs), 8 KV heads x 4 query heads: the batch-filled launch (256 sequences at 1K + 4K, unsplit), the
-    long-context tile (16 sequences at 4K + 4K: 8 splits of 1,024 tokens), and the base tile over 1,024 tokens or
-    more (256 sequences at 4K + 4K over shared pages: split at the prefix's end, 2 x 4,096) prefetch; the base tile
+    long-context tile (probe 1.7.2: 16 sequences at 4K + 4K, 8 splits of 1,024 tokens; since 1.8.0 that launch
+    streams, 2 splits of 4,096 on the base tile), and the base tile over 1,024 tokens or more (256 sequences at
+    4K + 4K over shared pages: split at the prefix's end, 2 x 4,096) prefetch; the base tile
     over 576-token splits (64 sequences at 1K + 128: 2 splits), the short tile
     (splits of <= 256 tokens) and every launch of a tune without it do not. The prefix pass prefetches where one
     128-row tile holds all its query rows."""
@@ -299,7 +301,8 @@ def test_page_numbers_are_prefetched_where_a_programs_loop_runs_long():
                 decode_prefetch(batch * 8, splits, tps, long_tile, 132, tune))
 
     assert kind_and_prefetch(256, 5120, 1024) == ("filled", 1, 5120, True)
-    assert kind_and_prefetch(16, 8192, 4096) == ("long", 8, 1024, True)
+    assert kind_and_prefetch(16, 8192, 4096, PROBE_1_7_2_TUNE) == ("long", 8, 1024, True)
+    assert kind_and_prefetch(16, 8192, 4096) == ("base", 2, 4096, True)
     assert kind_and_prefetch(256, 8192, 4096) == ("base", 2, 4096, True)
     assert kind_and_prefetch(64, 1152, 1024) == ("base", 2, 576, False)
     assert kind_and_prefetch(4, 1152, 1024)[0::3] == ("short", False)
@@ -319,13 +322,18 @@ def test_a_split_launch_merges_its_own_splits_only_without_blocks_and_with_few_s
     assert decode_fused_merge(9, 1, True, PROBE_1_7_1_TUNE)                # ... which probes 1.7.0-1.7.1 fused
     assert not decode_fused_merge(9, 1, False, PROBE_1_6_0_TUNE)
     # what a probe row records: 4 sequences x 8 KV heads at 1K + 128, one query head per KV head, is a tiny launch of
-    # 9 splits x 128 tokens without blocks (it fuses); 16 x 8 at 4K + 4K forms blocks of four (it does not); 16 x 8
-    # at 16K + 128 over private pages is a long-context launch of 9 splits
+    # 9 splits x 128 tokens without blocks (it fuses); under probe 1.7.2's tune 16 x 8 at 4K + 4K forms blocks of four
+    # (it does not) and 16 x 8 at 16K + 128 over private pages is a long-context launch of 9 splits (nor does it);
+    # since 1.8.0 both stream in 2 splits, which merge themselves
+    old = PROBE_1_7_2_TUNE
     assert page_blocks(4, 8, 1, 4, 1024, 1152, 132, t) == {
         "splits": 9, "tokens_per_split": 128, "page_block_seqs": 1, "page_prefetch": False, "fused_merge": True}
-    assert page_blocks(16, 8, 4, 16, 4096, 8192, 132, t)["fused_merge"] is False
-    assert decode_launch(16, 8, 4, 16512, 0, 132, t) == (9, 1920, True)
-    assert page_blocks(16, 8, 4, 16, 0, 16512, 132, t)["fused_merge"] is False
+    assert page_blocks(16, 8, 4, 16, 4096, 8192, 132, old)["fused_merge"] is False
+    assert page_blocks(16, 8, 4, 16, 4096, 8192, 132, t) == {
+        "splits": 2, "tokens_per_split": 4096, "page_block_seqs": 1, "page_prefetch": True, "fused_merge": True}
+    assert decode_launch(16, 8, 4, 16512, 0, 132, old) == (9, 1920, True)
+    assert page_blocks(16, 8, 4, 16, 0, 16512, 132, old)["fused_merge"] is False
+    assert page_blocks(16, 8, 4, 16, 0, 16512, 132, t)["fused_merge"] is True
     assert page_blocks(16, 8, 4, 16, 0, 16512, 132, PROBE_1_7_1_TUNE)["fused_merge"] is True
     assert "fused_merge" not in page_blocks(4, 8, 1, 4, 1024, 1152, 132, PROBE_1_6_0_TUNE)
 
@@ -336,3 +344,35 @@ def test_the_fused_merge_tile_stays_within_sixteen_values_a_thread():
     assert fused_merge_slots(8, 128, 9, 2) == (8, 1)
     assert fused_merge_slots(6, 64, 3, 4) == (8, 4)      # 6 rows padded to 8; 3 slots padded to 4
     assert fused_merge_slots(1, 64, 2, 4) == (1, 2)      # never more slots than the launch has, rounded up
+
+
+def test_a_long_launch_over_private_tokens_streams_two_programs_per_sm_where_its_batch_fits_one_wave():
+    """H100 (132 SMs). Over private pages, 4 sequences x 8 KV heads at 16K + 128 (32 work items): 264 // 32 = 8
+    splits of ceil(16,512 / 8) = 2,064 -> 2,112 tokens (whole 64-token tiles), 256 programs on the base tile, which
+    prefetches; 16 x 1 KV head at 32K + 128: 16 splits of 2,112 (the oracle's best launch there,
+    benchmarks/raw/device-2026-12-06e/oracle.json). 4K shared of 8K streams (no block pays); 16K shared of 16K + 128
+    keeps the long launch and its blocks, as do an unknown prefix, a batch of more programs than fit at once (64 x 8 =
+    512 > 3 x 132) and the cascade's suffix pass."""
+    from cascade_plan.own_kernel_launch import decode_prefetch, decode_tile, stream_splits
+
+    t, old = DEFAULT_TUNE, PROBE_1_7_2_TUNE
+    assert decode_launch(4, 8, 4, 16512, 0, 132, t) == (8, 2112, False)
+    assert decode_tile(32, 8, 2112, False, 132, t) == (64, 3, 2) and decode_prefetch(32, 8, 2112, False, 132, t)
+    assert decode_launch(16, 1, 8, 32896, 0, 132, t) == (16, 2112, False)
+    assert decode_launch(16, 8, 4, 8192, 4096, 132, t) == (2, 4096, False)
+    for args in ((16, 8, 4, 16512, 16384), (16, 8, 4, 16512, None), (64, 8, 4, 16512, 0)):
+        assert decode_launch(*args, 132, t) == decode_launch(*args, 132, old) and decode_launch(*args, 132, old)[2]
+    assert decode_launch(16, 8, 4, 4096, 0, 132, t, streaming=False) == decode_launch(16, 8, 4, 4096, 0, 132, old)
+    assert decode_launch(16, 8, 4, 4096, 0, 132, t) == (2, 2048, False)
+    assert stream_splits(1, 1000, 132, t) == (1, 1024)          # never below one split
+
+
+@given(work=st.integers(1, 3 * 132), tokens=st.integers(1024, 300_000), sms=st.sampled_from([78, 114, 132]))
+@settings(max_examples=300, deadline=None)
+def test_the_streaming_split_keeps_its_programs_within_the_target_and_its_splits_long(work, tokens, sms):
+    from cascade_plan.own_kernel_launch import stream_splits
+
+    t = DEFAULT_TUNE
+    splits, tps = stream_splits(work, tokens, sms, t)
+    assert tps % t.decode_block_n == 0 and splits * tps >= tokens > (splits - 1) * tps
+    assert splits == 1 or (work * splits <= t.stream_programs_per_sm * sms and tps >= t.stream_min_tokens)

@@ -128,6 +128,25 @@ def build_data(cfg: AttentionConfig, device, *, seed: int = 0, dup_cap_bytes: in
                      region_tokens=region_pages * ps)
 
 
+def shape_data(cfg: AttentionConfig, device, *, dup_cap_bytes: int = DUP_CAP_BYTES,
+               q_dtype=torch.bfloat16) -> AttentionInputs:
+    """Inputs with what the kernels' launches and specialisations depend on (batch, heads, head dim, page size, dtypes,
+    which tables exist) over a two-page cache and one-column block tables, their values unset: enough to compile a
+    configuration's launches ahead of timing it (kernels_probe.attention.precompile), nothing to run."""
+    c = cfg
+    shape = (2, c.page_size, c.num_kv_heads, c.head_dim)
+    kv_dtype = TORCH_KV_DTYPES[c.kv_dtype]
+    table = lambda rows: torch.zeros((rows, 1), dtype=torch.int32, device=device)  # noqa: E731
+    has_dup = cache_bytes(c, True) <= dup_cap_bytes
+    lens = torch.zeros(c.batch, dtype=torch.int32, device=device)
+    return AttentionInputs(cfg=c, q=torch.empty((c.batch, c.num_q_heads, c.head_dim), dtype=q_dtype, device=device),
+                           k_cache=torch.empty(shape, dtype=kv_dtype, device=device),
+                           v_cache=torch.empty(shape, dtype=kv_dtype, device=device), prefix_table=table(c.n_groups),
+                           root_table=table(1), shared_table=table(c.batch),
+                           dup_table=table(c.batch) if has_dup else None, suffix_table=table(c.batch), seq_lens=lens,
+                           suffix_lens=lens, has_dup=has_dup, seq_first_page=0, region_tokens=0)
+
+
 def reference_output(data: AttentionInputs) -> torch.Tensor:
     """Float32 attention of every sequence over its whole context. A tree's is read through shared_table, one
     sequence at a time: independent of the cascade's levels, and the trees grid's batches are at most 256."""

@@ -35,27 +35,35 @@ def launch_info(casc: CascadePlan) -> dict:
     return info
 
 
+def plans(data: AttentionInputs, *, sm_count: int, tune: TuneParams = DEFAULT_TUNE):
+    """(decode over shared pages, decode over duplicated pages or None, cascade): the plans one configuration's rows
+    time, each writing its own output."""
+    cfg = data.cfg
+    T = cfg.context_tokens
+    dec_s = DecodePlan(data.q, data.k_cache, data.v_cache, data.shared_table, data.seq_lens, T,
+                       torch.empty_like(data.q), sm_count=sm_count, tune=tune,
+                       shared_prefix_tokens=cfg.root_tokens + cfg.prefix_tokens)
+    dec_d = None
+    if data.has_dup:
+        dec_d = DecodePlan(data.q, data.k_cache, data.v_cache, data.dup_table, data.seq_lens, T,
+                           torch.empty_like(data.q), sm_count=sm_count, tune=tune, shared_prefix_tokens=0)
+    casc = CascadePlan(data.q, data.k_cache, data.v_cache, cascade_levels(data), data.suffix_table, data.suffix_lens,
+                       cfg.suffix_tokens, torch.empty_like(data.q), sm_count=sm_count, tune=tune)
+    return dec_s, dec_d, casc
+
+
 def timed_kernels(data: AttentionInputs, *, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> BackendKernels:
     cfg = data.cfg
     out: BackendKernels = []
-    T = cfg.context_tokens
-    out_ds = torch.empty_like(data.q)
-    dec_s = DecodePlan(data.q, data.k_cache, data.v_cache, data.shared_table, data.seq_lens, T, out_ds,
-                       sm_count=sm_count, tune=tune, shared_prefix_tokens=cfg.root_tokens + cfg.prefix_tokens)
-    out.append(TimedKernel(BACKEND, "decode_shared", dec_s, check=poisoned_run(out_ds, dec_s), keep_output=True,
+    dec_s, dec_d, casc = plans(data, sm_count=sm_count, tune=tune)
+    out.append(TimedKernel(BACKEND, "decode_shared", dec_s, check=poisoned_run(dec_s.out, dec_s), keep_output=True,
                            launch=dec_s.launch_record))
-    if data.has_dup:
-        out_dd = torch.empty_like(data.q)
-        dec_d = DecodePlan(data.q, data.k_cache, data.v_cache, data.dup_table, data.seq_lens, T, out_dd,
-                           sm_count=sm_count, tune=tune, shared_prefix_tokens=0)
-        out.append(TimedKernel(BACKEND, "decode_dup", dec_d, check=poisoned_run(out_dd, dec_d), keep_output=True,
+    if dec_d is not None:
+        out.append(TimedKernel(BACKEND, "decode_dup", dec_d, check=poisoned_run(dec_d.out, dec_d), keep_output=True,
                                launch=dec_d.launch_record))
     else:
         out.append(SkippedKernel(BACKEND, "decode_dup", "duplicated prefix exceeds the probe's memory cap"))
-    out_c = torch.empty_like(data.q)
-    casc = CascadePlan(data.q, data.k_cache, data.v_cache, cascade_levels(data), data.suffix_table, data.suffix_lens,
-                       cfg.suffix_tokens, out_c, sm_count=sm_count, tune=tune)
-    out.append(TimedKernel(BACKEND, "cascade_total", casc, check=poisoned_run(out_c, casc), keep_output=True,
+    out.append(TimedKernel(BACKEND, "cascade_total", casc, check=poisoned_run(casc.out, casc), keep_output=True,
                            launch=launch_info(casc)))
     out.append(TimedKernel(BACKEND, "cascade_prefix", casc.run_prefix, launch=launch_info(casc)))
     if cfg.suffix_tokens:

@@ -23,7 +23,6 @@ from cascade_plan.own_kernel_launch import (
     decode_block_g,
     decode_fused_merge,
     decode_launch,
-    decode_launch_splits,
     decode_prefetch,
     decode_tile,
     fused_merge_slots,
@@ -46,6 +45,14 @@ def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):
     return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[q_dtype]
 
 
+def _launch(kernel, grid, warmup: bool, *args, **kwargs):
+    """Launch `kernel` on `grid`, or (warmup) only compile the specialisation that launch would run."""
+    if warmup:
+        kernel.warmup(*args, grid=grid, **kwargs)
+    else:
+        kernel[grid](*args, **kwargs)
+
+
 class StateBuffer:
     """Float32 (o, lse) slots for `rows` rows; slots are handed out in order."""
 
@@ -66,7 +73,7 @@ class DecodePlan:
     def __init__(self, q, k_cache, v_cache, block_table, seq_lens, max_seq_len, out, *, sm_count,
                  tune: TuneParams = DEFAULT_TUNE, sm_scale=None, states: StateBuffer | None = None,
                  slot_offset: int = 0, force_splits: int | None = None,
-                 shared_prefix_tokens: int | None = None):
+                 shared_prefix_tokens: int | None = None, streaming: bool = True):
         B, HQ, D = q.shape
         _, PS, HKV, D2 = k_cache.shape
         assert D == D2 and HQ % HKV == 0
@@ -82,7 +89,7 @@ class DecodePlan:
             long_tile = False
         else:
             self.splits, self.tps, long_tile = decode_launch(B, HKV, self.G, max_seq_len, shared_prefix_tokens,
-                                                             sm_count, tune)
+                                                             sm_count, tune, streaming=streaming)
         self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, self.tps, long_tile, sm_count,
                                                             tune, forced=force_splits is not None, head_dim=D)
         self.prefetch = decode_prefetch(self.work_items, self.splits, self.tps, long_tile, sm_count, tune,
@@ -113,12 +120,12 @@ class DecodePlan:
         # the fused merge's tile (MERGE_G, MERGE_S); 1 x 1 where the kernel does not merge, one specialisation
         self.merge_tile = fused_merge_slots(self.G, D, self.splits, self.warps) if self.fused_merge else (1, 1)
 
-    def launch_partial(self):
+    def launch_partial(self, warmup: bool = False):
         st = self.states
         o_state = st.o if st is not None else self.out
         lse_state = st.lse if st is not None else self.out
-        grid = (self.work_items, self.splits)
-        paged_decode_kernel[grid](
+        _launch(
+            paged_decode_kernel, (self.work_items, self.splits), warmup,
             self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out,
             self.grouped if self.grouped is not None else self.out, self.counts if self.fused_merge else self.out,
             self.scale_log2, self.bt.stride(0),
@@ -138,6 +145,12 @@ class DecodePlan:
         if self.merge is not None:
             self.merge()
         return self.out
+
+    def warmup(self):
+        """Compile this plan's kernels without running them."""
+        self.launch_partial(warmup=True)
+        if self.merge is not None:
+            self.merge.run(warmup=True)
 
     def launch_record(self) -> dict:
         """The launch as a probe row records it, after the kernel has run: splits, tokens per split, the block size
@@ -184,9 +197,9 @@ class PrefixPlan:
         self.slot_offset = slot_offset
         assert slot_offset + self.splits <= states.num_slots
 
-    def __call__(self):
-        grid = (self.m_tiles, self.HKV * self.n_groups, self.splits)
-        prefix_kernel[grid](
+    def __call__(self, warmup: bool = False):
+        _launch(
+            prefix_kernel, (self.m_tiles, self.HKV * self.n_groups, self.splits), warmup,
             self.q, self.k, self.v, self.bt, self.states.o, self.states.lse,
             self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
             self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
@@ -219,17 +232,21 @@ class MergePlan:
             self.block_r = max(1, min(br, 4096 // (self.block_s * self.block_d)))
 
     def __call__(self):
+        return self.run()
+
+    def run(self, warmup: bool = False):
         rows = self.states.rows
         grid = (ceil_div(rows, self.block_r), ceil_div(self.D, self.block_d))
         if self.block_s:
-            merge_slots_kernel[grid](
-                self.states.o, self.states.lse, self.out,
+            _launch(
+                merge_slots_kernel, grid, warmup, self.states.o, self.states.lse, self.out,
                 self.lse_out if self.lse_out is not None else self.states.lse, self.num_slots, rows, D=self.D,
                 BLOCK_R=self.block_r, BLOCK_S=self.block_s, BLOCK_D=self.block_d, WRITE_LSE=self.lse_out is not None,
                 num_warps=4, num_stages=2,
             )
             return self.out
-        merge_kernel[grid](
+        _launch(
+            merge_kernel, grid, warmup,
             self.states.o, self.states.lse, self.out, self.lse_out if self.lse_out is not None else self.states.lse,
             self.num_slots, rows, D=self.D, BLOCK_R=self.block_r, BLOCK_D=self.block_d,
             WRITE_LSE=self.lse_out is not None, num_warps=4, num_stages=self.stages,
@@ -258,7 +275,8 @@ class CascadePlan:
                                        target_per_sm=tune.prefix_programs_per_sm)
             prefix_splits.append(s)
         if max_suffix_len > 0:
-            suffix_splits, _, _ = decode_launch_splits(B * k_cache.shape[2], max_suffix_len, sm_count, tune)
+            suffix_splits = decode_launch(B, k_cache.shape[2], HQ // k_cache.shape[2], max_suffix_len, 0, sm_count,
+                                          tune, streaming=False)[0]
         else:
             suffix_splits = 0
         n_slots = sum(prefix_splits) + suffix_splits
@@ -275,7 +293,7 @@ class CascadePlan:
         if suffix_splits:
             self.suffix_plan = DecodePlan(q, k_cache, v_cache, suffix_table, suffix_lens, max_suffix_len, out,
                                           sm_count=sm_count, tune=tune, sm_scale=sm_scale, states=self.states,
-                                          slot_offset=slot, shared_prefix_tokens=0)
+                                          slot_offset=slot, shared_prefix_tokens=0, streaming=False)
             assert self.suffix_plan.splits == suffix_splits
         self.merge_plan = MergePlan(self.states, out.view(B * HQ, D), tune=tune, sm_count=sm_count)
         self.side_stream = None
@@ -315,3 +333,11 @@ class CascadePlan:
         self.run_passes()
         self.run_merge()
         return self.out
+
+    def warmup(self):
+        """Compile every pass's kernels without running them."""
+        for p in self.prefix_plans:
+            p(warmup=True)
+        if self.suffix_plan is not None:
+            self.suffix_plan.launch_partial(warmup=True)
+        self.merge_plan.run(warmup=True)
