@@ -371,6 +371,20 @@ def gpu_with_flashinfer() -> tuple:
     return props.multi_processor_count, L2Flusher(props.L2_cache_size), why
 
 
+def time_as_probe(fn, flusher) -> dict:
+    """time_fn's figures, timed a second time where the probe would time its row again (kernels_probe/runner.py:
+    100 us or more, or p90 over 1.1x p10), the faster round kept: long rows read 0.82-0.92x FlashInfer's here where
+    the probe's retimed rows read 0.97-0.98x (benchmarks/raw/device-2026-12-06e/stream-tiny.json)."""
+    from kernels_probe.runner import RETIME_MIN_S, RETIME_SPREAD
+    from kernels_probe.timing import time_fn
+
+    res = time_fn(fn, flusher)
+    if res["median_s"] >= RETIME_MIN_S or res["p90_s"] > RETIME_SPREAD * res["p10_s"]:
+        again = time_fn(fn, flusher)
+        res = again if again["median_s"] < res["median_s"] else res
+    return res
+
+
 def checked_err(fn, out, ref) -> float:
     """Run `fn` (which writes `out`) over an output poisoned with NaN and return its error against `ref`: what was
     not written stays NaN and fails."""
@@ -438,7 +452,7 @@ def main() -> int:
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import build_grid
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
-    from kernels_probe.timing import L2Flusher, time_fn
+    from kernels_probe.timing import L2Flusher
 
     if args.stage == "conditions":
         return conditions(args)
@@ -528,7 +542,7 @@ def main() -> int:
                     if not err < TOL:
                         print("WRONG", cfg.label(), tname, label, err, flush=True)
                         continue
-                    res = time_fn(p, flusher)
+                    res = time_as_probe(p, flusher)
                     # again after the graph's replays: a launch that keeps state (the fused merge's counts) must
                     # leave it as it found it, or later replays skip work and time too fast
                     err_after = checked_err(p, out, ref)
@@ -553,7 +567,7 @@ def main() -> int:
                                        d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=sm, tune=tune)
                     err = checked_err(casc, out, ref)
                     if err < TOL:
-                        row["triton"].setdefault("cascade", {})[label] = {"median_s": time_fn(casc, flusher)[
+                        row["triton"].setdefault("cascade", {})[label] = {"median_s": time_as_probe(casc, flusher)[
                             "median_s"], "err": err}
                     else:
                         print("WRONG cascade", cfg.label(), label, err, flush=True)
@@ -570,7 +584,7 @@ def main() -> int:
                         err = checked_err(fd, fd.out, ref)
                         if not err < TOL:
                             continue
-                        res = time_fn(fd, flusher)
+                        res = time_as_probe(fd, flusher)
                         row["flashinfer"].setdefault(tname, {})["tc" if tc else "cc"] = res["median_s"]
                     except Exception as exc:
                         print("FI FAIL", cfg.label(), tname, tc, type(exc).__name__, str(exc)[:160], flush=True)
