@@ -35,6 +35,7 @@ from cascade_plan.cost.ops.attention_work import (
     query_token_flops,
 )
 from cascade_plan.cost.ops.page_blocks import PageBlocks, longest_program, page_blocks_of, saved_tokens
+from cascade_plan.cost.ops.prefix_programs import prefix_program
 from cascade_plan.cost.ops.tiles import decode_compute_factor, prefix_compute_factor
 from cascade_plan.cost.roofline import filled_gain, filled_on
 from cascade_plan.cost.surface import Surface
@@ -85,7 +86,9 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     dict per row). `prefix_rows`, `decode_rows`: how the backend's prefix pass and per-sequence decode lay out
     query rows (cost/ops/tiles.py PREFIX_ROWS, DECODE_ROWS). `page_blocks`: the rule by which the probe's own
     decode over shared pages reads a block of siblings' pages once (cost/ops/page_blocks.py): those tokens leave
-    its bytes, its re-reads and its computed FLOP, and its latency bound streams its longest program's tokens."""
+    its bytes, its re-reads and its computed FLOP, and its latency bound streams its longest program's tokens; with
+    it, the probe's own prefix pass is known too, and its latency bound is its busiest program's
+    (cost/ops/prefix_programs.py)."""
     if isinstance(configs, dict):
         c = {k: np.asarray(configs[k], dtype=float) for k in CONFIG_COLUMNS}
         kv_el = np.asarray(configs["kv_element_bytes"], dtype=float)
@@ -117,8 +120,10 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
         return Features(b, flops, rows, red, shared, kv_read_bytes(seqs * (P + S), kvb), longest, seqs * hq, program)
     if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows
         tiles = prefix_compute_factor(c["group_size"], c["q_per_kv"], prefix_rows)
-        return Features(shared, attention_flops(seqs * P, f_tok, tiles), rows, zero, shared, shared, P, seqs * hq,
-                        zero)
+        # the probe's own pass (its launch known): the busiest program's tokens x row tile, else the whole prefix
+        longest = prefix_program(page_blocks, c["group_size"], c["q_per_kv"], c["num_kv_heads"], c["n_groups"], P)
+        return Features(shared, attention_flops(seqs * P, f_tok, tiles), rows, zero, shared, shared, longest,
+                        seqs * hq, zero)
     if kernel == "cascade_suffix":
         b = kv_read_bytes(seqs * S, kvb)
         return Features(b, attention_flops(seqs * S, f_tok), rows, zero, shared, b, S, seqs * hq, zero)
@@ -382,9 +387,10 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
     """One kernel kind's fitted time at probe configurations, as the planner computes it; kind is a
     fitted kind (decode_shared, decode_dup, prefix, suffix, merge) or cascade_total (the passes, their
     overlap and the merge). `fits`: one backend's fitted section."""
+    rule = page_blocks_of(fits.page_blocks.sm_count, fits.page_blocks.tune) if fits.page_blocks else None
     if kind == "cascade_total":
         pre_fit, suf_fit = fits.prefix, fits.suffix
-        fp, fs = features("cascade_prefix", cfgs, fits.prefix_rows), features("cascade_suffix", cfgs)
+        fp, fs = features("cascade_prefix", cfgs, fits.prefix_rows, page_blocks=rule), features("cascade_suffix", cfgs)
         has_suffix = np.array(config_column(cfgs, "suffix_tokens")) > 0
         t_pre, t_suf = predict(pre_fit, fp, l2), np.where(has_suffix, predict(suf_fit, fs, l2), 0.0)
         total = overlapped_total(t_pre, t_suf, t_pre - fixed_part(pre_fit, fp),
@@ -394,7 +400,6 @@ def predict_kind(fits: BackendFit, kind: str, cfgs: Configs, l2: float) -> np.nd
             total = total + predict_kind(fits, "merge", cfgs, l2)
         return total
     feature_kind = {"prefix": "cascade_prefix", "suffix": "cascade_suffix", "merge": "cascade_merge"}.get(kind, kind)
-    blocks = (page_blocks_of(fits.page_blocks.sm_count, fits.page_blocks.tune)
-              if kind in ("decode_shared", "decode_dup") and fits.page_blocks else None)
+    blocks = rule if kind in ("decode_shared", "decode_dup", "prefix") else None
     return predict(getattr(fits, kind),
                    features(feature_kind, cfgs, fits.prefix_rows, fits.decode_rows, blocks), l2)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cascade_plan.calibration_schema.kernel_fit import PageBlockRule
-from cascade_plan.cost.ops.page_blocks import page_blocks_of
+from cascade_plan.cost.ops.page_blocks import PageBlocks, page_blocks_of
 from cascade_plan.own_kernel_blocks import page_blocks
+from cascade_plan.own_kernel_prefix import prefix_launch
 
 if TYPE_CHECKING:
     from cascade_plan.calibration.calibration_file import ProbeData
@@ -33,6 +34,27 @@ def filled_launch(probe: ProbeData, backend: str) -> tuple[int, int, int] | None
             tune["decode_block_n"], tune.get("decode_stages")):
         return None
     return tune["target_programs_per_sm"] * sms, tune["decode_short_tokens"], tune["decode_block_n_large_batch"]
+
+
+def _prefix_launches_differ(probe: ProbeData, backend: str, kv_dtype: str, rule: PageBlocks) -> str:
+    """Why the rule's prefix-pass launch is not every cascade row's recorded one ("" where it is: the fit and the
+    planner then take the pass's busiest program from it, cost/ops/prefix_programs.py)."""
+    for m in probe.doc.get("measurements") or []:
+        c, rec = m.get("config") or {}, m.get("launch")
+        if (m.get("backend"), m.get("kernel"), c.get("kv_dtype")) != (backend, "cascade_prefix", kv_dtype) or \
+                not isinstance(rec, dict) or "prefix_splits" not in rec:
+            continue
+        levels = [(c["group_size"], c["n_groups"], c["prefix_tokens"])]
+        if c.get("root_tokens"):
+            levels.insert(0, (c["group_size"] * c["n_groups"], 1, c["root_tokens"]))
+        got = [prefix_launch(n, c["q_per_kv"], c["num_kv_heads"], ng, tokens, rule.sm_count, rule.tune)
+               for n, ng, tokens in levels]
+        tiles = rec.get("prefix_block_m")
+        if [g[2] for g in got] != rec["prefix_splits"] or (tiles is not None and [g[0] for g in got] != tiles):
+            return (f"the file's tune gives another prefix-pass launch ({[g[2] for g in got]} splits) than its row at "
+                    f"{c['prefix_tokens']} tokens x {c['group_size'] * c['n_groups']} sequences records "
+                    f"({rec['prefix_splits']})")
+    return ""
 
 
 def page_block_rule(probe: ProbeData, backend: str, kv_dtype: str) -> tuple[PageBlockRule | None, str]:
@@ -63,6 +85,9 @@ def page_block_rule(probe: ProbeData, backend: str, kv_dtype: str) -> tuple[Page
                           f"({got['splits']} splits, blocks of {got['page_block_seqs']}) than its row at "
                           f"{shared} + {c['suffix_tokens']} tokens x {c['group_size'] * c['n_groups']} "
                           f"sequences records ({want.get('splits')}, {want.get('page_block_seqs')})")
+    why = _prefix_launches_differ(probe, backend, kv_dtype, rule)
+    if why:
+        return None, f"{backend} ({kv_dtype}): page blocks not priced: {why}"
     n = sum(bool(m["launch"].get("grouped_programs")) for m in launched)
     return PageBlockRule(sm_count=sms, tune=dict(tune)), (
         f"{backend} ({kv_dtype}): per-sequence decode over shared pages read blocks of siblings' pages once on {n} "

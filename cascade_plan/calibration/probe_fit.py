@@ -113,7 +113,7 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
     if len(pre) < 6:
         return None
     tiling = PREFIX_ROWS_BY_BACKEND.get((backend, kv_dtype), "kv_head")
-    pre_fit = _fit_one(*_xy(pre, "cascade_prefix", tiling), bw, fl)
+    pre_fit = _fit_one(*_xy(pre, "cascade_prefix", tiling, page_blocks=blocks), bw, fl)
     out["prefix"] = msgspec.to_builtins(pre_fit)
     if tiling != "kv_head":
         out["prefix_rows"] = tiling
@@ -127,17 +127,17 @@ def fit_backend(probe: ProbeData, backend: str, kv_dtype: str, train_only: bool 
         suf = rows(pb, "cascade_suffix", pv)
         suf_fit = _with_filled(_fit_one(*_xy(suf, "cascade_suffix"), bw, fl, filled=filled), dup_fit)
         out["suffix"] = msgspec.to_builtins(suf_fit)
-        merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, pre_fit, suf_fit, bw, fl)
+        merge, overlap = _fit_merge(rows(pb, "cascade_total", pv), pre, suf, pre_fit, suf_fit, bw, fl, blocks)
         out["merge"] = msgspec.to_builtins(merge) if merge else None
         out["prefix_suffix_overlap"] = overlap
     return out
 
 
 def _fit_merge(total: list[Measurement], pre: list[Measurement], suf: list[Measurement], pre_fit: KernelFit,
-               suf_fit: KernelFit,
-               bw: float, fl: float) -> tuple[KernelFit | None, float]:
+               suf_fit: KernelFit, bw: float, fl: float,
+               blocks: PageBlocks | None = None) -> tuple[KernelFit | None, float]:
     """Merge costs and prefix/suffix overlap from whole cascades whose passes were also timed alone
-    (a cascade without suffix tokens has no suffix pass)."""
+    (a cascade without suffix tokens has no suffix pass); `blocks`: the launch rule the prefix fit took."""
     pmap, smap = _by_config(pre), _by_config(suf)
     keep = [r for r in total if config_key(r.config) in pmap
             and (r.config.suffix_tokens == 0 or config_key(r.config) in smap)]
@@ -147,7 +147,7 @@ def _fit_merge(total: list[Measurement], pre: list[Measurement], suf: list[Measu
     keys = [config_key(c) for c in cfgs]
     t_pre = np.array([pmap[k].timed_s for k in keys])
     t_suf = np.array([smap[k].timed_s if k in smap else 0.0 for k in keys])
-    fp, fs = features("cascade_prefix", cfgs), features("cascade_suffix", cfgs)
+    fp, fs = features("cascade_prefix", cfgs, page_blocks=blocks), features("cascade_suffix", cfgs)
     roof_pre = predict(pre_fit, fp) - fixed_part(pre_fit, fp)
     roof_suf = np.where(t_suf > 0, predict(suf_fit, fs) - fixed_part(suf_fit, fs), 0.0)
     return fit_merge_overlap(features("cascade_merge", cfgs), np.array([r.timed_s for r in keep]), t_pre, t_suf,

@@ -19,7 +19,6 @@ from cascade_plan.own_kernel_launch import (
     DEFAULT_TUNE,
     TuneParams,
     ceil_div,
-    choose_splits_waves,
     decode_block_g,
     decode_fused_merge,
     decode_launch,
@@ -27,10 +26,10 @@ from cascade_plan.own_kernel_launch import (
     decode_tile,
     fused_merge_slots,
     page_block_seqs,
-    prefix_block_m,
     prefix_prefetch,
     scale_log2,
 )
+from cascade_plan.own_kernel_prefix import prefix_launch
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
 from kernels_probe.attention.triton_merge import merge_kernel, merge_slots_kernel
 
@@ -183,17 +182,12 @@ class PrefixPlan:
         self.prefix_len, self.n, self.n_groups, self.first_seq = prefix_len, seqs_per_group, n_groups, first_seq
         self.tune = tune
         self.scale_log2 = scale_log2(D, sm_scale)
-        rows = seqs_per_group * self.G
-        self.block_m = prefix_block_m(rows, tune.prefix_max_block_m)
-        self.m_tiles = ceil_div(rows, self.block_m)
-        self.prefetch = prefix_prefetch(rows, tune)
+        self.block_m, self.m_tiles, self.splits, self.tps = prefix_launch(seqs_per_group, self.G, HKV, n_groups,
+                                                                          prefix_len, sm_count, tune)
+        self.prefetch = prefix_prefetch(seqs_per_group * self.G, tune)
         if force_splits is not None:
             tps = ceil_div(ceil_div(prefix_len, force_splits), tune.prefix_block_n) * tune.prefix_block_n
             self.splits, self.tps = ceil_div(prefix_len, tps), tps
-        else:
-            self.splits, self.tps = choose_splits_waves(self.m_tiles * HKV * n_groups, prefix_len, sm_count,
-                                                        tune.prefix_block_n, min_tokens=tune.min_tokens_per_split,
-                                                        target_per_sm=tune.prefix_programs_per_sm)
         self.slot_offset = slot_offset
         assert slot_offset + self.splits <= states.num_slots
 
@@ -266,14 +260,8 @@ class CascadePlan:
         B, HQ, D = q.shape
         self.out = out
         # size the slots: the split count of each pass is known before any buffer exists.
-        prefix_splits = []
-        for (table, plen, n, ng) in levels:
-            rows = n * (HQ // k_cache.shape[2])
-            bm = prefix_block_m(rows, tune.prefix_max_block_m)
-            s, _ = choose_splits_waves(ceil_div(rows, bm) * k_cache.shape[2] * ng, plen, sm_count,
-                                       tune.prefix_block_n, min_tokens=tune.min_tokens_per_split,
-                                       target_per_sm=tune.prefix_programs_per_sm)
-            prefix_splits.append(s)
+        prefix_splits = [prefix_launch(n, HQ // k_cache.shape[2], k_cache.shape[2], ng, plen, sm_count, tune)[2]
+                         for (_, plen, n, ng) in levels]
         if max_suffix_len > 0:
             suffix_splits = decode_launch(B, k_cache.shape[2], HQ // k_cache.shape[2], max_suffix_len, 0, sm_count,
                                           tune, streaming=False)[0]
