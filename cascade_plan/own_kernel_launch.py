@@ -174,6 +174,13 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def whole_tile_splits(tokens: int, splits: int, block_n: int) -> tuple[int, int]:
+    """(splits, tokens per split) of `tokens` cut into `splits` splits of whole block_n-token tiles: the tokens per
+    split rounded up to a tile, which can leave fewer splits."""
+    tps = ceil_div(ceil_div(tokens, splits), block_n) * block_n
+    return ceil_div(tokens, tps), tps
+
+
 def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,
                   target_per_sm: int) -> tuple[int, int]:
     """Split count and tokens per split (a multiple of block_n) so that work_items * splits fills the GPU."""
@@ -181,10 +188,7 @@ def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, 
         return 1, block_n
     want = ceil_div(target_per_sm * sm_count, max(work_items, 1))
     max_splits = max(1, tokens // max(min_tokens, block_n))
-    splits = max(1, min(want, max_splits))
-    tps = ceil_div(ceil_div(tokens, splits), block_n) * block_n
-    splits = ceil_div(tokens, tps)
-    return splits, tps
+    return whole_tile_splits(tokens, max(1, min(want, max_splits)), block_n)
 
 
 def decode_min_tokens(work_items: int, tokens: int, tune: TuneParams) -> int:
@@ -235,8 +239,7 @@ def stream_splits(work_items: int, tokens: int, sm_count: int, tune: TuneParams)
     """(splits, tokens per split) of the streaming launch (TuneParams.stream_programs_per_sm): the most splits that
     keep the launch within that many programs per SM, each of at least stream_min_tokens tokens (whole base tiles)."""
     want = max(1, min(tune.stream_programs_per_sm * sm_count // work_items, tokens // tune.stream_min_tokens))
-    tps = ceil_div(ceil_div(tokens, want), tune.decode_block_n) * tune.decode_block_n
-    return ceil_div(tokens, tps), tps
+    return whole_tile_splits(tokens, want, tune.decode_block_n)
 
 
 def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
@@ -337,9 +340,7 @@ def choose_splits_waves(work_items: int, tokens: int, sm_count: int, block_n: in
         key = (round(eff, 2), -abs(s - s0), -s)
         if best is None or key > best[0]:
             best = (key, s)
-    s = best[1] if best else s0
-    tps = ceil_div(ceil_div(tokens, s), block_n) * block_n
-    return ceil_div(tokens, tps), tps
+    return whole_tile_splits(tokens, best[1] if best else s0, block_n)
 
 
 def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,
@@ -352,8 +353,7 @@ def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: i
     max_splits = max(1, tokens // max(min_tokens, block_n))
     best = None
     for s in range(max(1, s0 // 2), min(max_splits, 2 * s0) + 1):
-        tps = ceil_div(ceil_div(tokens, s), block_n) * block_n
-        real = ceil_div(tokens, tps)
+        real, tps = whole_tile_splits(tokens, s, block_n)
         x = work_items * real / (sm_count * ctas_per_sm)
         key = (round(x / math.ceil(x), 2), -abs(real - s0), -real)
         if best is None or key > best[0]:

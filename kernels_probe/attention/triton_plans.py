@@ -28,6 +28,7 @@ from cascade_plan.own_kernel_launch import (
     page_block_seqs,
     prefix_prefetch,
     scale_log2,
+    whole_tile_splits,
 )
 from cascade_plan.own_kernel_prefix import prefix_launch
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
@@ -83,8 +84,7 @@ class DecodePlan:
         self.block_n = tune.decode_block_n
         self.work_items = B * HKV
         if force_splits is not None:
-            tps = ceil_div(ceil_div(max(max_seq_len, 1), force_splits), self.block_n) * self.block_n
-            self.splits, self.tps = ceil_div(max(max_seq_len, 1), tps), tps
+            self.splits, self.tps = whole_tile_splits(max(max_seq_len, 1), force_splits, self.block_n)
             long_tile = False
         else:
             self.splits, self.tps, long_tile = decode_launch(B, HKV, self.G, max_seq_len, shared_prefix_tokens,
@@ -186,8 +186,7 @@ class PrefixPlan:
                                                                           prefix_len, sm_count, tune)
         self.prefetch = prefix_prefetch(seqs_per_group * self.G, tune)
         if force_splits is not None:
-            tps = ceil_div(ceil_div(prefix_len, force_splits), tune.prefix_block_n) * tune.prefix_block_n
-            self.splits, self.tps = ceil_div(prefix_len, tps), tps
+            self.splits, self.tps = whole_tile_splits(prefix_len, force_splits, tune.prefix_block_n)
         self.slot_offset = slot_offset
         assert slot_offset + self.splits <= states.num_slots
 
