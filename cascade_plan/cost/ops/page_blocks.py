@@ -44,25 +44,33 @@ def _longest(rule: PageBlocks, seqs: int, kv_heads: int, q_per_kv: int, group_si
                                         rule.tune))
 
 
-def _per_shape(fn, rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len,
-               blocks_only: bool = True) -> np.ndarray:
-    """fn(rule, *shape) for every broadcast element of the shape arrays, each distinct shape computed once (a sweep
-    prices each shape once); 0 without a rule, for an empty shape, and (blocks_only) where no block can form (fewer
-    than two sequences or siblings, no shared tokens)."""
-    args = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
-                                 (seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len)))
-    if rule is None or not args[0].size:
+def each_shape(fn, valid, *arrays) -> np.ndarray:
+    """fn(*shape) for every broadcast element of the arrays (rounded to integers), each distinct shape computed once
+    (a sweep prices each shape once); 0 where valid(shape) is False."""
+    args = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in arrays))
+    if not args[0].size:
         return np.zeros(args[0].shape)
     shapes, where = np.unique(np.rint(np.stack([a.ravel() for a in args], axis=1)).astype(np.int64), axis=0,
                               return_inverse=True)
+    per_shape = np.array([fn(*(int(v) for v in row)) if valid(row) else 0.0 for row in shapes])
+    return per_shape[where.ravel()].reshape(args[0].shape)
+
+
+def _per_shape(fn, rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len,
+               blocks_only: bool = True) -> np.ndarray:
+    """fn(rule, *shape) for every distinct shape (each_shape); 0 without a rule, for an empty shape, and
+    (blocks_only) where no block can form (fewer than two sequences or siblings, no shared tokens)."""
+    if rule is None:
+        return np.zeros(np.broadcast(*(np.asarray(x) for x in
+                                       (seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len))).shape)
 
     def valid(row) -> bool:
         if blocks_only:
             return row[0] >= 2 and row[3] >= 2 and row[4] > 0 and row[1] > 0 and row[2] > 0
         return row[0] >= 1 and row[1] > 0 and row[2] > 0 and row[5] > 0 and row[3] >= 1
 
-    per_shape = np.array([fn(rule, *(int(v) for v in row)) if valid(row) else 0.0 for row in shapes])
-    return per_shape[where.ravel()].reshape(args[0].shape)
+    return each_shape(lambda *shape: fn(rule, *shape), valid, seqs, kv_heads, q_per_kv, group_size, prefix_tokens,
+                      seq_len)
 
 
 def saved_tokens(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len) -> np.ndarray:

@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from cascade_plan.cost.ops.page_blocks import PageBlocks
+from cascade_plan.cost.ops.page_blocks import PageBlocks, each_shape
 from cascade_plan.own_kernel_prefix import program_tile_tokens
 
 
@@ -22,13 +22,7 @@ def prefix_program(rule: PageBlocks | None, seqs_per_group, q_per_kv, kv_heads, 
     """The latency feature of a prefix level (calibration/fitting.py Features.longest_tokens): with the rule, the
     busiest program's tokens x row tile / 64; without, the prefix's tokens. Arrays broadcast; each distinct shape is
     computed once; 0 where a level has no tokens, sequences or groups."""
-    args = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in
-                                 (seqs_per_group, q_per_kv, kv_heads, n_groups, prefix_tokens)))
+    args = (seqs_per_group, q_per_kv, kv_heads, n_groups, prefix_tokens)
     if rule is None:
-        return np.array(args[4], dtype=float)
-    if not args[0].size:
-        return np.zeros(args[0].shape)
-    shapes, where = np.unique(np.rint(np.stack([a.ravel() for a in args], axis=1)).astype(np.int64), axis=0,
-                              return_inverse=True)
-    per_shape = np.array([_one(rule, *(int(v) for v in row)) if row.min() >= 1 else 0.0 for row in shapes])
-    return per_shape[where.ravel()].reshape(args[0].shape)
+        return np.array(np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in args))[4])
+    return each_shape(lambda *shape: _one(rule, *shape), lambda row: row.min() >= 1, *args)
