@@ -44,6 +44,8 @@ import time
 
 sys.path.insert(0, ".")
 
+from cascade_plan.own_kernel_launch import DEFAULT_TUNE, PROBE_1_5_2_TUNE  # noqa: E402  (the checkout's package)
+
 TOL = 1e-2
 
 
@@ -427,11 +429,24 @@ def loser_variants(base):
             ("head-major", r(base, decode_head_major=True)), ("default", DEFAULT_TUNE)]
 
 
+# stage: (its configurations, its variants of a base tune, the base) for the stages that need nothing else
+STAGE_PLANS = {
+    "sweep": (sweep_configs, sweep_variants, DEFAULT_TUNE),
+    "splits": (long_configs, split_variants, DEFAULT_TUNE),
+    "tiny": (tiny_configs, tiny_variants, DEFAULT_TUNE),
+    "losers": (loser_configs, loser_variants, PROBE_1_5_2_TUNE),
+    "tiles": (tile_configs, tile_variants, DEFAULT_TUNE),
+    "waves": (wave_configs, wave_variants, DEFAULT_TUNE),
+    "prefetch": (prefetch_configs, prefetch_variants, DEFAULT_TUNE),
+    "fused": (prefetch_configs, fused_variants, DEFAULT_TUNE),
+    "stream": (prefetch_configs, stream_variants, DEFAULT_TUNE),
+    "fi-tiles": (fi_tile_configs, lambda base: [("default", base)], DEFAULT_TUNE),
+}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("stage", choices=["sweep", "grid", "splits", "pages", "tiny", "losers", "conditions", "filled",
-                                          "tiles", "long", "fi-tiles", "waves", "prefetch", "fused",
-                                          "stream"])
+    ap.add_argument("stage", choices=[*STAGE_PLANS, "grid", "pages", "conditions", "filled", "long"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
@@ -441,13 +456,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from cascade_plan.own_kernel_launch import (
-        DEFAULT_TUNE,
-        LONG_TILE_TUNE,
-        PROBE_1_3_TUNE,
-        PROBE_1_5_2_TUNE,
-        decode_launch_splits,
-    )
+    from cascade_plan.own_kernel_launch import LONG_TILE_TUNE, PROBE_1_3_TUNE, decode_launch_splits
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import build_grid
@@ -466,26 +475,9 @@ def main() -> int:
     if fi_ok:
         th = threading.Thread(target=lambda: build.update(flashinfer_backend.warm_build("cuda")), daemon=True)
         th.start()
-    if args.stage == "sweep":
-        cfgs, variants = sweep_configs(), sweep_variants(DEFAULT_TUNE)
-    elif args.stage == "splits":
-        cfgs, variants = long_configs(), split_variants(DEFAULT_TUNE)
-    elif args.stage == "tiny":
-        cfgs, variants = tiny_configs(), tiny_variants(DEFAULT_TUNE)
-    elif args.stage == "losers":
-        cfgs, variants = loser_configs(), loser_variants(PROBE_1_5_2_TUNE)
-    elif args.stage == "tiles":
-        cfgs, variants = tile_configs(), tile_variants(DEFAULT_TUNE)
-    elif args.stage == "waves":
-        cfgs, variants = wave_configs(), wave_variants(DEFAULT_TUNE)
-    elif args.stage == "prefetch":
-        cfgs, variants = prefetch_configs(), prefetch_variants(DEFAULT_TUNE)
-    elif args.stage == "fused":
-        cfgs, variants = prefetch_configs(), fused_variants(DEFAULT_TUNE)
-    elif args.stage == "stream":
-        cfgs, variants = prefetch_configs(), stream_variants(DEFAULT_TUNE)
-    elif args.stage == "fi-tiles":
-        cfgs, variants = fi_tile_configs(), [("default", DEFAULT_TUNE)]
+    if args.stage in STAGE_PLANS:
+        configs, variants_of, base = STAGE_PLANS[args.stage]
+        cfgs, variants = configs(), variants_of(base)
     elif args.stage == "long":
         cfgs, variants = long_configs_changed(sm), long_variants(DEFAULT_TUNE)
         print(len(cfgs), "shapes", flush=True)
