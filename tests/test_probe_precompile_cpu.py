@@ -44,7 +44,7 @@ def _key(kernel, args) -> tuple:
     return tuple(out)
 
 
-def _launches(kernel_plans) -> list:
+def _launches(monkeypatch, kernel_plans) -> list:
     """(kernel, grid, warmup?, _key of its arguments, its constexprs and options) of every launch of the plans'
     warmups, in order."""
     seen: list = []
@@ -52,47 +52,38 @@ def _launches(kernel_plans) -> list:
     def record(kernel, grid, warmup, *args, **kwargs):
         seen.append((kernel.fn.__name__, grid, warmup, _key(kernel, args),
                      tuple(sorted((k, str(v)) for k, v in kwargs.items()))))
-    real = triton_plans._launch
-    triton_plans._launch = record
-    try:
+    with monkeypatch.context() as m:
+        m.setattr(triton_plans, "_launch", record)
         for p in kernel_plans:
             if p is not None:
                 p.warmup()
-    finally:
-        triton_plans._launch = real
     return seen
 
 
 @pytest.mark.parametrize("cfg", CASES, ids=lambda c: c.label())
-def test_shape_only_inputs_give_the_launches_of_the_real_ones(cfg):
+def test_shape_only_inputs_give_the_launches_of_the_real_ones(monkeypatch, cfg):
     """A launch compiles for its tensors' dtypes, its integers' specialisations and its constexprs; block tables
     enter as pointers and a stride the kernels do not specialise on, so a one-column table over a two-page cache
     serves. Every launch's grid and compile key agree with the real inputs'."""
-    real = _launches(plans(build_data(cfg, "cpu"), sm_count=132, tune=DEFAULT_TUNE))
-    shaped = _launches(plans(shape_data(cfg, "cpu"), sm_count=132, tune=DEFAULT_TUNE))
+    real = _launches(monkeypatch, plans(build_data(cfg, "cpu"), sm_count=132, tune=DEFAULT_TUNE))
+    shaped = _launches(monkeypatch, plans(shape_data(cfg, "cpu"), sm_count=132, tune=DEFAULT_TUNE))
     assert real and all(w for _, _, w, _, _ in real)          # warmup compiles every launch, runs none
     assert shaped == real
 
 
-def test_a_plan_warms_up_every_kernel_it_launches():
+def test_a_plan_warms_up_every_kernel_it_launches(monkeypatch):
     cfg = CASES[1]
     d = build_data(cfg, "cpu")
     dec_s, dec_d, casc = plans(d, sm_count=132, tune=DEFAULT_TUNE)
     launched: list = []
-
-    def record(kernel, grid, warmup, *args, **kwargs):
-        launched.append((kernel.fn.__name__, warmup))
-    real = triton_plans._launch
-    triton_plans._launch = record
-    try:
-        for p in (dec_s, dec_d, casc):
-            p()
-        ran = [k for k, w in launched if not w]
-        launched.clear()
-        for p in (dec_s, dec_d, casc):
-            p.warmup()
-    finally:
-        triton_plans._launch = real
+    monkeypatch.setattr(triton_plans, "_launch", lambda kernel, grid, warmup, *a, **kw: launched.append(
+        (kernel.fn.__name__, warmup)))
+    for p in (dec_s, dec_d, casc):
+        p()
+    ran = [k for k, w in launched if not w]
+    launched.clear()
+    for p in (dec_s, dec_d, casc):
+        p.warmup()
     assert [k for k, w in launched if w] == ran and "prefix_kernel" in ran and "paged_decode_kernel" in ran
 
 

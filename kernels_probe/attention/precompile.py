@@ -19,9 +19,10 @@ from kernels_probe.attention.grid import AttentionConfig
 def precompile(cfgs: list[AttentionConfig], device, *, sm_count: int, tune: TuneParams = DEFAULT_TUNE,
                workers: int | None = None) -> dict:
     """Compile the launches the Triton backend makes for `cfgs` (triton_backend.plans) in `workers` threads (default:
-    the CPUs less two, at most 12). Returns {'seconds', 'compiles', 'workers'}, or {'skipped': reason} where Triton
-    cannot compile ahead (its interpreter, or a Triton without AsyncCompileMode). A launch whose warmup fails is left
-    to compile when it is timed, where its error is reported as before."""
+    the CPUs less two, at most 12). Returns {'seconds', 'compiles', 'workers', 'failed_configs'}, or {'skipped':
+    reason} where Triton cannot compile ahead (its interpreter, or a Triton without AsyncCompileMode). A configuration
+    whose plans or warmups fail (counted in failed_configs) is left to compile when it is timed, where its error is
+    reported as before."""
     if os.environ.get("TRITON_INTERPRET") == "1":
         return {"skipped": "Triton's interpreter compiles nothing"}
     try:
