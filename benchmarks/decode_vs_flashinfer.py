@@ -24,6 +24,9 @@
     python benchmarks/decode_vs_flashinfer.py fused [--out rows.json]     # split decodes merging their own splits
     python benchmarks/decode_vs_flashinfer.py stream [--out rows.json]    # the streaming launch over private tokens
                                                                           # against probe 1.7.2's, the cascade too
+    python benchmarks/decode_vs_flashinfer.py rules [--out rows.json]     # tiny launches merged in their own
+                                                                          # programs; base tiles where the batch
+                                                                          # fills the GPU and at long contexts
 
 Our decode is told what the probe tells it: the shared prefix over shared pages, nothing shared over duplicated ones.
 Each shape is built as the probe builds it (``kernels_probe.attention.data``), each kernel is checked against the
@@ -44,7 +47,8 @@ import time
 
 sys.path.insert(0, ".")
 
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE, PROBE_1_5_2_TUNE  # noqa: E402  (the checkout's package)
+from cascade_plan.own_kernel_launch import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
+from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE  # noqa: E402
 
 TOL = 1e-2
 
@@ -217,7 +221,7 @@ def tile_variants(base):
     time on top of the default: two warps on the batch-filled and the short tile, shallower or deeper base
     pipelines, fewer long-context splits, no page blocks (128-token base tiles lost at two warps and four:
     benchmarks/raw/device-2026-12-05e/tiles-2.log)."""
-    from cascade_plan.own_kernel_launch import PROBE_1_5_3_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_5_3_TUNE
 
     r = dataclasses.replace
     return [("probe 1.5.3", PROBE_1_5_3_TUNE), ("default", base),
@@ -234,7 +238,8 @@ def long_configs_changed(sm: int):
     benchmarks/raw/device-2026-12-05f/long.json, where the rows call 16 per SM "default" and 8 "long 8/SM"), then G 1
     at 4 sequences (0.93-0.95x with probe 1.5.4 on an H100), where a 64-token split floor is tried, and long private
     contexts split 26-52 ways (0.95-0.98x), where splits of 384 tokens are tried. `sm`: the GPU's SM count."""
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE, PROBE_1_5_4_TUNE, decode_launch
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE, decode_launch
+    from cascade_plan.own_kernel_tunes import PROBE_1_5_4_TUNE
     from kernels_probe.attention.grid import AttentionConfig as A
     from kernels_probe.attention.grid import build_grid
 
@@ -254,7 +259,7 @@ def long_configs_changed(sm: int):
 def long_variants(base):
     """The default (8 long-context programs per SM since probe 1.5.5), probe 1.5.4's 16, 12, long-context splits down
     to 384 tokens, and a 64-token split floor for tiny launches."""
-    from cascade_plan.own_kernel_launch import PROBE_1_5_4_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_5_4_TUNE
 
     r = dataclasses.replace
     return [("default", base), ("probe 1.5.4 (16/SM)", PROBE_1_5_4_TUNE),
@@ -320,7 +325,7 @@ def prefetch_variants(base):
     tile prefetching from 512-token splits. The first run of this stage (benchmarks/raw/device-2026-12-06c/
     prefetch-everywhere.json, where "default" prefetched everywhere) tried 3-stage 128-token tiles, 64-token
     batch-filled and long tiles, a 4-stage base tile and a 3-stage short tile."""
-    from cascade_plan.own_kernel_launch import PROBE_1_5_5_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_5_5_TUNE
 
     return [("probe 1.5.5", PROBE_1_5_5_TUNE), ("default", base),
             ("prefetch >= 512", dataclasses.replace(base, prefetch_min_tokens=512))]
@@ -331,7 +336,7 @@ def fused_variants(base):
     by the program that stores its last one, where the launch forms no page blocks and has few splits:
     decode_fused_merge). The first run of this stage (benchmarks/raw/device-2026-12-06d/fused-everywhere.json) fused
     every split launch and tried tiny launches split down to 64 tokens."""
-    from cascade_plan.own_kernel_launch import PROBE_1_6_0_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_6_0_TUNE
 
     return [("probe 1.6.0", PROBE_1_6_0_TUNE), ("default", base)]
 
@@ -342,7 +347,7 @@ def stream_variants(base):
     page prefetch (no short tile) with the tiny launch's split floor at 128 (as now), 256 and 384 tokens: the launches
     that beat FlashInfer's on the tiny rows in benchmarks/raw/device-2026-12-06e/oracle.json. Its first run
     (stream-h200.json, stream-h100.json) tried three programs per SM beside the default."""
-    from cascade_plan.own_kernel_launch import PROBE_1_7_2_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_7_2_TUNE
 
     r = dataclasses.replace
     pf = r(base, decode_short_tokens=0, prefetch_min_tokens=0)     # every split on the prefetching base tile
@@ -351,11 +356,67 @@ def stream_variants(base):
             ("... floor 384", r(pf, decode_min_tokens_per_split=384, min_tokens_per_split=384))]
 
 
-def suffix_launch(cfg, tune, sm: int) -> tuple:
-    """The cascade's suffix-pass launch (splits, tokens per split, long tile?) under `tune`."""
-    from cascade_plan.own_kernel_launch import decode_launch
+def rule_variants(base):
+    """Probe 1.8.0's launches, the default (base tiles prefetch wherever the launch has at most 3 programs per SM:
+    prefetch_max_programs_per_sm; a tiny launch of more than 12 splits takes 12, merged in its own programs:
+    merge_capped_splits) and each of its two rules alone. The first run of this stage
+    (benchmarks/raw/device-2026-12-06f/rules.json, the default grid) had the cap without the prefetch rule as its
+    default, and tried the batch-filled and long-context launches on the double-buffered base tile (64 tokens,
+    3 stages; 2 and 4 warps) instead of single-buffered 128-token tiles."""
+    from cascade_plan.own_kernel_tunes import PROBE_1_8_0_TUNE
 
-    return decode_launch(cfg.batch, cfg.num_kv_heads, cfg.q_per_kv, cfg.suffix_tokens, 0, sm, tune)
+    r = dataclasses.replace
+    return [("probe 1.8.0", PROBE_1_8_0_TUNE), ("default", base),
+            ("prefetch rule alone", r(base, tiny_fused_programs_per_sm=0)),
+            ("tiny cap alone", r(base, prefetch_max_programs_per_sm=0))]
+
+
+def prefix_split_variants(base):
+    """The default, and the launches that might take the two rows probe 1.9.0 still lost on an H100 (64 and 256
+    sequences x 8 KV heads at 1K + 4K over shared pages, 0.97x FlashInfer's decode:
+    benchmarks/raw/device-2026-12-06f/probe-1.9.0.json.gz): up to five splits at the shared prefix's end (the first
+    split's blocks read the prefix once per block of four; it changes only those two rows of the default grid),
+    programs ordered by KV head (consecutive programs read one head's shared prefix), and both. The batch-filled and
+    long-context launches on the double-buffered base tile took them to 0.99x and 0.98x
+    (benchmarks/raw/device-2026-12-06f/rules.json)."""
+    r = dataclasses.replace
+    return [("default", base), ("split at prefix <= 5", r(base, shared_split_max=5)),
+            ("head-major", r(base, decode_head_major=True)),
+            ("head-major, split at prefix <= 5", r(base, decode_head_major=True, shared_split_max=5))]
+
+
+def prefix_split_configs():
+    """The two rows probe 1.9.0 still lost (prefix_split_variants)."""
+    return [c for c in prefetch_configs() if (c.prefix_tokens, c.suffix_tokens, c.group_size, c.num_kv_heads,
+                                              c.q_per_kv, c.kv_dtype) in ((1024, 4096, 64, 8, 4, "bf16"),
+                                                                          (1024, 4096, 256, 8, 4, "bf16"))]
+
+
+def decode_key(cfg, tokens: int, shared: int, tune, sm: int, *, streaming: bool = True) -> tuple:
+    """What DecodePlan launches for `cfg` under `tune`, worked out on the host: (splits, tokens per split, block_n,
+    stages, warps, page prefetch, page-block sequences, program order)."""
+    from cascade_plan.own_kernel_launch import decode_launch, decode_prefetch, decode_tile, page_block_seqs
+
+    work = cfg.batch * cfg.num_kv_heads
+    s, tps, long_tile = decode_launch(cfg.batch, cfg.num_kv_heads, cfg.q_per_kv, tokens, shared, sm, tune,
+                                      streaming=streaming)
+    tile = decode_tile(work, s, tps, long_tile, sm, tune, head_dim=cfg.head_dim)
+    seqs = page_block_seqs(cfg.batch, cfg.q_per_kv, work * s, sm, tune, shared_prefix_tokens=shared,
+                           max_seq_len=tokens, tokens_per_split=tps, block_n=tile[0])
+    return (s, tps, *tile, decode_prefetch(work, s, tps, long_tile, sm, tune), seqs, tune.decode_head_major)
+
+
+def suffix_launch(cfg, tune, sm: int) -> tuple:
+    """The cascade's suffix-pass launch (decode_key) under `tune`."""
+    return decode_key(cfg, cfg.suffix_tokens, 0, tune, sm, streaming=False)
+
+
+def launches_differ(cfg, variants, sm: int) -> bool:
+    """Does any variant launch a different decode (either page layout) or suffix pass than the first?"""
+    T = cfg.prefix_tokens + cfg.suffix_tokens
+    keys = [(decode_key(cfg, T, cfg.root_tokens + cfg.prefix_tokens, t, sm), decode_key(cfg, T, 0, t, sm),
+             suffix_launch(cfg, t, sm) if cfg.suffix_tokens else None) for _, t in variants]
+    return len(set(keys)) > 1
 
 
 def gpu_with_flashinfer() -> tuple:
@@ -440,6 +501,8 @@ STAGE_PLANS = {
     "prefetch": (prefetch_configs, prefetch_variants, DEFAULT_TUNE),
     "fused": (prefetch_configs, fused_variants, DEFAULT_TUNE),
     "stream": (prefetch_configs, stream_variants, DEFAULT_TUNE),
+    "rules": (prefetch_configs, rule_variants, DEFAULT_TUNE),
+    "prefix-split": (prefix_split_configs, prefix_split_variants, DEFAULT_TUNE),
     "fi-tiles": (fi_tile_configs, lambda base: [("default", base)], DEFAULT_TUNE),
 }
 
@@ -451,12 +514,13 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new shapes after this long")
     ap.add_argument("--no-flashinfer", action="store_true", help="time our kernels only (tune against tune)")
     ap.add_argument("--only-changed", action="store_true",
-                    help="grid: only the shapes whose decode launch (or cascade suffix launch) differs between the two "
-                         "tunes")
+                    help="grid and the variant stages: only the shapes whose decode launch (or cascade suffix launch) "
+                         "differs between the tunes")
     args = ap.parse_args()
     import torch
 
-    from cascade_plan.own_kernel_launch import LONG_TILE_TUNE, PROBE_1_3_TUNE, decode_launch_splits
+    from cascade_plan.own_kernel_launch import decode_launch_splits
+    from cascade_plan.own_kernel_tunes import LONG_TILE_TUNE, PROBE_1_3_TUNE
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import build_grid
@@ -478,6 +542,9 @@ def main() -> int:
     if args.stage in STAGE_PLANS:
         configs, variants_of, base = STAGE_PLANS[args.stage]
         cfgs, variants = configs(), variants_of(base)
+        if args.only_changed:
+            cfgs = [c for c in cfgs if launches_differ(c, variants, sm)]
+            print(len(cfgs), "shapes whose launches differ", flush=True)
     elif args.stage == "long":
         cfgs, variants = long_configs_changed(sm), long_variants(DEFAULT_TUNE)
         print(len(cfgs), "shapes", flush=True)
@@ -548,7 +615,8 @@ def main() -> int:
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         cascade_variants = variants[:2] if args.stage in ("grid", "prefetch") else []
-        if args.stage == "stream" and cfg.suffix_tokens and len({suffix_launch(cfg, t, sm) for _, t in variants}) > 1:
+        if (args.stage in ("stream", "rules", "prefix-split") and cfg.suffix_tokens
+                and len({suffix_launch(cfg, t, sm) for _, t in variants}) > 1):
             cascade_variants = variants     # the cascade where its suffix pass's launch differs between tunes
         if cascade_variants:  # the cascade, whose passes the tune also sets
             for label, tune in cascade_variants:
@@ -593,7 +661,8 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream"):
+            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream", "rules",
+                              "prefix-split"):
                 # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
@@ -694,7 +763,8 @@ def summarize(rows, labels):
             if r:
                 print(f"{label:28s} {tname[:6]:6s} {len(r):4d} {statistics.median(r):7.3f} {min(r):7.3f} "
                       f"{sum(x < 1.0 for x in r):6d}")
-    old = next((x for x in ("probe-1.3", "probe 1.5.5", "probe 1.6.0", "probe 1.7.2") if x in labels), None)
+    old = next((x for x in ("probe 1.8.0", "probe-1.3", "probe 1.5.5", "probe 1.6.0", "probe 1.7.2") if x in labels),
+               None)
     if old:
         for kind in ("shared_table", "dup_table", "cascade"):
             r = [row["triton"][kind][old]["median_s"] / row["triton"][kind]["default"]["median_s"]

@@ -31,6 +31,11 @@
 #             after them (probe 1.6.0), on the lost rows then the default grid; FUSED_RESERVE seconds left -> fused.json
 #   stream    decode_vs_flashinfer.py stream: the streaming launch over private tokens against probe 1.7.2's (decode and
 #             cascade), the lost rows then the default grid; STREAM_RESERVE seconds left -> stream.json
+#   rules     decode_vs_flashinfer.py rules --only-changed: probe 1.9.0's launch rules (base tiles prefetching at <= 3
+#             programs per SM; tiny launches capped at 12 splits) against probe 1.8.0's, each alone too; RULES_RESERVE
+#             seconds left -> rules.json
+#   prefix-split  decode_vs_flashinfer.py prefix-split --only-changed: up to five splits at the shared prefix's end,
+#             base tiles for batch-filled and long-context launches -> prefix-split.json
 #   oracle    benchmarks/decode_launch_oracle.py: every split count and tile forced on the rows ours still loses, the
 #             best retimed beside FlashInfer's (is it the launch rule or the kernel body?) -> oracle.json
 #   fi-tiles  decode_vs_flashinfer.py fi-tiles: FlashInfer's decode at 512 + 0-272 tokens (whole tiles or tokens?) -> fi-tiles.json
@@ -112,9 +117,10 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py stream --out $OUT/stream.json \
-              --budget-s $(( $(left) - ${STREAM_RESERVE:-30} )) > $OUT/stream.log 2>&1; rc=$?
-              grep -vE "^(P=|R=)" $OUT/stream.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
+    stream|rules|prefix-split) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; [ $st = stream ] || only=--only-changed
+              timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only --out $OUT/$st.json \
+              --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
+              grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
     fi-tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fi-tiles --out $OUT/fi-tiles.json \
               --budget-s $(( $(left) - 20 )) > $OUT/fi-tiles.log 2>&1; rc=$?; grep -vE "flashinfer.jit" $OUT/fi-tiles.log | cut -c1-200 | tail -16; (exit $rc) ;;
     tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py tiles --out $OUT/tiles.json \

@@ -49,17 +49,19 @@ def variants(tune, sm_count: int = 132) -> tuple[set, set]:
 
 
 def main() -> int:
-    from cascade_plan.own_kernel_launch import (
-        DEFAULT_TUNE,
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tunes import (
         PROBE_1_5_5_TUNE,
         PROBE_1_6_0_TUNE,
         PROBE_1_7_1_TUNE,
         PROBE_1_7_2_TUNE,
+        PROBE_1_8_0_TUNE,
     )
 
     print(f"{'tune':12s} {'decode':>7s} {'prefix pass':>12s}")
     for name, tune in (("probe 1.5.5", PROBE_1_5_5_TUNE), ("probe 1.6.0", PROBE_1_6_0_TUNE),
-                       ("probe 1.7.1", PROBE_1_7_1_TUNE), ("probe 1.7.2", PROBE_1_7_2_TUNE), ("default", DEFAULT_TUNE)):
+                       ("probe 1.7.1", PROBE_1_7_1_TUNE), ("probe 1.7.2", PROBE_1_7_2_TUNE),
+                       ("probe 1.8.0", PROBE_1_8_0_TUNE), ("default", DEFAULT_TUNE)):
         dec, pre = variants(tune)
         print(f"{name:12s} {len(dec):7d} {len(pre):12d}")
     return 0

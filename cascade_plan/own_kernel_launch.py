@@ -99,6 +99,11 @@ class TuneParams:
     # 1K + 4K in five splits lost (0.99x -> 0.96x), hence two at most
     decode_shared_split: bool = True
     shared_split_max: int = 2
+    # ... and up to this many where the launch was split already (0: shared_split_max, probes up to 1.8.0). H100
+    # (benchmarks/raw/device-2026-12-06f/prefix-split*.json): 64 x 8 at 1K + 4K over shared pages, 3 splits of 1,792
+    # on the long-context tile -> 5 of 1,024, 0.97-0.98x -> 1.02x FlashInfer's decode in two calls; 256 x 8, unsplit,
+    # 0.97x -> 0.96x in both
+    split_launch_shared_split_max: int = 0
     # every kernel's tile loop loads the next tile's page numbers an iteration ahead, so that Triton's pipeliner
     # double-buffers K and V (triton_jit._attend_range); off, K/V addresses wait on a load in the same iteration and
     # get one buffer, loaded after the tile's math (the kernels of probes 1.2-1.5.5). Only where a program's loop is
@@ -109,6 +114,12 @@ class TuneParams:
     # 0.70-0.80x
     page_prefetch: bool = True
     prefetch_min_tokens: int = 1024
+    # ... and base tiles over shorter splits where the launch has at most this many programs per SM (0: never, probes
+    # up to 1.8.0): all of them resident at once with the second buffer, few enough per SM that each one's own overlap
+    # is what hides the loads. H100 (benchmarks/raw/device-2026-12-06e/stream-tiny.json, base tiles of 320-384-token
+    # splits): 0.8-2 programs per SM gained 8-29% (16 x 8 KV heads at 256 + 128: 1.09x -> 1.40x FlashInfer's decode;
+    # one sequence x 1 KV head at 32K: 1.02x -> 1.17x), 3.2-7.8 per SM lost 0-18%
+    prefetch_max_programs_per_sm: int = 0
     # a split per-sequence decode of at most fused_merge_max_splits splits and no page blocks merges its splits in the
     # program that stores a sequence's last split (an atomic count per sequence and KV head) instead of in a merge
     # kernel launched after it (probes up to 1.6.0). One program merges a sequence's rows alone, one slot tile after
@@ -133,43 +144,16 @@ class TuneParams:
     stream_programs_per_sm: int = 0
     stream_max_programs_per_sm: int = 3
     stream_min_tokens: int = 1024
+    # a tiny launch split into more than fused_merge_max_splits splits takes that many instead, where they still give
+    # this many programs per SM: its splits then merge in its own programs, not in a merge kernel launched after it
+    # (merge_capped_splits). 0: off (probes up to 1.8.0). H100 (benchmarks/raw/device-2026-12-06e/oracle.json,
+    # stream-tiny.json): 4 sequences x 8 KV heads at 4K + 128 over shared pages, one query head per KV head, 17 splits
+    # of 256 tokens in blocks of four ran 0.96x FlashInfer's decode, 11 of 384 with the fused merge 1.08-1.10x
+    tiny_fused_programs_per_sm: int = 0
 
 
-DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2)
-# The tune of probe 1.7.2 (many short long-context splits on the single-buffered 128-token tile everywhere).
-PROBE_1_7_2_TUNE = TuneParams()
-# The tune of probes 1.7.0-1.7.1 (the long-context launch merged its own splits too).
-PROBE_1_7_1_TUNE = TuneParams(fused_merge_long=True)
-# The tune of probe 1.6.0 (a merge kernel after a split decode).
-PROBE_1_6_0_TUNE = TuneParams(decode_fused_merge=False)
-# The tune of probe 1.5.5 (page numbers loaded in the iteration that uses them).
-PROBE_1_5_5_TUNE = TuneParams(page_prefetch=False, decode_fused_merge=False)
-# The tune of probe 1.5.4 (16 long-context programs per SM).
-PROBE_1_5_4_TUNE = TuneParams(long_programs_per_sm=16, page_prefetch=False, decode_fused_merge=False)
-# The tune of probe 1.5.3 (four warps for every decode tile).
-PROBE_1_5_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_prefetch=False,
-                              decode_fused_merge=False)
-# The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
-PROBE_1_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
-                            decode_min_tokens_per_split=256, page_prefetch=False, decode_fused_merge=False)
-# The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
-# dots over an fp8 cache, the slot-at-a-time merge.
-PROBE_1_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30,
-                            decode_page_group=1, decode_min_tokens_per_split=256, page_prefetch=False,
-                            decode_fused_merge=False)
-# The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
-LONG_TILE_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_page_group=1,
-                            decode_min_tokens_per_split=256, page_prefetch=False, decode_fused_merge=False)
-# The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
-PROBE_1_5_1_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_min_tokens_per_split=256,
-                              page_block_min_programs_per_sm=0, decode_shared_split=False, page_prefetch=False,
-                              decode_fused_merge=False)
-# The tune of probe 1.5.2 (the 128-token floor for tiny launches; no cap on blocks by the programs left running, no
-# split at the shared prefix).
-PROBE_1_5_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_block_min_programs_per_sm=0,
-                              decode_shared_split=False, page_prefetch=False, decode_fused_merge=False)
-
-
+DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
+                          split_launch_shared_split_max=5)
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -191,11 +175,15 @@ def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, 
     return whole_tile_splits(tokens, max(1, min(want, max_splits)), block_n)
 
 
+def tiny_launch(work_items: int, tokens: int, tune: TuneParams) -> bool:
+    """Is a per-sequence decode tiny: few (sequence, KV head) work items over a short context?"""
+    return work_items <= tune.tiny_work_items and tokens <= tune.tiny_max_tokens
+
+
 def decode_min_tokens(work_items: int, tokens: int, tune: TuneParams) -> int:
-    """The per-sequence decode's split floor: decode_min_tokens_per_split for a tiny launch (few work items over a
-    short context), else min_tokens_per_split."""
-    tiny = work_items <= tune.tiny_work_items and tokens <= tune.tiny_max_tokens
-    return tune.decode_min_tokens_per_split if tiny else tune.min_tokens_per_split
+    """The per-sequence decode's split floor: decode_min_tokens_per_split for a tiny launch, else
+    min_tokens_per_split."""
+    return tune.decode_min_tokens_per_split if tiny_launch(work_items, tokens, tune) else tune.min_tokens_per_split
 
 
 def decode_long_tile(work_items: int, tokens: int, sm_count: int, tune: TuneParams) -> bool:
@@ -214,7 +202,19 @@ def decode_launch_splits(work_items: int, tokens: int, sm_count: int, tune: Tune
     split, or the long-context launch's with its own tile."""
     if decode_long_tile(work_items, tokens, sm_count, tune):
         return (*decode_splits(work_items, tokens, sm_count, tune.long_block_n, tune), True)
-    return (*decode_splits(work_items, tokens, sm_count, tune.decode_block_n, tune), False)
+    splits, tps = decode_splits(work_items, tokens, sm_count, tune.decode_block_n, tune)
+    return (*merge_capped_splits(work_items, tokens, splits, tps, sm_count, tune), False)
+
+
+def merge_capped_splits(work_items: int, tokens: int, splits: int, tokens_per_split: int, sm_count: int,
+                        tune: TuneParams) -> tuple[int, int]:
+    """(splits, tokens per split) of a base-tile launch: a tiny launch of more than fused_merge_max_splits splits in
+    that many, where they still give tiny_fused_programs_per_sm programs per SM; else the launch as given."""
+    cap = tune.fused_merge_max_splits
+    if (tune.tiny_fused_programs_per_sm and splits > cap and tiny_launch(work_items, tokens, tune)
+            and work_items * cap >= tune.tiny_fused_programs_per_sm * sm_count):
+        return whole_tile_splits(tokens, cap, tune.decode_block_n)
+    return splits, tokens_per_split
 
 
 def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
@@ -222,7 +222,8 @@ def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_pref
     """(splits, tokens per split) that end the first split at the shared prefix's last whole tile, where the tune asks
     for it (decode_shared_split), blocks can hold two or more sequences, the launch's first split (of block_n-token
     tiles) forms no block because it holds more private tokens than the prefix covers, and the new split count stays
-    within shared_split_max; None where the launch stays as it is."""
+    within shared_split_max (split_launch_shared_split_max where the launch was split); None where the launch stays
+    as it is."""
     if not tune.decode_shared_split or not shared_prefix_tokens or shared_prefix_tokens >= max_seq_len:
         return None
     if page_group_seqs(batch, q_per_kv, tune) == 1 or tokens_per_split <= shared_prefix_tokens:
@@ -230,7 +231,8 @@ def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_pref
     if first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n):
         return None
     tps = (shared_prefix_tokens // tune.decode_block_n) * tune.decode_block_n
-    if tps == 0 or ceil_div(max_seq_len, tps) > tune.shared_split_max:
+    most = max(tune.shared_split_max, tune.split_launch_shared_split_max if tokens_per_split < max_seq_len else 0)
+    if tps == 0 or ceil_div(max_seq_len, tps) > most:
         return None
     return ceil_div(max_seq_len, tps), tps
 
@@ -291,13 +293,15 @@ def decode_prefetch(work_items: int, splits: int, tokens_per_split: int, long_ti
     """Does the per-sequence decode load each tile's page numbers an iteration ahead (TuneParams.page_prefetch)?
     Where a program's loop is long: the batch-filled and long-context tiles (2-stage pipelines, one K/V buffer either
     way: the page load leaves the loop's critical path) and base tiles over splits of prefetch_min_tokens or more
-    (double-buffered). Not over shorter splits: there the second buffer (70 KB of shared memory per program instead
+    (double-buffered), or over shorter splits where the launch has at most prefetch_max_programs_per_sm programs per
+    SM. Not over shorter splits of more programs: there the second buffer (70 KB of shared memory per program instead
     of 38 KB at head dim 128) costs more programs per SM than the overlap gains, and blocks of sequences pay its
     prologue once per private tail."""
     if not tune.page_prefetch:
         return False
     kind = decode_tile_kind(work_items, splits, tokens_per_split, long_tile, sm_count, tune, forced=forced)
-    return kind in ("filled", "long") or (kind == "base" and tokens_per_split >= tune.prefetch_min_tokens)
+    few = work_items * splits <= tune.prefetch_max_programs_per_sm * sm_count
+    return kind in ("filled", "long") or (kind == "base" and (tokens_per_split >= tune.prefetch_min_tokens or few))
 
 
 def prefix_prefetch(rows: int, tune: TuneParams) -> bool:
@@ -324,23 +328,6 @@ def decode_splits(work_items: int, tokens: int, sm_count: int, block_n: int, tun
         s1, t1 = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=tune.long_min_tokens_per_split,
                                target_per_sm=tune.long_programs_per_sm)
     return (s1, t1) if s1 > s0 else (s0, t0)
-
-
-def choose_splits_waves(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,
-                        target_per_sm: int, ctas_per_sm: int = 1) -> tuple[int, int]:
-    """Like choose_splits, but among split counts within 2x of the target it takes the one whose program count
-    fills its last wave best (wave quantization: on the H200, 320 prefix programs of one per SM ran 20% slower
-    than 256 or 512 at B=256, P=4096)."""
-    s0, _ = choose_splits(work_items, tokens, sm_count, block_n, min_tokens=min_tokens, target_per_sm=target_per_sm)
-    max_splits = max(1, tokens // max(min_tokens, block_n))
-    best = None
-    for s in range(max(1, s0 // 2), min(max_splits, 2 * s0) + 1):
-        x = work_items * s / (sm_count * ctas_per_sm)
-        eff = x / math.ceil(x)
-        key = (round(eff, 2), -abs(s - s0), -s)
-        if best is None or key > best[0]:
-            best = (key, s)
-    return whole_tile_splits(tokens, best[1] if best else s0, block_n)
 
 
 def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,

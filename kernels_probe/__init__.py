@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.8.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.9.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -25,4 +25,7 @@ PROBE_VERSION = "1.8.0"  # 1.4: page-aware decode blocks where they pay (page_bl
 # 1.7.2: the long-context launch keeps its merge kernel (fused_merge_long): no faster fused, five fewer compiles
 # 1.8.0: a long-context launch over mostly private tokens whose batch fits one wave streams instead: 2 programs per SM
 # of long splits on the double-buffered base tile (stream_programs_per_sm)
+# 1.9.0: base tiles prefetch page numbers wherever the launch has at most 3 programs per SM
+# (prefetch_max_programs_per_sm); a tiny launch of more than 12 splits takes 12, merged in its own programs
+# (tiny_fused_programs_per_sm)
 __version__ = PROBE_VERSION

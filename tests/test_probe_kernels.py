@@ -237,3 +237,23 @@ def test_the_long_context_launch_matches_reference():
     plan()
     assert plan.block_n == 32 and plan.splits > 1 and plan.stages == 2
     assert max_rel_err(out, ref) < TOL
+
+
+def test_a_tiny_launch_cut_to_the_fused_merge_cap_prefetches_and_matches_reference():
+    """The tiny launch's cap (merge_capped_splits) and the few-program prefetch (decode_prefetch), scaled to a CPU-sized
+    problem: one sequence x 2 KV heads over 160 tokens on 2 SMs. The base target gives 5 splits of 32 tokens, more
+    than the cap of 4, and 2 work items x 4 still reach 2 programs per SM: 4 splits of 48, merged by their own last
+    program; 8 programs are within 4 per SM, so the base tile loads page numbers an iteration ahead."""
+    import dataclasses
+
+    tune = dataclasses.replace(TINY, target_programs_per_sm=8, decode_short_tokens=0, fused_merge_max_splits=4,
+                               tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=4)
+    d = build_data(_cfg(prefix_tokens=144, group_size=1, suffix_tokens=16), "cpu", seed=5)
+    ref = reference_output(d)
+    for t, splits, capped in ((tune, 4, True), (dataclasses.replace(tune, tiny_fused_programs_per_sm=0), 5, False)):
+        out = _nan_like(d.q)
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.dup_table, d.seq_lens, 160, out, sm_count=2, tune=t)
+        plan()
+        assert (plan.splits, plan.tps) == ((4, 48) if capped else (5, 32))
+        assert plan.splits == splits and plan.fused_merge == capped and plan.prefetch == capped
+        assert max_rel_err(out, ref) < TOL

@@ -18,17 +18,8 @@ from cascade_plan.own_kernel_blocks import page_blocks
 from cascade_plan.own_kernel_launch import (
     DEFAULT_TUNE,
     LOG2E,
-    PROBE_1_3_TUNE,
-    PROBE_1_5_1_TUNE,
-    PROBE_1_5_2_TUNE,
-    PROBE_1_5_3_TUNE,
-    PROBE_1_5_4_TUNE,
-    PROBE_1_6_0_TUNE,
-    PROBE_1_7_1_TUNE,
-    PROBE_1_7_2_TUNE,
     ceil_div,
     choose_splits,
-    choose_splits_waves,
     decode_fused_merge,
     decode_launch,
     decode_launch_splits,
@@ -40,6 +31,18 @@ from cascade_plan.own_kernel_launch import (
     prefix_block_m,
     scale_log2,
     splits_filling_waves,
+)
+from cascade_plan.own_kernel_prefix import choose_splits_waves
+from cascade_plan.own_kernel_tunes import (
+    PROBE_1_3_TUNE,
+    PROBE_1_5_1_TUNE,
+    PROBE_1_5_2_TUNE,
+    PROBE_1_5_3_TUNE,
+    PROBE_1_5_4_TUNE,
+    PROBE_1_6_0_TUNE,
+    PROBE_1_7_1_TUNE,
+    PROBE_1_7_2_TUNE,
+    PROBE_1_8_0_TUNE,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,9 +137,10 @@ import json, sys
 sys.modules['torch'] = None     # `import torch` now raises ImportError
 sys.modules['triton'] = None
 from cascade_plan import own_kernel_launch as tl_
+from cascade_plan import own_kernel_prefix as pf_
 print(json.dumps({
     "splits": tl_.choose_splits(8, 32768, 132, 64, min_tokens=256, target_per_sm=4),
-    "waves": tl_.choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2),
+    "waves": pf_.choose_splits_waves(64, 4096, 132, 64, min_tokens=256, target_per_sm=2),
     "block_m": tl_.prefix_block_m(65, 128),
     "loaded": sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'triton', 'numpy') and sys.modules[m]),
 }))
@@ -269,6 +273,12 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
     # 1K + 4K would take five splits (more than shared_split_max = 2); up to eight where the tune allows
     assert decode_launch(256, 8, 4, 5120, 1024, 132, t) == (1, 5120, False)
     assert decode_launch(256, 8, 4, 5120, 1024, 132, dataclasses.replace(t, shared_split_max=8)) == (5, 1024, False)
+    # ... but a launch split already (64 x 8: 3 x 1,792 on the long-context tile) takes up to five since probe 1.9.0
+    # (split_launch_shared_split_max), blocks of four in the first
+    assert decode_launch(64, 8, 4, 5120, 1024, 132, PROBE_1_8_0_TUNE) == (3, 1792, True)
+    assert decode_launch(64, 8, 4, 5120, 1024, 132, t) == (5, 1024, False)
+    assert page_blocks(64, 8, 4, 64, 1024, 5120, 132, t)["page_block_seqs"] == 4
+    assert decode_launch(64, 8, 4, 5120, 0, 132, t) == decode_launch(64, 8, 4, 5120, 0, 132, PROBE_1_8_0_TUNE)
     # nor over private pages, nor where no block fits the dot (16 query heads per KV head)
     assert decode_launch(256, 8, 4, 8192, 0, 132, t) == (1, 8192, False)
     assert decode_launch(256, 8, 16, 8192, 4096, 132, t) == (1, 8192, False)
@@ -288,12 +298,12 @@ def test_page_numbers_are_prefetched_where_a_programs_loop_runs_long():
     (splits of <= 256 tokens) and every launch of a tune without it do not. The prefix pass prefetches where one
     128-row tile holds all its query rows."""
     from cascade_plan.own_kernel_launch import (
-        PROBE_1_5_5_TUNE,
         decode_launch,
         decode_prefetch,
         decode_tile_kind,
         prefix_prefetch,
     )
+    from cascade_plan.own_kernel_tunes import PROBE_1_5_5_TUNE
 
     def kind_and_prefetch(batch, tokens, shared, tune=DEFAULT_TUNE):
         splits, tps, long_tile = decode_launch(batch, 8, 4, tokens, shared, 132, tune)
@@ -376,3 +386,53 @@ def test_the_streaming_split_keeps_its_programs_within_the_target_and_its_splits
     splits, tps = stream_splits(work, tokens, sms, t)
     assert tps % t.decode_block_n == 0 and splits * tps >= tokens > (splits - 1) * tps
     assert splits == 1 or (work * splits <= t.stream_programs_per_sm * sms and tps >= t.stream_min_tokens)
+
+
+def test_a_tiny_launch_of_many_splits_takes_the_fused_merge_cap_where_it_still_fills_two_programs_per_sm():
+    """H100 (132 SMs). 4 sequences x 8 KV heads at 4K + 128 (32 work items, tiny): the base target gives 17 splits of
+    256 tokens on the short tile, merged by a merge kernel (probe 1.8.0); since 1.9.0 the cap of 12 splits rounds to
+    11 of 384 (whole 64-token tiles), merged by their own last programs, on the base tile, which prefetches: 352
+    programs, within 3 per SM. 2 x 8 (16 x 12 = 192 < 264) and one sequence x 1 KV head keep their splits, and so
+    does a context past the tiny launch's 8K."""
+    from cascade_plan.own_kernel_launch import decode_prefetch, merge_capped_splits
+
+    t, old = DEFAULT_TUNE, PROBE_1_8_0_TUNE
+    assert decode_launch(4, 8, 1, 4224, 4096, 132, old) == (17, 256, False)
+    assert decode_launch(4, 8, 1, 4224, 4096, 132, t) == (11, 384, False)
+    assert decode_tile(32, 11, 384, False, 132, t) == (64, 3, 2) and decode_prefetch(32, 11, 384, False, 132, t)
+    assert not decode_prefetch(32, 11, 384, False, 132, old)
+    assert decode_fused_merge(11, 1, False, t) and not decode_fused_merge(17, 1, False, t)
+    assert page_blocks(4, 8, 1, 4, 4096, 4224, 132, t)["page_block_seqs"] == 1       # 352 < 4 x 132: no blocks
+    assert page_blocks(4, 8, 1, 4, 4096, 4224, 132, old)["page_block_seqs"] == 4
+    for args in ((2, 8, 4, 4224, 0), (1, 1, 8, 4224, 0), (4, 8, 4, 16512, 0)):
+        assert decode_launch(*args, 132, t) == decode_launch(*args, 132, old)
+    assert merge_capped_splits(32, 4224, 17, 256, 132, old) == (17, 256)
+
+
+@given(work=st.integers(1, 64), tokens=st.integers(1, 9000), sms=st.sampled_from([78, 114, 132]))
+@settings(max_examples=300, deadline=None)
+def test_the_capped_tiny_launch_covers_its_tokens_in_at_most_the_cap(work, tokens, sms):
+    from cascade_plan.own_kernel_launch import decode_splits, merge_capped_splits, tiny_launch
+
+    t = DEFAULT_TUNE
+    s0, t0 = decode_splits(work, tokens, sms, t.decode_block_n, t)
+    s, tps = merge_capped_splits(work, tokens, s0, t0, sms, t)
+    assert tps % t.decode_block_n == 0 and s * tps >= tokens > (s - 1) * tps
+    if (s, tps) != (s0, t0):
+        assert tiny_launch(work, tokens, t) and s <= t.fused_merge_max_splits < s0
+        assert work * t.fused_merge_max_splits >= t.tiny_fused_programs_per_sm * sms
+
+
+def test_a_base_tile_prefetches_wherever_its_launch_has_at_most_three_programs_per_sm():
+    """H100. Since 1.9.0 (prefetch_max_programs_per_sm = 3): 16 sequences x 8 KV heads at 256 + 128 (one split of 384
+    tokens, 128 programs) and one sequence x 1 KV head at 32K + 128 (103 splits of 320) prefetch; one sequence x 8
+    KV heads at 16K + 128 (52 splits of 320: 416 programs, more than 396) does not, nor does the short tile."""
+    from cascade_plan.own_kernel_launch import decode_prefetch
+
+    t, old = DEFAULT_TUNE, PROBE_1_8_0_TUNE
+    assert decode_launch(16, 8, 4, 384, 0, 132, t) == (1, 384, False)
+    assert decode_launch(1, 1, 8, 32896, 0, 132, t) == (103, 320, False)
+    assert decode_launch(1, 8, 4, 16512, 0, 132, t) == (52, 320, False)
+    for work, s, tps, want in ((128, 1, 384, True), (1, 103, 320, True), (8, 52, 320, False), (8, 33, 128, False)):
+        assert decode_prefetch(work, s, tps, False, 132, t) is want
+        assert decode_prefetch(work, s, tps, False, 132, old) is False

@@ -1,0 +1,42 @@
+"""The tunes of past probes (TuneParams as each version launched its kernels): for the benchmarks that time the
+current launch against an earlier one and the tests that pin each version's launches. A calibration's own recorded
+tune (notes.tune) is what the planner reads; nothing here is."""
+
+from __future__ import annotations
+
+from cascade_plan.own_kernel_launch import TuneParams
+
+# The tune of probe 1.8.0 (a tiny launch keeps every split its base target gives, merged by a merge kernel past 12).
+PROBE_1_8_0_TUNE = TuneParams(stream_programs_per_sm=2)
+# The tune of probe 1.7.2 (many short long-context splits on the single-buffered 128-token tile everywhere).
+PROBE_1_7_2_TUNE = TuneParams()
+# The tune of probes 1.7.0-1.7.1 (the long-context launch merged its own splits too).
+PROBE_1_7_1_TUNE = TuneParams(fused_merge_long=True)
+# The tune of probe 1.6.0 (a merge kernel after a split decode).
+PROBE_1_6_0_TUNE = TuneParams(decode_fused_merge=False)
+# The tune of probe 1.5.5 (page numbers loaded in the iteration that uses them).
+PROBE_1_5_5_TUNE = TuneParams(page_prefetch=False, decode_fused_merge=False)
+# The tune of probe 1.5.4 (16 long-context programs per SM).
+PROBE_1_5_4_TUNE = TuneParams(long_programs_per_sm=16, page_prefetch=False, decode_fused_merge=False)
+# The tune of probe 1.5.3 (four warps for every decode tile).
+PROBE_1_5_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_prefetch=False,
+                              decode_fused_merge=False)
+# The tune of probe 1.3, which measured the Triton rows of 2026-12-03: 8 programs per SM at long contexts, base tiles.
+PROBE_1_3_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=8, long_block_n=0, decode_page_group=1,
+                            decode_min_tokens_per_split=256, page_prefetch=False, decode_fused_merge=False)
+# The tune of probe 1.2, which measured the shipped H200 file (its notes.tune): split target 4 throughout, bf16
+# dots over an fp8 cache, the slot-at-a-time merge.
+PROBE_1_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=4, fp8_dot_fp16=False, merge_slots_min=1 << 30,
+                            decode_page_group=1, decode_min_tokens_per_split=256, page_prefetch=False,
+                            decode_fused_merge=False)
+# The tune of 2026-12-03's second session (the long-context launch, never shipped as rows): no page-aware blocks.
+LONG_TILE_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_page_group=1,
+                            decode_min_tokens_per_split=256, page_prefetch=False, decode_fused_merge=False)
+# The tune of probe 1.5.1 (blocks where they form; the decode's split floor still 256 tokens).
+PROBE_1_5_1_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, decode_min_tokens_per_split=256,
+                              page_block_min_programs_per_sm=0, decode_shared_split=False, page_prefetch=False,
+                              decode_fused_merge=False)
+# The tune of probe 1.5.2 (the 128-token floor for tiny launches; no cap on blocks by the programs left running, no
+# split at the shared prefix).
+PROBE_1_5_2_TUNE = TuneParams(decode_warps=4, long_programs_per_sm=16, page_block_min_programs_per_sm=0,
+                              decode_shared_split=False, page_prefetch=False, decode_fused_merge=False)
