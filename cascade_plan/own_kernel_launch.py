@@ -116,9 +116,10 @@ class TuneParams:
     prefetch_min_tokens: int = 1024
     # ... and base tiles over shorter splits where the launch has at most this many programs per SM (0: never, probes
     # up to 1.8.0): all of them resident at once with the second buffer, few enough per SM that each one's own overlap
-    # is what hides the loads. H100 (benchmarks/raw/device-2026-12-06e/stream-tiny.json, base tiles of 320-384-token
-    # splits): 0.8-2 programs per SM gained 8-29% (16 x 8 KV heads at 256 + 128: 1.09x -> 1.40x FlashInfer's decode;
-    # one sequence x 1 KV head at 32K: 1.02x -> 1.17x), 3.2-7.8 per SM lost 0-18%
+    # is what hides the loads. H100 (benchmarks/raw/device-2026-12-06e/stream-tiny.json, base tiles of 320-576-token
+    # splits): the 6 rows of 0.8-2 programs per SM gained 0-29% (16 x 8 KV heads at 256 + 128: 1.09x -> 1.40x
+    # FlashInfer's decode; one sequence x 1 KV head at 32K: 1.02x -> 1.17x); of the 24 rows of 3.2-7.8 per SM, 19 lost
+    # up to 18% and 5 gained 0-7%
     prefetch_max_programs_per_sm: int = 0
     # a split per-sequence decode of at most fused_merge_max_splits splits and no page blocks merges its splits in the
     # program that stores a sequence's last split (an atomic count per sequence and KV head) instead of in a merge
