@@ -392,31 +392,20 @@ def prefix_split_configs():
                                                                           (1024, 4096, 256, 8, 4, "bf16"))]
 
 
-def decode_key(cfg, tokens: int, shared: int, tune, sm: int, *, streaming: bool = True) -> tuple:
-    """What DecodePlan launches for `cfg` under `tune`, worked out on the host: (splits, tokens per split, block_n,
-    stages, warps, page prefetch, page-block sequences, program order)."""
-    from cascade_plan.own_kernel_launch import decode_launch, decode_prefetch, decode_tile, page_block_seqs
+def plan_keys(cfg, tune, sm: int, device="cuda") -> tuple:
+    """(decode over shared pages, decode over duplicated pages or None, the cascade's suffix pass or None), each as
+    launch_key gives it, from the plans the Triton backend builds for `cfg` under `tune` over shape-only inputs
+    (data.shape_data, as kernels_probe.attention.precompile builds them): nothing is launched."""
+    from kernels_probe.attention.data import shape_data
+    from kernels_probe.attention.triton_backend import plans
 
-    work = cfg.batch * cfg.num_kv_heads
-    s, tps, long_tile = decode_launch(cfg.batch, cfg.num_kv_heads, cfg.q_per_kv, tokens, shared, sm, tune,
-                                      streaming=streaming)
-    tile = decode_tile(work, s, tps, long_tile, sm, tune, head_dim=cfg.head_dim)
-    seqs = page_block_seqs(cfg.batch, cfg.q_per_kv, work * s, sm, tune, shared_prefix_tokens=shared,
-                           max_seq_len=tokens, tokens_per_split=tps, block_n=tile[0])
-    return (s, tps, *tile, decode_prefetch(work, s, tps, long_tile, sm, tune), seqs, tune.decode_head_major)
-
-
-def suffix_launch(cfg, tune, sm: int) -> tuple:
-    """The cascade's suffix-pass launch (decode_key) under `tune`."""
-    return decode_key(cfg, cfg.suffix_tokens, 0, tune, sm, streaming=False)
+    dec_s, dec_d, casc = plans(shape_data(cfg, device), sm_count=sm, tune=tune)
+    return tuple(None if p is None else launch_key(p, tune) for p in (dec_s, dec_d, casc.suffix_plan))
 
 
 def launches_differ(cfg, variants, sm: int) -> bool:
-    """Does any variant launch a different decode (either page layout) or suffix pass than the first?"""
-    T = cfg.prefix_tokens + cfg.suffix_tokens
-    keys = [(decode_key(cfg, T, cfg.root_tokens + cfg.prefix_tokens, t, sm), decode_key(cfg, T, 0, t, sm),
-             suffix_launch(cfg, t, sm) if cfg.suffix_tokens else None) for _, t in variants]
-    return len(set(keys)) > 1
+    """Does any variant launch a different decode (either page layout) or suffix pass than the first (plan_keys)?"""
+    return len({plan_keys(cfg, t, sm) for _, t in variants}) > 1
 
 
 def gpu_with_flashinfer() -> tuple:
@@ -616,7 +605,7 @@ def main() -> int:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         cascade_variants = variants[:2] if args.stage in ("grid", "prefetch") else []
         if (args.stage in ("stream", "rules", "prefix-split") and cfg.suffix_tokens
-                and len({suffix_launch(cfg, t, sm) for _, t in variants}) > 1):
+                and len({plan_keys(cfg, t, sm)[2] for _, t in variants}) > 1):
             cascade_variants = variants     # the cascade where its suffix pass's launch differs between tunes
         if cascade_variants:  # the cascade, whose passes the tune also sets
             for label, tune in cascade_variants:
