@@ -238,7 +238,8 @@ def long_configs_changed(sm: int):
     benchmarks/raw/device-2026-12-05f/long.json, where the rows call 16 per SM "default" and 8 "long 8/SM"), then G 1
     at 4 sequences (0.93-0.95x with probe 1.5.4 on an H100), where a 64-token split floor is tried, and long private
     contexts split 26-52 ways (0.95-0.98x), where splits of 384 tokens are tried. `sm`: the GPU's SM count."""
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE, decode_launch
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_pages import decode_launch
     from cascade_plan.own_kernel_tunes import PROBE_1_5_4_TUNE
     from kernels_probe.attention.grid import AttentionConfig as A
     from kernels_probe.attention.grid import build_grid
@@ -385,6 +386,47 @@ def prefix_split_variants(base):
             ("head-major, split at prefix <= 5", r(base, decode_head_major=True, shared_split_max=5))]
 
 
+def head_split_variants(base):
+    """The default, and an unsplit launch over a shared prefix too short for equal splits at its end in two splits:
+    the prefix, read once per block, then the rest (own_kernel_pages.shared_head_split; shared_head_min_tokens).
+    Its three runs (benchmarks/raw/device-2026-12-06g/head-split*.json) had that launch as the default and probe
+    1.9.0's (the default now) beside it; the second also had each of them on the batch-filled tile (128 tokens,
+    2 stages, 4 warps) wherever a batch that fills the GPU split at a shared prefix, the third the prefix in 512- and
+    256-token splits, each read once per block: tunes no longer kept, all of them slower."""
+    return [("default", base), ("head split", dataclasses.replace(base, shared_head_min_tokens=256))]
+
+
+def head_split_configs():
+    """The default probe's grid and the regimes grid (kernels_probe.attention.grid), for --only-changed to pick the
+    shapes head_split_variants launch differently: 256 sequences x 8 KV heads at 1K + 4K, and 64 groups of 16 at
+    512 + 1K."""
+    from kernels_probe.attention.grid import build_grid, regimes_grid
+
+    cfgs, _ = build_grid(coverage=True)
+    return list(cfgs) + [c for c in regimes_grid() if c not in cfgs]
+
+
+def wide_dot_variants(base):
+    """No blocks where one sequence's 9-16 query heads fill the 16-row dot (probe 1.9.0), and blocks of two
+    sequences in a 32-row dot there on 128-token tiles (the default since probe 1.10.0: wide_dot_block_n) and on
+    every tile. On an H100 the regimes grid's 12 query heads per KV head had read 0.75-0.98x FlashInfer's decode over
+    shared pages without blocks (benchmarks/raw/device-2026-12-06g/regimes-decode.json). The stage's first run
+    (wide-dot.json) called probe 1.9.0's launch "default" and blocks on every tile "wide dot"."""
+    from cascade_plan.own_kernel_tunes import PROBE_1_9_0_TUNE
+
+    return [("probe 1.9.0", PROBE_1_9_0_TUNE), ("default", base),
+            ("wide dot, every tile", dataclasses.replace(base, wide_dot_block_n=1))]
+
+
+def regimes_configs():
+    """The regimes grid (kernels_probe.attention.grid.regimes_grid: head dims 64 and 256, groups 6, 7 and 12, 1,024
+    sequences, 128K-256K prefixes, 8K suffixes), for the decodes alone: the probe's `--grid regimes` times every
+    backend's cascade too."""
+    from kernels_probe.attention.grid import regimes_grid
+
+    return regimes_grid()
+
+
 def prefix_split_configs():
     """The two rows probe 1.9.0 still lost (prefix_split_variants)."""
     return [c for c in prefetch_configs() if (c.prefix_tokens, c.suffix_tokens, c.group_size, c.num_kv_heads,
@@ -492,7 +534,10 @@ STAGE_PLANS = {
     "stream": (prefetch_configs, stream_variants, DEFAULT_TUNE),
     "rules": (prefetch_configs, rule_variants, DEFAULT_TUNE),
     "prefix-split": (prefix_split_configs, prefix_split_variants, DEFAULT_TUNE),
+    "head-split": (head_split_configs, head_split_variants, DEFAULT_TUNE),
     "fi-tiles": (fi_tile_configs, lambda base: [("default", base)], DEFAULT_TUNE),
+    "regimes-decode": (regimes_configs, lambda base: [("default", base)], DEFAULT_TUNE),
+    "wide-dot": (head_split_configs, wide_dot_variants, DEFAULT_TUNE),
 }
 
 
@@ -604,7 +649,7 @@ def main() -> int:
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         cascade_variants = variants[:2] if args.stage in ("grid", "prefetch") else []
-        if (args.stage in ("stream", "rules", "prefix-split") and cfg.suffix_tokens
+        if (args.stage in ("stream", "rules", "prefix-split", "head-split", "wide-dot") and cfg.suffix_tokens
                 and len({plan_keys(cfg, t, sm)[2] for _, t in variants}) > 1):
             cascade_variants = variants     # the cascade where its suffix pass's launch differs between tunes
         if cascade_variants:  # the cascade, whose passes the tune also sets
@@ -651,7 +696,7 @@ def main() -> int:
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
             if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream", "rules",
-                              "prefix-split"):
+                              "prefix-split", "head-split", "wide-dot"):
                 # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)

@@ -36,6 +36,12 @@
 #             seconds left -> rules.json
 #   prefix-split  decode_vs_flashinfer.py prefix-split --only-changed: up to five splits at the shared prefix's end,
 #             base tiles for batch-filled and long-context launches -> prefix-split.json
+#   head-split  decode_vs_flashinfer.py head-split --only-changed: probe 1.10.0's two splits at a short shared prefix
+#             against probe 1.9.0's unsplit launch; HEAD_SPLIT_RESERVE seconds left -> head-split.json
+#   wide-dot  decode_vs_flashinfer.py wide-dot --only-changed: blocks of two in a 32-row dot for 9-16 query heads per
+#             KV head (page_block_wide_dot) against none; WIDE_DOT_RESERVE seconds left -> wide-dot.json
+#   regimes-decode  decode_vs_flashinfer.py regimes-decode: the regimes grid's per-sequence decodes, ours against
+#             FlashInfer's (no cascades); REGIMES_DECODE_RESERVE seconds left -> regimes-decode.json
 #   oracle    benchmarks/decode_launch_oracle.py: every split count and tile forced on the rows ours still loses, the
 #             best retimed beside FlashInfer's (is it the launch rule or the kernel body?) -> oracle.json
 #   fi-tiles  decode_vs_flashinfer.py fi-tiles: FlashInfer's decode at 512 + 0-272 tokens (whole tiles or tokens?) -> fi-tiles.json
@@ -117,7 +123,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; [ $st = stream ] || only=--only-changed
+    stream|rules|prefix-split|head-split|regimes-decode|wide-dot) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

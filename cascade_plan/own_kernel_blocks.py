@@ -9,12 +9,11 @@ from cascade_plan.own_kernel_launch import (
     DEFAULT_TUNE,
     TuneParams,
     decode_fused_merge,
-    decode_launch,
     decode_prefetch,
     decode_tile,
-    page_block_seqs,
-    split_groups,
+    longest_split_tokens,
 )
+from cascade_plan.own_kernel_pages import decode_launch, page_block_seqs, split_groups
 
 
 def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,
@@ -60,8 +59,9 @@ def split_programs(splits: int, tokens_per_split: int, seqs: int, group_size: in
     """Per split: (the block paged_decode_kernel groups there, 1 where none: split_block; the shared tokens the block
     reads once for its sequences, in whole tiles, 0 where none; the split's tokens)."""
     out = []
-    for i in range(splits):
-        start, end = i * tokens_per_split, min(i * tokens_per_split + tokens_per_split, seq_len)
+    for i in range(splits):    # the last split runs to the sequence's end (paged_decode_kernel)
+        start = i * tokens_per_split
+        end = seq_len if i == splits - 1 else min(start + tokens_per_split, seq_len)
         s = split_block(start, end, seqs, group_size, shared_prefix_tokens, block_n)
         run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n if s >= 2 else 0
         out.append((s, run, end - start))
@@ -106,7 +106,8 @@ def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, shared_prefi
     per-sequence decode over shared pages, as DecodePlan launches it."""
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
-    block_n, _, _ = decode_tile(work, splits, tps, long_tile, sm_count, tune)
+    longest = longest_split_tokens(seq_len, splits, tps)
+    block_n, _, _ = decode_tile(work, splits, longest, long_tile, sm_count, tune)
     seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
                            max_seq_len=seq_len, tokens_per_split=tps, block_n=block_n)
-    return splits, tps, seqs, block_n, decode_prefetch(work, splits, tps, long_tile, sm_count, tune), long_tile
+    return splits, tps, seqs, block_n, decode_prefetch(work, splits, longest, long_tile, sm_count, tune), long_tile

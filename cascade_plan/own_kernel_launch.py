@@ -85,6 +85,14 @@ class TuneParams:
     # page-aware per-sequence decode: up to this many consecutive sequences (their query rows within one padded dot)
     # read the pages they share once (paged_decode_kernel, SEQS); 1 turns it off
     decode_page_group: int = 16
+    # ... and blocks of two where one sequence's query heads fill the 16-row dot (9-16 query heads per KV head), in a
+    # dot of twice the rows for the whole launch (decode_block_g), on launches whose tile holds at least this many
+    # tokens (0: no blocks there, probes up to 1.9.0). H100 (benchmarks/raw/device-2026-12-06g/wide-dot.json, the 18
+    # coverage and regimes shapes of 12 and 16 query heads per KV head, shared pages): the 14 on 128-token tiles ran
+    # 1.05-1.47x faster (16 x 32 groups at 2K + 16, G 12: 0.89x FlashInfer's decode -> 1.18x; 128 sequences at
+    # 16K + 128: 0.77x -> 1.14x), the 4 on 64-token tiles (two warps, or splits of 128 tokens) 2-27% slower. The
+    # rule was read off those rows: no shape outside them has timed it
+    wide_dot_block_n: int = 0
     # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
     # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
     # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x
@@ -104,6 +112,14 @@ class TuneParams:
     # on the long-context tile -> 5 of 1,024, 0.97-0.98x -> 1.02x FlashInfer's decode in two calls; 256 x 8, unsplit,
     # 0.97x -> 0.96x in both
     split_launch_shared_split_max: int = 0
+    # ... and an unsplit launch that neither forms a block nor splits at the prefix in equal splits takes two splits
+    # where the prefix's whole tiles hold at least this many tokens: the prefix, whose blocks read it once per block,
+    # then the rest of each sequence (own_kernel_pages.shared_head_split). 0: off, as in every probe so far. H100
+    # (benchmarks/raw/device-2026-12-06g/head-split*.json, 256 at 6 shapes whose launch it changes, three calls):
+    # 256 x 8 KV heads at 1K + 4K 0.98x FlashInfer's decode -> 0.98-0.99x; of 1,024 sequences at 512 + 1K, fp8 at
+    # G 6 1.12x -> 1.22x, bf16 at G 2 (head dim 256) 0.87x -> 0.89x, but G 4 and G 7 (head dim 64) 1.07-1.09x ->
+    # 1.00x, G 6 1.00x -> 0.94x. On the batch-filled tile, or with the prefix in 256-512-token splits, it lost more
+    shared_head_min_tokens: int = 0
     # every kernel's tile loop loads the next tile's page numbers an iteration ahead, so that Triton's pipeliner
     # double-buffers K and V (triton_jit._attend_range); off, K/V addresses wait on a load in the same iteration and
     # get one buffer, loaded after the tile's math (the kernels of probes 1.2-1.5.5). Only where a program's loop is
@@ -154,7 +170,7 @@ class TuneParams:
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
-                          split_launch_shared_split_max=5)
+                          split_launch_shared_split_max=5, wide_dot_block_n=128)
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -174,6 +190,12 @@ def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, 
     want = ceil_div(target_per_sm * sm_count, max(work_items, 1))
     max_splits = max(1, tokens // max(min_tokens, block_n))
     return whole_tile_splits(tokens, max(1, min(want, max_splits)), block_n)
+
+
+def longest_split_tokens(max_seq_len: int, splits: int, tokens_per_split: int) -> int:
+    """Tokens of a launch's longest split: tokens_per_split, or more where the last split runs past it to the
+    sequences' end (own_kernel_pages.shared_head_split gives two splits where equal ones would be more)."""
+    return max(tokens_per_split, max_seq_len - (splits - 1) * tokens_per_split)
 
 
 def tiny_launch(work_items: int, tokens: int, tune: TuneParams) -> bool:
@@ -218,26 +240,6 @@ def merge_capped_splits(work_items: int, tokens: int, splits: int, tokens_per_sp
     return splits, tokens_per_split
 
 
-def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
-                        tokens_per_split: int, block_n: int, tune: TuneParams) -> tuple[int, int] | None:
-    """(splits, tokens per split) that end the first split at the shared prefix's last whole tile, where the tune asks
-    for it (decode_shared_split), blocks can hold two or more sequences, the launch's first split (of block_n-token
-    tiles) forms no block because it holds more private tokens than the prefix covers, and the new split count stays
-    within shared_split_max (split_launch_shared_split_max where the launch was split); None where the launch stays
-    as it is."""
-    if not tune.decode_shared_split or not shared_prefix_tokens or shared_prefix_tokens >= max_seq_len:
-        return None
-    if page_group_seqs(batch, q_per_kv, tune) == 1 or tokens_per_split <= shared_prefix_tokens:
-        return None
-    if first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n):
-        return None
-    tps = (shared_prefix_tokens // tune.decode_block_n) * tune.decode_block_n
-    most = max(tune.shared_split_max, tune.split_launch_shared_split_max if tokens_per_split < max_seq_len else 0)
-    if tps == 0 or ceil_div(max_seq_len, tps) > most:
-        return None
-    return ceil_div(max_seq_len, tps), tps
-
-
 def stream_splits(work_items: int, tokens: int, sm_count: int, tune: TuneParams) -> tuple[int, int]:
     """(splits, tokens per split) of the streaming launch (TuneParams.stream_programs_per_sm): the most splits that
     keep the launch within that many programs per SM, each of at least stream_min_tokens tokens (whole base tiles)."""
@@ -245,27 +247,11 @@ def stream_splits(work_items: int, tokens: int, sm_count: int, tune: TuneParams)
     return whole_tile_splits(tokens, want, tune.decode_block_n)
 
 
-def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
-                  sm_count: int, tune: TuneParams, *, streaming: bool = True) -> tuple[int, int, bool]:
-    """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it: the streaming
-    launch where it applies (not with `streaming` False: the cascade's suffix pass, which shares the GPU with its
-    prefix pass), else decode_launch_splits' with the shared prefix split. shared_prefix_tokens: 0 over private
-    pages, None where the caller does not know."""
-    work = batch * kv_heads
-    splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
-    if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
-            and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
-        return (*stream_splits(work, max_seq_len, sm_count, tune), False)
-    block_n = decode_tile(work, splits, tps, long_tile, sm_count, tune)[0]
-    at_prefix = shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, tps, block_n, tune)
-    return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
-
-
 def decode_tile_kind(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int,
                      tune: TuneParams, *, forced: bool = False) -> str:
     """Which tile a per-sequence decode launch runs: 'short' where a split holds few tokens (the cascade's suffix
     pass), 'filled' once the batch alone fills the GPU (no split; not for a forced split count), 'long' where the
-    long-context launch split it, else 'base'."""
+    long-context launch split it, else 'base'. tokens_per_split: the longest split's (longest_split_tokens)."""
     if tokens_per_split <= tune.decode_short_tokens:
         return "short"
     if not forced and splits == 1 and work_items >= tune.target_programs_per_sm * sm_count:
@@ -366,65 +352,11 @@ def fused_merge_slots(q_per_kv: int, head_dim: int, splits: int, warps: int) -> 
     return mg, ms
 
 
-def decode_block_g(q_per_kv: int) -> int:
-    """Rows of the per-sequence decode's dot: a KV head's query heads, padded to the 16 rows a tensor-core tile has."""
-    return max(16, 1 << max(0, q_per_kv - 1).bit_length())
-
-
-def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams) -> int:
-    """Sequences per page-aware block: the most (a power of two, at most tune.decode_page_group) whose query rows fit
-    the dot's padded rows and that divides the batch, so that every block is whole; 1 = no blocks."""
-    s = 1
-    while (2 * s <= tune.decode_page_group and 2 * s * q_per_kv <= decode_block_g(q_per_kv)
-           and batch % (2 * s) == 0):
-        s *= 2
-    return s
-
-
-def split_groups(start: int, end: int, shared_prefix_tokens: int, block_n: int, seqs: int) -> bool:
-    """Does paged_decode_kernel group a block of `seqs` sequences over the split [start, end)? Where the shared run
-    from `start`, in whole tiles, holds at least the block's private tokens in that split together."""
-    run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n
-    return run > 0 and run >= seqs * (end - start - run)
-
-
-def first_split_blocks(shared_prefix_tokens: int, max_seq_len: int, tokens_per_split: int, block_n: int) -> bool:
-    """Would paged_decode_kernel form a block (of two sequences, its smallest) over a launch's first split? Every
-    later split inside the shared prefix forms one whenever the first does, and none past it does, so the first
-    split decides whether a block ever forms."""
-    return split_groups(0, min(tokens_per_split, max_seq_len), shared_prefix_tokens, block_n, 2)
-
-
-def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tune: TuneParams, *,
-                    shared_prefix_tokens: int | None, max_seq_len: int, tokens_per_split: int | None = None,
-                    block_n: int | None = None) -> int:
-    """SEQS of a per-sequence decode launch: page_group_seqs where blocks can pay, else 1 (the plain kernel).
-    A block's first program reads its sequences' private tails one after another, and the block code costs the
-    kernel registers even where no block forms; so on the H200 (probe 1.4 rows against 1.3's over the `all` grid)
-    blocks lost up to 38% where the launch gave fewer than target_programs_per_sm programs per SM, and 10-19%
-    where the shared run was shorter than a tail or nothing was shared. shared_prefix_tokens: the tokens the
-    batch's consecutive sequences share at the start of their pages, as the caller knows it (an engine's common
-    prefix; 0: private pages), None when not known (the kernel still finds blocks in the block table). Given the
-    launch's split and tile (tokens_per_split, block_n), blocks only where the kernel would form one
-    (first_split_blocks): on the H200 a launch with blocks allowed that formed none ran 10-15% slower than the plain
-    kernel (256 sequences at a 1K or 4K prompt with as many private tokens: probe 1.4 rows against 1.3's)."""
-    s = page_group_seqs(batch, q_per_kv, tune)
-    floor = tune.page_block_min_programs_per_sm * sm_count     # working programs per SM the blocks must leave
-    while s > 1 and programs < s * floor:
-        s //= 2
-    if s == 1 or shared_prefix_tokens == 0 or programs < tune.target_programs_per_sm * sm_count:
-        return 1
-    if shared_prefix_tokens is None:
-        return s
-    if tokens_per_split is not None and block_n is not None:
-        return s if first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n) else 1
-    return 1 if shared_prefix_tokens < max_seq_len - shared_prefix_tokens else s
-
-
-# Page numbers per sequence the page-aware decode compares at a time (CHK). One value for every launch: each
-# distinct constexpr is another compile of the kernel, and on the H200's default probe (probe 1.4) 43 of its 67
-# paged_decode compiles (1.6-2.7 s each) differed only in CHK; with SEQS == 1 the kernel never reads it.
-CHECK_CHUNK_PAGES = 128
+def decode_block_g(q_per_kv: int, seqs: int = 1) -> int:
+    """Rows of the per-sequence decode's dot: a KV head's query heads, padded to the 16 rows a tensor-core tile has,
+    or with page blocks of `seqs` sequences (SEQS) their rows together, padded to a power of two where they need
+    more (two sequences of 9-16 query heads per KV head: wide_dot_block_n)."""
+    return max(16, 1 << max(0, seqs * q_per_kv - 1).bit_length())
 
 
 def prefix_block_m(rows: int, max_block_m: int) -> int:

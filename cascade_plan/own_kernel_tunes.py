@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from cascade_plan.own_kernel_launch import TuneParams
 
+# The tune of probe 1.9.0 (no page blocks where one sequence's query heads fill the 16-row dot).
+PROBE_1_9_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
+                              split_launch_shared_split_max=5)
 # The tune of probe 1.8.0 (a tiny launch keeps every split its base target gives, merged by a merge kernel past 12).
 PROBE_1_8_0_TUNE = TuneParams(stream_programs_per_sm=2)
 # The tune of probe 1.7.2 (many short long-context splits on the single-buffered 128-token tile everywhere).

@@ -15,7 +15,8 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from cascade_plan.own_kernel_launch import TuneParams, page_group_seqs  # noqa: E402
+from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
+from cascade_plan.own_kernel_pages import page_group_seqs  # noqa: E402
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err, reference_paged  # noqa: E402
@@ -162,20 +163,54 @@ def test_a_split_at_the_shared_prefixs_end_forms_blocks_and_matches_the_referenc
     """Where the batch alone fills the GPU the launch is unsplit and its one split straddles the prefix's end, so no
     block forms (64 shared tokens hold fewer than two sequences' 40 private ones); decode_shared_split ends the first
     split at the prefix, whose blocks then read it once, and the host's page_blocks says so beforehand."""
-    from cascade_plan.own_kernel_blocks import page_blocks
-
     d = build_data(_cfg(suffix_tokens=40), "cpu", seed=5)
     ref = reference_output(d)
     tune = dataclasses.replace(TINY, decode_shared_split=True)
+    assert _launch_over_64_shared(d, ref, 104, TINY) == (1, 112, 1)
+    assert _launch_over_64_shared(d, ref, 104, tune) == (2, 64, 4)
+
+
+def _launch_over_64_shared(d, ref, seq_len, tune):
+    """Run DecodePlan over d's shared pages (64 shared tokens, sequences of seq_len), check it against the reference
+    and its launch record against the host's page_blocks; (splits, tokens per split, page_block_seqs)."""
+    from cascade_plan.own_kernel_blocks import page_blocks
+
     out = torch.full_like(d.q, float("nan"))
-    plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 104, out, sm_count=2, tune=tune,
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, seq_len, out, sm_count=2, tune=tune,
                       shared_prefix_tokens=64)
-    plain = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 104, torch.empty_like(d.q), sm_count=2,
-                       tune=TINY, shared_prefix_tokens=64)
-    assert (plain.splits, plain.seqs) == (1, 1)
-    assert (plan.splits, plan.tps, plan.seqs) == (2, 64, 4)
     plan()
     assert max_rel_err(out, ref) < TOL
     rec = plan.launch_record()
-    assert rec == page_blocks(8, 2, 4, 4, 64, 104, 2, tune)
-    assert rec["grouped_programs"] == 0.5 and rec["mean_block_seqs"] == 4.0
+    assert rec == page_blocks(8, 2, 4, 4, 64, seq_len, 2, tune)
+    if plan.seqs > 1:      # blocks in the first split, none in the last
+        assert rec["grouped_programs"] == 0.5 and rec["mean_block_seqs"] == 4.0
+    return plan.splits, plan.tps, plan.seqs
+
+
+def test_a_split_at_the_shared_prefix_then_one_to_the_end_forms_blocks_and_matches_the_reference():
+    """Where equal splits at the prefix's end would be more than shared_split_max (64 shared tokens of 168: three),
+    shared_head_split gives two: the prefix, whose blocks read it once, and the other 104 tokens, which the kernel's
+    last split runs to each sequence's end (a partial last tile included). Without the rule, or with a floor above
+    the prefix, the launch stays unsplit and forms no block; the host's page_blocks records what the kernel did."""
+    d = build_data(_cfg(suffix_tokens=104), "cpu", seed=6)
+    ref = reference_output(d)
+    tune = dataclasses.replace(TINY, decode_shared_split=True, shared_head_min_tokens=32)
+    assert _launch_over_64_shared(d, ref, 168, dataclasses.replace(tune, shared_head_min_tokens=0)) == (1, 176, 1)
+    assert _launch_over_64_shared(d, ref, 168, dataclasses.replace(tune, shared_head_min_tokens=80)) == (1, 176, 1)
+    assert _launch_over_64_shared(d, ref, 168, tune) == (2, 64, 4)
+
+
+def test_two_sequences_of_twelve_query_heads_share_a_wide_dot_and_match_the_reference():
+    """Twelve query heads per KV head fill the 16-row dot, so no block forms; wide_dot_block_n puts two sequences in
+    a 32-row dot on a launch of 16-token tiles (not where it asks for 32), whose first program reads their shared
+    pages once, and the result is the reference's."""
+    d = build_data(_cfg(q_per_kv=12, num_kv_heads=1), "cpu", seed=7)
+    ref = reference_output(d)
+    for tune, seqs in ((TINY, 1), (dataclasses.replace(TINY, wide_dot_block_n=32), 1),
+                       (dataclasses.replace(TINY, wide_dot_block_n=16), 2)):
+        out, plan = _run(d, d.shared_table, 72, splits=2, tune=tune)
+        assert plan.seqs == seqs
+        assert max_rel_err(out, ref) < TOL
+    # every program in blocks of two: split 0 lies inside the prefix, split 1's 16 shared tokens cover the block's
+    # 2 x 8 private ones
+    assert int((plan.grouped == 2).sum()) == 16

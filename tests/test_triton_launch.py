@@ -21,17 +21,15 @@ from cascade_plan.own_kernel_launch import (
     ceil_div,
     choose_splits,
     decode_fused_merge,
-    decode_launch,
     decode_launch_splits,
     decode_splits,
     decode_tile,
-    first_split_blocks,
     fused_merge_slots,
-    page_block_seqs,
     prefix_block_m,
     scale_log2,
     splits_filling_waves,
 )
+from cascade_plan.own_kernel_pages import decode_launch, first_split_blocks, page_block_seqs
 from cascade_plan.own_kernel_prefix import choose_splits_waves
 from cascade_plan.own_kernel_tunes import (
     PROBE_1_3_TUNE,
@@ -270,7 +268,8 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
     assert page_blocks(256, 8, 4, 256, 4096, 8192, 132, t) == {
         "splits": 2, "tokens_per_split": 4096, "page_block_seqs": 4, "grouped_programs": 0.5, "mean_block_seqs": 4.0,
         "page_prefetch": True, "fused_merge": False}
-    # 1K + 4K would take five splits (more than shared_split_max = 2); up to eight where the tune allows
+    # 1K + 4K would take five splits (more than shared_split_max = 2), so it stays unsplit (two, with shared_head_split:
+    # the next test); up to eight where the tune allows
     assert decode_launch(256, 8, 4, 5120, 1024, 132, t) == (1, 5120, False)
     assert decode_launch(256, 8, 4, 5120, 1024, 132, dataclasses.replace(t, shared_split_max=8)) == (5, 1024, False)
     # ... but a launch split already (64 x 8: 3 x 1,792 on the long-context tile) takes up to five since probe 1.9.0
@@ -289,28 +288,80 @@ def test_the_prefix_split_ends_the_first_split_at_the_prefix_and_only_where_no_b
         16, 8, 4, 8192, 4096, 132, dataclasses.replace(t, decode_shared_split=False))
 
 
+def test_a_short_shared_prefix_splits_once_at_its_end_and_the_last_split_runs_to_the_end():
+    """With shared_head_min_tokens (off in the default tune: benchmarks/raw/device-2026-12-06g/head-split*.json),
+    256 x 8 KV heads at 1K + 4K over shared pages (H100, 132 SMs): the unsplit launch forms no block and equal splits
+    at the prefix would be five, so shared_head_split gives two: the prefix's 1,024 tokens, in blocks of four, then
+    the other 4,096, on the base tile that a 4K split takes, prefetching; page_blocks and the busiest program follow
+    the long last split. Not over private pages, not where the launch was split already, not below the tune's floor,
+    not without blocks in the dot, and not in the default tune."""
+    from cascade_plan.own_kernel_blocks import block_saved_tokens, longest_program_tokens
+    from cascade_plan.own_kernel_launch import decode_prefetch, longest_split_tokens
+    from cascade_plan.own_kernel_pages import shared_head_split
+
+    t = dataclasses.replace(DEFAULT_TUNE, shared_head_min_tokens=256)
+    assert decode_launch(256, 8, 4, 5120, 1024, 132, t) == (2, 1024, False)
+    assert decode_launch(256, 8, 4, 5120, 1024, 132, DEFAULT_TUNE) == (1, 5120, False)
+    assert longest_split_tokens(5120, 2, 1024) == 4096 and longest_split_tokens(5120, 5, 1024) == 1024
+    assert longest_split_tokens(5120, 1, 5120) == 5120
+    assert decode_tile(2048, 2, 4096, False, 132, t) == (64, 3, 2) and decode_prefetch(2048, 2, 4096, False, 132, t)
+    assert page_blocks(256, 8, 4, 256, 1024, 5120, 132, t) == {
+        "splits": 2, "tokens_per_split": 1024, "page_block_seqs": 4, "grouped_programs": 0.5, "mean_block_seqs": 4.0,
+        "page_prefetch": True, "fused_merge": False}
+    assert longest_program_tokens(256, 8, 4, 256, 1024, 5120, 132, t) == 4096
+    assert block_saved_tokens(256, 8, 4, 256, 1024, 5120, 132, t) == 1024 * 3 / 4
+    assert block_saved_tokens(256, 8, 4, 256, 1024, 5120, 132, DEFAULT_TUNE) == 0.0
+    # the prefix's whole tiles: 1,000 shared tokens give a first split of 960
+    assert decode_launch(256, 8, 4, 5120, 1000, 132, t) == (2, 960, False)
+    # not: private pages, unknown sharing, an already split launch (64 x 8 takes five equal splits), below the floor
+    # (192 shared tokens: three tiles), a dot with no room for a second sequence (16 query heads per KV head)
+    assert decode_launch(256, 8, 4, 5120, 0, 132, t) == (1, 5120, False)
+    assert decode_launch(256, 8, 4, 5120, None, 132, t) == (1, 5120, False)
+    assert decode_launch(64, 8, 4, 5120, 1024, 132, t) == (5, 1024, False)
+    assert decode_launch(256, 8, 4, 4288, 192, 132, t) == (1, 4288, False)
+    assert decode_launch(256, 8, 16, 5120, 1024, 132, t) == (1, 5120, False)
+    assert shared_head_split(256, 8, 4, 5120, 1024, 1, 5120, 128, 132, DEFAULT_TUNE) is None
+    assert shared_head_split(256, 8, 4, 5120, 1024, 1, 5120, 128, 132, t) == (2, 1024)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=st.sampled_from([64, 128, 256, 512, 1024]), kv_heads=st.sampled_from([1, 2, 4, 8]),
+       q_per_kv=st.sampled_from([1, 2, 4, 8]), shared=st.integers(0, 8192), private=st.integers(1, 8192),
+       head_split=st.booleans())
+def test_every_launch_covers_each_token_once(batch, kv_heads, q_per_kv, shared, private, head_split):
+    """Whatever the rules choose (shared_head_split's two splits included), the splits (the last running to the
+    sequence's end) cover [0, seq_len) once, every split but the last holds tokens_per_split tokens, and none is
+    empty."""
+    seq_len = shared + private
+    tune = dataclasses.replace(DEFAULT_TUNE, shared_head_min_tokens=256 if head_split else 0)
+    splits, tps, _ = decode_launch(batch, kv_heads, q_per_kv, seq_len, shared, 132, tune)
+    assert (splits - 1) * tps < seq_len
+    bounds = [(i * tps, seq_len if i == splits - 1 else (i + 1) * tps) for i in range(splits)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == seq_len
+    assert all(a < b for a, b in bounds) and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
+
+
 def test_page_numbers_are_prefetched_where_a_programs_loop_runs_long():
-    """H100 (132 SMs), 8 KV heads x 4 query heads: the batch-filled launch (256 sequences at 1K + 4K, unsplit), the
+    """H100 (132 SMs), 8 KV heads x 4 query heads: the batch-filled launch (256 sequences at 1K + 4K, unsplit; with
+    shared_head_min_tokens two splits, the last of 4,096 tokens on the base tile), the
     long-context tile (probe 1.7.2: 16 sequences at 4K + 4K, 8 splits of 1,024 tokens; since 1.8.0 that launch
     streams, 2 splits of 4,096 on the base tile), and the base tile over 1,024 tokens or more (256 sequences at
     4K + 4K over shared pages: split at the prefix's end, 2 x 4,096) prefetch; the base tile
     over 576-token splits (64 sequences at 1K + 128: 2 splits), the short tile
     (splits of <= 256 tokens) and every launch of a tune without it do not. The prefix pass prefetches where one
     128-row tile holds all its query rows."""
-    from cascade_plan.own_kernel_launch import (
-        decode_launch,
-        decode_prefetch,
-        decode_tile_kind,
-        prefix_prefetch,
-    )
+    from cascade_plan.own_kernel_launch import decode_prefetch, decode_tile_kind, longest_split_tokens, prefix_prefetch
     from cascade_plan.own_kernel_tunes import PROBE_1_5_5_TUNE
 
     def kind_and_prefetch(batch, tokens, shared, tune=DEFAULT_TUNE):
         splits, tps, long_tile = decode_launch(batch, 8, 4, tokens, shared, 132, tune)
-        return (decode_tile_kind(batch * 8, splits, tps, long_tile, 132, tune), splits, tps,
-                decode_prefetch(batch * 8, splits, tps, long_tile, 132, tune))
+        longest = longest_split_tokens(tokens, splits, tps)     # as DecodePlan chooses its tile
+        return (decode_tile_kind(batch * 8, splits, longest, long_tile, 132, tune), splits, tps,
+                decode_prefetch(batch * 8, splits, longest, long_tile, 132, tune))
 
     assert kind_and_prefetch(256, 5120, 1024) == ("filled", 1, 5120, True)
+    head = dataclasses.replace(DEFAULT_TUNE, shared_head_min_tokens=256)    # two splits, the last of 4,096 tokens
+    assert kind_and_prefetch(256, 5120, 1024, head) == ("base", 2, 1024, True)
     assert kind_and_prefetch(16, 8192, 4096, PROBE_1_7_2_TUNE) == ("long", 8, 1024, True)
     assert kind_and_prefetch(16, 8192, 4096) == ("base", 2, 4096, True)
     assert kind_and_prefetch(256, 8192, 4096) == ("base", 2, 4096, True)
@@ -436,3 +487,24 @@ def test_a_base_tile_prefetches_wherever_its_launch_has_at_most_three_programs_p
     for work, s, tps, want in ((128, 1, 384, True), (1, 103, 320, True), (8, 52, 320, False), (8, 33, 128, False)):
         assert decode_prefetch(work, s, tps, False, 132, t) is want
         assert decode_prefetch(work, s, tps, False, 132, old) is False
+
+
+def test_twelve_query_heads_form_blocks_of_two_in_a_wide_dot_on_128_token_tiles_only():
+    """H100 shapes of the regimes grid over shared pages, 12 query heads per KV head (4 KV heads): 128 sequences at
+    16K + 128 run the long-context tile (3 splits of 5,504 tokens in 128-token tiles) and form blocks of two in a
+    32-row dot; at 1K + 128 the base tile (2 splits of 576 in 64-token tiles) keeps none, nor does any launch where
+    the tune turns the rule off. Eight query heads per KV head fit two sequences in 16 rows already."""
+    from cascade_plan.own_kernel_launch import decode_block_g
+    from cascade_plan.own_kernel_pages import page_group_seqs
+    from cascade_plan.own_kernel_tunes import PROBE_1_9_0_TUNE
+
+    t, off = DEFAULT_TUNE, PROBE_1_9_0_TUNE
+    long_ctx = page_blocks(128, 4, 12, 128, 16384, 16512, 132, t)
+    assert (long_ctx["splits"], long_ctx["tokens_per_split"], long_ctx["page_block_seqs"]) == (3, 5504, 2)
+    assert long_ctx["grouped_programs"] == 1.0 and long_ctx["mean_block_seqs"] == 2.0
+    assert page_blocks(128, 4, 12, 128, 16384, 16512, 132, off)["page_block_seqs"] == 1
+    assert page_blocks(128, 4, 12, 128, 1024, 1152, 132, t)["page_block_seqs"] == 1
+    assert decode_block_g(12) == 16 and decode_block_g(12, 2) == 32 and decode_block_g(8, 2) == 16
+    assert page_group_seqs(128, 12, t, 128) == 2 and page_group_seqs(128, 12, t, 64) == 1
+    assert page_group_seqs(128, 12, t) == 1 and page_group_seqs(128, 16, t, 128) == 2
+    assert page_group_seqs(128, 8, t, 128) == page_group_seqs(128, 8, off, 128) == 2

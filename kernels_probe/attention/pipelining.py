@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 import sys
 
+from cascade_plan.own_kernel_launch import decode_block_g, fused_merge_slots
+from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES
+
 
 def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                    q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90):
@@ -21,7 +24,6 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from cascade_plan.own_kernel_launch import CHECK_CHUNK_PAGES, decode_block_g, fused_merge_slots
     from kernels_probe.attention.triton_jit import paged_decode_kernel
 
     names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",

@@ -201,7 +201,11 @@ def paged_decode_kernel(
         b = pid_bh // HKV
         h = pid_bh % HKV
     start = split * tokens_per_split
-    end = tl.minimum(start + tokens_per_split, tl.load(seq_lens_ptr + b))
+    # the last split runs to the sequence's end: with splits = ceil(max_seq_len / tokens_per_split) that is where
+    # start + tokens_per_split stops it anyway, and a launch with fewer splits (a split at a shared prefix's end, then
+    # one for the rest: own_kernel_pages.shared_head_split) gives its last split the tokens the others leave
+    stop = tl.where(split == tl.num_programs(1) - 1, 2147483647, start + tokens_per_split)
+    end = tl.minimum(stop, tl.load(seq_lens_ptr + b))
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
     offs_n = tl.arange(0, BLOCK_N)
@@ -224,8 +228,7 @@ def paged_decode_kernel(
         if pg_a == pg_b:
             for lvl in tl.static_range(LOG2_SEQS):
                 b0_l = b - b % (SEQS >> lvl)
-                ends_l = tl.minimum(start + tokens_per_split,
-                                    tl.load(seq_lens_ptr + b0_l + tl.arange(0, SEQS >> lvl)))
+                ends_l = tl.minimum(stop, tl.load(seq_lens_ptr + b0_l + tl.arange(0, SEQS >> lvl)))
                 t_common = _common_tokens(bt_ptr, stride_bt, b0_l, start, tl.min(ends_l, 0), SEQS >> lvl,
                                           PAGE_SIZE, CHK)
                 run_l = ((t_common - start) // BLOCK_N) * BLOCK_N
@@ -264,7 +267,7 @@ def paged_decode_kernel(
             if grouped != 0:  # each sequence's own tokens after the common run, its rows only
                 # A loop, not static_range: unrolled 16 times the kernel took ~1 min to compile (16x the PTX)
                 for j in range(0, s_blk):
-                    end_j = tl.minimum(start + tokens_per_split, tl.load(seq_lens_ptr + b0 + j))
+                    end_j = tl.minimum(stop, tl.load(seq_lens_ptr + b0 + j))
                     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, first_end, end_j,
                                                   bt_ptr + (b0 + j).to(tl.int64) * stride_bt, k_ptr, v_ptr,
                                                   stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d,

@@ -15,21 +15,20 @@ import triton
 import triton.language as tl
 
 from cascade_plan.own_kernel_launch import (
-    CHECK_CHUNK_PAGES,
     DEFAULT_TUNE,
     TuneParams,
     ceil_div,
     decode_block_g,
     decode_fused_merge,
-    decode_launch,
     decode_prefetch,
     decode_tile,
     fused_merge_slots,
-    page_block_seqs,
+    longest_split_tokens,
     prefix_prefetch,
     scale_log2,
     whole_tile_splits,
 )
+from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_launch, page_block_seqs
 from cascade_plan.own_kernel_prefix import prefix_launch
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
 from kernels_probe.attention.triton_merge import merge_kernel, merge_slots_kernel
@@ -89,9 +88,11 @@ class DecodePlan:
         else:
             self.splits, self.tps, long_tile = decode_launch(B, HKV, self.G, max_seq_len, shared_prefix_tokens,
                                                              sm_count, tune, streaming=streaming)
-        self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, self.tps, long_tile, sm_count,
+        # tile and prefetch by the longest split: the last runs to the sequences' end (longest_split_tokens)
+        longest = longest_split_tokens(max(max_seq_len, 1), self.splits, self.tps)
+        self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, longest, long_tile, sm_count,
                                                             tune, forced=force_splits is not None, head_dim=D)
-        self.prefetch = decode_prefetch(self.work_items, self.splits, self.tps, long_tile, sm_count, tune,
+        self.prefetch = decode_prefetch(self.work_items, self.splits, longest, long_tile, sm_count, tune,
                                         forced=force_splits is not None)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
@@ -130,7 +131,7 @@ class DecodePlan:
             self.scale_log2, self.bt.stride(0),
             self.k.stride(0), self.k.stride(1), self.k.stride(2),
             self.B * self.HQ, self.slot_offset, self.tps,
-            HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G), D=self.D,
+            HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G, self.seqs), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,

@@ -1,0 +1,137 @@
+"""The per-sequence decode over shared pages, on the host: page-aware blocks (which consecutive sibling sequences
+paged_decode_kernel lets read the pages they share once), where a launch splits at a shared prefix's end so that its
+first split forms them, and decode_launch, the launch DecodePlan makes from own_kernel_launch's splits and these
+rules. Pure Python, as own_kernel_launch."""
+
+from __future__ import annotations
+
+from cascade_plan.own_kernel_launch import (
+    TuneParams,
+    ceil_div,
+    decode_block_g,
+    decode_launch_splits,
+    decode_tile,
+    stream_splits,
+)
+
+
+def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                        tokens_per_split: int, block_n: int, tune: TuneParams) -> tuple[int, int] | None:
+    """(splits, tokens per split) that end the first split at the shared prefix's last whole tile, where the tune asks
+    for it (decode_shared_split), blocks can hold two or more sequences, the launch's first split (of block_n-token
+    tiles) forms no block because it holds more private tokens than the prefix covers, and the new split count stays
+    within shared_split_max (split_launch_shared_split_max where the launch was split); None where the launch stays
+    as it is."""
+    if not tune.decode_shared_split or not shared_prefix_tokens or shared_prefix_tokens >= max_seq_len:
+        return None
+    if page_group_seqs(batch, q_per_kv, tune) == 1 or tokens_per_split <= shared_prefix_tokens:
+        return None
+    if first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n):
+        return None
+    tps = (shared_prefix_tokens // tune.decode_block_n) * tune.decode_block_n
+    most = max(tune.shared_split_max, tune.split_launch_shared_split_max if tokens_per_split < max_seq_len else 0)
+    if tps == 0 or ceil_div(max_seq_len, tps) > most:
+        return None
+    return ceil_div(max_seq_len, tps), tps
+
+
+def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                  sm_count: int, tune: TuneParams, *, streaming: bool = True) -> tuple[int, int, bool]:
+    """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it: the streaming
+    launch where it applies (not with `streaming` False: the cascade's suffix pass, which shares the GPU with its
+    prefix pass), else decode_launch_splits' with the shared prefix split. shared_prefix_tokens: 0 over private
+    pages, None where the caller does not know."""
+    work = batch * kv_heads
+    splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
+    if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
+            and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
+        return (*stream_splits(work, max_seq_len, sm_count, tune), False)
+    block_n = decode_tile(work, splits, tps, long_tile, sm_count, tune)[0]
+    at_prefix = (shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, tps, block_n, tune)
+                 or shared_head_split(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, tps,
+                                      block_n, sm_count, tune))
+    return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
+
+
+def shared_head_split(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                      splits: int, tokens_per_split: int, block_n: int, sm_count: int,
+                      tune: TuneParams) -> tuple[int, int] | None:
+    """(2, the shared prefix's whole tiles) for an unsplit launch over a known shared prefix whose split forms no
+    block and that shared_prefix_split leaves as it is (equal splits at the prefix would be more than
+    shared_split_max): a first split over the prefix, whose blocks read it once per block, and a last split over the
+    rest, which paged_decode_kernel runs to each sequence's end. Where the tune has it (shared_head_min_tokens), the
+    prefix's whole tiles (of the tile the launch runs) hold at least that many tokens, and the two-split launch still
+    lets blocks form (page_block_seqs); else None."""
+    if (not tune.shared_head_min_tokens or splits != 1 or not shared_prefix_tokens
+            or shared_prefix_tokens >= max_seq_len or page_group_seqs(batch, q_per_kv, tune) == 1
+            or first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n)):
+        return None
+    # the prefix's whole tiles of the tile the two-split launch runs (chosen by its longer, last split)
+    work = batch * kv_heads
+    tile = decode_tile(work, 2, max_seq_len - shared_prefix_tokens, False, sm_count, tune)[0]
+    head = (shared_prefix_tokens // tile) * tile
+    if head < tune.shared_head_min_tokens or 2 * head >= max_seq_len:
+        return None
+    seqs = page_block_seqs(batch, q_per_kv, work * 2, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
+                           max_seq_len=max_seq_len, tokens_per_split=head, block_n=tile)
+    return (2, head) if seqs > 1 else None
+
+
+def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams, block_n: int | None = None) -> int:
+    """Sequences per page-aware block: the most (a power of two, at most tune.decode_page_group) whose query rows fit
+    the dot's padded rows (or two where one sequence's fill them, in a dot of twice the rows, on a launch whose tile
+    holds block_n >= tune.wide_dot_block_n tokens) and that divides the batch, so that every block is whole; 1 = no
+    blocks."""
+    rows = decode_block_g(q_per_kv)
+    if tune.wide_dot_block_n and block_n is not None and block_n >= tune.wide_dot_block_n and 2 * q_per_kv > rows:
+        rows = decode_block_g(q_per_kv, 2)
+    s = 1
+    while 2 * s <= tune.decode_page_group and 2 * s * q_per_kv <= rows and batch % (2 * s) == 0:
+        s *= 2
+    return s
+
+
+def split_groups(start: int, end: int, shared_prefix_tokens: int, block_n: int, seqs: int) -> bool:
+    """Does paged_decode_kernel group a block of `seqs` sequences over the split [start, end)? Where the shared run
+    from `start`, in whole tiles, holds at least the block's private tokens in that split together."""
+    run = ((min(shared_prefix_tokens, end) - start) // block_n) * block_n
+    return run > 0 and run >= seqs * (end - start - run)
+
+
+def first_split_blocks(shared_prefix_tokens: int, max_seq_len: int, tokens_per_split: int, block_n: int) -> bool:
+    """Would paged_decode_kernel form a block (of two sequences, its smallest) over a launch's first split? Every
+    later split inside the shared prefix forms one whenever the first does, and none past it does, so the first
+    split decides whether a block ever forms."""
+    return split_groups(0, min(tokens_per_split, max_seq_len), shared_prefix_tokens, block_n, 2)
+
+
+def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tune: TuneParams, *,
+                    shared_prefix_tokens: int | None, max_seq_len: int, tokens_per_split: int | None = None,
+                    block_n: int | None = None) -> int:
+    """SEQS of a per-sequence decode launch: page_group_seqs where blocks can pay, else 1 (the plain kernel).
+    A block's first program reads its sequences' private tails one after another, and the block code costs the
+    kernel registers even where no block forms; so on the H200 (probe 1.4 rows against 1.3's over the `all` grid)
+    blocks lost up to 38% where the launch gave fewer than target_programs_per_sm programs per SM, and 10-19%
+    where the shared run was shorter than a tail or nothing was shared. shared_prefix_tokens: the tokens the
+    batch's consecutive sequences share at the start of their pages, as the caller knows it (an engine's common
+    prefix; 0: private pages), None when not known (the kernel still finds blocks in the block table). Given the
+    launch's split and tile (tokens_per_split, block_n), blocks only where the kernel would form one
+    (first_split_blocks): on the H200 a launch with blocks allowed that formed none ran 10-15% slower than the plain
+    kernel (256 sequences at a 1K or 4K prompt with as many private tokens: probe 1.4 rows against 1.3's)."""
+    s = page_group_seqs(batch, q_per_kv, tune, block_n)
+    floor = tune.page_block_min_programs_per_sm * sm_count     # working programs per SM the blocks must leave
+    while s > 1 and programs < s * floor:
+        s //= 2
+    if s == 1 or shared_prefix_tokens == 0 or programs < tune.target_programs_per_sm * sm_count:
+        return 1
+    if shared_prefix_tokens is None:
+        return s
+    if tokens_per_split is not None and block_n is not None:
+        return s if first_split_blocks(shared_prefix_tokens, max_seq_len, tokens_per_split, block_n) else 1
+    return 1 if shared_prefix_tokens < max_seq_len - shared_prefix_tokens else s
+
+
+# Page numbers per sequence the page-aware decode compares at a time (CHK). One value for every launch: each
+# distinct constexpr is another compile of the kernel, and on the H200's default probe (probe 1.4) 43 of its 67
+# paged_decode compiles (1.6-2.7 s each) differed only in CHK; with SEQS == 1 the kernel never reads it.
+CHECK_CHUNK_PAGES = 128
