@@ -396,10 +396,11 @@ def head_split_variants(base):
     return [("default", base), ("head split", dataclasses.replace(base, shared_head_min_tokens=256))]
 
 
-def head_split_configs():
-    """The default probe's grid and the regimes grid (kernels_probe.attention.grid), for --only-changed to pick the
-    shapes head_split_variants launch differently: 256 sequences x 8 KV heads at 1K + 4K, and 64 groups of 16 at
-    512 + 1K."""
+def grid_and_regimes_configs():
+    """The coverage grid (the default probe's and its extra rows) and the regimes grid (kernels_probe.attention.grid),
+    for --only-changed to pick the shapes a stage's variants launch differently: for head_split_variants 256
+    sequences x 8 KV heads at 1K + 4K and 64 groups of 16 at 512 + 1K, for wide_dot_variants the 18 of 12 and 16
+    query heads per KV head."""
     from kernels_probe.attention.grid import build_grid, regimes_grid
 
     cfgs, _ = build_grid(coverage=True)
@@ -534,10 +535,10 @@ STAGE_PLANS = {
     "stream": (prefetch_configs, stream_variants, DEFAULT_TUNE),
     "rules": (prefetch_configs, rule_variants, DEFAULT_TUNE),
     "prefix-split": (prefix_split_configs, prefix_split_variants, DEFAULT_TUNE),
-    "head-split": (head_split_configs, head_split_variants, DEFAULT_TUNE),
+    "head-split": (grid_and_regimes_configs, head_split_variants, DEFAULT_TUNE),
     "fi-tiles": (fi_tile_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "regimes-decode": (regimes_configs, lambda base: [("default", base)], DEFAULT_TUNE),
-    "wide-dot": (head_split_configs, wide_dot_variants, DEFAULT_TUNE),
+    "wide-dot": (grid_and_regimes_configs, wide_dot_variants, DEFAULT_TUNE),
 }
 
 
