@@ -419,6 +419,26 @@ def wide_dot_variants(base):
             ("wide dot, every tile", dataclasses.replace(base, wide_dot_block_n=1))]
 
 
+def head_dim_256_variants(base):
+    """The default, and launches whose tiles fit more than one program per SM at head dim 256 (where the
+    double-buffered base tile takes 138 KB of shared memory and the 128-token tiles 140 KB:
+    `python -m kernels_probe.attention.pipelining`): 64-token batch-filled and long-context tiles, a base tile that
+    never prefetches (one K/V buffer, 74 KB), both, and 32-token base tiles. Every tune here applies at every head
+    dim; the stage times only head-dim-256 shapes (head_dim_256_configs)."""
+    r = dataclasses.replace
+    no_pf = {"prefetch_max_programs_per_sm": 0, "prefetch_min_tokens": 1 << 30}
+    return [("default", base), ("64-token filled/long tiles", r(base, decode_block_n_large_batch=64, long_block_n=64)),
+            ("base tile single-buffered", r(base, **no_pf)),
+            ("both", r(base, decode_block_n_large_batch=64, long_block_n=64, **no_pf)),
+            ("32-token base tile", r(base, decode_block_n=32))]
+
+
+def head_dim_256_configs():
+    """The regimes grid's head-dim-256 shapes (2 query heads per KV head, 4 KV heads), where our decode read
+    0.77-0.99x FlashInfer's on an H100 (benchmarks/raw/device-2026-12-06g/regimes-decode.json)."""
+    return [c for c in regimes_configs() if c.head_dim == 256]
+
+
 def regimes_configs():
     """The regimes grid (kernels_probe.attention.grid.regimes_grid: head dims 64 and 256, groups 6, 7 and 12, 1,024
     sequences, 128K-256K prefixes, 8K suffixes), for the decodes alone: the probe's `--grid regimes` times every
@@ -539,6 +559,7 @@ STAGE_PLANS = {
     "fi-tiles": (fi_tile_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "regimes-decode": (regimes_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "wide-dot": (grid_and_regimes_configs, wide_dot_variants, DEFAULT_TUNE),
+    "head-dim-256": (head_dim_256_configs, head_dim_256_variants, DEFAULT_TUNE),
 }
 
 
@@ -650,7 +671,8 @@ def main() -> int:
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         cascade_variants = variants[:2] if args.stage in ("grid", "prefetch") else []
-        if (args.stage in ("stream", "rules", "prefix-split", "head-split", "wide-dot") and cfg.suffix_tokens
+        if (args.stage in ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256")
+                and cfg.suffix_tokens
                 and len({plan_keys(cfg, t, sm)[2] for _, t in variants}) > 1):
             cascade_variants = variants     # the cascade where its suffix pass's launch differs between tunes
         if cascade_variants:  # the cascade, whose passes the tune also sets
@@ -697,7 +719,7 @@ def main() -> int:
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
             if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream", "rules",
-                              "prefix-split", "head-split", "wide-dot"):
+                              "prefix-split", "head-split", "wide-dot", "head-dim-256"):
                 # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
