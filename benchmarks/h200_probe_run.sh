@@ -36,10 +36,12 @@
 #             seconds left -> rules.json
 #   prefix-split  decode_vs_flashinfer.py prefix-split --only-changed: up to five splits at the shared prefix's end,
 #             base tiles for batch-filled and long-context launches -> prefix-split.json
-#   head-split  decode_vs_flashinfer.py head-split --only-changed: probe 1.10.0's two splits at a short shared prefix
-#             against probe 1.9.0's unsplit launch; HEAD_SPLIT_RESERVE seconds left -> head-split.json
+#   head-split  decode_vs_flashinfer.py head-split --only-changed: two splits at a short shared prefix
+#             (shared_head_min_tokens, off) against the default's unsplit launch; HEAD_SPLIT_RESERVE seconds left
+#             -> head-split.json
 #   wide-dot  decode_vs_flashinfer.py wide-dot --only-changed: blocks of two in a 32-row dot for 9-16 query heads per
-#             KV head (page_block_wide_dot) against none; WIDE_DOT_RESERVE seconds left -> wide-dot.json
+#             KV head on 128-token tiles (wide_dot_block_n, the default) and on every tile, against probe 1.9.0's
+#             none; WIDE_DOT_RESERVE seconds left -> wide-dot.json
 #   head-dim-256  decode_vs_flashinfer.py head-dim-256 --only-changed: tiles that fit more than one program per SM
 #             at head dim 256 (64-token filled/long tiles, a single-buffered base tile, 32-token base tiles) on the
 #             regimes grid's head-dim-256 shapes; HEAD_DIM_256_RESERVE seconds left -> head-dim-256.json

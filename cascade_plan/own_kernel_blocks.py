@@ -5,15 +5,8 @@ Pure Python, as own_kernel_launch."""
 
 from __future__ import annotations
 
-from cascade_plan.own_kernel_launch import (
-    DEFAULT_TUNE,
-    TuneParams,
-    decode_fused_merge,
-    decode_prefetch,
-    decode_tile,
-    longest_split_tokens,
-)
-from cascade_plan.own_kernel_pages import decode_launch, page_block_seqs, split_groups
+from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams, decode_fused_merge
+from cascade_plan.own_kernel_pages import decode_launch_plan, split_groups
 
 
 def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,
@@ -103,11 +96,6 @@ def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int
 def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, shared_prefix_tokens: int, seq_len: int,
                           sm_count: int, tune: TuneParams) -> tuple[int, int, int, int, bool, bool]:
     """(splits, tokens per split, page_block_seqs, tile tokens, page prefetch, long-context launch?) of a
-    per-sequence decode over shared pages, as DecodePlan launches it."""
-    work = batch * kv_heads
-    splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
-    longest = longest_split_tokens(seq_len, splits, tps)
-    block_n, _, _ = decode_tile(work, splits, longest, long_tile, sm_count, tune)
-    seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
-                           max_seq_len=seq_len, tokens_per_split=tps, block_n=block_n)
-    return splits, tps, seqs, block_n, decode_prefetch(work, splits, longest, long_tile, sm_count, tune), long_tile
+    per-sequence decode over shared pages, as DecodePlan launches it (decode_launch_plan)."""
+    la = decode_launch_plan(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
+    return la.splits, la.tokens_per_split, la.seqs, la.block_n, la.prefetch, la.long_tile

@@ -261,10 +261,18 @@ def decode_tile_kind(work_items: int, splits: int, tokens_per_split: int, long_t
 
 def decode_tile(work_items: int, splits: int, tokens_per_split: int, long_tile: bool, sm_count: int, tune: TuneParams,
                 *, forced: bool = False, head_dim: int = 128) -> tuple[int, int, int]:
-    """(block_n, stages, warps) of a per-sequence decode launch, by its tile kind (decode_tile_kind): one or two
-    tiles per program in a shallow pipeline for short splits, longer tiles for a batch-filled launch, the long-context
-    tile, or the base tile, which runs on decode_warps up to narrow_max_head_dim and on long_warps above it."""
+    """(block_n, stages, warps) of a per-sequence decode launch: the tile of its kind (decode_tile_kind, tile_of)."""
     kind = decode_tile_kind(work_items, splits, tokens_per_split, long_tile, sm_count, tune, forced=forced)
+    return tile_of(kind, tune, head_dim)
+
+
+TILE_KINDS = ("base", "filled", "long", "short")
+
+
+def tile_of(kind: str, tune: TuneParams, head_dim: int = 128) -> tuple[int, int, int]:
+    """(block_n, stages, warps) of a decode tile kind (TILE_KINDS): one or two tiles per program in a shallow
+    pipeline for short splits, longer tiles for a batch-filled launch, the long-context tile, or the base tile, which
+    runs on decode_warps up to narrow_max_head_dim and on long_warps above it."""
     if kind == "short":
         return tune.decode_short_block_n, tune.decode_short_stages, tune.decode_short_warps
     if kind == "filled":

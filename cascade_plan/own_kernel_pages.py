@@ -5,13 +5,18 @@ rules. Pure Python, as own_kernel_launch."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from cascade_plan.own_kernel_launch import (
     TuneParams,
     ceil_div,
     decode_block_g,
     decode_launch_splits,
+    decode_prefetch,
     decode_tile,
+    longest_split_tokens,
     stream_splits,
+    whole_tile_splits,
 )
 
 
@@ -51,6 +56,42 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
                  or shared_head_split(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, tps,
                                       block_n, sm_count, tune))
     return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
+
+
+class DecodeLaunch(NamedTuple):
+    """Everything DecodePlan launches paged_decode_kernel with that the host chooses (decode_launch_plan)."""
+
+    splits: int
+    tokens_per_split: int
+    long_tile: bool
+    block_n: int
+    stages: int
+    warps: int
+    prefetch: bool
+    seqs: int       # page_block_seqs: SEQS
+
+
+def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                       sm_count: int, tune: TuneParams, *, head_dim: int = 128, force_splits: int | None = None,
+                       streaming: bool = True) -> DecodeLaunch:
+    """The launch of a per-sequence decode, as DecodePlan makes it and the host's page-block arithmetic
+    (own_kernel_blocks) prices it: decode_launch's splits (or force_splits whole-tile splits), the tile and page
+    prefetch of its longest split (the last runs to the sequences' end: longest_split_tokens), and its blocks."""
+    forced = force_splits is not None
+    if force_splits is not None:
+        splits, tps = whole_tile_splits(max(max_seq_len, 1), force_splits, tune.decode_block_n)
+        long_tile = False
+    else:
+        splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count,
+                                               tune, streaming=streaming)
+    work = batch * kv_heads
+    longest = longest_split_tokens(max(max_seq_len, 1), splits, tps)
+    block_n, stages, warps = decode_tile(work, splits, longest, long_tile, sm_count, tune, forced=forced,
+                                         head_dim=head_dim)
+    prefetch = decode_prefetch(work, splits, longest, long_tile, sm_count, tune, forced=forced)
+    seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
+                           max_seq_len=max_seq_len, tokens_per_split=tps, block_n=block_n)
+    return DecodeLaunch(splits, tps, long_tile, block_n, stages, warps, prefetch, seqs)
 
 
 def shared_head_split(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,

@@ -59,20 +59,17 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
 
 
 def main() -> int:
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE as T
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TILE_KINDS, tile_of
 
-    launches = [("base", T.decode_block_n, T.decode_stages, T.decode_warps),
-                ("batch-filled", T.decode_block_n_large_batch, T.decode_stages_large_batch, T.decode_warps_large_batch),
-                ("long-context", T.long_block_n, T.long_stages, T.long_warps),
-                ("short (suffix pass)", T.decode_short_block_n, T.decode_short_stages, T.decode_short_warps)]
+    names = {"base": "base", "filled": "batch-filled", "long": "long-context", "short": "short (suffix pass)"}
     print(f"{'launch':22s} {'head dim':>8s} {'tile':>5s} {'stages':>6s} {'warps':>5s} {'prefetch':>8s} "
           f"{'smem KB':>8s} {'K/V buffers':>11s}")
-    for name, bn, st, w in launches:
-        for head_dim in (128, 256):     # the base tile's warps at head dim 256: long_warps (decode_tile)
-            warps = w if head_dim <= T.narrow_max_head_dim or name != "base" else T.long_warps
+    for kind in TILE_KINDS:
+        for head_dim in (128, 256):
+            bn, st, warps = tile_of(kind, DEFAULT_TUNE, head_dim)
             for pf in (False, True):
                 r = decode_pipeline(bn, st, warps, prefetch=pf, head_dim=head_dim, q_per_kv=2)
-                print(f"{name:22s} {head_dim:8d} {bn:5d} {st:6d} {warps:5d} {str(pf):>8s} "
+                print(f"{names[kind]:22s} {head_dim:8d} {bn:5d} {st:6d} {warps:5d} {str(pf):>8s} "
                       f"{r['shared_bytes'] / 1024:8.1f} {r['kv_buffers']:11d}")
     return 0
 

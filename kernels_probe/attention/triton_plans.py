@@ -20,15 +20,12 @@ from cascade_plan.own_kernel_launch import (
     ceil_div,
     decode_block_g,
     decode_fused_merge,
-    decode_prefetch,
-    decode_tile,
     fused_merge_slots,
-    longest_split_tokens,
     prefix_prefetch,
     scale_log2,
     whole_tile_splits,
 )
-from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_launch, page_block_seqs
+from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_launch, decode_launch_plan
 from cascade_plan.own_kernel_prefix import prefix_launch
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
 from kernels_probe.attention.triton_merge import merge_kernel, merge_slots_kernel
@@ -80,24 +77,13 @@ class DecodePlan:
         self.B, self.HQ, self.HKV, self.D, self.PS, self.G = B, HQ, HKV, D, PS, HQ // HKV
         self.tune = tune
         self.scale_log2 = scale_log2(D, sm_scale)
-        self.block_n = tune.decode_block_n
         self.work_items = B * HKV
-        if force_splits is not None:
-            self.splits, self.tps = whole_tile_splits(max(max_seq_len, 1), force_splits, self.block_n)
-            long_tile = False
-        else:
-            self.splits, self.tps, long_tile = decode_launch(B, HKV, self.G, max_seq_len, shared_prefix_tokens,
-                                                             sm_count, tune, streaming=streaming)
-        # tile and prefetch by the longest split: the last runs to the sequences' end (longest_split_tokens)
-        longest = longest_split_tokens(max(max_seq_len, 1), self.splits, self.tps)
-        self.block_n, self.stages, self.warps = decode_tile(self.work_items, self.splits, longest, long_tile, sm_count,
-                                                            tune, forced=force_splits is not None, head_dim=D)
-        self.prefetch = decode_prefetch(self.work_items, self.splits, longest, long_tile, sm_count, tune,
-                                        forced=force_splits is not None)
+        la = decode_launch_plan(B, HKV, self.G, max_seq_len, shared_prefix_tokens, sm_count, tune, head_dim=D,
+                                force_splits=force_splits, streaming=streaming)
+        self.splits, self.tps, long_tile = la.splits, la.tokens_per_split, la.long_tile
+        self.block_n, self.stages, self.warps, self.prefetch = la.block_n, la.stages, la.warps, la.prefetch
+        self.seqs = la.seqs
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
-        self.seqs = page_block_seqs(B, self.G, self.work_items * self.splits, sm_count, tune,
-                                    shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len,
-                                    tokens_per_split=self.tps, block_n=self.block_n)
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
         self.grouped = (torch.zeros(B * HKV * self.splits, dtype=torch.int8, device=q.device) if self.seqs > 1
