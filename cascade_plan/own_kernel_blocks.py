@@ -10,7 +10,7 @@ from cascade_plan.own_kernel_pages import decode_launch_plan, split_groups
 
 
 def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,
-                sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> dict:
+                sm_count: int, tune: TuneParams = DEFAULT_TUNE, *, head_dim: int = 128) -> dict:
     """The page blocks a per-sequence decode over shared pages forms, computed on the host: `batch` sequences of
     `seq_len` tokens each, in groups of `group_size` consecutive sequences whose first `shared_prefix_tokens` tokens
     are the same pages. What DecodePlan launches (splits, tile, page_block_seqs) and what paged_decode_kernel then
@@ -22,7 +22,7 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
     mean_block_seqs (0 when none formed), as DecodePlan.launch_record writes them."""
     splits, tps, seqs, block_n, prefetch, long_tile = _decode_blocks_launch(batch, kv_heads, q_per_kv,
                                                                             shared_prefix_tokens, seq_len, sm_count,
-                                                                            tune)
+                                                                            tune, head_dim)
     out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}
     if tune.page_prefetch:      # recorded by tunes that have it (probe 1.6 on)
         out["page_prefetch"] = prefetch
@@ -70,23 +70,24 @@ def split_blocks(splits: int, tokens_per_split: int, seqs: int, group_size: int,
 
 
 def longest_program_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,
-                           seq_len: int, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> int:
+                           seq_len: int, sm_count: int, tune: TuneParams = DEFAULT_TUNE, *, head_dim: int = 128) -> int:
     """Tokens the busiest program of a per-sequence decode over shared pages streams: a grouped split's first program
     reads the block's shared run once and then each of its sequences' private tokens in the split, one after another;
     any other program its own split. Where no block forms, the launch's longest split."""
     splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                             sm_count, tune)
+                                                             sm_count, tune, head_dim)
     return max(run + s * (n - run) for s, run, n in split_programs(splits, tps, seqs, group_size,
                                                                    shared_prefix_tokens, seq_len, block_n))
 
 
 def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,
-                       seq_len: int, sm_count: int, tune: TuneParams = DEFAULT_TUNE) -> float:
+                       seq_len: int, sm_count: int, tune: TuneParams = DEFAULT_TUNE, *,
+                       head_dim: int = 128) -> float:
     """Shared tokens per sequence that a per-sequence decode over shared pages does not read for that sequence,
     because its page block's first program read them once for the whole block: the sum over grouped splits of
     the block's shared run x (1 - 1 / sequences in the block). 0 where no block forms."""
     splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                             sm_count, tune)
+                                                             sm_count, tune, head_dim)
     if seqs == 1:
         return 0.0
     blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
@@ -94,8 +95,9 @@ def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int
 
 
 def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, shared_prefix_tokens: int, seq_len: int,
-                          sm_count: int, tune: TuneParams) -> tuple[int, int, int, int, bool, bool]:
+                          sm_count: int, tune: TuneParams, head_dim: int) -> tuple[int, int, int, int, bool, bool]:
     """(splits, tokens per split, page_block_seqs, tile tokens, page prefetch, long-context launch?) of a
-    per-sequence decode over shared pages, as DecodePlan launches it (decode_launch_plan)."""
-    la = decode_launch_plan(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune)
+    per-sequence decode over shared pages at `head_dim`, as DecodePlan launches it (decode_launch_plan)."""
+    la = decode_launch_plan(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune,
+                            head_dim=head_dim)
     return la.splits, la.tokens_per_split, la.seqs, la.block_n, la.prefetch, la.long_tile

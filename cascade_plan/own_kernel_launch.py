@@ -6,7 +6,7 @@ kernels and the planner that prices them read one rule."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 LOG2E = 1.4426950408889634
 
@@ -167,10 +167,38 @@ class TuneParams:
     # stream-tiny.json): 4 sequences x 8 KV heads at 4K + 128 over shared pages, one query head per KV head, 17 splits
     # of 256 tokens in blocks of four ran 0.96x FlashInfer's decode, 11 of 384 with the fused merge 1.08-1.10x
     tiny_fused_programs_per_sm: int = 0
+    # head dims of at least wide_head_min_dim (0: none, probes up to 1.10.0) run 64-token batch-filled and
+    # long-context tiles and a base tile that never prefetches (tune_at_head_dim): at head dim 256 the 128-token
+    # tiles and the double-buffered base tile take 138-140 KB of shared memory, one program per SM, and these 74 KB
+    # (python -m kernels_probe.attention.pipelining). H100 (benchmarks/raw/device-2026-12-06h/head-dim-256.json, the
+    # regimes grid's 12 head-dim-256 shapes, 2 query heads per KV head): over shared pages the median went from 1.25x
+    # FlashInfer's decode to 1.88x (1,024 sequences at 512 + 16: 0.92x -> 1.85x), over private pages from 0.995x
+    # to 1.010x, rows below 1.0x from 10 to 4 (fp8, 64 sequences at 4K: 0.86x -> 0.92x). On 13 held-out shapes of 8
+    # KV heads x 2 query heads, 2 x 8, 1 x 4 and 4 x 2 (wide-head.log there) shared pages went from median 1.01x to
+    # 1.16x (worst 0.68x -> 0.83x: 32 sequences at 4K + 1K, 2 x 8), private pages from 1.00x to 1.01x (worst 0.86x
+    # both). 32-token base tiles won one shape by 2% or more (8 sequences at 4K + 128: 0.82x -> 0.96x) and lost 8, so
+    # they are not used
+    wide_head_min_dim: int = 0
+    wide_head_block_n: int = 64
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
-                          split_launch_shared_split_max=5, wide_dot_block_n=128)
+                          split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256)
+
+
+def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:
+    """The tune a launch at `head_dim` runs: `tune` itself, or at head dims of at least tune.wide_head_min_dim its
+    batch-filled and long-context tiles cut to wide_head_block_n tokens and its base tile never prefetching. Every
+    host rule that takes a head dim starts here, so that the probe's launches and the planner's page blocks agree.
+    Applying it twice gives the same tune."""
+    if not tune.wide_head_min_dim or head_dim < tune.wide_head_min_dim:
+        return tune
+    n = tune.wide_head_block_n
+    return replace(tune, decode_block_n_large_batch=min(tune.decode_block_n_large_batch, n),
+                   long_block_n=min(tune.long_block_n, n) if tune.long_block_n else 0,
+                   prefetch_max_programs_per_sm=0, prefetch_min_tokens=1 << 30)
+
+
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
@@ -270,9 +298,10 @@ TILE_KINDS = ("base", "filled", "long", "short")
 
 
 def tile_of(kind: str, tune: TuneParams, head_dim: int = 128) -> tuple[int, int, int]:
-    """(block_n, stages, warps) of a decode tile kind (TILE_KINDS): one or two tiles per program in a shallow
-    pipeline for short splits, longer tiles for a batch-filled launch, the long-context tile, or the base tile, which
-    runs on decode_warps up to narrow_max_head_dim and on long_warps above it."""
+    """(block_n, stages, warps) of a decode tile kind (TILE_KINDS) at `head_dim` (tune_at_head_dim): one or two tiles
+    per program in a shallow pipeline for short splits, longer tiles for a batch-filled launch, the long-context tile,
+    or the base tile, which runs on decode_warps up to narrow_max_head_dim and on long_warps above it."""
+    tune = tune_at_head_dim(tune, head_dim)
     if kind == "short":
         return tune.decode_short_block_n, tune.decode_short_stages, tune.decode_short_warps
     if kind == "filled":

@@ -16,6 +16,7 @@ from cascade_plan.own_kernel_launch import (
     decode_tile,
     longest_split_tokens,
     stream_splits,
+    tune_at_head_dim,
     whole_tile_splits,
 )
 
@@ -41,11 +42,13 @@ def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_pref
 
 
 def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
-                  sm_count: int, tune: TuneParams, *, streaming: bool = True) -> tuple[int, int, bool]:
-    """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it: the streaming
-    launch where it applies (not with `streaming` False: the cascade's suffix pass, which shares the GPU with its
-    prefix pass), else decode_launch_splits' with the shared prefix split. shared_prefix_tokens: 0 over private
-    pages, None where the caller does not know."""
+                  sm_count: int, tune: TuneParams, *, head_dim: int = 128,
+                  streaming: bool = True) -> tuple[int, int, bool]:
+    """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it at `head_dim`
+    (tune_at_head_dim): the streaming launch where it applies (not with `streaming` False: the cascade's suffix pass,
+    which shares the GPU with its prefix pass), else decode_launch_splits' with the shared prefix split.
+    shared_prefix_tokens: 0 over private pages, None where the caller does not know."""
+    tune = tune_at_head_dim(tune, head_dim)
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
     if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
@@ -76,14 +79,16 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
                        streaming: bool = True) -> DecodeLaunch:
     """The launch of a per-sequence decode, as DecodePlan makes it and the host's page-block arithmetic
     (own_kernel_blocks) prices it: decode_launch's splits (or force_splits whole-tile splits), the tile and page
-    prefetch of its longest split (the last runs to the sequences' end: longest_split_tokens), and its blocks."""
+    prefetch of its longest split (the last runs to the sequences' end: longest_split_tokens), and its blocks; all at
+    `head_dim` (tune_at_head_dim)."""
+    tune = tune_at_head_dim(tune, head_dim)
     forced = force_splits is not None
     if force_splits is not None:
         splits, tps = whole_tile_splits(max(max_seq_len, 1), force_splits, tune.decode_block_n)
         long_tile = False
     else:
         splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count,
-                                               tune, streaming=streaming)
+                                               tune, head_dim=head_dim, streaming=streaming)
     work = batch * kv_heads
     longest = longest_split_tokens(max(max_seq_len, 1), splits, tps)
     block_n, stages, warps = decode_tile(work, splits, longest, long_tile, sm_count, tune, forced=forced,

@@ -298,3 +298,22 @@ def test_the_redundant_prefix_reads_are_the_priced_kernels(tmp_path, h100_run):
         plain["go_no_go"]["redundant_prefix_bytes"] - spared)
     assert blocks["go_no_go"]["redundant_prefix_bytes"] == pytest.approx(
         b["per_sequence"]["prefix_bytes"] - b["cascade"]["prefix_bytes"])
+
+
+def test_the_planners_decode_spares_the_blocks_of_the_models_head_dim(h100_run):
+    """A layer of 4 KV heads x 2 query heads at head dim 256 (Llama-3-8B's widths otherwise), 256 sequences sharing
+    4,160 of 4,224 tokens, under the current tune: its batch-filled tile holds 64 tokens at head dim 256, so blocks
+    of four read all 4,160 shared tokens once (4,096 in the 128-token tiles of head dim 128); the decode op spares
+    what the head dim's launch spares."""
+    hw = load_hardware("h100-sxm")
+    base = load_preset("llama-3-8b")
+    model = msgspec.structs.replace(base, num_q_heads=8, num_kv_heads=4, head_dim=256)
+    g = gpu_shape(model, hw, "bf16", "bf16", 1)
+    load = single_level_load(4160, 256, 1, 64)
+    params = msgspec.structs.replace(params_from_probe(h100_run, "triton", "bf16", hw), measured=None,
+                                     page_blocks=RULE)
+    ctx = StepContext(model, 1, "bf16", load.active_seqs, g.hbm_bytes_per_s, g.gemm_flop_per_s, params.step, params,
+                      g, load, True)
+    assert float(decode.spared_tokens(ctx)) == 256 * 4160 * 3 / 4
+    narrow = msgspec.structs.replace(ctx, model=msgspec.structs.replace(model, head_dim=128))
+    assert float(decode.spared_tokens(narrow)) == 256 * 4096 * 3 / 4

@@ -214,3 +214,23 @@ def test_two_sequences_of_twelve_query_heads_share_a_wide_dot_and_match_the_refe
     # every program in blocks of two: split 0 lies inside the prefix, split 1's 16 shared tokens cover the block's
     # 2 x 8 private ones
     assert int((plan.grouped == 2).sum()) == 16
+
+
+def test_head_dim_256_launches_its_own_tile_and_matches_the_reference():
+    """Head dim 256 under the current tune, on 2 SMs: 8 sequences x 2 KV heads fill them unsplit, so the launch runs
+    the batch-filled tile over 328 tokens, 64 at a time at head dim 256 (128 at head dim 128); the result is the
+    float32 reference's and the launch record is what the planner's page blocks give at that head dim."""
+    from cascade_plan.own_kernel_blocks import page_blocks
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_pages import decode_launch_plan
+
+    d = build_data(_cfg(head_dim=256, q_per_kv=2, prefix_tokens=320, suffix_tokens=8), "cpu", seed=7)
+    ref = reference_output(d)
+    out = torch.full_like(d.q, float("nan"))
+    plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 328, out, sm_count=2,
+                      tune=DEFAULT_TUNE, shared_prefix_tokens=320)
+    plan()
+    assert max_rel_err(out, ref) < TOL
+    assert (plan.splits, plan.block_n, plan.prefetch) == (1, 64, True)
+    assert decode_launch_plan(8, 2, 2, 328, 320, 2, DEFAULT_TUNE, head_dim=128).block_n == 128
+    assert plan.launch_record() == page_blocks(8, 2, 2, 4, 320, 328, 2, DEFAULT_TUNE, head_dim=256)

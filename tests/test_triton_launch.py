@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from cascade_plan.own_kernel_blocks import page_blocks
 from cascade_plan.own_kernel_launch import (
     DEFAULT_TUNE,
     LOG2E,
+    TILE_KINDS,
     ceil_div,
     choose_splits,
     decode_fused_merge,
@@ -28,6 +30,7 @@ from cascade_plan.own_kernel_launch import (
     prefix_block_m,
     scale_log2,
     splits_filling_waves,
+    tile_of,
 )
 from cascade_plan.own_kernel_pages import decode_launch, first_split_blocks, page_block_seqs
 from cascade_plan.own_kernel_prefix import choose_splits_waves
@@ -508,3 +511,53 @@ def test_twelve_query_heads_form_blocks_of_two_in_a_wide_dot_on_128_token_tiles_
     assert page_group_seqs(128, 12, t, 128) == 2 and page_group_seqs(128, 12, t, 64) == 1
     assert page_group_seqs(128, 12, t) == 1 and page_group_seqs(128, 16, t, 128) == 2
     assert page_group_seqs(128, 8, t, 128) == page_group_seqs(128, 8, off, 128) == 2
+
+
+def test_head_dim_256_runs_64_token_tiles_and_a_base_tile_that_never_prefetches():
+    """H100 shapes of the regimes grid, 4 KV heads x 2 query heads: at head dim 256 the batch-filled and long-context
+    tiles hold 64 tokens (128 at head dim 128; the long-context launch then splits for its own tile: 8 sequences at
+    16K + 128, 26 splits of 640 -> 29 of 576) and the base tile, which prefetched page numbers at 3 programs per SM
+    or fewer, never does. Probe 1.10.0's tune launches head dim 256 as 128 (but for the base tile's warps), and the
+    rule is the identity below its head dim and applied twice."""
+    from cascade_plan.own_kernel_launch import tune_at_head_dim
+    from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_tunes import PROBE_1_10_0_TUNE
+
+    def launch(batch, seq_len, shared, head_dim, tune=DEFAULT_TUNE):
+        la = decode_launch_plan(batch, 4, 2, seq_len, shared, 132, tune, head_dim=head_dim)
+        return la.splits, la.tokens_per_split, la.block_n, la.stages, la.warps, la.prefetch
+
+    assert launch(128, 16512, 16384, 128) == (3, 5504, 128, 2, 4, True)
+    assert launch(128, 16512, 16384, 256) == (3, 5504, 64, 2, 4, True)
+    assert launch(8, 16512, 16384, 128) == (26, 640, 128, 2, 4, True)
+    assert launch(8, 16512, 16384, 256) == (29, 576, 64, 2, 4, True)
+    assert launch(1024, 1152, 1024, 256)[2:4] == (64, 2)            # batch-filled, unsplit
+    assert launch(8, 4224, 4096, 128) == (11, 384, 64, 3, 2, True)     # base tile, 352 programs
+    assert launch(8, 4224, 4096, 256) == (11, 384, 64, 3, 4, False)
+    old = PROBE_1_10_0_TUNE
+    for args in ((128, 16512, 16384), (8, 16512, 16384), (8, 4224, 4096)):
+        assert launch(*args, 256, old)[:3] == launch(*args, 128, old)[:3]
+        assert launch(*args, 256, old)[5] == launch(*args, 128, old)[5]
+    assert tune_at_head_dim(DEFAULT_TUNE, 128) is DEFAULT_TUNE and tune_at_head_dim(old, 256) is old
+    wide = tune_at_head_dim(DEFAULT_TUNE, 256)
+    assert tune_at_head_dim(wide, 256) == wide and wide != DEFAULT_TUNE
+    assert [tile_of(k, DEFAULT_TUNE, 256)[0] for k in TILE_KINDS] == [64, 64, 64, 64]
+    assert [tile_of(k, DEFAULT_TUNE, 128)[0] for k in TILE_KINDS] == [64, 128, 128, 64]
+
+
+def test_the_planners_page_blocks_follow_the_launch_of_the_models_head_dim():
+    """256 sequences x 4 KV heads sharing 4,160 of 4,224 tokens fill the GPU unsplit: at head dim 128 the 128-token
+    batch-filled tile's whole tiles cover 4,096 shared tokens, at head dim 256 its 64-token tile all 4,160, so blocks
+    of four spare each sequence 3/4 of a different run; the planner's page blocks, its busiest program and the
+    host's launch record all follow the head dim they are given."""
+    from cascade_plan.cost.ops.page_blocks import PageBlocks, longest_program, saved_tokens
+
+    rule = PageBlocks(132, DEFAULT_TUNE)
+    assert float(saved_tokens(rule, 256, 4, 2, 256, 4160, 4224)) == 4096 * 3 / 4
+    assert float(saved_tokens(rule, 256, 4, 2, 256, 4160, 4224, head_dim=256)) == 4160 * 3 / 4
+    assert float(longest_program(rule, 256, 4, 2, 256, 4160, 4224, head_dim=256)) == 4160 + 4 * 64
+    assert float(longest_program(rule, 256, 4, 2, 256, 4160, 4224)) == 4096 + 4 * 128
+    got = saved_tokens(rule, 256, 4, 2, 256, 4160, 4224, head_dim=np.array([128, 256, 64]))
+    assert got.tolist() == [3072.0, 3120.0, 3072.0]
+    rec = page_blocks(256, 4, 2, 256, 4160, 4224, 132, DEFAULT_TUNE, head_dim=256)
+    assert (rec["splits"], rec["page_block_seqs"], rec["page_prefetch"]) == (1, 4, True)

@@ -106,16 +106,19 @@ def features(kernel: str, configs: Configs | dict[str, np.ndarray], prefix_rows:
     shared = kv_read_bytes(c["n_groups"] * P, kvb)
     if kernel in ("decode_shared", "decode_dup"):
         red = kv_read_bytes(c["n_groups"] * (c["group_size"] - 1) * P, kvb) if kernel == "decode_shared" else zero
-        saved = (saved_tokens(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"], P, P + S)
+        saved = (saved_tokens(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"], P, P + S,
+                              head_dim=c["head_dim"])
                  if kernel == "decode_shared" and page_blocks is not None else zero)
         b = kv_read_bytes(seqs * (P + S - saved), kvb)
         flops = attention_flops(seqs * (P + S - saved), f_tok, decode_compute_factor(c["q_per_kv"], decode_rows))
         red = np.maximum(red - kv_read_bytes(seqs * saved, kvb), 0.0)
-        program = (longest_program(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"], P, P + S)
+        program = (longest_program(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"], P, P + S,
+                                   head_dim=c["head_dim"])
                    if kernel == "decode_shared" and page_blocks is not None else zero)
         # the probe's own kernel splits a long row: its latency bound is its longest program's, not the row's
         longest = (longest_program(page_blocks, seqs, c["num_kv_heads"], c["q_per_kv"], c["group_size"],
-                                   P if kernel == "decode_shared" else zero, P + S, blocks_only=False)
+                                   P if kernel == "decode_shared" else zero, P + S, blocks_only=False,
+                                   head_dim=c["head_dim"])
                    if page_blocks is not None else P + S)
         return Features(b, flops, rows, red, shared, kv_read_bytes(seqs * (P + S), kvb), longest, seqs * hq, program)
     if kernel == "cascade_prefix":    # FLOP as computed: whole tiles of each prompt's query rows

@@ -78,7 +78,8 @@ def page_block_rule(probe: ProbeData, backend: str, kv_dtype: str) -> tuple[Page
         c, want = m["config"], m["launch"]
         shared = c.get("root_tokens", 0) + c["prefix_tokens"]     # a tree's group shares the root's pages and its own
         got = page_blocks(c["group_size"] * c["n_groups"], c["num_kv_heads"], c["q_per_kv"], c["group_size"],
-                          shared, shared + c["suffix_tokens"], rule.sm_count, rule.tune)
+                          shared, shared + c["suffix_tokens"], rule.sm_count, rule.tune,
+                          head_dim=c.get("head_dim", 128))
         if (got["splits"], got["page_block_seqs"]) != (want.get("splits"), want.get("page_block_seqs")) or \
                 abs(got.get("grouped_programs", 0.0) - want.get("grouped_programs", 0.0)) > 1e-6:
             return None, (f"{backend} ({kv_dtype}): page blocks not priced: the file's tune gives another launch "

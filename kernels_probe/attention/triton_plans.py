@@ -250,7 +250,7 @@ class CascadePlan:
                          for (_, plen, n, ng) in levels]
         if max_suffix_len > 0:
             suffix_splits = decode_launch(B, k_cache.shape[2], HQ // k_cache.shape[2], max_suffix_len, 0, sm_count,
-                                          tune, streaming=False)[0]
+                                          tune, head_dim=D, streaming=False)[0]
         else:
             suffix_splits = 0
         n_slots = sum(prefix_splits) + suffix_splits

@@ -34,7 +34,7 @@ def spared_tokens(ctx: StepContext) -> np.ndarray | float:
     if inputs is None or not ctx.prefix_caching:
         return 0.0
     load, g, params = inputs
-    return load_saved_tokens(params.page_blocks, load, g.kv_heads, ctx.q_per_kv)
+    return load_saved_tokens(params.page_blocks, load, g.kv_heads, ctx.q_per_kv, head_dim=ctx.model.head_dim)
 
 
 def cost(ctx: StepContext) -> OpCost | None:
@@ -58,7 +58,7 @@ def cost(ctx: StepContext) -> OpCost | None:
                                float(decode_compute_factor(G, params.decode_rows)))
     # the probe's own kernel splits a long row: its latency bound streams its longest program (as its fit's rows)
     longest = (load_longest_program(params.page_blocks, load, g.kv_heads, G, blocks_only=False,
-                                    private=not ctx.prefix_caching)
+                                    private=not ctx.prefix_caching, head_dim=ctx.model.head_dim)
                if params.page_blocks is not None else load.longest_context)
     roof = corrected_roofline_s(hbm, computed, bw, g.attn_flop_per_s, dec, L, rows, size=logical,
                                 longest_tokens=longest)
@@ -70,7 +70,8 @@ def cost(ctx: StepContext) -> OpCost | None:
     if ctx.prefix_caching and dec.program_token_s:
         # the busiest program's own streaming adds to the bounds (calibration/fitting.py roofline_part), under the
         # same correction surface: a page block's first program reads the shared run, then its sequences' tails
-        program = L * load_longest_program(params.page_blocks, load, g.kv_heads, G) * dec.program_token_s
+        program = (L * load_longest_program(params.page_blocks, load, g.kv_heads, G, head_dim=ctx.model.head_dim)
+                   * dec.program_token_s)
         roof = roof + surface_corrected(program, dec, L, rows, logical)
     return OpCost(name=NAME, bytes=hbm, flops=attention_flops(load.ps_prefix_tokens + load.suffix_tokens,
                                                               g.attn_flop_per_query_token),

@@ -32,16 +32,17 @@ def page_blocks_of(sm_count: int, tune: dict) -> PageBlocks:
 
 
 @lru_cache(maxsize=4096)
-def _saved(rule: PageBlocks, seqs: int, kv_heads: int, q_per_kv: int, group_size: int, prefix: int,
-           seq_len: int) -> float:
-    return block_saved_tokens(seqs, kv_heads, q_per_kv, group_size, prefix, seq_len, rule.sm_count, rule.tune)
+def _saved(rule: PageBlocks, seqs: int, kv_heads: int, q_per_kv: int, group_size: int, prefix: int, seq_len: int,
+           head_dim: int) -> float:
+    return block_saved_tokens(seqs, kv_heads, q_per_kv, group_size, prefix, seq_len, rule.sm_count, rule.tune,
+                              head_dim=head_dim)
 
 
 @lru_cache(maxsize=4096)
 def _longest(rule: PageBlocks, seqs: int, kv_heads: int, q_per_kv: int, group_size: int, prefix: int,
-             seq_len: int) -> float:
+             seq_len: int, head_dim: int) -> float:
     return float(longest_program_tokens(seqs, kv_heads, q_per_kv, group_size, prefix, seq_len, rule.sm_count,
-                                        rule.tune))
+                                        rule.tune, head_dim=head_dim))
 
 
 def each_shape(fn, valid, *arrays) -> np.ndarray:
@@ -57,12 +58,13 @@ def each_shape(fn, valid, *arrays) -> np.ndarray:
 
 
 def _per_shape(fn, rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len,
-               blocks_only: bool = True) -> np.ndarray:
-    """fn(rule, *shape) for every distinct shape (each_shape); 0 without a rule, for an empty shape, and
+               blocks_only: bool, head_dim) -> np.ndarray:
+    """fn(rule, *shape, head_dim) for every distinct shape (each_shape); 0 without a rule, for an empty shape, and
     (blocks_only) where no block can form (fewer than two sequences or siblings, no shared tokens)."""
     if rule is None:
         return np.zeros(np.broadcast(*(np.asarray(x) for x in
-                                       (seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len))).shape)
+                                       (seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len,
+                                        head_dim))).shape)
 
     def valid(row) -> bool:
         if blocks_only:
@@ -70,23 +72,25 @@ def _per_shape(fn, rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size
         return row[0] >= 1 and row[1] > 0 and row[2] > 0 and row[5] > 0 and row[3] >= 1
 
     return each_shape(lambda *shape: fn(rule, *shape), valid, seqs, kv_heads, q_per_kv, group_size, prefix_tokens,
-                      seq_len)
+                      seq_len, head_dim)
 
 
-def saved_tokens(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len) -> np.ndarray:
+def saved_tokens(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len, *,
+                 head_dim=128) -> np.ndarray:
     """Shared tokens per sequence that its page block read for it (0 without a rule, or where no block forms), for
-    `seqs` sequences in groups of `group_size` consecutive ones sharing `prefix_tokens`, `seq_len` tokens each;
-    arrays broadcast."""
-    return _per_shape(_saved, rule, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len)
+    `seqs` sequences in groups of `group_size` consecutive ones sharing `prefix_tokens`, `seq_len` tokens each, at
+    `head_dim` (whose tiles the launch runs: own_kernel_launch.tune_at_head_dim); arrays broadcast."""
+    return _per_shape(_saved, rule, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len, True, head_dim)
 
 
 def longest_program(rule: PageBlocks | None, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len,
-                    blocks_only: bool = True) -> np.ndarray:
+                    blocks_only: bool = True, *, head_dim=128) -> np.ndarray:
     """Tokens the decode's busiest program streams (own_kernel_blocks.longest_program_tokens) for the same shapes as
     saved_tokens: with blocks_only, 0 where no block can form (the busiest program's own term is then left out);
     without, the launch's longest split there (the tokens one program streams: the kernel's latency bound). 0
     without a rule."""
-    return _per_shape(_longest, rule, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len, blocks_only)
+    return _per_shape(_longest, rule, seqs, kv_heads, q_per_kv, group_size, prefix_tokens, seq_len, blocks_only,
+                      head_dim)
 
 
 def _load_shape(load: StepLoad) -> tuple[np.ndarray, ...] | None:
@@ -110,18 +114,19 @@ def _load_shape(load: StepLoad) -> tuple[np.ndarray, ...] | None:
     return seqs, group_size, shared, shared + private
 
 
-def load_saved_tokens(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_per_kv: int) -> np.ndarray:
+def load_saved_tokens(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_per_kv: int, *,
+                      head_dim: int = 128) -> np.ndarray:
     """Shared tokens that page blocks spare a step's per-sequence decode, summed over its sequences (shape of
     load.active_seqs), the step's load taken as uniform groups (_load_shape)."""
     shape = _load_shape(load) if rule is not None else None
     if shape is None:
         return np.zeros(np.shape(load.active_seqs))
     seqs, group_size, shared, tokens = shape
-    return seqs * saved_tokens(rule, seqs, kv_heads, q_per_kv, group_size, shared, tokens)
+    return seqs * saved_tokens(rule, seqs, kv_heads, q_per_kv, group_size, shared, tokens, head_dim=head_dim)
 
 
 def load_longest_program(rule: PageBlocks | None, load: StepLoad, kv_heads: int, q_per_kv: int,
-                         blocks_only: bool = True, private: bool = False) -> np.ndarray:
+                         blocks_only: bool = True, private: bool = False, head_dim: int = 128) -> np.ndarray:
     """Tokens the busiest program of a step's per-sequence decode streams, per layer (shape of load.active_seqs), as
     longest_program gives them; `private`: over private copies of the shared pages (no blocks: the longest split)."""
     shape = _load_shape(load) if rule is not None else None
@@ -130,6 +135,7 @@ def load_longest_program(rule: PageBlocks | None, load: StepLoad, kv_heads: int,
             return np.zeros(np.shape(load.active_seqs))
         seqs, tokens = np.broadcast_arrays(np.asarray(load.active_seqs, float), np.asarray(load.longest_context,
                                                                                           float))
-        return longest_program(rule, seqs, kv_heads, q_per_kv, 1, 0, tokens, blocks_only=False)
+        return longest_program(rule, seqs, kv_heads, q_per_kv, 1, 0, tokens, blocks_only=False, head_dim=head_dim)
     seqs, group_size, shared, tokens = shape
-    return longest_program(rule, seqs, kv_heads, q_per_kv, group_size, 0 if private else shared, tokens, blocks_only)
+    return longest_program(rule, seqs, kv_heads, q_per_kv, group_size, 0 if private else shared, tokens, blocks_only,
+                           head_dim=head_dim)
