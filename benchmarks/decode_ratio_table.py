@@ -1,7 +1,9 @@
 """Triton's per-sequence decode against FlashInfer's best decode (CUDA cores or tensor cores), row by row, from
 probe files: FlashInfer's time over ours (>= 1.0: ours at least as fast), per page layout, with the worst rows.
-FlashInfer rows may come from other files of the same GPU (given after --flashinfer-from). --rows prints every row
-below 1.0 (--rows all: every row), worst first, with both times and our launch (splits, tokens per split, block size).
+FlashInfer rows may come from other files of the same GPU (given after --flashinfer-from). A file that
+decode_vs_flashinfer.py wrote (a stage's rows: both kernels timed within one call) reads as its "default" variant.
+--rows prints every row below 1.0 (--rows all: every row), worst first, with both times and our launch (splits,
+tokens per split, block size).
 --retime-rule-1.7.1: for a file whose every row was timed twice (benchmarks/raw/device-2026-12-06d/
 default-retime-all.json.gz), each row's figure as probe 1.7.1 keeps it (the faster round for rows of 100 us or more
 and a pass's first row of a configuration, the first round elsewhere).
@@ -46,10 +48,31 @@ def row_line(ratio: float, key: tuple[str, str], ours: float, theirs: float, lau
 
 
 def load(path: str) -> dict:
-    """A probe file, plain or gzipped (the raw folders keep large ones as .json.gz)."""
+    """A probe file, plain or gzipped (the raw folders keep large ones as .json.gz), or a decode_vs_flashinfer.py
+    stage's file as the probe rows of its "default" variant (stage_measurements)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
-        return json.load(f)
+        doc = json.load(f)
+    return doc if "measurements" in doc else {"measurements": stage_measurements(doc.get("rows") or [])}
+
+
+STAGE_TABLES = {"shared_table": "decode_shared", "dup_table": "decode_dup"}
+
+
+def stage_measurements(rows: list[dict], variant: str = "default") -> list[dict]:
+    """decode_vs_flashinfer.py's rows as probe measurements: ours (the variant's time and launch) and each of
+    FlashInfer's decodes, per page layout."""
+    out = []
+    for r in rows:
+        for table, kernel in STAGE_TABLES.items():
+            ours = (r.get("triton") or {}).get(table, {}).get(variant)
+            if ours:
+                out.append({"backend": "triton", "kernel": kernel, "config": r["config"],
+                            "median_s": ours["median_s"], "launch": ours.get("launch")})
+            for name, t in ((r.get("flashinfer") or {}).get(table) or {}).items():
+                out.append({"backend": "flashinfer", "kernel": kernel, "config": r["config"], "median_s": t,
+                            "variant": name})
+    return out
 
 
 def keep_rule_1_7_1(rows: list[dict]) -> None:

@@ -439,6 +439,33 @@ def head_dim_256_configs():
     return [c for c in regimes_configs() if c.head_dim == 256]
 
 
+def wide_head_variants(base):
+    """Probe 1.10.0's launch (head dim 256 on head dim 128's tiles), the default (wide_head_min_dim: 64-token
+    batch-filled and long-context tiles, a base tile that never prefetches) and the default with 32-token base tiles,
+    which took the regimes grid's 8 sequences at 4K + 128 from 0.76x FlashInfer's decode to 1.10x over shared pages
+    but 64 sequences at 4K (fp8, private pages) from 0.86x to 0.82x (benchmarks/raw/device-2026-12-06h/
+    head-dim-256.json)."""
+    from cascade_plan.own_kernel_tunes import PROBE_1_10_0_TUNE
+
+    return [("probe 1.10.0", PROBE_1_10_0_TUNE), ("default", base),
+            ("32-token base tile", dataclasses.replace(base, decode_block_n=32))]
+
+
+def wide_head_configs():
+    """The regimes grid's head-dim-256 shapes, then held-out ones no rule was read from, as models with head dim 256
+    lay out their heads: 8 KV heads x 2 query heads (a Gemma-3-12B-like layer), 2 x 8 (the full-attention layers of
+    a Qwen3-Next-like model), 1 x 4 (a Gemma-3-1B-like one) and 4 x 2 at other batches and contexts."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(2048, 64, 1, 256, 2, 8, 256), C(8192, 16, 1, 512, 2, 8, 256), C(32768, 4, 1, 128, 2, 8, 256),
+                C(1024, 8, 32, 512, 2, 8, 256), C(512, 1, 1, 8192, 2, 8, 256),
+                C(4096, 32, 1, 1024, 8, 2, 256), C(16384, 8, 1, 128, 8, 2, 256), C(1024, 16, 16, 256, 8, 2, 256),
+                C(65536, 1, 1, 128, 8, 2, 256), C(8192, 32, 1, 2048, 2, 4, 256, "fp8"),
+                C(2048, 256, 1, 128, 2, 4, 256), C(1024, 16, 64, 256, 4, 1, 256), C(4096, 16, 8, 512, 4, 1, 256),
+                C(2048, 16, 1, 128, 2, 4, 256), C(16384, 32, 1, 256, 2, 8, 256, "fp8")]
+    return head_dim_256_configs() + held_out
+
+
 def regimes_configs():
     """The regimes grid (kernels_probe.attention.grid.regimes_grid: head dims 64 and 256, groups 6, 7 and 12, 1,024
     sequences, 128K-256K prefixes, 8K suffixes), for the decodes alone: the probe's `--grid regimes` times every
@@ -560,6 +587,7 @@ STAGE_PLANS = {
     "regimes-decode": (regimes_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "wide-dot": (grid_and_regimes_configs, wide_dot_variants, DEFAULT_TUNE),
     "head-dim-256": (head_dim_256_configs, head_dim_256_variants, DEFAULT_TUNE),
+    "wide-head": (wide_head_configs, wide_head_variants, DEFAULT_TUNE),
 }
 
 
@@ -671,7 +699,7 @@ def main() -> int:
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         cascade_variants = variants[:2] if args.stage in ("grid", "prefetch") else []
-        if (args.stage in ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256")
+        if (args.stage in ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head")
                 and cfg.suffix_tokens
                 and len({plan_keys(cfg, t, sm)[2] for _, t in variants}) > 1):
             cascade_variants = variants     # the cascade where its suffix pass's launch differs between tunes
@@ -719,7 +747,7 @@ def main() -> int:
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
             if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream", "rules",
-                              "prefix-split", "head-split", "wide-dot", "head-dim-256"):
+                              "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head"):
                 # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
