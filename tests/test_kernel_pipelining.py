@@ -44,3 +44,19 @@ def test_prefetched_pages_double_buffer_the_base_tile():
     # double-buffers them too would be good news, not a failure
     assert r["False"]["kv_buffers"] <= r["True"]["kv_buffers"]
     assert r["True"]["shared_bytes"] > r["False"]["shared_bytes"] or r["False"]["kv_buffers"] == 2
+    # the cubin's registers per thread, where Triton ships its cuobjdump: within what a thread can hold
+    for pf in ("False", "True"):
+        regs = r[pf]["registers"]
+        assert regs is None or 32 <= regs <= 255, r
+        assert r[pf]["resident"]["by_shared"] == (227 * 1024) // r[pf]["shared_bytes"]
+
+
+def test_resident_programs_round_each_warps_registers_up_to_the_allocation_unit():
+    """226 registers x 32 threads round up to 7,424 per warp (29 units of 256), so four-warp programs fit twice in
+    65,536 (three would need 89,088); 216 at two warps: 6,912 per warp, four programs (5 need 69,120)."""
+    from kernels_probe.attention.pipelining import resident_programs
+
+    assert resident_programs(226, 4, 76_032) == {"by_registers": 2, "by_shared": 3}
+    assert resident_programs(216, 2, 39_116) == {"by_registers": 4, "by_shared": 5}
+    assert resident_programs(255, 4, 141_312) == {"by_registers": 2, "by_shared": 1}
+    assert resident_programs(None, 4, 76_032)["by_registers"] is None

@@ -1,6 +1,7 @@
 """How Triton pipelines the per-sequence decode kernel, read from its compiled IR without a GPU: the shared memory a
 launch takes and how many buffers its K and V tiles get (1: each tile is loaded after the previous tile's math and
-waited for before its own, so no load overlaps the math of its program; 2 or more: double-buffered).
+waited for before its own, so no load overlaps the math of its program; 2 or more: double-buffered), and the
+registers per thread its cubin asks for (Triton's own cuobjdump), hence how many of its programs an SM holds.
 
     python -m kernels_probe.attention.pipelining    # a table for the launches the default tune makes
 
@@ -46,16 +47,57 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                           target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
 
 
+# An H100's or H200's SM (sm_90): registers, their allocation unit per warp, and shared memory per block at most
+SM90_REGISTERS = 65536
+SM90_REGISTER_UNIT = 256
+SM90_SHARED_BYTES = 227 * 1024
+
+
+def registers_per_thread(cubin: bytes) -> int | None:
+    """The registers per thread a compiled kernel asks for, from Triton's bundled cuobjdump (no driver needed); None
+    where that tool is missing or says nothing."""
+    import os
+    import subprocess
+    import tempfile
+
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        out = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, timeout=60)
+    m = re.search(r"REG:(\d+)", out.stdout)
+    return int(m.group(1)) if m else None
+
+
+def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> dict:
+    """Programs of one launch an sm_90 SM holds at once, as its registers (warp allocations rounded up to
+    SM90_REGISTER_UNIT) and its shared memory each allow: {'by_registers' (None: not known), 'by_shared'}."""
+    by_regs = None
+    if registers:
+        per_warp = -(-registers * 32 // SM90_REGISTER_UNIT) * SM90_REGISTER_UNIT
+        by_regs = SM90_REGISTERS // (per_warp * warps)
+    return {"by_registers": by_regs, "by_shared": SM90_SHARED_BYTES // shared_bytes if shared_bytes else None}
+
+
 def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                     q_per_kv: int = 4, arch: int = 90) -> dict:
     """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
-    (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts)}."""
+    (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts),
+    'registers' (per thread; None where not known), 'resident' (resident_programs)}."""
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
                             q_per_kv=q_per_kv, arch=arch)
     ir = kernel.asm["ttgir"]
     tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{head_dim}xbf16", ir)
-    return {"shared_bytes": int(kernel.metadata.shared), "kv_buffers": min(int(n) for n in tiles) if tiles else 0,
-            "waits": [int(n) for n in re.findall(r"async_wait[^\n]*?num = (\d+)", ir)]}
+    regs = registers_per_thread(kernel.asm["cubin"])
+    shared = int(kernel.metadata.shared)
+    return {"shared_bytes": shared, "kv_buffers": min(int(n) for n in tiles) if tiles else 0,
+            "waits": [int(n) for n in re.findall(r"async_wait[^\n]*?num = (\d+)", ir)], "registers": regs,
+            "resident": resident_programs(regs, warps, shared)}
 
 
 def main() -> int:
@@ -63,14 +105,16 @@ def main() -> int:
 
     names = {"base": "base", "filled": "batch-filled", "long": "long-context", "short": "short (suffix pass)"}
     print(f"{'launch':22s} {'head dim':>8s} {'tile':>5s} {'stages':>6s} {'warps':>5s} {'prefetch':>8s} "
-          f"{'smem KB':>8s} {'K/V buffers':>11s}")
+          f"{'smem KB':>8s} {'K/V buffers':>11s} {'regs':>5s} {'per SM: regs':>12s} {'smem':>5s}")
     for kind in TILE_KINDS:
         for head_dim in (128, 256):
             bn, st, warps = tile_of(kind, DEFAULT_TUNE, head_dim)
             for pf in (False, True):
                 r = decode_pipeline(bn, st, warps, prefetch=pf, head_dim=head_dim, q_per_kv=2)
+                res = r["resident"]
                 print(f"{names[kind]:22s} {head_dim:8d} {bn:5d} {st:6d} {warps:5d} {str(pf):>8s} "
-                      f"{r['shared_bytes'] / 1024:8.1f} {r['kv_buffers']:11d}")
+                      f"{r['shared_bytes'] / 1024:8.1f} {r['kv_buffers']:11d} {r['registers']!s:>5s} "
+                      f"{res['by_registers']!s:>12s} {res['by_shared']!s:>5s}")
     return 0
 
 
