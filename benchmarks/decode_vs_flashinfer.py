@@ -466,6 +466,21 @@ def wide_head_configs():
     return head_dim_256_configs() + held_out
 
 
+def wide_head_wave_variants(base):
+    """The default and split targets of 2 programs per SM for the base tile (and 4 for the long-context launch): at
+    head dim 256 every decode tile takes 226-255 registers per thread at four warps, so two programs fit an SM, not
+    the four the base target fills (`python -m kernels_probe.attention.pipelining`, Triton 3.9 for sm_90); 8
+    sequences x 4 KV heads at 4K + 128 then runs 352 programs in two waves of at most 264. Not yet run."""
+    r = dataclasses.replace
+    return [("default", base), ("2 per SM", r(base, target_programs_per_sm=2)),
+            ("2 per SM, long 4", r(base, target_programs_per_sm=2, long_programs_per_sm=4))]
+
+
+def wide_head_wave_configs():
+    """wide_head_configs' shapes of at most 128 (sequence, KV head) items: those the split target decides."""
+    return [c for c in wide_head_configs() if c.batch * c.num_kv_heads <= 128]
+
+
 def regimes_configs():
     """The regimes grid (kernels_probe.attention.grid.regimes_grid: head dims 64 and 256, groups 6, 7 and 12, 1,024
     sequences, 128K-256K prefixes, 8K suffixes), for the decodes alone: the probe's `--grid regimes` times every
@@ -588,6 +603,7 @@ STAGE_PLANS = {
     "wide-dot": (grid_and_regimes_configs, wide_dot_variants, DEFAULT_TUNE),
     "head-dim-256": (head_dim_256_configs, head_dim_256_variants, DEFAULT_TUNE),
     "wide-head": (wide_head_configs, wide_head_variants, DEFAULT_TUNE),
+    "wide-head-waves": (wide_head_wave_configs, wide_head_wave_variants, DEFAULT_TUNE),
 }
 
 
@@ -747,7 +763,8 @@ def main() -> int:
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
             if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream", "rules",
-                              "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head"):
+                              "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
+                              "wide-head-waves"):
                 # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)

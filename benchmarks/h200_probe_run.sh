@@ -48,6 +48,9 @@
 #   wide-head  decode_vs_flashinfer.py wide-head --only-changed: probe 1.10.0's launch at head dim 256, the default's
 #             (wide_head_min_dim) and 32-token base tiles on the regimes grid's head-dim-256 shapes and 15 held-out
 #             ones; WIDE_HEAD_RESERVE seconds left (40+: a 64K shape runs long) -> wide-head.json
+#   wide-head-waves  decode_vs_flashinfer.py wide-head-waves --only-changed: split targets of 2 programs per SM at
+#             head dim 256 on wide-head's shapes of at most 128 (sequence, KV head) items -> wide-head-waves.json
+#   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)
 #   regimes-decode  decode_vs_flashinfer.py regimes-decode: the regimes grid's per-sequence decodes, ours against
 #             FlashInfer's (no cascades); REGIMES_DECODE_RESERVE seconds left -> regimes-decode.json
 #   oracle    benchmarks/decode_launch_oracle.py: every split count and tile forced on the rows ours still loses, the
@@ -131,8 +134,8 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
-              timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only --out $OUT/$st.json \
+    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
+              timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
     fi-tiles) timeout $(left) python3 benchmarks/decode_vs_flashinfer.py fi-tiles --out $OUT/fi-tiles.json \
