@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import threading
@@ -607,6 +608,14 @@ STAGE_PLANS = {
 }
 
 
+def write_rows(path: str, build: dict, rows: list, sm: int) -> None:
+    """The stage's file, written whole to a temporary name and then renamed over `path` (never half-written)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:     # FlashInfer's build thread may still be filling `build`: a copy is dumped
+        json.dump({"fi_build": dict(build), "rows": rows, "sm_count": sm}, f)
+    os.replace(tmp, path)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("stage", choices=[*STAGE_PLANS, "grid", "pages", "conditions", "filled", "long"])
@@ -750,6 +759,8 @@ def main() -> int:
                     except Exception as exc:
                         print("FI FAIL", cfg.label(), tname, tc, type(exc).__name__, str(exc)[:160], flush=True)
         rows.append(row)
+        if args.out:    # after every shape: a stage its call's limit stops keeps what it timed
+            write_rows(args.out, build, rows, sm)
         line = [cfg.label()]
         for tname in ("shared_table", "dup_table"):
             fi = row["flashinfer"].get(tname)
@@ -771,8 +782,7 @@ def main() -> int:
         del d, ref
         torch.cuda.empty_cache()
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"fi_build": build, "rows": rows, "sm_count": sm}, f)
+        write_rows(args.out, build, rows, sm)
     summarize(rows, [v[0] for v in variants])
     return 0
 
