@@ -40,11 +40,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import statistics
 import sys
 import threading
 import time
+from pathlib import Path
 
 sys.path.insert(0, ".")
 
@@ -609,11 +609,11 @@ STAGE_PLANS = {
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:
-    """The stage's file, written whole to a temporary name and then renamed over `path` (never half-written)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:     # FlashInfer's build thread may still be filling `build`: a copy is dumped
-        json.dump({"fi_build": dict(build), "rows": rows, "sm_count": sm}, f)
-    os.replace(tmp, path)
+    """The stage's file, written atomically (never half-written). FlashInfer's build thread may still be filling
+    `build`: a copy is dumped."""
+    from cascade_plan.atomic import write_text_atomic
+
+    write_text_atomic(Path(path), json.dumps({"fi_build": dict(build), "rows": rows, "sm_count": sm}))
 
 
 def main() -> int:

@@ -48,6 +48,8 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
 
 
 # An H100's or H200's SM (sm_90): registers, their allocation unit per warp, and shared memory per block at most
+# (cascade_plan/cost/ops/tiles.py SHARED_MEMORY_BYTES["9.0"] holds the same figure; kernels_probe imports only the
+# leaf modules of cascade_plan, which that one is not)
 SM90_REGISTERS = 65536
 SM90_REGISTER_UNIT = 256
 SM90_SHARED_BYTES = 227 * 1024
