@@ -49,6 +49,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
+from cascade_plan.own_kernel_pages import launch_shared_tokens  # noqa: E402
 from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE  # noqa: E402
 
 TOL = 1e-2
@@ -482,6 +483,49 @@ def wide_head_wave_configs():
     return [c for c in wide_head_configs() if c.batch * c.num_kv_heads <= 128]
 
 
+def regimes_loser_variants(base):
+    """The default and launch changes aimed at the classes of rows probe 1.11.0 still lost on an H100
+    (benchmarks/raw/device-2026-12-06h: regimes-decode.json, wide-head.log), each applied at every shape: split
+    targets of 2 programs per SM (head dim 256: 226-255 registers per thread, two programs fit an SM), half the
+    long-context target (fewer splits, a smaller merge), the streaming launch at 4 programs per SM and none at all
+    (fp8 over 128K-256K private tokens), base tiles on four warps (fp8's conversions over more threads) and no blocks
+    for 9-16 query heads per KV head (12 query heads at 16K over shared pages)."""
+    r = dataclasses.replace
+    return [("default", base), ("2 per SM", r(base, target_programs_per_sm=2)),
+            ("2 per SM, long 4", r(base, target_programs_per_sm=2, long_programs_per_sm=4)),
+            ("long 4", r(base, long_programs_per_sm=4)),
+            ("stream 4", r(base, stream_programs_per_sm=4, stream_max_programs_per_sm=4)),
+            ("no stream", r(base, stream_programs_per_sm=0)),
+            ("4-warp base", r(base, decode_warps=4)),
+            ("no wide dot", r(base, wide_dot_block_n=0))]
+
+
+# (prefix, group size, groups, suffix, query heads per KV head, KV heads, head dim, KV dtype) of the rows probe
+# 1.11.0 lost on an H100: the regimes grid's (regimes-decode.json) and wide-head's held-out ones (wide-head.log)
+LOSER_SHAPES_1_11 = {
+    (4096, 8, 1, 128, 2, 4, 256, "bf16"), (16384, 8, 1, 128, 12, 4, 128, "bf16"),
+    (4096, 16, 1, 8192, 4, 8, 128, "fp8"), (262144, 8, 1, 128, 4, 8, 128, "fp8"),
+    (4096, 64, 1, 128, 2, 4, 256, "fp8"), (131072, 8, 1, 128, 4, 8, 128, "fp8"),
+    (512, 16, 64, 1024, 2, 4, 256, "bf16"), (1024, 8, 1, 128, 2, 4, 256, "bf16"),
+    (512, 16, 64, 1024, 6, 2, 128, "bf16"), (1024, 128, 1, 128, 2, 4, 256, "bf16"),
+    (4096, 128, 1, 128, 12, 4, 128, "bf16"),
+    (4096, 32, 1, 1024, 8, 2, 256, "bf16"), (1024, 16, 16, 256, 8, 2, 256, "bf16"),
+    (65536, 1, 1, 128, 8, 2, 256, "bf16"), (2048, 16, 1, 128, 2, 4, 256, "bf16"),
+    (8192, 32, 1, 2048, 2, 4, 256, "fp8")}
+
+
+def regimes_loser_configs():
+    """The rows of LOSER_SHAPES_1_11, from the regimes grid and wide-head's shapes."""
+    seen, out = set(), []
+    for c in regimes_configs() + wide_head_configs():
+        key = (c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens, c.q_per_kv, c.num_kv_heads, c.head_dim,
+               c.kv_dtype)
+        if key in LOSER_SHAPES_1_11 and key not in seen and not c.root_tokens:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
 def regimes_configs():
     """The regimes grid (kernels_probe.attention.grid.regimes_grid: head dims 64 and 256, groups 6, 7 and 12, 1,024
     sequences, 128K-256K prefixes, 8K suffixes), for the decodes alone: the probe's `--grid regimes` times every
@@ -605,7 +649,10 @@ STAGE_PLANS = {
     "head-dim-256": (head_dim_256_configs, head_dim_256_variants, DEFAULT_TUNE),
     "wide-head": (wide_head_configs, wide_head_variants, DEFAULT_TUNE),
     "wide-head-waves": (wide_head_wave_configs, wide_head_wave_variants, DEFAULT_TUNE),
+    "regimes-losers": (regimes_loser_configs, regimes_loser_variants, DEFAULT_TUNE),
 }
+# the stages that also time the cascade where its suffix pass launches differently between their tunes
+SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:
@@ -699,7 +746,8 @@ def main() -> int:
                     continue    # the block rules change nothing over private pages
                 out = torch.empty_like(d.q)
                 try:
-                    shared = cfg.root_tokens + cfg.prefix_tokens if tname == "shared_table" else 0
+                    shared = (launch_shared_tokens(cfg.root_tokens + cfg.prefix_tokens, cfg.group_size, tune)
+                              if tname == "shared_table" else 0)
                     p = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=sm, tune=tune,
                                    shared_prefix_tokens=shared)
                     key = launch_key(p, tune)
@@ -724,8 +772,7 @@ def main() -> int:
                 except Exception as exc:
                     print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:160], flush=True)
         cascade_variants = variants[:2] if args.stage in ("grid", "prefetch") else []
-        if (args.stage in ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head")
-                and cfg.suffix_tokens
+        if (args.stage in SUFFIX_CASCADE_STAGES and cfg.suffix_tokens
                 and len({plan_keys(cfg, t, sm)[2] for _, t in variants}) > 1):
             cascade_variants = variants     # the cascade where its suffix pass's launch differs between tunes
         if cascade_variants:  # the cascade, whose passes the tune also sets
@@ -773,10 +820,7 @@ def main() -> int:
             best = min(tr.items(), key=lambda kv: kv[1]["median_s"])
             line.append(f"{tname[:3]}: fi {best_fi * 1e6:.1f}us default x{best_fi / tr['default']['median_s']:.2f} "
                         f"best x{best_fi / best[1]['median_s']:.2f} [{best[0]}]")
-            if args.stage in ("tiny", "losers", "tiles", "long", "waves", "prefetch", "fused", "stream", "rules",
-                              "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
-                              "wide-head-waves"):
-                # each variant's ratio
+            if len(variants) > 1:      # each variant's ratio
                 line.append(" ".join(f"{k}:{v['splits']}/x{best_fi / v['median_s']:.2f}" for k, v in tr.items()))
         print(" | ".join(line), flush=True)
         del d, ref
@@ -814,7 +858,8 @@ def conditions(args) -> int:
         ref = reference_output(d)
         out = torch.empty_like(d.q)
         ours = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, cfg.prefix_tokens + cfg.suffix_tokens,
-                          out, sm_count=sm, tune=DEFAULT_TUNE, shared_prefix_tokens=cfg.root_tokens + cfg.prefix_tokens)
+                          out, sm_count=sm, tune=DEFAULT_TUNE, shared_prefix_tokens=launch_shared_tokens(
+                              cfg.root_tokens + cfg.prefix_tokens, cfg.group_size, DEFAULT_TUNE))
         ours()
         torch.cuda.synchronize()
         fis = {tc: flashinfer_backend.FlashInferDecode(d, shared=True, tensor_cores=tc) for tc in (False, True)}

@@ -6,7 +6,7 @@ Pure Python, as own_kernel_launch."""
 from __future__ import annotations
 
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams, decode_fused_merge
-from cascade_plan.own_kernel_pages import decode_launch_plan, split_groups
+from cascade_plan.own_kernel_pages import decode_launch_plan, launch_shared_tokens, split_groups
 
 
 def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,
@@ -21,8 +21,8 @@ def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, share
     form grouped_programs (the share of (sequence, KV head, split) programs whose shared pages a block read once) and
     mean_block_seqs (0 when none formed), as DecodePlan.launch_record writes them."""
     splits, tps, seqs, block_n, prefetch, long_tile = _decode_blocks_launch(batch, kv_heads, q_per_kv,
-                                                                            shared_prefix_tokens, seq_len, sm_count,
-                                                                            tune, head_dim)
+                                                                            group_size, shared_prefix_tokens,
+                                                                            seq_len, sm_count, tune, head_dim)
     out: dict = {"splits": splits, "tokens_per_split": tps, "page_block_seqs": seqs}
     if tune.page_prefetch:      # recorded by tunes that have it (probe 1.6 on)
         out["page_prefetch"] = prefetch
@@ -74,8 +74,8 @@ def longest_program_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size:
     """Tokens the busiest program of a per-sequence decode over shared pages streams: a grouped split's first program
     reads the block's shared run once and then each of its sequences' private tokens in the split, one after another;
     any other program its own split. Where no block forms, the launch's longest split."""
-    splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                             sm_count, tune, head_dim)
+    splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, group_size,
+                                                             shared_prefix_tokens, seq_len, sm_count, tune, head_dim)
     return max(run + s * (n - run) for s, run, n in split_programs(splits, tps, seqs, group_size,
                                                                    shared_prefix_tokens, seq_len, block_n))
 
@@ -86,18 +86,20 @@ def block_saved_tokens(batch: int, kv_heads: int, q_per_kv: int, group_size: int
     """Shared tokens per sequence that a per-sequence decode over shared pages does not read for that sequence,
     because its page block's first program read them once for the whole block: the sum over grouped splits of
     the block's shared run x (1 - 1 / sequences in the block). 0 where no block forms."""
-    splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, shared_prefix_tokens, seq_len,
-                                                             sm_count, tune, head_dim)
+    splits, tps, seqs, block_n, _, _ = _decode_blocks_launch(batch, kv_heads, q_per_kv, group_size,
+                                                             shared_prefix_tokens, seq_len, sm_count, tune, head_dim)
     if seqs == 1:
         return 0.0
     blocks = split_blocks(splits, tps, seqs, group_size, shared_prefix_tokens, seq_len, block_n)
     return float(sum(run * (1 - 1 / s) for s, run in blocks))
 
 
-def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, shared_prefix_tokens: int, seq_len: int,
-                          sm_count: int, tune: TuneParams, head_dim: int) -> tuple[int, int, int, int, bool, bool]:
+def _decode_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int,
+                          seq_len: int, sm_count: int, tune: TuneParams,
+                          head_dim: int) -> tuple[int, int, int, int, bool, bool]:
     """(splits, tokens per split, page_block_seqs, tile tokens, page prefetch, long-context launch?) of a
-    per-sequence decode over shared pages at `head_dim`, as DecodePlan launches it (decode_launch_plan)."""
-    la = decode_launch_plan(batch, kv_heads, q_per_kv, seq_len, shared_prefix_tokens, sm_count, tune,
-                            head_dim=head_dim)
+    per-sequence decode over shared pages at `head_dim`, as DecodePlan launches it (decode_launch_plan), the prefix
+    counted as shared only as its groups share it (launch_shared_tokens)."""
+    shared = launch_shared_tokens(shared_prefix_tokens, group_size, tune)
+    la = decode_launch_plan(batch, kv_heads, q_per_kv, seq_len, shared, sm_count, tune, head_dim=head_dim)
     return la.splits, la.tokens_per_split, la.seqs, la.block_n, la.prefetch, la.long_tile

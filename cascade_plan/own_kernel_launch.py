@@ -180,10 +180,18 @@ class TuneParams:
     # they are not used
     wide_head_min_dim: int = 0
     wide_head_block_n: int = 64
+    # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
+    # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes
+    # up to 1.11.0). H100 (benchmarks/raw/device-2026-12-06h/regimes-decode.json, one sequence x 8 KV heads at
+    # 128K + 128): counted as shared it took the long-context launch (129 splits of 1,024 tokens), 0.96x
+    # FlashInfer's decode; the same pages as private ones the streaming launch (33 of 4,032), 1.01x; at 256K 0.98x
+    # and 1.00x
+    sibling_shared_only: bool = False
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
-                          split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256)
+                          split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256,
+                          sibling_shared_only=True)
 
 
 def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:

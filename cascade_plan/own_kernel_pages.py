@@ -21,6 +21,15 @@ from cascade_plan.own_kernel_launch import (
 )
 
 
+def launch_shared_tokens(shared_prefix_tokens: int | None, sharing_seqs: int, tune: TuneParams) -> int | None:
+    """The shared prefix a per-sequence decode's launch rules count (decode_launch's shared_prefix_tokens): none where
+    fewer than two sequences share it and the tune says so (sibling_shared_only), else the caller's. sharing_seqs:
+    how many consecutive sequences share it (a group's size)."""
+    if tune.sibling_shared_only and sharing_seqs < 2 and shared_prefix_tokens is not None:
+        return 0
+    return shared_prefix_tokens
+
+
 def shared_prefix_split(batch: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
                         tokens_per_split: int, block_n: int, tune: TuneParams) -> tuple[int, int] | None:
     """(splits, tokens per split) that end the first split at the shared prefix's last whole tile, where the tune asks

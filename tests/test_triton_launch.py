@@ -431,6 +431,26 @@ def test_a_long_launch_over_private_tokens_streams_two_programs_per_sm_where_its
     assert stream_splits(1, 1000, 132, t) == (1, 1024)          # never below one split
 
 
+def test_a_prefix_no_two_sequences_share_is_launched_as_private_context():
+    """H100 (132 SMs), one sequence x 8 KV heads (8 work items) at 128K + 128 = 131,200 tokens. Counted as shared
+    (probe 1.11.0's tune) the prefix keeps the long-context launch: 1,056 / 8 = 132 splits wanted, at most
+    131,200 // 512 = 256, 128-token tiles -> ceil(131,200 / 132) = 994 -> 1,024 tokens, 129 splits. As the private
+    context it is (one sequence shares it with nobody) it streams: 264 // 8 = 33 splits of ceil(131,200 / 33) = 3,976
+    -> 4,032 tokens, the launch the same pages get as private ones. A group of two keeps counting it."""
+    from cascade_plan.own_kernel_pages import launch_shared_tokens
+    from cascade_plan.own_kernel_tunes import PROBE_1_10_0_TUNE
+
+    t = DEFAULT_TUNE
+    old = dataclasses.replace(t, sibling_shared_only=False)
+    assert launch_shared_tokens(131072, 1, t) == 0 and launch_shared_tokens(131072, 2, t) == 131072
+    assert launch_shared_tokens(None, 1, t) is None and launch_shared_tokens(131072, 1, old) == 131072
+    assert not PROBE_1_10_0_TUNE.sibling_shared_only        # recorded tunes keep their launches
+    assert page_blocks(1, 8, 4, 1, 131072, 131200, 132, old)["splits"] == 129
+    got = page_blocks(1, 8, 4, 1, 131072, 131200, 132, t)
+    assert (got["splits"], got["tokens_per_split"]) == (33, 4032) == decode_launch(1, 8, 4, 131200, 0, 132, t)[:2]
+    assert page_blocks(2, 8, 4, 2, 131072, 131200, 132, t)["splits"] != 33
+
+
 @given(work=st.integers(1, 3 * 132), tokens=st.integers(1024, 300_000), sms=st.sampled_from([78, 114, 132]))
 @settings(max_examples=300, deadline=None)
 def test_the_streaming_split_keeps_its_programs_within_the_target_and_its_splits_long(work, tokens, sms):

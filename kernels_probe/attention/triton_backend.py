@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams
+from cascade_plan.own_kernel_pages import launch_shared_tokens
 from kernels_probe.attention.data import AttentionInputs
 from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
@@ -42,7 +43,8 @@ def plans(data: AttentionInputs, *, sm_count: int, tune: TuneParams = DEFAULT_TU
     T = cfg.context_tokens
     dec_s = DecodePlan(data.q, data.k_cache, data.v_cache, data.shared_table, data.seq_lens, T,
                        torch.empty_like(data.q), sm_count=sm_count, tune=tune,
-                       shared_prefix_tokens=cfg.root_tokens + cfg.prefix_tokens)
+                       shared_prefix_tokens=launch_shared_tokens(cfg.root_tokens + cfg.prefix_tokens, cfg.group_size,
+                                                                 tune))
     dec_d = None
     if data.has_dup:
         dec_d = DecodePlan(data.q, data.k_cache, data.v_cache, data.dup_table, data.seq_lens, T,

@@ -110,11 +110,15 @@ class Attention:
         self.out = torch.empty_like(q)
         P, S = pt.prefix_tokens, pt.suffix_tokens
         if backend == "triton":
+            from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+            from cascade_plan.own_kernel_pages import launch_shared_tokens
             from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
             if mode == "per_sequence":
                 self.plans = [DecodePlan(q, kv.k[i], kv.v[i], kv.shared_table, kv.seq_lens, P + S, self.out,
-                                         sm_count=sm_count, shared_prefix_tokens=P) for i in range(s.layers)]
+                                         sm_count=sm_count,
+                                         shared_prefix_tokens=launch_shared_tokens(P, pt.group_size, DEFAULT_TUNE))
+                              for i in range(s.layers)]
             else:
                 lv = [(kv.prefix_table, P, pt.group_size, pt.n_groups)]
                 self.plans = [CascadePlan(q, kv.k[i], kv.v[i], lv, kv.suffix_table, kv.suffix_lens, S, self.out,
