@@ -49,7 +49,7 @@
 #             (wide_head_min_dim) and 32-token base tiles on the regimes grid's head-dim-256 shapes and 15 held-out
 #             ones; WIDE_HEAD_RESERVE seconds left (40+: a 64K shape runs long) -> wide-head.json
 #   wide-head-waves  decode_vs_flashinfer.py wide-head-waves --only-changed: split targets of 2 programs per SM at
-#             head dim 256 on wide-head's shapes of at most 128 (sequence, KV head) items -> wide-head-waves.json
+#             head dim 256 on wide-head's shapes whose launch they change -> wide-head-waves.json
 #   regimes-losers  decode_vs_flashinfer.py regimes-losers --only-changed: launch changes aimed at the rows probe
 #             1.11.0 lost (split targets, streaming, warps, wide-dot blocks) on those rows -> regimes-losers.json
 #   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)

@@ -180,6 +180,9 @@ class TuneParams:
     # they are not used
     wide_head_min_dim: int = 0
     wide_head_block_n: int = 64
+    # ... and there a split target of this many programs per SM for the base tile (0: target_programs_per_sm): every
+    # head-dim-256 decode tile takes 226-255 registers per thread at four warps, so two programs fit an SM, not four
+    wide_head_programs_per_sm: int = 0
     # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
     # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes
     # up to 1.11.0). H100 (benchmarks/raw/device-2026-12-06h/regimes-decode.json, one sequence x 8 KV heads at
@@ -196,15 +199,16 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
 
 def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:
     """The tune a launch at `head_dim` runs: `tune` itself, or at head dims of at least tune.wide_head_min_dim its
-    batch-filled and long-context tiles cut to wide_head_block_n tokens and its base tile never prefetching. Every
-    host rule that takes a head dim starts here, so that the probe's launches and the planner's page blocks agree.
-    Applying it twice gives the same tune."""
+    batch-filled and long-context tiles cut to wide_head_block_n tokens, its base tile never prefetching and its
+    split target wide_head_programs_per_sm where set. Every host rule that takes a head dim starts here, so that the
+    probe's launches and the planner's page blocks agree. Applying it twice gives the same tune."""
     if not tune.wide_head_min_dim or head_dim < tune.wide_head_min_dim:
         return tune
     n = tune.wide_head_block_n
     return replace(tune, decode_block_n_large_batch=min(tune.decode_block_n_large_batch, n),
                    long_block_n=min(tune.long_block_n, n) if tune.long_block_n else 0,
-                   prefetch_max_programs_per_sm=0, prefetch_min_tokens=1 << 30)
+                   prefetch_max_programs_per_sm=0, prefetch_min_tokens=1 << 30,
+                   target_programs_per_sm=tune.wide_head_programs_per_sm or tune.target_programs_per_sm)
 
 
 def ceil_div(a: int, b: int) -> int:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from cascade_plan.own_kernel_launch import TuneParams
 
+# The tune of probe 1.11.0 (one sequence's prefix launched as a shared one).
+PROBE_1_11_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
+                               split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256)
 # The tune of probe 1.10.0 (head dim 256 on the same tiles as 128).
 PROBE_1_10_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
                                split_launch_shared_split_max=5, wide_dot_block_n=128)

@@ -438,13 +438,12 @@ def test_a_prefix_no_two_sequences_share_is_launched_as_private_context():
     context it is (one sequence shares it with nobody) it streams: 264 // 8 = 33 splits of ceil(131,200 / 33) = 3,976
     -> 4,032 tokens, the launch the same pages get as private ones. A group of two keeps counting it."""
     from cascade_plan.own_kernel_pages import launch_shared_tokens
-    from cascade_plan.own_kernel_tunes import PROBE_1_10_0_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_11_0_TUNE
 
-    t = DEFAULT_TUNE
-    old = dataclasses.replace(t, sibling_shared_only=False)
+    t, old = DEFAULT_TUNE, PROBE_1_11_0_TUNE
+    assert dataclasses.replace(t, sibling_shared_only=False) == old
     assert launch_shared_tokens(131072, 1, t) == 0 and launch_shared_tokens(131072, 2, t) == 131072
     assert launch_shared_tokens(None, 1, t) is None and launch_shared_tokens(131072, 1, old) == 131072
-    assert not PROBE_1_10_0_TUNE.sibling_shared_only        # recorded tunes keep their launches
     assert page_blocks(1, 8, 4, 1, 131072, 131200, 132, old)["splits"] == 129
     got = page_blocks(1, 8, 4, 1, 131072, 131200, 132, t)
     assert (got["splits"], got["tokens_per_split"]) == (33, 4032) == decode_launch(1, 8, 4, 131200, 0, 132, t)[:2]
