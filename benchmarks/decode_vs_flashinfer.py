@@ -490,9 +490,12 @@ def regimes_loser_variants(base):
     targets of 2 programs per SM (head dim 256: 226-255 registers per thread, two programs fit an SM), half the
     long-context target (fewer splits, a smaller merge), the streaming launch at 4 programs per SM and none at all
     (fp8 over 128K-256K private tokens), base tiles on four warps (fp8's conversions over more threads) and no blocks
-    for 9-16 query heads per KV head (12 query heads at 16K over shared pages)."""
+    for 9-16 query heads per KV head (12 query heads at 16K over shared pages); and probe 1.11.0's launch, which
+    differs from the default's only for one sequence's prefix (sibling_shared_only)."""
+    from cascade_plan.own_kernel_tunes import PROBE_1_11_0_TUNE
+
     r = dataclasses.replace
-    return [("default", base), ("2 per SM", r(base, target_programs_per_sm=2)),
+    return [("default", base), ("probe 1.11.0", PROBE_1_11_0_TUNE), ("2 per SM", r(base, target_programs_per_sm=2)),
             ("2 per SM, long 4", r(base, target_programs_per_sm=2, long_programs_per_sm=4)),
             ("long 4", r(base, long_programs_per_sm=4)),
             ("stream 4", r(base, stream_programs_per_sm=4, stream_max_programs_per_sm=4)),
@@ -516,8 +519,12 @@ LOSER_SHAPES_1_11 = {
 
 
 def regimes_loser_configs():
-    """The rows of LOSER_SHAPES_1_11, from the regimes grid and wide-head's shapes."""
+    """The rows of LOSER_SHAPES_1_11, from the regimes grid and wide-head's shapes, after the three of the coverage
+    and regimes grids whose launch sibling_shared_only changes (one sequence at 64K-256K)."""
     seen, out = set(), []
+    for c in grid_and_regimes_configs():
+        if c.group_size == 1 and c.n_groups == 1 and c.prefix_tokens >= 65536 and c.num_kv_heads == 8:
+            out.append(c)
     for c in regimes_configs() + wide_head_configs():
         key = (c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens, c.q_per_kv, c.num_kv_heads, c.head_dim,
                c.kv_dtype)
