@@ -3,6 +3,7 @@ iteration ahead (compiled for sm_90 on the CPU, in a process without the interpr
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -24,13 +25,16 @@ import kernels_probe.attention.triton_jit
 from kernels_probe.attention.pipelining import decode_pipeline
 try:
     r = {str(pf): decode_pipeline(64, 3, 2, prefetch=pf) for pf in (False, True)}
+    r["fp8"] = decode_pipeline(64, 3, 2, prefetch=True, kv_dtype="fp8")
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
 """
 
 
-def test_prefetched_pages_double_buffer_the_base_tile():
+@functools.cache
+def _compiled() -> dict:
+    """The compiles SCRIPT makes, once per test process (a subprocess without the interpreter)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,6 +42,11 @@ def test_prefetched_pages_double_buffer_the_base_tile():
     r = json.loads(run.stdout.strip().splitlines()[-1])
     if "skip" in r:
         pytest.skip(f"Triton could not compile for sm_90 here: {r['skip']}")
+    return r
+
+
+def test_prefetched_pages_double_buffer_the_base_tile():
+    r = _compiled()
     assert r["True"]["kv_buffers"] == 2, r
     assert 2 in r["True"]["waits"]          # the loop waits for one tile while the next is in flight
     # page numbers loaded in the iteration that uses them leave one buffer (Triton 3.6-3.9); a later Triton that
@@ -49,6 +58,25 @@ def test_prefetched_pages_double_buffer_the_base_tile():
         regs = r[pf]["registers"]
         assert regs is None or 32 <= regs <= 255, r
         assert r[pf]["resident"]["by_shared"] == (227 * 1024) // r[pf]["shared_bytes"]
+
+
+def test_an_fp8_cache_compiles_to_tiles_of_half_the_shared_memory():
+    """The fp8 base tile (one byte a value, widened to fp16 for the dots) double-buffers as the bf16 one does, in
+    less shared memory; its registers and spill stack are read from its cubin."""
+    r = _compiled()
+    fp8, bf16 = r["fp8"], r["True"]
+    assert fp8["kv_buffers"] == 2 and 2 in fp8["waits"]
+    assert fp8["shared_bytes"] < 0.6 * bf16["shared_bytes"], r
+    assert fp8["registers"] is None or 32 <= fp8["registers"] <= 255
+    assert fp8["stack_bytes"] is None or fp8["stack_bytes"] >= 0
+    assert set(fp8["operand_loads"]) == {"ldmatrix", "ld.shared"}
+
+
+def test_an_unknown_kv_dtype_is_refused_before_any_compile():
+    from kernels_probe.attention.pipelining import compile_decode
+
+    with pytest.raises(ValueError, match="kv_dtype"):
+        compile_decode(64, 3, 2, prefetch=True, kv_dtype="fp16")
 
 
 def test_resident_programs_round_each_warps_registers_up_to_the_allocation_unit():

@@ -1,7 +1,9 @@
 """How Triton pipelines the per-sequence decode kernel, read from its compiled IR without a GPU: the shared memory a
 launch takes and how many buffers its K and V tiles get (1: each tile is loaded after the previous tile's math and
 waited for before its own, so no load overlaps the math of its program; 2 or more: double-buffered), and the
-registers per thread its cubin asks for (Triton's own cuobjdump), hence how many of its programs an SM holds.
+registers per thread its cubin asks for (Triton's own cuobjdump), hence how many of its programs an SM holds, and how
+its dots' operands leave shared memory (ldmatrix, or scalar loads where an fp8 tile is widened on the way), over a
+bf16 and an fp8 cache.
 
     python -m kernels_probe.attention.pipelining    # a table for the launches the default tune makes
 
@@ -17,9 +19,13 @@ from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES
 
 
 def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
-                   q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90):
-    """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 cache, as DecodePlan launches
-    it (with its fused merge unless fused_merge is False or it forms page blocks)."""
+                   q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90,
+                   kv_dtype: str = "bf16"):
+    """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 or fp8 (e4m3, its dots in fp16:
+    fp8_dot_fp16) cache, as DecodePlan launches it (with its fused merge unless fused_merge is False or it forms page
+    blocks)."""
+    if kv_dtype not in KV_POINTER_TYPES:
+        raise ValueError(f"kv_dtype must be one of {sorted(KV_POINTER_TYPES)}, got {kv_dtype!r}")
     import triton
     import triton.language as tl
     from triton.backends.compiler import GPUTarget
@@ -30,13 +36,15 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
     names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",
              "grouped_ptr", "counter_ptr", "sm_scale_log2", "stride_bt", "stride_kp", "stride_kt", "stride_kh",
              "rows_total", "slot_offset", "tokens_per_split"]
-    types = ["*bf16"] * 3 + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "*i32", "fp32"] + ["i32"] * 7
+    cache = KV_POINTER_TYPES[kv_dtype]
+    types = ["*bf16", cache, cache] + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "*i32", "fp32"] + ["i32"] * 7
     signature: dict = dict(zip(names, types))
     # the constants DecodePlan.launch_partial passes
     fused_merge = fused_merge and seqs == 1      # decode_fused_merge: never with page blocks
     merge_g, merge_s = fused_merge_slots(q_per_kv, head_dim, splits, warps) if fused_merge else (1, 1)
     const = dict(HKV=8, G=q_per_kv, BLOCK_G=decode_block_g(q_per_kv), D=head_dim, PAGE_SIZE=16, BLOCK_N=block_n,
-                 WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16, HEAD_MAJOR=False, SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
+                 WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16 if kv_dtype == "bf16" else tl.float16, HEAD_MAJOR=False,
+                 SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
                  CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
                  MERGE_G=merge_g, MERGE_S=merge_s)
     signature.update({k: "constexpr" for k in const})
@@ -46,6 +54,9 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
     return triton.compile(ASTSource(paged_decode_kernel, signature, constexprs=const, attrs=attrs),
                           target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
 
+
+# the cache's pointer type per KV dtype the probe runs
+KV_POINTER_TYPES = {"bf16": "*bf16", "fp8": "*fp8e4nv"}
 
 # An H100's or H200's SM (sm_90): registers, their allocation unit per warp, and shared memory per block at most
 # (cascade_plan/cost/ops/tiles.py SHARED_MEMORY_BYTES["9.0"] holds the same figure; kernels_probe imports only the
@@ -58,6 +69,12 @@ SM90_SHARED_BYTES = 227 * 1024
 def registers_per_thread(cubin: bytes) -> int | None:
     """The registers per thread a compiled kernel asks for, from Triton's bundled cuobjdump (no driver needed); None
     where that tool is missing or says nothing."""
+    return resource_usage(cubin).get("registers")
+
+
+def resource_usage(cubin: bytes) -> dict:
+    """{'registers': per thread, 'stack_bytes': per thread (registers spilled to local memory, among others)} of a
+    compiled kernel, from Triton's bundled cuobjdump; {} where that tool is missing or says nothing."""
     import os
     import subprocess
     import tempfile
@@ -66,14 +83,17 @@ def registers_per_thread(cubin: bytes) -> int | None:
 
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     if not os.path.exists(tool):
-        return None
+        return {}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "kernel.cubin")
         with open(path, "wb") as f:
             f.write(cubin)
         out = subprocess.run([tool, "--dump-resource-usage", path], capture_output=True, text=True, timeout=60)
-    m = re.search(r"REG:(\d+)", out.stdout)
-    return int(m.group(1)) if m else None
+    regs, stack = re.search(r"REG:(\d+)", out.stdout), re.search(r"STACK:(\d+)", out.stdout)
+    usage = {"registers": int(regs.group(1))} if regs else {}
+    if stack:
+        usage["stack_bytes"] = int(stack.group(1))
+    return usage
 
 
 def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> dict:
@@ -87,36 +107,48 @@ def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> d
 
 
 def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
-                    q_per_kv: int = 4, arch: int = 90) -> dict:
+                    q_per_kv: int = 4, arch: int = 90, kv_dtype: str = "bf16") -> dict:
     """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
     (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts),
-    'registers' (per thread; None where not known), 'resident' (resident_programs)}."""
+    'registers' and 'stack_bytes' (per thread, from the cubin; None where not known: resource_usage), 'resident'
+    (resident_programs), 'operand_loads' (the PTX's
+    ldmatrix and scalar ld.shared instructions: how the dots' operands leave shared memory, as written, not as
+    executed)}."""
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
-                            q_per_kv=q_per_kv, arch=arch)
+                            q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype)
     ir = kernel.asm["ttgir"]
-    tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{head_dim}xbf16", ir)
-    regs = registers_per_thread(kernel.asm["cubin"])
+    tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{head_dim}x(?:bf16|f8E4M3FN)", ir)
+    usage = resource_usage(kernel.asm["cubin"])
+    regs = usage.get("registers")
     shared = int(kernel.metadata.shared)
+    ptx = kernel.asm["ptx"]
     return {"shared_bytes": shared, "kv_buffers": min(int(n) for n in tiles) if tiles else 0,
             "waits": [int(n) for n in re.findall(r"async_wait[^\n]*?num = (\d+)", ir)], "registers": regs,
-            "resident": resident_programs(regs, warps, shared)}
+            "stack_bytes": usage.get("stack_bytes"),
+            "resident": resident_programs(regs, warps, shared),
+            "operand_loads": {"ldmatrix": len(re.findall(r"\bldmatrix\.", ptx)),
+                              "ld.shared": len(re.findall(r"\bld\.shared\.", ptx))}}
 
 
 def main() -> int:
     from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TILE_KINDS, tile_of
 
     names = {"base": "base", "filled": "batch-filled", "long": "long-context", "short": "short (suffix pass)"}
-    print(f"{'launch':22s} {'head dim':>8s} {'tile':>5s} {'stages':>6s} {'warps':>5s} {'prefetch':>8s} "
-          f"{'smem KB':>8s} {'K/V buffers':>11s} {'regs':>5s} {'per SM: regs':>12s} {'smem':>5s}")
-    for kind in TILE_KINDS:
-        for head_dim in (128, 256):
-            bn, st, warps = tile_of(kind, DEFAULT_TUNE, head_dim)
-            for pf in (False, True):
-                r = decode_pipeline(bn, st, warps, prefetch=pf, head_dim=head_dim, q_per_kv=2)
-                res = r["resident"]
-                print(f"{names[kind]:22s} {head_dim:8d} {bn:5d} {st:6d} {warps:5d} {str(pf):>8s} "
-                      f"{r['shared_bytes'] / 1024:8.1f} {r['kv_buffers']:11d} {r['registers']!s:>5s} "
-                      f"{res['by_registers']!s:>12s} {res['by_shared']!s:>5s}")
+    print(f"{'launch':22s} {'KV':>4s} {'head dim':>8s} {'tile':>5s} {'stages':>6s} {'warps':>5s} {'prefetch':>8s} "
+          f"{'smem KB':>8s} {'K/V buffers':>11s} {'regs':>5s} {'stack':>5s} {'per SM: regs':>12s} {'smem':>5s} "
+          f"{'ldmatrix':>8s} {'ld.shared':>9s}")
+    for kv_dtype in KV_POINTER_TYPES:
+        for kind in TILE_KINDS:
+            for head_dim in (128, 256):
+                bn, st, warps = tile_of(kind, DEFAULT_TUNE, head_dim)
+                for pf in (False, True):
+                    r = decode_pipeline(bn, st, warps, prefetch=pf, head_dim=head_dim, q_per_kv=2, kv_dtype=kv_dtype)
+                    res, ld = r["resident"], r["operand_loads"]
+                    print(f"{names[kind]:22s} {kv_dtype:>4s} {head_dim:8d} {bn:5d} {st:6d} {warps:5d} {str(pf):>8s} "
+                          f"{r['shared_bytes'] / 1024:8.1f} {r['kv_buffers']:11d} {r['registers']!s:>5s} "
+                          f"{r['stack_bytes']!s:>5s} "
+                          f"{res['by_registers']!s:>12s} {res['by_shared']!s:>5s} {ld['ldmatrix']:8d} "
+                          f"{ld['ld.shared']:9d}", flush=True)
     return 0
 
 
