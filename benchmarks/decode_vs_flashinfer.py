@@ -49,7 +49,6 @@ from pathlib import Path
 sys.path.insert(0, ".")
 
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
-from cascade_plan.own_kernel_pages import launch_shared_tokens  # noqa: E402
 from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE  # noqa: E402
 
 TOL = 1e-2
@@ -688,6 +687,7 @@ def main() -> int:
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import build_grid
+    from kernels_probe.attention.triton_backend import shared_launch_tokens
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
     from kernels_probe.timing import L2Flusher
 
@@ -754,8 +754,7 @@ def main() -> int:
                     continue    # the block rules change nothing over private pages
                 out = torch.empty_like(d.q)
                 try:
-                    shared = (launch_shared_tokens(cfg.root_tokens + cfg.prefix_tokens, cfg.group_size, tune)
-                              if tname == "shared_table" else 0)
+                    shared = shared_launch_tokens(cfg, tune) if tname == "shared_table" else 0
                     p = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=sm, tune=tune,
                                    shared_prefix_tokens=shared)
                     key = launch_key(p, tune)
@@ -850,6 +849,7 @@ def conditions(args) -> int:
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.reference import max_rel_err
+    from kernels_probe.attention.triton_backend import shared_launch_tokens
     from kernels_probe.attention.triton_plans import DecodePlan
     from kernels_probe.timing import time_fn, time_sustained
 
@@ -866,8 +866,8 @@ def conditions(args) -> int:
         ref = reference_output(d)
         out = torch.empty_like(d.q)
         ours = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, cfg.prefix_tokens + cfg.suffix_tokens,
-                          out, sm_count=sm, tune=DEFAULT_TUNE, shared_prefix_tokens=launch_shared_tokens(
-                              cfg.root_tokens + cfg.prefix_tokens, cfg.group_size, DEFAULT_TUNE))
+                          out, sm_count=sm, tune=DEFAULT_TUNE,
+                          shared_prefix_tokens=shared_launch_tokens(cfg, DEFAULT_TUNE))
         ours()
         torch.cuda.synchronize()
         fis = {tc: flashinfer_backend.FlashInferDecode(d, shared=True, tensor_cores=tc) for tc in (False, True)}

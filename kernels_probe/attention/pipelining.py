@@ -66,15 +66,10 @@ SM90_REGISTER_UNIT = 256
 SM90_SHARED_BYTES = 227 * 1024
 
 
-def registers_per_thread(cubin: bytes) -> int | None:
-    """The registers per thread a compiled kernel asks for, from Triton's bundled cuobjdump (no driver needed); None
-    where that tool is missing or says nothing."""
-    return resource_usage(cubin).get("registers")
-
-
 def resource_usage(cubin: bytes) -> dict:
     """{'registers': per thread, 'stack_bytes': per thread (registers spilled to local memory, among others)} of a
-    compiled kernel, from Triton's bundled cuobjdump; {} where that tool is missing or says nothing."""
+    compiled kernel, from Triton's bundled cuobjdump (no driver needed); {} where that tool is missing or says
+    nothing."""
     import os
     import subprocess
     import tempfile

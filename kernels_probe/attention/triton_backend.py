@@ -9,6 +9,7 @@ import torch
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams
 from cascade_plan.own_kernel_pages import launch_shared_tokens
 from kernels_probe.attention.data import AttentionInputs
+from kernels_probe.attention.grid import AttentionConfig
 from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run
 from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
@@ -36,6 +37,12 @@ def launch_info(casc: CascadePlan) -> dict:
     return info
 
 
+def shared_launch_tokens(cfg: AttentionConfig, tune: TuneParams) -> int | None:
+    """The shared prefix a configuration's decode over shared pages tells its launch rules: the root's and its
+    group's tokens, counted only where a group holds two or more sequences (launch_shared_tokens)."""
+    return launch_shared_tokens(cfg.root_tokens + cfg.prefix_tokens, cfg.group_size, tune)
+
+
 def plans(data: AttentionInputs, *, sm_count: int, tune: TuneParams = DEFAULT_TUNE):
     """(decode over shared pages, decode over duplicated pages or None, cascade): the plans one configuration's rows
     time, each writing its own output."""
@@ -43,8 +50,7 @@ def plans(data: AttentionInputs, *, sm_count: int, tune: TuneParams = DEFAULT_TU
     T = cfg.context_tokens
     dec_s = DecodePlan(data.q, data.k_cache, data.v_cache, data.shared_table, data.seq_lens, T,
                        torch.empty_like(data.q), sm_count=sm_count, tune=tune,
-                       shared_prefix_tokens=launch_shared_tokens(cfg.root_tokens + cfg.prefix_tokens, cfg.group_size,
-                                                                 tune))
+                       shared_prefix_tokens=shared_launch_tokens(cfg, tune))
     dec_d = None
     if data.has_dup:
         dec_d = DecodePlan(data.q, data.k_cache, data.v_cache, data.dup_table, data.seq_lens, T,

@@ -115,10 +115,9 @@ class Attention:
             from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
             if mode == "per_sequence":
+                shared = launch_shared_tokens(P, pt.group_size, DEFAULT_TUNE)
                 self.plans = [DecodePlan(q, kv.k[i], kv.v[i], kv.shared_table, kv.seq_lens, P + S, self.out,
-                                         sm_count=sm_count,
-                                         shared_prefix_tokens=launch_shared_tokens(P, pt.group_size, DEFAULT_TUNE))
-                              for i in range(s.layers)]
+                                         sm_count=sm_count, shared_prefix_tokens=shared) for i in range(s.layers)]
             else:
                 lv = [(kv.prefix_table, P, pt.group_size, pt.n_groups)]
                 self.plans = [CascadePlan(q, kv.k[i], kv.v[i], lv, kv.suffix_table, kv.suffix_lens, S, self.out,
