@@ -525,12 +525,35 @@ def regimes_loser_configs():
         if c.group_size == 1 and c.n_groups == 1 and c.prefix_tokens >= 65536 and c.num_kv_heads == 8:
             out.append(c)
     for c in regimes_configs() + wide_head_configs():
-        key = (c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens, c.q_per_kv, c.num_kv_heads, c.head_dim,
-               c.kv_dtype)
+        key = _shape_key(c)
         if key in LOSER_SHAPES_1_11 and key not in seen and not c.root_tokens:
             seen.add(key)
             out.append(c)
     return out
+
+
+def fp8_pair_variants(base):
+    """The default and an fp8 cache read as int16 pairs of head dims (TuneParams.fp8_pairs): its tiles leave shared
+    memory by ldmatrix, not scalar loads, and take 158-159 registers per thread on the 128-token tiles at head dim 128
+    where the converted fp8 tile takes 251-253, with no spills at head dim 256 where that one spills 72-144 bytes
+    (`python -m kernels_probe.attention.pipelining`)."""
+    return [("default", base), ("fp8 pairs", dataclasses.replace(base, fp8_pairs=True))]
+
+
+def fp8_configs():
+    """Every fp8 shape of the coverage and regimes grids and wide-head's two held-out fp8 ones (head dim 256), those
+    probe 1.11.0 lost first (LOSER_SHAPES_1_11), so that a call's limit cuts the others."""
+    out: list = []
+    for c in grid_and_regimes_configs() + wide_head_configs():
+        if c.kv_dtype == "fp8" and c not in out:
+            out.append(c)
+    return sorted(out, key=lambda c: _shape_key(c) not in LOSER_SHAPES_1_11)
+
+
+def _shape_key(c) -> tuple:
+    """A configuration as LOSER_SHAPES_1_11 names it."""
+    return (c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens, c.q_per_kv, c.num_kv_heads, c.head_dim,
+            c.kv_dtype)
 
 
 def regimes_configs():
@@ -611,7 +634,7 @@ def launch_key(p, tune) -> tuple:
     """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
     the same key run the same kernels, so the second is not timed again."""
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
-            p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d, tune.merge_stages,
+            tune.fp8_pairs, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d, tune.merge_stages,
             tune.merge_slots_min, tune.merge_block_s)
 
 
@@ -657,9 +680,11 @@ STAGE_PLANS = {
     "wide-head": (wide_head_configs, wide_head_variants, DEFAULT_TUNE),
     "wide-head-waves": (wide_head_wave_configs, wide_head_wave_variants, DEFAULT_TUNE),
     "regimes-losers": (regimes_loser_configs, regimes_loser_variants, DEFAULT_TUNE),
+    "fp8-pairs": (fp8_configs, fp8_pair_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
-SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head")
+SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
+                         "fp8-pairs")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

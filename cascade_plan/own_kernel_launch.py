@@ -78,6 +78,12 @@ class TuneParams:
     cascade_concurrent: bool = True
     # fp8 KV: widen to fp16 (one conversion instruction per two values) and run the dots in fp16, q converted
     fp8_dot_fp16: bool = True
+    # ... and read an fp8 cache as int16 pairs of head dims, widened by shifts into two fp16 tiles (even and odd
+    # head dims: two dots of half the head dim each, triton_jit._kv_tile), so that K and V leave shared memory by
+    # ldmatrix; widened by conversion, Triton reads an fp8 tile from shared memory by scalar loads (353-401 ld.shared
+    # per tile at head dim 128 against 89-105 ldmatrix over bf16: kernels_probe/attention/pipelining.py). Off: the
+    # fp8 cache read and converted as it is (probes up to 1.12.0). Only with fp8_dot_fp16
+    fp8_pairs: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

@@ -257,3 +257,57 @@ def test_a_tiny_launch_cut_to_the_fused_merge_cap_prefetches_and_matches_referen
         assert (plan.splits, plan.tps) == ((4, 48) if capped else (5, 32))
         assert plan.splits == splits and plan.fused_merge == capped and plan.prefetch == capped
         assert max_rel_err(out, ref) < TOL
+
+
+def test_fp8_pairs_widen_every_finite_e4m3_value_exactly():
+    """An fp8 cache read as int16 pairs (fp8_pairs): the shifts put each e4m3 value into fp16 at 1/256 of itself,
+    subnormals and signs included. Sequences of one token attend to it alone (p = 1), so the output is that token's V
+    row, exactly (every e4m3 value is a bf16 value): 4 sequences x 64 head dims hold all 254 finite codes (NaN's two
+    codes read as 0), split across even and odd head dims. The conversion path must give the same."""
+    import dataclasses
+
+    d = build_data(_cfg(prefix_tokens=8, suffix_tokens=8, group_size=4, head_dim=64, num_kv_heads=1, q_per_kv=2,
+                        kv_dtype="fp8"), "cpu", seed=4)
+    codes = torch.arange(256, dtype=torch.int32)
+    codes[(codes & 0x7F) == 0x7F] = 0
+    values = codes.to(torch.uint8).view(torch.float8_e4m3fn).view(4, 64)
+    seq_lens = torch.ones_like(d.seq_lens)
+    for b in range(4):  # each sequence's first token: its first page, slot 0
+        d.v_cache[int(d.dup_table[b, 0]), 0, 0] = values[b]
+    want = values.float()[:, None, :].expand(4, 2, 64)
+    for pairs in (True, False):
+        out = _nan_like(d.q)
+        DecodePlan(d.q, d.k_cache, d.v_cache, d.dup_table, seq_lens, 1, out, sm_count=2,
+                   tune=dataclasses.replace(TINY, fp8_pairs=pairs))()
+        assert torch.equal(out.float(), want), f"fp8_pairs={pairs}"
+
+
+@pytest.mark.parametrize("head_dim,q_per_kv,blocks", [(16, 4, True), (64, 12, False), (256, 2, True)])
+def test_fp8_pairs_decode_and_cascade_match_reference(head_dim, q_per_kv, blocks):
+    """fp8 read as int16 pairs (two dots of half the head dim each): the decode unsplit, split, over a known shared
+    prefix (in page blocks where two sequences' query heads fit one 16-row dot: a block's private tails under row
+    masks) and the cascade (prefix pass too), against the float32 reference and within rounding of the converted
+    path."""
+    import dataclasses
+
+    cfg = _cfg(head_dim=head_dim, q_per_kv=q_per_kv, kv_dtype="fp8", num_kv_heads=2, group_size=2, suffix_tokens=24)
+    d = build_data(cfg, "cpu", seed=12)
+    ref = reference_output(d)
+    pairs = dataclasses.replace(TINY, fp8_pairs=True)
+    blocks_seen = False
+    for splits, shared in ((1, None), (3, None), (None, cfg.prefix_tokens)):
+        outs = []
+        for tune in (pairs, TINY):
+            out = _nan_like(d.q)
+            plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 56, out, sm_count=2, tune=tune,
+                              force_splits=splits, shared_prefix_tokens=shared)
+            plan()
+            blocks_seen |= plan.seqs > 1
+            outs.append(out)
+        assert max_rel_err(outs[0], ref) < TOL
+        assert max_rel_err(outs[0], outs[1].float()) < TOL
+    assert blocks_seen == blocks
+    out = _nan_like(d.q)
+    CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens, cfg.group_size, cfg.n_groups)],
+                d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=2, tune=pairs)()
+    assert max_rel_err(out, ref) < TOL

@@ -3,7 +3,7 @@ launch takes and how many buffers its K and V tiles get (1: each tile is loaded 
 waited for before its own, so no load overlaps the math of its program; 2 or more: double-buffered), and the
 registers per thread its cubin asks for (Triton's own cuobjdump), hence how many of its programs an SM holds, and how
 its dots' operands leave shared memory (ldmatrix, or scalar loads where an fp8 tile is widened on the way), over a
-bf16 and an fp8 cache.
+bf16 cache and an fp8 one, converted or read as int16 pairs of head dims (TuneParams.fp8_pairs).
 
     python -m kernels_probe.attention.pipelining    # a table for the launches the default tune makes
 
@@ -22,8 +22,8 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                    q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90,
                    kv_dtype: str = "bf16"):
     """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 or fp8 (e4m3, its dots in fp16:
-    fp8_dot_fp16) cache, as DecodePlan launches it (with its fused merge unless fused_merge is False or it forms page
-    blocks)."""
+    fp8_dot_fp16) cache, or an fp8 one read as int16 pairs ("fp8-pairs": fp8_pairs), as DecodePlan launches it (with
+    its fused merge unless fused_merge is False or it forms page blocks)."""
     if kv_dtype not in KV_POINTER_TYPES:
         raise ValueError(f"kv_dtype must be one of {sorted(KV_POINTER_TYPES)}, got {kv_dtype!r}")
     import triton
@@ -46,7 +46,7 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                  WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16 if kv_dtype == "bf16" else tl.float16, HEAD_MAJOR=False,
                  SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
                  CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
-                 MERGE_G=merge_g, MERGE_S=merge_s)
+                 MERGE_G=merge_g, MERGE_S=merge_s, KV_PAIRS=kv_dtype == "fp8-pairs")
     signature.update({k: "constexpr" for k in const})
     # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
@@ -55,8 +55,8 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                           target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
 
 
-# the cache's pointer type per KV dtype the probe runs
-KV_POINTER_TYPES = {"bf16": "*bf16", "fp8": "*fp8e4nv"}
+# the cache's pointer type per KV dtype the probe runs; "fp8-pairs": fp8 read as int16 pairs (TuneParams.fp8_pairs)
+KV_POINTER_TYPES = {"bf16": "*bf16", "fp8": "*fp8e4nv", "fp8-pairs": "*i16"}
 
 # An H100's or H200's SM (sm_90): registers, their allocation unit per warp, and shared memory per block at most
 # (cascade_plan/cost/ops/tiles.py SHARED_MEMORY_BYTES["9.0"] holds the same figure; kernels_probe imports only the
@@ -112,7 +112,8 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
                             q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype)
     ir = kernel.asm["ttgir"]
-    tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{head_dim}x(?:bf16|f8E4M3FN)", ir)
+    width = head_dim // 2 if kv_dtype == "fp8-pairs" else head_dim
+    tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{width}x(?:bf16|f8E4M3FN|i16)", ir)
     usage = resource_usage(kernel.asm["cubin"])
     regs = usage.get("registers")
     shared = int(kernel.metadata.shared)

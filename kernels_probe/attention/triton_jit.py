@@ -34,18 +34,40 @@ from kernels_probe.attention.triton_merge import merge_seq_rows
 
 
 @triton.jit
-def _attend_tile(q, m_i, l_i, acc, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
+def _kv_tile(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, PAIRS: tl.constexpr):
+    """The K or V rows at kv_off: the tile as stored, twice; or (PAIRS: an fp8 e4m3 cache read as int16, two head
+    dims a value) its even and its odd head dims as fp16 at 1/256 of their value. The shift puts e4m3's exponent and
+    mantissa where fp16's are (exact, subnormals included: fp16's exponent bias is 8 above e4m3's), so each half is a
+    plain 16-bit tile that leaves shared memory by ldmatrix; an fp8 tile widened by conversion leaves it by scalar
+    loads (pipelining.py)."""
+    if MASKED:
+        x = tl.load(ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
+    else:
+        x = tl.load(ptr + kv_off[:, None] + offs_d[None, :])
+    if PAIRS:
+        u = x.to(tl.uint16, bitcast=True)
+        first = (((u << 8) & 0x8000) | ((u << 7) & 0x3F80)).to(tl.uint16).to(tl.float16, bitcast=True)
+        second = ((u & 0x8000) | ((u >> 1) & 0x3F80)).to(tl.uint16).to(tl.float16, bitcast=True)
+    else:
+        first = x
+        second = x
+    return first, second
+
+
+@triton.jit
+def _attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
                  sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                 MASKED: tl.constexpr, ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr):
+                 MASKED: tl.constexpr, ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, PAIRS: tl.constexpr):
     """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
     tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles).
     PAGE_GIVEN: `page_in` holds the tile's page numbers (loaded an iteration earlier); else they are loaded here.
     ROW_MASKED: only the rows where rmask holds attend to these keys (one sequence's private tokens in a program
     that holds several sequences' rows); the others keep their state, and a row that has seen no key yet keeps
-    m = -inf without NaNs."""
+    m = -inf without NaNs.
+    PAIRS (_kv_tile): q and acc hold the even head dims, q2 and acc2 the odd ones; S is the sum of two dots over
+    half the head dim each (sm_scale_log2 and acc carry the tiles' factor of 1/256); else q2 and acc2 pass through."""
     t = t0 + offs_n
-    if MASKED:
-        mask_n = t < end
+    mask_n = t < end
     if PAGE_GIVEN:
         page = page_in
     elif MASKED:
@@ -53,11 +75,11 @@ def _attend_tile(q, m_i, l_i, acc, page_in, t0, end, bt_row, k_ptr, v_ptr, strid
     else:
         page = tl.load(bt_row + t // PAGE_SIZE)
     kv_off = page.to(tl.int64) * stride_kp + (t % PAGE_SIZE) * stride_kt + h_off
-    if MASKED:
-        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
+    k, k2 = _kv_tile(k_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS)
+    if PAIRS:
+        s = tl.dot(q2, tl.trans(k2), tl.dot(q, tl.trans(k)))
     else:
-        k = tl.load(k_ptr + kv_off[:, None] + offs_d[None, :])
-    s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)))
+        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)))
     if MASKED:
         s = tl.where(mask_n[None, :], s, float("-inf"))
     if ROW_MASKED:
@@ -70,24 +92,38 @@ def _attend_tile(q, m_i, l_i, acc, page_in, t0, end, bt_row, k_ptr, v_ptr, strid
     alpha = tl.exp2(m_i - m_ref)
     p = tl.exp2(s * sm_scale_log2 - m_ref[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    if MASKED:
-        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
-    else:
-        v = tl.load(v_ptr + kv_off[:, None] + offs_d[None, :])
+    v, v2 = _kv_tile(v_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS)
     acc = acc * alpha[:, None]
-    acc = tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), acc)
-    return m_new, l_i, acc
+    if PAIRS:
+        p16 = p.to(tl.float16)
+        acc = tl.dot(p16, v, acc)
+        acc2 = tl.dot(p16, v2, acc2 * alpha[:, None])
+    else:
+        acc = tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), acc)
+    return m_new, l_i, acc, acc2
 
 
 @triton.jit
 def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
                   offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                  ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr):
+                  ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr):
     """Tokens [start, end): full tiles without masks, then at most one masked tail tile.
     PREFETCH: each full tile's page numbers are loaded an iteration ahead and carried through the loop. Where K/V
     addresses come from a load in the same iteration, Triton's pipeliner (3.6-3.9, sm_90) gives K and V one buffer
     each and waits for them at the top of every iteration: no load overlaps the tile's own math. Carried page numbers
-    let it double-buffer K and V (num_stages 3; a 2-stage launch keeps one buffer either way)."""
+    let it double-buffer K and V (num_stages 3; a 2-stage launch keeps one buffer either way).
+    PAIRS: the cache is fp8 read as int16 (strides and h_off in int16 units): q and acc are split into their even
+    and odd head dims here and joined again at the end (_kv_tile)."""
+    if PAIRS:
+        q, q2 = tl.split(tl.reshape(q, (q.shape[0], q.shape[1] // 2, 2)))
+        q, q2 = q.to(tl.float16), q2.to(tl.float16)
+        acc, acc2 = tl.split(tl.reshape(acc * (1.0 / 256.0), (acc.shape[0], acc.shape[1] // 2, 2)))
+        scale = sm_scale_log2 * 256.0
+        offs_kv = tl.arange(0, offs_d.shape[0] // 2)
+    else:
+        q2, acc2 = q, acc
+        scale = sm_scale_log2
+        offs_kv = offs_d
     n_full = tl.maximum(end - start, 0) // BLOCK_N
     full_end = start + n_full * BLOCK_N
     if PREFETCH:
@@ -96,19 +132,21 @@ def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp,
         for i in range(0, n_full):
             t_next = start + (i + 1) * BLOCK_N + offs_n
             page_next = tl.load(bt_row + t_next // PAGE_SIZE, mask=t_next < full_end, other=0)
-            m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, page, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr,
-                                         stride_kp, stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE,
-                                         DOT_DTYPE, False, ROW_MASKED, True)
+            m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, page, start + i * BLOCK_N, end, bt_row,
+                                               k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
+                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, True, PAIRS)
             page = page_next
     else:
         for i in range(0, n_full):
-            m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr,
-                                         stride_kp, stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE,
-                                         DOT_DTYPE, False, ROW_MASKED, False)
+            m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, start + i * BLOCK_N, end, bt_row,
+                                               k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
+                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, False, PAIRS)
     if full_end < end:
-        m_i, l_i, acc = _attend_tile(q, m_i, l_i, acc, offs_n, full_end, end, bt_row, k_ptr, v_ptr, stride_kp,
-                                     stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE, DOT_DTYPE,
-                                     True, ROW_MASKED, False)
+        m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, full_end, end, bt_row, k_ptr, v_ptr,
+                                           stride_kp, stride_kt, h_off, scale, offs_n, offs_kv, rmask, PAGE_SIZE,
+                                           DOT_DTYPE, True, ROW_MASKED, False, PAIRS)
+    if PAIRS:
+        acc = tl.reshape(tl.join(acc, acc2), (acc.shape[0], acc.shape[1] * 2)) * 256.0
     return m_i, l_i, acc
 
 
@@ -189,6 +227,7 @@ def paged_decode_kernel(
     FUSED_MERGE: tl.constexpr,
     MERGE_G: tl.constexpr,
     MERGE_S: tl.constexpr,
+    KV_PAIRS: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -262,7 +301,7 @@ def paged_decode_kernel(
         acc = tl.zeros([BLOCK_G, D], tl.float32)
         m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, first_end, bt_first, k_ptr, v_ptr, stride_kp,
                                       stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_g, BLOCK_N,
-                                      PAGE_SIZE, DOT_DTYPE, False, PREFETCH)
+                                      PAGE_SIZE, DOT_DTYPE, False, PREFETCH, KV_PAIRS)
         if SEQS > 1:
             if grouped != 0:  # each sequence's own tokens after the common run, its rows only
                 # A loop, not static_range: unrolled 16 times the kernel took ~1 min to compile (16x the PTX)
@@ -271,7 +310,8 @@ def paged_decode_kernel(
                     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, first_end, end_j,
                                                   bt_ptr + (b0 + j).to(tl.int64) * stride_bt, k_ptr, v_ptr,
                                                   stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d,
-                                                  row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True, PREFETCH)
+                                                  row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True, PREFETCH,
+                                                  KV_PAIRS)
         _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot_offset + split,
                     offs_d, D, WRITE_FINAL)
         if FUSED_MERGE:
@@ -317,6 +357,7 @@ def prefix_kernel(
     BLOCK_N: tl.constexpr,
     DOT_DTYPE: tl.constexpr,
     PREFETCH: tl.constexpr,
+    KV_PAIRS: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_gh = tl.program_id(1)
@@ -342,7 +383,7 @@ def prefix_kernel(
     bt_row = bt_ptr + grp.to(tl.int64) * stride_bt
     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                   h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_m, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                  False, PREFETCH)
+                                  False, PREFETCH, KV_PAIRS)
 
     # always a state slot (the cascade merges it): no bf16 output, so the state buffer stands in for out_ptr
     _store_rows(acc, m_i, l_i, rows, mask_m, o_state_ptr, lse_state_ptr, o_state_ptr, rows_total, slot_offset + split,

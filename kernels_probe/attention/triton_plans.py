@@ -41,6 +41,17 @@ def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):
     return {torch.bfloat16: tl.bfloat16, torch.float16: tl.float16, torch.float32: tl.float32}[q_dtype]
 
 
+def kv_pairs(kv_dtype, tune: TuneParams = DEFAULT_TUNE) -> bool:
+    """Whether the kernels read this cache as int16 pairs of fp8 head dims (TuneParams.fp8_pairs), their dots in
+    fp16 whatever dot_dtype says."""
+    return (tune.fp8_pairs and tune.fp8_dot_fp16 and kv_dtype == torch.float8_e4m3fn)
+
+
+def kv_operand(cache, tune: TuneParams = DEFAULT_TUNE):
+    """The cache as the kernels take it: itself, or (kv_pairs) viewed as int16, two head dims a value."""
+    return cache.view(torch.int16) if kv_pairs(cache.dtype, tune) else cache
+
+
 def _launch(kernel, grid, warmup: bool, *args, **kwargs):
     """Launch `kernel` on `grid`, or (warmup) only compile the specialisation that launch would run."""
     if warmup:
@@ -112,17 +123,18 @@ class DecodePlan:
         lse_state = st.lse if st is not None else self.out
         _launch(
             paged_decode_kernel, (self.work_items, self.splits), warmup,
-            self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out,
+            self.q, kv_operand(self.k, self.tune), kv_operand(self.v, self.tune), self.bt, self.seq_lens, o_state,
+            lse_state, self.out,
             self.grouped if self.grouped is not None else self.out, self.counts if self.fused_merge else self.out,
             self.scale_log2, self.bt.stride(0),
-            self.k.stride(0), self.k.stride(1), self.k.stride(2),
+            *kv_operand(self.k, self.tune).stride()[:3],
             self.B * self.HQ, self.slot_offset, self.tps,
             HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G, self.seqs), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
-            MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1],
+            MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=kv_pairs(self.k.dtype, self.tune),
             num_warps=self.warps, num_stages=self.stages,
         )
 
@@ -180,12 +192,12 @@ class PrefixPlan:
     def __call__(self, warmup: bool = False):
         _launch(
             prefix_kernel, (self.m_tiles, self.HKV * self.n_groups, self.splits), warmup,
-            self.q, self.k, self.v, self.bt, self.states.o, self.states.lse,
-            self.scale_log2, self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2),
+            self.q, kv_operand(self.k, self.tune), kv_operand(self.v, self.tune), self.bt, self.states.o,
+            self.states.lse, self.scale_log2, self.bt.stride(0), *kv_operand(self.k, self.tune).stride()[:3],
             self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
             HKV=self.HKV, G=self.G, D=self.D, PAGE_SIZE=self.PS, BLOCK_M=self.block_m,
             BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune),
-            PREFETCH=self.prefetch,
+            PREFETCH=self.prefetch, KV_PAIRS=kv_pairs(self.k.dtype, self.tune),
             num_warps=self.tune.prefix_warps,
             num_stages=self.tune.prefix_stages,
         )
