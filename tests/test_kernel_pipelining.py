@@ -26,6 +26,7 @@ from kernels_probe.attention.pipelining import decode_pipeline
 try:
     r = {str(pf): decode_pipeline(64, 3, 2, prefetch=pf) for pf in (False, True)}
     r["fp8"] = decode_pipeline(64, 3, 2, prefetch=True, kv_dtype="fp8")
+    r["fp8-pairs"] = decode_pipeline(64, 3, 2, prefetch=True, kv_dtype="fp8-pairs")
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
@@ -70,6 +71,17 @@ def test_an_fp8_cache_compiles_to_tiles_of_half_the_shared_memory():
     assert fp8["registers"] is None or 32 <= fp8["registers"] <= 255
     assert fp8["stack_bytes"] is None or fp8["stack_bytes"] >= 0
     assert set(fp8["operand_loads"]) == {"ldmatrix", "ld.shared"}
+
+
+def test_fp8_read_as_int16_pairs_leaves_shared_memory_by_ldmatrix():
+    """fp8 read as int16 pairs of head dims (fp8_pairs): the same bytes of shared memory as the converted fp8 tile,
+    double-buffered, but its K and V reach the dots through ldmatrix where the converted tile's go value by value
+    (scalar ld.shared): the point of the layout."""
+    r = _compiled()
+    pairs, fp8 = r["fp8-pairs"], r["fp8"]
+    assert pairs["kv_buffers"] == 2 and pairs["shared_bytes"] == fp8["shared_bytes"], r
+    assert pairs["operand_loads"]["ldmatrix"] > 2 * fp8["operand_loads"]["ldmatrix"], r
+    assert pairs["operand_loads"]["ld.shared"] < fp8["operand_loads"]["ld.shared"] / 4, r
 
 
 def test_an_unknown_kv_dtype_is_refused_before_any_compile():
