@@ -938,8 +938,8 @@ def conditions(args) -> int:
 
 
 def summarize(rows, labels):
-    """Per variant: the median and worst ratio (FlashInfer / ours) over the rows both timed; with two tunes,
-    the new default's cascade against the old one's too."""
+    """Per variant: the median and worst ratio (FlashInfer / ours) over the rows both timed, and its speed-up over
+    the default (decode over either page layout, cascade); with an old probe's tune, the default's over it too."""
     print("\nratio = FlashInfer's best decode / ours (>= 1.0: ours at least as fast)")
     print(f"{'variant':28s} {'table':6s} {'n':>4s} {'median':>7s} {'worst':>7s} {'< 1.0':>6s}")
     for label in labels:
@@ -953,6 +953,15 @@ def summarize(rows, labels):
             if r:
                 print(f"{label:28s} {tname[:6]:6s} {len(r):4d} {statistics.median(r):7.3f} {min(r):7.3f} "
                       f"{sum(x < 1.0 for x in r):6d}")
+    for label in labels:    # every other variant against the default, ours alone (no FlashInfer needed)
+        if label == "default":
+            continue
+        for kind in ("shared_table", "dup_table", "cascade"):
+            r = [row["triton"][kind]["default"]["median_s"] / row["triton"][kind][label]["median_s"]
+                 for row in rows if {"default", label} <= set(row["triton"].get(kind, {}))]
+            if r:
+                print(f"{label} over the default, {kind}: n={len(r)} median {statistics.median(r):.3f}x, "
+                      f"min {min(r):.3f}x, max {max(r):.3f}x")
     old = next((x for x in ("probe 1.8.0", "probe-1.3", "probe 1.5.5", "probe 1.6.0", "probe 1.7.2") if x in labels),
                None)
     if old:
