@@ -540,6 +540,26 @@ def fp8_pair_variants(base):
     return [("default", base), ("fp8 pairs", dataclasses.replace(base, fp8_pairs=True))]
 
 
+def swap_ab_variants(base):
+    """The default and its decode dots transposed (decode_swap_ab: keys and head dims as the dots' M rows, warpgroup
+    MMAs from shared memory on sm_90), on four warps: on two, Triton compiles them to mma.sync in 255 registers with
+    spills; on four, 96 registers at head dim 128 on the base tile where the default's take 183 (`python -m
+    kernels_probe.attention.pipelining`). Triton's pipeliner gives the transposed tiles one buffer more, so the base
+    tile is also timed on two stages (70 KB, as the default's three)."""
+    r = dataclasses.replace
+    return [("default", base), ("swap AB", r(base, decode_swap_ab=True, decode_warps=4)),
+            ("swap AB, 2-stage base", r(base, decode_swap_ab=True, decode_warps=4, decode_stages=2))]
+
+
+def swap_ab_configs():
+    """regimes-losers' shapes (the rows probe 1.11.0 lost and the three one-sequence ones), then the default grid's."""
+    from kernels_probe.attention.grid import build_grid
+
+    out = regimes_loser_configs()
+    cfgs, _ = build_grid()
+    return out + [c for c in cfgs if c not in out]
+
+
 def fp8_configs():
     """Every fp8 shape of the coverage and regimes grids and wide-head's two held-out fp8 ones (head dim 256), those
     probe 1.11.0 lost first (LOSER_SHAPES_1_11), so that a call's limit cuts the others."""
@@ -634,8 +654,8 @@ def launch_key(p, tune) -> tuple:
     """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
     the same key run the same kernels, so the second is not timed again."""
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
-            tune.fp8_pairs, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d, tune.merge_stages,
-            tune.merge_slots_min, tune.merge_block_s)
+            tune.fp8_pairs, tune.decode_swap_ab, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d,
+            tune.merge_stages, tune.merge_slots_min, tune.merge_block_s)
 
 
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
@@ -681,10 +701,11 @@ STAGE_PLANS = {
     "wide-head-waves": (wide_head_wave_configs, wide_head_wave_variants, DEFAULT_TUNE),
     "regimes-losers": (regimes_loser_configs, regimes_loser_variants, DEFAULT_TUNE),
     "fp8-pairs": (fp8_configs, fp8_pair_variants, DEFAULT_TUNE),
+    "swap-ab": (swap_ab_configs, swap_ab_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
-                         "fp8-pairs")
+                         "fp8-pairs", "swap-ab")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

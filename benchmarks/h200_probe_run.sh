@@ -55,6 +55,9 @@
 #   fp8-pairs  decode_vs_flashinfer.py fp8-pairs --only-changed: an fp8 cache read as int16 pairs of head dims
 #             (fp8_pairs) against the default's conversion, decode and cascade, on every fp8 shape of the coverage and
 #             regimes grids; FP8_PAIRS_RESERVE seconds left -> fp8-pairs.json
+#   swap-ab   decode_vs_flashinfer.py swap-ab --only-changed: the decode's dots transposed (decode_swap_ab, warpgroup
+#             MMAs) on four warps, against the default, on regimes-losers' rows then the default grid; SWAP_AB_RESERVE
+#             seconds left -> swap-ab.json
 #   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)
 #   regimes-decode  decode_vs_flashinfer.py regimes-decode: the regimes grid's per-sequence decodes, ours against
 #             FlashInfer's (no cascades); REGIMES_DECODE_RESERVE seconds left -> regimes-decode.json
@@ -139,7 +142,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

@@ -84,6 +84,11 @@ class TuneParams:
     # per tile at head dim 128 against 89-105 ldmatrix over bf16: kernels_probe/attention/pipelining.py). Off: the
     # fp8 cache read and converted as it is (probes up to 1.12.0). Only with fp8_dot_fp16
     fp8_pairs: bool = False
+    # per-sequence decode: dots transposed (S^T = K q^T, acc^T += V^T P^T) so that their M rows are the tile's keys and
+    # head dims, not the 16-32 query rows: with four warps Triton compiles them for sm_90 to warpgroup MMAs that read K
+    # and V from shared memory (no ldmatrix), in fewer registers (kernels_probe/attention/pipelining.py). Off: probes
+    # up to 1.12.0. Not with fp8_pairs, which it takes precedence over
+    decode_swap_ab: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

@@ -282,32 +282,52 @@ def test_fp8_pairs_widen_every_finite_e4m3_value_exactly():
         assert torch.equal(out.float(), want), f"fp8_pairs={pairs}"
 
 
-@pytest.mark.parametrize("head_dim,q_per_kv,blocks", [(16, 4, True), (64, 12, False), (256, 2, True)])
-def test_fp8_pairs_decode_and_cascade_match_reference(head_dim, q_per_kv, blocks):
+@pytest.mark.parametrize("head_dim,q_per_kv", [(16, 4), (64, 12), (256, 2)])
+def test_fp8_pairs_decode_and_cascade_match_reference(head_dim, q_per_kv):
     """fp8 read as int16 pairs (two dots of half the head dim each): the decode unsplit, split, over a known shared
-    prefix (in page blocks where two sequences' query heads fit one 16-row dot: a block's private tails under row
-    masks) and the cascade (prefix pass too), against the float32 reference and within rounding of the converted
-    path."""
+    prefix, and the cascade (prefix pass too), against the float32 reference and within rounding of the converted
+    path (page blocks: test_probe_page_aware_cpu)."""
     import dataclasses
 
-    cfg = _cfg(head_dim=head_dim, q_per_kv=q_per_kv, kv_dtype="fp8", num_kv_heads=2, group_size=2, suffix_tokens=24)
+    cfg = _cfg(head_dim=head_dim, q_per_kv=q_per_kv, kv_dtype="fp8", num_kv_heads=2, group_size=2, prefix_tokens=64,
+               suffix_tokens=8)
     d = build_data(cfg, "cpu", seed=12)
     ref = reference_output(d)
     pairs = dataclasses.replace(TINY, fp8_pairs=True)
-    blocks_seen = False
     for splits, shared in ((1, None), (3, None), (None, cfg.prefix_tokens)):
         outs = []
         for tune in (pairs, TINY):
             out = _nan_like(d.q)
-            plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 56, out, sm_count=2, tune=tune,
+            plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 72, out, sm_count=2, tune=tune,
                               force_splits=splits, shared_prefix_tokens=shared)
             plan()
-            blocks_seen |= plan.seqs > 1
             outs.append(out)
         assert max_rel_err(outs[0], ref) < TOL
         assert max_rel_err(outs[0], outs[1].float()) < TOL
-    assert blocks_seen == blocks
     out = _nan_like(d.q)
     CascadePlan(d.q, d.k_cache, d.v_cache, [(d.prefix_table, cfg.prefix_tokens, cfg.group_size, cfg.n_groups)],
                 d.suffix_table, d.suffix_lens, cfg.suffix_tokens, out, sm_count=2, tune=pairs)()
     assert max_rel_err(out, ref) < TOL
+
+
+@pytest.mark.parametrize("head_dim,q_per_kv,kv_dtype", [(16, 4, "bf16"), (64, 12, "fp8"), (256, 2, "bf16")])
+def test_transposed_decode_dots_match_reference(head_dim, q_per_kv, kv_dtype):
+    """decode_swap_ab (S^T = K q^T, acc^T += V^T P^T; the state transposed in and out of each token range): unsplit,
+    split and over a known shared prefix, bf16 and fp8 (which it reads converted, never as int16 pairs), against the
+    float32 reference (page blocks: test_probe_page_aware_cpu)."""
+    import dataclasses
+
+    from kernels_probe.attention.triton_plans import kv_pairs
+
+    cfg = _cfg(head_dim=head_dim, q_per_kv=q_per_kv, kv_dtype=kv_dtype, num_kv_heads=2, group_size=2,
+               prefix_tokens=64, suffix_tokens=8)
+    d = build_data(cfg, "cpu", seed=13)
+    ref = reference_output(d)
+    tune = dataclasses.replace(TINY, decode_swap_ab=True, fp8_pairs=True)
+    assert not kv_pairs(d.k_cache.dtype, tune)
+    for splits, shared in ((1, None), (3, None), (None, cfg.prefix_tokens)):
+        out = _nan_like(d.q)
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 72, out, sm_count=2, tune=tune,
+                          force_splits=splits, shared_prefix_tokens=shared)
+        plan()
+        assert max_rel_err(out, ref) < TOL

@@ -56,11 +56,18 @@ def test_the_block_size_fits_the_padded_dot_and_divides_the_batch():
 PREFETCH = dataclasses.replace(TINY, decode_short_tokens=0, prefetch_min_tokens=0)
 
 
+# the kernel's other dot layouts: transposed dots (decode_swap_ab), and an fp8 cache read as int16 pairs of head dims
+TRANSPOSED = dataclasses.replace(TINY, decode_swap_ab=True)
+FP8_PAIRS = dataclasses.replace(TINY, fp8_pairs=True)
+
+
 @pytest.mark.parametrize("splits", [1, 3])
 @pytest.mark.parametrize("q_per_kv", [4, 1, 6])
-@pytest.mark.parametrize("tune", [TINY, PREFETCH], ids=["loaded-in-loop", "prefetched"])
-def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_per_kv, tune):
-    d = build_data(_cfg(q_per_kv=q_per_kv), "cpu", seed=3)
+@pytest.mark.parametrize("tune,kv_dtype", [(TINY, "bf16"), (PREFETCH, "bf16"), (TRANSPOSED, "bf16"),
+                                           (FP8_PAIRS, "fp8")],
+                         ids=["loaded-in-loop", "prefetched", "transposed", "fp8-pairs"])
+def test_shared_pages_are_read_once_per_block_and_match_the_reference(splits, q_per_kv, tune, kv_dtype):
+    d = build_data(_cfg(q_per_kv=q_per_kv, kv_dtype=kv_dtype), "cpu", seed=3)
     ref = reference_output(d)
     T = 72
     out, plan = _run(d, d.shared_table, T, splits=splits, tune=tune)

@@ -57,7 +57,8 @@ def _kv_tile(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, PAIRS: tl.conste
 @triton.jit
 def _attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
                  sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                 MASKED: tl.constexpr, ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, PAIRS: tl.constexpr):
+                 MASKED: tl.constexpr, ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, PAIRS: tl.constexpr,
+                 SWAP: tl.constexpr):
     """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
     tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles).
     PAGE_GIVEN: `page_in` holds the tile's page numbers (loaded an iteration earlier); else they are loaded here.
@@ -65,7 +66,11 @@ def _attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_
     that holds several sequences' rows); the others keep their state, and a row that has seen no key yet keeps
     m = -inf without NaNs.
     PAIRS (_kv_tile): q and acc hold the even head dims, q2 and acc2 the odd ones; S is the sum of two dots over
-    half the head dim each (sm_scale_log2 and acc carry the tiles' factor of 1/256); else q2 and acc2 pass through."""
+    half the head dim each (sm_scale_log2 and acc carry the tiles' factor of 1/256); else q2 and acc2 pass through.
+    SWAP: q and acc come transposed ([D, rows]) and the dots run transposed, S^T = K q^T and acc^T += V^T P^T, so
+    that the tile's keys and head dims are their M rows (_attend_range)."""
+    KEY_AXIS: tl.constexpr = 0 if SWAP else 1     # the axis of S (and P) along the tile's keys
+    tl.static_assert(not (PAIRS and SWAP), "int16 pairs run untransposed dots")
     t = t0 + offs_n
     mask_n = t < end
     if PAGE_GIVEN:
@@ -78,26 +83,30 @@ def _attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_
     k, k2 = _kv_tile(k_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS)
     if PAIRS:
         s = tl.dot(q2, tl.trans(k2), tl.dot(q, tl.trans(k)))
+    elif SWAP:
+        s = tl.dot(k.to(DOT_DTYPE), q)
     else:
         s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)))
     if MASKED:
-        s = tl.where(mask_n[None, :], s, float("-inf"))
+        s = tl.where(tl.expand_dims(mask_n, 1 - KEY_AXIS), s, float("-inf"))
     if ROW_MASKED:
-        s = tl.where(rmask[:, None], s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1) * sm_scale_log2)
+        s = tl.where(tl.expand_dims(rmask, KEY_AXIS), s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, KEY_AXIS) * sm_scale_log2)
     if ROW_MASKED:
         m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
     else:
         m_ref = m_new
     alpha = tl.exp2(m_i - m_ref)
-    p = tl.exp2(s * sm_scale_log2 - m_ref[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
+    p = tl.exp2(s * sm_scale_log2 - tl.expand_dims(m_ref, KEY_AXIS))
+    l_i = l_i * alpha + tl.sum(p, KEY_AXIS)
     v, v2 = _kv_tile(v_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS)
-    acc = acc * alpha[:, None]
+    acc = acc * tl.expand_dims(alpha, KEY_AXIS)
     if PAIRS:
         p16 = p.to(tl.float16)
         acc = tl.dot(p16, v, acc)
         acc2 = tl.dot(p16, v2, acc2 * alpha[:, None])
+    elif SWAP:
+        acc = tl.dot(tl.trans(v.to(DOT_DTYPE)), p.to(DOT_DTYPE), acc)
     else:
         acc = tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), acc)
     return m_new, l_i, acc, acc2
@@ -106,14 +115,17 @@ def _attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_
 @triton.jit
 def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
                   offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                  ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr):
+                  ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SWAP: tl.constexpr):
     """Tokens [start, end): full tiles without masks, then at most one masked tail tile.
     PREFETCH: each full tile's page numbers are loaded an iteration ahead and carried through the loop. Where K/V
     addresses come from a load in the same iteration, Triton's pipeliner (3.6-3.9, sm_90) gives K and V one buffer
     each and waits for them at the top of every iteration: no load overlaps the tile's own math. Carried page numbers
     let it double-buffer K and V (num_stages 3; a 2-stage launch keeps one buffer either way).
     PAIRS: the cache is fp8 read as int16 (strides and h_off in int16 units): q and acc are split into their even
-    and odd head dims here and joined again at the end (_kv_tile)."""
+    and odd head dims here and joined again at the end (_kv_tile).
+    SWAP: q and acc are transposed here and back at the end, for dots whose M rows are the tile's keys (S^T = K q^T)
+    and head dims (acc^T += V^T P^T): 64 or more, where the query rows (BLOCK_G) are 16-32. Compiled for sm_90 with 4
+    warps, Triton then runs warpgroup MMAs (wgmma) that read K and V from shared memory, not mma.sync over ldmatrix."""
     if PAIRS:
         q, q2 = tl.split(tl.reshape(q, (q.shape[0], q.shape[1] // 2, 2)))
         q, q2 = q.to(tl.float16), q2.to(tl.float16)
@@ -121,6 +133,9 @@ def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp,
         scale = sm_scale_log2 * 256.0
         offs_kv = tl.arange(0, offs_d.shape[0] // 2)
     else:
+        if SWAP:
+            q = tl.trans(q)
+            acc = tl.trans(acc)
         q2, acc2 = q, acc
         scale = sm_scale_log2
         offs_kv = offs_d
@@ -134,19 +149,21 @@ def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp,
             page_next = tl.load(bt_row + t_next // PAGE_SIZE, mask=t_next < full_end, other=0)
             m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, page, start + i * BLOCK_N, end, bt_row,
                                                k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
-                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, True, PAIRS)
+                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, True, PAIRS, SWAP)
             page = page_next
     else:
         for i in range(0, n_full):
             m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, start + i * BLOCK_N, end, bt_row,
                                                k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
-                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, False, PAIRS)
+                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, False, PAIRS, SWAP)
     if full_end < end:
         m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, full_end, end, bt_row, k_ptr, v_ptr,
                                            stride_kp, stride_kt, h_off, scale, offs_n, offs_kv, rmask, PAGE_SIZE,
-                                           DOT_DTYPE, True, ROW_MASKED, False, PAIRS)
+                                           DOT_DTYPE, True, ROW_MASKED, False, PAIRS, SWAP)
     if PAIRS:
         acc = tl.reshape(tl.join(acc, acc2), (acc.shape[0], acc.shape[1] * 2)) * 256.0
+    elif SWAP:
+        acc = tl.trans(acc)
     return m_i, l_i, acc
 
 
@@ -228,6 +245,7 @@ def paged_decode_kernel(
     MERGE_G: tl.constexpr,
     MERGE_S: tl.constexpr,
     KV_PAIRS: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -301,7 +319,7 @@ def paged_decode_kernel(
         acc = tl.zeros([BLOCK_G, D], tl.float32)
         m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, first_end, bt_first, k_ptr, v_ptr, stride_kp,
                                       stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_g, BLOCK_N,
-                                      PAGE_SIZE, DOT_DTYPE, False, PREFETCH, KV_PAIRS)
+                                      PAGE_SIZE, DOT_DTYPE, False, PREFETCH, KV_PAIRS, SWAP_AB)
         if SEQS > 1:
             if grouped != 0:  # each sequence's own tokens after the common run, its rows only
                 # A loop, not static_range: unrolled 16 times the kernel took ~1 min to compile (16x the PTX)
@@ -311,7 +329,7 @@ def paged_decode_kernel(
                                                   bt_ptr + (b0 + j).to(tl.int64) * stride_bt, k_ptr, v_ptr,
                                                   stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d,
                                                   row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True, PREFETCH,
-                                                  KV_PAIRS)
+                                                  KV_PAIRS, SWAP_AB)
         _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot_offset + split,
                     offs_d, D, WRITE_FINAL)
         if FUSED_MERGE:
@@ -383,7 +401,7 @@ def prefix_kernel(
     bt_row = bt_ptr + grp.to(tl.int64) * stride_bt
     m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                   h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_m, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                  False, PREFETCH, KV_PAIRS)
+                                  False, PREFETCH, KV_PAIRS, False)
 
     # always a state slot (the cascade merges it): no bf16 output, so the state buffer stands in for out_ptr
     _store_rows(acc, m_i, l_i, rows, mask_m, o_state_ptr, lse_state_ptr, o_state_ptr, rows_total, slot_offset + split,
