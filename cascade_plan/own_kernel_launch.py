@@ -87,7 +87,8 @@ class TuneParams:
     # per-sequence decode: dots transposed (S^T = K q^T, acc^T += V^T P^T) so that their M rows are the tile's keys and
     # head dims, not the 16-32 query rows: with four warps Triton compiles them for sm_90 to warpgroup MMAs that read K
     # and V from shared memory (no ldmatrix), in fewer registers (kernels_probe/attention/pipelining.py). Off: probes
-    # up to 1.12.0. Not with fp8_pairs, which it takes precedence over
+    # up to 1.12.0. An fp8 cache read as int16 pairs (fp8_pairs) keeps the untransposed dots: transposed, a converted
+    # fp8 tile takes 255 registers and spills 40-240 bytes
     decode_swap_ab: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context

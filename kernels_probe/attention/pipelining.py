@@ -5,7 +5,8 @@ registers per thread its cubin asks for (Triton's own cuobjdump), hence how many
 its dots' operands leave shared memory (ldmatrix, or scalar loads where an fp8 tile is widened on the way), over a
 bf16 cache and an fp8 one, converted or read as int16 pairs of head dims (TuneParams.fp8_pairs).
 
-    python -m kernels_probe.attention.pipelining    # a table for the launches the default tune makes
+    python -m kernels_probe.attention.pipelining    # a table for the launches the default tune makes, and the
+                                                    # transposed dots' (decode_swap_ab, four warps)
 
 Compiles for sm_90 with Triton's own ptxas (no driver needed); must run without TRITON_INTERPRET."""
 
@@ -133,24 +134,33 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
 
 
 def main() -> int:
+    import dataclasses
+
     from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TILE_KINDS, tile_of
 
     names = {"base": "base", "filled": "batch-filled", "long": "long-context", "short": "short (suffix pass)"}
-    print(f"{'launch':22s} {'KV':>4s} {'head dim':>8s} {'tile':>5s} {'stages':>6s} {'warps':>5s} {'prefetch':>8s} "
-          f"{'smem KB':>8s} {'K/V buffers':>11s} {'regs':>5s} {'stack':>5s} {'per SM: regs':>12s} {'smem':>5s} "
-          f"{'ldmatrix':>8s} {'ld.shared':>9s}")
-    for kv_dtype in KV_POINTER_TYPES:
+    # the cache as the kernel reads it, and its dots: the default's, then transposed (decode_swap_ab) on the tiles
+    # the swap-ab stage times (four warps)
+    layouts = [(kv, False, DEFAULT_TUNE) for kv in KV_POINTER_TYPES]
+    swapped = dataclasses.replace(DEFAULT_TUNE, decode_swap_ab=True, decode_warps=4)
+    layouts += [(kv, True, swapped) for kv in ("bf16", "fp8")]
+    print(f"{'launch':22s} {'KV':>9s} {'dots':>10s} {'head dim':>8s} {'tile':>5s} {'stages':>6s} {'warps':>5s} "
+          f"{'prefetch':>8s} {'smem KB':>8s} {'K/V buffers':>11s} {'regs':>5s} {'stack':>5s} {'per SM: regs':>12s} "
+          f"{'smem':>5s} {'ldmatrix':>8s} {'ld.shared':>9s} {'wgmma':>5s}")
+    for kv_dtype, swap, tune in layouts:
         for kind in TILE_KINDS:
             for head_dim in (128, 256):
-                bn, st, warps = tile_of(kind, DEFAULT_TUNE, head_dim)
+                bn, st, warps = tile_of(kind, tune, head_dim)
                 for pf in (False, True):
-                    r = decode_pipeline(bn, st, warps, prefetch=pf, head_dim=head_dim, q_per_kv=2, kv_dtype=kv_dtype)
+                    r = decode_pipeline(bn, st, warps, prefetch=pf, head_dim=head_dim, q_per_kv=2, kv_dtype=kv_dtype,
+                                        swap_ab=swap)
                     res, ld = r["resident"], r["operand_loads"]
-                    print(f"{names[kind]:22s} {kv_dtype:>4s} {head_dim:8d} {bn:5d} {st:6d} {warps:5d} {str(pf):>8s} "
+                    print(f"{names[kind]:22s} {kv_dtype:>9s} {'transposed' if swap else 'default':>10s} "
+                          f"{head_dim:8d} {bn:5d} {st:6d} {warps:5d} {str(pf):>8s} "
                           f"{r['shared_bytes'] / 1024:8.1f} {r['kv_buffers']:11d} {r['registers']!s:>5s} "
                           f"{r['stack_bytes']!s:>5s} "
                           f"{res['by_registers']!s:>12s} {res['by_shared']!s:>5s} {ld['ldmatrix']:8d} "
-                          f"{ld['ld.shared']:9d}", flush=True)
+                          f"{ld['ld.shared']:9d} {r['mma']['wgmma']:5d}", flush=True)
     return 0
 
 

@@ -44,7 +44,7 @@ def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):
 def kv_pairs(kv_dtype, tune: TuneParams = DEFAULT_TUNE) -> bool:
     """Whether the kernels read this cache as int16 pairs of fp8 head dims (TuneParams.fp8_pairs), their dots in
     fp16 whatever dot_dtype says."""
-    return (tune.fp8_pairs and tune.fp8_dot_fp16 and kv_dtype == torch.float8_e4m3fn and not tune.decode_swap_ab)
+    return tune.fp8_pairs and tune.fp8_dot_fp16 and kv_dtype == torch.float8_e4m3fn
 
 
 def kv_operand(cache, tune: TuneParams = DEFAULT_TUNE):
@@ -135,7 +135,7 @@ class DecodePlan:
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
             MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=kv_pairs(self.k.dtype, self.tune),
-            SWAP_AB=self.tune.decode_swap_ab,
+            SWAP_AB=self.tune.decode_swap_ab and not kv_pairs(self.k.dtype, self.tune),
             num_warps=self.warps, num_stages=self.stages,
         )
 
