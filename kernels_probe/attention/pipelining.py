@@ -140,9 +140,9 @@ def main() -> int:
 
     names = {"base": "base", "filled": "batch-filled", "long": "long-context", "short": "short (suffix pass)"}
     # the cache as the kernel reads it, and its dots: the default's, then transposed (decode_swap_ab) on the tiles
-    # the swap-ab stage times (four warps)
+    # the swap-ab stage times (four warps, a 2-stage base tile)
     layouts = [(kv, False, DEFAULT_TUNE) for kv in KV_POINTER_TYPES]
-    swapped = dataclasses.replace(DEFAULT_TUNE, decode_swap_ab=True, decode_warps=4)
+    swapped = dataclasses.replace(DEFAULT_TUNE, decode_swap_ab=True, decode_warps=4, decode_stages=2)
     layouts += [(kv, True, swapped) for kv in ("bf16", "fp8")]
     print(f"{'launch':22s} {'KV':>9s} {'dots':>10s} {'head dim':>8s} {'tile':>5s} {'stages':>6s} {'warps':>5s} "
           f"{'prefetch':>8s} {'smem KB':>8s} {'K/V buffers':>11s} {'regs':>5s} {'stack':>5s} {'per SM: regs':>12s} "
