@@ -533,11 +533,16 @@ def regimes_loser_configs():
 
 
 def fp8_pair_variants(base):
-    """The default and an fp8 cache read as int16 pairs of head dims (TuneParams.fp8_pairs): its tiles leave shared
-    memory by ldmatrix, not scalar loads, and take 158-159 registers per thread on the 128-token tiles at head dim 128
-    where the converted fp8 tile takes 251-253, with no spills at head dim 256 where that one spills 72-144 bytes
-    (`python -m kernels_probe.attention.pipelining`)."""
-    return [("default", base), ("fp8 pairs", dataclasses.replace(base, fp8_pairs=True))]
+    """The default, an fp8 cache read as int16 pairs of head dims everywhere (TuneParams.fp8_pairs): its tiles leave
+    shared memory by ldmatrix, not scalar loads, and take 158-159 registers per thread on the 128-token tiles at head
+    dim 128 where the converted fp8 tile takes 251-253, with no spills at head dim 256 where that one spills 72-144
+    bytes (`python -m kernels_probe.attention.pipelining`); and pairs in per-sequence decode launches of at most 2.25
+    working programs per SM at head dim 128 only (decode_fp8_pairs), the rule read off the first variant's H100 rows
+    (benchmarks/raw/device-2026-12-06i/fp8-pairs.json)."""
+    r = dataclasses.replace
+    return [("default", base), ("fp8 pairs", r(base, fp8_pairs=True)),
+            ("fp8 pairs <= 2.25/SM", r(base, fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25,
+                                       fp8_pairs_max_head_dim=128))]
 
 
 def swap_ab_variants(base):
@@ -563,13 +568,21 @@ def swap_ab_configs():
 
 
 def fp8_configs():
-    """Every fp8 shape of the coverage and regimes grids and wide-head's two held-out fp8 ones (head dim 256), those
-    probe 1.11.0 lost first (LOSER_SHAPES_1_11), so that a call's limit cuts the others."""
+    """Every fp8 shape of the coverage and regimes grids and wide-head's two held-out fp8 ones (head dim 256): first
+    those whose launch the capped rule (fp8_pair_variants' last) changes, then the rows probe 1.11.0 lost
+    (LOSER_SHAPES_1_11), so that a call's limit cuts the others."""
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+
     out: list = []
     for c in grid_and_regimes_configs() + wide_head_configs():
         if c.kv_dtype == "fp8" and c not in out:
             out.append(c)
-    return sorted(out, key=lambda c: _shape_key(c) not in LOSER_SHAPES_1_11)
+    capped = fp8_pair_variants(DEFAULT_TUNE)[-1][1]
+
+    def capped_changes(c) -> bool:
+        return plan_keys(c, capped, 132, device="cpu") != plan_keys(c, DEFAULT_TUNE, 132, device="cpu")
+
+    return sorted(out, key=lambda c: (not capped_changes(c), _shape_key(c) not in LOSER_SHAPES_1_11))
 
 
 def _shape_key(c) -> tuple:
@@ -656,7 +669,7 @@ def launch_key(p, tune) -> tuple:
     """What a DecodePlan runs: its launch and the tune fields its kernels read besides the launch; two variants with
     the same key run the same kernels, so the second is not timed again."""
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
-            tune.fp8_pairs, tune.decode_swap_ab, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d,
+            p.pairs, tune.decode_swap_ab, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d,
             tune.merge_stages, tune.merge_slots_min, tune.merge_block_s)
 
 

@@ -53,8 +53,9 @@
 #   regimes-losers  decode_vs_flashinfer.py regimes-losers --only-changed: launch changes aimed at the rows probe
 #             1.11.0 lost (split targets, streaming, warps, wide-dot blocks) on those rows -> regimes-losers.json
 #   fp8-pairs  decode_vs_flashinfer.py fp8-pairs --only-changed: an fp8 cache read as int16 pairs of head dims
-#             (fp8_pairs) against the default's conversion, decode and cascade, on every fp8 shape of the coverage and
-#             regimes grids; FP8_PAIRS_RESERVE seconds left -> fp8-pairs.json
+#             (fp8_pairs) everywhere and capped (decode_fp8_pairs: <= 2.25 programs per SM, head dim 128) against the
+#             default's conversion, decode and cascade, on every fp8 shape of the coverage and regimes grids, those the
+#             cap changes first; FP8_PAIRS_RESERVE seconds left -> fp8-pairs.json
 #   swap-ab   decode_vs_flashinfer.py swap-ab --only-changed: the decode's dots transposed (decode_swap_ab, warpgroup
 #             MMAs) on four warps, against the default, on regimes-losers' rows then the default grid; SWAP_AB_RESERVE
 #             seconds left -> swap-ab.json

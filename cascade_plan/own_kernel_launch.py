@@ -84,6 +84,10 @@ class TuneParams:
     # per tile at head dim 128 against 89-105 ldmatrix over bf16: kernels_probe/attention/pipelining.py). Off: the
     # fp8 cache read and converted as it is (probes up to 1.12.0). Only with fp8_dot_fp16
     fp8_pairs: bool = False
+    # ... everywhere (0), or only in per-sequence decode launches of at most this many working programs per SM at head
+    # dims of at most fp8_pairs_max_head_dim (0: any): own_kernel_pages.decode_fp8_pairs
+    fp8_pairs_max_programs_per_sm: float = 0.0
+    fp8_pairs_max_head_dim: int = 0
     # per-sequence decode: dots transposed (S^T = K q^T, acc^T += V^T P^T) so that their M rows are the tile's keys and
     # head dims, not the 16-32 query rows: with four warps Triton compiles them for sm_90 to warpgroup MMAs that read K
     # and V from shared memory (no ldmatrix), in fewer registers (kernels_probe/attention/pipelining.py). Off: probes

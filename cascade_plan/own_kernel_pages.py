@@ -190,3 +190,18 @@ def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tun
 # distinct constexpr is another compile of the kernel, and on the H200's default probe (probe 1.4) 43 of its 67
 # paged_decode compiles (1.6-2.7 s each) differed only in CHK; with SEQS == 1 the kernel never reads it.
 CHECK_CHUNK_PAGES = 128
+
+
+def decode_fp8_pairs(work_items: int, splits: int, seqs: int, head_dim: int, sm_count: int, tune: TuneParams) -> bool:
+    """Whether a per-sequence decode launch over an fp8 cache reads it as int16 pairs (TuneParams.fp8_pairs): everywhere
+    without a cap, else where its working programs (a block's other programs exit: work_items x splits / seqs) are at
+    most fp8_pairs_max_programs_per_sm per SM, at head dims up to fp8_pairs_max_head_dim. On an H100
+    (benchmarks/raw/device-2026-12-06i/fp8-pairs.json) pairs everywhere ran 1.02-1.05x the converted tile at 1.9-2.2
+    programs per SM over private pages (fp8 at 128K-256K: 0.94x FlashInfer's decode -> 0.98x) but 0.92-0.97x at 2.7
+    per SM and more, and 0.94-0.99x at head dim 256."""
+    if not (tune.fp8_pairs and tune.fp8_dot_fp16):
+        return False
+    if tune.fp8_pairs_max_head_dim and head_dim > tune.fp8_pairs_max_head_dim:
+        return False
+    cap = tune.fp8_pairs_max_programs_per_sm
+    return not cap or work_items * splits / max(seqs, 1) <= cap * sm_count

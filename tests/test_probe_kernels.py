@@ -317,15 +317,15 @@ def test_transposed_decode_dots_match_reference(head_dim, q_per_kv, kv_dtype):
     float32 reference (page blocks: test_probe_page_aware_cpu)."""
     import dataclasses
 
-    from kernels_probe.attention.triton_plans import kv_pairs
-
     cfg = _cfg(head_dim=head_dim, q_per_kv=q_per_kv, kv_dtype=kv_dtype, num_kv_heads=2, group_size=2,
                prefix_tokens=64, suffix_tokens=8)
     d = build_data(cfg, "cpu", seed=13)
     ref = reference_output(d)
     tune = dataclasses.replace(TINY, decode_swap_ab=True)
-    # with fp8_pairs on too, an fp8 cache is read as pairs, untransposed
-    assert kv_pairs(d.k_cache.dtype, dataclasses.replace(tune, fp8_pairs=True)) == (kv_dtype == "fp8")
+    # with fp8_pairs on too, an fp8 cache is read as pairs (untransposed)
+    both = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 72, _nan_like(d.q), sm_count=2,
+                      tune=dataclasses.replace(tune, fp8_pairs=True))
+    assert both.pairs == (kv_dtype == "fp8")
     for splits, shared in ((1, None), (3, None), (None, cfg.prefix_tokens)):
         out = _nan_like(d.q)
         plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 72, out, sm_count=2, tune=tune,

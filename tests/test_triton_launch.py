@@ -580,3 +580,25 @@ def test_the_planners_page_blocks_follow_the_launch_of_the_models_head_dim():
     assert got.tolist() == [3072.0, 3120.0, 3072.0]
     rec = page_blocks(256, 4, 2, 256, 4160, 4224, 132, DEFAULT_TUNE, head_dim=256)
     assert (rec["splits"], rec["page_block_seqs"], rec["page_prefetch"]) == (1, 4, True)
+
+
+def test_fp8_pairs_only_where_few_programs_stream_long_loops():
+    """decode_fp8_pairs, by hand on 132 SMs with a cap of 2.25 working programs per SM (297): 8 sequences x 8 KV
+    heads x 4 splits = 256 programs read pairs, 64 x 8 x 3 = 1,536 do not, nor 64 x 8 x 3 in blocks of 4 (384);
+    8 x 8 x 17 in blocks of 4 is 272 working programs (a block's others exit): pairs. Head dim 256 is past the cap of
+    128; no cap reads pairs everywhere; off, or without fp16 dots, never."""
+    import dataclasses
+
+    from cascade_plan.own_kernel_pages import decode_fp8_pairs
+
+    on = dataclasses.replace(DEFAULT_TUNE, fp8_pairs=True)
+    capped = dataclasses.replace(on, fp8_pairs_max_programs_per_sm=2.25, fp8_pairs_max_head_dim=128)
+    assert decode_fp8_pairs(64, 4, 1, 128, 132, capped)
+    assert not decode_fp8_pairs(512, 3, 1, 128, 132, capped)
+    assert not decode_fp8_pairs(512, 3, 4, 128, 132, capped)
+    assert decode_fp8_pairs(64, 17, 4, 128, 132, capped)
+    assert decode_fp8_pairs(99, 3, 1, 128, 132, capped) and not decode_fp8_pairs(100, 3, 1, 128, 132, capped)
+    assert not decode_fp8_pairs(64, 4, 1, 256, 132, capped)
+    assert decode_fp8_pairs(512, 3, 1, 256, 132, on)
+    assert not decode_fp8_pairs(64, 4, 1, 128, 132, DEFAULT_TUNE)
+    assert not decode_fp8_pairs(64, 4, 1, 128, 132, dataclasses.replace(on, fp8_dot_fp16=False))

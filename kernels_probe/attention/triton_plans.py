@@ -25,7 +25,7 @@ from cascade_plan.own_kernel_launch import (
     scale_log2,
     whole_tile_splits,
 )
-from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_launch, decode_launch_plan
+from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_fp8_pairs, decode_launch, decode_launch_plan
 from cascade_plan.own_kernel_prefix import prefix_launch
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
 from kernels_probe.attention.triton_merge import merge_kernel, merge_slots_kernel
@@ -42,14 +42,16 @@ def dot_dtype(q_dtype, kv_dtype=None, tune: TuneParams = DEFAULT_TUNE):
 
 
 def kv_pairs(kv_dtype, tune: TuneParams = DEFAULT_TUNE) -> bool:
-    """Whether the kernels read this cache as int16 pairs of fp8 head dims (TuneParams.fp8_pairs), their dots in
-    fp16 whatever dot_dtype says."""
-    return tune.fp8_pairs and tune.fp8_dot_fp16 and kv_dtype == torch.float8_e4m3fn
+    """Whether the cascade's prefix pass reads this cache as int16 pairs of fp8 head dims (TuneParams.fp8_pairs, its
+    dots in fp16 whatever dot_dtype says): only where pairs apply everywhere (no per-launch cap: decode_fp8_pairs caps
+    the per-sequence decode alone)."""
+    return (kv_dtype == torch.float8_e4m3fn and tune.fp8_pairs and tune.fp8_dot_fp16
+            and not tune.fp8_pairs_max_programs_per_sm)
 
 
-def kv_operand(cache, tune: TuneParams = DEFAULT_TUNE):
-    """The cache as the kernels take it: itself, or (kv_pairs) viewed as int16, two head dims a value."""
-    return cache.view(torch.int16) if kv_pairs(cache.dtype, tune) else cache
+def kv_operand(cache, pairs: bool):
+    """The cache as the kernels take it: itself, or (pairs) viewed as int16, two head dims a value."""
+    return cache.view(torch.int16) if pairs else cache
 
 
 def _launch(kernel, grid, warmup: bool, *args, **kwargs):
@@ -94,6 +96,9 @@ class DecodePlan:
         self.splits, self.tps, long_tile = la.splits, la.tokens_per_split, la.long_tile
         self.block_n, self.stages, self.warps, self.prefetch = la.block_n, la.stages, la.warps, la.prefetch
         self.seqs = la.seqs
+        # an fp8 cache read as int16 pairs of head dims, where the launch rule says so (decode_fp8_pairs)
+        self.pairs = (k_cache.dtype == torch.float8_e4m3fn
+                      and decode_fp8_pairs(self.work_items, self.splits, self.seqs, D, sm_count, tune))
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
@@ -123,19 +128,19 @@ class DecodePlan:
         lse_state = st.lse if st is not None else self.out
         _launch(
             paged_decode_kernel, (self.work_items, self.splits), warmup,
-            self.q, kv_operand(self.k, self.tune), kv_operand(self.v, self.tune), self.bt, self.seq_lens, o_state,
+            self.q, kv_operand(self.k, self.pairs), kv_operand(self.v, self.pairs), self.bt, self.seq_lens, o_state,
             lse_state, self.out,
             self.grouped if self.grouped is not None else self.out, self.counts if self.fused_merge else self.out,
             self.scale_log2, self.bt.stride(0),
-            *kv_operand(self.k, self.tune).stride()[:3],
+            *kv_operand(self.k, self.pairs).stride()[:3],
             self.B * self.HQ, self.slot_offset, self.tps,
             HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G, self.seqs), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
-            MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=kv_pairs(self.k.dtype, self.tune),
-            SWAP_AB=self.tune.decode_swap_ab and not kv_pairs(self.k.dtype, self.tune),
+            MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=self.pairs,
+            SWAP_AB=self.tune.decode_swap_ab and not self.pairs,
             num_warps=self.warps, num_stages=self.stages,
         )
 
@@ -185,6 +190,7 @@ class PrefixPlan:
         self.block_m, self.m_tiles, self.splits, self.tps = prefix_launch(seqs_per_group, self.G, HKV, n_groups,
                                                                           prefix_len, sm_count, tune)
         self.prefetch = prefix_prefetch(seqs_per_group * self.G, tune)
+        self.pairs = kv_pairs(k_cache.dtype, tune)
         if force_splits is not None:
             self.splits, self.tps = whole_tile_splits(prefix_len, force_splits, tune.prefix_block_n)
         self.slot_offset = slot_offset
@@ -193,12 +199,12 @@ class PrefixPlan:
     def __call__(self, warmup: bool = False):
         _launch(
             prefix_kernel, (self.m_tiles, self.HKV * self.n_groups, self.splits), warmup,
-            self.q, kv_operand(self.k, self.tune), kv_operand(self.v, self.tune), self.bt, self.states.o,
-            self.states.lse, self.scale_log2, self.bt.stride(0), *kv_operand(self.k, self.tune).stride()[:3],
+            self.q, kv_operand(self.k, self.pairs), kv_operand(self.v, self.pairs), self.bt, self.states.o,
+            self.states.lse, self.scale_log2, self.bt.stride(0), *kv_operand(self.k, self.pairs).stride()[:3],
             self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
             HKV=self.HKV, G=self.G, D=self.D, PAGE_SIZE=self.PS, BLOCK_M=self.block_m,
             BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune),
-            PREFETCH=self.prefetch, KV_PAIRS=kv_pairs(self.k.dtype, self.tune),
+            PREFETCH=self.prefetch, KV_PAIRS=self.pairs,
             num_warps=self.tune.prefix_warps,
             num_stages=self.tune.prefix_stages,
         )
