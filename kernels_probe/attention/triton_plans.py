@@ -99,6 +99,7 @@ class DecodePlan:
         # an fp8 cache read as int16 pairs of head dims, where the launch rule says so (decode_fp8_pairs)
         self.pairs = (k_cache.dtype == torch.float8_e4m3fn
                       and decode_fp8_pairs(self.work_items, self.splits, self.seqs, D, sm_count, tune))
+        self.k_op, self.v_op = kv_operand(k_cache, self.pairs), kv_operand(v_cache, self.pairs)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
@@ -128,11 +129,10 @@ class DecodePlan:
         lse_state = st.lse if st is not None else self.out
         _launch(
             paged_decode_kernel, (self.work_items, self.splits), warmup,
-            self.q, kv_operand(self.k, self.pairs), kv_operand(self.v, self.pairs), self.bt, self.seq_lens, o_state,
-            lse_state, self.out,
+            self.q, self.k_op, self.v_op, self.bt, self.seq_lens, o_state, lse_state, self.out,
             self.grouped if self.grouped is not None else self.out, self.counts if self.fused_merge else self.out,
             self.scale_log2, self.bt.stride(0),
-            *kv_operand(self.k, self.pairs).stride()[:3],
+            *self.k_op.stride()[:3],
             self.B * self.HQ, self.slot_offset, self.tps,
             HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G, self.seqs), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
@@ -191,6 +191,7 @@ class PrefixPlan:
                                                                           prefix_len, sm_count, tune)
         self.prefetch = prefix_prefetch(seqs_per_group * self.G, tune)
         self.pairs = kv_pairs(k_cache.dtype, tune)
+        self.k_op, self.v_op = kv_operand(k_cache, self.pairs), kv_operand(v_cache, self.pairs)
         if force_splits is not None:
             self.splits, self.tps = whole_tile_splits(prefix_len, force_splits, tune.prefix_block_n)
         self.slot_offset = slot_offset
@@ -199,8 +200,8 @@ class PrefixPlan:
     def __call__(self, warmup: bool = False):
         _launch(
             prefix_kernel, (self.m_tiles, self.HKV * self.n_groups, self.splits), warmup,
-            self.q, kv_operand(self.k, self.pairs), kv_operand(self.v, self.pairs), self.bt, self.states.o,
-            self.states.lse, self.scale_log2, self.bt.stride(0), *kv_operand(self.k, self.pairs).stride()[:3],
+            self.q, self.k_op, self.v_op, self.bt, self.states.o, self.states.lse, self.scale_log2,
+            self.bt.stride(0), *self.k_op.stride()[:3],
             self.states.rows, self.slot_offset, self.n, self.first_seq, self.prefix_len, self.tps,
             HKV=self.HKV, G=self.G, D=self.D, PAGE_SIZE=self.PS, BLOCK_M=self.block_m,
             BLOCK_N=self.tune.prefix_block_n, DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune),
