@@ -196,8 +196,8 @@ def decode_fp8_pairs(work_items: int, splits: int, seqs: int, head_dim: int, sm_
     """Whether a per-sequence decode launch over an fp8 cache reads it as int16 pairs (TuneParams.fp8_pairs): everywhere
     without a cap, else where its working programs (a block's other programs exit: work_items x splits / seqs) are at
     most fp8_pairs_max_programs_per_sm per SM, at head dims up to fp8_pairs_max_head_dim. On an H100
-    (benchmarks/raw/device-2026-12-06i/fp8-pairs.json) pairs everywhere ran 1.02-1.05x the converted tile at 1.9-2.2
-    programs per SM over private pages (fp8 at 128K-256K: 0.94x FlashInfer's decode -> 0.98x) but 0.92-0.97x at 2.7
+    (benchmarks/raw/device-2026-12-06i/fp8-pairs.json) pairs everywhere ran 1.01-1.05x the converted tile at 1.9-2.2
+    programs per SM over private pages (fp8 at 128K-256K: 0.94x FlashInfer's decode -> 0.98x) but 0.92-1.00x at 2.7
     per SM and more, and 0.94-0.99x at head dim 256."""
     if not (tune.fp8_pairs and tune.fp8_dot_fp16):
         return False
