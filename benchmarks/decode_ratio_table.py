@@ -4,11 +4,12 @@ FlashInfer rows may come from other files of the same GPU (given after --flashin
 decode_vs_flashinfer.py wrote (a stage's rows: both kernels timed within one call) reads as its "default" variant.
 --rows prints every row below 1.0 (--rows all: every row), worst first, with both times and our launch (splits,
 tokens per split, block size).
+--variant NAME: a decode_vs_flashinfer.py stage's file read as that variant's rows, not "default"'s.
 --retime-rule-1.7.1: for a file whose every row was timed twice (benchmarks/raw/device-2026-12-06d/
 default-retime-all.json.gz), each row's figure as probe 1.7.1 keeps it (the faster round for rows of 100 us or more
 and a pass's first row of a configuration, the first round elsewhere).
-Usage: python benchmarks/decode_ratio_table.py RUN.json [RUN.json ...] [--rows [all]] [--retime-rule-1.7.1]
-           [--flashinfer-from FILE ...]
+Usage: python benchmarks/decode_ratio_table.py RUN.json [RUN.json ...] [--rows [all]] [--variant NAME]
+           [--retime-rule-1.7.1] [--flashinfer-from FILE ...]
 e.g. python benchmarks/decode_ratio_table.py benchmarks/raw/h200-2026-12-03/{all13,regimes}.json \\
          --flashinfer-from calibrations/h200-probe-2026-12-01.json"""
 
@@ -47,13 +48,13 @@ def row_line(ratio: float, key: tuple[str, str], ours: float, theirs: float, lau
             f"{splits!s:>4} x {tps!s:<6} blocks {blocks!s:<3} {shape}")
 
 
-def load(path: str) -> dict:
+def load(path: str, variant: str = "default") -> dict:
     """A probe file, plain or gzipped (the raw folders keep large ones as .json.gz), or a decode_vs_flashinfer.py
-    stage's file as the probe rows of its "default" variant (stage_measurements)."""
+    stage's file as the probe rows of one of its variants (stage_measurements)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
         doc = json.load(f)
-    return doc if "measurements" in doc else {"measurements": stage_measurements(doc.get("rows") or [])}
+    return doc if "measurements" in doc else {"measurements": stage_measurements(doc.get("rows") or [], variant)}
 
 
 STAGE_TABLES = {"shared_table": "decode_shared", "dup_table": "decode_dup"}
@@ -97,9 +98,13 @@ def main(argv: list[str]) -> None:
         i = runs.index("--rows")
         show = "all" if runs[i + 1:i + 2] == ["all"] else "below"
         runs = runs[:i] + runs[i + (2 if show == "all" else 1):]
+    variant = "default"
+    if "--variant" in runs:
+        i = runs.index("--variant")
+        variant, runs = runs[i + 1], runs[:i] + runs[i + 2:]
     rule_171 = "--retime-rule-1.7.1" in runs
     runs = [r for r in runs if r != "--retime-rule-1.7.1"]
-    rows = [m for f in runs for m in load(f)["measurements"]]
+    rows = [m for f in runs for m in load(f, variant)["measurements"]]
     if rule_171:
         keep_rule_1_7_1(rows)
     ours = decode_times(rows, "triton")

@@ -585,6 +585,85 @@ def fp8_configs():
     return sorted(out, key=lambda c: (not capped_changes(c), _shape_key(c) not in LOSER_SHAPES_1_11))
 
 
+def fp8_capped_variants(base):
+    """The default and fp8_pair_variants' capped rule alone (pairs at <= 2.25 working programs per SM, head dim 128)."""
+    return [fp8_pair_variants(base)[0], fp8_pair_variants(base)[-1]]
+
+
+def fp8_capped_configs():
+    """fp8_configs' shapes whose launch the capped rule changes, those benchmarks/raw/device-2026-12-06i/fp8-pairs.json
+    did not time first (head dim 64, 6-16 query heads per KV head, 64K): the rule's own check on shapes it was not
+    read off."""
+    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+
+    raw = Path(__file__).parent / "raw" / "device-2026-12-06i" / "fp8-pairs.json"
+    timed = [r["config"] for r in json.loads(raw.read_text())["rows"]] if raw.exists() else []
+    capped = fp8_capped_variants(DEFAULT_TUNE)[-1][1]
+    changed = [c for c in fp8_configs()
+               if plan_keys(c, capped, 132, device="cpu") != plan_keys(c, DEFAULT_TUNE, 132, device="cpu")]
+    return sorted(changed, key=lambda c: c.as_dict() in timed)
+
+
+def block_fill_variants(base):
+    """The default and launches that split a shared prefix into shorter splits where the default's programs are too
+    few for page blocks (TuneParams.block_fill_programs_per_sm: 1 or 2 working programs per SM, splits of at least
+    64, 128 or 256 tokens), so that each block reads the prefix once: 8 sequences x 4 KV heads at 4K + 128, head dim
+    256, read 138 MB of K/V in 352 programs (0.79x FlashInfer's decode on an H100, device-2026-12-06h), 17 MB in 33
+    splits of 128 tokens in blocks of 8."""
+    r = dataclasses.replace
+    return [("default", base), ("fill 1/SM", r(base, block_fill_programs_per_sm=1)),
+            ("fill 2/SM", r(base, block_fill_programs_per_sm=2)),
+            ("fill 1/SM, 256+", r(base, block_fill_programs_per_sm=1, block_fill_min_tokens=256)),
+            ("fill 2/SM, 64+", r(base, block_fill_programs_per_sm=2, block_fill_min_tokens=64))]
+
+
+def block_fill_configs():
+    """The coverage, regimes and wide-head shapes (with --only-changed, the 22 whose launch a block_fill_variants
+    variant changes: all over shared pages), the rows probe 1.11.0 lost first."""
+    out: list = []
+    for c in grid_and_regimes_configs() + wide_head_configs():
+        if c not in out:
+            out.append(c)
+    return sorted(out, key=lambda c: _shape_key(c) not in LOSER_SHAPES_1_11)
+
+
+def next_rules_variants(base):
+    """The default (probe 1.12.0), each launch rule the device-2026-12-06j call read off alone, and all three: fp8
+    pairs in decode launches of at most 2.25 working programs per SM at head dim 128 or less (fp8_pair_variants'
+    capped rule: 20 of 20 shapes it changes at 1.00-1.07x over private pages); a shared prefix split for page blocks
+    at head dim 256 (block_fill_programs_per_sm 1, splits of 256+ tokens: 8 x 4 KV heads at 4K + 128 1.35x); fp8's
+    streaming launch at 4 programs per SM (fp8_stream_programs_per_sm: 1.22-1.40x on 3 fp8 shapes)."""
+    r = dataclasses.replace
+    pairs = dict(fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25, fp8_pairs_max_head_dim=128)
+    fill = dict(block_fill_programs_per_sm=1, block_fill_min_tokens=256, block_fill_min_head_dim=256)
+    stream = dict(fp8_stream_programs_per_sm=4)
+    return [("default", base), ("pairs <= 2.25/SM", r(base, **pairs)), ("block fill d256", r(base, **fill)),
+            ("fp8 stream 4", r(base, **stream)), ("all three", r(base, **pairs, **fill, **stream))]
+
+
+def next_rules_configs():
+    """22 held-out shapes first, chosen for the three rules of next_rules_variants and read off none of them (models as
+    their config.json lays out heads: Llama-3-8B 4 x 8 KV heads, Qwen2.5-7B 7 x 4, a 70B's TP-8 shard 8 x 1,
+    Qwen3-30B 8 x 4, Gemma-3-4B 2 x 4 at head dim 256, Gemma-2-9B 2 x 8, Gemma-3-1B 4 x 1, Qwen3-Next's full
+    attention 8 x 2), then the coverage, regimes and wide-head shapes the rules were read off."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(65536, 4, 1, 128, 4, 8, 128, "fp8"), C(32768, 32, 1, 128, 4, 8, 128, "fp8"),
+                C(65536, 16, 1, 128, 7, 4, 128, "fp8"), C(131072, 16, 1, 128, 8, 1, 128, "fp8"),
+                C(2048, 32, 1, 16384, 4, 8, 128, "fp8"), C(1024, 8, 1, 32768, 8, 4, 128, "fp8"),
+                C(65536, 8, 1, 128, 4, 8, 64, "fp8"), C(8192, 8, 1, 1024, 4, 8, 128, "fp8"),
+                C(2048, 32, 1, 128, 4, 8, 128, "fp8"), C(16384, 2, 1, 128, 8, 4, 128, "fp8"),
+                C(8192, 4, 1, 128, 2, 4, 256), C(6144, 8, 1, 512, 2, 4, 256), C(1024, 32, 1, 128, 2, 4, 256),
+                C(4096, 4, 1, 128, 2, 8, 256), C(2048, 8, 1, 512, 2, 8, 256), C(8192, 2, 1, 64, 2, 8, 256),
+                C(4096, 32, 1, 128, 4, 1, 256), C(8192, 16, 1, 512, 4, 1, 256), C(4096, 16, 1, 128, 8, 2, 256),
+                C(2048, 32, 1, 512, 8, 2, 256), C(6144, 16, 1, 64, 2, 2, 256), C(4096, 8, 1, 128, 2, 4, 256, "fp8")]
+    out = list(held_out)
+    for c in grid_and_regimes_configs() + wide_head_configs():
+        if c not in out:
+            out.append(c)
+    return out
+
+
 def _shape_key(c) -> tuple:
     """A configuration as LOSER_SHAPES_1_11 names it."""
     return (c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens, c.q_per_kv, c.num_kv_heads, c.head_dim,
@@ -717,10 +796,13 @@ STAGE_PLANS = {
     "regimes-losers": (regimes_loser_configs, regimes_loser_variants, DEFAULT_TUNE),
     "fp8-pairs": (fp8_configs, fp8_pair_variants, DEFAULT_TUNE),
     "swap-ab": (swap_ab_configs, swap_ab_variants, DEFAULT_TUNE),
+    "fp8-capped": (fp8_capped_configs, fp8_capped_variants, DEFAULT_TUNE),
+    "block-fill": (block_fill_configs, block_fill_variants, DEFAULT_TUNE),
+    "next-rules": (next_rules_configs, next_rules_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
-                         "fp8-pairs", "swap-ab")
+                         "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

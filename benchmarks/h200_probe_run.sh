@@ -56,6 +56,15 @@
 #             (fp8_pairs) everywhere and capped (decode_fp8_pairs: <= 2.25 programs per SM, head dim 128) against the
 #             default's conversion, decode and cascade, on every fp8 shape of the coverage and regimes grids, those the
 #             cap changes first; FP8_PAIRS_RESERVE seconds left -> fp8-pairs.json
+#   fp8-capped  decode_vs_flashinfer.py fp8-capped --only-changed: the capped fp8-pairs rule alone against the default
+#             on the 20 shapes whose launch it changes, the 7 fp8-pairs.json (device-2026-12-06i) did not time first;
+#             FP8_CAPPED_RESERVE seconds left -> fp8-capped.json
+#   block-fill  decode_vs_flashinfer.py block-fill --only-changed: launches too short of programs for page blocks split
+#             their shared prefix finer so that blocks form (block_fill_programs_per_sm), on the 22 coverage, regimes
+#             and wide-head shapes whose launch that changes; BLOCK_FILL_RESERVE seconds left -> block-fill.json
+#   next-rules  decode_vs_flashinfer.py next-rules --only-changed: capped fp8 pairs, block fill at head dim 256, fp8's
+#             streaming at 4 per SM, each alone and together, on 18 held-out shapes first, then the grids' shapes
+#             whose launch they change; NEXT_RULES_RESERVE seconds left -> next-rules.json
 #   swap-ab   decode_vs_flashinfer.py swap-ab --only-changed: the decode's dots transposed (decode_swap_ab, warpgroup
 #             MMAs) on four warps, against the default, on regimes-losers' rows then the default grid; SWAP_AB_RESERVE
 #             seconds left -> swap-ab.json
@@ -143,7 +152,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

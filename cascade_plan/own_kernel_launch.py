@@ -176,6 +176,11 @@ class TuneParams:
     # 1.01-1.09x; 4 x 8 at 16K: 0.92-0.98x -> 0.96-1.04x); 512 programs, more than fit at once, lost 8-11% unsplit
     stream_programs_per_sm: int = 0
     stream_max_programs_per_sm: int = 3
+    # ... over an fp8 cache this many per SM, up to as many resident (own_kernel_pages.tune_at_kv_dtype; 0: as over
+    # bf16). H100 (benchmarks/raw/device-2026-12-06j/regimes-losers.json), 4 against 2: fp8 8 x 8 KV heads at
+    # 128K-256K private 1.22-1.23x faster, 16 x 8 at 4K + 8K 1.22-1.40x; bf16 rows 0.87-0.96x, fp8 at head dim 256
+    # 0.97-1.02x
+    fp8_stream_programs_per_sm: int = 0
     stream_min_tokens: int = 1024
     # a tiny launch split into more than fused_merge_max_splits splits takes that many instead, where they still give
     # this many programs per SM: its splits then merge in its own programs, not in a merge kernel launched after it
@@ -206,6 +211,16 @@ class TuneParams:
     # FlashInfer's decode; the same pages as private ones the streaming launch (33 of 4,032), 1.01x; at 256K 0.98x
     # and 1.00x
     sibling_shared_only: bool = False
+    # a launch over a known shared prefix of more than half the context, whose programs fall short of
+    # target_programs_per_sm per SM (so no page block forms: page_block_seqs) and whose blocks could hold two or more
+    # sequences, splits the prefix into more, shorter splits instead, of at least block_fill_min_tokens, so that its
+    # blocks' working programs (one per block, KV head and split) come to about this many per SM
+    # (own_kernel_pages.block_fill_splits); each block then reads the prefix once, not once per sequence. 0: off
+    # (probes up to 1.12.0). Static bytes: 8 sequences x 4 KV heads at 4K + 128, head dim 256, read 138 MB of K/V in
+    # 352 programs (11 splits), 17 MB in 33 splits of 128 tokens in blocks of 8
+    block_fill_programs_per_sm: int = 0
+    block_fill_min_tokens: int = 128
+    block_fill_min_head_dim: int = 0
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

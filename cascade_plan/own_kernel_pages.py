@@ -5,6 +5,7 @@ rules. Pure Python, as own_kernel_launch."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from cascade_plan.own_kernel_launch import (
@@ -19,6 +20,16 @@ from cascade_plan.own_kernel_launch import (
     tune_at_head_dim,
     whole_tile_splits,
 )
+
+
+def tune_at_kv_dtype(tune: TuneParams, kv_dtype: str) -> TuneParams:
+    """The tune a per-sequence decode over a `kv_dtype` cache ("bf16", "fp8") launches with: over fp8 the streaming
+    launch's target fp8_stream_programs_per_sm where set (and as many resident per SM at most); else `tune`.
+    Applying it twice gives the same tune."""
+    n = tune.fp8_stream_programs_per_sm
+    if kv_dtype != "fp8" or not n:
+        return tune
+    return replace(tune, stream_programs_per_sm=n, stream_max_programs_per_sm=max(tune.stream_max_programs_per_sm, n))
 
 
 def launch_shared_tokens(shared_prefix_tokens: int | None, sharing_seqs: int, tune: TuneParams) -> int | None:
@@ -63,11 +74,42 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
             and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
         return (*stream_splits(work, max_seq_len, sm_count, tune), False)
+    filled = block_fill_splits(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, sm_count, tune,
+                               head_dim)
+    if filled:
+        return (*filled, False)
     block_n = decode_tile(work, splits, tps, long_tile, sm_count, tune)[0]
     at_prefix = (shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, tps, block_n, tune)
                  or shared_head_split(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, tps,
                                       block_n, sm_count, tune))
     return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
+
+
+def block_fill_splits(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                      splits: int, sm_count: int, tune: TuneParams, head_dim: int) -> tuple[int, int] | None:
+    """(splits, tokens per split) that cut a known shared prefix of more than half the context into splits of whole
+    base tiles, at least block_fill_min_tokens each, enough that the launch's blocks (page_group_seqs sequences each)
+    give about block_fill_programs_per_sm working programs per SM and the launch target_programs_per_sm programs per
+    SM in all (page_block_seqs' condition for blocks); the private rest follows in splits of the same length. Where
+    the tune has it (TuneParams.block_fill_programs_per_sm, at head dims of at least block_fill_min_head_dim), the
+    launch of `splits` falls short of
+    target_programs_per_sm programs per SM (so no block forms), blocks can hold two or more sequences, and the new
+    launch has more splits; else None."""
+    work = batch * kv_heads
+    if (not tune.block_fill_programs_per_sm or head_dim < tune.block_fill_min_head_dim
+            or not shared_prefix_tokens or 2 * shared_prefix_tokens <= max_seq_len
+            or work * splits >= tune.target_programs_per_sm * sm_count):
+        return None
+    seqs = page_group_seqs(batch, q_per_kv, tune)
+    if seqs == 1:
+        return None
+    # at least target_programs_per_sm launched programs per SM, or page_block_seqs forms no block
+    want = max(ceil_div(tune.block_fill_programs_per_sm * sm_count, (batch // seqs) * kv_heads),
+               ceil_div(tune.target_programs_per_sm * sm_count, work))
+    most = max(1, shared_prefix_tokens // max(tune.block_fill_min_tokens, tune.decode_block_n))
+    _, tps = whole_tile_splits(shared_prefix_tokens, min(want, most), tune.decode_block_n)
+    n = ceil_div(max_seq_len, tps)
+    return (n, tps) if n > splits and work * n >= tune.target_programs_per_sm * sm_count else None
 
 
 class DecodeLaunch(NamedTuple):

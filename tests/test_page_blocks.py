@@ -155,6 +155,16 @@ def test_the_rule_holds_only_where_it_gives_back_every_recorded_launch(h100_run)
                                          "tune": {**h100_run.decoded["notes"]["tune"], "decode_page_group": 2}}}
     rule, line = page_block_rule(ProbeData(h100_run.path, doc), "triton", "bf16")
     assert rule is None and "page blocks not priced" in line
+    # a tune whose fp8 launches stream at 4 per SM (tune_at_kv_dtype; none of this file's blocked rows streams): the
+    # fp8 rule the planner keeps launches so, the bf16 one as the file's tune says
+    tune = h100_run.decoded["notes"]["tune"]
+    notes = {**h100_run.decoded["notes"], "tune": {**tune, "fp8_stream_programs_per_sm": 4}}
+    doc = {**h100_run.decoded, "notes": notes}
+    fp8, _ = page_block_rule(ProbeData(h100_run.path, doc), "triton", "fp8")
+    bf16, _ = page_block_rule(ProbeData(h100_run.path, doc), "triton", "bf16")
+    assert fp8 is not None and bf16 is not None
+    assert (fp8.tune["stream_programs_per_sm"], fp8.tune["stream_max_programs_per_sm"]) == (4, 4)
+    assert bf16.tune == notes["tune"]      # this file's tune streams nowhere (no stream_programs_per_sm)
     # other kernels, and the shipped H200 file (probe 1.3's tune: no blocks), have no rule
     assert page_block_rule(h100_run, "flashinfer", "bf16") == (None, "")
     assert page_block_rule(find_committed(load_hardware("h200"), "probe"), "triton", "bf16") == (None, "")

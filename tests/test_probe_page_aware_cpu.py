@@ -241,3 +241,28 @@ def test_head_dim_256_launches_its_own_tile_and_matches_the_reference():
     assert (plan.splits, plan.block_n, plan.prefetch) == (1, 64, True)
     assert decode_launch_plan(8, 2, 2, 328, 320, 2, DEFAULT_TUNE, head_dim=128).block_n == 128
     assert plan.launch_record() == page_blocks(8, 2, 2, 4, 320, 328, 2, DEFAULT_TUNE, head_dim=256)
+
+
+def test_a_launch_short_of_programs_splits_its_prefix_for_blocks_and_matches_the_reference():
+    """On 2 SMs at 32 programs per SM, 8 sequences x 2 KV heads split in 3 give 48 programs: too few for blocks, so
+    each sequence reads the 64 shared tokens itself. block_fill_programs_per_sm cuts the prefix into four 16-token
+    splits instead (5 with the private tail), whose blocks of four read it once; the result is the reference's and
+    the host's page_blocks gives the launch the kernel made."""
+    from cascade_plan.own_kernel_blocks import page_blocks
+
+    d = build_data(_cfg(), "cpu", seed=8)
+    ref = reference_output(d)
+    short = dataclasses.replace(TINY, target_programs_per_sm=32)
+    fill = dataclasses.replace(short, block_fill_programs_per_sm=4, block_fill_min_tokens=16)
+    for tune, launch in ((short, (3, 32, 1)), (fill, (5, 16, 4))):
+        out = torch.full_like(d.q, float("nan"))
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 72, out, sm_count=2, tune=tune,
+                          shared_prefix_tokens=64)
+        plan()
+        assert max_rel_err(out, ref) < TOL
+        assert (plan.splits, plan.tps, plan.seqs) == launch
+        assert plan.launch_record() == page_blocks(8, 2, 4, 4, 64, 72, 2, tune)
+    # every (sequence, KV head) program of the four splits inside the prefix records its block of four, the private
+    # tail's none
+    assert int((plan.grouped == 4).sum()) == 8 * 2 * 4 and int((plan.grouped == 0).sum()) == 8 * 2
+    assert plan.launch_record()["grouped_programs"] == 0.8

@@ -602,3 +602,44 @@ def test_fp8_pairs_only_where_few_programs_stream_long_loops():
     assert decode_fp8_pairs(512, 3, 1, 256, 132, on)
     assert not decode_fp8_pairs(64, 4, 1, 128, 132, DEFAULT_TUNE)
     assert not decode_fp8_pairs(64, 4, 1, 128, 132, dataclasses.replace(on, fp8_dot_fp16=False))
+
+
+def test_block_fill_splits_a_short_launchs_prefix_for_blocks_at_head_dim_256_only():
+    """8 sequences x 4 KV heads at 4,096 shared + 128 tokens, 132 SMs: the base launch gives 11 splits, 352 programs,
+    fewer than the 4 x 132 page blocks need. Filling 1 working program per SM in splits of 256+ tokens: the 4,096
+    shared tokens in min(ceil(132 / 4 blocks of 8), 4,096 // 256) = 16 splits of 256, 17 with the tail; at least
+    ceil(528 / 32) = 17 splits too. 17 x 32 = 544 programs leave blocks of 4 (544 < 8 x 132, >= 4 x 132)."""
+    from cascade_plan.own_kernel_pages import block_fill_splits, decode_launch_plan
+
+    fill = dataclasses.replace(DEFAULT_TUNE, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
+                               block_fill_min_head_dim=256)
+    assert decode_launch_plan(8, 4, 2, 4224, 4096, 132, DEFAULT_TUNE, head_dim=256)[:2] == (11, 384)
+    assert block_fill_splits(8, 4, 2, 4224, 4096, 11, 132, fill, 256) == (17, 256)
+    la = decode_launch_plan(8, 4, 2, 4224, 4096, 132, fill, head_dim=256)
+    assert (la.splits, la.tokens_per_split, la.seqs) == (17, 256, 4)
+    assert page_blocks(8, 4, 2, 8, 4096, 4224, 132, fill, head_dim=256)["grouped_programs"] == 16 / 17
+    # not at head dim 128, not without a known shared prefix of more than half the context, not where it is off
+    assert block_fill_splits(8, 4, 2, 4224, 4096, 11, 132, fill, 128) is None
+    assert block_fill_splits(8, 4, 2, 4224, 2112, 11, 132, fill, 256) is None
+    assert block_fill_splits(8, 4, 2, 4224, None, 11, 132, fill, 256) is None
+    assert block_fill_splits(8, 4, 2, 4224, 4096, 11, 132, DEFAULT_TUNE, 256) is None
+    # one query head per KV head too many for a block: none
+    assert block_fill_splits(8, 4, 16, 4224, 4096, 11, 132, fill, 256) is None
+
+
+def test_an_fp8_cache_streams_at_its_own_target():
+    """fp8_stream_programs_per_sm: 8 sequences x 8 KV heads over 128K + 128 private tokens stream in
+    min(2 x 132 // 64, 131,200 // 1,024) = 4 splits over bf16 and min(4 x 132 // 64, ...) = 8 over fp8; a batch
+    of 400 (sequence, KV head) items, above 3 x 132 and within 4 x 132, streams over fp8 only (unsplit: 4 x 132 //
+    400 = 1), and over bf16 takes the long-context launch (3 splits)."""
+    from cascade_plan.own_kernel_pages import tune_at_kv_dtype
+
+    tune = dataclasses.replace(DEFAULT_TUNE, fp8_stream_programs_per_sm=4)
+    fp8 = tune_at_kv_dtype(tune, "fp8")
+    assert (fp8.stream_programs_per_sm, fp8.stream_max_programs_per_sm) == (4, 4)
+    assert tune_at_kv_dtype(fp8, "fp8") == fp8 and tune_at_kv_dtype(tune, "bf16") == tune
+    assert tune_at_kv_dtype(DEFAULT_TUNE, "fp8") == DEFAULT_TUNE
+    assert decode_launch(8, 8, 4, 131200, 0, 132, tune_at_kv_dtype(tune, "bf16"))[0] == 4
+    assert decode_launch(8, 8, 4, 131200, 0, 132, fp8)[0] == 8
+    assert decode_launch(50, 8, 4, 131200, 0, 132, fp8)[::2] == (1, False)
+    assert decode_launch(50, 8, 4, 131200, 0, 132, tune)[::2] == (3, True)

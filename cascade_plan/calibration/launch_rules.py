@@ -3,11 +3,13 @@ its GPU's SM count: where a fit may price a launch apart (calibration/fitting.py
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from cascade_plan.calibration_schema.kernel_fit import PageBlockRule
 from cascade_plan.cost.ops.page_blocks import PageBlocks, page_blocks_of
 from cascade_plan.own_kernel_blocks import page_blocks
+from cascade_plan.own_kernel_pages import tune_at_kv_dtype
 from cascade_plan.own_kernel_prefix import prefix_launch
 
 if TYPE_CHECKING:
@@ -73,6 +75,9 @@ def page_block_rule(probe: ProbeData, backend: str, kv_dtype: str) -> tuple[Page
                 and (m.get("config") or {}).get("kv_dtype") == kv_dtype and isinstance(m.get("launch"), dict)]
     if not any(m["launch"].get("grouped_programs") for m in launched):
         return None, ""
+    # the launch rules over this KV dtype (own_kernel_pages.tune_at_kv_dtype), in the rule the planner keeps too
+    base = page_blocks_of(sms, tune).tune
+    tune = {**tune, **{k: v for k, v in asdict(tune_at_kv_dtype(base, kv_dtype)).items() if v != getattr(base, k)}}
     rule = page_blocks_of(sms, tune)
     for m in launched:
         c, want = m["config"], m["launch"]

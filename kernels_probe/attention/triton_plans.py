@@ -25,7 +25,13 @@ from cascade_plan.own_kernel_launch import (
     scale_log2,
     whole_tile_splits,
 )
-from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_fp8_pairs, decode_launch, decode_launch_plan
+from cascade_plan.own_kernel_pages import (
+    CHECK_CHUNK_PAGES,
+    decode_fp8_pairs,
+    decode_launch,
+    decode_launch_plan,
+    tune_at_kv_dtype,
+)
 from cascade_plan.own_kernel_prefix import prefix_launch
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
 from kernels_probe.attention.triton_merge import merge_kernel, merge_slots_kernel
@@ -88,6 +94,8 @@ class DecodePlan:
         assert D == D2 and HQ % HKV == 0
         self.q, self.k, self.v, self.bt, self.seq_lens, self.out = q, k_cache, v_cache, block_table, seq_lens, out
         self.B, self.HQ, self.HKV, self.D, self.PS, self.G = B, HQ, HKV, D, PS, HQ // HKV
+        # the launch rules over this cache's dtype (tune_at_kv_dtype: fp8's streaming target)
+        tune = tune_at_kv_dtype(tune, "fp8" if k_cache.dtype == torch.float8_e4m3fn else "bf16")
         self.tune = tune
         self.scale_log2 = scale_log2(D, sm_scale)
         self.work_items = B * HKV
