@@ -49,7 +49,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 
 from cascade_plan.own_kernel_launch import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
-from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE  # noqa: E402
+from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE, PROBE_1_12_0_TUNE  # noqa: E402
 
 TOL = 1e-2
 
@@ -628,11 +628,12 @@ def block_fill_configs():
 
 
 def next_rules_variants(base):
-    """The default (probe 1.12.0), each launch rule the device-2026-12-06j call read off alone, and all three: fp8
-    pairs in decode launches of at most 2.25 working programs per SM at head dim 128 or less (fp8_pair_variants'
-    capped rule: 20 of 20 shapes it changes at 1.00-1.07x over private pages); a shared prefix split for page blocks
-    at head dim 256 (block_fill_programs_per_sm 1, splits of 256+ tokens: 8 x 4 KV heads at 4K + 128 1.35x); fp8's
-    streaming launch at 4 programs per SM (fp8_stream_programs_per_sm: 1.22-1.40x on 3 fp8 shapes)."""
+    """The default (here probe 1.12.0's tune, PROBE_1_12_0_TUNE), each launch rule the device-2026-12-06j call read
+    off alone, and all three: fp8 pairs in decode launches of at most 2.25 working programs per SM at head dim 128 or
+    less (fp8_pair_variants' capped rule: 20 of 20 shapes it changes at 1.00-1.07x over private pages); a shared
+    prefix split for page blocks at head dim 256 (block_fill_programs_per_sm 1, splits of 256+ tokens: 8 x 4 KV
+    heads at 4K + 128 1.35x); fp8's streaming launch at 4 programs per SM (fp8_stream_programs_per_sm: 1.22-1.40x on
+    3 fp8 shapes)."""
     r = dataclasses.replace
     pairs = dict(fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25, fp8_pairs_max_head_dim=128)
     fill = dict(block_fill_programs_per_sm=1, block_fill_min_tokens=256, block_fill_min_head_dim=256)
@@ -798,7 +799,7 @@ STAGE_PLANS = {
     "swap-ab": (swap_ab_configs, swap_ab_variants, DEFAULT_TUNE),
     "fp8-capped": (fp8_capped_configs, fp8_capped_variants, DEFAULT_TUNE),
     "block-fill": (block_fill_configs, block_fill_variants, DEFAULT_TUNE),
-    "next-rules": (next_rules_configs, next_rules_variants, DEFAULT_TUNE),
+    "next-rules": (next_rules_configs, next_rules_variants, PROBE_1_12_0_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

@@ -42,7 +42,7 @@ def variants(tune, sm_count: int = 132) -> tuple[set, set]:
         for p in plans:
             merge = fused_merge_slots(p.G, p.D, p.splits, p.warps) if p.fused_merge else (1, 1)
             dec.add((c.kv_dtype, p.HKV, p.G, p.D, p.PS, p.block_n, p.stages, p.warps, p.write_final, p.seqs,
-                     p.prefetch, p.fused_merge, merge))
+                     p.prefetch, p.fused_merge, merge, p.pairs))
         for pp in casc.prefix_plans:
             pre.add((c.kv_dtype, pp.HKV, pp.G, pp.D, pp.PS, pp.block_m, pp.prefetch))
     return dec, pre
@@ -56,12 +56,14 @@ def main() -> int:
         PROBE_1_7_1_TUNE,
         PROBE_1_7_2_TUNE,
         PROBE_1_8_0_TUNE,
+        PROBE_1_12_0_TUNE,
     )
 
     print(f"{'tune':12s} {'decode':>7s} {'prefix pass':>12s}")
     for name, tune in (("probe 1.5.5", PROBE_1_5_5_TUNE), ("probe 1.6.0", PROBE_1_6_0_TUNE),
                        ("probe 1.7.1", PROBE_1_7_1_TUNE), ("probe 1.7.2", PROBE_1_7_2_TUNE),
-                       ("probe 1.8.0", PROBE_1_8_0_TUNE), ("default", DEFAULT_TUNE)):
+                       ("probe 1.8.0", PROBE_1_8_0_TUNE), ("probe 1.12.0", PROBE_1_12_0_TUNE),
+                       ("default", DEFAULT_TUNE)):
         dec, pre = variants(tune)
         print(f"{name:12s} {len(dec):7d} {len(pre):12d}")
     return 0

@@ -84,8 +84,9 @@ class TuneParams:
     # per tile at head dim 128 against 89-105 ldmatrix over bf16: kernels_probe/attention/pipelining.py). Off: the
     # fp8 cache read and converted as it is (probes up to 1.12.0). Only with fp8_dot_fp16
     fp8_pairs: bool = False
-    # ... everywhere (0), or only in per-sequence decode launches of at most this many working programs per SM at head
-    # dims of at most fp8_pairs_max_head_dim (0: any): own_kernel_pages.decode_fp8_pairs
+    # ... everywhere (0), or only in decode launches of at most this many working programs per SM at head dims up to
+    # fp8_pairs_max_head_dim (0: any; own_kernel_pages.decode_fp8_pairs). H100, 2.25 and 128 (device-2026-12-06j:
+    # fp8-capped.json, next-rules.json): every decode row it changes over private pages 1.00-1.07x, shared 0.97-1.21x
     fp8_pairs_max_programs_per_sm: float = 0.0
     fp8_pairs_max_head_dim: int = 0
     # per-sequence decode: dots transposed (S^T = K q^T, acc^T += V^T P^T) so that their M rows are the tile's keys and
@@ -177,9 +178,8 @@ class TuneParams:
     stream_programs_per_sm: int = 0
     stream_max_programs_per_sm: int = 3
     # ... over an fp8 cache this many per SM, up to as many resident (own_kernel_pages.tune_at_kv_dtype; 0: as over
-    # bf16). H100 (benchmarks/raw/device-2026-12-06j/regimes-losers.json), 4 against 2: fp8 8 x 8 KV heads at
-    # 128K-256K private 1.22-1.23x faster, 16 x 8 at 4K + 8K 1.22-1.40x; bf16 rows 0.87-0.96x, fp8 at head dim 256
-    # 0.97-1.02x
+    # bf16, probes up to 1.12.0). H100 (device-2026-12-06j), 4 against 2: read off 3 fp8 shapes (regimes-losers.json:
+    # 1.22-1.40x; bf16 0.87-0.96x), then 10 held-out fp8 ones and the grids' (next-rules.json) 0.98-1.43x, private
     fp8_stream_programs_per_sm: int = 0
     stream_min_tokens: int = 1024
     # a tiny launch split into more than fused_merge_max_splits splits takes that many instead, where they still give
@@ -211,13 +211,11 @@ class TuneParams:
     # FlashInfer's decode; the same pages as private ones the streaming launch (33 of 4,032), 1.01x; at 256K 0.98x
     # and 1.00x
     sibling_shared_only: bool = False
-    # a launch over a known shared prefix of more than half the context, whose programs fall short of
-    # target_programs_per_sm per SM (so no page block forms: page_block_seqs) and whose blocks could hold two or more
-    # sequences, splits the prefix into more, shorter splits instead, of at least block_fill_min_tokens, so that its
-    # blocks' working programs (one per block, KV head and split) come to about this many per SM
-    # (own_kernel_pages.block_fill_splits); each block then reads the prefix once, not once per sequence. 0: off
-    # (probes up to 1.12.0). Static bytes: 8 sequences x 4 KV heads at 4K + 128, head dim 256, read 138 MB of K/V in
-    # 352 programs (11 splits), 17 MB in 33 splits of 128 tokens in blocks of 8
+    # a launch too short of programs for page blocks over a known shared prefix of more than half the context splits
+    # the prefix finer (splits of block_fill_min_tokens+), so that blocks form and give about this many working
+    # programs per SM (own_kernel_pages.block_fill_splits; 0: off, probes up to 1.12.0), at head dims of
+    # block_fill_min_head_dim+. H100 (device-2026-12-06j): head dim 256 1.23-1.35x, 128 0.66-1.03x (block-fill.json:
+    # latency-bound rows; blocks give up the fused merge); 11 held-out head-dim-256 shapes 1.03-1.70x (next-rules)
     block_fill_programs_per_sm: int = 0
     block_fill_min_tokens: int = 128
     block_fill_min_head_dim: int = 0
@@ -225,7 +223,9 @@ class TuneParams:
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
                           split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256,
-                          sibling_shared_only=True)
+                          sibling_shared_only=True, fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25,
+                          fp8_pairs_max_head_dim=128, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
+                          block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4)
 
 
 def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:

@@ -240,7 +240,9 @@ def decode_fp8_pairs(work_items: int, splits: int, seqs: int, head_dim: int, sm_
     most fp8_pairs_max_programs_per_sm per SM, at head dims up to fp8_pairs_max_head_dim. On an H100
     (benchmarks/raw/device-2026-12-06i/fp8-pairs.json) pairs everywhere ran 1.01-1.05x the converted tile at 1.9-2.2
     programs per SM over private pages (fp8 at 128K-256K: 0.94x FlashInfer's decode -> 0.98x) but 0.92-1.00x at 2.7
-    per SM and more, and 0.94-0.99x at head dim 256."""
+    per SM and more, and 0.94-0.99x at head dim 256. Capped at 2.25 per SM and head dim 128 (probe 1.13.0), it ran
+    1.00-1.07x over private pages and 0.97-1.21x over shared ones on every decode row it changes, 10 held-out fp8
+    shapes included (device-2026-12-06j: fp8-capped.json, next-rules.json)."""
     if not (tune.fp8_pairs and tune.fp8_dot_fp16):
         return False
     if tune.fp8_pairs_max_head_dim and head_dim > tune.fp8_pairs_max_head_dim:

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from cascade_plan.own_kernel_launch import TuneParams
 
+# The tune of probe 1.12.0 (fp8 converted everywhere; no block fill; fp8 streaming as bf16's).
+PROBE_1_12_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
+                               split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256,
+                               sibling_shared_only=True)
 # The tune of probe 1.11.0 (one sequence's prefix launched as a shared one).
 PROBE_1_11_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
                                split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256)

@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.12.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.13.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -34,4 +34,7 @@ PROBE_VERSION = "1.12.0"  # 1.4: page-aware decode blocks where they pay (page_b
 # 1.11.0: at head dim 256 the batch-filled and long-context tiles hold 64 tokens and the base tile never prefetches
 # (wide_head_min_dim): tiles of 74 KB of shared memory, not 138-140 KB
 # 1.12.0: a prefix no two sequences share launches as the private context it is (sibling_shared_only)
+# 1.13.0: fp8 read as int16 pairs in decode launches of <= 2.25 working programs per SM at head dim <= 128
+# (decode_fp8_pairs); fp8's streaming launch at 4 programs per SM (fp8_stream_programs_per_sm); at head dim 256 a
+# launch too short for page blocks splits its shared prefix so they form (block_fill_programs_per_sm)
 __version__ = PROBE_VERSION

@@ -438,9 +438,9 @@ def test_a_prefix_no_two_sequences_share_is_launched_as_private_context():
     context it is (one sequence shares it with nobody) it streams: 264 // 8 = 33 splits of ceil(131,200 / 33) = 3,976
     -> 4,032 tokens, the launch the same pages get as private ones. A group of two keeps counting it."""
     from cascade_plan.own_kernel_pages import launch_shared_tokens
-    from cascade_plan.own_kernel_tunes import PROBE_1_11_0_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_11_0_TUNE, PROBE_1_12_0_TUNE
 
-    t, old = DEFAULT_TUNE, PROBE_1_11_0_TUNE
+    t, old = PROBE_1_12_0_TUNE, PROBE_1_11_0_TUNE
     assert dataclasses.replace(t, sibling_shared_only=False) == old
     assert launch_shared_tokens(131072, 1, t) == 0 and launch_shared_tokens(131072, 2, t) == 131072
     assert launch_shared_tokens(None, 1, t) is None and launch_shared_tokens(131072, 1, old) == 131072
@@ -540,9 +540,9 @@ def test_head_dim_256_runs_64_token_tiles_and_a_base_tile_that_never_prefetches(
     rule is the identity below its head dim and applied twice."""
     from cascade_plan.own_kernel_launch import tune_at_head_dim
     from cascade_plan.own_kernel_pages import decode_launch_plan
-    from cascade_plan.own_kernel_tunes import PROBE_1_10_0_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_10_0_TUNE, PROBE_1_12_0_TUNE
 
-    def launch(batch, seq_len, shared, head_dim, tune=DEFAULT_TUNE):
+    def launch(batch, seq_len, shared, head_dim, tune=PROBE_1_12_0_TUNE):
         la = decode_launch_plan(batch, 4, 2, seq_len, shared, 132, tune, head_dim=head_dim)
         return la.splits, la.tokens_per_split, la.block_n, la.stages, la.warps, la.prefetch
 
@@ -590,9 +590,13 @@ def test_fp8_pairs_only_where_few_programs_stream_long_loops():
     import dataclasses
 
     from cascade_plan.own_kernel_pages import decode_fp8_pairs
+    from cascade_plan.own_kernel_tunes import PROBE_1_12_0_TUNE
 
-    on = dataclasses.replace(DEFAULT_TUNE, fp8_pairs=True)
+    on = dataclasses.replace(PROBE_1_12_0_TUNE, fp8_pairs=True)
     capped = dataclasses.replace(on, fp8_pairs_max_programs_per_sm=2.25, fp8_pairs_max_head_dim=128)
+    # probe 1.13.0's rule
+    t = DEFAULT_TUNE
+    assert (t.fp8_pairs, t.fp8_pairs_max_programs_per_sm, t.fp8_pairs_max_head_dim) == (True, 2.25, 128)
     assert decode_fp8_pairs(64, 4, 1, 128, 132, capped)
     assert not decode_fp8_pairs(512, 3, 1, 128, 132, capped)
     assert not decode_fp8_pairs(512, 3, 4, 128, 132, capped)
@@ -600,7 +604,7 @@ def test_fp8_pairs_only_where_few_programs_stream_long_loops():
     assert decode_fp8_pairs(99, 3, 1, 128, 132, capped) and not decode_fp8_pairs(100, 3, 1, 128, 132, capped)
     assert not decode_fp8_pairs(64, 4, 1, 256, 132, capped)
     assert decode_fp8_pairs(512, 3, 1, 256, 132, on)
-    assert not decode_fp8_pairs(64, 4, 1, 128, 132, DEFAULT_TUNE)
+    assert not decode_fp8_pairs(64, 4, 1, 128, 132, PROBE_1_12_0_TUNE)
     assert not decode_fp8_pairs(64, 4, 1, 128, 132, dataclasses.replace(on, fp8_dot_fp16=False))
 
 
@@ -610,10 +614,10 @@ def test_block_fill_splits_a_short_launchs_prefix_for_blocks_at_head_dim_256_onl
     shared tokens in min(ceil(132 / 4 blocks of 8), 4,096 // 256) = 16 splits of 256, 17 with the tail; at least
     ceil(528 / 32) = 17 splits too. 17 x 32 = 544 programs leave blocks of 4 (544 < 8 x 132, >= 4 x 132)."""
     from cascade_plan.own_kernel_pages import block_fill_splits, decode_launch_plan
+    from cascade_plan.own_kernel_tunes import PROBE_1_12_0_TUNE
 
-    fill = dataclasses.replace(DEFAULT_TUNE, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
-                               block_fill_min_head_dim=256)
-    assert decode_launch_plan(8, 4, 2, 4224, 4096, 132, DEFAULT_TUNE, head_dim=256)[:2] == (11, 384)
+    fill = DEFAULT_TUNE     # probe 1.13.0's: 1 per SM, 256+ tokens, head dim 256
+    assert decode_launch_plan(8, 4, 2, 4224, 4096, 132, PROBE_1_12_0_TUNE, head_dim=256)[:2] == (11, 384)
     assert block_fill_splits(8, 4, 2, 4224, 4096, 11, 132, fill, 256) == (17, 256)
     la = decode_launch_plan(8, 4, 2, 4224, 4096, 132, fill, head_dim=256)
     assert (la.splits, la.tokens_per_split, la.seqs) == (17, 256, 4)
@@ -622,7 +626,7 @@ def test_block_fill_splits_a_short_launchs_prefix_for_blocks_at_head_dim_256_onl
     assert block_fill_splits(8, 4, 2, 4224, 4096, 11, 132, fill, 128) is None
     assert block_fill_splits(8, 4, 2, 4224, 2112, 11, 132, fill, 256) is None
     assert block_fill_splits(8, 4, 2, 4224, None, 11, 132, fill, 256) is None
-    assert block_fill_splits(8, 4, 2, 4224, 4096, 11, 132, DEFAULT_TUNE, 256) is None
+    assert block_fill_splits(8, 4, 2, 4224, 4096, 11, 132, PROBE_1_12_0_TUNE, 256) is None
     # one query head per KV head too many for a block: none
     assert block_fill_splits(8, 4, 16, 4224, 4096, 11, 132, fill, 256) is None
 
@@ -633,12 +637,13 @@ def test_an_fp8_cache_streams_at_its_own_target():
     of 400 (sequence, KV head) items, above 3 x 132 and within 4 x 132, streams over fp8 only (unsplit: 4 x 132 //
     400 = 1), and over bf16 takes the long-context launch (3 splits)."""
     from cascade_plan.own_kernel_pages import tune_at_kv_dtype
+    from cascade_plan.own_kernel_tunes import PROBE_1_12_0_TUNE
 
-    tune = dataclasses.replace(DEFAULT_TUNE, fp8_stream_programs_per_sm=4)
+    tune = DEFAULT_TUNE     # probe 1.13.0's: 4 per SM over fp8
     fp8 = tune_at_kv_dtype(tune, "fp8")
     assert (fp8.stream_programs_per_sm, fp8.stream_max_programs_per_sm) == (4, 4)
     assert tune_at_kv_dtype(fp8, "fp8") == fp8 and tune_at_kv_dtype(tune, "bf16") == tune
-    assert tune_at_kv_dtype(DEFAULT_TUNE, "fp8") == DEFAULT_TUNE
+    assert tune_at_kv_dtype(PROBE_1_12_0_TUNE, "fp8") == PROBE_1_12_0_TUNE
     assert decode_launch(8, 8, 4, 131200, 0, 132, tune_at_kv_dtype(tune, "bf16"))[0] == 4
     assert decode_launch(8, 8, 4, 131200, 0, 132, fp8)[0] == 8
     assert decode_launch(50, 8, 4, 131200, 0, 132, fp8)[::2] == (1, False)
