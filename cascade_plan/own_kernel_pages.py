@@ -92,9 +92,8 @@ def block_fill_splits(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
     give about block_fill_programs_per_sm working programs per SM and the launch target_programs_per_sm programs per
     SM in all (page_block_seqs' condition for blocks); the private rest follows in splits of the same length. Where
     the tune has it (TuneParams.block_fill_programs_per_sm, at head dims of at least block_fill_min_head_dim), the
-    launch of `splits` falls short of
-    target_programs_per_sm programs per SM (so no block forms), blocks can hold two or more sequences, and the new
-    launch has more splits; else None."""
+    launch of `splits` falls short of target_programs_per_sm programs per SM (so no block forms), blocks can hold
+    two or more sequences, and the new launch has more splits; else None."""
     work = batch * kv_heads
     if (not tune.block_fill_programs_per_sm or head_dim < tune.block_fill_min_head_dim
             or not shared_prefix_tokens or 2 * shared_prefix_tokens <= max_seq_len
