@@ -158,6 +158,21 @@ def test_fp8_pages_and_the_cascade_suffix_pass_stay_per_sequence():
     assert max_rel_err(out_c, ref) < TOL
 
 
+def test_an_fp8_launch_records_whether_it_read_pairs():
+    """8 sequences x 1 KV head split in 2 on 2 SMs: 16 programs, 8 per SM, read fp8 converted under a cap of 4
+    working programs per SM; over shared pages blocks of 2 halve the working ones to 4 per SM, and they read pairs
+    (over private pages, known as such, no block). The row records which; a bf16 row records nothing."""
+    d = build_data(_cfg(kv_dtype="fp8", q_per_kv=8, num_kv_heads=1), "cpu", seed=5)
+    capped = dataclasses.replace(TINY, fp8_dot_fp16=True, fp8_pairs=True, fp8_pairs_max_programs_per_sm=4)
+    ref = reference_output(d)
+    for table, shared, pairs in ((d.shared_table, None, True), (d.dup_table, 0, False)):
+        out, plan = _run(d, table, 72, splits=2, tune=capped, shared=shared)
+        assert plan.pairs is pairs and plan.launch_record()["fp8_pairs"] is pairs
+        assert max_rel_err(out, ref) < TOL
+    bf16 = build_data(_cfg(), "cpu", seed=5)
+    assert "fp8_pairs" not in _run(bf16, bf16.shared_table, 72, splits=2, tune=capped)[1].launch_record()
+
+
 def test_private_pages_as_the_caller_knows_them_run_the_plain_kernel():
     d = build_data(_cfg(), "cpu", seed=2)
     ref = reference_output(d)

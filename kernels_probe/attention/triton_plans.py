@@ -166,13 +166,16 @@ class DecodePlan:
 
     def launch_record(self) -> dict:
         """The launch as a probe row records it, after the kernel has run: splits, tokens per split, the block size
-        the launch allowed (page_block_seqs), and where blocks formed the share of (sequence, KV head, split)
-        programs whose shared pages a block read once and the mean block size among them."""
+        the launch allowed (page_block_seqs), over fp8 whether it read int16 pairs (decode_fp8_pairs), and where
+        blocks formed the share of (sequence, KV head, split) programs whose shared pages a block read once and the
+        mean block size among them."""
         rec = {"splits": self.splits, "tokens_per_split": self.tps, "page_block_seqs": self.seqs}
         if self.tune.page_prefetch:
             rec["page_prefetch"] = self.prefetch
         if self.tune.decode_fused_merge:
             rec["fused_merge"] = self.fused_merge
+        if self.tune.fp8_pairs and self.k.dtype == torch.float8_e4m3fn:    # (probe 1.13 on) fp8 read as int16 pairs
+            rec["fp8_pairs"] = self.pairs
         if self.grouped is not None:
             g = self.grouped.to("cpu", torch.int32)
             inside = g[g > 0]
