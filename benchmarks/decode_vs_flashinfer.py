@@ -665,6 +665,25 @@ def next_rules_configs():
     return out
 
 
+def wide_head_private_variants(base):
+    """The default and a split target of 2 programs per SM at head dim 256 over pages known to be private only
+    (wide_head_private_programs_per_sm): 2 per SM everywhere won 10 of 11 private-pages rows on an H100 (1.00-1.17x;
+    one 0.90x) and lost shared ones it left unsplit, their blocks gone (0.46-0.86x; device-2026-12-06j)."""
+    return [("default", base), ("private 2/SM", dataclasses.replace(base, wide_head_private_programs_per_sm=2))]
+
+
+def wide_head_private_configs():
+    """Held-out head-dim-256 shapes first (Gemma-2-9B-like 2 x 8 KV heads, Gemma-3-4B-like 2 x 4, Gemma-3-1B-like
+    4 x 1, Qwen3-Next-like 8 x 2, fp8 2 x 4), then wide_head_configs' (with --only-changed, those whose private-pages
+    decode or cascade suffix pass the target changes)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(8192, 8, 1, 128, 2, 8, 256), C(2048, 32, 1, 512, 2, 8, 256), C(16384, 4, 1, 256, 2, 4, 256),
+                C(4096, 16, 1, 128, 2, 4, 256), C(32768, 8, 1, 128, 4, 1, 256), C(8192, 32, 1, 128, 8, 2, 256),
+                C(4096, 32, 1, 128, 2, 4, 256, "fp8")]
+    return held_out + [c for c in wide_head_configs() if c not in held_out]
+
+
 def _shape_key(c) -> tuple:
     """A configuration as LOSER_SHAPES_1_11 names it."""
     return (c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens, c.q_per_kv, c.num_kv_heads, c.head_dim,
@@ -800,10 +819,12 @@ STAGE_PLANS = {
     "fp8-capped": (fp8_capped_configs, fp8_capped_variants, DEFAULT_TUNE),
     "block-fill": (block_fill_configs, block_fill_variants, DEFAULT_TUNE),
     "next-rules": (next_rules_configs, next_rules_variants, PROBE_1_12_0_TUNE),
+    "wide-head-private": (wide_head_private_configs, wide_head_private_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
-                         "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules")
+                         "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
+                         "wide-head-private")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

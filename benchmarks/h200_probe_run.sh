@@ -65,6 +65,9 @@
 #   next-rules  decode_vs_flashinfer.py next-rules --only-changed: capped fp8 pairs, block fill at head dim 256, fp8's
 #             streaming at 4 per SM, each alone and together, on 18 held-out shapes first, then the grids' shapes
 #             whose launch they change; NEXT_RULES_RESERVE seconds left -> next-rules.json
+#   wide-head-private  decode_vs_flashinfer.py wide-head-private --only-changed: a split target of 2 per SM at head
+#             dim 256 over private pages only, on 7 held-out shapes first, then wide-head's; WIDE_HEAD_PRIVATE_RESERVE
+#             seconds left -> wide-head-private.json
 #   swap-ab   decode_vs_flashinfer.py swap-ab --only-changed: the decode's dots transposed (decode_swap_ab, warpgroup
 #             MMAs) on four warps, against the default, on regimes-losers' rows then the default grid; SWAP_AB_RESERVE
 #             seconds left -> swap-ab.json
@@ -152,7 +155,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; only=""; case $st in stream|regimes-decode) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

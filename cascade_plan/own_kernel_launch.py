@@ -89,11 +89,9 @@ class TuneParams:
     # fp8-capped.json, next-rules.json): every decode row it changes over private pages 1.00-1.07x, shared 0.97-1.21x
     fp8_pairs_max_programs_per_sm: float = 0.0
     fp8_pairs_max_head_dim: int = 0
-    # per-sequence decode: dots transposed (S^T = K q^T, acc^T += V^T P^T) so that their M rows are the tile's keys and
-    # head dims, not the 16-32 query rows: with four warps Triton compiles them for sm_90 to warpgroup MMAs that read K
-    # and V from shared memory (no ldmatrix), in fewer registers (kernels_probe/attention/pipelining.py). Off: probes
-    # up to 1.12.0. An fp8 cache read as int16 pairs (fp8_pairs) keeps the untransposed dots: transposed, a converted
-    # fp8 tile takes 255 registers and spills 40-240 bytes
+    # per-sequence decode: dots transposed (S^T = K q^T, acc^T += V^T P^T), keys and head dims as their M rows: on four
+    # warps, sm_90 warpgroup MMAs from shared memory in fewer registers (kernels_probe/attention/pipelining.py); off
+    # (slower on an H100). fp8 pairs keep the untransposed dots (a converted fp8 tile transposed spills)
     decode_swap_ab: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
@@ -204,6 +202,9 @@ class TuneParams:
     # ... and there a split target of this many programs per SM for the base tile (0: target_programs_per_sm): every
     # head-dim-256 decode tile takes 226-255 registers per thread at four warps, so two programs fit an SM, not four
     wide_head_programs_per_sm: int = 0
+    # ... or only over pages known to be private (own_kernel_pages.tune_at_launch; 0: none). H100 (device-2026-12-06j,
+    # 2 per SM everywhere): private 10 of 11 rows 1.00-1.17x, one 0.90x; shared, where unsplit, 0.46-0.86x
+    wide_head_private_programs_per_sm: int = 0
     # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
     # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes
     # up to 1.11.0). H100 (benchmarks/raw/device-2026-12-06h/regimes-decode.json, one sequence x 8 KV heads at
@@ -211,11 +212,10 @@ class TuneParams:
     # FlashInfer's decode; the same pages as private ones the streaming launch (33 of 4,032), 1.01x; at 256K 0.98x
     # and 1.00x
     sibling_shared_only: bool = False
-    # a launch too short of programs for page blocks over a known shared prefix of more than half the context splits
-    # the prefix finer (splits of block_fill_min_tokens+), so that blocks form and give about this many working
-    # programs per SM (own_kernel_pages.block_fill_splits; 0: off, probes up to 1.12.0), at head dims of
-    # block_fill_min_head_dim+. H100 (device-2026-12-06j): head dim 256 1.23-1.35x, 128 0.66-1.03x (block-fill.json:
-    # latency-bound rows; blocks give up the fused merge); 11 held-out head-dim-256 shapes 1.03-1.70x (next-rules)
+    # a launch too short of programs for page blocks over a known shared prefix of over half the context splits it
+    # finer (block_fill_min_tokens+) so that blocks form with about this many working programs per SM, at head dims
+    # of block_fill_min_head_dim+ (own_kernel_pages.block_fill_splits; 0: off, probes to 1.12.0). H100, 06j calls:
+    # head dim 256 1.23-1.35x, 11 held out 1.03-1.70x; 128 0.66-1.03x (latency-bound; blocks' merge is not fused)
     block_fill_programs_per_sm: int = 0
     block_fill_min_tokens: int = 128
     block_fill_min_head_dim: int = 0

@@ -22,6 +22,17 @@ from cascade_plan.own_kernel_launch import (
 )
 
 
+def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | None) -> TuneParams:
+    """The tune a per-sequence decode launch at `head_dim` runs (tune_at_head_dim), over pages known to be private
+    (shared_prefix_tokens 0) with the split target wide_head_private_programs_per_sm where the head dim is wide and
+    the tune sets it."""
+    tune = tune_at_head_dim(tune, head_dim)
+    n = tune.wide_head_private_programs_per_sm
+    if n and shared_prefix_tokens == 0 and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim:
+        return replace(tune, target_programs_per_sm=n)
+    return tune
+
+
 def tune_at_kv_dtype(tune: TuneParams, kv_dtype: str) -> TuneParams:
     """The tune a per-sequence decode over a `kv_dtype` cache ("bf16", "fp8") launches with: over fp8 the streaming
     launch's target fp8_stream_programs_per_sm where set (and as many resident per SM at most); else `tune`.
@@ -65,10 +76,10 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
                   sm_count: int, tune: TuneParams, *, head_dim: int = 128,
                   streaming: bool = True) -> tuple[int, int, bool]:
     """(splits, tokens per split, long tile?) of a per-sequence decode as DecodePlan launches it at `head_dim`
-    (tune_at_head_dim): the streaming launch where it applies (not with `streaming` False: the cascade's suffix pass,
+    (tune_at_launch): the streaming launch where it applies (not with `streaming` False: the cascade's suffix pass,
     which shares the GPU with its prefix pass), else decode_launch_splits' with the shared prefix split.
     shared_prefix_tokens: 0 over private pages, None where the caller does not know."""
-    tune = tune_at_head_dim(tune, head_dim)
+    tune = tune_at_launch(tune, head_dim, shared_prefix_tokens)
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
     if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
@@ -130,8 +141,8 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     """The launch of a per-sequence decode, as DecodePlan makes it and the host's page-block arithmetic
     (own_kernel_blocks) prices it: decode_launch's splits (or force_splits whole-tile splits), the tile and page
     prefetch of its longest split (the last runs to the sequences' end: longest_split_tokens), and its blocks; all at
-    `head_dim` (tune_at_head_dim)."""
-    tune = tune_at_head_dim(tune, head_dim)
+    `head_dim` (tune_at_launch)."""
+    tune = tune_at_launch(tune, head_dim, shared_prefix_tokens)
     forced = force_splits is not None
     if force_splits is not None:
         splits, tps = whole_tile_splits(max(max_seq_len, 1), force_splits, tune.decode_block_n)

@@ -648,3 +648,22 @@ def test_an_fp8_cache_streams_at_its_own_target():
     assert decode_launch(8, 8, 4, 131200, 0, 132, fp8)[0] == 8
     assert decode_launch(50, 8, 4, 131200, 0, 132, fp8)[::2] == (1, False)
     assert decode_launch(50, 8, 4, 131200, 0, 132, tune)[::2] == (3, True)
+
+
+def test_a_private_target_at_head_dim_256_leaves_shared_pages_alone():
+    """wide_head_private_programs_per_sm 2: 8 sequences x 4 KV heads over 4,224 private tokens at head dim 256 split
+    for 2 x 132 programs, ceil(264 / 32) = 9 splits (of ceil(4,224 / 9) = 470 -> 512 tokens; ceil(4,224 / 512) = 9),
+    not the base target's 11; the same tokens over a known shared prefix keep their launch (block fill's 17), a
+    prefix unknown to the caller (None) too, and head dim 128 ignores the field."""
+    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+
+    tune = dataclasses.replace(DEFAULT_TUNE, wide_head_private_programs_per_sm=2)
+    assert decode_launch_plan(8, 4, 2, 4224, 0, 132, DEFAULT_TUNE, head_dim=256)[:2] == (11, 384)
+    assert decode_launch_plan(8, 4, 2, 4224, 0, 132, tune, head_dim=256)[:2] == (9, 512)
+    for shared in (4096, None):
+        assert (decode_launch_plan(8, 4, 2, 4224, shared, 132, tune, head_dim=256)
+                == decode_launch_plan(8, 4, 2, 4224, shared, 132, DEFAULT_TUNE, head_dim=256))
+    assert decode_launch_plan(8, 4, 2, 4224, 0, 132, tune, head_dim=128) == decode_launch_plan(
+        8, 4, 2, 4224, 0, 132, DEFAULT_TUNE, head_dim=128)
+    assert tune_at_launch(tune, 256, 0).target_programs_per_sm == 2
+    assert tune_at_launch(tune, 256, 4096).target_programs_per_sm == DEFAULT_TUNE.target_programs_per_sm
