@@ -567,40 +567,43 @@ def swap_ab_configs():
     return out + [c for c in cfgs if c not in out and c.kv_dtype == "bf16"]
 
 
+def every_grid_shape() -> list:
+    """The coverage and regimes grids' shapes and wide-head's, each once, in that order."""
+    out: list = []
+    for c in grid_and_regimes_configs() + wide_head_configs():
+        if c not in out:
+            out.append(c)
+    return out
+
+
+def fp8_capped_changes(c) -> bool:
+    """Does fp8_pair_variants' capped rule launch shape `c` otherwise than probe 1.12.0's tune, the launch it was
+    read against (on 132 SMs)?"""
+    capped = fp8_pair_variants(PROBE_1_12_0_TUNE)[-1][1]
+    return plan_keys(c, capped, 132, device="cpu") != plan_keys(c, PROBE_1_12_0_TUNE, 132, device="cpu")
+
+
 def fp8_configs():
     """Every fp8 shape of the coverage and regimes grids and wide-head's two held-out fp8 ones (head dim 256): first
     those whose launch the capped rule (fp8_pair_variants' last) changes, then the rows probe 1.11.0 lost
     (LOSER_SHAPES_1_11), so that a call's limit cuts the others."""
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
-
-    out: list = []
-    for c in grid_and_regimes_configs() + wide_head_configs():
-        if c.kv_dtype == "fp8" and c not in out:
-            out.append(c)
-    capped = fp8_pair_variants(DEFAULT_TUNE)[-1][1]
-
-    def capped_changes(c) -> bool:
-        return plan_keys(c, capped, 132, device="cpu") != plan_keys(c, DEFAULT_TUNE, 132, device="cpu")
-
-    return sorted(out, key=lambda c: (not capped_changes(c), _shape_key(c) not in LOSER_SHAPES_1_11))
+    out = [c for c in every_grid_shape() if c.kv_dtype == "fp8"]
+    return sorted(out, key=lambda c: (not fp8_capped_changes(c), _shape_key(c) not in LOSER_SHAPES_1_11))
 
 
 def fp8_capped_variants(base):
     """The default and fp8_pair_variants' capped rule alone (pairs at <= 2.25 working programs per SM, head dim 128)."""
-    return [fp8_pair_variants(base)[0], fp8_pair_variants(base)[-1]]
+    default, _, capped = fp8_pair_variants(base)
+    return [default, capped]
 
 
 def fp8_capped_configs():
     """fp8_configs' shapes whose launch the capped rule changes, those benchmarks/raw/device-2026-12-06i/fp8-pairs.json
     did not time first (head dim 64, 6-16 query heads per KV head, 64K): the rule's own check on shapes it was not
     read off."""
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
-
     raw = Path(__file__).parent / "raw" / "device-2026-12-06i" / "fp8-pairs.json"
     timed = [r["config"] for r in json.loads(raw.read_text())["rows"]] if raw.exists() else []
-    capped = fp8_capped_variants(DEFAULT_TUNE)[-1][1]
-    changed = [c for c in fp8_configs()
-               if plan_keys(c, capped, 132, device="cpu") != plan_keys(c, DEFAULT_TUNE, 132, device="cpu")]
+    changed = [c for c in every_grid_shape() if c.kv_dtype == "fp8" and fp8_capped_changes(c)]
     return sorted(changed, key=lambda c: c.as_dict() in timed)
 
 
@@ -620,11 +623,7 @@ def block_fill_variants(base):
 def block_fill_configs():
     """The coverage, regimes and wide-head shapes (with --only-changed, the 22 whose launch a block_fill_variants
     variant changes: all over shared pages), the rows probe 1.11.0 lost first."""
-    out: list = []
-    for c in grid_and_regimes_configs() + wide_head_configs():
-        if c not in out:
-            out.append(c)
-    return sorted(out, key=lambda c: _shape_key(c) not in LOSER_SHAPES_1_11)
+    return sorted(every_grid_shape(), key=lambda c: _shape_key(c) not in LOSER_SHAPES_1_11)
 
 
 def next_rules_variants(base):
@@ -658,11 +657,7 @@ def next_rules_configs():
                 C(4096, 4, 1, 128, 2, 8, 256), C(2048, 8, 1, 512, 2, 8, 256), C(8192, 2, 1, 64, 2, 8, 256),
                 C(4096, 32, 1, 128, 4, 1, 256), C(8192, 16, 1, 512, 4, 1, 256), C(4096, 16, 1, 128, 8, 2, 256),
                 C(2048, 32, 1, 512, 8, 2, 256), C(6144, 16, 1, 64, 2, 2, 256), C(4096, 8, 1, 128, 2, 4, 256, "fp8")]
-    out = list(held_out)
-    for c in grid_and_regimes_configs() + wide_head_configs():
-        if c not in out:
-            out.append(c)
-    return out
+    return held_out + [c for c in every_grid_shape() if c not in held_out]
 
 
 def wide_head_private_variants(base):
@@ -793,7 +788,9 @@ def loser_variants(base):
             ("head-major", r(base, decode_head_major=True)), ("default", DEFAULT_TUNE)]
 
 
-# stage: (its configurations, its variants of a base tune, the base) for the stages that need nothing else
+# stage: (its configurations, its variants of a base tune, the base) for the stages that need nothing else. The
+# stages of the rules probe 1.13.0 turned on keep probe 1.12.0's tune as their base ("default" in their files): the
+# launch those rules were timed against, which the current default already leaves behind
 STAGE_PLANS = {
     "sweep": (sweep_configs, sweep_variants, DEFAULT_TUNE),
     "splits": (long_configs, split_variants, DEFAULT_TUNE),
@@ -814,10 +811,10 @@ STAGE_PLANS = {
     "wide-head": (wide_head_configs, wide_head_variants, DEFAULT_TUNE),
     "wide-head-waves": (wide_head_wave_configs, wide_head_wave_variants, DEFAULT_TUNE),
     "regimes-losers": (regimes_loser_configs, regimes_loser_variants, DEFAULT_TUNE),
-    "fp8-pairs": (fp8_configs, fp8_pair_variants, DEFAULT_TUNE),
+    "fp8-pairs": (fp8_configs, fp8_pair_variants, PROBE_1_12_0_TUNE),
     "swap-ab": (swap_ab_configs, swap_ab_variants, DEFAULT_TUNE),
-    "fp8-capped": (fp8_capped_configs, fp8_capped_variants, DEFAULT_TUNE),
-    "block-fill": (block_fill_configs, block_fill_variants, DEFAULT_TUNE),
+    "fp8-capped": (fp8_capped_configs, fp8_capped_variants, PROBE_1_12_0_TUNE),
+    "block-fill": (block_fill_configs, block_fill_variants, PROBE_1_12_0_TUNE),
     "next-rules": (next_rules_configs, next_rules_variants, PROBE_1_12_0_TUNE),
     "wide-head-private": (wide_head_private_configs, wide_head_private_variants, DEFAULT_TUNE),
 }

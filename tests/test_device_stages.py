@@ -35,3 +35,27 @@ def test_every_benchmark_stage_is_a_case_of_the_run_script_and_documented():
     header = (ROOT / "benchmarks" / "h200_probe_run.sh").read_text().split("set -o pipefail")[0]
     undocumented = {s for s in stages - RUN_DIRECTLY if not re.search(rf"^#\s+{re.escape(s)}\s", header, re.M)}
     assert not undocumented, undocumented
+
+
+def test_the_stages_of_rules_the_default_took_on_still_time_them():
+    """A stage whose variants are a rule the default since took on would time the default against itself: probe
+    1.13.0 turned capped fp8 pairs and block fill on, so their stages keep probe 1.12.0's tune as their base, and
+    each variant still launches otherwise than the base on the shapes it was written for (fp8-capped: the 20 its
+    docstring and the run script give; block-fill: at least one shape for every variant)."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        dvf = importlib.import_module("decode_vs_flashinfer")
+    finally:
+        sys.path[:] = saved
+
+    def changed(stage: str, label: str) -> int:
+        configs, variants, base = dvf.STAGE_PLANS[stage]
+        tune = dict(variants(base))[label]
+        return sum(dvf.plan_keys(c, tune, 132, device="cpu") != dvf.plan_keys(c, base, 132, device="cpu")
+                   for c in configs())
+
+    assert changed("fp8-capped", "fp8 pairs <= 2.25/SM") == 20
+    _, variants, base = dvf.STAGE_PLANS["block-fill"]
+    for label, _ in variants(base)[1:]:
+        assert changed("block-fill", label) > 0, label
