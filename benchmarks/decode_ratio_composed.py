@@ -13,6 +13,8 @@ import json
 import statistics
 import sys
 
+from decode_ratio_table import shape_label  # the benchmarks folder is the script's own
+
 TABLES = ("shared_table", "dup_table")
 
 
@@ -27,11 +29,6 @@ def speedup(row: dict | None, table: str, src: str, dst: str) -> float:
     if src not in timed or dst not in timed:
         return 1.0
     return timed[src]["median_s"] / timed[dst]["median_s"]
-
-
-def shape(c: dict) -> str:
-    return (f"P={c['prefix_tokens']} n={c['group_size']}x{c['n_groups']} S={c['suffix_tokens']} G={c['q_per_kv']} "
-            f"Hkv={c['num_kv_heads']} D={c['head_dim']} {c['kv_dtype']}")
 
 
 def main(argv: list[str]) -> None:
@@ -51,7 +48,7 @@ def main(argv: list[str]) -> None:
             composed = measured
             for f in factors:
                 composed *= f
-            out.append((composed, measured, factors, table, shape(r["config"])))
+            out.append((composed, measured, factors, table, shape_label(r["config"])))
     print(f"{'pages':<8} {'rows':>5}  {'measured: median worst >=1.0':<30} composed: median worst >=1.0")
     for table in TABLES:
         m = [o[1] for o in out if o[3] == table]

@@ -37,12 +37,15 @@ def launches(rows: list[dict]) -> dict[tuple[str, str], dict]:
             for m in rows if m["backend"] == "triton" and m["kernel"] in DECODES}
 
 
-def row_line(ratio: float, key: tuple[str, str], ours: float, theirs: float, launch: dict) -> str:
-    c = json.loads(key[0])
+def shape_label(c: dict) -> str:
+    """A configuration in one line: prefix, sequences, suffix, query heads per KV head, KV heads, head dim, dtype."""
     shape = (f"P={c['prefix_tokens']} n={c['group_size']}x{c['n_groups']} S={c['suffix_tokens']} G={c['q_per_kv']} "
              f"Hkv={c['num_kv_heads']} D={c['head_dim']} {c['kv_dtype']}")
-    if c.get("root_tokens"):
-        shape = f"root={c['root_tokens']} " + shape
+    return f"root={c['root_tokens']} " + shape if c.get("root_tokens") else shape
+
+
+def row_line(ratio: float, key: tuple[str, str], ours: float, theirs: float, launch: dict) -> str:
+    shape = shape_label(json.loads(key[0]))
     splits, tps, blocks = (launch.get(k, "?") for k in ("splits", "tokens_per_split", "page_block_seqs"))
     return (f"{ratio:6.2f}  {key[1].removeprefix('decode_'):<7} {ours * 1e6:9.1f} {theirs * 1e6:9.1f}  "
             f"{splits!s:>4} x {tps!s:<6} blocks {blocks!s:<3} {shape}")

@@ -94,8 +94,9 @@ class DecodePlan:
         assert D == D2 and HQ % HKV == 0
         self.q, self.k, self.v, self.bt, self.seq_lens, self.out = q, k_cache, v_cache, block_table, seq_lens, out
         self.B, self.HQ, self.HKV, self.D, self.PS, self.G = B, HQ, HKV, D, PS, HQ // HKV
+        self.fp8 = k_cache.dtype == torch.float8_e4m3fn
         # the launch rules over this cache's dtype (tune_at_kv_dtype: fp8's streaming target)
-        tune = tune_at_kv_dtype(tune, "fp8" if k_cache.dtype == torch.float8_e4m3fn else "bf16")
+        tune = tune_at_kv_dtype(tune, "fp8" if self.fp8 else "bf16")
         self.tune = tune
         self.scale_log2 = scale_log2(D, sm_scale)
         self.work_items = B * HKV
@@ -105,8 +106,7 @@ class DecodePlan:
         self.block_n, self.stages, self.warps, self.prefetch = la.block_n, la.stages, la.warps, la.prefetch
         self.seqs = la.seqs
         # an fp8 cache read as int16 pairs of head dims, where the launch rule says so (decode_fp8_pairs)
-        self.pairs = (k_cache.dtype == torch.float8_e4m3fn
-                      and decode_fp8_pairs(self.work_items, self.splits, self.seqs, D, sm_count, tune))
+        self.pairs = self.fp8 and decode_fp8_pairs(self.work_items, self.splits, self.seqs, D, sm_count, tune)
         self.k_op, self.v_op = kv_operand(k_cache, self.pairs), kv_operand(v_cache, self.pairs)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
@@ -174,7 +174,7 @@ class DecodePlan:
             rec["page_prefetch"] = self.prefetch
         if self.tune.decode_fused_merge:
             rec["fused_merge"] = self.fused_merge
-        if self.tune.fp8_pairs and self.k.dtype == torch.float8_e4m3fn:    # (probe 1.13 on) fp8 read as int16 pairs
+        if self.tune.fp8_pairs and self.fp8:    # (probe 1.13 on) whether an fp8 cache was read as int16 pairs
             rec["fp8_pairs"] = self.pairs
         if self.grouped is not None:
             g = self.grouped.to("cpu", torch.int32)
