@@ -679,6 +679,39 @@ def wide_head_private_configs():
     return held_out + [c for c in wide_head_configs() if c not in held_out]
 
 
+def wide_dot_target_variants(base):
+    """The default and split targets of 2 and 3 programs per SM (twice that for the long-context launch) where blocks
+    of two fill the wide dot over a known shared prefix (wide_dot_programs_per_sm): on an H100 2 and 4 took 12 query
+    heads per KV head at 16K x 8 and 4K x 128 1.13-1.24x faster over shared pages (device-2026-12-06j,
+    regimes-losers.log)."""
+    r = dataclasses.replace
+    return [("default", base), ("wide dot 2/SM", r(base, wide_dot_programs_per_sm=2)),
+            ("wide dot 3/SM", r(base, wide_dot_programs_per_sm=3))]
+
+
+def wide_dot_target_configs():
+    """Held-out shapes of 9-16 query heads per KV head first, as models' config.json lay out their heads (a
+    Mistral-Large-2-like layer at TP 8: 1 KV head x 12, at TP 4: 2 x 12; a Llama-3.1-405B-like one at TP 8: 1 x 16;
+    a GLM-4-9B-like one: 2 x 16; a Qwen3-235B-like one at TP 4: 1 x 16), then the grids' (with --only-changed, those
+    whose shared-pages launch the targets change)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(32768, 16, 1, 256, 12, 1, 128), C(8192, 64, 1, 512, 12, 1, 128), C(2048, 256, 1, 128, 12, 1, 128),
+                C(4096, 32, 1, 128, 12, 2, 128), C(16384, 32, 1, 128, 16, 1, 128), C(4096, 128, 1, 1024, 16, 1, 128),
+                C(65536, 8, 1, 128, 16, 1, 128), C(8192, 16, 1, 512, 16, 2, 128), C(2048, 64, 1, 2048, 16, 2, 128),
+                C(1024, 256, 1, 128, 16, 2, 128), C(131072, 4, 1, 128, 16, 1, 128),
+                C(4096, 64, 1, 256, 16, 2, 128, "fp8"), C(16384, 16, 1, 256, 12, 1, 128, "fp8")]
+    return held_out + [c for c in every_grid_shape() if c not in held_out]
+
+
+def regimes_next_variants(base):
+    """The default and the rules not yet on, alone and together, for the regimes grid's ratio table in one call:
+    wide_dot_target_variants' 2 per SM, wide_head_private_variants' 2 per SM."""
+    both = dataclasses.replace(base, wide_dot_programs_per_sm=2, wide_head_private_programs_per_sm=2)
+    return [("default", base), wide_dot_target_variants(base)[1], wide_head_private_variants(base)[1],
+            ("both", both)]
+
+
 def _shape_key(c) -> tuple:
     """A configuration as LOSER_SHAPES_1_11 names it."""
     return (c.prefix_tokens, c.group_size, c.n_groups, c.suffix_tokens, c.q_per_kv, c.num_kv_heads, c.head_dim,
@@ -817,11 +850,13 @@ STAGE_PLANS = {
     "block-fill": (block_fill_configs, block_fill_variants, PROBE_1_12_0_TUNE),
     "next-rules": (next_rules_configs, next_rules_variants, PROBE_1_12_0_TUNE),
     "wide-head-private": (wide_head_private_configs, wide_head_private_variants, DEFAULT_TUNE),
+    "wide-dot-targets": (wide_dot_target_configs, wide_dot_target_variants, DEFAULT_TUNE),
+    "regimes-next": (regimes_configs, regimes_next_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
-                         "wide-head-private")
+                         "wide-head-private", "wide-dot-targets")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:
@@ -1094,11 +1129,18 @@ def summarize(rows, labels):
         if label == "default":
             continue
         for kind in ("shared_table", "dup_table", "cascade"):
-            r = [row["triton"][kind]["default"]["median_s"] / row["triton"][kind][label]["median_s"]
-                 for row in rows if {"default", label} <= set(row["triton"].get(kind, {}))]
+            pairs = [(row["triton"][kind]["default"]["median_s"] / row["triton"][kind][label]["median_s"],
+                      "same_as" not in row["triton"][kind][label])
+                     for row in rows if {"default", label} <= set(row["triton"].get(kind, {}))]
+            r = [x for x, _ in pairs]
             if r:
                 print(f"{label} over the default, {kind}: n={len(r)} median {statistics.median(r):.3f}x, "
                       f"min {min(r):.3f}x, max {max(r):.3f}x")
+            # the rows the variant launches otherwise: the others read 1.000x and pull the median above to it
+            changed = [x for x, own in pairs if own]
+            if changed and len(changed) < len(r):
+                print(f"  where it launches otherwise: n={len(changed)} median {statistics.median(changed):.3f}x, "
+                      f"min {min(changed):.3f}x, max {max(changed):.3f}x")
     old = next((x for x in ("probe 1.8.0", "probe-1.3", "probe 1.5.5", "probe 1.6.0", "probe 1.7.2") if x in labels),
                None)
     if old:

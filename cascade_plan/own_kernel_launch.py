@@ -108,6 +108,10 @@ class TuneParams:
     # 16K + 128: 0.77x -> 1.14x), the 4 on 64-token tiles (two warps, or splits of 128 tokens) 2-27% slower. The
     # rule was read off those rows: no shape outside them has timed it
     wide_dot_block_n: int = 0
+    # ... and there, over a known shared prefix, split targets of this many programs per SM (base) and twice that
+    # (long-context) instead of target_programs_per_sm and long_programs_per_sm (own_kernel_pages.tune_at_launch;
+    # 0: those). H100 (device-2026-12-06j, regimes-losers.log): G 12 at 16K x 8 and 4K x 128, 2 and 4: 1.13-1.24x
+    wide_dot_programs_per_sm: int = 0
     # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
     # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
     # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x
@@ -188,15 +192,10 @@ class TuneParams:
     tiny_fused_programs_per_sm: int = 0
     # head dims of at least wide_head_min_dim (0: none, probes up to 1.10.0) run 64-token batch-filled and
     # long-context tiles and a base tile that never prefetches (tune_at_head_dim): at head dim 256 the 128-token
-    # tiles and the double-buffered base tile take 138-140 KB of shared memory, one program per SM, and these 74 KB
-    # (python -m kernels_probe.attention.pipelining). H100 (benchmarks/raw/device-2026-12-06h/head-dim-256.json, the
-    # regimes grid's 12 head-dim-256 shapes, 2 query heads per KV head): over shared pages the median went from 1.25x
-    # FlashInfer's decode to 1.88x (1,024 sequences at 512 + 16: 0.92x -> 1.85x), over private pages from 0.995x
-    # to 1.010x, rows below 1.0x from 10 to 4 (fp8, 64 sequences at 4K: 0.86x -> 0.92x). On 13 held-out shapes of 8
-    # KV heads x 2 query heads, 2 x 8, 1 x 4 and 4 x 2 (wide-head.log there) shared pages went from median 1.01x to
-    # 1.16x (worst 0.68x -> 0.83x: 32 sequences at 4K + 1K, 2 x 8), private pages from 1.00x to 1.01x (worst 0.86x
-    # both). 32-token base tiles won one shape by 2% or more (8 sequences at 4K + 128: 0.82x -> 0.96x) and lost 8, so
-    # they are not used
+    # tiles and the double-buffered base tile take 138-140 KB of shared memory, one program per SM, these 74 KB
+    # (python -m kernels_probe.attention.pipelining). H100 (benchmarks/raw/device-2026-12-06h/head-dim-256.json and
+    # wide-head.log, the regimes grid's 12 head-dim-256 shapes and 13 held out): shared pages' median 1.25x
+    # FlashInfer's decode -> 1.88x (held out 1.01x -> 1.16x), private 0.995x -> 1.010x (held out 1.00x -> 1.01x)
     wide_head_min_dim: int = 0
     wide_head_block_n: int = 64
     # ... and there a split target of this many programs per SM for the base tile (0: target_programs_per_sm): every

@@ -22,13 +22,18 @@ def _script_stages() -> set[str]:
     return out
 
 
-def test_every_benchmark_stage_is_a_case_of_the_run_script_and_documented():
-    saved = list(sys.path)       # the benchmark puts the checkout on sys.path as it loads
+def _benchmark():
+    """benchmarks/decode_vs_flashinfer.py as a module (it puts the checkout on sys.path as it loads)."""
+    saved = list(sys.path)
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        dvf = importlib.import_module("decode_vs_flashinfer")
+        return importlib.import_module("decode_vs_flashinfer")
     finally:
         sys.path[:] = saved
+
+
+def test_every_benchmark_stage_is_a_case_of_the_run_script_and_documented():
+    dvf = _benchmark()
     stages = set(dvf.STAGE_PLANS)
     assert "regimes-losers" in stages and "wide-head-waves" in stages
     assert stages - RUN_DIRECTLY <= _script_stages()
@@ -42,12 +47,7 @@ def test_the_stages_of_rules_the_default_took_on_still_time_them():
     1.13.0 turned capped fp8 pairs and block fill on, so their stages keep probe 1.12.0's tune as their base, and
     each variant still launches otherwise than the base on the shapes it was written for (fp8-capped: the 20 its
     docstring and the run script give; block-fill: at least one shape for every variant)."""
-    saved = list(sys.path)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        dvf = importlib.import_module("decode_vs_flashinfer")
-    finally:
-        sys.path[:] = saved
+    dvf = _benchmark()
 
     def changed(stage: str, label: str) -> int:
         configs, variants, base = dvf.STAGE_PLANS[stage]
@@ -59,3 +59,16 @@ def test_the_stages_of_rules_the_default_took_on_still_time_them():
     _, variants, base = dvf.STAGE_PLANS["block-fill"]
     for label, _ in variants(base)[1:]:
         assert changed("block-fill", label) > 0, label
+
+
+def test_a_variants_summary_also_counts_only_the_rows_it_launches_otherwise(capsys):
+    """Two rows: the variant launched one like the default (same_as, 1.000x) and one 1.25x faster. Over both the
+    median is 1.125x; where it launches otherwise it is 1.25x, n=1."""
+    dvf = _benchmark()
+    same = {"default": {"median_s": 2e-5}, "v": {"median_s": 2e-5, "same_as": "default"}}
+    faster = {"default": {"median_s": 5e-5}, "v": {"median_s": 4e-5}}
+    rows = [{"flashinfer": {}, "triton": {"shared_table": t}} for t in (same, faster)]
+    dvf.summarize(rows, ["default", "v"])
+    out = capsys.readouterr().out
+    assert "v over the default, shared_table: n=2 median 1.125x, min 1.000x, max 1.250x" in out
+    assert "where it launches otherwise: n=1 median 1.250x, min 1.250x, max 1.250x" in out

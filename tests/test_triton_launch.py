@@ -667,3 +667,23 @@ def test_a_private_target_at_head_dim_256_leaves_shared_pages_alone():
         8, 4, 2, 4224, 0, 132, DEFAULT_TUNE, head_dim=128)
     assert tune_at_launch(tune, 256, 0).target_programs_per_sm == 2
     assert tune_at_launch(tune, 256, 4096).target_programs_per_sm == DEFAULT_TUNE.target_programs_per_sm
+
+
+def test_wide_dot_targets_apply_over_shared_pages_at_9_to_16_query_heads():
+    """wide_dot_programs_per_sm 2: 8 sequences x 4 KV heads (12 query heads each, blocks of two in the 32-row dot)
+    over a 16K shared prefix + 128 tokens: the base target's ceil(2 x 132 / 32) = 9 splits fall short of the
+    long-context target's ceil(4 x 132 / 32) = 17 (of ceil(16,512 / 17) = 972 -> 1,024 tokens, on 128-token tiles),
+    so the launch takes the long tile in 17 splits, not the default's 26 of 640 (long target 8). Private pages, 8
+    query heads per KV head (one sequence's rows leave the 16-row dot half empty) and head dim 256's tiles keep
+    theirs."""
+    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+
+    tune = dataclasses.replace(DEFAULT_TUNE, wide_dot_programs_per_sm=2)
+    assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, DEFAULT_TUNE)[:4] == (26, 640, True, 128)
+    launch = decode_launch_plan(8, 4, 12, 16512, 16384, 132, tune)
+    assert launch[:4] == (17, 1024, True, 128) and launch.seqs == 2
+    assert tune_at_launch(tune, 128, 16384, 12).target_programs_per_sm == 2
+    assert tune_at_launch(tune, 128, 16384, 16).long_programs_per_sm == 4
+    for args in ((8, 4, 12, 16512, 0), (8, 4, 8, 16512, 16384)):
+        assert decode_launch_plan(*args, 132, tune) == decode_launch_plan(*args, 132, DEFAULT_TUNE)
+    assert tune_at_launch(tune, 128, None, 12) == tune   # a prefix the caller does not know
