@@ -1139,8 +1139,8 @@ def summarize(rows, labels):
             # the rows the variant launches otherwise: the others read 1.000x and pull the median above to it
             changed = [x for x, own in pairs if own]
             if changed and len(changed) < len(r):
-                print(f"  where it launches otherwise: n={len(changed)} median {statistics.median(changed):.3f}x, "
-                      f"min {min(changed):.3f}x, max {max(changed):.3f}x")
+                print(f"{label} over the default where it launches otherwise, {kind}: n={len(changed)} median "
+                      f"{statistics.median(changed):.3f}x, min {min(changed):.3f}x, max {max(changed):.3f}x")
     old = next((x for x in ("probe 1.8.0", "probe-1.3", "probe 1.5.5", "probe 1.6.0", "probe 1.7.2") if x in labels),
                None)
     if old:
