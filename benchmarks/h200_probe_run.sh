@@ -78,6 +78,8 @@
 #   swap-ab   decode_vs_flashinfer.py swap-ab --only-changed: the decode's dots transposed (decode_swap_ab, warpgroup
 #             MMAs) on four warps, against the default, on regimes-losers' rows then the default grid; SWAP_AB_RESERVE
 #             seconds left -> swap-ab.json
+#   fi-bg     FlashInfer's JIT build at head dims 64, 128 and 256, both KV dtypes, in the background (later stages
+#             of the call find the modules built; stages timing ours alone meanwhile share the CPU with it) -> fi-bg.log
 #   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)
 #             (and <STAGE>_ARGS, e.g. WIDE_DOT_TARGETS_ARGS=--no-flashinfer, for that stage alone)
 #   regimes-decode  decode_vs_flashinfer.py regimes-decode: the regimes grid's per-sequence decodes, ours against
@@ -191,6 +193,8 @@ for st in ${stages//,/ }; do
               grep -vE "^\s" $OUT/compile.log | tail -14; (exit $rc) ;;
     triton-steps) timeout $(left) python3 benchmarks/triton_steps_run.py --out $OUT/triton-steps.json \
               > $OUT/triton-steps.log 2>&1; rc=$?; tail -8 $OUT/triton-steps.log; (exit $rc) ;;
+    fi-bg)  python3 -c "from kernels_probe.attention.flashinfer_backend import warm_build
+print('flashinfer build:', warm_build('cuda', head_dims=(64, 128, 256)))" > $OUT/fi-bg.log 2>&1 & ;;
     glue-bg) python3 -c "from kernels_probe.steps.glue import warm_build_glue; print('glue build:', warm_build_glue())" \
               > $OUT/glue-bg.log 2>&1 & ;;
     rebase) python3 -c "import json, sys; from kernels_probe.merge import merge_documents
