@@ -704,6 +704,32 @@ def wide_dot_target_configs():
     return held_out + [c for c in every_grid_shape() if c not in held_out]
 
 
+def wide_dot_long_variants(base):
+    """The default, wide-dot targets of 2 per SM only where the default's long-context launch makes 16 or more
+    splits (wide_dot_min_splits: the six rows of device-2026-12-06k that 2 per SM took 1.19-1.31x faster, none it
+    lost), and 2 per SM everywhere."""
+    r = dataclasses.replace
+    keyed = r(base, wide_dot_programs_per_sm=2, wide_dot_min_splits=16)
+    return [("default", base), ("wide dot 2/SM, 16+ splits", keyed), wide_dot_target_variants(base)[1]]
+
+
+def wide_dot_long_configs():
+    """Held-out shapes no wide-dot rule was read from, 9-16 query heads per KV head at long shared prefixes over few
+    sequences (a Mistral-Large-2-like layer at TP 8 and 4: 1 and 2 KV heads x 12; Llama-3.1-405B at TP 8: 1 x 16; a
+    GLM-4-9B-like one: 2 x 16; Qwen3-235B at TP 4: 1 x 16; a Falcon-40B-like one at TP 8, head dim 64: 1 x 16), bf16
+    and fp8; then the grids' and wide-dot-targets' shapes (with --only-changed, those the keyed rule launches
+    otherwise)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(65536, 4, 1, 128, 12, 1, 128), C(16384, 32, 1, 512, 12, 1, 128), C(32768, 8, 1, 128, 12, 2, 128),
+                C(32768, 16, 1, 128, 16, 1, 128), C(131072, 2, 1, 256, 16, 1, 128), C(32768, 4, 1, 128, 16, 2, 128),
+                C(16384, 16, 1, 1024, 16, 2, 128), C(8192, 32, 1, 2048, 16, 1, 128), C(16384, 16, 1, 128, 16, 1, 64),
+                C(32768, 8, 1, 128, 16, 1, 128, "fp8"), C(16384, 8, 1, 256, 16, 2, 128, "fp8"),
+                C(8192, 64, 1, 128, 12, 1, 128), C(4096, 64, 1, 128, 16, 1, 128)]
+    rest = [c for c in wide_dot_target_configs() if c not in held_out]
+    return held_out + rest
+
+
 def regimes_next_variants(base):
     """The default and the rules not yet on, alone and together, for the regimes grid's ratio table in one call:
     wide_dot_target_variants' 2 per SM, wide_head_private_variants' 2 per SM."""
@@ -852,11 +878,12 @@ STAGE_PLANS = {
     "wide-head-private": (wide_head_private_configs, wide_head_private_variants, DEFAULT_TUNE),
     "wide-dot-targets": (wide_dot_target_configs, wide_dot_target_variants, DEFAULT_TUNE),
     "regimes-next": (regimes_configs, regimes_next_variants, DEFAULT_TUNE),
+    "wide-dot-long": (wide_dot_long_configs, wide_dot_long_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
-                         "wide-head-private", "wide-dot-targets")
+                         "wide-head-private", "wide-dot-targets", "wide-dot-long")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

@@ -72,6 +72,9 @@
 #             twice that) where blocks of two fill the wide dot over shared pages (wide_dot_programs_per_sm), on 13
 #             held-out shapes of 12 and 16 query heads per KV head first, then the grids'; WIDE_DOT_TARGETS_RESERVE
 #             seconds left -> wide-dot-targets.json
+#   wide-dot-long  decode_vs_flashinfer.py wide-dot-long --only-changed: wide-dot targets of 2 per SM only where the
+#             default's long-context launch makes 16+ splits (wide_dot_min_splits), on 13 held-out shapes first, then
+#             the grids' and wide-dot-targets'; WIDE_DOT_LONG_RESERVE seconds left -> wide-dot-long.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
 #             yet on (wide_dot_programs_per_sm, wide_head_private_programs_per_sm: 2), FlashInfer in the same call
 #             unless DVF_ARGS says otherwise; REGIMES_NEXT_RESERVE seconds left -> regimes-next.json
@@ -165,7 +168,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

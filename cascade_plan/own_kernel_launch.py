@@ -110,8 +110,9 @@ class TuneParams:
     wide_dot_block_n: int = 0
     # ... and there, over a known shared prefix, split targets of this many programs per SM (base) and twice that
     # (long-context) instead of target_programs_per_sm and long_programs_per_sm (own_kernel_pages.tune_at_launch;
-    # 0: those). H100 (device-2026-12-06j, regimes-losers.log): G 12 at 16K x 8 and 4K x 128, 2 and 4: 1.13-1.24x
+    # 0: those). H100, 2 (device-2026-12-06k): 12 held-out shapes 0.77-1.31x (median 1.16x), the grids' 12 0.87-1.28x
     wide_dot_programs_per_sm: int = 0
+    wide_dot_min_splits: int = 0    # ... only where the tune's own long-context launch makes this many splits or more
     # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
     # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
     # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x
@@ -201,8 +202,8 @@ class TuneParams:
     # ... and there a split target of this many programs per SM for the base tile (0: target_programs_per_sm): every
     # head-dim-256 decode tile takes 226-255 registers per thread at four warps, so two programs fit an SM, not four
     wide_head_programs_per_sm: int = 0
-    # ... or only over pages known to be private (own_kernel_pages.tune_at_launch; 0: none). H100 (device-2026-12-06j,
-    # 2 per SM everywhere): private 10 of 11 rows 1.00-1.17x, one 0.90x; shared, where unsplit, 0.46-0.86x
+    # ... or only over pages known to be private (own_kernel_pages.tune_at_launch; 0: none). H100 (device-2026-12-06j
+    # and -06k): 3 held-out rows 1.02-1.05x, the grids' 10 0.92-1.16x (16 x 4 at 2K + 128: 0.99x FlashInfer's -> 0.9x)
     wide_head_private_programs_per_sm: int = 0
     # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
     # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes

@@ -22,19 +22,26 @@ from cascade_plan.own_kernel_launch import (
 )
 
 
-def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | None,
-                   q_per_kv: int = 1) -> TuneParams:
-    """The tune a per-sequence decode launch at `head_dim` runs (tune_at_head_dim): over pages known to be private
-    (shared_prefix_tokens 0) with the split target wide_head_private_programs_per_sm where the head dim is wide and
-    the tune sets it; over a known shared prefix where one sequence's query heads fill the dot's 16 rows (9-16 per
-    KV head: blocks of two in the wide dot) with split targets of wide_dot_programs_per_sm and twice that for the
-    long-context launch, where the tune sets it."""
+def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | None, q_per_kv: int = 1,
+                   work_items: int = 0, tokens: int = 0, sm_count: int = 0) -> TuneParams:
+    """The tune a per-sequence decode launch of `work_items` (sequence, KV head) items over `tokens` at `head_dim`
+    runs (tune_at_head_dim): over pages known to be private (shared_prefix_tokens 0) with the split target
+    wide_head_private_programs_per_sm where the head dim is wide and the tune sets it; over a known shared prefix
+    where one sequence's query heads fill the dot's 16 rows (9-16 per KV head: blocks of two in the wide dot) with
+    split targets of wide_dot_programs_per_sm and twice that for the long-context launch, where the tune sets it and
+    (wide_dot_min_splits) its own launch is the long-context one in that many splits or more."""
     tune = tune_at_head_dim(tune, head_dim)
     n = tune.wide_head_private_programs_per_sm
     if n and shared_prefix_tokens == 0 and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim:
         return replace(tune, target_programs_per_sm=n)
     w = tune.wide_dot_programs_per_sm
     if w and shared_prefix_tokens and tune.wide_dot_block_n and 2 * q_per_kv > decode_block_g(q_per_kv):
+        if tune.wide_dot_min_splits and (tune.target_programs_per_sm, tune.long_programs_per_sm) != (w, 2 * w):
+            if work_items <= 0 or tokens <= 0:      # a launch the caller did not give
+                return tune
+            splits, _, long_tile = decode_launch_splits(work_items, tokens, sm_count, tune)
+            if not long_tile or splits < tune.wide_dot_min_splits:
+                return tune
         return replace(tune, target_programs_per_sm=w, long_programs_per_sm=2 * w)
     return tune
 
@@ -85,7 +92,7 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     (tune_at_launch): the streaming launch where it applies (not with `streaming` False: the cascade's suffix pass,
     which shares the GPU with its prefix pass), else decode_launch_splits' with the shared prefix split.
     shared_prefix_tokens: 0 over private pages, None where the caller does not know."""
-    tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv)
+    tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv, batch * kv_heads, max_seq_len, sm_count)
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
     if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
@@ -148,7 +155,7 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     (own_kernel_blocks) prices it: decode_launch's splits (or force_splits whole-tile splits), the tile and page
     prefetch of its longest split (the last runs to the sequences' end: longest_split_tokens), and its blocks; all at
     `head_dim` (tune_at_launch)."""
-    tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv)
+    tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv, batch * kv_heads, max_seq_len, sm_count)
     forced = force_splits is not None
     if force_splits is not None:
         splits, tps = whole_tile_splits(max(max_seq_len, 1), force_splits, tune.decode_block_n)

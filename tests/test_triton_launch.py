@@ -687,3 +687,20 @@ def test_wide_dot_targets_apply_over_shared_pages_at_9_to_16_query_heads():
     for args in ((8, 4, 12, 16512, 0), (8, 4, 8, 16512, 16384)):
         assert decode_launch_plan(*args, 132, tune) == decode_launch_plan(*args, 132, DEFAULT_TUNE)
     assert tune_at_launch(tune, 128, None, 12) == tune   # a prefix the caller does not know
+
+
+def test_wide_dot_targets_keyed_on_a_long_launch_of_16_splits_or_more():
+    """wide_dot_min_splits 16: 8 x 4 KV heads at 16K + 128 (the default's long-context launch, 26 splits of 640) take
+    the targets (17 of 1,024, as without the key); 256 sequences x 1 KV head at 2K + 128 (the default's long launch
+    in 4 splits of 640) and 32 x 2 at 4K + 128 (base tile, 9 splits: no long launch) keep the default's."""
+    from cascade_plan.own_kernel_pages import decode_launch_plan
+
+    keyed = dataclasses.replace(DEFAULT_TUNE, wide_dot_programs_per_sm=2, wide_dot_min_splits=16)
+    everywhere = dataclasses.replace(DEFAULT_TUNE, wide_dot_programs_per_sm=2)
+    assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, keyed) == decode_launch_plan(8, 4, 12, 16512, 16384, 132,
+                                                                                         everywhere)
+    assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, keyed)[:2] == (17, 1024)
+    for args in ((256, 1, 12, 2176, 2048), (32, 2, 12, 4224, 4096)):
+        assert decode_launch_plan(*args, 132, keyed) == decode_launch_plan(*args, 132, DEFAULT_TUNE)
+        assert decode_launch_plan(*args, 132, everywhere) != decode_launch_plan(*args, 132, DEFAULT_TUNE)
+    assert decode_launch_plan(256, 1, 12, 2176, 2048, 132, DEFAULT_TUNE)[:3] == (4, 640, True)
