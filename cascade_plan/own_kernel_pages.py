@@ -27,15 +27,17 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
     """The tune a per-sequence decode launch of `work_items` (sequence, KV head) items over `tokens` at `head_dim`
     runs (tune_at_head_dim): over pages known to be private (shared_prefix_tokens 0) with the split target
     wide_head_private_programs_per_sm where the head dim is wide and the tune sets it; over a known shared prefix
-    where one sequence's query heads fill the dot's 16 rows (9-16 per KV head: blocks of two in the wide dot) with
-    split targets of wide_dot_programs_per_sm and twice that for the long-context launch, where the tune sets it and
+    where one sequence's query heads fill the dot's 16 rows (9-16 per KV head: blocks of two in the wide dot, on a
+    long-context tile of wide_dot_block_n tokens or more, which head dim 256's 64-token one is not) with split
+    targets of wide_dot_programs_per_sm and twice that for the long-context launch, where the tune sets it and
     (wide_dot_min_splits) its own launch is the long-context one in that many splits or more."""
     tune = tune_at_head_dim(tune, head_dim)
     n = tune.wide_head_private_programs_per_sm
     if n and shared_prefix_tokens == 0 and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim:
         return replace(tune, target_programs_per_sm=n)
     w = tune.wide_dot_programs_per_sm
-    if w and shared_prefix_tokens and tune.wide_dot_block_n and 2 * q_per_kv > decode_block_g(q_per_kv):
+    if (w and shared_prefix_tokens and tune.wide_dot_block_n and 2 * q_per_kv > decode_block_g(q_per_kv)
+            and tune.long_block_n >= tune.wide_dot_block_n):    # the long tile holds the wide dot's blocks
         if tune.wide_dot_min_splits and (tune.target_programs_per_sm, tune.long_programs_per_sm) != (w, 2 * w):
             if work_items <= 0 or tokens <= 0:      # a launch the caller did not give
                 return tune

@@ -686,6 +686,8 @@ def test_wide_dot_targets_apply_over_shared_pages_at_9_to_16_query_heads():
     assert tune_at_launch(tune, 128, 16384, 16).long_programs_per_sm == 4
     for args in ((8, 4, 12, 16512, 0), (8, 4, 8, 16512, 16384)):
         assert decode_launch_plan(*args, 132, tune) == decode_launch_plan(*args, 132, DEFAULT_TUNE)
+    assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, tune, head_dim=256) == decode_launch_plan(
+        8, 4, 12, 16512, 16384, 132, DEFAULT_TUNE, head_dim=256)
     assert tune_at_launch(tune, 128, None, 12) == tune   # a prefix the caller does not know
 
 
