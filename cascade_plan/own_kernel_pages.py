@@ -36,8 +36,8 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
     if n and shared_prefix_tokens == 0 and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim:
         return replace(tune, target_programs_per_sm=n)
     w = tune.wide_dot_programs_per_sm
-    if (w and shared_prefix_tokens and tune.wide_dot_block_n and 2 * q_per_kv > decode_block_g(q_per_kv)
-            and tune.long_block_n >= tune.wide_dot_block_n):    # the long tile holds the wide dot's blocks
+    if w and shared_prefix_tokens and wide_dot_blocks(q_per_kv, tune.long_block_n, tune):
+        # at these targets already (a tune this applied to, or one that has them), the key changes nothing
         if tune.wide_dot_min_splits and (tune.target_programs_per_sm, tune.long_programs_per_sm) != (w, 2 * w):
             if work_items <= 0 or tokens <= 0:      # a launch the caller did not give
                 return tune
@@ -204,13 +204,19 @@ def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams, block_n: int | 
     the dot's padded rows (or two where one sequence's fill them, in a dot of twice the rows, on a launch whose tile
     holds block_n >= tune.wide_dot_block_n tokens) and that divides the batch, so that every block is whole; 1 = no
     blocks."""
-    rows = decode_block_g(q_per_kv)
-    if tune.wide_dot_block_n and block_n is not None and block_n >= tune.wide_dot_block_n and 2 * q_per_kv > rows:
-        rows = decode_block_g(q_per_kv, 2)
+    rows = decode_block_g(q_per_kv, 2) if wide_dot_blocks(q_per_kv, block_n, tune) else decode_block_g(q_per_kv)
     s = 1
     while 2 * s <= tune.decode_page_group and 2 * s * q_per_kv <= rows and batch % (2 * s) == 0:
         s *= 2
     return s
+
+
+def wide_dot_blocks(q_per_kv: int, block_n: int | None, tune: TuneParams) -> bool:
+    """Do blocks of two sequences share a dot of twice the rows (TuneParams.wide_dot_block_n): where one sequence's
+    query heads fill the 16-row dot (9-16 per KV head) and the launch's tile holds block_n >= wide_dot_block_n
+    tokens (None: unknown, no)?"""
+    return (bool(tune.wide_dot_block_n) and block_n is not None and block_n >= tune.wide_dot_block_n
+            and 2 * q_per_kv > decode_block_g(q_per_kv))
 
 
 def split_groups(start: int, end: int, shared_prefix_tokens: int, block_n: int, seqs: int) -> bool:
