@@ -69,7 +69,7 @@ def main() -> int:
     import torch
     from decode_vs_flashinfer import checked_err, gpu_with_flashinfer
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.triton_plans import DecodePlan

@@ -48,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, ".")
 
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
 from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE, PROBE_1_12_0_TUNE  # noqa: E402
 
 TOL = 1e-2
@@ -239,8 +239,8 @@ def long_configs_changed(sm: int):
     benchmarks/raw/device-2026-12-05f/long.json, where the rows call 16 per SM "default" and 8 "long 8/SM"), then G 1
     at 4 sequences (0.93-0.95x with probe 1.5.4 on an H100), where a 64-token split floor is tried, and long private
     contexts split 26-52 ways (0.95-0.98x), where splits of 384 tokens are tried. `sm`: the GPU's SM count."""
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
     from cascade_plan.own_kernel_pages import decode_launch
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from cascade_plan.own_kernel_tunes import PROBE_1_5_4_TUNE
     from kernels_probe.attention.grid import AttentionConfig as A
     from kernels_probe.attention.grid import build_grid
@@ -833,7 +833,7 @@ def loser_variants(base):
     """Probe 1.5.2's tune (`base`; its rows in benchmarks/raw/device-2026-12-05b/losers.json say "default", then the
     default), then caps on the block size (and on it by the programs left running), no blocks, the split at the shared
     prefix's end, 64-token tiles where the batch fills the GPU unsplit, and the default tune last."""
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 
     r = dataclasses.replace
     return [("probe 1.5.2", base), ("blocks <= 8", r(base, decode_page_group=8)),
@@ -1069,7 +1069,7 @@ def conditions(args) -> int:
     between the two kernels: whether a row's figure depends on what ran before it."""
     import torch
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.reference import max_rel_err

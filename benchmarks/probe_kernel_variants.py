@@ -49,7 +49,7 @@ def variants(tune, sm_count: int = 132) -> tuple[set, set]:
 
 
 def main() -> int:
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from cascade_plan.own_kernel_tunes import (
         PROBE_1_5_5_TUNE,
         PROBE_1_6_0_TUNE,

@@ -25,7 +25,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import AttentionConfig
     from kernels_probe.attention.reference import max_rel_err
@@ -165,7 +165,7 @@ def large_batch_sweep(rows, record, sm, flusher):
     """Per-sequence decode when the batch fills the GPU (shared vs duplicated pages), and prefix tiles."""
     import torch
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import AttentionConfig
     from kernels_probe.attention.reference import max_rel_err
@@ -230,7 +230,7 @@ def cascade_sweep(rows, record, sm, flusher):
     """Suffix-pass tiles for short per-sequence programs, prefix split targets, whole cascade."""
     import torch
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe.attention.data import build_data, reference_output
     from kernels_probe.attention.grid import AttentionConfig
     from kernels_probe.attention.reference import max_rel_err

@@ -39,7 +39,7 @@ def ratio(row: dict, table: str, variant: str) -> float | None:
 
 def table() -> dict[tuple, tuple[float, str]]:
     from cascade_plan.own_kernel_blocks import page_blocks
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 
     out: dict[tuple, tuple[float, str]] = {}
     for row in json.loads((RAW / "regimes-decode.json").read_text())["rows"]:

@@ -23,7 +23,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe import PROBE_VERSION
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.calibration_file import write_atomic

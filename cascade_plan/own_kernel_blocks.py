@@ -5,8 +5,9 @@ Pure Python, as own_kernel_launch."""
 
 from __future__ import annotations
 
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams, decode_fused_merge
+from cascade_plan.own_kernel_launch import decode_fused_merge
 from cascade_plan.own_kernel_pages import decode_launch_plan, launch_shared_tokens, split_groups
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
 
 
 def page_blocks(batch: int, kv_heads: int, q_per_kv: int, group_size: int, shared_prefix_tokens: int, seq_len: int,

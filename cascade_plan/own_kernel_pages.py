@@ -9,7 +9,6 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from cascade_plan.own_kernel_launch import (
-    TuneParams,
     ceil_div,
     decode_block_g,
     decode_launch_splits,
@@ -20,6 +19,7 @@ from cascade_plan.own_kernel_launch import (
     tune_at_head_dim,
     whole_tile_splits,
 )
+from cascade_plan.own_kernel_tune import TuneParams
 
 
 def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | None, q_per_kv: int = 1,

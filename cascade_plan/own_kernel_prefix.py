@@ -6,14 +6,8 @@ from __future__ import annotations
 
 import math
 
-from cascade_plan.own_kernel_launch import (
-    DEFAULT_TUNE,
-    TuneParams,
-    ceil_div,
-    choose_splits,
-    prefix_block_m,
-    whole_tile_splits,
-)
+from cascade_plan.own_kernel_launch import ceil_div, choose_splits, prefix_block_m, whole_tile_splits
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
 
 # program_tile_tokens' unit: a token streamed by a program of 64 query rows
 TILE_ROWS_UNIT = 64

@@ -4,7 +4,7 @@ tune (notes.tune) is what the planner reads; nothing here is."""
 
 from __future__ import annotations
 
-from cascade_plan.own_kernel_launch import TuneParams
+from cascade_plan.own_kernel_tune import TuneParams
 
 # The tune of probe 1.12.0 (fp8 converted everywhere; no block fill; fp8 streaming as bf16's).
 PROBE_1_12_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

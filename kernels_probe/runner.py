@@ -257,7 +257,7 @@ def run_probe(out_path: pathlib.Path, *, quick: bool = False, backends: list[str
         TimeElapsedColumn,
     )
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.environment import missing_requirements
     from kernels_probe.timing import L2Flusher, measure_ceilings

@@ -36,7 +36,7 @@ from cascade_plan.cost.step_shape import StepLoad
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
 from cascade_plan.own_kernel_blocks import longest_program_tokens, page_blocks
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 
 ROOT = Path(__file__).resolve().parents[1]
 H100_RUN = ROOT / "benchmarks" / "raw" / "device-2026-12-06" / "default.json.gz"

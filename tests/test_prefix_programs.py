@@ -28,8 +28,8 @@ from cascade_plan.cost.ops.page_blocks import PageBlocks
 from cascade_plan.cost.ops.prefix_programs import prefix_program
 from cascade_plan.inputs.hardware import load_hardware
 from cascade_plan.inputs.model_spec import load_preset
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE
 from cascade_plan.own_kernel_prefix import prefix_launch, program_tile_tokens
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 
 RUN = Path(__file__).resolve().parents[1] / "benchmarks" / "raw" / "device-2026-12-06e" / "probe-1.8.0.json.gz"
 

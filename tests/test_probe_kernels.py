@@ -11,7 +11,7 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
+from cascade_plan.own_kernel_tune import TuneParams  # noqa: E402
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err, reference_paged  # noqa: E402

@@ -15,8 +15,8 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
 from cascade_plan.own_kernel_pages import page_group_seqs  # noqa: E402
+from cascade_plan.own_kernel_tune import TuneParams  # noqa: E402
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err, reference_paged  # noqa: E402
@@ -243,8 +243,8 @@ def test_head_dim_256_launches_its_own_tile_and_matches_the_reference():
     the batch-filled tile over 328 tokens, 64 at a time at head dim 256 (128 at head dim 128); the result is the
     float32 reference's and the launch record is what the planner's page blocks give at that head dim."""
     from cascade_plan.own_kernel_blocks import page_blocks
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE
     from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 
     d = build_data(_cfg(head_dim=256, q_per_kv=2, prefix_tokens=320, suffix_tokens=8), "cpu", seed=7)
     ref = reference_output(d)

@@ -13,7 +13,7 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE  # noqa: E402
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402
 from kernels_probe.attention import triton_plans  # noqa: E402
 from kernels_probe.attention.data import build_data, shape_data  # noqa: E402
 from kernels_probe.attention.grid import AttentionConfig  # noqa: E402

@@ -13,7 +13,7 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
+from cascade_plan.own_kernel_tune import TuneParams  # noqa: E402
 from kernels_probe import runner  # noqa: E402
 from kernels_probe.attention import torch_backend  # noqa: E402
 from kernels_probe.attention.grid import KERNELS, AttentionConfig  # noqa: E402

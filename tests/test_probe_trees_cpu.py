@@ -17,7 +17,7 @@ pytest.importorskip("triton")
 
 from cascade_plan.calibration_schema.attention import AttentionConfigDoc  # noqa: E402
 from cascade_plan.calibration_schema.probe_rows import SkippedRow, TimedMeasurement  # noqa: E402
-from cascade_plan.own_kernel_launch import TuneParams  # noqa: E402
+from cascade_plan.own_kernel_tune import TuneParams  # noqa: E402
 from kernels_probe.attention import accounting  # noqa: E402
 from kernels_probe.attention.data import build_data, cache_bytes, reference_output  # noqa: E402
 from kernels_probe.attention.grid import KERNELS, AttentionConfig, named_grid, owed_configs, trees_grid  # noqa: E402

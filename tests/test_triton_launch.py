@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from cascade_plan.own_kernel_blocks import page_blocks
 from cascade_plan.own_kernel_launch import (
-    DEFAULT_TUNE,
     LOG2E,
     TILE_KINDS,
     ceil_div,
@@ -34,6 +33,7 @@ from cascade_plan.own_kernel_launch import (
 )
 from cascade_plan.own_kernel_pages import decode_launch, first_split_blocks, page_block_seqs
 from cascade_plan.own_kernel_prefix import choose_splits_waves
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 from cascade_plan.own_kernel_tunes import (
     PROBE_1_3_TUNE,
     PROBE_1_5_1_TUNE,

@@ -136,7 +136,8 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
 def main() -> int:
     import dataclasses
 
-    from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TILE_KINDS, tile_of
+    from cascade_plan.own_kernel_launch import TILE_KINDS, tile_of
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 
     names = {"base": "base", "filled": "batch-filled", "long": "long-context", "short": "short (suffix pass)"}
     # the cache as the kernel reads it, and its dots: the default's, then transposed (decode_swap_ab) on the tiles

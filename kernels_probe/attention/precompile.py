@@ -12,7 +12,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
 from kernels_probe.attention.grid import AttentionConfig
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from cascade_plan.own_kernel_launch import DEFAULT_TUNE, TuneParams
 from cascade_plan.own_kernel_pages import launch_shared_tokens
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
 from kernels_probe.attention.data import AttentionInputs
 from kernels_probe.attention.grid import AttentionConfig
 from kernels_probe.attention.timed import BackendKernels, SkippedKernel, TimedKernel, poisoned_run

@@ -15,8 +15,6 @@ import triton
 import triton.language as tl
 
 from cascade_plan.own_kernel_launch import (
-    DEFAULT_TUNE,
-    TuneParams,
     ceil_div,
     decode_block_g,
     decode_fused_merge,
@@ -33,6 +31,7 @@ from cascade_plan.own_kernel_pages import (
     tune_at_kv_dtype,
 )
 from cascade_plan.own_kernel_prefix import prefix_launch
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
 from kernels_probe.attention.triton_merge import merge_kernel, merge_slots_kernel
 

@@ -110,8 +110,8 @@ class Attention:
         self.out = torch.empty_like(q)
         P, S = pt.prefix_tokens, pt.suffix_tokens
         if backend == "triton":
-            from cascade_plan.own_kernel_launch import DEFAULT_TUNE
             from cascade_plan.own_kernel_pages import launch_shared_tokens
+            from cascade_plan.own_kernel_tune import DEFAULT_TUNE
             from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
             if mode == "per_sequence":

@@ -14,7 +14,7 @@ import numpy as np
 
 from cascade_plan.cost.step_shape import StepLoad
 from cascade_plan.own_kernel_blocks import block_saved_tokens, longest_program_tokens
-from cascade_plan.own_kernel_launch import TuneParams
+from cascade_plan.own_kernel_tune import TuneParams
 
 
 class PageBlocks(msgspec.Struct, frozen=True):

@@ -1,0 +1,224 @@
+"""The tune of the probe's Triton kernels: every tile size, split target and launch rule the host arithmetic
+(own_kernel_launch, own_kernel_pages) reads, and the one the current probe launches. A leaf of the planner's
+package: a calibration records its tune and the planner gives back that tune's launches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TuneParams:
+    """Tile sizes and launch shape (docs/probe-notes.md). Fields added since probe 1.7.2 default to off, so that a
+    calibration's recorded tune that lacks them gives back its launches; DEFAULT_TUNE turns them on."""
+
+    decode_block_n: int = 64
+    # two warps for the base tile (64 tokens, 3 stages): on an H100 (benchmarks/raw/device-2026-12-05e/tiles-1.json)
+    # 256 sequences x 1 KV head at 1K + 128 over shared pages went from 0.81x FlashInfer's decode to 1.11x, 64 x 8
+    # at G 1 from 0.88x to 1.24x; the long-context tile keeps four (long_warps), where two lost 10-30%, and so do
+    # head dims above narrow_max_head_dim (head dim 256, 16 sequences x 4 KV heads at 4K: 1.06x -> 0.85x with two)
+    decode_warps: int = 2
+    narrow_max_head_dim: int = 128
+    decode_stages: int = 3
+    prefix_block_n: int = 64
+    prefix_warps: int = 4
+    prefix_stages: int = 3
+    prefix_max_block_m: int = 128
+    min_tokens_per_split: int = 256
+    # ... but a tiny per-sequence decode (at most tiny_work_items (sequence, KV head) items over at most
+    # tiny_max_tokens tokens: latency-bound, 11-40 us) splits down to this many tokens. On an H100
+    # (benchmarks/raw/device-2026-12-05/tiny.json, triton152.json) such launches went from 0.78-0.97x FlashInfer's
+    # decode to 1.02-1.37x; applied everywhere the floor cost 64 sequences x 1 KV head at 1K tokens 18% (4 -> 9 splits),
+    # 64 x 8 at 256 tokens 27% (1 -> 2) and one sequence at 32K 18% (103 -> 257 splits and a merge over all of them)
+    decode_min_tokens_per_split: int = 128
+    tiny_work_items: int = 32
+    tiny_max_tokens: int = 8192
+    target_programs_per_sm: int = 4  # split-K target for per-sequence decode (and the suffix pass)
+    # ... raised to this many programs per SM where every split still holds long_min_tokens_per_split tokens and
+    # the batch alone gives fewer than target_programs_per_sm per SM (decode_splits). 16 before probe 1.5.5: on an
+    # H100 (benchmarks/raw/device-2026-12-05f/long.json, the 30 default-grid shapes whose launch the two targets
+    # split differently, both page layouts) 8 took the rows below FlashInfer's decode from 20 of 70 to 13 and the
+    # worst from 0.85x to 0.93x (16 x 8 KV heads at 4K + 4K over shared pages; over private pages 32K at 4 sequences
+    # 0.97x -> 1.00x), at a cost only where page blocks already put ours 1.2x+ ahead (32K at 16 sequences over shared
+    # pages 1.87x -> 1.45x)
+    long_programs_per_sm: int = 8
+    long_min_tokens_per_split: int = 512
+    # ... and, where above 0, among split counts within 2x of that target the one whose programs fill their last wave
+    # of this many resident programs per SM best (splits_filling_waves; benchmarks/decode_vs_flashinfer.py waves)
+    long_wave_ctas: int = 0
+    # ... and there 128-token tiles in a 2-stage pipeline (0: the base tile): on the H200 these two took the decode of
+    # 8-16 sequences at 32K-256K from 0.59-0.65x FlashInfer's to 0.74-0.75x over shared pages and from 0.85-0.90x to
+    # 1.01-1.02x over duplicated ones (benchmarks/raw/h200-2026-12-03b/splits.json; 8 programs per SM and 64-token
+    # tiles before)
+    long_block_n: int = 128
+    long_stages: int = 2
+    long_warps: int = 4
+    # split target for the prefix pass: 2 programs per SM leaves room for the concurrent suffix pass and
+    # halves the merge's state traffic (H200: cascade 110 -> 97.5 us at B=256 P=4096 S=128; 58 -> 41 us
+    # at B=16 P=16384), although the prefix pass alone is slower (56 -> 68 us at B=256)
+    prefix_programs_per_sm: int = 2
+    merge_block_r: int = 16  # upper bound; smaller when there are few rows (see MergePlan)
+    merge_block_d: int = 64
+    merge_stages: int = 3
+    # per-sequence programs with few tokens (the cascade's suffix pass): their own tile / pipeline depth
+    decode_short_tokens: int = 256
+    decode_short_block_n: int = 64
+    decode_short_stages: int = 2
+    decode_short_warps: int = 4
+    # decode tiles of 128 tokens once the batch alone fills the GPU (no split): +8% over shared pages
+    decode_block_n_large_batch: int = 128
+    decode_stages_large_batch: int = 2
+    decode_warps_large_batch: int = 4
+    decode_head_major: bool = False  # program order: (sequence, head) [False] or (head, sequence) [True]
+    # cascade: run the suffix pass on a second stream, concurrently with the prefix pass (graph branches)
+    cascade_concurrent: bool = True
+    # fp8 KV: widen to fp16 (one conversion instruction per two values) and run the dots in fp16, q converted
+    fp8_dot_fp16: bool = True
+    # ... and read an fp8 cache as int16 pairs of head dims, widened by shifts into two fp16 tiles (even and odd
+    # head dims: two dots of half the head dim each, triton_jit._kv_tile), so that K and V leave shared memory by
+    # ldmatrix; widened by conversion, Triton reads an fp8 tile from shared memory by scalar loads (353-401 ld.shared
+    # per tile at head dim 128 against 89-105 ldmatrix over bf16: kernels_probe/attention/pipelining.py). Off: the
+    # fp8 cache read and converted as it is (probes up to 1.12.0). Only with fp8_dot_fp16
+    fp8_pairs: bool = False
+    # ... everywhere (0), or only in decode launches of at most this many working programs per SM at head dims up to
+    # fp8_pairs_max_head_dim (0: any; own_kernel_pages.decode_fp8_pairs). H100, 2.25 and 128 (device-2026-12-06j:
+    # fp8-capped.json, next-rules.json): every decode row it changes over private pages 1.00-1.07x, shared 0.97-1.21x
+    fp8_pairs_max_programs_per_sm: float = 0.0
+    fp8_pairs_max_head_dim: int = 0
+    # per-sequence decode: dots transposed (S^T = K q^T, acc^T += V^T P^T), keys and head dims as their M rows: on four
+    # warps, sm_90 warpgroup MMAs from shared memory in fewer registers (kernels_probe/attention/pipelining.py); off
+    # (slower on an H100). fp8 pairs keep the untransposed dots (a converted fp8 tile transposed spills)
+    decode_swap_ab: bool = False
+    # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
+    # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
+    merge_slots_min: int = 16
+    merge_block_s: int = 16
+    # page-aware per-sequence decode: up to this many consecutive sequences (their query rows within one padded dot)
+    # read the pages they share once (paged_decode_kernel, SEQS); 1 turns it off
+    decode_page_group: int = 16
+    # ... and blocks of two where one sequence's query heads fill the 16-row dot (9-16 query heads per KV head), in a
+    # dot of twice the rows for the whole launch (decode_block_g), on launches whose tile holds at least this many
+    # tokens (0: no blocks there, probes up to 1.9.0). H100 (benchmarks/raw/device-2026-12-06g/wide-dot.json, the 18
+    # coverage and regimes shapes of 12 and 16 query heads per KV head, shared pages): the 14 on 128-token tiles ran
+    # 1.05-1.47x faster (16 x 32 groups at 2K + 16, G 12: 0.89x FlashInfer's decode -> 1.18x; 128 sequences at
+    # 16K + 128: 0.77x -> 1.14x), the 4 on 64-token tiles (two warps, or splits of 128 tokens) 2-27% slower. The
+    # rule was read off those rows: no shape outside them has timed it
+    wide_dot_block_n: int = 0
+    # ... and there, over a known shared prefix, split targets of this many programs per SM (base) and twice that
+    # (long-context) instead of target_programs_per_sm and long_programs_per_sm (own_kernel_pages.tune_at_launch;
+    # 0: those). H100, 2 (device-2026-12-06k): 12 held-out shapes 0.77-1.31x (median 1.16x), the grids' 12 0.87-1.28x
+    wide_dot_programs_per_sm: int = 0
+    wide_dot_min_splits: int = 0    # ... only where the tune's own long-context launch makes this many splits or more
+    # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
+    # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
+    # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x
+    # FlashInfer's decode to 0.92x (blocks of 4). Three per SM gained elsewhere (16 x 8 at 1K + 1K: 0.91x -> 0.99x) but
+    # lost more where blocks of 4 over long shared splits had paid (16 x 8 at 4K + 128: 1.26x -> 0.98x;
+    # device-2026-12-05c/default.json against device-2026-12-05b/default.json)
+    page_block_min_programs_per_sm: int = 1
+    # a launch whose first split straddles the end of a known shared prefix and forms no block (it holds more private
+    # tokens than the prefix covers: a batch that fills the GPU unsplit) splits at the prefix's end instead, where that
+    # gives at most shared_split_max splits: the first split's blocks read the prefix once per block, the second is
+    # private. H100, 256 x 8 KV heads: 4K + 4K from 0.88x FlashInfer's decode to 1.04x, 1K + 1K from 0.89x to 0.97x;
+    # 1K + 4K in five splits lost (0.99x -> 0.96x), hence two at most
+    decode_shared_split: bool = True
+    shared_split_max: int = 2
+    # ... and up to this many where the launch was split already (0: shared_split_max, probes up to 1.8.0). H100
+    # (benchmarks/raw/device-2026-12-06f/prefix-split*.json): 64 x 8 at 1K + 4K over shared pages, 3 splits of 1,792
+    # on the long-context tile -> 5 of 1,024, 0.97-0.98x -> 1.02x FlashInfer's decode in two calls; 256 x 8, unsplit,
+    # 0.97x -> 0.96x in both
+    split_launch_shared_split_max: int = 0
+    # ... and an unsplit launch that neither forms a block nor splits at the prefix in equal splits takes two splits
+    # where the prefix's whole tiles hold at least this many tokens: the prefix, whose blocks read it once per block,
+    # then the rest of each sequence (own_kernel_pages.shared_head_split). 0: off, as in every probe so far. H100
+    # (benchmarks/raw/device-2026-12-06g/head-split*.json, 256 at 6 shapes whose launch it changes, three calls):
+    # 256 x 8 KV heads at 1K + 4K 0.98x FlashInfer's decode -> 0.98-0.99x; of 1,024 sequences at 512 + 1K, fp8 at
+    # G 6 1.12x -> 1.22x, bf16 at G 2 (head dim 256) 0.87x -> 0.89x, but G 4 and G 7 (head dim 64) 1.07-1.09x ->
+    # 1.00x, G 6 1.00x -> 0.94x. On the batch-filled tile, or with the prefix in 256-512-token splits, it lost more
+    shared_head_min_tokens: int = 0
+    # every kernel's tile loop loads the next tile's page numbers an iteration ahead, so that Triton's pipeliner
+    # double-buffers K and V (triton_jit._attend_range); off, K/V addresses wait on a load in the same iteration and
+    # get one buffer, loaded after the tile's math (the kernels of probes 1.2-1.5.5). Only where a program's loop is
+    # long (decode_prefetch, prefix_prefetch): on an H100 (the default grid,
+    # benchmarks/raw/device-2026-12-06c/prefetch-everywhere.json) prefetching everywhere took 256 sequences x 8 KV
+    # heads at 1K + 4K over shared pages from 0.84x FlashInfer's decode to 0.98x and 4K + 4K from 0.93x to 1.07x, but
+    # 64 x 8 at 1K + 128 in blocks of four (576-token splits) from 1.38x to 1.14x, and cascades over 256+ query rows
+    # 0.70-0.80x
+    page_prefetch: bool = True
+    prefetch_min_tokens: int = 1024
+    # ... and base tiles over shorter splits where the launch has at most this many programs per SM (0: never, probes
+    # up to 1.8.0): all of them resident at once with the second buffer, few enough per SM that each one's own overlap
+    # is what hides the loads. H100 (benchmarks/raw/device-2026-12-06e/stream-tiny.json, base tiles of 320-576-token
+    # splits): the 6 rows of 0.8-2 programs per SM gained 0-29% (16 x 8 KV heads at 256 + 128: 1.09x -> 1.40x
+    # FlashInfer's decode; one sequence x 1 KV head at 32K: 1.02x -> 1.17x); of the 24 rows of 3.2-7.8 per SM, 19 lost
+    # up to 18% and 5 gained 0-7%
+    prefetch_max_programs_per_sm: int = 0
+    # a split per-sequence decode of at most fused_merge_max_splits splits and no page blocks merges its splits in the
+    # program that stores a sequence's last split (an atomic count per sequence and KV head) instead of in a merge
+    # kernel launched after it (probes up to 1.6.0). One program merges a sequence's rows alone, one slot tile after
+    # another: on the H200 (benchmarks/raw/device-2026-12-06d/fused-everywhere.json, the default grid) that took
+    # launches of 3-9 splits over 128-320 tokens 1.03-1.10x faster (4 sequences x 8 KV heads at 1K + 128, one query
+    # head per KV head: 15.3 -> 13.9 us) and left the others of up to 9 splits within 2%, but 17-103 splits lost 1-54%
+    # and blocks of sequences (whose first program merges each of its sequences in turn) 5-38%
+    decode_fused_merge: bool = True
+    fused_merge_max_splits: int = 12
+    # ... and in the long-context launch too (probes 1.7.0-1.7.1): there its 31 launches on the default grid ran
+    # 1.001x and 1.002x the merge kernel's median in two H100 calls (0.993-1.015x; benchmarks/raw/device-2026-12-06d/
+    # fused-rule.json, fused-rule-2.json), and each of its kernels is one more compile on a fresh machine (5 of the
+    # default grid's 53 decode specialisations: benchmarks/probe_kernel_variants.py)
+    fused_merge_long: bool = False
+    # a long-context launch over mostly private tokens (a known shared prefix of at most half the context: no page
+    # block pays) whose batch fits stream_max_programs_per_sm resident programs per SM splits for
+    # stream_programs_per_sm per SM instead (stream_splits), on the base tile, double-buffered by its page prefetch.
+    # 0: the long-context launch (probes up to 1.7.2, whose tunes lack the field). H100 and H200 (benchmarks/raw/
+    # device-2026-12-06e/oracle.json, stream*.json): ~2 programs per SM of 2-16K tokens beat FlashInfer's decode
+    # where 6-8 of ~640 on the single-buffered long tile did not (16 x 8 KV heads at 1K-16K + 4K: 0.92-0.98x ->
+    # 1.01-1.09x; 4 x 8 at 16K: 0.92-0.98x -> 0.96-1.04x); 512 programs, more than fit at once, lost 8-11% unsplit
+    stream_programs_per_sm: int = 0
+    stream_max_programs_per_sm: int = 3
+    # ... over an fp8 cache this many per SM, up to as many resident (own_kernel_pages.tune_at_kv_dtype; 0: as over
+    # bf16, probes up to 1.12.0). H100 (device-2026-12-06j), 4 against 2: read off 3 fp8 shapes (regimes-losers.json:
+    # 1.22-1.40x; bf16 0.87-0.96x), then 10 held-out fp8 ones and the grids' (next-rules.json) 0.98-1.43x, private
+    fp8_stream_programs_per_sm: int = 0
+    stream_min_tokens: int = 1024
+    # a tiny launch split into more than fused_merge_max_splits splits takes that many instead, where they still give
+    # this many programs per SM: its splits then merge in its own programs, not in a merge kernel launched after it
+    # (merge_capped_splits). 0: off (probes up to 1.8.0). H100 (benchmarks/raw/device-2026-12-06e/oracle.json,
+    # stream-tiny.json): 4 sequences x 8 KV heads at 4K + 128 over shared pages, one query head per KV head, 17 splits
+    # of 256 tokens in blocks of four ran 0.96x FlashInfer's decode, 11 of 384 with the fused merge 1.08-1.10x
+    tiny_fused_programs_per_sm: int = 0
+    # head dims of at least wide_head_min_dim (0: none, probes up to 1.10.0) run 64-token batch-filled and
+    # long-context tiles and a base tile that never prefetches (tune_at_head_dim): at head dim 256 the 128-token
+    # tiles and the double-buffered base tile take 138-140 KB of shared memory, one program per SM, these 74 KB
+    # (python -m kernels_probe.attention.pipelining). H100 (benchmarks/raw/device-2026-12-06h/head-dim-256.json and
+    # wide-head.log, the regimes grid's 12 head-dim-256 shapes and 13 held out): shared pages' median 1.25x
+    # FlashInfer's decode -> 1.88x (held out 1.01x -> 1.16x), private 0.995x -> 1.010x (held out 1.00x -> 1.01x)
+    wide_head_min_dim: int = 0
+    wide_head_block_n: int = 64
+    # ... and there a split target of this many programs per SM for the base tile (0: target_programs_per_sm): every
+    # head-dim-256 decode tile takes 226-255 registers per thread at four warps, so two programs fit an SM, not four
+    wide_head_programs_per_sm: int = 0
+    # ... or only over pages known to be private (own_kernel_pages.tune_at_launch; 0: none). H100 (device-2026-12-06j
+    # and -06k): 3 held-out rows 1.02-1.05x, the grids' 10 0.92-1.16x (16 x 4 at 2K + 128: 0.99x FlashInfer's -> 0.9x)
+    wide_head_private_programs_per_sm: int = 0
+    # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
+    # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes
+    # up to 1.11.0). H100 (benchmarks/raw/device-2026-12-06h/regimes-decode.json, one sequence x 8 KV heads at
+    # 128K + 128): counted as shared it took the long-context launch (129 splits of 1,024 tokens), 0.96x
+    # FlashInfer's decode; the same pages as private ones the streaming launch (33 of 4,032), 1.01x; at 256K 0.98x
+    # and 1.00x
+    sibling_shared_only: bool = False
+    # a launch too short of programs for page blocks over a known shared prefix of over half the context splits it
+    # finer (block_fill_min_tokens+) so that blocks form with about this many working programs per SM, at head dims
+    # of block_fill_min_head_dim+ (own_kernel_pages.block_fill_splits; 0: off, probes to 1.12.0). H100, 06j calls:
+    # head dim 256 1.23-1.35x, 11 held out 1.03-1.70x; 128 0.66-1.03x (latency-bound; blocks' merge is not fused)
+    block_fill_programs_per_sm: int = 0
+    block_fill_min_tokens: int = 128
+    block_fill_min_head_dim: int = 0
+
+
+DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
+                          split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256,
+                          sibling_shared_only=True, fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25,
+                          fp8_pairs_max_head_dim=128, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
+                          block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4)
