@@ -49,7 +49,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
-from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE, PROBE_1_12_0_TUNE  # noqa: E402
+from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE, PROBE_1_12_0_TUNE, PROBE_1_13_0_TUNE  # noqa: E402
 
 TOL = 1e-2
 
@@ -730,12 +730,40 @@ def wide_dot_long_configs():
     return held_out + rest
 
 
+def wide_dot_tail_variants(base):
+    """The default, wide_dot_long_variants' keyed targets, and those only where a sequence's private tail is at most
+    512 tokens (wide_dot_max_private_tokens): on the keyed rule's held-out shapes (device-2026-12-06l) the one row it
+    lost, 0.87x, had a 1,024-token tail, and the one level row 2,048; every row it won had 512 or fewer."""
+    keyed = wide_dot_long_variants(base)[1]
+    return [("default", base), keyed, ("keyed, tails <= 512", dataclasses.replace(keyed[1],
+                                                                               wide_dot_max_private_tokens=512))]
+
+
+def wide_dot_tail_configs():
+    """Held-out shapes no wide-dot rule was read from, as models with 12 or 16 query heads per KV head lay out a
+    GPU's heads (config.json): GLM-4.5 at TP 8 (1 KV head x 12), Command-R+ at TP 4 (2 x 12), Qwen3-Coder-480B at
+    TP 8 (1 x 12), ChatGLM3-6B (2 x 16), Llama-3.1-405B at TP 4 (2 x 16) and TP 8 (1 x 16), Qwen3-235B at TP 2 (2 x
+    16), GLM-4.5-Air at TP 4 over fp8 (2 x 12), a Falcon-40B-like head-dim-64 layer at TP 8 (1 x 16), Mistral-Large-2
+    at TP 2 (4 x 12); private tails of 64-512 tokens at 12K-96K; then two of 768 and 1,536 tokens that the tail cap
+    leaves alone; then wide-dot-long's shapes (with --only-changed, those a variant launches otherwise)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(49152, 8, 1, 384, 12, 1, 128), C(24576, 12, 1, 256, 12, 2, 128), C(98304, 6, 1, 64, 12, 1, 128),
+                C(12288, 24, 1, 512, 16, 2, 128), C(20480, 10, 1, 320, 16, 2, 128), C(40960, 6, 1, 448, 16, 2, 128),
+                C(24576, 16, 1, 192, 12, 2, 128, "fp8"), C(32768, 12, 1, 256, 16, 1, 64),
+                C(24576, 6, 1, 128, 12, 4, 128), C(8192, 48, 1, 512, 16, 1, 128),
+                C(24576, 12, 1, 768, 12, 2, 128), C(12288, 24, 1, 1536, 16, 1, 128)]
+    return held_out + [c for c in wide_dot_long_configs() if c not in held_out]
+
+
 def regimes_next_variants(base):
     """The default and the rules not yet on, alone and together, for the regimes grid's ratio table in one call:
-    wide_dot_target_variants' 2 per SM, wide_head_private_variants' 2 per SM."""
+    wide_dot_long_variants' keyed targets, wide_dot_target_variants' 2 per SM, wide_head_private_variants' 2 per SM.
+    A variant whose launch matches an earlier one's on a row takes that figure, so these cost only the rows they
+    change."""
     both = dataclasses.replace(base, wide_dot_programs_per_sm=2, wide_head_private_programs_per_sm=2)
-    return [("default", base), wide_dot_target_variants(base)[1], wide_head_private_variants(base)[1],
-            ("both", both)]
+    return [("default", base), wide_dot_long_variants(base)[1], wide_dot_target_variants(base)[1],
+            wide_head_private_variants(base)[1], ("both", both)]
 
 
 def _shape_key(c) -> tuple:
@@ -876,14 +904,15 @@ STAGE_PLANS = {
     "block-fill": (block_fill_configs, block_fill_variants, PROBE_1_12_0_TUNE),
     "next-rules": (next_rules_configs, next_rules_variants, PROBE_1_12_0_TUNE),
     "wide-head-private": (wide_head_private_configs, wide_head_private_variants, DEFAULT_TUNE),
-    "wide-dot-targets": (wide_dot_target_configs, wide_dot_target_variants, DEFAULT_TUNE),
-    "regimes-next": (regimes_configs, regimes_next_variants, DEFAULT_TUNE),
-    "wide-dot-long": (wide_dot_long_configs, wide_dot_long_variants, DEFAULT_TUNE),
+    "wide-dot-targets": (wide_dot_target_configs, wide_dot_target_variants, PROBE_1_13_0_TUNE),
+    "regimes-next": (regimes_configs, regimes_next_variants, PROBE_1_13_0_TUNE),
+    "wide-dot-long": (wide_dot_long_configs, wide_dot_long_variants, PROBE_1_13_0_TUNE),
+    "wide-dot-tails": (wide_dot_tail_configs, wide_dot_tail_variants, PROBE_1_13_0_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
-                         "wide-head-private", "wide-dot-targets", "wide-dot-long")
+                         "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

@@ -75,6 +75,9 @@
 #   wide-dot-long  decode_vs_flashinfer.py wide-dot-long --only-changed: wide-dot targets of 2 per SM only where the
 #             default's long-context launch makes 16+ splits (wide_dot_min_splits), on 13 held-out shapes first, then
 #             the grids' and wide-dot-targets'; WIDE_DOT_LONG_RESERVE seconds left -> wide-dot-long.json
+#   wide-dot-tails  decode_vs_flashinfer.py wide-dot-tails --only-changed: the keyed wide-dot targets, and those only
+#             where a sequence's private tail is at most 512 tokens, on 12 held-out shapes, then wide-dot-long's;
+#             WIDE_DOT_TAILS_RESERVE seconds left -> wide-dot-tails.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
 #             yet on (wide_dot_programs_per_sm, wide_head_private_programs_per_sm: 2), FlashInfer in the same call
 #             unless DVF_ARGS says otherwise; REGIMES_NEXT_RESERVE seconds left -> regimes-next.json
@@ -97,6 +100,8 @@
 #   retime    Triton's rows of the full and coverage grids (only after a clean pages stage in the same call;
 #             RETIME_BUDGET caps its seconds, else all that is left)                              -> triton-fc.json
 #   retime2   Triton's rows of the regimes and trees grids                                     -> triton-rt.json
+#   wait-bg   waits for the -bg stages' builds to finish (or until 5 s are left): a build cut mid-way can leave
+#             FlashInfer's lock for the next call on the same machine
 #   glue-bg   builds FlashInfer's glue kernels in the background (the JIT cache serves a later stage or call)
 #   rebase    $BASE with default.json's rows merged in (they replace its rows of the same points) -> base.json,
 #             which a later remeasure stage in the same call completes
@@ -168,7 +173,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
@@ -198,6 +203,7 @@ for st in ${stages//,/ }; do
               > $OUT/triton-steps.log 2>&1; rc=$?; tail -8 $OUT/triton-steps.log; (exit $rc) ;;
     fi-bg)  python3 -c "from kernels_probe.attention.flashinfer_backend import warm_build
 print('flashinfer build:', warm_build('cuda', head_dims=(64, 128, 256)))" > $OUT/fi-bg.log 2>&1 & ;;
+    wait-bg) while [ -n "$(jobs -rp)" ] && [ $(left) -gt 5 ]; do sleep 2; done; cat $OUT/*-bg.log 2>/dev/null | tail -3 ;;
     glue-bg) python3 -c "from kernels_probe.steps.glue import warm_build_glue; print('glue build:', warm_build_glue())" \
               > $OUT/glue-bg.log 2>&1 & ;;
     rebase) python3 -c "import json, sys; from kernels_probe.merge import merge_documents

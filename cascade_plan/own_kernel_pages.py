@@ -29,8 +29,9 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
     wide_head_private_programs_per_sm where the head dim is wide and the tune sets it; over a known shared prefix
     where one sequence's query heads fill the dot's 16 rows (9-16 per KV head: blocks of two in the wide dot, on a
     long-context tile of wide_dot_block_n tokens or more, which head dim 256's 64-token one is not) with split
-    targets of wide_dot_programs_per_sm and twice that for the long-context launch, where the tune sets it and
-    (wide_dot_min_splits) its own launch is the long-context one in that many splits or more."""
+    targets of wide_dot_programs_per_sm and twice that for the long-context launch, where the tune sets it,
+    (wide_dot_min_splits) its own launch is the long-context one in that many splits or more and
+    (wide_dot_max_private_tokens) the private tail is that short."""
     tune = tune_at_head_dim(tune, head_dim)
     n = tune.wide_head_private_programs_per_sm
     if n and shared_prefix_tokens == 0 and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim:
@@ -44,6 +45,9 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
             splits, _, long_tile = decode_launch_splits(work_items, tokens, sm_count, tune)
             if not long_tile or splits < tune.wide_dot_min_splits:
                 return tune
+        cap = tune.wide_dot_max_private_tokens
+        if cap and (tokens <= 0 or tokens - shared_prefix_tokens > cap):
+            return tune
         return replace(tune, target_programs_per_sm=w, long_programs_per_sm=2 * w)
     return tune
 

@@ -106,9 +106,16 @@ class TuneParams:
     wide_dot_block_n: int = 0
     # ... and there, over a known shared prefix, split targets of this many programs per SM (base) and twice that
     # (long-context) instead of target_programs_per_sm and long_programs_per_sm (own_kernel_pages.tune_at_launch;
-    # 0: those). H100, 2 (device-2026-12-06k): 12 held-out shapes 0.77-1.31x (median 1.16x), the grids' 12 0.87-1.28x
+    # 0: those). H100, 2 (device-2026-12-06k): 12 held-out shapes 0.77-1.31x (median 1.16x), the grids' 12 0.87-1.28x;
+    # they lost on launches of 3-8 splits and won every long-context one of 16+, hence the key below
     wide_dot_programs_per_sm: int = 0
     wide_dot_min_splits: int = 0    # ... only where the tune's own long-context launch makes this many splits or more
+    # ... and only where a sequence's private tail (tokens past the shared prefix) is at most this many tokens (0: any).
+    # H100 (device-2026-12-06l): keyed on 16+ splits, 2 per SM won 4 of 5 held-out rows 1.17-1.22x and lost 0.87x on
+    # a 1,024-token tail; with tails of at most 512, 10 further held-out rows (GLM-4.5, Command-R+, Qwen3-Coder-480B,
+    # ChatGLM3-6B, Llama-3.1-405B, Qwen3-235B, Mistral-Large-2 layers, fp8 and head dim 64 among them) 1.08-1.37x,
+    # and the two rows of 768- and 1,536-token tails it leaves alone ran 0.86x and 0.98x under the key alone
+    wide_dot_max_private_tokens: int = 0
     # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
     # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
     # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x

@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from cascade_plan.own_kernel_tune import TuneParams
 
+# The tune of probe 1.13.0 (no wide-dot split targets).
+PROBE_1_13_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
+                               split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256,
+                               sibling_shared_only=True, fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25,
+                               fp8_pairs_max_head_dim=128, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
+                               block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4)
 # The tune of probe 1.12.0 (fp8 converted everywhere; no block fill; fp8 streaming as bf16's).
 PROBE_1_12_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
                                split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256,

@@ -677,17 +677,18 @@ def test_wide_dot_targets_apply_over_shared_pages_at_9_to_16_query_heads():
     query heads per KV head (one sequence's rows leave the 16-row dot half empty) and head dim 256's tiles keep
     theirs."""
     from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+    from cascade_plan.own_kernel_tunes import PROBE_1_13_0_TUNE as base  # the launch before the rule
 
-    tune = dataclasses.replace(DEFAULT_TUNE, wide_dot_programs_per_sm=2)
-    assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, DEFAULT_TUNE)[:4] == (26, 640, True, 128)
+    tune = dataclasses.replace(base, wide_dot_programs_per_sm=2)
+    assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, base)[:4] == (26, 640, True, 128)
     launch = decode_launch_plan(8, 4, 12, 16512, 16384, 132, tune)
     assert launch[:4] == (17, 1024, True, 128) and launch.seqs == 2
     assert tune_at_launch(tune, 128, 16384, 12).target_programs_per_sm == 2
     assert tune_at_launch(tune, 128, 16384, 16).long_programs_per_sm == 4
     for args in ((8, 4, 12, 16512, 0), (8, 4, 8, 16512, 16384)):
-        assert decode_launch_plan(*args, 132, tune) == decode_launch_plan(*args, 132, DEFAULT_TUNE)
+        assert decode_launch_plan(*args, 132, tune) == decode_launch_plan(*args, 132, base)
     assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, tune, head_dim=256) == decode_launch_plan(
-        8, 4, 12, 16512, 16384, 132, DEFAULT_TUNE, head_dim=256)
+        8, 4, 12, 16512, 16384, 132, base, head_dim=256)
     assert tune_at_launch(tune, 128, None, 12) == tune   # a prefix the caller does not know
 
 
@@ -696,13 +697,15 @@ def test_wide_dot_targets_keyed_on_a_long_launch_of_16_splits_or_more():
     the targets (17 of 1,024, as without the key); 256 sequences x 1 KV head at 2K + 128 (the default's long launch
     in 4 splits of 640) and 32 x 2 at 4K + 128 (base tile, 9 splits: no long launch) keep the default's."""
     from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_tunes import PROBE_1_13_0_TUNE as base  # the launch before the rule
 
-    keyed = dataclasses.replace(DEFAULT_TUNE, wide_dot_programs_per_sm=2, wide_dot_min_splits=16)
-    everywhere = dataclasses.replace(DEFAULT_TUNE, wide_dot_programs_per_sm=2)
+    keyed = dataclasses.replace(base, wide_dot_programs_per_sm=2, wide_dot_min_splits=16)
+    everywhere = dataclasses.replace(base, wide_dot_programs_per_sm=2)
     assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, keyed) == decode_launch_plan(8, 4, 12, 16512, 16384, 132,
                                                                                          everywhere)
     assert decode_launch_plan(8, 4, 12, 16512, 16384, 132, keyed)[:2] == (17, 1024)
     for args in ((256, 1, 12, 2176, 2048), (32, 2, 12, 4224, 4096)):
-        assert decode_launch_plan(*args, 132, keyed) == decode_launch_plan(*args, 132, DEFAULT_TUNE)
-        assert decode_launch_plan(*args, 132, everywhere) != decode_launch_plan(*args, 132, DEFAULT_TUNE)
-    assert decode_launch_plan(256, 1, 12, 2176, 2048, 132, DEFAULT_TUNE)[:3] == (4, 640, True)
+        assert decode_launch_plan(*args, 132, keyed) == decode_launch_plan(*args, 132, base)
+        assert decode_launch_plan(*args, 132, everywhere) != decode_launch_plan(*args, 132, base)
+    assert decode_launch_plan(256, 1, 12, 2176, 2048, 132, base)[:3] == (4, 640, True)
+
