@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.13.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.14.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -37,4 +37,7 @@ PROBE_VERSION = "1.13.0"  # 1.4: page-aware decode blocks where they pay (page_b
 # 1.13.0: fp8 read as int16 pairs in decode launches of <= 2.25 working programs per SM at head dim <= 128
 # (decode_fp8_pairs); fp8's streaming launch at 4 programs per SM (fp8_stream_programs_per_sm); at head dim 256 a
 # launch too short for page blocks splits its shared prefix so they form (block_fill_programs_per_sm)
+# 1.14.0: where two sequences of 9-16 query heads per KV head share the wide dot over a known shared prefix and the
+# long-context launch makes 16+ splits, split targets of 2 and 4 programs per SM if the private tail is <= 512 tokens
+# (wide_dot_programs_per_sm, wide_dot_min_splits, wide_dot_max_private_tokens)
 __version__ = PROBE_VERSION

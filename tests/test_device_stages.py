@@ -44,7 +44,8 @@ def test_every_benchmark_stage_is_a_case_of_the_run_script_and_documented():
 
 def test_the_stages_of_rules_the_default_took_on_still_time_them():
     """A stage whose variants are a rule the default since took on would time the default against itself: probe
-    1.13.0 turned capped fp8 pairs and block fill on, so their stages keep probe 1.12.0's tune as their base, and
+    1.13.0 turned capped fp8 pairs and block fill on, so their stages keep probe 1.12.0's tune as their base (and
+    1.14.0 the wide-dot targets: theirs keep 1.13.0's), and
     each variant still launches otherwise than the base on the shapes it was written for (fp8-capped: the 20 its
     docstring and the run script give; block-fill: at least one shape for every variant)."""
     dvf = _benchmark()
@@ -59,6 +60,10 @@ def test_the_stages_of_rules_the_default_took_on_still_time_them():
     _, variants, base = dvf.STAGE_PLANS["block-fill"]
     for label, _ in variants(base)[1:]:
         assert changed("block-fill", label) > 0, label
+    # probe 1.14.0 took on the keyed wide-dot targets with the tail cap: their stages keep probe 1.13.0's base
+    assert changed("wide-dot-tails", "keyed, tails <= 512") >= 10
+    assert changed("wide-dot-long", "wide dot 2/SM, 16+ splits") >= 6
+    assert changed("regimes-next", "wide dot 2/SM, 16+ splits") == 1
 
 
 def test_a_variants_summary_also_counts_only_the_rows_it_launches_otherwise(capsys):

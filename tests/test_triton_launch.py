@@ -709,3 +709,24 @@ def test_wide_dot_targets_keyed_on_a_long_launch_of_16_splits_or_more():
         assert decode_launch_plan(*args, 132, everywhere) != decode_launch_plan(*args, 132, base)
     assert decode_launch_plan(256, 1, 12, 2176, 2048, 132, base)[:3] == (4, 640, True)
 
+
+def test_wide_dot_targets_only_over_short_private_tails_and_on_by_default():
+    """wide_dot_max_private_tokens 512 (probe 1.14.0, DEFAULT_TUNE): 16 sequences x 2 KV heads of 16 query heads at
+    16K + 512 take the keyed targets (probe 1.13.0's ceil(8 x 132 / 32) = 33 long-context splits of 512 over 16,896
+    tokens become ceil(4 x 132 / 32) = 17 of 1,024), at 16K + 1,024 (a 1,024-token tail; 33 splits of 528 round up
+    to 28 of 640) keep probe 1.13.0's. The key and
+    the cap both hold: 2 KV heads x 256 sequences at 2K + 128 (4 long splits) keep theirs too."""
+    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+    from cascade_plan.own_kernel_tunes import PROBE_1_13_0_TUNE as base
+
+    assert DEFAULT_TUNE == dataclasses.replace(base, wide_dot_programs_per_sm=2, wide_dot_min_splits=16,
+                                               wide_dot_max_private_tokens=512)
+    assert decode_launch_plan(16, 2, 16, 16896, 16384, 132, base)[:3] == (33, 512, True)
+    assert decode_launch_plan(16, 2, 16, 16896, 16384, 132, DEFAULT_TUNE)[:3] == (17, 1024, True)
+    assert decode_launch_plan(16, 2, 16, 17408, 16384, 132, base)[:3] == (28, 640, True)
+    assert decode_launch_plan(16, 2, 16, 17408, 16384, 132, DEFAULT_TUNE) == decode_launch_plan(
+        16, 2, 16, 17408, 16384, 132, base)
+    assert decode_launch_plan(256, 1, 12, 2176, 2048, 132, DEFAULT_TUNE) == decode_launch_plan(
+        256, 1, 12, 2176, 2048, 132, base)
+    # a launch the caller gives no length for keeps the tune: the cap cannot be checked
+    assert tune_at_launch(DEFAULT_TUNE, 128, 16384, 16) == DEFAULT_TUNE
