@@ -756,6 +756,24 @@ def wide_dot_tail_configs():
     return held_out + [c for c in wide_dot_long_configs() if c not in held_out]
 
 
+def wide_dot_4_variants(base):
+    """Probe 1.14.0 and blocks of four sequences of 9-16 query heads in a 64-row dot (wide_dot_seqs): over shared
+    pages FlashInfer's decode ran 6 of 23 such rows faster than ours in blocks of two (device-2026-12-06l,
+    wide-dot-tails), at about half our private-pages time; with its wide-dot targets, with probe 1.13.0's (4 and 8
+    per SM: a block of four leaves a quarter of the programs working), and on eight warps for the long-context
+    tile (the 64-row dot's accumulator and scores take twice the registers)."""
+    r = dataclasses.replace
+    four = r(base, wide_dot_seqs=4)
+    return [("default", base), ("4 seqs", four), ("4 seqs, targets 4/8", r(four, wide_dot_programs_per_sm=0)),
+            ("4 seqs, 8 long warps", r(four, long_warps=8))]
+
+
+def wide_dot_4_configs():
+    """wide_dot_tail_configs' shapes of 9-16 query heads per KV head (with --only-changed, those a variant launches
+    otherwise: the 8-warp variant changes every long-context launch, so the stage keeps to these)."""
+    return [c for c in wide_dot_tail_configs() if 9 <= c.q_per_kv <= 16]
+
+
 def regimes_next_variants(base):
     """The default and the rules not yet on, alone and together, for the regimes grid's ratio table in one call:
     wide_dot_long_variants' keyed targets, wide_dot_target_variants' 2 per SM, wide_head_private_variants' 2 per SM.
@@ -908,11 +926,12 @@ STAGE_PLANS = {
     "regimes-next": (regimes_configs, regimes_next_variants, PROBE_1_13_0_TUNE),
     "wide-dot-long": (wide_dot_long_configs, wide_dot_long_variants, PROBE_1_13_0_TUNE),
     "wide-dot-tails": (wide_dot_tail_configs, wide_dot_tail_variants, PROBE_1_13_0_TUNE),
+    "wide-dot-4": (wide_dot_4_configs, wide_dot_4_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
-                         "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails")
+                         "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails", "wide-dot-4")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

@@ -205,10 +205,11 @@ def shared_head_split(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
 
 def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams, block_n: int | None = None) -> int:
     """Sequences per page-aware block: the most (a power of two, at most tune.decode_page_group) whose query rows fit
-    the dot's padded rows (or two where one sequence's fill them, in a dot of twice the rows, on a launch whose tile
-    holds block_n >= tune.wide_dot_block_n tokens) and that divides the batch, so that every block is whole; 1 = no
-    blocks."""
-    rows = decode_block_g(q_per_kv, 2) if wide_dot_blocks(q_per_kv, block_n, tune) else decode_block_g(q_per_kv)
+    the dot's padded rows (or tune.wide_dot_seqs where one sequence's fill them, in a dot of that many times the rows,
+    on a launch whose tile holds block_n >= tune.wide_dot_block_n tokens) and that divides the batch, so that every
+    block is whole; 1 = no blocks."""
+    wide = wide_dot_blocks(q_per_kv, block_n, tune)
+    rows = decode_block_g(q_per_kv, tune.wide_dot_seqs) if wide else decode_block_g(q_per_kv)
     s = 1
     while 2 * s <= tune.decode_page_group and 2 * s * q_per_kv <= rows and batch % (2 * s) == 0:
         s *= 2

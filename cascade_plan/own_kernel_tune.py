@@ -104,6 +104,7 @@ class TuneParams:
     # 16K + 128: 0.77x -> 1.14x), the 4 on 64-token tiles (two warps, or splits of 128 tokens) 2-27% slower. The
     # rule was read off those rows: no shape outside them has timed it
     wide_dot_block_n: int = 0
+    wide_dot_seqs: int = 2      # ... in blocks of this many sequences (a dot of decode_block_g(q_per_kv, this) rows)
     # ... and there, over a known shared prefix, split targets of this many programs per SM (base) and twice that
     # (long-context) instead of target_programs_per_sm and long_programs_per_sm (own_kernel_pages.tune_at_launch;
     # 0: those). H100, 2 (device-2026-12-06k): 12 held-out shapes 0.77-1.31x (median 1.16x), the grids' 12 0.87-1.28x;

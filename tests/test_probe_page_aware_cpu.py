@@ -238,6 +238,18 @@ def test_two_sequences_of_twelve_query_heads_share_a_wide_dot_and_match_the_refe
     assert int((plan.grouped == 2).sum()) == 16
 
 
+def test_four_sequences_of_twelve_query_heads_share_a_64_row_dot_and_match_the_reference():
+    """wide_dot_seqs 4: blocks of four sequences of 12 query heads in a 64-row dot; over a prefix long enough for
+    four private tails the block's first program reads the shared pages once for all 48 rows."""
+    d = build_data(_cfg(prefix_tokens=128, q_per_kv=12, num_kv_heads=1, group_size=4, n_groups=2), "cpu", seed=11)
+    ref = reference_output(d)
+    tune = dataclasses.replace(TINY, wide_dot_block_n=16, wide_dot_seqs=4)
+    out, plan = _run(d, d.shared_table, 136, splits=2, tune=tune)
+    assert plan.seqs == 4
+    assert max_rel_err(out, ref) < TOL
+    assert int((plan.grouped == 4).sum()) > 0
+
+
 def test_head_dim_256_launches_its_own_tile_and_matches_the_reference():
     """Head dim 256 under the current tune, on 2 SMs: 8 sequences x 2 KV heads fill them unsplit, so the launch runs
     the batch-filled tile over 328 tokens, 64 at a time at head dim 256 (128 at head dim 128); the result is the

@@ -530,6 +530,12 @@ def test_twelve_query_heads_form_blocks_of_two_in_a_wide_dot_on_128_token_tiles_
     assert page_group_seqs(128, 12, t, 128) == 2 and page_group_seqs(128, 12, t, 64) == 1
     assert page_group_seqs(128, 12, t) == 1 and page_group_seqs(128, 16, t, 128) == 2
     assert page_group_seqs(128, 8, t, 128) == page_group_seqs(128, 8, off, 128) == 2
+    # wide_dot_seqs 4: four sequences of 12 or 16 query heads in a 64-row dot where the batch divides by four
+    four = dataclasses.replace(t, wide_dot_seqs=4)
+    assert decode_block_g(12, 4) == 64 and decode_block_g(16, 4) == 64
+    assert page_group_seqs(128, 12, four, 128) == page_group_seqs(128, 16, four, 128) == 4
+    assert page_group_seqs(6, 12, four, 128) == 2 and page_group_seqs(128, 12, four, 64) == 1
+    assert page_group_seqs(128, 8, four, 128) == 2      # 8 query heads: two sequences fill the 16-row dot already
 
 
 def test_head_dim_256_runs_64_token_tiles_and_a_base_tile_that_never_prefetches():
