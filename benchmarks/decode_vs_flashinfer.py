@@ -760,12 +760,14 @@ def wide_dot_4_variants(base):
     """Probe 1.14.0 and blocks of four sequences of 9-16 query heads in a 64-row dot (wide_dot_seqs): over shared
     pages FlashInfer's decode ran 6 of 23 such rows faster than ours in blocks of two (device-2026-12-06l,
     wide-dot-tails), at about half our private-pages time; with its wide-dot targets, with probe 1.13.0's (4 and 8
-    per SM: a block of four leaves a quarter of the programs working), and on eight warps for the long-context
-    tile (the 64-row dot's accumulator and scores take twice the registers)."""
+    per SM: a block of four leaves a quarter of the programs working), and on 64-token long-context tiles of two
+    stages: compiled for sm_90 (python -m kernels_probe.attention.pipelining, Triton 3.9) the 64-row dot on the
+    128-token tile takes 255 registers, spills 104-112 bytes and 145 KB of shared memory (one program per SM), on
+    the 64-token tile 255 registers, no spill, 80 KB and double-buffered K/V (two per SM)."""
     r = dataclasses.replace
     four = r(base, wide_dot_seqs=4)
     return [("default", base), ("4 seqs", four), ("4 seqs, targets 4/8", r(four, wide_dot_programs_per_sm=0)),
-            ("4 seqs, 8 long warps", r(four, long_warps=8))]
+            ("4 seqs, 64-token long tiles", r(four, long_block_n=64, wide_dot_block_n=64))]
 
 
 def wide_dot_4_configs():

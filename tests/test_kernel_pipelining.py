@@ -27,6 +27,7 @@ try:
     r = {str(pf): decode_pipeline(64, 3, 2, prefetch=pf) for pf in (False, True)}
     r["fp8"] = decode_pipeline(64, 3, 2, prefetch=True, kv_dtype="fp8")
     r["fp8-pairs"] = decode_pipeline(64, 3, 2, prefetch=True, kv_dtype="fp8-pairs")
+    r["wide"] = {str(n): decode_pipeline(128, 2, 4, prefetch=True, seqs=n, q_per_kv=12) for n in (1, 2)}
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
@@ -100,3 +101,11 @@ def test_resident_programs_round_each_warps_registers_up_to_the_allocation_unit(
     assert resident_programs(216, 2, 39_116) == {"by_registers": 4, "by_shared": 5}
     assert resident_programs(255, 4, 141_312) == {"by_registers": 2, "by_shared": 1}
     assert resident_programs(None, 4, 76_032)["by_registers"] is None
+
+
+def test_blocks_of_two_compile_the_32_row_dot_the_launch_runs():
+    """Two sequences of 12 query heads share a 32-row dot (decode_block_g(12, 2)), as DecodePlan launches them: its
+    query tile and scores take more shared memory and registers than one sequence's 16-row dot."""
+    r = _compiled()["wide"]
+    assert r["2"]["shared_bytes"] > r["1"]["shared_bytes"], r
+    assert r["1"]["registers"] is None or r["2"]["registers"] > r["1"]["registers"], r

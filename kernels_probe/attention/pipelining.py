@@ -46,7 +46,7 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
     # the constants DecodePlan.launch_partial passes
     fused_merge = fused_merge and seqs == 1      # decode_fused_merge: never with page blocks
     merge_g, merge_s = fused_merge_slots(q_per_kv, head_dim, splits, warps) if fused_merge else (1, 1)
-    const = dict(HKV=8, G=q_per_kv, BLOCK_G=decode_block_g(q_per_kv), D=head_dim, PAGE_SIZE=16, BLOCK_N=block_n,
+    const = dict(HKV=8, G=q_per_kv, BLOCK_G=decode_block_g(q_per_kv, seqs), D=head_dim, PAGE_SIZE=16, BLOCK_N=block_n,
                  WRITE_FINAL=False, DOT_DTYPE=tl.bfloat16 if kv_dtype == "bf16" else tl.float16, HEAD_MAJOR=False,
                  SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
                  CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
@@ -162,6 +162,18 @@ def main() -> int:
                           f"{r['stack_bytes']!s:>5s} "
                           f"{res['by_registers']!s:>12s} {res['by_shared']!s:>5s} {ld['ldmatrix']:8d} "
                           f"{ld['ld.shared']:9d} {r['mma']['wgmma']:5d}", flush=True)
+    # page blocks of 12 query heads per KV head: one sequence per 16-row dot, two in the 32-row wide dot
+    # (wide_dot_seqs), four in a 64-row one, on the long-context tile and on a 64-token tile of two stages
+    print(f"\n{'12 query heads per KV head, bf16':34s} {'tile':>5s} {'stages':>6s} {'warps':>5s} {'smem KB':>8s} "
+          f"{'K/V buffers':>11s} {'regs':>5s} {'stack':>5s} {'per SM: regs':>12s} {'smem':>5s}")
+    bn, st, warps = tile_of("long", DEFAULT_TUNE)
+    for seqs, tile in ((1, (bn, st, warps)), (2, (bn, st, warps)), (4, (bn, st, warps)), (4, (bn, st, 8)),
+                       (4, (64, 2, 4))):
+        r = decode_pipeline(*tile, prefetch=True, seqs=seqs, q_per_kv=12)
+        res = r["resident"]
+        print(f"{f'blocks of {seqs} ({decode_block_g(12, seqs)}-row dot)':34s} {tile[0]:5d} {tile[1]:6d} "
+              f"{tile[2]:5d} {r['shared_bytes'] / 1024:8.1f} {r['kv_buffers']:11d} {r['registers']!s:>5s} "
+              f"{r['stack_bytes']!s:>5s} {res['by_registers']!s:>12s} {res['by_shared']!s:>5s}", flush=True)
     return 0
 
 
