@@ -96,7 +96,14 @@ class TuneParams:
     # page-aware per-sequence decode: up to this many consecutive sequences (their query rows within one padded dot)
     # read the pages they share once (paged_decode_kernel, SEQS); 1 turns it off
     decode_page_group: int = 16
-    # ... and blocks of two where one sequence's query heads fill the 16-row dot (9-16 query heads per KV head), in a
+    # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
+    # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
+    # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x
+    # FlashInfer's decode to 0.92x (blocks of 4). Three per SM gained elsewhere (16 x 8 at 1K + 1K: 0.91x -> 0.99x) but
+    # lost more where blocks of 4 over long shared splits had paid (16 x 8 at 4K + 128: 1.26x -> 0.98x;
+    # device-2026-12-05c/default.json against device-2026-12-05b/default.json)
+    page_block_min_programs_per_sm: int = 1
+    # page blocks of two where one sequence's query heads fill the 16-row dot (9-16 query heads per KV head), in a
     # dot of twice the rows for the whole launch (decode_block_g), on launches whose tile holds at least this many
     # tokens (0: no blocks there, probes up to 1.9.0). H100 (benchmarks/raw/device-2026-12-06g/wide-dot.json, the 18
     # coverage and regimes shapes of 12 and 16 query heads per KV head, shared pages): the 14 on 128-token tiles ran
@@ -114,16 +121,9 @@ class TuneParams:
     # ... and only where a sequence's private tail (tokens past the shared prefix) is at most this many tokens (0: any).
     # H100 (device-2026-12-06l): keyed on 16+ splits, 2 per SM won 4 of 5 held-out rows 1.17-1.22x and lost 0.87x on
     # a 1,024-token tail; with tails of at most 512, 10 further held-out rows (GLM-4.5, Command-R+, Qwen3-Coder-480B,
-    # ChatGLM3-6B, Llama-3.1-405B, Qwen3-235B, Mistral-Large-2 layers, fp8 and head dim 64 among them) 1.08-1.37x,
+    # ChatGLM3-6B, Llama-3.1-405B, Qwen3-235B, Mistral-Large-2 layers, fp8 and head dim 64 among them) 1.07-1.38x,
     # and the two rows of 768- and 1,536-token tails it leaves alone ran 0.86x and 0.98x under the key alone
     wide_dot_max_private_tokens: int = 0
-    # ... and no larger than leaves page_block_min_programs_per_sm working programs per SM (a block's other programs
-    # exit; 0 = no cap). On an H100 (benchmarks/raw/device-2026-12-05b/losers.json) one per SM took 64 sequences x 8
-    # KV heads at 1K + 128 (one query head per KV head: blocks of 16 left 64 of 1,024 programs for 132 SMs) from 0.71x
-    # FlashInfer's decode to 0.92x (blocks of 4). Three per SM gained elsewhere (16 x 8 at 1K + 1K: 0.91x -> 0.99x) but
-    # lost more where blocks of 4 over long shared splits had paid (16 x 8 at 4K + 128: 1.26x -> 0.98x;
-    # device-2026-12-05c/default.json against device-2026-12-05b/default.json)
-    page_block_min_programs_per_sm: int = 1
     # a launch whose first split straddles the end of a known shared prefix and forms no block (it holds more private
     # tokens than the prefix covers: a batch that fills the GPU unsplit) splits at the prefix's end instead, where that
     # gives at most shared_split_max splits: the first split's blocks read the prefix once per block, the second is
