@@ -772,7 +772,7 @@ def wide_dot_4_variants(base):
 
 def wide_dot_4_configs():
     """wide_dot_tail_configs' shapes of 9-16 query heads per KV head (with --only-changed, those a variant launches
-    otherwise: the 8-warp variant changes every long-context launch, so the stage keeps to these)."""
+    otherwise: the 64-token variant changes every long-context launch, so the stage keeps to these)."""
     return [c for c in wide_dot_tail_configs() if 9 <= c.q_per_kv <= 16]
 
 
@@ -896,8 +896,9 @@ def loser_variants(base):
 
 
 # stage: (its configurations, its variants of a base tune, the base) for the stages that need nothing else. The
-# stages of the rules probe 1.13.0 turned on keep probe 1.12.0's tune as their base ("default" in their files): the
-# launch those rules were timed against, which the current default already leaves behind
+# stages of the rules probe 1.13.0 turned on keep probe 1.12.0's tune as their base ("default" in their files), and
+# those of the rule probe 1.14.0 turned on probe 1.13.0's: the launch those rules were timed against, which the
+# current default already leaves behind
 STAGE_PLANS = {
     "sweep": (sweep_configs, sweep_variants, DEFAULT_TUNE),
     "splits": (long_configs, split_variants, DEFAULT_TUNE),

@@ -81,8 +81,8 @@
 #   wide-dot-4  decode_vs_flashinfer.py wide-dot-4 --only-changed: blocks of four sequences of 9-16 query heads in
 #             a 64-row dot (wide_dot_seqs) on wide-dot-tails' shapes; WIDE_DOT_4_RESERVE seconds left -> wide-dot-4.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
-#             yet on (wide_dot_programs_per_sm, wide_head_private_programs_per_sm: 2), FlashInfer in the same call
-#             unless DVF_ARGS says otherwise; REGIMES_NEXT_RESERVE seconds left -> regimes-next.json
+#             yet on (wide_dot_programs_per_sm keyed and not, wide_head_private_programs_per_sm: 2; base probe 1.13.0),
+#             FlashInfer in the same call unless DVF_ARGS says otherwise; REGIMES_NEXT_RESERVE seconds left -> regimes-next.json
 #   swap-ab   decode_vs_flashinfer.py swap-ab --only-changed: the decode's dots transposed (decode_swap_ab, warpgroup
 #             MMAs) on four warps, against the default, on regimes-losers' rows then the default grid; SWAP_AB_RESERVE
 #             seconds left -> swap-ab.json

@@ -217,9 +217,9 @@ def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams, block_n: int | 
 
 
 def wide_dot_blocks(q_per_kv: int, block_n: int | None, tune: TuneParams) -> bool:
-    """Do blocks of two sequences share a dot of twice the rows (TuneParams.wide_dot_block_n): where one sequence's
-    query heads fill the 16-row dot (9-16 per KV head) and the launch's tile holds block_n >= wide_dot_block_n
-    tokens (None: unknown, no)?"""
+    """Do blocks of tune.wide_dot_seqs sequences share a dot of that many times the rows (TuneParams.wide_dot_block_n):
+    where one sequence's query heads fill the 16-row dot (9-16 per KV head) and the launch's tile holds block_n >=
+    wide_dot_block_n tokens (None: unknown, no)?"""
     return (bool(tune.wide_dot_block_n) and block_n is not None and block_n >= tune.wide_dot_block_n
             and 2 * q_per_kv > decode_block_g(q_per_kv))
 
