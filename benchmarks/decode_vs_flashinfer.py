@@ -776,6 +776,34 @@ def wide_dot_4_configs():
     return [c for c in wide_dot_tail_configs() if 9 <= c.q_per_kv <= 16]
 
 
+def wide_head_tile_variants(base):
+    """Probe 1.14.0 and head dim 256 on double-buffered tiles (wide_head_stages): compiled for sm_90 (python -m
+    kernels_probe.attention.pipelining, Triton 3.9) every head-dim-256 tile probe 1.14.0 launches holds one K/V
+    buffer (the 64-token 2-stage tiles in 74 KB; the base tile waits on its own page numbers), while 32-token tiles of
+    3 stages hold two in 73 KB at 224 registers and 16-token ones of 4 stages three in 57 KB at 168; the 32-token ones
+    also with the base split target of 2 per SM that their registers allow."""
+    r = dataclasses.replace
+    return [("default", base), ("32-token tiles, 3 stages", r(base, wide_head_stages=3, wide_head_tile_n=32)),
+            ("16-token tiles, 4 stages", r(base, wide_head_stages=4, wide_head_tile_n=16)),
+            ("32-token tiles, 3 stages, 2/SM", r(base, wide_head_stages=3, wide_head_tile_n=32,
+                                                  wide_head_programs_per_sm=2))]
+
+
+def wide_head_tile_configs():
+    """The regimes grid's head-dim-256 shapes (where probe 1.14.0 still ran 0.92-0.99x FlashInfer's decode on five
+    rows: device-2026-12-06l, regimes-next.json), then held-out ones no rule was read from, as config.json lays out
+    models of head dim 256: Gemma-2-9B (8 KV heads x 2), Gemma-3-12B at TP 2 (4 x 2), Gemma-7B at TP 2 (8 x 1),
+    Qwen3-Next-80B's full-attention layers (2 x 8), Gemma-3-1B (1 x 4), Gemma-3-4B over fp8 (4 x 2), Gemma-2-9B at
+    512 sequences and Gemma-2-2B over fp8 (4 x 2)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(6144, 24, 1, 256, 2, 8, 256), C(12288, 12, 1, 384, 2, 4, 256), C(3072, 48, 1, 192, 1, 8, 256),
+                C(24576, 6, 1, 320, 8, 2, 256), C(2048, 96, 1, 640, 4, 1, 256),
+                C(8192, 20, 1, 160, 2, 4, 256, "fp8"), C(768, 64, 8, 256, 2, 8, 256),
+                C(1536, 32, 4, 512, 2, 4, 256, "fp8")]
+    return head_dim_256_configs() + held_out
+
+
 def regimes_next_variants(base):
     """The default and the rules not yet on, alone and together, for the regimes grid's ratio table in one call:
     wide_dot_long_variants' keyed targets, wide_dot_target_variants' 2 per SM, wide_head_private_variants' 2 per SM.
@@ -930,11 +958,13 @@ STAGE_PLANS = {
     "wide-dot-long": (wide_dot_long_configs, wide_dot_long_variants, PROBE_1_13_0_TUNE),
     "wide-dot-tails": (wide_dot_tail_configs, wide_dot_tail_variants, PROBE_1_13_0_TUNE),
     "wide-dot-4": (wide_dot_4_configs, wide_dot_4_variants, DEFAULT_TUNE),
+    "wide-head-tiles": (wide_head_tile_configs, wide_head_tile_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
-                         "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails", "wide-dot-4")
+                         "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails", "wide-dot-4",
+                         "wide-head-tiles")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

@@ -16,15 +16,22 @@ LOG2E = 1.4426950408889634
 def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:
     """The tune a launch at `head_dim` runs: `tune` itself, or at head dims of at least tune.wide_head_min_dim its
     batch-filled and long-context tiles cut to wide_head_block_n tokens, its base tile never prefetching and its
-    split target wide_head_programs_per_sm where set. Every host rule that takes a head dim starts here, so that the
-    probe's launches and the planner's page blocks agree. Applying it twice gives the same tune."""
+    split target wide_head_programs_per_sm where set; or, where wide_head_stages is set, its base, batch-filled and
+    long-context tiles all of wide_head_tile_n tokens in that many stages, every one prefetching. Every host rule
+    that takes a head dim starts here, so that the probe's launches and the planner's page blocks agree. Applying it
+    twice gives the same tune."""
     if not tune.wide_head_min_dim or head_dim < tune.wide_head_min_dim:
         return tune
+    target = tune.wide_head_programs_per_sm or tune.target_programs_per_sm
+    if tune.wide_head_stages:       # every tile but the short one double-buffered (or deeper): prefetching
+        n, st = tune.wide_head_tile_n, tune.wide_head_stages
+        return replace(tune, decode_block_n=n, decode_stages=st, decode_block_n_large_batch=n,
+                       decode_stages_large_batch=st, long_block_n=n if tune.long_block_n else 0, long_stages=st,
+                       prefetch_min_tokens=0, target_programs_per_sm=target)
     n = tune.wide_head_block_n
     return replace(tune, decode_block_n_large_batch=min(tune.decode_block_n_large_batch, n),
                    long_block_n=min(tune.long_block_n, n) if tune.long_block_n else 0,
-                   prefetch_max_programs_per_sm=0, prefetch_min_tokens=1 << 30,
-                   target_programs_per_sm=tune.wide_head_programs_per_sm or tune.target_programs_per_sm)
+                   prefetch_max_programs_per_sm=0, prefetch_min_tokens=1 << 30, target_programs_per_sm=target)
 
 
 def ceil_div(a: int, b: int) -> int:

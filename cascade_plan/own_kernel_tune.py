@@ -209,6 +209,14 @@ class TuneParams:
     # ... or only over pages known to be private (own_kernel_pages.tune_at_launch; 0: none). H100 (device-2026-12-06j
     # and -06k): 3 held-out rows 1.02-1.05x, the grids' 10 0.92-1.16x (16 x 4 at 2K + 128: 0.99x FlashInfer's -> 0.9x)
     wide_head_private_programs_per_sm: int = 0
+    # ... and, where above 0, every tile there but the short one (base, batch-filled, long-context) of
+    # wide_head_tile_n tokens in this many stages, its page numbers loaded an iteration ahead. Compiled for sm_90
+    # (python -m kernels_probe.attention.pipelining) each head-dim-256 tile above gets one K/V buffer: a tile's loads
+    # wait on its own page numbers, or a 64-token 2-stage pipeline of 74 KB holds one buffer; 32-token tiles of 3
+    # stages take 73 KB in two buffers (224 registers, two programs per SM), 16-token ones of 4 stages 57 KB in three
+    # (168 registers, three per SM over bf16). 0: off, as in every probe so far
+    wide_head_stages: int = 0
+    wide_head_tile_n: int = 32
     # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
     # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes
     # up to 1.11.0). H100 (benchmarks/raw/device-2026-12-06h/regimes-decode.json, one sequence x 8 KV heads at

@@ -218,6 +218,31 @@ def test_decode_and_cascade_at_head_dims_and_groups_the_grid_lacks(head_dim, q_p
     assert max_rel_err(out, ref) < TOL
 
 
+@pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
+def test_head_dim_256_on_deeper_tiles_prefetches_and_matches_reference(kv_dtype):
+    """wide_head_stages: at head dim 256 the base tile takes wide_head_tile_n tokens in that many stages and loads
+    page numbers an iteration ahead; head dim 128 keeps the tune's own tile. One sequence x 1 KV head over 64 tokens
+    on 2 SMs, 16-token tiles of 4 stages, split and unsplit, against the float32 reference."""
+    import dataclasses
+
+    tune = dataclasses.replace(TINY, decode_block_n=32, wide_head_min_dim=256, wide_head_stages=4, wide_head_tile_n=16,
+                               decode_short_tokens=0)
+    cfg = _cfg(head_dim=256, q_per_kv=2, kv_dtype=kv_dtype, num_kv_heads=1, group_size=2)
+    d = build_data(cfg, "cpu", seed=13)
+    ref = reference_output(d)
+    for splits in (1, 2):
+        out = _nan_like(d.q)
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.dup_table, d.seq_lens, 48, out, sm_count=2, tune=tune,
+                          force_splits=splits)
+        plan()
+        assert (plan.block_n, plan.stages, plan.prefetch) == (16, 4, True)
+        assert max_rel_err(out, ref) < TOL
+    narrow = build_data(_cfg(num_kv_heads=1, group_size=2), "cpu", seed=13)
+    plan = DecodePlan(narrow.q, narrow.k_cache, narrow.v_cache, narrow.dup_table, narrow.seq_lens, 48,
+                      _nan_like(narrow.q), sm_count=2, tune=tune, force_splits=2)
+    assert plan.block_n == 32
+
+
 def test_the_long_context_launch_matches_reference():
     """The long-context launch (more splits than the base target, its own longer tile) computes the same attention:
     one sequence x 2 KV heads over 160 tokens, 2 SMs: the base target gives 4 splits of 48 tokens, the long one 8 of

@@ -570,6 +570,34 @@ def test_head_dim_256_runs_64_token_tiles_and_a_base_tile_that_never_prefetches(
     assert [tile_of(k, DEFAULT_TUNE, 128)[0] for k in TILE_KINDS] == [64, 128, 128, 64]
 
 
+def test_head_dim_256_on_deeper_tiles_splits_for_them_and_prefetches_everywhere():
+    """wide_head_stages 3 with 32-token tiles, 4 KV heads x 2 query heads on 132 SMs: 8 sequences over 4,224 private
+    tokens are a tiny launch (32 work items) split down to 128-token splits, 17 of 256 for 4 x 132 programs, then cut
+    to the fused merge's 12, in whole tiles: ceil(4,224 / 12) = 352 tokens, a multiple of 32 (of 64 it was 384, 11
+    splits). Each base, batch-filled and long-context tile holds 32 tokens in 3 stages and prefetches, the short one
+    is as before; head dim 128 ignores the fields, and the rule applied twice is the same tune."""
+    from cascade_plan.own_kernel_launch import tune_at_head_dim, whole_tile_splits
+    from cascade_plan.own_kernel_pages import decode_launch_plan
+
+    tune = dataclasses.replace(DEFAULT_TUNE, wide_head_stages=3, wide_head_tile_n=32)
+
+    def launch(batch, seq_len, shared, head_dim, t=tune):
+        la = decode_launch_plan(batch, 4, 2, seq_len, shared, 132, t, head_dim=head_dim)
+        return la.splits, la.tokens_per_split, la.block_n, la.stages, la.warps, la.prefetch
+
+    assert whole_tile_splits(4224, 12, 32) == (12, 352) and whole_tile_splits(4224, 12, 64) == (11, 384)
+    assert launch(8, 4224, 0, 256) == (12, 352, 32, 3, 4, True)
+    assert launch(8, 4224, 0, 256, DEFAULT_TUNE) == (11, 384, 64, 3, 4, False)
+    assert launch(128, 16512, 0, 256) == (3, 5504, 32, 3, 4, True)                 # long splits, base tile
+    assert launch(1024, 1536, 512, 256) == (1, 1536, 32, 3, 4, True)                # batch-filled
+    assert launch(8, 16512, 16384, 256)[2:] == (32, 3, 4, True)                     # long-context
+    for args in ((8, 4224, 0), (128, 16512, 0), (8, 16512, 16384)):
+        assert launch(*args, 128) == launch(*args, 128, DEFAULT_TUNE)
+    assert [tile_of(k, tune, 256) for k in TILE_KINDS] == [(32, 3, 4)] * 3 + [tile_of("short", DEFAULT_TUNE, 256)]
+    wide = tune_at_head_dim(tune, 256)
+    assert tune_at_head_dim(wide, 256) == wide
+
+
 def test_the_planners_page_blocks_follow_the_launch_of_the_models_head_dim():
     """256 sequences x 4 KV heads sharing 4,160 of 4,224 tokens fill the GPU unsplit: at head dim 128 the 128-token
     batch-filled tile's whole tiles cover 4,096 shared tokens, at head dim 256 its 64-token tile all 4,160, so blocks
