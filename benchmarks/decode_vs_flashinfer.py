@@ -804,6 +804,31 @@ def wide_head_tile_configs():
     return head_dim_256_configs() + held_out
 
 
+def wide_head_short_variants(base):
+    """Probe 1.14.0, head dim 256's 32-token 3-stage tiles only where wide-head-tiles found them paying (a base-tile
+    launch over private pages and a bf16 cache whose splits hold at most 512 tokens: wide_head_stages_max_tokens),
+    and the same over splits of any length (base tiles still; 0.98-1.00x there in wide-head-tiles)."""
+    r = dataclasses.replace
+    capped = r(base, wide_head_stages=3, wide_head_tile_n=32, wide_head_stages_max_tokens=512)
+    return [("default", base), ("32-token tiles, private splits <= 512", capped),
+            ("32-token tiles, private base tiles", r(capped, wide_head_stages_max_tokens=1 << 20))]
+
+
+def wide_head_short_configs():
+    """Held-out head-dim-256 shapes no rule was read from, few sequences over 1.5K-20K tokens, as config.json lays out
+    Gemma-2-9B (8 KV heads x 2), Gemma-3-4B and Gemma-2-2B (4 x 2), Gemma-3-1B (1 x 4), Qwen3-Next-80B's
+    full-attention layers (2 x 8), Gemma-7B at TP 2 (8 x 1) and Gemma-3-12B at TP 2 (4 x 2); then wide-head-tiles'
+    shapes (with --only-changed, those a variant launches otherwise)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(8960, 2, 1, 256, 2, 8, 256), C(2816, 6, 1, 256, 2, 8, 256), C(2944, 16, 1, 128, 2, 4, 256),
+                C(8704, 6, 1, 512, 2, 4, 256), C(12032, 12, 1, 256, 4, 1, 256), C(4096, 48, 1, 512, 4, 1, 256),
+                C(11904, 8, 1, 384, 8, 2, 256), C(2560, 32, 1, 512, 8, 2, 256), C(2048, 12, 1, 256, 1, 8, 256),
+                C(5888, 4, 1, 256, 1, 8, 256), C(2176, 32, 1, 128, 2, 4, 256), C(20224, 2, 1, 256, 2, 4, 256),
+                C(1280, 48, 1, 256, 2, 4, 256)]
+    return held_out + [c for c in wide_head_tile_configs() if c not in held_out]
+
+
 def regimes_next_variants(base):
     """The default and the rules not yet on, alone and together, for the regimes grid's ratio table in one call:
     wide_dot_long_variants' keyed targets, wide_dot_target_variants' 2 per SM, wide_head_private_variants' 2 per SM.
@@ -959,12 +984,13 @@ STAGE_PLANS = {
     "wide-dot-tails": (wide_dot_tail_configs, wide_dot_tail_variants, PROBE_1_13_0_TUNE),
     "wide-dot-4": (wide_dot_4_configs, wide_dot_4_variants, DEFAULT_TUNE),
     "wide-head-tiles": (wide_head_tile_configs, wide_head_tile_variants, DEFAULT_TUNE),
+    "wide-head-short": (wide_head_short_configs, wide_head_short_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
                          "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails", "wide-dot-4",
-                         "wide-head-tiles")
+                         "wide-head-tiles", "wide-head-short")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

@@ -23,7 +23,8 @@ def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:
     if not tune.wide_head_min_dim or head_dim < tune.wide_head_min_dim:
         return tune
     target = tune.wide_head_programs_per_sm or tune.target_programs_per_sm
-    if tune.wide_head_stages:       # every tile but the short one double-buffered (or deeper): prefetching
+    if tune.wide_head_stages and not tune.wide_head_stages_max_tokens:    # capped: own_kernel_pages.tune_at_launch
+        # every tile but the short one double-buffered (or deeper): prefetching
         n, st = tune.wide_head_tile_n, tune.wide_head_stages
         return replace(tune, decode_block_n=n, decode_stages=st, decode_block_n_large_batch=n,
                        decode_stages_large_batch=st, long_block_n=n if tune.long_block_n else 0, long_stages=st,

@@ -14,6 +14,7 @@ from cascade_plan.own_kernel_launch import (
     decode_launch_splits,
     decode_prefetch,
     decode_tile,
+    decode_tile_kind,
     longest_split_tokens,
     stream_splits,
     tune_at_head_dim,
@@ -26,7 +27,9 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
                    work_items: int = 0, tokens: int = 0, sm_count: int = 0) -> TuneParams:
     """The tune a per-sequence decode launch of `work_items` (sequence, KV head) items over `tokens` at `head_dim`
     runs (tune_at_head_dim): over pages known to be private (shared_prefix_tokens 0) with the split target
-    wide_head_private_programs_per_sm where the head dim is wide and the tune sets it; over a known shared prefix
+    wide_head_private_programs_per_sm where the head dim is wide and the tune sets it, or its tiles of
+    wide_head_stages stages where the tune caps them (wide_head_stages_max_tokens) and the launch on its own tiles is
+    a base-tile one of splits that short; over a known shared prefix
     where one sequence's query heads fill the dot's 16 rows (9-16 per KV head: blocks of two in the wide dot, on a
     long-context tile of wide_dot_block_n tokens or more, which head dim 256's 64-token one is not) with split
     targets of wide_dot_programs_per_sm and twice that for the long-context launch, where the tune sets it,
@@ -36,6 +39,12 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
     n = tune.wide_head_private_programs_per_sm
     if n and shared_prefix_tokens == 0 and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim:
         return replace(tune, target_programs_per_sm=n)
+    if (tune.wide_head_stages and tune.wide_head_stages_max_tokens and shared_prefix_tokens == 0
+            and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim and work_items > 0 and tokens > 0):
+        splits, tps, long_tile = decode_launch_splits(work_items, tokens, sm_count, tune)
+        if (tps <= tune.wide_head_stages_max_tokens
+                and decode_tile_kind(work_items, splits, tps, long_tile, sm_count, tune) == "base"):
+            return tune_at_head_dim(replace(tune, wide_head_stages_max_tokens=0), head_dim)
     w = tune.wide_dot_programs_per_sm
     if w and shared_prefix_tokens and wide_dot_blocks(q_per_kv, tune.long_block_n, tune):
         # at these targets already (a tune this applied to, or one that has them), the key changes nothing
@@ -54,8 +63,11 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
 
 def tune_at_kv_dtype(tune: TuneParams, kv_dtype: str) -> TuneParams:
     """The tune a per-sequence decode over a `kv_dtype` cache ("bf16", "fp8") launches with: over fp8 the streaming
-    launch's target fp8_stream_programs_per_sm where set (and as many resident per SM at most); else `tune`.
-    Applying it twice gives the same tune."""
+    launch's target fp8_stream_programs_per_sm where set (and as many resident per SM at most), and no capped
+    head-dim-256 stages (wide_head_stages_max_tokens: bf16's alone); else `tune`. Applying it twice gives the same
+    tune."""
+    if kv_dtype == "fp8" and tune.wide_head_stages and tune.wide_head_stages_max_tokens:
+        tune = replace(tune, wide_head_stages=0)     # the capped head-dim-256 tiles are bf16's alone
     n = tune.fp8_stream_programs_per_sm
     if kv_dtype != "fp8" or not n:
         return tune

@@ -214,9 +214,16 @@ class TuneParams:
     # (python -m kernels_probe.attention.pipelining) each head-dim-256 tile above gets one K/V buffer: a tile's loads
     # wait on its own page numbers, or a 64-token 2-stage pipeline of 74 KB holds one buffer; 32-token tiles of 3
     # stages take 73 KB in two buffers (224 registers, two programs per SM), 16-token ones of 4 stages 57 KB in three
-    # (168 registers, three per SM over bf16). 0: off, as in every probe so far
+    # (168 registers, three per SM over bf16). 0: off, as in every probe so far. H100 (device-2026-12-06m,
+    # wide-head-tiles.json; 13 regimes and 8 held-out shapes), 32 tokens in 3 stages everywhere: over an fp8 cache
+    # 0.82-0.90x (its converted tile), over shared pages 0.79-1.16x, over private bf16 pages level but on base tiles
+    # of short splits: 8 x 4 KV heads at 4K + 128 (12 splits of 352) 0.92x FlashInfer's decode -> 1.01x, 96 x 1 at
+    # 2K + 640 (6 of 448) 0.95x -> 1.01x; 16 tokens in 4 stages lost up to 41%
     wide_head_stages: int = 0
     wide_head_tile_n: int = 32
+    # ... and, where above 0, only in a base-tile launch over pages known to be private and a bf16 cache whose splits,
+    # on the tune's own tiles, hold at most this many tokens (own_kernel_pages.tune_at_launch, tune_at_kv_dtype)
+    wide_head_stages_max_tokens: int = 0
     # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
     # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes
     # up to 1.11.0). H100 (benchmarks/raw/device-2026-12-06h/regimes-decode.json, one sequence x 8 KV heads at

@@ -598,6 +598,33 @@ def test_head_dim_256_on_deeper_tiles_splits_for_them_and_prefetches_everywhere(
     assert tune_at_head_dim(wide, 256) == wide
 
 
+def test_capped_head_dim_256_tiles_only_on_private_bf16_base_tiles_of_short_splits():
+    """wide_head_stages_max_tokens 512: 8 sequences x 4 KV heads over 4,224 private tokens launch 11 base-tile splits
+    of 384 on 64-token tiles, so they take the 32-token 3-stage tile (12 of 352, prefetching); over a known shared
+    prefix, over an fp8 cache (tune_at_kv_dtype), at head dim 128, over splits of 576 (128 sequences at 1K + 128) and
+    on the long-context tile (128 at 16K + 128) the launch is the tune's own."""
+    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_kv_dtype
+
+    tune = dataclasses.replace(DEFAULT_TUNE, wide_head_stages=3, wide_head_tile_n=32, wide_head_stages_max_tokens=512)
+
+    def both(batch, seq_len, shared, head_dim=256, kv="bf16"):
+        return tuple(decode_launch_plan(batch, 4, 2, seq_len, shared, 132, tune_at_kv_dtype(t, kv), head_dim=head_dim)
+                     for t in (tune, DEFAULT_TUNE))
+
+    capped, own = both(8, 4224, 0)
+    assert own[:2] == (11, 384) and (own.block_n, own.prefetch) == (64, False)
+    assert capped[:2] == (12, 352) and (capped.block_n, capped.stages, capped.prefetch) == (32, 3, True)
+    for args in ((8, 4224, 4096), (128, 1152, 0), (128, 16512, 0)):
+        capped, own = both(*args)
+        assert capped == own
+    capped, own = both(128, 1152, 0)
+    assert own[:2] == (2, 576)
+    assert both(128, 16512, 0)[1].long_tile
+    for capped, own in (both(8, 4224, 0, kv="fp8"), both(8, 4224, 0, head_dim=128)):
+        assert capped == own
+    assert tune_at_kv_dtype(tune_at_kv_dtype(tune, "fp8"), "fp8") == tune_at_kv_dtype(tune, "fp8")
+
+
 def test_the_planners_page_blocks_follow_the_launch_of_the_models_head_dim():
     """256 sequences x 4 KV heads sharing 4,160 of 4,224 tokens fill the GPU unsplit: at head dim 128 the 128-token
     batch-filled tile's whole tiles cover 4,096 shared tokens, at head dim 256 its 64-token tile all 4,160, so blocks
