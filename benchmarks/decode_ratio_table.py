@@ -5,11 +5,14 @@ decode_vs_flashinfer.py wrote (a stage's rows: both kernels timed within one cal
 --rows prints every row below 1.0 (--rows all: every row), worst first, with both times and our launch (splits,
 tokens per split, block size).
 --variant NAME: a decode_vs_flashinfer.py stage's file read as that variant's rows, not "default"'s.
+--compare: a stage's file, every variant side by side: per row and page layout FlashInfer's best decode and, per
+variant, its ratio and launch (splits x tokens per split), in the file's row order.
 --retime-rule-1.7.1: for a file whose every row was timed twice (benchmarks/raw/device-2026-12-06d/
 default-retime-all.json.gz), each row's figure as probe 1.7.1 keeps it (the faster round for rows of 100 us or more
 and a pass's first row of a configuration, the first round elsewhere).
 Usage: python benchmarks/decode_ratio_table.py RUN.json [RUN.json ...] [--rows [all]] [--variant NAME]
            [--retime-rule-1.7.1] [--flashinfer-from FILE ...]
+       python benchmarks/decode_ratio_table.py STAGE.json --compare
 e.g. python benchmarks/decode_ratio_table.py benchmarks/raw/h200-2026-12-03/{all13,regimes}.json \\
          --flashinfer-from calibrations/h200-probe-2026-12-01.json"""
 
@@ -79,6 +82,34 @@ def stage_measurements(rows: list[dict], variant: str = "default") -> list[dict]
     return out
 
 
+def compare_lines(rows: list[dict]) -> list[str]:
+    """A stage's rows with every variant side by side (--compare): FlashInfer's best decode over each variant's,
+    and each variant's launch, per row and page layout that both timed."""
+    names: list[str] = []
+    for r in rows:
+        for table in STAGE_TABLES:
+            names += [n for n in ((r.get("triton") or {}).get(table) or {}) if n not in names]
+    out = [f"v{i}: {n}" for i, n in enumerate(names, 1)]
+    out.append(f"{'shape':<52} {'pages':<7} {'FI us':>8}  "
+               + "  ".join(f"{f'v{i}: ratio, launch':>20}" for i in range(1, len(names) + 1)))
+    for r in rows:
+        config = r["config"] if isinstance(r["config"], dict) else json.loads(r["config"].replace("'", '"'))
+        for table, kernel in STAGE_TABLES.items():
+            ours = (r.get("triton") or {}).get(table) or {}
+            fi = [t for t in ((r.get("flashinfer") or {}).get(table) or {}).values() if isinstance(t, (int, float))]
+            if not ours or not fi:
+                continue
+            cells = []
+            for n in names:
+                x = ours.get(n)
+                la = (x or {}).get("launch") or {}
+                splits, tps = la.get("splits", "?"), la.get("tokens_per_split", "?")
+                cells.append(f"{min(fi) / x['median_s']:6.2f} {splits!s:>5} x {tps!s:<6}" if x else f"{'-':>20}")
+            out.append(f"{shape_label(config):<52} {kernel.removeprefix('decode_'):<7} {min(fi) * 1e6:8.1f}  "
+                       + "  ".join(cells))
+    return out
+
+
 def keep_rule_1_7_1(rows: list[dict]) -> None:
     """Rows timed twice everywhere, kept as probe 1.7.1 keeps them: a row neither of 100 us or more (in its first
     round) nor the first its pass timed for its configuration (FlashInfer's backends run a pass of their own) takes
@@ -101,6 +132,12 @@ def main(argv: list[str]) -> None:
         i = runs.index("--rows")
         show = "all" if runs[i + 1:i + 2] == ["all"] else "below"
         runs = runs[:i] + runs[i + (2 if show == "all" else 1):]
+    if "--compare" in runs:
+        for path in [r for r in runs if r != "--compare"]:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rt") as f:
+                print("\n".join(compare_lines(json.load(f).get("rows") or [])))
+        return
     variant = "default"
     if "--variant" in runs:
         i = runs.index("--variant")
