@@ -215,14 +215,16 @@ class TuneParams:
     # wait on its own page numbers, or a 64-token 2-stage pipeline of 74 KB holds one buffer; 32-token tiles of 3
     # stages take 73 KB in two buffers (224 registers, two programs per SM), 16-token ones of 4 stages 57 KB in three
     # (168 registers, three per SM over bf16). 0: off, as in every probe so far. H100 (device-2026-12-06m,
-    # wide-head-tiles.json; 13 regimes and 8 held-out shapes), 32 tokens in 3 stages everywhere: over an fp8 cache
-    # 0.82-0.90x (its converted tile), over shared pages 0.79-1.16x, over private bf16 pages level but on base tiles
-    # of short splits: 8 x 4 KV heads at 4K + 128 (12 splits of 352) 0.92x FlashInfer's decode -> 1.01x, 96 x 1 at
-    # 2K + 640 (6 of 448) 0.95x -> 1.01x; 16 tokens in 4 stages lost up to 41%
+    # wide-head-tiles.json; 13 regimes and 8 held-out shapes), 32 tokens in 3 stages everywhere: over private fp8
+    # pages 0.90-0.92x, over shared pages 0.79-1.16x, over private bf16 pages level but on base tiles of short
+    # splits: 8 x 4 KV heads at 4K + 128 (12 splits of 352) 0.92x FlashInfer's decode -> 1.01x, 96 x 1 at 2K + 640
+    # (6 of 448) 0.95x -> 1.01x; 16 tokens in 4 stages lost up to 41%
     wide_head_stages: int = 0
     wide_head_tile_n: int = 32
     # ... and, where above 0, only in a base-tile launch over pages known to be private and a bf16 cache whose splits,
-    # on the tune's own tiles, hold at most this many tokens (own_kernel_pages.tune_at_launch, tune_at_kv_dtype)
+    # on the tune's own tiles, hold at most this many tokens (own_kernel_pages.tune_at_launch, tune_at_kv_dtype).
+    # H200 (device-2026-12-06m, wide-head-short.json), 512: 13 held-out shapes 0.86-1.16x, 9 of them lost, median
+    # 0.94x; hence off
     wide_head_stages_max_tokens: int = 0
     # a shared prefix counts for the launch rules only where two or more sequences share it (own_kernel_pages.
     # launch_shared_tokens): one sequence's "shared" prefix is its private context (False: counted as shared, probes
