@@ -854,6 +854,15 @@ def regimes_configs():
     return regimes_grid()
 
 
+def coverage_configs():
+    """The coverage grid (kernels_probe.attention.grid.coverage_grid: what the default grid lacks, the breakeven and
+    the corners: 12-16 query heads per KV head among them), for the decodes alone: the probe's `--grid coverage`
+    times every backend's cascade too."""
+    from kernels_probe.attention.grid import coverage_grid
+
+    return coverage_grid()
+
+
 def prefix_split_configs():
     """The two rows probe 1.9.0 still lost (prefix_split_variants)."""
     return [c for c in prefetch_configs() if (c.prefix_tokens, c.suffix_tokens, c.group_size, c.num_kv_heads,
@@ -967,6 +976,7 @@ STAGE_PLANS = {
     "head-split": (grid_and_regimes_configs, head_split_variants, DEFAULT_TUNE),
     "fi-tiles": (fi_tile_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "regimes-decode": (regimes_configs, lambda base: [("default", base)], DEFAULT_TUNE),
+    "coverage-decode": (coverage_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "wide-dot": (grid_and_regimes_configs, wide_dot_variants, DEFAULT_TUNE),
     "head-dim-256": (head_dim_256_configs, head_dim_256_variants, DEFAULT_TUNE),
     "wide-head": (wide_head_configs, wide_head_variants, DEFAULT_TUNE),
