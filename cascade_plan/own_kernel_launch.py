@@ -13,6 +13,11 @@ from cascade_plan.own_kernel_tune import TuneParams
 LOG2E = 1.4426950408889634
 
 
+def wide_head(tune: TuneParams, head_dim: int) -> bool:
+    """Is `head_dim` one the tune launches on wide-head tiles (at least tune.wide_head_min_dim; 0: none)?"""
+    return bool(tune.wide_head_min_dim) and head_dim >= tune.wide_head_min_dim
+
+
 def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:
     """The tune a launch at `head_dim` runs: `tune` itself, or at head dims of at least tune.wide_head_min_dim its
     batch-filled and long-context tiles cut to wide_head_block_n tokens, its base tile never prefetching and its
@@ -20,7 +25,7 @@ def tune_at_head_dim(tune: TuneParams, head_dim: int) -> TuneParams:
     long-context tiles all of wide_head_tile_n tokens in that many stages, every one prefetching. Every host rule
     that takes a head dim starts here, so that the probe's launches and the planner's page blocks agree. Applying it
     twice gives the same tune."""
-    if not tune.wide_head_min_dim or head_dim < tune.wide_head_min_dim:
+    if not wide_head(tune, head_dim):
         return tune
     target = tune.wide_head_programs_per_sm or tune.target_programs_per_sm
     if tune.wide_head_stages and not tune.wide_head_stages_max_tokens:    # capped: own_kernel_pages.tune_at_launch

@@ -19,6 +19,7 @@ from cascade_plan.own_kernel_launch import (
     stream_splits,
     tune_at_head_dim,
     whole_tile_splits,
+    wide_head,
 )
 from cascade_plan.own_kernel_tune import TuneParams
 
@@ -29,22 +30,20 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
     runs (tune_at_head_dim): over pages known to be private (shared_prefix_tokens 0) with the split target
     wide_head_private_programs_per_sm where the head dim is wide and the tune sets it, or its tiles of
     wide_head_stages stages where the tune caps them (wide_head_stages_max_tokens) and the launch on its own tiles is
-    a base-tile one of splits that short; over a known shared prefix
-    where one sequence's query heads fill the dot's 16 rows (9-16 per KV head: blocks of two in the wide dot, on a
-    long-context tile of wide_dot_block_n tokens or more, which head dim 256's 64-token one is not) with split
-    targets of wide_dot_programs_per_sm and twice that for the long-context launch, where the tune sets it,
-    (wide_dot_min_splits) its own launch is the long-context one in that many splits or more and
-    (wide_dot_max_private_tokens) the private tail is that short."""
+    a base-tile one of splits that short; over a known shared prefix where one sequence's query heads fill the dot's
+    16 rows (9-16 per KV head: blocks of two in the wide dot, on a long-context tile of wide_dot_block_n tokens or
+    more, which head dim 256's 64-token one is not) with split targets of wide_dot_programs_per_sm and twice that for
+    the long-context launch, where the tune sets it, (wide_dot_min_splits) its own launch is the long-context one in
+    that many splits or more and (wide_dot_max_private_tokens) the private tail is that short."""
     tune = tune_at_head_dim(tune, head_dim)
-    n = tune.wide_head_private_programs_per_sm
-    if n and shared_prefix_tokens == 0 and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim:
-        return replace(tune, target_programs_per_sm=n)
-    if (tune.wide_head_stages and tune.wide_head_stages_max_tokens and shared_prefix_tokens == 0
-            and tune.wide_head_min_dim and head_dim >= tune.wide_head_min_dim and work_items > 0 and tokens > 0):
-        splits, tps, long_tile = decode_launch_splits(work_items, tokens, sm_count, tune)
-        if (tps <= tune.wide_head_stages_max_tokens
-                and decode_tile_kind(work_items, splits, tps, long_tile, sm_count, tune) == "base"):
-            return tune_at_head_dim(replace(tune, wide_head_stages_max_tokens=0), head_dim)
+    if shared_prefix_tokens == 0 and wide_head(tune, head_dim):
+        if tune.wide_head_private_programs_per_sm:
+            return replace(tune, target_programs_per_sm=tune.wide_head_private_programs_per_sm)
+        if tune.wide_head_stages and tune.wide_head_stages_max_tokens and work_items > 0 and tokens > 0:
+            splits, tps, long_tile = decode_launch_splits(work_items, tokens, sm_count, tune)
+            if (tps <= tune.wide_head_stages_max_tokens
+                    and decode_tile_kind(work_items, splits, tps, long_tile, sm_count, tune) == "base"):
+                return tune_at_head_dim(replace(tune, wide_head_stages_max_tokens=0), head_dim)
     w = tune.wide_dot_programs_per_sm
     if w and shared_prefix_tokens and wide_dot_blocks(q_per_kv, tune.long_block_n, tune):
         # at these targets already (a tune this applied to, or one that has them), the key changes nothing
