@@ -83,30 +83,30 @@ def stage_measurements(rows: list[dict], variant: str = "default") -> list[dict]
 
 
 def compare_lines(rows: list[dict]) -> list[str]:
-    """A stage's rows with every variant side by side (--compare): FlashInfer's best decode over each variant's,
-    and each variant's launch, per row and page layout that both timed."""
+    """A stage's rows with every variant side by side (--compare): FlashInfer's best decode over each variant's
+    (stage_measurements, decode_times), and each variant's launch, per row and page layout that both timed."""
     names: list[str] = []
     for r in rows:
         for table in STAGE_TABLES:
             names += [n for n in ((r.get("triton") or {}).get(table) or {}) if n not in names]
+    measured = {n: stage_measurements(rows, n) for n in names}
+    ours = {n: decode_times(m, "triton") for n, m in measured.items()}
+    launch = {n: launches(m) for n, m in measured.items()}
+    # FlashInfer's rows are the same under every variant; its keys keep the stage's row order
+    theirs = decode_times(measured[names[0]], "flashinfer") if names else {}
     out = [f"v{i}: {n}" for i, n in enumerate(names, 1)]
     out.append(f"{'shape':<52} {'pages':<7} {'FI us':>8}  "
                + "  ".join(f"{f'v{i}: ratio, launch':>20}" for i in range(1, len(names) + 1)))
-    for r in rows:
-        config = r["config"] if isinstance(r["config"], dict) else json.loads(r["config"].replace("'", '"'))
-        for table, kernel in STAGE_TABLES.items():
-            ours = (r.get("triton") or {}).get(table) or {}
-            fi = [t for t in ((r.get("flashinfer") or {}).get(table) or {}).values() if isinstance(t, (int, float))]
-            if not ours or not fi:
-                continue
-            cells = []
-            for n in names:
-                x = ours.get(n)
-                la = (x or {}).get("launch") or {}
-                splits, tps = la.get("splits", "?"), la.get("tokens_per_split", "?")
-                cells.append(f"{min(fi) / x['median_s']:6.2f} {splits!s:>5} x {tps!s:<6}" if x else f"{'-':>20}")
-            out.append(f"{shape_label(config):<52} {kernel.removeprefix('decode_'):<7} {min(fi) * 1e6:8.1f}  "
-                       + "  ".join(cells))
+    for key, fi in theirs.items():
+        if not any(key in ours[n] for n in names):
+            continue
+        cells = []
+        for n in names:
+            la = launch[n].get(key, {})
+            splits, tps = la.get("splits", "?"), la.get("tokens_per_split", "?")
+            cells.append(f"{fi / ours[n][key]:6.2f} {splits!s:>5} x {tps!s:<6}" if key in ours[n] else f"{'-':>20}")
+        out.append(f"{shape_label(json.loads(key[0])):<52} {key[1].removeprefix('decode_'):<7} {fi * 1e6:8.1f}  "
+                   + "  ".join(cells))
     return out
 
 

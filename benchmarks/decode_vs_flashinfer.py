@@ -567,6 +567,11 @@ def swap_ab_configs():
     return out + [c for c in cfgs if c not in out and c.kv_dtype == "bf16"]
 
 
+def held_out_first(held_out: list, rest: list) -> list:
+    """A stage's shapes: the held-out ones (no rule was read from them) first, then `rest` without them."""
+    return held_out + [c for c in rest if c not in held_out]
+
+
 def every_grid_shape() -> list:
     """The coverage and regimes grids' shapes and wide-head's, each once, in that order."""
     out: list = []
@@ -657,7 +662,7 @@ def next_rules_configs():
                 C(4096, 4, 1, 128, 2, 8, 256), C(2048, 8, 1, 512, 2, 8, 256), C(8192, 2, 1, 64, 2, 8, 256),
                 C(4096, 32, 1, 128, 4, 1, 256), C(8192, 16, 1, 512, 4, 1, 256), C(4096, 16, 1, 128, 8, 2, 256),
                 C(2048, 32, 1, 512, 8, 2, 256), C(6144, 16, 1, 64, 2, 2, 256), C(4096, 8, 1, 128, 2, 4, 256, "fp8")]
-    return held_out + [c for c in every_grid_shape() if c not in held_out]
+    return held_out_first(held_out, every_grid_shape())
 
 
 def wide_head_private_variants(base):
@@ -676,7 +681,7 @@ def wide_head_private_configs():
     held_out = [C(8192, 8, 1, 128, 2, 8, 256), C(2048, 32, 1, 512, 2, 8, 256), C(16384, 4, 1, 256, 2, 4, 256),
                 C(4096, 16, 1, 128, 2, 4, 256), C(32768, 8, 1, 128, 4, 1, 256), C(8192, 32, 1, 128, 8, 2, 256),
                 C(4096, 32, 1, 128, 2, 4, 256, "fp8")]
-    return held_out + [c for c in wide_head_configs() if c not in held_out]
+    return held_out_first(held_out, wide_head_configs())
 
 
 def wide_dot_target_variants(base):
@@ -701,7 +706,7 @@ def wide_dot_target_configs():
                 C(65536, 8, 1, 128, 16, 1, 128), C(8192, 16, 1, 512, 16, 2, 128), C(2048, 64, 1, 2048, 16, 2, 128),
                 C(1024, 256, 1, 128, 16, 2, 128), C(131072, 4, 1, 128, 16, 1, 128),
                 C(4096, 64, 1, 256, 16, 2, 128, "fp8"), C(16384, 16, 1, 256, 12, 1, 128, "fp8")]
-    return held_out + [c for c in every_grid_shape() if c not in held_out]
+    return held_out_first(held_out, every_grid_shape())
 
 
 def wide_dot_long_variants(base):
@@ -726,8 +731,7 @@ def wide_dot_long_configs():
                 C(16384, 16, 1, 1024, 16, 2, 128), C(8192, 32, 1, 2048, 16, 1, 128), C(16384, 16, 1, 128, 16, 1, 64),
                 C(32768, 8, 1, 128, 16, 1, 128, "fp8"), C(16384, 8, 1, 256, 16, 2, 128, "fp8"),
                 C(8192, 64, 1, 128, 12, 1, 128), C(4096, 64, 1, 128, 16, 1, 128)]
-    rest = [c for c in wide_dot_target_configs() if c not in held_out]
-    return held_out + rest
+    return held_out_first(held_out, wide_dot_target_configs())
 
 
 def wide_dot_tail_variants(base):
@@ -753,7 +757,7 @@ def wide_dot_tail_configs():
                 C(24576, 16, 1, 192, 12, 2, 128, "fp8"), C(32768, 12, 1, 256, 16, 1, 64),
                 C(24576, 6, 1, 128, 12, 4, 128), C(8192, 48, 1, 512, 16, 1, 128),
                 C(24576, 12, 1, 768, 12, 2, 128), C(12288, 24, 1, 1536, 16, 1, 128)]
-    return held_out + [c for c in wide_dot_long_configs() if c not in held_out]
+    return held_out_first(held_out, wide_dot_long_configs())
 
 
 def wide_dot_4_variants(base):
@@ -826,7 +830,7 @@ def wide_head_short_configs():
                 C(11904, 8, 1, 384, 8, 2, 256), C(2560, 32, 1, 512, 8, 2, 256), C(2048, 12, 1, 256, 1, 8, 256),
                 C(5888, 4, 1, 256, 1, 8, 256), C(2176, 32, 1, 128, 2, 4, 256), C(20224, 2, 1, 256, 2, 4, 256),
                 C(1280, 48, 1, 256, 2, 4, 256)]
-    return held_out + [c for c in wide_head_tile_configs() if c not in held_out]
+    return held_out_first(held_out, wide_head_tile_configs())
 
 
 def regimes_next_variants(base):

@@ -15,13 +15,13 @@ from decode_ratio_table import compare_lines  # noqa: E402
 def _row(prefix, ours: dict, fi: dict) -> dict:
     config = {"prefix_tokens": prefix, "group_size": 8, "n_groups": 1, "suffix_tokens": 128, "q_per_kv": 2,
               "num_kv_heads": 4, "head_dim": 256, "kv_dtype": "bf16", "page_size": 16}
-    return {"config": str(config), "triton": ours, "flashinfer": fi}
+    return {"config": config, "triton": ours, "flashinfer": fi}
 
 
 def test_every_variant_side_by_side_with_flashinfers_best_decode():
     """FlashInfer's faster decode (cc 50 us, tc 40 us) over each variant's time: 40 / 50 = 0.80 for the default's 11
-    splits of 384, 40 / 32 = 1.25 for the other's 12 of 352; a variant a row lacks shows a dash, a page layout
-    FlashInfer did not time no line, and a row's config may be the str() of a dict, as the stage writes it."""
+    splits of 384, 40 / 32 = 1.25 for the other's 12 of 352; a variant a row lacks shows a dash, and a page layout
+    FlashInfer did not time no line."""
     a = _row(4096, {"dup_table": {"default": {"median_s": 50e-6, "launch": {"splits": 11, "tokens_per_split": 384}},
                                   "tiles": {"median_s": 32e-6, "launch": {"splits": 12, "tokens_per_split": 352}}},
                     "shared_table": {"default": {"median_s": 20e-6, "launch": {"splits": 17}}}},
