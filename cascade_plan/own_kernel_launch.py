@@ -213,6 +213,27 @@ def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: i
     return best[1] if best else (s0, t0)
 
 
+def wave_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int, ctas_per_sm: int,
+                max_waves: int, max_splits: int, keep=None) -> tuple[int, int] | None:
+    """(splits, tokens per split) of whole block_n-token tiles, each split at least min_tokens (one split at least)
+    and at most max_splits, whose programs take the fewest token-waves: waves of ctas_per_sm resident programs per SM
+    (a partly filled last wave counted whole) times the tokens a program reads, plus one tile for its prologue and
+    store; at most max_waves waves where that is above 0 (one split always qualifies), ties to fewer splits.
+    keep(splits, tokens_per_split): a further condition on a candidate (the caller's tile kind). None where no
+    candidate qualifies."""
+    slots = ctas_per_sm * sm_count
+    best = None
+    for s in range(1, max(1, min(max_splits, tokens // max(min_tokens, block_n))) + 1):
+        real, tps = whole_tile_splits(tokens, s, block_n)
+        waves = ceil_div(work_items * real, slots)
+        if (max_waves and waves > max_waves and real > 1) or (keep is not None and not keep(real, tps)):
+            continue
+        key = (waves * (tps + block_n), real)
+        if best is None or key < best[0]:
+            best = (key, (real, tps))
+    return best[1] if best else None
+
+
 def decode_fused_merge(splits: int, seqs: int, long_tile: bool, tune: TuneParams) -> bool:
     """Does a split per-sequence decode that owns its states merge them in its own programs (decode_fused_merge)?
     Where the tune has it, the launch forms no page blocks (seqs == 1), has 2 to fused_merge_max_splits splits and is

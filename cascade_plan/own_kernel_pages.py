@@ -12,12 +12,14 @@ from cascade_plan.own_kernel_launch import (
     ceil_div,
     decode_block_g,
     decode_launch_splits,
+    decode_min_tokens,
     decode_prefetch,
     decode_tile,
     decode_tile_kind,
     longest_split_tokens,
     stream_splits,
     tune_at_head_dim,
+    wave_splits,
     whole_tile_splits,
     wide_head,
 )
@@ -115,6 +117,9 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
             and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
         return (*stream_splits(work, max_seq_len, sm_count, tune), False)
+    waved = wide_head_waves(work, max_seq_len, splits, tps, long_tile, shared_prefix_tokens, sm_count, tune, head_dim)
+    if streaming and waved:
+        return (*waved, False)
     filled = block_fill_splits(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, sm_count, tune,
                                head_dim)
     if filled:
@@ -148,8 +153,35 @@ def block_fill_splits(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
                ceil_div(tune.target_programs_per_sm * sm_count, work))
     most = max(1, shared_prefix_tokens // max(tune.block_fill_min_tokens, tune.decode_block_n))
     _, tps = whole_tile_splits(shared_prefix_tokens, min(want, most), tune.decode_block_n)
+    floor = max(tune.block_fill_min_tokens, tune.decode_block_n)
+    while (tune.block_fill_shorter_splits and work * ceil_div(max_seq_len, tps) < tune.target_programs_per_sm * sm_count
+           and tps - tune.decode_block_n >= floor):
+        tps -= tune.decode_block_n
     n = ceil_div(max_seq_len, tps)
     return (n, tps) if n > splits and work * n >= tune.target_programs_per_sm * sm_count else None
+
+
+def wide_head_waves(work_items: int, tokens: int, splits: int, tokens_per_split: int, long_tile: bool,
+                    shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams,
+                    head_dim: int) -> tuple[int, int] | None:
+    """(splits, tokens per split) of a base-tile launch at a wide head dim over pages known to be private, chosen so
+    that its programs fill whole waves of wide_head_wave_ctas resident programs per SM (wave_splits; at most
+    wide_head_wave_max waves where set), among launches that keep the base tile and at most the larger of its split
+    count and fused_merge_max_splits splits (no merge kernel where there was none); None where the tune lacks the
+    rule or the launch is another."""
+    if (not tune.wide_head_wave_ctas or shared_prefix_tokens != 0 or long_tile or not wide_head(tune, head_dim)
+            or work_items <= 0 or tokens <= 0):
+        return None
+
+    def base(s: int, tps: int) -> bool:
+        return decode_tile_kind(work_items, s, longest_split_tokens(tokens, s, tps), False, sm_count, tune) == "base"
+
+    if not base(splits, tokens_per_split):
+        return None
+    return wave_splits(work_items, tokens, sm_count, tune.decode_block_n,
+                       min_tokens=decode_min_tokens(work_items, tokens, tune), ctas_per_sm=tune.wide_head_wave_ctas,
+                       max_waves=tune.wide_head_wave_max, max_splits=max(splits, tune.fused_merge_max_splits),
+                       keep=base)
 
 
 class DecodeLaunch(NamedTuple):
@@ -187,7 +219,30 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     prefetch = decode_prefetch(work, splits, longest, long_tile, sm_count, tune, forced=forced)
     seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
                            max_seq_len=max_seq_len, tokens_per_split=tps, block_n=block_n)
-    return DecodeLaunch(splits, tps, long_tile, block_n, stages, warps, prefetch, seqs)
+    la = DecodeLaunch(splits, tps, long_tile, block_n, stages, warps, prefetch, seqs)
+    if forced or not tune.wide_dot_four_min_programs_per_sm:
+        return la
+    return wide_dot_four_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
+                                head_dim=head_dim, streaming=streaming) or la
+
+
+def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
+                         shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams, launch: DecodeLaunch, *,
+                         head_dim: int, streaming: bool) -> DecodeLaunch | None:
+    """The launch of blocks of four sequences in a wide dot on 64-token long-context tiles (wide dots on 64-token
+    tiles too) where `launch`, the tune's own, forms blocks of two in the wide dot over a known shared prefix and that
+    one splits, forms blocks of four and leaves at least wide_dot_four_min_programs_per_sm working programs per SM
+    (TuneParams.wide_dot_four_min_programs_per_sm); else None."""
+    if (launch.seqs != 2 or not shared_prefix_tokens or not wide_dot_blocks(q_per_kv, launch.block_n, tune)
+            or tune.wide_dot_seqs != 2):
+        return None
+    four = replace(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0)
+    la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, four,
+                            head_dim=head_dim, streaming=streaming)
+    working = batch * kv_heads * la.splits / max(la.seqs, 1)
+    if la.splits > 1 and la.seqs == 4 and working >= tune.wide_dot_four_min_programs_per_sm * sm_count:
+        return la
+    return None
 
 
 def shared_head_split(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,

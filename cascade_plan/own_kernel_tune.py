@@ -124,6 +124,13 @@ class TuneParams:
     # ChatGLM3-6B, Llama-3.1-405B, Qwen3-235B, Mistral-Large-2 layers, fp8 and head dim 64 among them) 1.07-1.38x,
     # and the two rows of 768- and 1,536-token tails it leaves alone ran 0.86x and 0.98x under the key alone
     wide_dot_max_private_tokens: int = 0
+    # a launch whose blocks of two fill the wide dot, where blocks of four (wide_dot_seqs 4) on 64-token long-context
+    # tiles, wide dots on 64-token tiles too, would split it and leave at least this many working programs per SM
+    # (programs over block size) takes that launch (own_kernel_pages.wide_dot_four_launch; 0: off, probes up to
+    # 1.14.0). H100 (device-2026-12-06m, wide-dot-4.json, 51 shapes of 9-16 query heads per KV head, shared pages):
+    # of the 45 rows that launch changed, the 12 split ones of 240+ working programs (1.8+ per SM) ran 1.03-1.38x
+    # faster but one (0.97x), those of 1.0-1.2 per SM 0.74-1.33x, the unsplit 0.75-1.10x, the rest 0.39-0.93x
+    wide_dot_four_min_programs_per_sm: float = 0.0
     # a launch whose first split straddles the end of a known shared prefix and forms no block (it holds more private
     # tokens than the prefix covers: a batch that fills the GPU unsplit) splits at the prefix's end instead, where that
     # gives at most shared_split_max splits: the first split's blocks read the prefix once per block, the second is
@@ -240,6 +247,20 @@ class TuneParams:
     block_fill_programs_per_sm: int = 0
     block_fill_min_tokens: int = 128
     block_fill_min_head_dim: int = 0
+    # ... and where its splits, rounded up to whole tiles, leave the launch short of target_programs_per_sm programs
+    # per SM (so that page_block_seqs forms no block after all), shorter splits, a tile at a time, until it is not
+    # (False: the rounded-up split alone, probes up to 1.14.0). H200 (device-2026-12-06m, wide-head-short.json): 6 of
+    # 13 held-out head-dim-256 launches over shared pages lost their blocks that way (Gemma-7B-like 4 x 8 KV heads at
+    # 5.9K + 256: 17 splits wanted, 16 of 384 after rounding, 512 programs where 528 form blocks; 0.65x FlashInfer's)
+    block_fill_shorter_splits: bool = False
+    # head dims of at least wide_head_min_dim over pages known to be private: a base-tile launch splits so that its
+    # programs fill whole waves of this many resident programs per SM (own_kernel_launch.wave_splits; 0: off, probes
+    # up to 1.14.0). Every head-dim-256 tile takes 226-255 registers per thread (two programs per SM), and split
+    # targets of four per SM leave a last wave partly empty: on the H200 (wide-head-short.json) the held-out private
+    # rows ran 0.82-0.86x FlashInfer's decode at 1.3-1.5 and 2.2 waves, 0.95-1.02x at 1.9-2.0
+    wide_head_wave_ctas: int = 0
+    # ... in at most this many waves (0: any number)
+    wide_head_wave_max: int = 0
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

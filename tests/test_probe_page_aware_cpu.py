@@ -293,3 +293,24 @@ def test_a_launch_short_of_programs_splits_its_prefix_for_blocks_and_matches_the
     # tail's none
     assert int((plan.grouped == 4).sum()) == 8 * 2 * 4 and int((plan.grouped == 0).sum()) == 8 * 2
     assert plan.launch_record()["grouped_programs"] == 0.8
+
+
+def test_blocks_of_four_taken_by_the_launch_rule_match_the_reference():
+    """wide_dot_four_min_programs_per_sm on 2 SMs: 4 sequences of 12 query heads x 1 KV head at 2,048 shared + 8
+    tokens take the long-context launch in 4 splits of 640 on 128-token tiles in blocks of two; where blocks of four
+    on 64-token tiles leave 4 x 4 / 4 = 4 working programs (2 per SM, at least 1.8), the launch is 4 splits of 576
+    in blocks of four, the kernel forms them and the result is the reference's."""
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+
+    d = build_data(_cfg(prefix_tokens=2048, suffix_tokens=8, q_per_kv=12, num_kv_heads=1, group_size=4, n_groups=1),
+                   "cpu", seed=12)
+    ref = reference_output(d)
+    four = dataclasses.replace(DEFAULT_TUNE, wide_dot_four_min_programs_per_sm=1.8)
+    for tune, launch in ((DEFAULT_TUNE, (4, 640, 128, 2)), (four, (4, 576, 64, 4))):
+        out = torch.full_like(d.q, float("nan"))
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 2056, out, sm_count=2, tune=tune,
+                          shared_prefix_tokens=2048)
+        plan()
+        assert (plan.splits, plan.tps, plan.block_n, plan.seqs) == launch
+        assert max_rel_err(out, ref) < TOL
+        assert int((plan.grouped == launch[3]).sum()) > 0

@@ -1,0 +1,71 @@
+"""Stages of benchmarks/decode_vs_flashinfer.py for the launch rules after probe 1.14.0: each a function of its
+shapes (held-out ones first: models as their config.json lays out heads, no rule read off them) and one of its
+variants of a base tune. Kept apart from decode_vs_flashinfer.py, which registers them in STAGE_PLANS."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+def wide_head_rule_variants(base):
+    """Probe 1.14.0 and two head-dim-256 launch rules, alone and together: a block-fill split rounded down to whole
+    tiles where rounding up leaves the launch short of the programs page blocks need (block_fill_shorter_splits), and
+    base-tile launches over private pages split to fill whole waves of two resident programs per SM
+    (wide_head_wave_ctas), in any number of waves or in one."""
+    r = dataclasses.replace
+    return [("default", base), ("fill down", r(base, block_fill_shorter_splits=True)),
+            ("waves of 2/SM", r(base, wide_head_wave_ctas=2)),
+            ("one wave of 2/SM", r(base, wide_head_wave_ctas=2, wide_head_wave_max=1)),
+            ("fill down, waves of 2/SM", r(base, block_fill_shorter_splits=True, wide_head_wave_ctas=2))]
+
+
+def wide_head_rule_configs():
+    """Held-out head-dim-256 shapes no rule was read from (2-64 sequences over 1.2K-31K tokens, as config.json lays
+    out Gemma-2B (8 query heads, 1 KV head), Gemma-3-12B (16, 8), Gemma-3-4B (8, 4), Gemma-2-2B (8, 4, fp8),
+    Gemma-7B at TP 4 (4, 4), Qwen3-Next-80B's full-attention layers (16, 2), Gemma-3-1B (4, 1), Gemma-2-9B (16, 8)
+    and at TP 2 (8, 4), Gemma-7B at TP 2 (8, 8)); nine of them in block fill's class, a shared prefix of most of
+    the context over 2-32 sequences (chosen among those whose launch the rounded-down split changes: 223 of 1,920
+    such layouts x batches x contexts on 132 SMs change); then wide-head-short's shapes, whose rows the two rules
+    were read off (with --only-changed, those a variant launches otherwise)."""
+    from decode_vs_flashinfer import held_out_first, wide_head_short_configs
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(3072, 24, 1, 192, 8, 1, 256), C(6144, 10, 1, 320, 2, 8, 256), C(2560, 20, 1, 448, 2, 4, 256),
+                C(7168, 12, 1, 256, 2, 4, 256, "fp8"), C(3584, 16, 1, 384, 1, 4, 256),
+                C(30720, 3, 1, 512, 8, 2, 256), C(1536, 64, 1, 256, 4, 1, 256), C(12288, 5, 1, 128, 2, 8, 256),
+                C(16384, 3, 1, 256, 2, 4, 256), C(4608, 6, 1, 512, 2, 4, 256, "fp8"),
+                C(1792, 20, 1, 160, 1, 8, 256), C(1024, 40, 1, 768, 2, 4, 256),
+                # shared prefixes of most of the context over few sequences: block fill's class
+                C(7424, 12, 1, 96, 8, 2, 256), C(13312, 16, 1, 96, 4, 1, 256), C(4608, 32, 1, 192, 8, 1, 256),
+                C(5632, 10, 1, 96, 2, 4, 256), C(4608, 4, 1, 384, 1, 8, 256), C(13312, 2, 1, 768, 2, 8, 256),
+                C(4608, 10, 1, 384, 1, 4, 256), C(26624, 6, 1, 192, 4, 1, 256), C(9728, 8, 1, 96, 8, 2, 256, "fp8")]
+    return held_out_first(held_out, wide_head_short_configs())
+
+
+def wide_dot_four_variants(base):
+    """Probe 1.14.0 and blocks of four sequences in a 64-row dot on 64-token long-context tiles only where probe
+    1.14.0's launch forms blocks of two in the wide dot and the new launch splits and leaves 1.8+ working programs
+    per SM (wide_dot_four_min_programs_per_sm): the class of wide-dot-4's rows that won 11 of 12."""
+    four = dataclasses.replace(base, wide_dot_four_min_programs_per_sm=1.8)
+    return [("default", base), ("blocks of four, 1.8+/SM", four)]
+
+
+def wide_dot_four_configs():
+    """Held-out shapes of 9-16 query heads per KV head over a shared prefix no rule was read from, as config.json lays
+    out GLM-4-9B (32 query heads, 2 KV heads), Llama-3.1-405B at TP 8 and 4 (16 and 32 query heads over 1 and 2 KV
+    heads), Qwen3-Coder-480B at TP 8 (12, 1), Qwen3-235B at TP 4 and 2 (16, 1; 32, 2), Mistral-Large-2 at TP 4 (24,
+    2), Command-R+ at TP 2 (48, 4) and TP 1 (96, 8), GLM-4.5 at TP 4 (24, 2) and ChatGLM3-6B (32, 2), the last five
+    chosen among those whose launch the rule changes (1,495 of 2,592 such layouts x batches x contexts on 132 SMs);
+    then wide-dot-4's shapes, which the rule was read off (with --only-changed, those it launches otherwise)."""
+    from decode_vs_flashinfer import held_out_first, wide_dot_4_configs
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(6144, 64, 1, 512, 16, 2), C(3072, 96, 1, 256, 16, 1), C(10240, 48, 1, 384, 12, 1),
+                C(20480, 32, 1, 256, 16, 1), C(2560, 128, 1, 640, 12, 2), C(12288, 32, 1, 128, 12, 4),
+                C(3072, 16, 8, 1024, 12, 2), C(8192, 48, 1, 256, 16, 2, 128, "fp8"), C(16384, 24, 1, 2048, 16, 2),
+                C(1024, 256, 1, 256, 16, 2), C(2048, 8, 16, 128, 16, 1), C(6144, 32, 2, 320, 12, 2),
+                C(5120, 24, 1, 3072, 12, 8), C(7168, 128, 1, 1024, 16, 1), C(15360, 48, 1, 384, 12, 2),
+                C(5120, 64, 1, 3072, 16, 1), C(11264, 48, 1, 128, 16, 2)]
+    return held_out_first(held_out, wide_dot_4_configs())
