@@ -9,14 +9,15 @@ import dataclasses
 
 def wide_head_rule_variants(base):
     """Probe 1.14.0 and two head-dim-256 launch rules, alone and together: a block-fill split rounded down to whole
-    tiles where rounding up leaves the launch short of the programs page blocks need (block_fill_shorter_splits), and
+    tiles where rounding up leaves the launch short of the programs page blocks need (block_fill_shorter_min_seqs; here
+    for blocks of any size), and
     base-tile launches over private pages split to fill whole waves of two resident programs per SM
     (wide_head_wave_ctas), in any number of waves or in one."""
     r = dataclasses.replace
-    return [("default", base), ("fill down", r(base, block_fill_shorter_splits=True)),
+    return [("default", base), ("fill down", r(base, block_fill_shorter_min_seqs=1)),
             ("waves of 2/SM", r(base, wide_head_wave_ctas=2)),
             ("one wave of 2/SM", r(base, wide_head_wave_ctas=2, wide_head_wave_max=1)),
-            ("fill down, waves of 2/SM", r(base, block_fill_shorter_splits=True, wide_head_wave_ctas=2))]
+            ("fill down, waves of 2/SM", r(base, block_fill_shorter_min_seqs=1, wide_head_wave_ctas=2))]
 
 
 def wide_head_rule_configs():
@@ -69,3 +70,27 @@ def wide_dot_four_configs():
                 C(5120, 24, 1, 3072, 12, 8), C(7168, 128, 1, 1024, 16, 1), C(15360, 48, 1, 384, 12, 2),
                 C(5120, 64, 1, 3072, 16, 1), C(11264, 48, 1, 128, 16, 2)]
     return held_out_first(held_out, wide_dot_4_configs())
+
+
+def wide_head_fill_variants(base):
+    """Probe 1.15.0 without it and block fill's split rounded down where blocks hold four or more sequences
+    (block_fill_shorter_min_seqs 4): in wide-head-rules every such launch won, 1.04-1.37x, and blocks of two lost 8
+    of 11."""
+    return [("default", base), ("fill down, blocks of 4+", dataclasses.replace(base, block_fill_shorter_min_seqs=4))]
+
+
+def wide_head_fill_configs():
+    """Held-out head-dim-256 shapes in that class (a shared prefix of most of the context, blocks of four: chosen
+    among the 74 of 1,600 layouts x batches x contexts on 132 SMs whose launch the rule changes), as config.json lays
+    out Gemma-2-2B (8 query heads, 4 KV heads; bf16 and fp8), Gemma-3-4B (8, 4), Gemma-3-1B (4, 1), Gemma-3-12B
+    (16, 8), Gemma-7B at TP 2 and 4 (8, 8; 4, 4); then wide-head-rules' shapes, which the rule was read off (with
+    --only-changed, those it launches otherwise)."""
+    from decode_vs_flashinfer import held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(11008, 4, 1, 640, 2, 4, 256), C(14848, 4, 1, 64, 2, 4, 256), C(5120, 28, 1, 64, 4, 1, 256),
+                C(6656, 32, 1, 320, 4, 1, 256), C(6656, 4, 1, 320, 2, 8, 256), C(6656, 4, 1, 320, 1, 8, 256),
+                C(21504, 12, 1, 320, 4, 1, 256), C(14848, 4, 1, 160, 1, 4, 256), C(3840, 40, 1, 64, 4, 1, 256),
+                C(11008, 4, 1, 320, 2, 4, 256, "fp8")]
+    return held_out_first(held_out, wide_head_rule_configs())

@@ -51,7 +51,12 @@ sys.path.insert(0, ".")
 import decode_rule_stages as rule_stages  # noqa: E402  (benchmarks/, beside this script)
 
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
-from cascade_plan.own_kernel_tunes import PROBE_1_5_2_TUNE, PROBE_1_12_0_TUNE, PROBE_1_13_0_TUNE  # noqa: E402
+from cascade_plan.own_kernel_tunes import (  # noqa: E402
+    PROBE_1_5_2_TUNE,
+    PROBE_1_12_0_TUNE,
+    PROBE_1_13_0_TUNE,
+    PROBE_1_14_0_TUNE,
+)
 
 TOL = 1e-2
 
@@ -998,17 +1003,20 @@ STAGE_PLANS = {
     "regimes-next": (regimes_configs, regimes_next_variants, PROBE_1_13_0_TUNE),
     "wide-dot-long": (wide_dot_long_configs, wide_dot_long_variants, PROBE_1_13_0_TUNE),
     "wide-dot-tails": (wide_dot_tail_configs, wide_dot_tail_variants, PROBE_1_13_0_TUNE),
-    "wide-dot-4": (wide_dot_4_configs, wide_dot_4_variants, DEFAULT_TUNE),
-    "wide-head-tiles": (wide_head_tile_configs, wide_head_tile_variants, DEFAULT_TUNE),
-    "wide-head-short": (wide_head_short_configs, wide_head_short_variants, DEFAULT_TUNE),
-    "wide-head-rules": (rule_stages.wide_head_rule_configs, rule_stages.wide_head_rule_variants, DEFAULT_TUNE),
-    "wide-dot-four": (rule_stages.wide_dot_four_configs, rule_stages.wide_dot_four_variants, DEFAULT_TUNE),
+    "wide-dot-4": (wide_dot_4_configs, wide_dot_4_variants, PROBE_1_14_0_TUNE),
+    "wide-head-tiles": (wide_head_tile_configs, wide_head_tile_variants, PROBE_1_14_0_TUNE),
+    "wide-head-short": (wide_head_short_configs, wide_head_short_variants, PROBE_1_14_0_TUNE),
+    "wide-head-rules": (rule_stages.wide_head_rule_configs, rule_stages.wide_head_rule_variants, PROBE_1_14_0_TUNE),
+    "wide-dot-four": (rule_stages.wide_dot_four_configs, rule_stages.wide_dot_four_variants, PROBE_1_14_0_TUNE),
+    # timed against probe 1.15.0 before it took the rule on
+    "wide-head-fill": (rule_stages.wide_head_fill_configs, rule_stages.wide_head_fill_variants,
+                       dataclasses.replace(DEFAULT_TUNE, block_fill_shorter_min_seqs=0)),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
                          "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails", "wide-dot-4",
-                         "wide-head-tiles", "wide-head-short", "wide-head-rules", "wide-dot-four")
+                         "wide-head-tiles", "wide-head-short", "wide-head-rules", "wide-dot-four", "wide-head-fill")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:
