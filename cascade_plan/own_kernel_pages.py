@@ -154,7 +154,8 @@ def block_fill_splits(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
     most = max(1, shared_prefix_tokens // max(tune.block_fill_min_tokens, tune.decode_block_n))
     _, tps = whole_tile_splits(shared_prefix_tokens, min(want, most), tune.decode_block_n)
     floor = max(tune.block_fill_min_tokens, tune.decode_block_n)
-    while (tune.block_fill_shorter_splits and work * ceil_div(max_seq_len, tps) < tune.target_programs_per_sm * sm_count
+    shorter = bool(tune.block_fill_shorter_min_seqs) and seqs >= tune.block_fill_shorter_min_seqs
+    while (shorter and work * ceil_div(max_seq_len, tps) < tune.target_programs_per_sm * sm_count
            and tps - tune.decode_block_n >= floor):
         tps -= tune.decode_block_n
     n = ceil_div(max_seq_len, tps)

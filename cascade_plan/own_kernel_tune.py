@@ -129,7 +129,10 @@ class TuneParams:
     # (programs over block size) takes that launch (own_kernel_pages.wide_dot_four_launch; 0: off, probes up to
     # 1.14.0). H100 (device-2026-12-06m, wide-dot-4.json, 51 shapes of 9-16 query heads per KV head, shared pages):
     # of the 45 rows that launch changed, the 12 split ones of 240+ working programs (1.8+ per SM) ran 1.03-1.38x
-    # faster but one (0.97x), those of 1.0-1.2 per SM 0.74-1.33x, the unsplit 0.75-1.10x, the rest 0.39-0.93x
+    # faster but one (0.97x), those of 1.0-1.2 per SM 0.74-1.33x, the unsplit 0.75-1.10x, the rest 0.39-0.93x. H100
+    # (device-2026-12-07, wide-dot-four.json), 1.8: the 12 held-out launches it changed (GLM-4-9B, Llama-3.1-405B,
+    # Qwen3-235B, Mistral-Large-2, Command-R+, GLM-4.5 layers) 0.98-1.33x, 11 faster, median 1.15x (FlashInfer's
+    # decode over ours 0.77-1.41 -> 0.76-1.57, rows below 1.0 9 -> 3), the grids' 12 again 0.97-1.38x
     wide_dot_four_min_programs_per_sm: float = 0.0
     # a launch whose first split straddles the end of a known shared prefix and forms no block (it holds more private
     # tokens than the prefix covers: a batch that fills the GPU unsplit) splits at the prefix's end instead, where that
@@ -248,18 +251,26 @@ class TuneParams:
     block_fill_min_tokens: int = 128
     block_fill_min_head_dim: int = 0
     # ... and where its splits, rounded up to whole tiles, leave the launch short of target_programs_per_sm programs
-    # per SM (so that page_block_seqs forms no block after all), shorter splits, a tile at a time, until it is not
-    # (False: the rounded-up split alone, probes up to 1.14.0). H200 (device-2026-12-06m, wide-head-short.json): 6 of
-    # 13 held-out head-dim-256 launches over shared pages lost their blocks that way (Gemma-7B-like 4 x 8 KV heads at
-    # 5.9K + 256: 17 splits wanted, 16 of 384 after rounding, 512 programs where 528 form blocks; 0.65x FlashInfer's)
-    block_fill_shorter_splits: bool = False
+    # per SM (so that page_block_seqs forms no block after all), shorter splits, a tile at a time, until it is not,
+    # where blocks hold at least this many sequences (0: off, the rounded-up split alone, probes up to 1.14.0). H200
+    # (device-2026-12-06m, wide-head-short.json): 6 of 13 held-out head-dim-256 launches over shared pages lost their
+    # blocks that way (Gemma-7B-like 4 x 8 KV heads at 5.9K + 256: 17 splits wanted, 16 of 384 after rounding, 512
+    # programs where 528 form blocks; 0.65x FlashInfer's). H100 (device-2026-12-07, wide-head-rules.json), any block
+    # size: of 15 launches it changed, the 4 in blocks of four won 1.04-1.37x (0.74x FlashInfer's -> 0.97x), the 11
+    # in blocks of two 0.82-1.18x, 8 of them lost. H100 (device-2026-12-07, wide-head-fill.json), 4: 10 held-out
+    # launches (Gemma-2-2B, Gemma-3-4B, Gemma-3-1B, Gemma-3-12B, Gemma-7B layers; bf16 and fp8) all faster, 1.09-1.57x
+    # (median 1.29x), FlashInfer's decode over ours 0.71-1.08 -> 0.99-1.31, rows below 1.0 8 -> 2
+    block_fill_shorter_min_seqs: int = 0
     # head dims of at least wide_head_min_dim over pages known to be private: a base-tile launch splits so that its
     # programs fill whole waves of this many resident programs per SM (own_kernel_launch.wave_splits; 0: off, probes
     # up to 1.14.0). Every head-dim-256 tile takes 226-255 registers per thread (two programs per SM), and split
     # targets of four per SM leave a last wave partly empty: on the H200 (wide-head-short.json) the held-out private
-    # rows ran 0.82-0.86x FlashInfer's decode at 1.3-1.5 and 2.2 waves, 0.95-1.02x at 1.9-2.0
+    # rows ran 0.82-0.86x FlashInfer's decode at 1.3-1.5 and 2.2 waves, 0.95-1.02x at 1.9-2.0. H100 (device-2026-12-07,
+    # wide-head-rules.json), 2: every one of the 33 private-pages launches it changed ran faster, 1.015-1.17x (median
+    # 1.05x; the 16 held-out ones median 1.07x), FlashInfer's decode over ours 0.88-1.05 -> 0.97-1.18, rows below
+    # 1.0 28 -> 5
     wide_head_wave_ctas: int = 0
-    # ... in at most this many waves (0: any number)
+    # ... in at most this many waves (0: any number). One wave differed from any number on 5 of those rows: 0.99-1.03x
     wide_head_wave_max: int = 0
 
 
@@ -268,4 +279,5 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           sibling_shared_only=True, fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25,
                           fp8_pairs_max_head_dim=128, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
                           block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4, wide_dot_programs_per_sm=2,
-                          wide_dot_min_splits=16, wide_dot_max_private_tokens=512)
+                          wide_dot_min_splits=16, wide_dot_max_private_tokens=512, wide_head_wave_ctas=2,
+                          wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4)

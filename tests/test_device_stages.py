@@ -64,6 +64,10 @@ def test_the_stages_of_rules_the_default_took_on_still_time_them():
     assert changed("wide-dot-tails", "keyed, tails <= 512") >= 10
     assert changed("wide-dot-long", "wide dot 2/SM, 16+ splits") >= 6
     assert changed("regimes-next", "wide dot 2/SM, 16+ splits") == 1
+    # probe 1.15.0 took on the wave rule and blocks of four: their stages keep probe 1.14.0's base
+    assert changed("wide-head-rules", "waves of 2/SM") >= 30
+    assert changed("wide-dot-four", "blocks of four, 1.8+/SM") >= 20
+    assert changed("wide-head-fill", "fill down, blocks of 4+") >= 10     # its base: 1.15.0 without the rule
 
 
 def test_a_variants_summary_also_counts_only_the_rows_it_launches_otherwise(capsys):

@@ -1,5 +1,5 @@
-"""Launch rules timed after probe 1.14.0 (TuneParams fields that default to off): golden launches from hand
-arithmetic on 132 SMs, and the launches every other shape keeps."""
+"""Launch rules timed after probe 1.14.0 (TuneParams fields that default to off; probe 1.15.0 turns them on): golden
+launches from hand arithmetic on 132 SMs over probe 1.14.0's tune, and the launches every other shape keeps."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from cascade_plan.own_kernel_launch import wave_splits, whole_tile_splits
 from cascade_plan.own_kernel_pages import block_fill_splits, decode_launch_plan
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE
 
 SM = 132
+P14 = PROBE_1_14_0_TUNE
 
 
 def test_block_fill_rounds_its_split_down_where_rounding_up_loses_the_blocks():
@@ -21,9 +23,9 @@ def test_block_fill_rounds_its_split_down_where_rounding_up_loses_the_blocks():
     prefix: ceil(5,888 / 17) = 347 tokens, 384 in whole 64-token tiles, so ceil(6,144 / 384) = 16 splits and
     32 x 16 = 512 programs, short of the 528 blocks need: no fill, and the base launch (12 splits of 512) forms no
     block. Rounded down a tile, 320-token splits: ceil(6,144 / 320) = 20 splits, 640 programs, blocks of four."""
-    down = dataclasses.replace(DEFAULT_TUNE, block_fill_shorter_splits=True)
-    assert block_fill_splits(4, 8, 1, 6144, 5888, 12, SM, DEFAULT_TUNE, 256) is None
-    la = decode_launch_plan(4, 8, 1, 6144, 5888, SM, DEFAULT_TUNE, head_dim=256)
+    down = dataclasses.replace(P14, block_fill_shorter_min_seqs=2)
+    assert block_fill_splits(4, 8, 1, 6144, 5888, 12, SM, P14, 256) is None
+    la = decode_launch_plan(4, 8, 1, 6144, 5888, SM, P14, head_dim=256)
     assert (la.splits, la.tokens_per_split, la.seqs) == (12, 512, 1)
     assert block_fill_splits(4, 8, 1, 6144, 5888, 12, SM, down, 256) == (20, 320)
     la = decode_launch_plan(4, 8, 1, 6144, 5888, SM, down, head_dim=256)
@@ -39,13 +41,13 @@ def test_wave_splits_fill_whole_waves_of_two_programs_per_sm():
     11 splits of 384: 352 programs, two waves, 2 x (384 + 64) = 896 token-waves. Eight splits of 576 fill one wave of
     256 programs: 576 + 64 = 640, the fewest among 1-12 splits (12 of 352 round to 11 of 384)."""
     assert wave_splits(32, 4224, SM, 64, min_tokens=128, ctas_per_sm=2, max_waves=0, max_splits=12) == (8, 576)
-    waves = dataclasses.replace(DEFAULT_TUNE, wide_head_wave_ctas=2)
-    assert decode_launch_plan(8, 4, 2, 4224, 0, SM, DEFAULT_TUNE, head_dim=256)[:2] == (11, 384)
+    waves = dataclasses.replace(P14, wide_head_wave_ctas=2)
+    assert decode_launch_plan(8, 4, 2, 4224, 0, SM, P14, head_dim=256)[:2] == (11, 384)
     assert decode_launch_plan(8, 4, 2, 4224, 0, SM, waves, head_dim=256)[:2] == (8, 576)
     # over a known shared prefix, at head dim 128 and in the cascade's suffix pass the launch stays
     for args, kw in (((8, 4, 2, 4224, 4096), {"head_dim": 256}), ((8, 4, 2, 4224, 0), {"head_dim": 128}),
                      ((8, 4, 2, 4224, 0), {"head_dim": 256, "streaming": False})):
-        assert decode_launch_plan(*args, SM, waves, **kw) == decode_launch_plan(*args, SM, DEFAULT_TUNE, **kw)
+        assert decode_launch_plan(*args, SM, waves, **kw) == decode_launch_plan(*args, SM, P14, **kw)
 
 
 def test_wave_splits_in_at_most_one_wave():
@@ -55,7 +57,7 @@ def test_wave_splits_in_at_most_one_wave():
     kw = dict(min_tokens=256, ctas_per_sm=2, max_splits=12)
     assert wave_splits(160, 1952, SM, 64, max_waves=0, **kw) == (3, 704)
     assert wave_splits(160, 1952, SM, 64, max_waves=1, **kw) == (1, 1984)
-    one = dataclasses.replace(DEFAULT_TUNE, wide_head_wave_ctas=2, wide_head_wave_max=1)
+    one = dataclasses.replace(P14, wide_head_wave_ctas=2, wide_head_wave_max=1)
     assert decode_launch_plan(20, 8, 1, 1952, 0, SM, one, head_dim=256)[:2] == (1, 1984)
     # a candidate the caller's condition rejects is skipped; none left: None
     assert wave_splits(160, 1952, SM, 64, max_waves=0, keep=lambda s, t: s != 3, **kw) == (4, 512)
@@ -86,14 +88,40 @@ def test_blocks_of_four_on_64_token_tiles_where_they_leave_enough_working_progra
     3,328 tokens on 128-token tiles in blocks of two. Blocks of four on 64-token tiles keep the split and leave
     256 x 5 / 4 = 320 working programs, 1.8 x 132 = 237.6 or more: taken. 16 x 1 KV head at 32K + 128 would leave
     16 x 33 / 4 = 132 (1 per SM): kept as it is."""
-    four = dataclasses.replace(DEFAULT_TUNE, wide_dot_four_min_programs_per_sm=1.8)
-    base = decode_launch_plan(128, 2, 16, 16512, 16384, SM, DEFAULT_TUNE)
+    four = dataclasses.replace(P14, wide_dot_four_min_programs_per_sm=1.8)
+    base = decode_launch_plan(128, 2, 16, 16512, 16384, SM, P14)
     assert (base.splits, base.tokens_per_split, base.block_n, base.seqs) == (5, 3328, 128, 2)
     la = decode_launch_plan(128, 2, 16, 16512, 16384, SM, four)
     assert (la.splits, la.tokens_per_split, la.block_n, la.seqs, la.long_tile) == (5, 3328, 64, 4, True)
     assert decode_launch_plan(16, 1, 16, 32896, 32768, SM, four) == decode_launch_plan(16, 1, 16, 32896, 32768, SM,
-                                                                                         DEFAULT_TUNE)
+                                                                                         P14)
     # private pages, 4 query heads per KV head (no wide dot), a forced split: as probe 1.14.0 launches them
     for args, kw in (((128, 2, 16, 16512, 0), {}), ((128, 8, 4, 16512, 16384), {}),
                      ((128, 2, 16, 16512, 16384), {"force_splits": 5})):
-        assert decode_launch_plan(*args, SM, four, **kw) == decode_launch_plan(*args, SM, DEFAULT_TUNE, **kw)
+        assert decode_launch_plan(*args, SM, four, **kw) == decode_launch_plan(*args, SM, P14, **kw)
+
+
+def test_block_fill_rounds_down_only_for_blocks_of_the_size_it_asks_for():
+    """block_fill_shorter_min_seqs 4: the 4 x 8 KV heads at 5,888 + 256 launch above forms blocks of four and is
+    filled; 12 sequences of 8 query heads x 2 KV heads (a Qwen3-Next-like layer) at 7,424 + 96 form blocks of two at
+    most (16 rows / 8) and keep probe 1.14.0's launch of 12 splits of 640, where blocks of any size take 24 of 320."""
+    four = dataclasses.replace(P14, block_fill_shorter_min_seqs=4)
+    any_size = dataclasses.replace(P14, block_fill_shorter_min_seqs=1)
+    assert decode_launch_plan(4, 8, 1, 6144, 5888, SM, four, head_dim=256)[:2] == (20, 320)
+    assert decode_launch_plan(12, 2, 8, 7520, 7424, SM, four, head_dim=256)[:2] == (12, 640)
+    la = decode_launch_plan(12, 2, 8, 7520, 7424, SM, any_size, head_dim=256)
+    assert (la.splits, la.tokens_per_split, la.seqs) == (24, 320, 2)
+
+
+def test_probe_1_15_0_launches_head_dim_256_in_waves_and_blocks_of_four():
+    """The current tune has the wave rule (two per SM, any number of waves), blocks of four at 1.8+ working programs
+    per SM and block fill's rounded-down split for blocks of four on, and launches the shapes above as they do."""
+    t = DEFAULT_TUNE
+    assert (t.wide_head_wave_ctas, t.wide_head_wave_max, t.wide_dot_four_min_programs_per_sm) == (2, 0, 1.8)
+    assert t.block_fill_shorter_min_seqs == 4
+    assert t == dataclasses.replace(P14, wide_head_wave_ctas=2, wide_dot_four_min_programs_per_sm=1.8,
+                                    block_fill_shorter_min_seqs=4)
+    assert decode_launch_plan(8, 4, 2, 4224, 0, SM, t, head_dim=256)[:2] == (8, 576)
+    assert decode_launch_plan(128, 2, 16, 16512, 16384, SM, t).seqs == 4
+    assert decode_launch_plan(4, 8, 1, 6144, 5888, SM, t, head_dim=256)[:2] == (20, 320)
+    assert decode_launch_plan(12, 2, 8, 7520, 7424, SM, t, head_dim=256)[:2] == (12, 640)

@@ -296,17 +296,18 @@ def test_a_launch_short_of_programs_splits_its_prefix_for_blocks_and_matches_the
 
 
 def test_blocks_of_four_taken_by_the_launch_rule_match_the_reference():
-    """wide_dot_four_min_programs_per_sm on 2 SMs: 4 sequences of 12 query heads x 1 KV head at 2,048 shared + 8
-    tokens take the long-context launch in 4 splits of 640 on 128-token tiles in blocks of two; where blocks of four
-    on 64-token tiles leave 4 x 4 / 4 = 4 working programs (2 per SM, at least 1.8), the launch is 4 splits of 576
-    in blocks of four, the kernel forms them and the result is the reference's."""
+    """wide_dot_four_min_programs_per_sm (1.8, probe 1.15.0) on 2 SMs: 4 sequences of 12 query heads x 1 KV head at
+    2,048 shared + 8 tokens take the long-context launch in 4 splits of 640 on 128-token tiles in blocks of two under
+    probe 1.14.0's tune; blocks of four on 64-token tiles leave 4 x 4 / 4 = 4 working programs (2 per SM, at least
+    1.8), so probe 1.15.0 launches 4 splits of 576 in blocks of four; the kernel forms them and the result is the
+    reference's either way."""
     from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE
 
     d = build_data(_cfg(prefix_tokens=2048, suffix_tokens=8, q_per_kv=12, num_kv_heads=1, group_size=4, n_groups=1),
                    "cpu", seed=12)
     ref = reference_output(d)
-    four = dataclasses.replace(DEFAULT_TUNE, wide_dot_four_min_programs_per_sm=1.8)
-    for tune, launch in ((DEFAULT_TUNE, (4, 640, 128, 2)), (four, (4, 576, 64, 4))):
+    for tune, launch in ((PROBE_1_14_0_TUNE, (4, 640, 128, 2)), (DEFAULT_TUNE, (4, 576, 64, 4))):
         out = torch.full_like(d.q, float("nan"))
         plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 2056, out, sm_count=2, tune=tune,
                           shared_prefix_tokens=2048)

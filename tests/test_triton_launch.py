@@ -515,15 +515,17 @@ def test_twelve_query_heads_form_blocks_of_two_in_a_wide_dot_on_128_token_tiles_
     """H100 shapes of the regimes grid over shared pages, 12 query heads per KV head (4 KV heads): 128 sequences at
     16K + 128 run the long-context tile (3 splits of 5,504 tokens in 128-token tiles) and form blocks of two in a
     32-row dot; at 1K + 128 the base tile (2 splits of 576 in 64-token tiles) keeps none, nor does any launch where
-    the tune turns the rule off. Eight query heads per KV head fit two sequences in 16 rows already."""
+    the tune turns the rule off. Eight query heads per KV head fit two sequences in 16 rows already. (Probe 1.14.0's
+    tune: probe 1.15.0 takes the long-context launch in blocks of four on 64-token tiles there.)"""
     from cascade_plan.own_kernel_launch import decode_block_g
     from cascade_plan.own_kernel_pages import page_group_seqs
-    from cascade_plan.own_kernel_tunes import PROBE_1_9_0_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_9_0_TUNE, PROBE_1_14_0_TUNE
 
-    t, off = DEFAULT_TUNE, PROBE_1_9_0_TUNE
+    t, off = PROBE_1_14_0_TUNE, PROBE_1_9_0_TUNE
     long_ctx = page_blocks(128, 4, 12, 128, 16384, 16512, 132, t)
     assert (long_ctx["splits"], long_ctx["tokens_per_split"], long_ctx["page_block_seqs"]) == (3, 5504, 2)
     assert long_ctx["grouped_programs"] == 1.0 and long_ctx["mean_block_seqs"] == 2.0
+    assert page_blocks(128, 4, 12, 128, 16384, 16512, 132, DEFAULT_TUNE)["page_block_seqs"] == 4
     assert page_blocks(128, 4, 12, 128, 16384, 16512, 132, off)["page_block_seqs"] == 1
     assert page_blocks(128, 4, 12, 128, 1024, 1152, 132, t)["page_block_seqs"] == 1
     assert decode_block_g(12) == 16 and decode_block_g(12, 2) == 32 and decode_block_g(8, 2) == 16
@@ -578,8 +580,9 @@ def test_head_dim_256_on_deeper_tiles_splits_for_them_and_prefetches_everywhere(
     is as before; head dim 128 ignores the fields, and the rule applied twice is the same tune."""
     from cascade_plan.own_kernel_launch import tune_at_head_dim, whole_tile_splits
     from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 
-    tune = dataclasses.replace(DEFAULT_TUNE, wide_head_stages=3, wide_head_tile_n=32)
+    tune = dataclasses.replace(P14, wide_head_stages=3, wide_head_tile_n=32)
 
     def launch(batch, seq_len, shared, head_dim, t=tune):
         la = decode_launch_plan(batch, 4, 2, seq_len, shared, 132, t, head_dim=head_dim)
@@ -587,13 +590,13 @@ def test_head_dim_256_on_deeper_tiles_splits_for_them_and_prefetches_everywhere(
 
     assert whole_tile_splits(4224, 12, 32) == (12, 352) and whole_tile_splits(4224, 12, 64) == (11, 384)
     assert launch(8, 4224, 0, 256) == (12, 352, 32, 3, 4, True)
-    assert launch(8, 4224, 0, 256, DEFAULT_TUNE) == (11, 384, 64, 3, 4, False)
+    assert launch(8, 4224, 0, 256, P14) == (11, 384, 64, 3, 4, False)
     assert launch(128, 16512, 0, 256) == (3, 5504, 32, 3, 4, True)                 # long splits, base tile
     assert launch(1024, 1536, 512, 256) == (1, 1536, 32, 3, 4, True)                # batch-filled
     assert launch(8, 16512, 16384, 256)[2:] == (32, 3, 4, True)                     # long-context
     for args in ((8, 4224, 0), (128, 16512, 0), (8, 16512, 16384)):
-        assert launch(*args, 128) == launch(*args, 128, DEFAULT_TUNE)
-    assert [tile_of(k, tune, 256) for k in TILE_KINDS] == [(32, 3, 4)] * 3 + [tile_of("short", DEFAULT_TUNE, 256)]
+        assert launch(*args, 128) == launch(*args, 128, P14)
+    assert [tile_of(k, tune, 256) for k in TILE_KINDS] == [(32, 3, 4)] * 3 + [tile_of("short", P14, 256)]
     wide = tune_at_head_dim(tune, 256)
     assert tune_at_head_dim(wide, 256) == wide
 
@@ -604,12 +607,13 @@ def test_capped_head_dim_256_tiles_only_on_private_bf16_base_tiles_of_short_spli
     prefix, over an fp8 cache (tune_at_kv_dtype), at head dim 128, over splits of 576 (128 sequences at 1K + 128) and
     on the long-context tile (128 at 16K + 128) the launch is the tune's own."""
     from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_kv_dtype
+    from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 
-    tune = dataclasses.replace(DEFAULT_TUNE, wide_head_stages=3, wide_head_tile_n=32, wide_head_stages_max_tokens=512)
+    tune = dataclasses.replace(P14, wide_head_stages=3, wide_head_tile_n=32, wide_head_stages_max_tokens=512)
 
     def both(batch, seq_len, shared, head_dim=256, kv="bf16"):
         return tuple(decode_launch_plan(batch, 4, 2, seq_len, shared, 132, tune_at_kv_dtype(t, kv), head_dim=head_dim)
-                     for t in (tune, DEFAULT_TUNE))
+                     for t in (tune, P14))
 
     capped, own = both(8, 4224, 0)
     assert own[:2] == (11, 384) and (own.block_n, own.prefetch) == (64, False)
@@ -717,17 +721,18 @@ def test_a_private_target_at_head_dim_256_leaves_shared_pages_alone():
     not the base target's 11; the same tokens over a known shared prefix keep their launch (block fill's 17), a
     prefix unknown to the caller (None) too, and head dim 128 ignores the field."""
     from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+    from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 
-    tune = dataclasses.replace(DEFAULT_TUNE, wide_head_private_programs_per_sm=2)
-    assert decode_launch_plan(8, 4, 2, 4224, 0, 132, DEFAULT_TUNE, head_dim=256)[:2] == (11, 384)
+    tune = dataclasses.replace(P14, wide_head_private_programs_per_sm=2)
+    assert decode_launch_plan(8, 4, 2, 4224, 0, 132, P14, head_dim=256)[:2] == (11, 384)
     assert decode_launch_plan(8, 4, 2, 4224, 0, 132, tune, head_dim=256)[:2] == (9, 512)
     for shared in (4096, None):
         assert (decode_launch_plan(8, 4, 2, 4224, shared, 132, tune, head_dim=256)
-                == decode_launch_plan(8, 4, 2, 4224, shared, 132, DEFAULT_TUNE, head_dim=256))
+                == decode_launch_plan(8, 4, 2, 4224, shared, 132, P14, head_dim=256))
     assert decode_launch_plan(8, 4, 2, 4224, 0, 132, tune, head_dim=128) == decode_launch_plan(
-        8, 4, 2, 4224, 0, 132, DEFAULT_TUNE, head_dim=128)
+        8, 4, 2, 4224, 0, 132, P14, head_dim=128)
     assert tune_at_launch(tune, 256, 0).target_programs_per_sm == 2
-    assert tune_at_launch(tune, 256, 4096).target_programs_per_sm == DEFAULT_TUNE.target_programs_per_sm
+    assert tune_at_launch(tune, 256, 4096).target_programs_per_sm == P14.target_programs_per_sm
 
 
 def test_wide_dot_targets_apply_over_shared_pages_at_9_to_16_query_heads():
@@ -772,22 +777,23 @@ def test_wide_dot_targets_keyed_on_a_long_launch_of_16_splits_or_more():
 
 
 def test_wide_dot_targets_only_over_short_private_tails_and_on_by_default():
-    """wide_dot_max_private_tokens 512 (probe 1.14.0, DEFAULT_TUNE): 16 sequences x 2 KV heads of 16 query heads at
+    """wide_dot_max_private_tokens 512 (probe 1.14.0 on): 16 sequences x 2 KV heads of 16 query heads at
     16K + 512 take the keyed targets (probe 1.13.0's ceil(8 x 132 / 32) = 33 long-context splits of 512 over 16,896
     tokens become ceil(4 x 132 / 32) = 17 of 1,024), at 16K + 1,024 (a 1,024-token tail; 33 splits of 528 round up
     to 28 of 640) keep probe 1.13.0's. The key and
     the cap both hold: 2 KV heads x 256 sequences at 2K + 128 (4 long splits) keep theirs too."""
     from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
     from cascade_plan.own_kernel_tunes import PROBE_1_13_0_TUNE as base
+    from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 
-    assert DEFAULT_TUNE == dataclasses.replace(base, wide_dot_programs_per_sm=2, wide_dot_min_splits=16,
+    assert P14 == dataclasses.replace(base, wide_dot_programs_per_sm=2, wide_dot_min_splits=16,
                                                wide_dot_max_private_tokens=512)
     assert decode_launch_plan(16, 2, 16, 16896, 16384, 132, base)[:3] == (33, 512, True)
-    assert decode_launch_plan(16, 2, 16, 16896, 16384, 132, DEFAULT_TUNE)[:3] == (17, 1024, True)
+    assert decode_launch_plan(16, 2, 16, 16896, 16384, 132, P14)[:3] == (17, 1024, True)
     assert decode_launch_plan(16, 2, 16, 17408, 16384, 132, base)[:3] == (28, 640, True)
-    assert decode_launch_plan(16, 2, 16, 17408, 16384, 132, DEFAULT_TUNE) == decode_launch_plan(
+    assert decode_launch_plan(16, 2, 16, 17408, 16384, 132, P14) == decode_launch_plan(
         16, 2, 16, 17408, 16384, 132, base)
-    assert decode_launch_plan(256, 1, 12, 2176, 2048, 132, DEFAULT_TUNE) == decode_launch_plan(
+    assert decode_launch_plan(256, 1, 12, 2176, 2048, 132, P14) == decode_launch_plan(
         256, 1, 12, 2176, 2048, 132, base)
     # a launch the caller gives no length for keeps the tune: the cap cannot be checked
-    assert tune_at_launch(DEFAULT_TUNE, 128, 16384, 16) == DEFAULT_TUNE
+    assert tune_at_launch(P14, 128, 16384, 16) == P14
