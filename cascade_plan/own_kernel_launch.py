@@ -6,6 +6,7 @@ kernels and the planner that prices them read one rule."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 from cascade_plan.own_kernel_tune import TuneParams
@@ -214,7 +215,8 @@ def splits_filling_waves(work_items: int, tokens: int, sm_count: int, block_n: i
 
 
 def wave_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int, ctas_per_sm: int,
-                max_waves: int, max_splits: int, keep=None) -> tuple[int, int] | None:
+                max_waves: int, max_splits: int,
+                keep: Callable[[int, int], bool] | None = None) -> tuple[int, int] | None:
     """(splits, tokens per split) of whole block_n-token tiles, each split at least min_tokens (one split at least)
     and at most max_splits, whose programs take the fewest token-waves: waves of ctas_per_sm resident programs per SM
     (a partly filled last wave counted whole) times the tokens a program reads, plus one tile for its prologue and

@@ -117,8 +117,10 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
             and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
         return (*stream_splits(work, max_seq_len, sm_count, tune), False)
-    waved = wide_head_waves(work, max_seq_len, splits, tps, long_tile, shared_prefix_tokens, sm_count, tune, head_dim)
-    if streaming and waved:
+    # not in the cascade's suffix pass: it shares the GPU with the prefix pass, so no wave of its own is whole
+    waved = streaming and wide_head_waves(work, max_seq_len, splits, tps, long_tile, shared_prefix_tokens, sm_count,
+                                          tune, head_dim)
+    if waved:
         return (*waved, False)
     filled = block_fill_splits(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, sm_count, tune,
                                head_dim)
