@@ -94,3 +94,29 @@ def wide_head_fill_configs():
                 C(21504, 12, 1, 320, 4, 1, 256), C(14848, 4, 1, 160, 1, 4, 256), C(3840, 40, 1, 64, 4, 1, 256),
                 C(11008, 4, 1, 320, 2, 4, 256, "fp8")]
     return held_out_first(held_out, wide_head_rule_configs())
+
+
+def wide_head_wave_shared_variants(base):
+    """Probe 1.15.0 and its whole-wave split at head dim 256 over shared pages too, where neither launch forms a page
+    block (wide_head_wave_shared): those launches ran as their private twins did before the rule, which gained
+    1.015-1.17x from it (device-2026-12-07, wide-head-rules.json)."""
+    shared = dataclasses.replace(base, wide_head_wave_shared=True)
+    return [("default", base), ("waves over shared pages, no block", shared)]
+
+
+def wide_head_wave_shared_configs():
+    """Held-out head-dim-256 shapes of that class (batches that blocks cannot divide, or prefixes too short for one;
+    chosen among the 564 of 3,960 layouts x batches x contexts on 132 SMs whose launch the rule changes), as
+    config.json lays out Gemma-2-2B (8 query heads, 4 KV heads; bf16 and fp8), Qwen3-Next-80B's full-attention
+    layers (16, 2), Gemma-7B at TP 2 and 4 (8, 8; 4, 4), Gemma-3-12B (16, 8), Gemma-3-4B (8, 4), Gemma-3-1B (4, 1)
+    and Gemma-2-9B (16, 8); then wide-head-rules' shapes, two of whose shared rows suggested it (with
+    --only-changed, those it launches otherwise)."""
+    from decode_vs_flashinfer import held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(5632, 7, 1, 256, 2, 4, 256), C(28672, 5, 1, 128, 8, 2, 256), C(2304, 6, 1, 128, 1, 8, 256),
+                C(8704, 5, 1, 128, 1, 4, 256), C(2304, 3, 1, 2048, 2, 8, 256), C(12800, 5, 1, 128, 8, 2, 256),
+                C(19456, 2, 1, 1024, 2, 4, 256), C(8704, 6, 1, 128, 2, 4, 256, "fp8"), C(19456, 7, 1, 256, 4, 1, 256),
+                C(3584, 5, 1, 2048, 2, 8, 256)]
+    return held_out_first(held_out, wide_head_rule_configs())

@@ -117,11 +117,6 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
             and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
         return (*stream_splits(work, max_seq_len, sm_count, tune), False)
-    # not in the cascade's suffix pass: it shares the GPU with the prefix pass, so no wave of its own is whole
-    waved = streaming and wide_head_waves(work, max_seq_len, splits, tps, long_tile, shared_prefix_tokens, sm_count,
-                                          tune, head_dim)
-    if waved:
-        return (*waved, False)
     filled = block_fill_splits(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, sm_count, tune,
                                head_dim)
     if filled:
@@ -130,7 +125,12 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     at_prefix = (shared_prefix_split(batch, q_per_kv, max_seq_len, shared_prefix_tokens, tps, block_n, tune)
                  or shared_head_split(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, tps,
                                       block_n, sm_count, tune))
-    return (*at_prefix, False) if at_prefix else (splits, tps, long_tile)
+    if at_prefix:
+        return (*at_prefix, False)
+    # not in the cascade's suffix pass: it shares the GPU with the prefix pass, so no wave of its own is whole
+    waved = streaming and wide_head_waves(batch, kv_heads, q_per_kv, max_seq_len, splits, tps, long_tile,
+                                          shared_prefix_tokens, sm_count, tune, head_dim)
+    return (*waved, False) if waved else (splits, tps, long_tile)
 
 
 def block_fill_splits(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
@@ -164,20 +164,27 @@ def block_fill_splits(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
     return (n, tps) if n > splits and work * n >= tune.target_programs_per_sm * sm_count else None
 
 
-def wide_head_waves(work_items: int, tokens: int, splits: int, tokens_per_split: int, long_tile: bool,
-                    shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams,
+def wide_head_waves(batch: int, kv_heads: int, q_per_kv: int, tokens: int, splits: int, tokens_per_split: int,
+                    long_tile: bool, shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams,
                     head_dim: int) -> tuple[int, int] | None:
-    """(splits, tokens per split) of a base-tile launch at a wide head dim over pages known to be private, chosen so
-    that its programs fill whole waves of wide_head_wave_ctas resident programs per SM (wave_splits; at most
-    wide_head_wave_max waves where set), among launches that keep the base tile and at most the larger of its split
-    count and fused_merge_max_splits splits (no merge kernel where there was none); None where the tune lacks the
-    rule or the launch is another."""
-    if (not tune.wide_head_wave_ctas or shared_prefix_tokens != 0 or long_tile or not wide_head(tune, head_dim)
-            or work_items <= 0 or tokens <= 0):
+    """(splits, tokens per split) of a base-tile launch at a wide head dim over pages known to be private (or, where
+    the tune says so, wide_head_wave_shared, over a known shared prefix where neither this launch nor the new one
+    forms a page block), chosen so that its programs fill whole waves of wide_head_wave_ctas resident programs per SM
+    (wave_splits; at most wide_head_wave_max waves where set), among launches that keep the base tile and at most
+    the larger of its split count and fused_merge_max_splits splits (no merge kernel where there was none); None
+    where the tune lacks the rule or the launch is another."""
+    work_items = batch * kv_heads
+    known = shared_prefix_tokens == 0 or (tune.wide_head_wave_shared and bool(shared_prefix_tokens))
+    if (not tune.wide_head_wave_ctas or not known or long_tile or not wide_head(tune, head_dim) or work_items <= 0
+            or tokens <= 0):
         return None
 
     def base(s: int, tps: int) -> bool:
-        return decode_tile_kind(work_items, s, longest_split_tokens(tokens, s, tps), False, sm_count, tune) == "base"
+        if decode_tile_kind(work_items, s, longest_split_tokens(tokens, s, tps), False, sm_count, tune) != "base":
+            return False
+        return not shared_prefix_tokens or 1 == page_block_seqs(
+            batch, q_per_kv, work_items * s, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
+            max_seq_len=tokens, tokens_per_split=tps, block_n=tune.decode_block_n)
 
     if not base(splits, tokens_per_split):
         return None

@@ -272,6 +272,11 @@ class TuneParams:
     wide_head_wave_ctas: int = 0
     # ... in at most this many waves (0: any number). One wave differed from any number on 5 of those rows: 0.99-1.03x
     wide_head_wave_max: int = 0
+    # ... and over a known shared prefix where the launch forms no page block, before and after (False: private pages
+    # only, probes up to 1.15.0; untimed). On the H100 of wide-head-rules.json such launches ran as their private
+    # twins did before the rule (3 x 2 KV heads at 30K + 512 over shared pages 0.94x FlashInfer's decode, 82 splits
+    # of 384), and the twins gained 1.03-1.07x from it
+    wide_head_wave_shared: bool = False
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

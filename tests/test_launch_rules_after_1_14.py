@@ -125,3 +125,20 @@ def test_probe_1_15_0_launches_head_dim_256_in_waves_and_blocks_of_four():
     assert decode_launch_plan(128, 2, 16, 16512, 16384, SM, t).seqs == 4
     assert decode_launch_plan(4, 8, 1, 6144, 5888, SM, t, head_dim=256)[:2] == (20, 320)
     assert decode_launch_plan(12, 2, 8, 7520, 7424, SM, t, head_dim=256)[:2] == (12, 640)
+
+
+def test_whole_waves_over_shared_pages_only_where_no_block_forms():
+    """wide_head_wave_shared (off): 3 sequences x 2 KV heads of 8 query heads at 30,720 shared + 512 tokens form no
+    block (3 does not divide into blocks), so the launch is its private twin's before the wave rule: 82 splits of 384,
+    492 programs, two waves of 264 (2 x 448 token-waves). One wave holds at most 44 splits, of 768 tokens once whole
+    tiles (41 splits, 246 programs: 832), the twin's launch under the rule. Launches that form blocks keep them; a
+    prefix the caller does not know (None) keeps its launch."""
+    t = DEFAULT_TUNE
+    shared = dataclasses.replace(t, wide_head_wave_shared=True)
+    assert decode_launch_plan(3, 2, 8, 31232, 30720, SM, t, head_dim=256)[:2] == (82, 384)
+    assert decode_launch_plan(3, 2, 8, 31232, 0, SM, t, head_dim=256)[:2] == (41, 768)
+    la = decode_launch_plan(3, 2, 8, 31232, 30720, SM, shared, head_dim=256)
+    assert (la.splits, la.tokens_per_split, la.seqs) == (41, 768, 1)
+    for args in ((8, 4, 2, 4224, 4096), (4, 8, 1, 6144, 5888), (3, 2, 8, 31232, None), (3, 2, 8, 31232, 0)):
+        assert decode_launch_plan(*args, SM, shared, head_dim=256) == decode_launch_plan(*args, SM, t, head_dim=256)
+    assert decode_launch_plan(8, 4, 2, 4224, 4096, SM, shared, head_dim=256).seqs == 4
