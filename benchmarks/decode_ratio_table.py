@@ -54,12 +54,17 @@ def row_line(ratio: float, key: tuple[str, str], ours: float, theirs: float, lau
             f"{splits!s:>4} x {tps!s:<6} blocks {blocks!s:<3} {shape}")
 
 
-def load(path: str, variant: str = "default") -> dict:
-    """A probe file, plain or gzipped (the raw folders keep large ones as .json.gz), or a decode_vs_flashinfer.py
-    stage's file as the probe rows of one of its variants (stage_measurements)."""
+def read_doc(path: str) -> dict:
+    """A JSON file as written, plain or gzipped (the raw folders keep large ones as .json.gz)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt") as f:
-        doc = json.load(f)
+        return json.load(f)
+
+
+def load(path: str, variant: str = "default") -> dict:
+    """A probe file (read_doc), or a decode_vs_flashinfer.py stage's file as the probe rows of one of its variants
+    (stage_measurements)."""
+    doc = read_doc(path)
     return doc if "measurements" in doc else {"measurements": stage_measurements(doc.get("rows") or [], variant)}
 
 
@@ -134,9 +139,7 @@ def main(argv: list[str]) -> None:
         runs = runs[:i] + runs[i + (2 if show == "all" else 1):]
     if "--compare" in runs:
         for path in [r for r in runs if r != "--compare"]:
-            opener = gzip.open if path.endswith(".gz") else open
-            with opener(path, "rt") as f:
-                print("\n".join(compare_lines(json.load(f).get("rows") or [])))
+            print("\n".join(compare_lines(read_doc(path).get("rows") or [])))
         return
     variant = "default"
     if "--variant" in runs:

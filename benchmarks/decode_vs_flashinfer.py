@@ -969,9 +969,9 @@ def loser_variants(base):
 
 
 # stage: (its configurations, its variants of a base tune, the base) for the stages that need nothing else. The
-# stages of the rules probe 1.13.0 turned on keep probe 1.12.0's tune as their base ("default" in their files), and
-# those of the rule probe 1.14.0 turned on probe 1.13.0's: the launch those rules were timed against, which the
-# current default already leaves behind
+# stages of the rules probe 1.13.0 turned on keep probe 1.12.0's tune as their base ("default" in their files),
+# those of the rule probe 1.14.0 turned on probe 1.13.0's, and those of probe 1.15.0's rules probe 1.14.0's (or
+# 1.15.0's without the rule): the launch those rules were timed against, which the current default leaves behind
 STAGE_PLANS = {
     "sweep": (sweep_configs, sweep_variants, DEFAULT_TUNE),
     "splits": (long_configs, split_variants, DEFAULT_TUNE),
