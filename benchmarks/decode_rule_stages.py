@@ -120,3 +120,32 @@ def wide_head_wave_shared_configs():
                 C(19456, 2, 1, 1024, 2, 4, 256), C(8704, 6, 1, 128, 2, 4, 256, "fp8"), C(19456, 7, 1, 256, 4, 1, 256),
                 C(3584, 5, 1, 2048, 2, 8, 256)]
     return held_out_first(held_out, wide_head_rule_configs())
+
+
+def double_dot_variants(base):
+    """Probe 1.15.0 and blocks of twice the sequences in a 32-row dot where its blocks of 1-8 query heads per KV head
+    fill the 16-row dot and the new launch leaves 1.8+ working programs per SM (double_dot_min_programs_per_sm): the
+    analogue at 1-8 query heads of wide_dot_four, whose 1.8+ key won 11 of 12 held-out rows at 9-16."""
+    return [("default", base), ("doubled dot, 1.8+/SM", dataclasses.replace(base, double_dot_min_programs_per_sm=1.8))]
+
+
+def double_dot_configs():
+    """Held-out shapes of 2-8 query heads per KV head over a shared prefix no rule was read from, as config.json lays
+    out Qwen2.5-7B (28 query heads, 4 KV heads), Qwen2.5-14B (40, 8), Qwen2.5-72B (64, 8), Llama-3.1-70B at TP 2 (32,
+    4), Qwen2.5-1.5B (12, 2), Qwen2.5-0.5B (14, 2, head dim 64), Qwen2.5-3B (16, 2), Yi-1.5-34B (56, 8),
+    InternLM2-20B (48, 8), Phi-3-medium (40, 10), Mixtral-8x22B (48, 8, fp8), Llama-3.2-3B (24, 8), Gemma-2-27B (32,
+    16) and Qwen3-14B (40, 8, fp8), chosen among those whose launch the rule changes (863 of 1,575 such layouts x
+    batches x contexts on 132 SMs); then the coverage grid's shapes (its worst row over shared pages, 128 x 4 KV
+    heads at 1K + 128, G 7, in blocks of two, suggested the rule), the default grid's and the regimes grid's (with
+    --only-changed, those it launches otherwise)."""
+    from decode_vs_flashinfer import held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+    from kernels_probe.attention.grid import build_grid, coverage_grid, regimes_grid
+
+    held_out = [C(1536, 256, 1, 256, 7, 4), C(3072, 64, 1, 64, 5, 8), C(1536, 384, 1, 64, 8, 8),
+                C(10240, 48, 1, 64, 8, 4), C(6144, 96, 1, 768, 6, 2), C(1536, 192, 1, 256, 7, 2, 64),
+                C(10240, 48, 1, 256, 8, 2), C(3072, 256, 1, 64, 7, 8), C(10240, 64, 1, 256, 6, 8),
+                C(10240, 192, 1, 256, 4, 10), C(6144, 128, 1, 256, 6, 8, 128, "fp8"), C(3072, 256, 1, 64, 3, 8),
+                C(3072, 256, 1, 128, 2, 16), C(1536, 384, 1, 128, 7, 4), C(2048, 128, 1, 256, 5, 8, 128, "fp8")]
+    return held_out_first(held_out, coverage_grid() + build_grid()[0] + regimes_grid())

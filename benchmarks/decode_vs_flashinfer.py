@@ -1013,13 +1013,14 @@ STAGE_PLANS = {
                        dataclasses.replace(DEFAULT_TUNE, block_fill_shorter_min_seqs=0)),
     "wide-head-wave-shared": (rule_stages.wide_head_wave_shared_configs, rule_stages.wide_head_wave_shared_variants,
                               DEFAULT_TUNE),
+    "double-dot": (rule_stages.double_dot_configs, rule_stages.double_dot_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
                          "fp8-pairs", "swap-ab", "fp8-capped", "block-fill", "next-rules",
                          "wide-head-private", "wide-dot-targets", "wide-dot-long", "wide-dot-tails", "wide-dot-4",
                          "wide-head-tiles", "wide-head-short", "wide-head-rules", "wide-dot-four", "wide-head-fill",
-                         "wide-head-wave-shared")
+                         "wide-head-wave-shared", "double-dot")
 
 
 def write_rows(path: str, build: dict, rows: list, sm: int) -> None:

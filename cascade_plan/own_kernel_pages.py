@@ -230,10 +230,15 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
                            max_seq_len=max_seq_len, tokens_per_split=tps, block_n=block_n)
     la = DecodeLaunch(splits, tps, long_tile, block_n, stages, warps, prefetch, seqs)
-    if forced or not tune.wide_dot_four_min_programs_per_sm:
+    if forced:
         return la
-    return wide_dot_four_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
-                                head_dim=head_dim, streaming=streaming) or la
+    if tune.wide_dot_four_min_programs_per_sm:
+        la = wide_dot_four_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
+                                  head_dim=head_dim, streaming=streaming) or la
+    if tune.double_dot_min_programs_per_sm:
+        la = double_dot_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
+                               head_dim=head_dim, streaming=streaming) or la
+    return la
 
 
 def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
@@ -251,6 +256,26 @@ def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
                             head_dim=head_dim, streaming=streaming)
     working = batch * kv_heads * la.splits / max(la.seqs, 1)
     if la.splits > 1 and la.seqs == 4 and working >= tune.wide_dot_four_min_programs_per_sm * sm_count:
+        return la
+    return None
+
+
+def double_dot_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                      sm_count: int, tune: TuneParams, launch: DecodeLaunch, *, head_dim: int,
+                      streaming: bool) -> DecodeLaunch | None:
+    """The launch of blocks of twice the sequences in a 32-row dot (decode_dot_rows 32) where `launch`, the tune's own
+    over a known shared prefix, forms blocks of two or more sequences of 1-8 query heads per KV head that fill the
+    16-row dot (a block of twice as many would not fit it), and the new launch forms those bigger blocks and leaves at
+    least double_dot_min_programs_per_sm working programs per SM (TuneParams.double_dot_min_programs_per_sm); else
+    None."""
+    if (launch.seqs < 2 or not shared_prefix_tokens or tune.decode_dot_rows != 16
+            or 2 * launch.seqs * q_per_kv <= decode_block_g(q_per_kv) or 2 * q_per_kv > decode_block_g(q_per_kv)):
+        return None
+    wider = replace(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0)
+    la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, wider,
+                            head_dim=head_dim, streaming=streaming)
+    working = batch * kv_heads * la.splits / max(la.seqs, 1)
+    if la.seqs > launch.seqs and working >= tune.double_dot_min_programs_per_sm * sm_count:
         return la
     return None
 
@@ -285,7 +310,8 @@ def page_group_seqs(batch: int, q_per_kv: int, tune: TuneParams, block_n: int | 
     on a launch whose tile holds block_n >= tune.wide_dot_block_n tokens) and that divides the batch, so that every
     block is whole; 1 = no blocks."""
     wide = wide_dot_blocks(q_per_kv, block_n, tune)
-    rows = decode_block_g(q_per_kv, tune.wide_dot_seqs) if wide else decode_block_g(q_per_kv)
+    rows = decode_block_g(q_per_kv, tune.wide_dot_seqs) if wide else max(decode_block_g(q_per_kv),
+                                                                         tune.decode_dot_rows)
     s = 1
     while 2 * s <= tune.decode_page_group and 2 * s * q_per_kv <= rows and batch % (2 * s) == 0:
         s *= 2

@@ -277,6 +277,15 @@ class TuneParams:
     # twins did before the rule (3 x 2 KV heads at 30K + 512 over shared pages 0.94x FlashInfer's decode, 82 splits
     # of 384), and the twins gained 1.03-1.07x from it
     wide_head_wave_shared: bool = False
+    # rows of the per-sequence decode's dot that page blocks fill at 1-8 query heads per KV head (decode_block_g pads
+    # a block's rows to a power of two, at least 16): 16 in every probe so far. A launch rule, not a setting:
+    # own_kernel_pages.double_dot_launch sets it to 32 where it applies
+    decode_dot_rows: int = 16
+    # a launch over a known shared prefix whose blocks (2+ sequences of 1-8 query heads per KV head) fill the 16-row
+    # dot takes blocks of twice the sequences in a 32-row dot where that launch leaves at least this many working
+    # programs per SM (programs over block size; own_kernel_pages.double_dot_launch; 0: off, probes up to 1.15.0).
+    # The analogue of wide_dot_four at 9-16 query heads; untimed
+    double_dot_min_programs_per_sm: float = 0.0
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

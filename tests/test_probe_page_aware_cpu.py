@@ -315,3 +315,25 @@ def test_blocks_of_four_taken_by_the_launch_rule_match_the_reference():
         assert (plan.splits, plan.tps, plan.block_n, plan.seqs) == launch
         assert max_rel_err(out, ref) < TOL
         assert int((plan.grouped == launch[3]).sum()) > 0
+
+
+def test_blocks_in_a_doubled_dot_taken_by_the_launch_rule_match_the_reference():
+    """double_dot_min_programs_per_sm on 2 SMs: 8 sequences of 7 query heads x 2 KV heads at 256 shared + 8 tokens
+    launch unsplit in blocks of two (14 rows of 16); blocks of four in a 32-row dot leave 8 x 2 / 4 = 4 working
+    programs (2 per SM, at least 1.8), so the rule takes them; the kernel forms them and the result is the
+    reference's either way."""
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+
+    d = build_data(_cfg(prefix_tokens=256, suffix_tokens=8, q_per_kv=7, num_kv_heads=2, group_size=8, n_groups=1),
+                   "cpu", seed=13)
+    ref = reference_output(d)
+    doubled = dataclasses.replace(DEFAULT_TUNE, double_dot_min_programs_per_sm=1.8)
+    for tune, seqs in ((DEFAULT_TUNE, 2), (doubled, 4)):
+        out = torch.full_like(d.q, float("nan"))
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 264, out, sm_count=2, tune=tune,
+                          shared_prefix_tokens=256)
+        plan.grouped = torch.full((8 * 2 * plan.splits,), -1, dtype=torch.int8)
+        plan()
+        assert (plan.splits, plan.seqs) == (1, seqs)
+        assert max_rel_err(out, ref) < TOL
+        assert int((plan.grouped == seqs).sum()) == 8 * 2
