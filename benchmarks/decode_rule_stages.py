@@ -149,3 +149,28 @@ def double_dot_configs():
                 C(10240, 192, 1, 256, 4, 10), C(6144, 128, 1, 256, 6, 8, 128, "fp8"), C(3072, 256, 1, 64, 3, 8),
                 C(3072, 256, 1, 128, 2, 16), C(1536, 384, 1, 128, 7, 4), C(2048, 128, 1, 256, 5, 8, 128, "fp8")]
     return held_out_first(held_out, coverage_grid() + build_grid()[0] + regimes_grid())
+
+
+def double_dot_keyed_variants(base):
+    """Probe 1.15.0 and the doubled dot keyed to head dims of 128+, blocks of at most eight and 128-token tiles
+    (double_dot_min_head_dim, _max_seqs, _min_block_n): double-dot's losses lay outside that key."""
+    keyed = dataclasses.replace(base, double_dot_min_programs_per_sm=1.8, double_dot_min_head_dim=128,
+                                double_dot_max_seqs=8, double_dot_min_block_n=128)
+    return [("default", base), ("doubled dot, keyed", keyed)]
+
+
+def double_dot_keyed_configs():
+    """Held-out shapes in the keyed class no rule was read from, as config.json lays out Mistral-Nemo-12B (32 query
+    heads, 8 KV heads), Llama-4-Scout (40, 8), Codestral-22B (48, 8), Qwen2-57B-A14B (28, 4), Qwen3-32B (64, 8), Phi-4
+    (40, 10, fp8), Granite-3-8B at TP 2 (16, 4), Llama-3.1-70B at TP 4 (16, 2), Qwen2.5-Coder-32B (40, 8, fp8) and
+    Mixtral-8x7B (32, 8); then double-dot's shapes, whose rows the key was read off (with --only-changed, those it
+    launches otherwise)."""
+    from decode_vs_flashinfer import held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    held_out = [C(2560, 320, 1, 192, 4, 8), C(7168, 128, 1, 384, 5, 8), C(1792, 160, 1, 96, 6, 8),
+                C(5120, 128, 1, 512, 7, 4), C(12288, 32, 1, 128, 8, 8), C(4608, 256, 1, 96, 4, 10, 128, "fp8"),
+                C(3584, 512, 1, 160, 4, 4), C(20480, 24, 1, 320, 8, 2), C(2560, 192, 1, 448, 5, 8, 128, "fp8"),
+                C(8192, 384, 1, 128, 4, 8)]
+    return held_out_first(held_out, double_dot_configs())

@@ -266,16 +266,19 @@ def double_dot_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
     """The launch of blocks of twice the sequences in a 32-row dot (decode_dot_rows 32) where `launch`, the tune's own
     over a known shared prefix, forms blocks of two or more sequences of 1-8 query heads per KV head that fill the
     16-row dot (a block of twice as many would not fit it), and the new launch forms those bigger blocks and leaves at
-    least double_dot_min_programs_per_sm working programs per SM (TuneParams.double_dot_min_programs_per_sm); else
+    least double_dot_min_programs_per_sm working programs per SM (TuneParams.double_dot_min_programs_per_sm), at the
+    head dims, block sizes and tiles the tune keys it to (double_dot_min_head_dim, _max_seqs, _min_block_n); else
     None."""
     if (launch.seqs < 2 or not shared_prefix_tokens or tune.decode_dot_rows != 16
-            or 2 * launch.seqs * q_per_kv <= decode_block_g(q_per_kv) or 2 * q_per_kv > decode_block_g(q_per_kv)):
+            or 2 * launch.seqs * q_per_kv <= decode_block_g(q_per_kv) or 2 * q_per_kv > decode_block_g(q_per_kv)
+            or head_dim < tune.double_dot_min_head_dim):
         return None
     wider = replace(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, wider,
                             head_dim=head_dim, streaming=streaming)
     working = batch * kv_heads * la.splits / max(la.seqs, 1)
-    if la.seqs > launch.seqs and working >= tune.double_dot_min_programs_per_sm * sm_count:
+    if (la.seqs > launch.seqs and working >= tune.double_dot_min_programs_per_sm * sm_count
+            and la.seqs <= (tune.double_dot_max_seqs or la.seqs) and la.block_n >= tune.double_dot_min_block_n):
         return la
     return None
 

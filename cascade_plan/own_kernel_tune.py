@@ -273,9 +273,12 @@ class TuneParams:
     # ... in at most this many waves (0: any number). One wave differed from any number on 5 of those rows: 0.99-1.03x
     wide_head_wave_max: int = 0
     # ... and over a known shared prefix where the launch forms no page block, before and after (False: private pages
-    # only, probes up to 1.15.0; untimed). On the H100 of wide-head-rules.json such launches ran as their private
-    # twins did before the rule (3 x 2 KV heads at 30K + 512 over shared pages 0.94x FlashInfer's decode, 82 splits
-    # of 384), and the twins gained 1.03-1.07x from it
+    # only, probes up to 1.15.0). On the H100 of wide-head-rules.json such launches ran as their private twins did
+    # before the rule (3 x 2 KV heads at 30K + 512 over shared pages 0.94x FlashInfer's decode, 82 splits of 384),
+    # and the twins gained 1.03-1.07x from it. H100 (device-2026-12-07b, wide-head-wave-shared.json): the 10 held-out
+    # launches it changed (Gemma-2-2B, Qwen3-Next-80B, Gemma-7B, Gemma-3-12B, Gemma-3-4B, Gemma-3-1B, Gemma-2-9B
+    # layers; bf16 and fp8) all faster, 1.06-1.23x (median 1.13x), FlashInfer's decode over ours 0.77-1.08 ->
+    # 0.87-1.18, rows below 1.0 8 -> 5; wide-head-rules' 14 it changed 1.04-1.39x
     wide_head_wave_shared: bool = False
     # rows of the per-sequence decode's dot that page blocks fill at 1-8 query heads per KV head (decode_block_g pads
     # a block's rows to a power of two, at least 16): 16 in every probe so far. A launch rule, not a setting:
@@ -284,8 +287,16 @@ class TuneParams:
     # a launch over a known shared prefix whose blocks (2+ sequences of 1-8 query heads per KV head) fill the 16-row
     # dot takes blocks of twice the sequences in a 32-row dot where that launch leaves at least this many working
     # programs per SM (programs over block size; own_kernel_pages.double_dot_launch; 0: off, probes up to 1.15.0).
-    # The analogue of wide_dot_four at 9-16 query heads; untimed
+    # The analogue of wide_dot_four at 9-16 query heads. H100 (device-2026-12-07b, double-dot.json), 1.8: 13 of 15
+    # held-out launches faster, 0.87-1.38x (median 1.11x); it lost at head dim 64 (0.87x), in blocks of 16 (0.90x)
+    # and, among the grids' 13, on the 64-token two-warp tile (128 x 4 KV heads at 1K + 128, G 7: 0.89x FlashInfer's
+    # decode -> 0.80x) and in blocks of eight over 1K + 128 (0.97-0.98x)
     double_dot_min_programs_per_sm: float = 0.0
+    # ... only at head dims of at least this, into blocks of at most this many sequences, on tiles of at least this
+    # many tokens (0: any): the key those losses suggest, read off the held-out rows above
+    double_dot_min_head_dim: int = 0
+    double_dot_max_seqs: int = 0
+    double_dot_min_block_n: int = 0
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
@@ -294,4 +305,5 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           fp8_pairs_max_head_dim=128, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
                           block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4, wide_dot_programs_per_sm=2,
                           wide_dot_min_splits=16, wide_dot_max_private_tokens=512, wide_head_wave_ctas=2,
-                          wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4)
+                          wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4,
+                          wide_head_wave_shared=True)

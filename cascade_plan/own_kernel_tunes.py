@@ -6,6 +6,14 @@ from __future__ import annotations
 
 from cascade_plan.own_kernel_tune import TuneParams
 
+# The tune of probe 1.15.0 (head dim 256's whole-wave split over private pages only).
+PROBE_1_15_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
+                               split_launch_shared_split_max=5, wide_dot_block_n=128, wide_head_min_dim=256,
+                               sibling_shared_only=True, fp8_pairs=True, fp8_pairs_max_programs_per_sm=2.25,
+                               fp8_pairs_max_head_dim=128, block_fill_programs_per_sm=1, block_fill_min_tokens=256,
+                               block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4, wide_dot_programs_per_sm=2,
+                               wide_dot_min_splits=16, wide_dot_max_private_tokens=512, wide_head_wave_ctas=2,
+                               wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4)
 # The tune of probe 1.14.0 (head dim 256 at the base split target over private pages; blocks of two in the wide dot
 # everywhere).
 PROBE_1_14_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

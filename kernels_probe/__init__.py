@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.15.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.16.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -44,4 +44,6 @@ PROBE_VERSION = "1.15.0"  # 1.4: page-aware decode blocks where they pay (page_b
 # (wide_head_wave_ctas); blocks of four sequences of 9-16 query heads on 64-token long-context tiles where they split
 # and leave 1.8+ working programs per SM (wide_dot_four_min_programs_per_sm); block fill's split rounded down to
 # whole tiles where rounding up would leave too few programs for its blocks of four (block_fill_shorter_min_seqs)
+# 1.16.0: head dim 256's whole-wave split over a known shared prefix too, where no page block forms before or after
+# (wide_head_wave_shared)
 __version__ = PROBE_VERSION

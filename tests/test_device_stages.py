@@ -68,6 +68,8 @@ def test_the_stages_of_rules_the_default_took_on_still_time_them():
     assert changed("wide-head-rules", "waves of 2/SM") >= 30
     assert changed("wide-dot-four", "blocks of four, 1.8+/SM") >= 20
     assert changed("wide-head-fill", "fill down, blocks of 4+") >= 10     # its base: 1.15.0 without the rule
+    # probe 1.16.0 took on the whole-wave split over shared pages: its stage keeps probe 1.15.0's base
+    assert changed("wide-head-wave-shared", "waves over shared pages, no block") >= 24
 
 
 def test_a_variants_summary_also_counts_only_the_rows_it_launches_otherwise(capsys):

@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 
 from cascade_plan.own_kernel_launch import wave_splits, whole_tile_splits
 from cascade_plan.own_kernel_pages import block_fill_splits, decode_launch_plan
-from cascade_plan.own_kernel_tune import DEFAULT_TUNE
-from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE
+from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE, PROBE_1_15_0_TUNE
 
 SM = 132
 P14 = PROBE_1_14_0_TUNE
@@ -114,9 +113,9 @@ def test_block_fill_rounds_down_only_for_blocks_of_the_size_it_asks_for():
 
 
 def test_probe_1_15_0_launches_head_dim_256_in_waves_and_blocks_of_four():
-    """The current tune has the wave rule (two per SM, any number of waves), blocks of four at 1.8+ working programs
+    """Probe 1.15.0's tune has the wave rule (two per SM, any number of waves), blocks of four at 1.8+ working programs
     per SM and block fill's rounded-down split for blocks of four on, and launches the shapes above as they do."""
-    t = DEFAULT_TUNE
+    t = PROBE_1_15_0_TUNE
     assert (t.wide_head_wave_ctas, t.wide_head_wave_max, t.wide_dot_four_min_programs_per_sm) == (2, 0, 1.8)
     assert t.block_fill_shorter_min_seqs == 4
     assert t == dataclasses.replace(P14, wide_head_wave_ctas=2, wide_dot_four_min_programs_per_sm=1.8,
@@ -128,12 +127,12 @@ def test_probe_1_15_0_launches_head_dim_256_in_waves_and_blocks_of_four():
 
 
 def test_whole_waves_over_shared_pages_only_where_no_block_forms():
-    """wide_head_wave_shared (off): 3 sequences x 2 KV heads of 8 query heads at 30,720 shared + 512 tokens form no
-    block (3 does not divide into blocks), so the launch is its private twin's before the wave rule: 82 splits of 384,
-    492 programs, two waves of 264 (2 x 448 token-waves). One wave holds at most 44 splits, of 768 tokens once whole
-    tiles (41 splits, 246 programs: 832), the twin's launch under the rule. Launches that form blocks keep them; a
-    prefix the caller does not know (None) keeps its launch."""
-    t = DEFAULT_TUNE
+    """wide_head_wave_shared (off in probe 1.15.0): 3 sequences x 2 KV heads of 8 query heads at 30,720 shared + 512
+    tokens form no block (3 does not divide into blocks), so the launch is its private twin's before the wave rule: 82
+    splits of 384, 492 programs, two waves of 264 (2 x 448 token-waves). One wave holds at most 44 splits, of 768
+    tokens once whole tiles (41 splits, 246 programs: 832), the twin's launch under the rule. Launches that form
+    blocks keep them; a prefix the caller does not know (None) keeps its launch."""
+    t = PROBE_1_15_0_TUNE
     shared = dataclasses.replace(t, wide_head_wave_shared=True)
     assert decode_launch_plan(3, 2, 8, 31232, 30720, SM, t, head_dim=256)[:2] == (82, 384)
     assert decode_launch_plan(3, 2, 8, 31232, 0, SM, t, head_dim=256)[:2] == (41, 768)

@@ -1,5 +1,6 @@
-"""Launch rules after probe 1.15.0 (TuneParams fields that default to off): golden launches from hand arithmetic on
-132 SMs, and the launches every other shape keeps."""
+"""Launch rules timed after probe 1.15.0 (TuneParams fields that default to off; probe 1.16.0 turns the whole-wave
+split over shared pages on): golden launches from hand arithmetic on 132 SMs, and the launches every other shape
+keeps."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from cascade_plan.own_kernel_launch import decode_block_g
 from cascade_plan.own_kernel_pages import decode_launch_plan
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+from cascade_plan.own_kernel_tunes import PROBE_1_15_0_TUNE
 
 SM = 132
 DOUBLED = dataclasses.replace(DEFAULT_TUNE, double_dot_min_programs_per_sm=1.8)
@@ -53,3 +55,27 @@ def test_a_doubled_dot_only_ever_doubles_blocks_and_leaves_enough_working_progra
         assert q_per_kv <= 8 and after.seqs > before.seqs >= 2
         assert decode_block_g(q_per_kv, after.seqs) == 32
         assert batch * kv_heads * after.splits / after.seqs >= 1.8 * SM
+
+
+def test_probe_1_16_0_splits_head_dim_256_into_whole_waves_over_shared_pages_where_no_block_forms():
+    """Probe 1.16.0 is 1.15.0 with wide_head_wave_shared on: 3 sequences x 2 KV heads of 8 query heads at 30,720
+    shared + 512 tokens (no block: 3 sequences do not pair) go from 82 splits of 384 (two waves of 264 programs) to
+    the 41 of 768 their private twin takes (one wave); the doubled dot stays off."""
+    assert DEFAULT_TUNE == dataclasses.replace(PROBE_1_15_0_TUNE, wide_head_wave_shared=True)
+    assert DEFAULT_TUNE.double_dot_min_programs_per_sm == 0
+    assert decode_launch_plan(3, 2, 8, 31232, 30720, SM, PROBE_1_15_0_TUNE, head_dim=256)[:2] == (82, 384)
+    la = decode_launch_plan(3, 2, 8, 31232, 30720, SM, DEFAULT_TUNE, head_dim=256)
+    assert (la.splits, la.tokens_per_split, la.seqs) == (41, 768, 1)
+
+
+def test_the_keyed_doubled_dot_leaves_head_dim_64_blocks_of_16_and_two_warp_tiles_alone():
+    """double_dot_min_head_dim 128, _max_seqs 8, _min_block_n 128: of the doubled dot's four losing launches
+    (device-2026-12-07b) three keep probe 1.16.0's launch: 192 x 2 KV heads of 7 query heads at head dim 64,
+    1.5K + 256; 256 x 16 of 2 at 3K + 128 (blocks of 16); 128 x 4 of 7 at 1K + 128 (64-token two-warp tile). A
+    winner, 256 x 4 of 7 at 1.5K + 256, still doubles."""
+    keyed = dataclasses.replace(DOUBLED, double_dot_min_head_dim=128, double_dot_max_seqs=8, double_dot_min_block_n=128)
+    for args, kw in (((192, 2, 7, 1792, 1536), {"head_dim": 64}), ((256, 16, 2, 3200, 3072), {}),
+                     ((128, 4, 7, 1152, 1024), {})):
+        assert decode_launch_plan(*args, SM, DOUBLED, **kw) != decode_launch_plan(*args, SM, DEFAULT_TUNE, **kw)
+        assert decode_launch_plan(*args, SM, keyed, **kw) == decode_launch_plan(*args, SM, DEFAULT_TUNE, **kw)
+    assert decode_launch_plan(256, 4, 7, 1792, 1536, SM, keyed).seqs == 4
