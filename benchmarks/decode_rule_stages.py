@@ -138,17 +138,18 @@ def double_dot_configs():
     batches x contexts on 132 SMs); then the coverage grid's shapes (its worst row over shared pages, 128 x 4 KV
     heads at 1K + 128, G 7, in blocks of two, suggested the rule), the default grid's and the regimes grid's (with
     --only-changed, those it launches otherwise)."""
-    from decode_vs_flashinfer import held_out_first
+    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
 
     from kernels_probe.attention.grid import AttentionConfig as C
-    from kernels_probe.attention.grid import build_grid, coverage_grid, regimes_grid
+    from kernels_probe.attention.grid import coverage_grid
 
     held_out = [C(1536, 256, 1, 256, 7, 4), C(3072, 64, 1, 64, 5, 8), C(1536, 384, 1, 64, 8, 8),
                 C(10240, 48, 1, 64, 8, 4), C(6144, 96, 1, 768, 6, 2), C(1536, 192, 1, 256, 7, 2, 64),
                 C(10240, 48, 1, 256, 8, 2), C(3072, 256, 1, 64, 7, 8), C(10240, 64, 1, 256, 6, 8),
                 C(10240, 192, 1, 256, 4, 10), C(6144, 128, 1, 256, 6, 8, 128, "fp8"), C(3072, 256, 1, 64, 3, 8),
                 C(3072, 256, 1, 128, 2, 16), C(1536, 384, 1, 128, 7, 4), C(2048, 128, 1, 256, 5, 8, 128, "fp8")]
-    return held_out_first(held_out, coverage_grid() + build_grid()[0] + regimes_grid())
+    # each grid shape once: the coverage grid shares rows with the default and regimes grids
+    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
 
 
 def double_dot_keyed_variants(base):

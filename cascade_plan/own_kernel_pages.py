@@ -206,6 +206,11 @@ class DecodeLaunch(NamedTuple):
     prefetch: bool
     seqs: int       # page_block_seqs: SEQS
 
+    def working_programs(self, work_items: int) -> float:
+        """Programs of a launch over `work_items` (sequence, KV head) items that do work: a block's other programs
+        exit."""
+        return work_items * self.splits / max(self.seqs, 1)
+
 
 def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
                        sm_count: int, tune: TuneParams, *, head_dim: int = 128, force_splits: int | None = None,
@@ -254,7 +259,7 @@ def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
     four = replace(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, four,
                             head_dim=head_dim, streaming=streaming)
-    working = batch * kv_heads * la.splits / max(la.seqs, 1)
+    working = la.working_programs(batch * kv_heads)
     if la.splits > 1 and la.seqs == 4 and working >= tune.wide_dot_four_min_programs_per_sm * sm_count:
         return la
     return None
@@ -276,7 +281,7 @@ def double_dot_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
     wider = replace(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, wider,
                             head_dim=head_dim, streaming=streaming)
-    working = batch * kv_heads * la.splits / max(la.seqs, 1)
+    working = la.working_programs(batch * kv_heads)
     if (la.seqs > launch.seqs and working >= tune.double_dot_min_programs_per_sm * sm_count
             and la.seqs <= (tune.double_dot_max_seqs or la.seqs) and la.block_n >= tune.double_dot_min_block_n):
         return la
