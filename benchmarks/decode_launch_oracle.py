@@ -1,10 +1,11 @@
 """Could any launch of our per-sequence decode beat FlashInfer's on the rows it still loses? (development tool; GPU)
 
-    python benchmarks/decode_launch_oracle.py [--out oracle.json] [--budget-s 220]
+    python benchmarks/decode_launch_oracle.py [--out oracle.json] [--budget-s 220] [--rows 1.16]
 
 For each lost row (the page layout it lost on) every split count near the default launch's, and the counts that make
-one wave of 1-8 resident programs per SM, each with four tiles (tokens / pipeline stages / warps; page numbers loaded
-an iteration ahead), are forced and timed. The default and the three fastest forced launches are then timed again,
+one wave of 1-8 resident programs per SM, each with several tiles (tokens / pipeline stages / warps; page numbers
+loaded an iteration ahead or not) and, over shared pages, page blocks of 1 to 8 sequences (in a dot of as many rows
+as they need), are forced and timed. The default and the three fastest forced launches are then timed again,
 alternating with FlashInfer's best decode, so that the best of many noisy figures is not what decides. The table says,
 per row: FlashInfer's time, ours, the best forced launch's, and the ratio of each (FlashInfer / ours).
 
@@ -23,12 +24,17 @@ sys.path.insert(0, ".")
 sys.path.insert(0, "benchmarks")
 
 TOL = 1e-2
-# (block_n, stages, warps): the long-context tile, the base tile, the base tile on four warps, the double-buffered
-# 128-token tile (one program per SM fits its 136 KB)
-TILES = {"128/2/4": (128, 2, 4), "64/3/2": (64, 3, 2), "64/3/4": (64, 3, 4), "128/3/4": (128, 3, 4)}
+# (block_n, stages, warps, prefetch): the long-context tile, the base tile (with and without page numbers an
+# iteration ahead), the base tile on four warps, the double-buffered 128-token tile (one program per SM fits its
+# 136 KB), a 32-token tile four deep
+TILES = {"128/2/4": (128, 2, 4, True), "64/3/2": (64, 3, 2, True), "64/3/2 np": (64, 3, 2, False),
+         "64/3/4": (64, 3, 4, True), "128/3/4": (128, 3, 4, True), "32/4/2": (32, 4, 2, True)}
+# the tiles the first list of rows was searched with (benchmarks/raw/device-2026-12-06e/oracle.json)
+TILES_1_7_1 = ("128/2/4", "64/3/2", "64/3/4", "128/3/4")
+BLOCK_CAPS = (1, 2, 4, 8)     # sequences per page block tried over shared pages (the kernel's largest dot: 64 rows)
 
 
-def lost_rows():
+def lost_rows_1_7_1():
     """(config, page layouts) of the rows below 1.0x on the H100 under probe 1.7.1's rule
     (benchmarks/raw/device-2026-12-06d/default-retime-all.json.gz --retime-rule-1.7.1), worst first."""
     from kernels_probe.attention.grid import AttentionConfig as A
@@ -45,6 +51,27 @@ def lost_rows():
             (A(prefix_tokens=1024, group_size=4, q_per_kv=1), ("dup_table",))]
 
 
+def lost_rows_1_16():
+    """(config, page layouts) of the head-dim-128 rows below 1.0x on the H100 under probe 1.16.0's launches, worst
+    first: the coverage grid's (benchmarks/raw/device-2026-12-07/coverage-decode.json, probe 1.15.0, whose launches
+    1.16.0 keeps) and the default grid's two (docs/probe-notes.md, probe 1.14.0's launches, which 1.16.0 keeps)."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    sha, dup = ("shared_table",), ("dup_table",)
+    return [(A(prefix_tokens=1024, group_size=128, q_per_kv=7, num_kv_heads=4), sha),
+            (A(prefix_tokens=1024, group_size=128, q_per_kv=16, num_kv_heads=2), sha),
+            (A(prefix_tokens=4096, group_size=8, q_per_kv=4, num_kv_heads=8), sha),
+            (A(prefix_tokens=1024, group_size=8, q_per_kv=1, num_kv_heads=40), ("shared_table", "dup_table")),
+            (A(prefix_tokens=4096, group_size=64, q_per_kv=1, num_kv_heads=40, kv_dtype="fp8"), dup),
+            (A(prefix_tokens=1024, group_size=256, suffix_tokens=4096), sha),
+            (A(prefix_tokens=4096, group_size=8, q_per_kv=5, num_kv_heads=8), sha),
+            (A(prefix_tokens=4096, group_size=128, q_per_kv=16, num_kv_heads=2), sha),
+            (A(prefix_tokens=16384, group_size=4, q_per_kv=8), sha)]
+
+
+ROW_LISTS = {"1.7.1": (lost_rows_1_7_1, TILES_1_7_1, (None,)), "1.16": (lost_rows_1_16, tuple(TILES), BLOCK_CAPS)}
+
+
 def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int) -> list[int]:
     """The default's split count, 0.5-1.5x of it, and the counts that make one wave of k programs per SM."""
     c = {default_splits}
@@ -54,17 +81,25 @@ def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int)
     return sorted(s for s in c if s <= top)
 
 
-def forced_tune(base, tile):
-    """A tune whose forced-split launch runs `tile` with page numbers prefetched (decode_tile's base kind)."""
-    bn, st, w = tile
-    return dataclasses.replace(base, decode_block_n=bn, decode_stages=st, decode_warps=w, long_warps=w,
-                               prefetch_min_tokens=0, decode_short_tokens=0)
+def forced_tune(base, tile, block_cap=None):
+    """A tune whose forced-split launch runs `tile` (block_n, stages, warps, prefetch: decode_tile's base kind) and,
+    where block_cap is given, page blocks of up to that many sequences wherever the kernel forms them (no floor on
+    the programs they leave; their rows in one dot of up to 64) instead of the default rule's."""
+    bn, st, w, pf = tile
+    t = dataclasses.replace(base, decode_block_n=bn, decode_stages=st, decode_warps=w, long_warps=w,
+                            page_prefetch=pf, prefetch_min_tokens=0, decode_short_tokens=0)
+    if block_cap is None:
+        return t
+    return dataclasses.replace(t, decode_page_group=block_cap, decode_dot_rows=64, page_block_min_programs_per_sm=0,
+                               target_programs_per_sm=1, wide_dot_seqs=min(max(block_cap, 2), 4),
+                               wide_dot_block_n=min(bn, t.wide_dot_block_n or bn))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=220.0, help="stop starting new rows after this long")
+    ap.add_argument("--rows", choices=sorted(ROW_LISTS), default="1.16", help="which list of lost rows to search")
     args = ap.parse_args()
     import torch
     from decode_vs_flashinfer import checked_err, gpu_with_flashinfer
@@ -80,10 +115,12 @@ def main() -> int:
     if why:
         print("FlashInfer unavailable:", why)
         return 1
+    lost_rows, tiles, caps = ROW_LISTS[args.rows]
     rows, table = [], []
-    for cfg, layouts in lost_rows():
+    todo = lost_rows()
+    for i, (cfg, layouts) in enumerate(todo):
         if time.perf_counter() - t0 > args.budget_s:
-            print("budget reached; rows left:", len(lost_rows()) - len(rows) // 2, flush=True)
+            print("budget reached; rows left:", len(todo) - i, flush=True)
             break
         d = build_data(cfg, "cuda")
         ref = reference_output(d)
@@ -95,9 +132,14 @@ def main() -> int:
             shared = cfg.prefix_tokens if tname == "shared_table" else 0
             fis = {}
             for tc in (False, True):
-                f = flashinfer_backend.FlashInferDecode(d, shared=tname == "shared_table", tensor_cores=tc)
-                if checked_err(f, f.out, ref) < TOL:
-                    fis["tc" if tc else "cc"] = f
+                try:    # its CUDA-core decode fails at 5 and 7 query heads per KV head
+                    f = flashinfer_backend.FlashInferDecode(d, shared=tname == "shared_table", tensor_cores=tc)
+                    if checked_err(f, f.out, ref) < TOL:
+                        fis["tc" if tc else "cc"] = f
+                except Exception as exc:
+                    print("FI FAIL", cfg.label(), tname, tc, type(exc).__name__, str(exc)[:120], flush=True)
+            if not fis:
+                continue
 
             def plan(tune, splits=None, d=d, bt=bt, shared=shared):
                 out = torch.empty_like(d.q)
@@ -110,22 +152,24 @@ def main() -> int:
                 continue
             launches = {"default": (default, dout)}
             seen = set()
-            for s in split_candidates(default.splits, cfg.batch * cfg.num_kv_heads, T, sm):
-                for tlabel, tile in TILES.items():
-                    p, out = plan(forced_tune(DEFAULT_TUNE, tile), s)
-                    key = (p.splits, p.tps, p.block_n, p.stages, p.warps, p.prefetch, p.seqs)
-                    if key in seen:
-                        continue
-                    seen.add(key)
-                    try:
-                        err = checked_err(p, out, ref)
-                    except Exception as exc:   # shared memory over the limit, say
-                        print("FAIL", cfg.label(), tname, tlabel, s, type(exc).__name__, str(exc)[:100], flush=True)
-                        continue
-                    if err < TOL:
-                        launches[f"{p.splits}x{p.tps} {tlabel}"] = (p, out)
-                    else:
-                        print("WRONG", cfg.label(), tname, tlabel, s, err, flush=True)
+            forced = [(s, tl, cap) for s in split_candidates(default.splits, cfg.batch * cfg.num_kv_heads, T, sm)
+                      for tl in tiles for cap in (caps if shared else (None,))]
+            for s, tlabel, cap in forced:
+                p, out = plan(forced_tune(DEFAULT_TUNE, TILES[tlabel], cap), s)
+                key = (p.splits, p.tps, p.block_n, p.stages, p.warps, p.prefetch, p.seqs, p.fused_merge, p.pairs)
+                if key in seen:
+                    continue
+                seen.add(key)
+                label = f"{p.splits}x{p.tps} {tlabel}" + (f" b{p.seqs}" if p.seqs > 1 else "")
+                try:
+                    err = checked_err(p, out, ref)
+                except Exception as exc:   # shared memory over the limit, say
+                    print("FAIL", cfg.label(), tname, label, type(exc).__name__, str(exc)[:100], flush=True)
+                    continue
+                if err < TOL:
+                    launches[label] = (p, out)
+                else:
+                    print("WRONG", cfg.label(), tname, label, err, flush=True)
             first = {k: time_fn(p, flusher)["median_s"] for k, (p, _) in launches.items()}
             top = sorted((k for k in first if k != "default"), key=first.get)[:3]
             again: dict = {k: [] for k in ["default", *top, *fis]}
@@ -141,7 +185,7 @@ def main() -> int:
             ours = min(again["default"])
             best_k = min((k for k in top if k in again), key=lambda k: min(again[k]), default="default")
             best = min(again[best_k])
-            rows.append({"config": cfg.as_dict(), "table": tname, "first_round_s": first,
+            rows.append({"config": cfg.as_dict(), "table": tname, "first_round_s": first, "row_list": args.rows,
                          "again_s": again, "fi_s": fi_s, "default_launch": default.launch_record(),
                          "best": best_k})
             table.append((fi_s / ours, fi_s / best, tname[:3], cfg.label(), default.splits, default.tps,

@@ -1044,6 +1044,9 @@ def main() -> int:
     ap.add_argument("--only-changed", action="store_true",
                     help="grid and the variant stages: only the shapes whose decode launch (or cascade suffix launch) "
                          "differs between the tunes")
+    ap.add_argument("--skip-timed", default=None, metavar="JSON",
+                    help="skip the shapes this earlier file of the same stage already holds (a call that ran out of "
+                         "time; its launches must be the same)")
     args = ap.parse_args()
     import torch
 
@@ -1095,6 +1098,12 @@ def main() -> int:
             cfgs = [c for c in cfgs if any(launch(c, DEFAULT_TUNE, t) != launch(c, PROBE_1_3_TUNE, t)
                                            for t in (c.prefix_tokens + c.suffix_tokens, c.suffix_tokens))]
             print(len(cfgs), "shapes whose launch differs", flush=True)
+    if args.skip_timed:
+        from decode_ratio_table import read_doc
+
+        held = {json.dumps(r["config"], sort_keys=True) for r in read_doc(args.skip_timed)["rows"]}
+        cfgs = [c for c in cfgs if json.dumps(c.as_dict(), sort_keys=True) not in held]
+        print(len(cfgs), "shapes not in", args.skip_timed, flush=True)
     rows = []
     for cfg in cfgs:
         if time.perf_counter() - t_start > args.budget_s:

@@ -1,0 +1,43 @@
+"""benchmarks/decode_launch_oracle.py's search, on the host: the rows it searches are the probe grids' own shapes,
+and each forced page-block cap launches the blocks it names (own_kernel_pages.decode_launch_plan)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import decode_launch_oracle as oracle  # noqa: E402
+
+from cascade_plan.own_kernel_pages import decode_launch_plan  # noqa: E402
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402
+from kernels_probe.attention.grid import build_grid, coverage_grid  # noqa: E402
+
+
+def test_the_rows_searched_are_probe_grid_shapes():
+    grid = set(build_grid()[0]) | set(coverage_grid())
+    for rows, _, _ in oracle.ROW_LISTS.values():
+        for cfg, layouts in rows():
+            assert cfg in grid, cfg.label()
+            assert set(layouts) <= {"shared_table", "dup_table"}
+
+
+@pytest.mark.parametrize(("q_per_kv", "kv_heads", "cap", "seqs"),
+                         [(7, 4, 1, 1), (7, 4, 2, 2), (7, 4, 4, 4), (7, 4, 8, 8), (16, 2, 8, 4), (1, 40, 8, 8)])
+def test_a_forced_block_cap_launches_blocks_of_that_many(q_per_kv, kv_heads, cap, seqs):
+    # 128 sequences (8 for one KV head each of 40) over 1K shared + 128 private tokens, two splits of 64-token tiles:
+    # both splits hold more shared run than their private tokens together, so the kernel forms every block
+    batch = 8 if kv_heads == 40 else 128
+    tune = oracle.forced_tune(DEFAULT_TUNE, oracle.TILES["64/3/2"], cap)
+    la = decode_launch_plan(batch, kv_heads, q_per_kv, 1152, 1024, 132, tune, force_splits=2)
+    assert (la.splits, la.tokens_per_split, la.block_n, la.seqs) == (2, 576, 64, seqs)
+
+
+def test_without_a_cap_the_default_block_rule_decides():
+    tune = oracle.forced_tune(DEFAULT_TUNE, oracle.TILES["64/3/2 np"])
+    la = decode_launch_plan(128, 4, 7, 1152, 1024, 132, tune, force_splits=2)
+    assert (la.seqs, la.prefetch) == (2, False)
+    assert oracle.split_candidates(2, 512, 1152, 132)[0] == 1
