@@ -100,6 +100,7 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=220.0, help="stop starting new rows after this long")
     ap.add_argument("--rows", choices=sorted(ROW_LISTS), default="1.16", help="which list of lost rows to search")
+    ap.add_argument("--start", type=int, default=0, help="skip the list's first rows (searched by an earlier call)")
     args = ap.parse_args()
     import torch
     from decode_vs_flashinfer import checked_err, gpu_with_flashinfer
@@ -117,7 +118,7 @@ def main() -> int:
         return 1
     lost_rows, tiles, caps = ROW_LISTS[args.rows]
     rows, table = [], []
-    todo = lost_rows()
+    todo = lost_rows()[args.start:]
     for i, (cfg, layouts) in enumerate(todo):
         if time.perf_counter() - t0 > args.budget_s:
             print("budget reached; rows left:", len(todo) - i, flush=True)

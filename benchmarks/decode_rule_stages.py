@@ -175,3 +175,34 @@ def double_dot_keyed_configs():
                 C(3584, 512, 1, 160, 4, 4), C(20480, 24, 1, 320, 8, 2), C(2560, 192, 1, 448, 5, 8, 128, "fp8"),
                 C(8192, 384, 1, 128, 4, 8)]
     return held_out_first(held_out, double_dot_configs())
+
+
+def filled_blocks_variants(base):
+    """Probe 1.16.0 and the unsplit batch-filled launch in page blocks where a split launch over a known shared
+    prefix has 3.5 (the rule) or 3.0 programs per SM before splitting (filled_blocks_min_programs_per_sm): the oracle
+    found it 1.54x faster than the default on the coverage grid's worst row over shared pages."""
+    r = dataclasses.replace
+    return [("default", base), ("filled blocks, 3.5+/SM", r(base, filled_blocks_min_programs_per_sm=3.5)),
+            ("filled blocks, 3.0+/SM", r(base, filled_blocks_min_programs_per_sm=3.0))]
+
+
+def filled_blocks_configs():
+    """Held-out shapes no rule was read from, batches of 3-4 (sequence, KV head) items per SM over a shared prefix of
+    768-1,152 tokens (the class the rule changes: two base-tile splits),
+    as config.json lays out Llama-3.1-8B (32 query heads, 8 KV heads), Mistral-7B (32, 8), Qwen2.5-7B (28, 4),
+    Qwen2.5-14B (40, 8), Gemma-2-9B (16, 8, head dim 256), Qwen2.5-1.5B (12, 2), Phi-3-medium (40, 10),
+    Llama-3.1-70B at TP 2 (32, 4), GLM-4-9B (32, 2), Mixtral-8x7B (32, 8, fp8), Qwen3-8B (32, 8), Llama-3.2-3B
+    (24, 8), Qwen2.5-3B (16, 2) and Yi-1.5-9B (32, 4); then the coverage, default and regimes grids' shapes (the
+    coverage grid's 128 x 4 KV heads at 1K + 128, G 7, suggested the rule; with --only-changed, those it launches
+    otherwise)."""
+    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+    from kernels_probe.attention.grid import coverage_grid
+
+    held_out = [C(1024, 60, 1, 64, 4, 8), C(768, 62, 1, 128, 4, 8), C(1024, 120, 1, 256, 7, 4),
+                C(1024, 64, 1, 192, 5, 8), C(1024, 64, 1, 128, 2, 8, 256), C(896, 240, 1, 96, 6, 2),
+                C(1024, 48, 1, 128, 4, 10), C(1024, 124, 1, 64, 8, 4), C(1024, 256, 1, 128, 16, 2),
+                C(1024, 64, 1, 256, 4, 8, 128, "fp8"), C(1024, 56, 1, 128, 4, 8), C(768, 52, 1, 64, 3, 8),
+                C(1024, 208, 1, 64, 8, 2), C(1152, 112, 1, 128, 8, 4)]
+    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))

@@ -1017,6 +1017,7 @@ STAGE_PLANS = {
                               PROBE_1_15_0_TUNE),
     "double-dot": (rule_stages.double_dot_configs, rule_stages.double_dot_variants, PROBE_1_15_0_TUNE),
     "double-dot-keyed": (rule_stages.double_dot_keyed_configs, rule_stages.double_dot_keyed_variants, DEFAULT_TUNE),
+    "filled-blocks": (rule_stages.filled_blocks_configs, rule_stages.filled_blocks_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

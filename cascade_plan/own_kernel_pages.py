@@ -18,6 +18,7 @@ from cascade_plan.own_kernel_launch import (
     decode_tile_kind,
     longest_split_tokens,
     stream_splits,
+    tile_of,
     tune_at_head_dim,
     wave_splits,
     whole_tile_splits,
@@ -237,6 +238,9 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     la = DecodeLaunch(splits, tps, long_tile, block_n, stages, warps, prefetch, seqs)
     if forced:
         return la
+    if tune.filled_blocks_min_programs_per_sm:
+        la = filled_blocks_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
+                                  head_dim=head_dim) or la
     if tune.wide_dot_four_min_programs_per_sm:
         la = wide_dot_four_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
                                   head_dim=head_dim, streaming=streaming) or la
@@ -244,6 +248,29 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
         la = double_dot_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
                                head_dim=head_dim, streaming=streaming) or la
     return la
+
+
+def filled_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
+                         shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams, launch: DecodeLaunch, *,
+                         head_dim: int) -> DecodeLaunch | None:
+    """The unsplit launch on the batch-filled tile, in page blocks, where `launch` splits (not the long-context
+    launch) a batch over a known shared prefix that gives at least filled_blocks_min_programs_per_sm programs per SM
+    but fewer than target_programs_per_sm (the split only rounds the target up: 512 items at 132 SMs want 1.03
+    splits, get 2), and blocks form over the whole context (first_split_blocks) leaving
+    page_block_min_programs_per_sm working programs per SM; else None."""
+    work = batch * kv_heads
+    if (launch.splits == 1 or launch.long_tile or not shared_prefix_tokens
+            or work < tune.filled_blocks_min_programs_per_sm * sm_count
+            or work >= tune.target_programs_per_sm * sm_count):
+        return None
+    block_n, stages, warps = tile_of("filled", tune, head_dim)
+    seqs = page_group_seqs(batch, q_per_kv, tune, block_n)
+    while seqs > 1 and work < seqs * tune.page_block_min_programs_per_sm * sm_count:
+        seqs //= 2
+    if seqs == 1 or not first_split_blocks(shared_prefix_tokens, max_seq_len, max_seq_len, block_n):
+        return None
+    _, tps = whole_tile_splits(max(max_seq_len, 1), 1, tune.decode_block_n)
+    return DecodeLaunch(1, tps, False, block_n, stages, warps, tune.page_prefetch, seqs)
 
 
 def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,

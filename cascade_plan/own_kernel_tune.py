@@ -297,6 +297,12 @@ class TuneParams:
     double_dot_min_head_dim: int = 0
     double_dot_max_seqs: int = 0
     double_dot_min_block_n: int = 0
+    # a launch over a known shared prefix whose batch gives at least this many programs per SM but fewer than
+    # target_programs_per_sm runs unsplit on the batch-filled tile in page blocks, where blocks form over the whole
+    # context (own_kernel_pages.filled_blocks_launch; 0: off). H100 (device-2026-12-07c, oracle.json): 128 x 4 KV
+    # heads at 1K + 128, G 7, split in two of 576 on the two-warp base tile in blocks of two, 63.6 us; unsplit on the
+    # 128-token four-warp tile in blocks of two, 41.2 us (FlashInfer's decode 56.1)
+    filled_blocks_min_programs_per_sm: float = 0.0
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

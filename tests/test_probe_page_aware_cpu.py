@@ -337,3 +337,22 @@ def test_blocks_in_a_doubled_dot_taken_by_the_launch_rule_match_the_reference():
         assert (plan.splits, plan.seqs) == (1, seqs)
         assert max_rel_err(out, ref) < TOL
         assert int((plan.grouped == seqs).sum()) == 8 * 2
+
+
+def test_the_unsplit_batch_filled_launch_in_blocks_matches_the_reference():
+    """filled_blocks_min_programs_per_sm at 4 SMs: 14 sequences x 1 KV head (3.5 items per SM) over 512 shared + 32
+    private tokens split in two on the base tile by default, and run unsplit on the batch-filled tile, page numbers
+    an iteration ahead, in blocks of two, by the rule; both the float32 reference's."""
+    filled = dataclasses.replace(TuneParams(), filled_blocks_min_programs_per_sm=3.5)
+    d = build_data(_cfg(prefix_tokens=512, group_size=14, n_groups=1, suffix_tokens=32, num_kv_heads=1,
+                        page_size=16), "cpu")
+    ref = reference_output(d)
+    launches = []
+    for tune in (TuneParams(), filled):
+        out = torch.full_like(d.q, float("nan"))
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 544, out, sm_count=4, tune=tune,
+                          shared_prefix_tokens=512)
+        plan()
+        assert max_rel_err(out, ref) < TOL
+        launches.append((plan.splits, plan.seqs, plan.block_n, plan.prefetch))
+    assert launches == [(2, 2, 64, False), (1, 2, 128, True)]
