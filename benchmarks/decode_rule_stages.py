@@ -153,7 +153,7 @@ def double_dot_configs():
 
 
 def double_dot_keyed_variants(base):
-    """Probe 1.15.0 and the doubled dot keyed to head dims of 128+, blocks of at most eight and 128-token tiles
+    """Probe 1.16.0 and the doubled dot keyed to head dims of 128+, blocks of at most eight and 128-token tiles
     (double_dot_min_head_dim, _max_seqs, _min_block_n): double-dot's losses lay outside that key."""
     keyed = dataclasses.replace(base, double_dot_min_programs_per_sm=1.8, double_dot_min_head_dim=128,
                                 double_dot_max_seqs=8, double_dot_min_block_n=128)
@@ -180,7 +180,9 @@ def double_dot_keyed_configs():
 def filled_blocks_variants(base):
     """Probe 1.16.0 and the unsplit batch-filled launch in page blocks where a split launch over a known shared
     prefix has 3.5 (the rule) or 3.0 programs per SM before splitting (filled_blocks_min_programs_per_sm): the oracle
-    found it 1.54x faster than the default on the coverage grid's worst row over shared pages."""
+    found it 1.54x faster than the default on the coverage grid's worst row over shared pages. Its file
+    (benchmarks/raw/device-2026-12-07c/filled-blocks.json) timed the rule before it kept blocks from shrinking;
+    run again, both variants keep them."""
     r = dataclasses.replace
     return [("default", base), ("filled blocks, 3.5+/SM", r(base, filled_blocks_min_programs_per_sm=3.5)),
             ("filled blocks, 3.0+/SM", r(base, filled_blocks_min_programs_per_sm=3.0))]

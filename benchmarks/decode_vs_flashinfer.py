@@ -57,6 +57,7 @@ from cascade_plan.own_kernel_tunes import (  # noqa: E402
     PROBE_1_13_0_TUNE,
     PROBE_1_14_0_TUNE,
     PROBE_1_15_0_TUNE,
+    PROBE_1_16_0_TUNE,
 )
 
 TOL = 1e-2
@@ -972,8 +973,8 @@ def loser_variants(base):
 # stage: (its configurations, its variants of a base tune, the base) for the stages that need nothing else. The
 # stages of the rules probe 1.13.0 turned on keep probe 1.12.0's tune as their base ("default" in their files),
 # those of the rule probe 1.14.0 turned on probe 1.13.0's, those of probe 1.15.0's rules probe 1.14.0's (or
-# 1.15.0's without the rule), and those timed against probe 1.15.0 its tune: the launch those rules were timed
-# against, which the current default leaves behind
+# 1.15.0's without the rule), and those timed against probe 1.15.0 or 1.16.0 that one's tune: the launch those
+# rules were timed against, which the current default leaves behind
 STAGE_PLANS = {
     "sweep": (sweep_configs, sweep_variants, DEFAULT_TUNE),
     "splits": (long_configs, split_variants, DEFAULT_TUNE),
@@ -1016,8 +1017,9 @@ STAGE_PLANS = {
     "wide-head-wave-shared": (rule_stages.wide_head_wave_shared_configs, rule_stages.wide_head_wave_shared_variants,
                               PROBE_1_15_0_TUNE),
     "double-dot": (rule_stages.double_dot_configs, rule_stages.double_dot_variants, PROBE_1_15_0_TUNE),
-    "double-dot-keyed": (rule_stages.double_dot_keyed_configs, rule_stages.double_dot_keyed_variants, DEFAULT_TUNE),
-    "filled-blocks": (rule_stages.filled_blocks_configs, rule_stages.filled_blocks_variants, DEFAULT_TUNE),
+    "double-dot-keyed": (rule_stages.double_dot_keyed_configs, rule_stages.double_dot_keyed_variants,
+                         PROBE_1_16_0_TUNE),
+    "filled-blocks": (rule_stages.filled_blocks_configs, rule_stages.filled_blocks_variants, PROBE_1_16_0_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

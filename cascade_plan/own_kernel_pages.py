@@ -238,15 +238,16 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     la = DecodeLaunch(splits, tps, long_tile, block_n, stages, warps, prefetch, seqs)
     if forced:
         return la
-    if tune.filled_blocks_min_programs_per_sm:
-        la = filled_blocks_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
-                                  head_dim=head_dim) or la
     if tune.wide_dot_four_min_programs_per_sm:
         la = wide_dot_four_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
                                   head_dim=head_dim, streaming=streaming) or la
     if tune.double_dot_min_programs_per_sm:
         la = double_dot_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
                                head_dim=head_dim, streaming=streaming) or la
+    # last: it never shrinks the blocks the rules above chose
+    if tune.filled_blocks_min_programs_per_sm:
+        la = filled_blocks_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
+                                  head_dim=head_dim) or la
     return la
 
 
@@ -256,8 +257,8 @@ def filled_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
     """The unsplit launch on the batch-filled tile, in page blocks, where `launch` splits (not the long-context
     launch) a batch over a known shared prefix that gives at least filled_blocks_min_programs_per_sm programs per SM
     but fewer than target_programs_per_sm (the split only rounds the target up: 512 items at 132 SMs want 1.03
-    splits, get 2), and blocks form over the whole context (first_split_blocks) leaving
-    page_block_min_programs_per_sm working programs per SM; else None."""
+    splits, get 2), and blocks form over the whole context (first_split_blocks), leaving
+    page_block_min_programs_per_sm working programs per SM, of at least as many sequences as `launch`'s; else None."""
     work = batch * kv_heads
     if (launch.splits == 1 or launch.long_tile or not shared_prefix_tokens
             or work < tune.filled_blocks_min_programs_per_sm * sm_count
@@ -267,7 +268,10 @@ def filled_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
     seqs = page_group_seqs(batch, q_per_kv, tune, block_n)
     while seqs > 1 and work < seqs * tune.page_block_min_programs_per_sm * sm_count:
         seqs //= 2
-    if seqs == 1 or not first_split_blocks(shared_prefix_tokens, max_seq_len, max_seq_len, block_n):
+    # blocks smaller than the split launch's read the shared pages more often than the split and its merge cost: on
+    # an H100, blocks of four at head dim 128 that became blocks of two ran 0.95-0.99x (device-2026-12-07c)
+    if seqs == 1 or seqs < launch.seqs or not first_split_blocks(shared_prefix_tokens, max_seq_len, max_seq_len,
+                                                                  block_n):
         return None
     _, tps = whole_tile_splits(max(max_seq_len, 1), 1, tune.decode_block_n)
     return DecodeLaunch(1, tps, False, block_n, stages, warps, tune.page_prefetch, seqs)
@@ -283,7 +287,8 @@ def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
     if (launch.seqs != 2 or not shared_prefix_tokens or not wide_dot_blocks(q_per_kv, launch.block_n, tune)
             or tune.wide_dot_seqs != 2):
         return None
-    four = replace(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0)
+    four = replace(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0,
+                   filled_blocks_min_programs_per_sm=0.0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, four,
                             head_dim=head_dim, streaming=streaming)
     working = la.working_programs(batch * kv_heads)
@@ -305,7 +310,7 @@ def double_dot_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
             or 2 * launch.seqs * q_per_kv <= decode_block_g(q_per_kv) or 2 * q_per_kv > decode_block_g(q_per_kv)
             or head_dim < tune.double_dot_min_head_dim):
         return None
-    wider = replace(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0)
+    wider = replace(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0, filled_blocks_min_programs_per_sm=0.0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, wider,
                             head_dim=head_dim, streaming=streaming)
     working = la.working_programs(batch * kv_heads)

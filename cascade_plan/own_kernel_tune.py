@@ -298,10 +298,13 @@ class TuneParams:
     double_dot_max_seqs: int = 0
     double_dot_min_block_n: int = 0
     # a launch over a known shared prefix whose batch gives at least this many programs per SM but fewer than
-    # target_programs_per_sm runs unsplit on the batch-filled tile in page blocks, where blocks form over the whole
-    # context (own_kernel_pages.filled_blocks_launch; 0: off). H100 (device-2026-12-07c, oracle.json): 128 x 4 KV
-    # heads at 1K + 128, G 7, split in two of 576 on the two-warp base tile in blocks of two, 63.6 us; unsplit on the
-    # 128-token four-warp tile in blocks of two, 41.2 us (FlashInfer's decode 56.1)
+    # target_programs_per_sm runs unsplit on the batch-filled tile in page blocks, where blocks of at least the split
+    # launch's size form over the whole context (own_kernel_pages.filled_blocks_launch; 0: off, probes up to 1.16.0).
+    # H100 (device-2026-12-07c): the oracle found 128 x 4 KV heads at 1K + 128, G 7, split in two of 576 on the
+    # two-warp base tile in blocks of two, 63.6 us, and unsplit on the 128-token four-warp tile in blocks of two,
+    # 41.2 us (FlashInfer's decode 56.1). At 3.5 (filled-blocks.json), where the split launch's blocks held at most
+    # two: 9 launches (6 held-out layers, 3 grid shapes) 1.20-1.54x; where they held four and shrank to two: 0.95-0.99x
+    # at head dim 128 bf16 (5 rows), 1.14-1.21x at head dim 256 or fp8 (4 rows), hence blocks never shrink
     filled_blocks_min_programs_per_sm: float = 0.0
 
 
@@ -312,4 +315,4 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4, wide_dot_programs_per_sm=2,
                           wide_dot_min_splits=16, wide_dot_max_private_tokens=512, wide_head_wave_ctas=2,
                           wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4,
-                          wide_head_wave_shared=True)
+                          wide_head_wave_shared=True, filled_blocks_min_programs_per_sm=3.5)

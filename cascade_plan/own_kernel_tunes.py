@@ -4,6 +4,8 @@ tune (notes.tune) is what the planner reads; nothing here is."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from cascade_plan.own_kernel_tune import TuneParams
 
 # The tune of probe 1.15.0 (head dim 256's whole-wave split over private pages only).
@@ -14,6 +16,8 @@ PROBE_1_15_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per
                                block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4, wide_dot_programs_per_sm=2,
                                wide_dot_min_splits=16, wide_dot_max_private_tokens=512, wide_head_wave_ctas=2,
                                wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4)
+# The tune of probe 1.16.0 (a batch just short of the split target split, not run unsplit in page blocks).
+PROBE_1_16_0_TUNE = replace(PROBE_1_15_0_TUNE, wide_head_wave_shared=True)
 # The tune of probe 1.14.0 (head dim 256 at the base split target over private pages; blocks of two in the wide dot
 # everywhere).
 PROBE_1_14_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
