@@ -265,9 +265,7 @@ def filled_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
             or work >= tune.target_programs_per_sm * sm_count):
         return None
     block_n, stages, warps = tile_of("filled", tune, head_dim)
-    seqs = page_group_seqs(batch, q_per_kv, tune, block_n)
-    while seqs > 1 and work < seqs * tune.page_block_min_programs_per_sm * sm_count:
-        seqs //= 2
+    seqs = floored_group_seqs(batch, q_per_kv, work, sm_count, tune, block_n)
     # blocks smaller than the split launch's read the shared pages more often than the split and its merge cost: on
     # an H100, blocks of four at head dim 128 that became blocks of two ran 0.95-0.99x (device-2026-12-07c)
     if seqs == 1 or seqs < launch.seqs or not first_split_blocks(shared_prefix_tokens, max_seq_len, max_seq_len,
@@ -380,6 +378,17 @@ def first_split_blocks(shared_prefix_tokens: int, max_seq_len: int, tokens_per_s
     return split_groups(0, min(tokens_per_split, max_seq_len), shared_prefix_tokens, block_n, 2)
 
 
+def floored_group_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tune: TuneParams,
+                       block_n: int | None) -> int:
+    """page_group_seqs, halved until a launch of `programs` programs leaves page_block_min_programs_per_sm working
+    programs per SM (a block's other programs exit)."""
+    s = page_group_seqs(batch, q_per_kv, tune, block_n)
+    floor = tune.page_block_min_programs_per_sm * sm_count
+    while s > 1 and programs < s * floor:
+        s //= 2
+    return s
+
+
 def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tune: TuneParams, *,
                     shared_prefix_tokens: int | None, max_seq_len: int, tokens_per_split: int | None = None,
                     block_n: int | None = None) -> int:
@@ -393,10 +402,7 @@ def page_block_seqs(batch: int, q_per_kv: int, programs: int, sm_count: int, tun
     launch's split and tile (tokens_per_split, block_n), blocks only where the kernel would form one
     (first_split_blocks): on the H200 a launch with blocks allowed that formed none ran 10-15% slower than the plain
     kernel (256 sequences at a 1K or 4K prompt with as many private tokens: probe 1.4 rows against 1.3's)."""
-    s = page_group_seqs(batch, q_per_kv, tune, block_n)
-    floor = tune.page_block_min_programs_per_sm * sm_count     # working programs per SM the blocks must leave
-    while s > 1 and programs < s * floor:
-        s //= 2
+    s = floored_group_seqs(batch, q_per_kv, programs, sm_count, tune, block_n)
     if s == 1 or shared_prefix_tokens == 0 or programs < tune.target_programs_per_sm * sm_count:
         return 1
     if shared_prefix_tokens is None:
