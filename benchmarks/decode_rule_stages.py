@@ -208,3 +208,36 @@ def filled_blocks_configs():
                 C(1024, 64, 1, 256, 4, 8, 128, "fp8"), C(1024, 56, 1, 128, 4, 8), C(768, 52, 1, 64, 3, 8),
                 C(1024, 208, 1, 64, 8, 2), C(1152, 112, 1, 128, 8, 4)]
     return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+
+
+def floor_splits_variants(base):
+    """Probe 1.17.0 and one split fewer where the base target's split count only rounds the target up and one fewer
+    still leaves 3.5 programs per SM (floor_splits_min_programs_per_sm), down to two splits or down to one: the oracle
+    found 128 x 2 KV heads at 1K + 128, G 16, 1.28x faster in 2 splits than in 3 (device-2026-12-07c, oracle-2.log)
+    and, on the same tile without blocks, 128 x 4 at G 7 faster unsplit than in 2 (oracle.json)."""
+    r = dataclasses.replace
+    return [("default", base), ("one split fewer, >= 2", r(base, floor_splits_min_programs_per_sm=3.5)),
+            ("one split fewer, >= 1", r(base, floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1))]
+
+
+def floor_splits_configs():
+    """Held-out shapes no rule was read from, in the class the rule changes (base-tile launches of 2-9 splits over 1-3K
+    tokens whose (sequence, KV head) items give 3.5-4 programs per SM at one split fewer: of 366 layouts x contexts
+    x batches aimed at that window on 132 SMs, 159 change), as config.json lays out Llama-3.1-8B (32 query heads, 8
+    KV heads; two batches), Qwen2.5-7B (28, 4), Qwen2.5-14B (40, 8), Yi-1.5-9B (32, 4, fp8), GLM-4-9B (32, 2),
+    Qwen2.5-1.5B (12, 2), Phi-3-medium (40, 10), Llama-3.1-70B at TP 4 (16, 2) and at TP 8 (8, 1), Gemma-2-9B (16,
+    8, head dim 256), Llama-3.2-1B (32, 8, head dim 64), Mistral-7B (32, 8, fp8), Qwen2.5-3B (16, 2) and Qwen3-4B
+    (32, 8); then the coverage, default and regimes grids' shapes (the coverage grid's 128 x 2 KV heads at 1K + 128,
+    G 16, suggested the rule; with --only-changed, those it launches otherwise)."""
+    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+    from kernels_probe.attention.grid import coverage_grid
+
+    held_out = [C(1536, 31, 1, 128, 4, 8), C(2048, 41, 1, 128, 7, 4), C(1024, 15, 1, 256, 5, 8),
+                C(1536, 31, 1, 128, 8, 4, 128, "fp8"), C(768, 124, 1, 128, 16, 2), C(2048, 82, 1, 128, 6, 2),
+                C(1024, 25, 1, 256, 4, 10), C(3072, 30, 1, 256, 8, 2), C(1024, 123, 1, 1024, 8, 1),
+                C(1024, 15, 1, 256, 2, 8, 256), C(1536, 15, 1, 128, 4, 8, 64),
+                C(1024, 20, 1, 1024, 4, 8, 128, "fp8"), C(1024, 247, 1, 256, 8, 2), C(768, 62, 1, 128, 4, 8),
+                C(2048, 20, 1, 128, 4, 8)]
+    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))

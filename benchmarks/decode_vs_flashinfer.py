@@ -1020,6 +1020,7 @@ STAGE_PLANS = {
     "double-dot-keyed": (rule_stages.double_dot_keyed_configs, rule_stages.double_dot_keyed_variants,
                          PROBE_1_16_0_TUNE),
     "filled-blocks": (rule_stages.filled_blocks_configs, rule_stages.filled_blocks_variants, PROBE_1_16_0_TUNE),
+    "floor-splits": (rule_stages.floor_splits_configs, rule_stages.floor_splits_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

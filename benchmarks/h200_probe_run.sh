@@ -108,6 +108,9 @@
 #             blocks where a split base-tile launch over a shared prefix has 3.5+ (or 3.0+) programs per SM unsplit
 #             (filled_blocks_min_programs_per_sm), 14 held-out shapes then the grids'; FILLED_BLOCKS_RESERVE seconds
 #             left -> filled-blocks.json
+#   floor-splits  decode_vs_flashinfer.py floor-splits --only-changed: one split fewer where the split count only
+#             rounds the target up and one fewer leaves 3.5+ programs per SM (floor_splits_min_programs_per_sm), down
+#             to 2 splits or to 1, 15 held-out shapes then the grids'; FLOOR_SPLITS_RESERVE seconds left -> floor-splits.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
 #             yet on (wide_dot_programs_per_sm keyed and not, wide_head_private_programs_per_sm: 2; base probe 1.13.0),
 #             FlashInfer in the same call unless DVF_ARGS says otherwise; REGIMES_NEXT_RESERVE seconds left -> regimes-next.json
@@ -205,7 +208,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py ${ORACLE_ARGS:-} --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

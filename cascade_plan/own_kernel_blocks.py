@@ -6,7 +6,8 @@ Pure Python, as own_kernel_launch."""
 from __future__ import annotations
 
 from cascade_plan.own_kernel_launch import decode_fused_merge
-from cascade_plan.own_kernel_pages import decode_launch_plan, launch_shared_tokens, split_groups
+from cascade_plan.own_kernel_pages import launch_shared_tokens, split_groups
+from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
 
 

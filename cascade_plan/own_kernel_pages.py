@@ -6,19 +6,16 @@ rules. Pure Python, as own_kernel_launch."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import NamedTuple
 
 from cascade_plan.own_kernel_launch import (
     ceil_div,
     decode_block_g,
     decode_launch_splits,
     decode_min_tokens,
-    decode_prefetch,
     decode_tile,
     decode_tile_kind,
     longest_split_tokens,
     stream_splits,
-    tile_of,
     tune_at_head_dim,
     wave_splits,
     whole_tile_splits,
@@ -193,129 +190,6 @@ def wide_head_waves(batch: int, kv_heads: int, q_per_kv: int, tokens: int, split
                        min_tokens=decode_min_tokens(work_items, tokens, tune), ctas_per_sm=tune.wide_head_wave_ctas,
                        max_waves=tune.wide_head_wave_max, max_splits=max(splits, tune.fused_merge_max_splits),
                        keep=base)
-
-
-class DecodeLaunch(NamedTuple):
-    """Everything DecodePlan launches paged_decode_kernel with that the host chooses (decode_launch_plan)."""
-
-    splits: int
-    tokens_per_split: int
-    long_tile: bool
-    block_n: int
-    stages: int
-    warps: int
-    prefetch: bool
-    seqs: int       # page_block_seqs: SEQS
-
-    def working_programs(self, work_items: int) -> float:
-        """Programs of a launch over `work_items` (sequence, KV head) items that do work: a block's other programs
-        exit."""
-        return work_items * self.splits / max(self.seqs, 1)
-
-
-def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
-                       sm_count: int, tune: TuneParams, *, head_dim: int = 128, force_splits: int | None = None,
-                       streaming: bool = True) -> DecodeLaunch:
-    """The launch of a per-sequence decode, as DecodePlan makes it and the host's page-block arithmetic
-    (own_kernel_blocks) prices it: decode_launch's splits (or force_splits whole-tile splits), the tile and page
-    prefetch of its longest split (the last runs to the sequences' end: longest_split_tokens), and its blocks; all at
-    `head_dim` (tune_at_launch)."""
-    tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv, batch * kv_heads, max_seq_len, sm_count)
-    forced = force_splits is not None
-    if force_splits is not None:
-        splits, tps = whole_tile_splits(max(max_seq_len, 1), force_splits, tune.decode_block_n)
-        long_tile = False
-    else:
-        splits, tps, long_tile = decode_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count,
-                                               tune, head_dim=head_dim, streaming=streaming)
-    work = batch * kv_heads
-    longest = longest_split_tokens(max(max_seq_len, 1), splits, tps)
-    block_n, stages, warps = decode_tile(work, splits, longest, long_tile, sm_count, tune, forced=forced,
-                                         head_dim=head_dim)
-    prefetch = decode_prefetch(work, splits, longest, long_tile, sm_count, tune, forced=forced)
-    seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
-                           max_seq_len=max_seq_len, tokens_per_split=tps, block_n=block_n)
-    la = DecodeLaunch(splits, tps, long_tile, block_n, stages, warps, prefetch, seqs)
-    if forced:
-        return la
-    if tune.wide_dot_four_min_programs_per_sm:
-        la = wide_dot_four_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
-                                  head_dim=head_dim, streaming=streaming) or la
-    if tune.double_dot_min_programs_per_sm:
-        la = double_dot_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
-                               head_dim=head_dim, streaming=streaming) or la
-    # last: it never shrinks the blocks the rules above chose
-    if tune.filled_blocks_min_programs_per_sm:
-        la = filled_blocks_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
-                                  head_dim=head_dim) or la
-    return la
-
-
-def filled_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
-                         shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams, launch: DecodeLaunch, *,
-                         head_dim: int) -> DecodeLaunch | None:
-    """The unsplit launch on the batch-filled tile, in page blocks, where `launch` splits (not the long-context
-    launch) a batch over a known shared prefix that gives at least filled_blocks_min_programs_per_sm programs per SM
-    but fewer than target_programs_per_sm (the split only rounds the target up: 512 items at 132 SMs want 1.03
-    splits, get 2), and blocks form over the whole context (first_split_blocks), leaving
-    page_block_min_programs_per_sm working programs per SM, of at least as many sequences as `launch`'s; else None."""
-    work = batch * kv_heads
-    if (launch.splits == 1 or launch.long_tile or not shared_prefix_tokens
-            or work < tune.filled_blocks_min_programs_per_sm * sm_count
-            or work >= tune.target_programs_per_sm * sm_count):
-        return None
-    block_n, stages, warps = tile_of("filled", tune, head_dim)
-    seqs = floored_group_seqs(batch, q_per_kv, work, sm_count, tune, block_n)
-    # blocks smaller than the split launch's read the shared pages more often than the split and its merge cost: on
-    # an H100, blocks of four at head dim 128 that became blocks of two ran 0.95-0.99x (device-2026-12-07c)
-    if seqs == 1 or seqs < launch.seqs or not first_split_blocks(shared_prefix_tokens, max_seq_len, max_seq_len,
-                                                                  block_n):
-        return None
-    _, tps = whole_tile_splits(max(max_seq_len, 1), 1, tune.decode_block_n)
-    return DecodeLaunch(1, tps, False, block_n, stages, warps, tune.page_prefetch, seqs)
-
-
-def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
-                         shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams, launch: DecodeLaunch, *,
-                         head_dim: int, streaming: bool) -> DecodeLaunch | None:
-    """The launch of blocks of four sequences in a wide dot on 64-token long-context tiles (wide dots on 64-token
-    tiles too) where `launch`, the tune's own, forms blocks of two in the wide dot over a known shared prefix and that
-    one splits, forms blocks of four and leaves at least wide_dot_four_min_programs_per_sm working programs per SM
-    (TuneParams.wide_dot_four_min_programs_per_sm); else None."""
-    if (launch.seqs != 2 or not shared_prefix_tokens or not wide_dot_blocks(q_per_kv, launch.block_n, tune)
-            or tune.wide_dot_seqs != 2):
-        return None
-    four = replace(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0,
-                   filled_blocks_min_programs_per_sm=0.0)
-    la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, four,
-                            head_dim=head_dim, streaming=streaming)
-    working = la.working_programs(batch * kv_heads)
-    if la.splits > 1 and la.seqs == 4 and working >= tune.wide_dot_four_min_programs_per_sm * sm_count:
-        return la
-    return None
-
-
-def double_dot_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
-                      sm_count: int, tune: TuneParams, launch: DecodeLaunch, *, head_dim: int,
-                      streaming: bool) -> DecodeLaunch | None:
-    """The launch of blocks of twice the sequences in a 32-row dot (decode_dot_rows 32) where `launch`, the tune's own
-    over a known shared prefix, forms blocks of two or more sequences of 1-8 query heads per KV head that fill the
-    16-row dot (a block of twice as many would not fit it), and the new launch forms those bigger blocks and leaves at
-    least double_dot_min_programs_per_sm working programs per SM (TuneParams.double_dot_min_programs_per_sm), at the
-    head dims, block sizes and tiles the tune keys it to (double_dot_min_head_dim, _max_seqs, _min_block_n); else
-    None."""
-    if (launch.seqs < 2 or not shared_prefix_tokens or tune.decode_dot_rows != 16
-            or 2 * launch.seqs * q_per_kv <= decode_block_g(q_per_kv) or 2 * q_per_kv > decode_block_g(q_per_kv)
-            or head_dim < tune.double_dot_min_head_dim):
-        return None
-    wider = replace(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0, filled_blocks_min_programs_per_sm=0.0)
-    la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, wider,
-                            head_dim=head_dim, streaming=streaming)
-    working = la.working_programs(batch * kv_heads)
-    if (la.seqs > launch.seqs and working >= tune.double_dot_min_programs_per_sm * sm_count
-            and la.seqs <= (tune.double_dot_max_seqs or la.seqs) and la.block_n >= tune.double_dot_min_block_n):
-        return la
-    return None
 
 
 def shared_head_split(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,

@@ -126,7 +126,7 @@ class TuneParams:
     wide_dot_max_private_tokens: int = 0
     # a launch whose blocks of two fill the wide dot, where blocks of four (wide_dot_seqs 4) on 64-token long-context
     # tiles, wide dots on 64-token tiles too, would split it and leave at least this many working programs per SM
-    # (programs over block size) takes that launch (own_kernel_pages.wide_dot_four_launch; 0: off, probes up to
+    # (programs over block size) takes that launch (own_kernel_plan.wide_dot_four_launch; 0: off, probes up to
     # 1.14.0). H100 (device-2026-12-06m, wide-dot-4.json, 51 shapes of 9-16 query heads per KV head, shared pages):
     # of the 45 rows that launch changed, the 12 split ones of 240+ working programs (1.8+ per SM) ran 1.03-1.38x
     # faster but one (0.97x), those of 1.0-1.2 per SM 0.74-1.33x, the unsplit 0.75-1.10x, the rest 0.39-0.93x. H100
@@ -282,11 +282,11 @@ class TuneParams:
     wide_head_wave_shared: bool = False
     # rows of the per-sequence decode's dot that page blocks fill at 1-8 query heads per KV head (decode_block_g pads
     # a block's rows to a power of two, at least 16): 16 in every probe so far. A launch rule, not a setting:
-    # own_kernel_pages.double_dot_launch sets it to 32 where it applies
+    # own_kernel_plan.double_dot_launch sets it to 32 where it applies
     decode_dot_rows: int = 16
     # a launch over a known shared prefix whose blocks (2+ sequences of 1-8 query heads per KV head) fill the 16-row
     # dot takes blocks of twice the sequences in a 32-row dot where that launch leaves at least this many working
-    # programs per SM (programs over block size; own_kernel_pages.double_dot_launch; 0: off, probes up to 1.15.0).
+    # programs per SM (programs over block size; own_kernel_plan.double_dot_launch; 0: off, probes up to 1.15.0).
     # The analogue of wide_dot_four at 9-16 query heads. H100 (device-2026-12-07b, double-dot.json), 1.8: 13 of 15
     # held-out launches faster, 0.87-1.38x (median 1.11x); it lost at head dim 64 (0.87x), in blocks of 16 (0.90x)
     # and, among the grids' 13, on the 64-token two-warp tile (128 x 4 KV heads at 1K + 128, G 7: 0.89x FlashInfer's
@@ -299,13 +299,20 @@ class TuneParams:
     double_dot_min_block_n: int = 0
     # a launch over a known shared prefix whose batch gives at least this many programs per SM but fewer than
     # target_programs_per_sm runs unsplit on the batch-filled tile in page blocks, where blocks of at least the split
-    # launch's size form over the whole context (own_kernel_pages.filled_blocks_launch; 0: off, probes up to 1.16.0).
+    # launch's size form over the whole context (own_kernel_plan.filled_blocks_launch; 0: off, probes up to 1.16.0).
     # H100 (device-2026-12-07c): the oracle found 128 x 4 KV heads at 1K + 128, G 7, split in two of 576 on the
     # two-warp base tile in blocks of two, 63.6 us, and unsplit on the 128-token four-warp tile in blocks of two,
     # 41.2 us (FlashInfer's decode 56.1). At 3.5 (filled-blocks.json), where the split launch's blocks held at most
     # two: 9 launches (6 held-out layers, 3 grid shapes) 1.20-1.54x; where they held four and shrank to two: 0.95-0.99x
     # at head dim 128 bf16 (5 rows), 1.14-1.21x at head dim 256 or fp8 (4 rows), hence blocks never shrink
     filled_blocks_min_programs_per_sm: float = 0.0
+    # a base-tile launch whose split count only rounds the target up (256 items at 132 SMs: 2.06 splits wanted, 3
+    # made) takes one split fewer where that leaves at least this many programs per SM and floor_splits_min_splits
+    # splits, in page blocks no smaller (own_kernel_plan.floored_splits_launch; 0: off, probes up to 1.17.0). The
+    # oracle (device-2026-12-07c) found 128 x 2 KV heads at 1K + 128, G 16, 38.0 us in 3 splits of 384 and 29.7 us in
+    # 2 of 576 on the same tile (FlashInfer's decode 35.3)
+    floor_splits_min_programs_per_sm: float = 0.0
+    floor_splits_min_splits: int = 2
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

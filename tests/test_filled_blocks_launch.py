@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_plan.own_kernel_launch import tile_of
-from cascade_plan.own_kernel_pages import decode_launch_plan
+from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 from cascade_plan.own_kernel_tunes import PROBE_1_16_0_TUNE
 

@@ -1,5 +1,5 @@
 """benchmarks/decode_launch_oracle.py's search, on the host: the rows it searches are the probe grids' own shapes,
-and each forced page-block cap launches the blocks it names (own_kernel_pages.decode_launch_plan)."""
+and each forced page-block cap launches the blocks it names (own_kernel_plan.decode_launch_plan)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import decode_launch_oracle as oracle  # noqa: E402
 
-from cascade_plan.own_kernel_pages import decode_launch_plan  # noqa: E402
+from cascade_plan.own_kernel_plan import decode_launch_plan  # noqa: E402
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402
 from kernels_probe.attention.grid import build_grid, coverage_grid  # noqa: E402
 

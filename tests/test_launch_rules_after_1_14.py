@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_plan.own_kernel_launch import wave_splits, whole_tile_splits
-from cascade_plan.own_kernel_pages import block_fill_splits, decode_launch_plan
+from cascade_plan.own_kernel_pages import block_fill_splits
+from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE, PROBE_1_15_0_TUNE
 
 SM = 132

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cascade_plan.own_kernel_launch import decode_block_g
-from cascade_plan.own_kernel_pages import decode_launch_plan
+from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_tunes import PROBE_1_15_0_TUNE, PROBE_1_16_0_TUNE
 
 SM = 132

@@ -24,7 +24,7 @@ MAX_LINES = 450
 # The top-level modules, lowest first: each may import only those before it. A new one takes its place here.
 # A top-level package (calibration_schema) is one entry: its modules import each other and what comes before it.
 TOP_LEVEL = ("version", "errors", "units", "own_kernel_tune", "own_kernel_launch", "own_kernel_pages",
-             "own_kernel_tunes", "own_kernel_blocks", "own_kernel_prefix", "resources", "gpus",
+             "own_kernel_plan", "own_kernel_tunes", "own_kernel_blocks", "own_kernel_prefix", "resources", "gpus",
              "calibration_schema", "envelope", "outputs", "atomic", "report_folder")
 # The numeric core renders nothing and needs no GPU stack: these never appear under cost/.
 COST_BANNED = ("rich", "matplotlib", "xml", "torch", "triton", "pandas", "duckdb", "pyspark", "typer")

@@ -255,7 +255,7 @@ def test_head_dim_256_launches_its_own_tile_and_matches_the_reference():
     the batch-filled tile over 328 tokens, 64 at a time at head dim 256 (128 at head dim 128); the result is the
     float32 reference's and the launch record is what the planner's page blocks give at that head dim."""
     from cascade_plan.own_kernel_blocks import page_blocks
-    from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 
     d = build_data(_cfg(head_dim=256, q_per_kv=2, prefix_tokens=320, suffix_tokens=8), "cpu", seed=7)

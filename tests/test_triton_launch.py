@@ -547,7 +547,7 @@ def test_head_dim_256_runs_64_token_tiles_and_a_base_tile_that_never_prefetches(
     or fewer, never does. Probe 1.10.0's tune launches head dim 256 as 128 (but for the base tile's warps), and the
     rule is the identity below its head dim and applied twice."""
     from cascade_plan.own_kernel_launch import tune_at_head_dim
-    from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_10_0_TUNE, PROBE_1_12_0_TUNE
 
     def launch(batch, seq_len, shared, head_dim, tune=PROBE_1_12_0_TUNE):
@@ -579,7 +579,7 @@ def test_head_dim_256_on_deeper_tiles_splits_for_them_and_prefetches_everywhere(
     splits). Each base, batch-filled and long-context tile holds 32 tokens in 3 stages and prefetches, the short one
     is as before; head dim 128 ignores the fields, and the rule applied twice is the same tune."""
     from cascade_plan.own_kernel_launch import tune_at_head_dim, whole_tile_splits
-    from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 
     tune = dataclasses.replace(P14, wide_head_stages=3, wide_head_tile_n=32)
@@ -606,7 +606,8 @@ def test_capped_head_dim_256_tiles_only_on_private_bf16_base_tiles_of_short_spli
     of 384 on 64-token tiles, so they take the 32-token 3-stage tile (12 of 352, prefetching); over a known shared
     prefix, over an fp8 cache (tune_at_kv_dtype), at head dim 128, over splits of 576 (128 sequences at 1K + 128) and
     on the long-context tile (128 at 16K + 128) the launch is the tune's own."""
-    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_kv_dtype
+    from cascade_plan.own_kernel_pages import tune_at_kv_dtype
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 
     tune = dataclasses.replace(P14, wide_head_stages=3, wide_head_tile_n=32, wide_head_stages_max_tokens=512)
@@ -678,7 +679,8 @@ def test_block_fill_splits_a_short_launchs_prefix_for_blocks_at_head_dim_256_onl
     fewer than the 4 x 132 page blocks need. Filling 1 working program per SM in splits of 256+ tokens: the 4,096
     shared tokens in min(ceil(132 / 4 blocks of 8), 4,096 // 256) = 16 splits of 256, 17 with the tail; at least
     ceil(528 / 32) = 17 splits too. 17 x 32 = 544 programs leave blocks of 4 (544 < 8 x 132, >= 4 x 132)."""
-    from cascade_plan.own_kernel_pages import block_fill_splits, decode_launch_plan
+    from cascade_plan.own_kernel_pages import block_fill_splits
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_12_0_TUNE
 
     fill = DEFAULT_TUNE     # probe 1.13.0's: 1 per SM, 256+ tokens, head dim 256
@@ -720,7 +722,8 @@ def test_a_private_target_at_head_dim_256_leaves_shared_pages_alone():
     for 2 x 132 programs, ceil(264 / 32) = 9 splits (of ceil(4,224 / 9) = 470 -> 512 tokens; ceil(4,224 / 512) = 9),
     not the base target's 11; the same tokens over a known shared prefix keep their launch (block fill's 17), a
     prefix unknown to the caller (None) too, and head dim 128 ignores the field."""
-    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+    from cascade_plan.own_kernel_pages import tune_at_launch
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 
     tune = dataclasses.replace(P14, wide_head_private_programs_per_sm=2)
@@ -742,7 +745,8 @@ def test_wide_dot_targets_apply_over_shared_pages_at_9_to_16_query_heads():
     so the launch takes the long tile in 17 splits, not the default's 26 of 640 (long target 8). Private pages, 8
     query heads per KV head (one sequence's rows leave the 16-row dot half empty) and head dim 256's tiles keep
     theirs."""
-    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+    from cascade_plan.own_kernel_pages import tune_at_launch
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_13_0_TUNE as base  # the launch before the rule
 
     tune = dataclasses.replace(base, wide_dot_programs_per_sm=2)
@@ -762,7 +766,7 @@ def test_wide_dot_targets_keyed_on_a_long_launch_of_16_splits_or_more():
     """wide_dot_min_splits 16: 8 x 4 KV heads at 16K + 128 (the default's long-context launch, 26 splits of 640) take
     the targets (17 of 1,024, as without the key); 256 sequences x 1 KV head at 2K + 128 (the default's long launch
     in 4 splits of 640) and 32 x 2 at 4K + 128 (base tile, 9 splits: no long launch) keep the default's."""
-    from cascade_plan.own_kernel_pages import decode_launch_plan
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_13_0_TUNE as base  # the launch before the rule
 
     keyed = dataclasses.replace(base, wide_dot_programs_per_sm=2, wide_dot_min_splits=16)
@@ -782,7 +786,8 @@ def test_wide_dot_targets_only_over_short_private_tails_and_on_by_default():
     tokens become ceil(4 x 132 / 32) = 17 of 1,024), at 16K + 1,024 (a 1,024-token tail; 33 splits of 528 round up
     to 28 of 640) keep probe 1.13.0's. The key and
     the cap both hold: 2 KV heads x 256 sequences at 2K + 128 (4 long splits) keep theirs too."""
-    from cascade_plan.own_kernel_pages import decode_launch_plan, tune_at_launch
+    from cascade_plan.own_kernel_pages import tune_at_launch
+    from cascade_plan.own_kernel_plan import decode_launch_plan
     from cascade_plan.own_kernel_tunes import PROBE_1_13_0_TUNE as base
     from cascade_plan.own_kernel_tunes import PROBE_1_14_0_TUNE as P14
 

@@ -23,13 +23,8 @@ from cascade_plan.own_kernel_launch import (
     scale_log2,
     whole_tile_splits,
 )
-from cascade_plan.own_kernel_pages import (
-    CHECK_CHUNK_PAGES,
-    decode_fp8_pairs,
-    decode_launch,
-    decode_launch_plan,
-    tune_at_kv_dtype,
-)
+from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_fp8_pairs, decode_launch, tune_at_kv_dtype
+from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_prefix import prefix_launch
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
 from kernels_probe.attention.triton_jit import paged_decode_kernel, prefix_kernel
