@@ -212,9 +212,10 @@ def filled_blocks_configs():
 
 def floor_splits_variants(base):
     """Probe 1.17.0 and one split fewer where the base target's split count only rounds the target up and one fewer
-    still leaves 3.5 programs per SM (floor_splits_min_programs_per_sm), down to two splits or down to one: the oracle
-    found 128 x 2 KV heads at 1K + 128, G 16, 1.28x faster in 2 splits than in 3 (device-2026-12-07c, oracle-2.log)
-    and, on the same tile without blocks, 128 x 4 at G 7 faster unsplit than in 2 (oracle.json)."""
+    still leaves 3.5 programs per SM (floor_splits_min_programs_per_sm), down to two splits or down to one (probe
+    1.18.0): the oracle found 128 x 2 KV heads at 1K + 128, G 16, 1.28x faster in 2 splits than in 3
+    (device-2026-12-07c, oracle-2.log) and, on the same tile without blocks, 128 x 4 at G 7 faster unsplit than in 2
+    (oracle.json). Timed in device-2026-12-07d (floor-splits.json, floor-splits-ours.json)."""
     r = dataclasses.replace
     return [("default", base), ("one split fewer, >= 2", r(base, floor_splits_min_programs_per_sm=3.5)),
             ("one split fewer, >= 1", r(base, floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1))]

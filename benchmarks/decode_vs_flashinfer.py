@@ -58,6 +58,7 @@ from cascade_plan.own_kernel_tunes import (  # noqa: E402
     PROBE_1_14_0_TUNE,
     PROBE_1_15_0_TUNE,
     PROBE_1_16_0_TUNE,
+    PROBE_1_17_0_TUNE,
 )
 
 TOL = 1e-2
@@ -1020,7 +1021,7 @@ STAGE_PLANS = {
     "double-dot-keyed": (rule_stages.double_dot_keyed_configs, rule_stages.double_dot_keyed_variants,
                          PROBE_1_16_0_TUNE),
     "filled-blocks": (rule_stages.filled_blocks_configs, rule_stages.filled_blocks_variants, PROBE_1_16_0_TUNE),
-    "floor-splits": (rule_stages.floor_splits_configs, rule_stages.floor_splits_variants, DEFAULT_TUNE),
+    "floor-splits": (rule_stages.floor_splits_configs, rule_stages.floor_splits_variants, PROBE_1_17_0_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

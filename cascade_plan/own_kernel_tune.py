@@ -310,7 +310,10 @@ class TuneParams:
     # made) takes one split fewer where that leaves at least this many programs per SM and floor_splits_min_splits
     # splits, in page blocks no smaller (own_kernel_plan.floored_splits_launch; 0: off, probes up to 1.17.0). The
     # oracle (device-2026-12-07c) found 128 x 2 KV heads at 1K + 128, G 16, 38.0 us in 3 splits of 384 and 29.7 us in
-    # 2 of 576 on the same tile (FlashInfer's decode 35.3)
+    # 2 of 576 on the same tile (FlashInfer's decode 35.3). H100 (device-2026-12-07d, floor-splits.json, two calls
+    # agreeing within 1.5%), at 3.5 down to one split: 43 launches changed (25 held-out), 40 faster in both calls,
+    # median 1.06x, 0.97-1.27x; 2 -> 1 split alone 10 launches, all faster, 1.003-1.11x. Slower: head dim 64 over
+    # shared pages (15 x 8 KV heads at 1.5K + 128: 0.97x) and two 4K rows at 0.98-1.00x
     floor_splits_min_programs_per_sm: float = 0.0
     floor_splits_min_splits: int = 2
 
@@ -322,4 +325,5 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           block_fill_min_head_dim=256, fp8_stream_programs_per_sm=4, wide_dot_programs_per_sm=2,
                           wide_dot_min_splits=16, wide_dot_max_private_tokens=512, wide_head_wave_ctas=2,
                           wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4,
-                          wide_head_wave_shared=True, filled_blocks_min_programs_per_sm=3.5)
+                          wide_head_wave_shared=True, filled_blocks_min_programs_per_sm=3.5,
+                          floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1)

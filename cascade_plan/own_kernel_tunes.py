@@ -18,6 +18,8 @@ PROBE_1_15_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per
                                wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4)
 # The tune of probe 1.16.0 (a batch just short of the split target split, not run unsplit in page blocks).
 PROBE_1_16_0_TUNE = replace(PROBE_1_15_0_TUNE, wide_head_wave_shared=True)
+# The tune of probe 1.17.0 (a split count rounded up past the split target kept, not one split fewer).
+PROBE_1_17_0_TUNE = replace(PROBE_1_16_0_TUNE, filled_blocks_min_programs_per_sm=3.5)
 # The tune of probe 1.14.0 (head dim 256 at the base split target over private pages; blocks of two in the wide dot
 # everywhere).
 PROBE_1_14_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

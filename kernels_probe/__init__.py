@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.17.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.18.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -48,4 +48,6 @@ PROBE_VERSION = "1.17.0"  # 1.4: page-aware decode blocks where they pay (page_b
 # (wide_head_wave_shared)
 # 1.17.0: a split base-tile launch over a known shared prefix whose batch gives 3.5 to 4 items per SM runs unsplit on
 # the batch-filled tile in page blocks no smaller than its own (filled_blocks_min_programs_per_sm)
+# 1.18.0: a base-tile launch whose split count only rounds the split target up takes one split fewer where that
+# still leaves 3.5 programs per SM, in page blocks no smaller (floor_splits_min_programs_per_sm, _min_splits)
 __version__ = PROBE_VERSION

@@ -1,6 +1,6 @@
-"""One split fewer where the split count only rounds the target up (TuneParams.floor_splits_min_programs_per_sm,
-own_kernel_plan.floored_splits_launch): golden launches from hand arithmetic on 132 SMs, the launches it leaves
-alone, and an invariant over many shapes."""
+"""Probe 1.18.0's one split fewer where the split count only rounds the target up
+(TuneParams.floor_splits_min_programs_per_sm, own_kernel_plan.floored_splits_launch): golden launches from hand
+arithmetic on 132 SMs, the launches it leaves alone, and an invariant over many shapes."""
 
 from __future__ import annotations
 
@@ -12,11 +12,16 @@ from hypothesis import strategies as st
 from cascade_plan.own_kernel_launch import tile_of
 from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+from cascade_plan.own_kernel_tunes import PROBE_1_17_0_TUNE
 
 SM = 132
-BASE = dataclasses.replace(DEFAULT_TUNE, floor_splits_min_programs_per_sm=0.0)
+BASE = PROBE_1_17_0_TUNE
 RULE = dataclasses.replace(BASE, floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=2)
 TO_ONE = dataclasses.replace(RULE, floor_splits_min_splits=1)
+
+
+def test_probe_1_18_0_is_1_17_0_with_the_rule_down_to_one_split():
+    assert DEFAULT_TUNE == TO_ONE
 
 
 def test_a_split_count_rounded_up_past_the_target_loses_one_split():

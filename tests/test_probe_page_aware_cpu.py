@@ -339,6 +339,20 @@ def test_blocks_in_a_doubled_dot_taken_by_the_launch_rule_match_the_reference():
         assert int((plan.grouped == seqs).sum()) == 8 * 2
 
 
+def _checked_plans(d, table, max_len: int, shared: int, tunes) -> list:
+    """DecodePlan under each tune on 4 SMs, each run checked against the float32 reference."""
+    ref = reference_output(d)
+    plans = []
+    for tune in tunes:
+        out = torch.full_like(d.q, float("nan"))
+        plan = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, max_len, out, sm_count=4, tune=tune,
+                          shared_prefix_tokens=shared)
+        plan()
+        assert max_rel_err(out, ref) < TOL
+        plans.append(plan)
+    return plans
+
+
 def test_the_unsplit_batch_filled_launch_in_blocks_matches_the_reference():
     """filled_blocks_min_programs_per_sm at 4 SMs: 14 sequences x 1 KV head (3.5 items per SM) over 512 shared + 32
     private tokens split in two on the base tile by default, and run unsplit on the batch-filled tile, page numbers
@@ -346,13 +360,15 @@ def test_the_unsplit_batch_filled_launch_in_blocks_matches_the_reference():
     filled = dataclasses.replace(TuneParams(), filled_blocks_min_programs_per_sm=3.5)
     d = build_data(_cfg(prefix_tokens=512, group_size=14, n_groups=1, suffix_tokens=32, num_kv_heads=1,
                         page_size=16), "cpu")
-    ref = reference_output(d)
-    launches = []
-    for tune in (TuneParams(), filled):
-        out = torch.full_like(d.q, float("nan"))
-        plan = DecodePlan(d.q, d.k_cache, d.v_cache, d.shared_table, d.seq_lens, 544, out, sm_count=4, tune=tune,
-                          shared_prefix_tokens=512)
-        plan()
-        assert max_rel_err(out, ref) < TOL
-        launches.append((plan.splits, plan.seqs, plan.block_n, plan.prefetch))
-    assert launches == [(2, 2, 64, False), (1, 2, 128, True)]
+    plans = _checked_plans(d, d.shared_table, 544, 512, (TuneParams(), filled))
+    assert [(p.splits, p.seqs, p.block_n, p.prefetch) for p in plans] == [(2, 2, 64, False), (1, 2, 128, True)]
+
+
+def test_one_split_fewer_matches_the_reference():
+    """floor_splits_min_programs_per_sm at 4 SMs: 7 sequences x 1 KV head over 784 private tokens want 16 / 7 = 2.3
+    splits and get 3 of 320; one fewer (2 of 448) still leaves 14 programs, 3.5 per SM, so the rule launches that.
+    Both are the float32 reference's."""
+    floor = dataclasses.replace(TuneParams(), floor_splits_min_programs_per_sm=3.5)
+    d = build_data(_cfg(prefix_tokens=768, group_size=7, n_groups=1, suffix_tokens=16, num_kv_heads=1), "cpu")
+    plans = _checked_plans(d, d.dup_table, 784, 0, (TuneParams(), floor))
+    assert [(p.splits, p.tps, p.seqs) for p in plans] == [(3, 320, 1), (2, 448, 1)]
