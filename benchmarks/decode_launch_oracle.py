@@ -19,6 +19,7 @@ import dataclasses
 import json
 import sys
 import time
+from pathlib import Path
 
 sys.path.insert(0, ".")
 sys.path.insert(0, "benchmarks")
@@ -105,6 +106,7 @@ def main() -> int:
     import torch
     from decode_vs_flashinfer import checked_err, gpu_with_flashinfer
 
+    from cascade_plan.atomic import write_text_atomic
     from cascade_plan.own_kernel_tune import DEFAULT_TUNE
     from kernels_probe.attention import flashinfer_backend
     from kernels_probe.attention.data import build_data, reference_output
@@ -119,10 +121,14 @@ def main() -> int:
     lost_rows, tiles, caps = ROW_LISTS[args.rows]
     rows, table = [], []
     todo = lost_rows()[args.start:]
+    last_row_s = 0.0
     for i, (cfg, layouts) in enumerate(todo):
-        if time.perf_counter() - t0 > args.budget_s:
+        # a row takes 30-40 s (FlashInfer built): one that `timeout` ends half-way is lost, so none starts that the
+        # budget would not see finish at the last row's pace
+        if time.perf_counter() - t0 + last_row_s > args.budget_s:
             print("budget reached; rows left:", len(todo) - i, flush=True)
             break
+        row_t0 = time.perf_counter()
         d = build_data(cfg, "cuda")
         ref = reference_output(d)
         T = cfg.prefix_tokens + cfg.suffix_tokens
@@ -195,9 +201,9 @@ def main() -> int:
                   f"best {best_k} {best * 1e6:.1f} (x{fi_s / best:.2f}) of {len(launches)} launches", flush=True)
         del d, ref
         torch.cuda.empty_cache()
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"sm_count": sm, "rows": rows}, f)
+        if args.out:    # after every row, atomically: a call cut short keeps the rows it finished
+            write_text_atomic(Path(args.out), json.dumps({"sm_count": sm, "rows": rows}))
+        last_row_s = time.perf_counter() - row_t0
     print(f"\nFlashInfer's best decode over ours (>= 1.0: ours at least as fast); {time.perf_counter() - t0:.0f} s")
     print(f"{'default':>7s} {'best':>6s} pages  {'FI us':>7s} {'ours':>7s} {'best':>7s}  default launch  best launch"
           "  shape")
