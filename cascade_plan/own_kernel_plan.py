@@ -87,6 +87,13 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     return la
 
 
+def inner_tune(tune: TuneParams, **changes) -> TuneParams:
+    """The tune a block rule re-plans its launch with (`changes` applied): without the rules decode_launch_plan applies
+    after the block rules, so that their launches are the ones those rules were timed with, and each later rule sees
+    the block rules' final launch once."""
+    return replace(tune, filled_blocks_min_programs_per_sm=0.0, floor_splits_min_programs_per_sm=0.0, **changes)
+
+
 def filled_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
                          shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams, launch: DecodeLaunch, *,
                          head_dim: int) -> DecodeLaunch | None:
@@ -121,8 +128,7 @@ def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
     if (launch.seqs != 2 or not shared_prefix_tokens or not wide_dot_blocks(q_per_kv, launch.block_n, tune)
             or tune.wide_dot_seqs != 2):
         return None
-    four = replace(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0,
-                   filled_blocks_min_programs_per_sm=0.0)
+    four = inner_tune(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, four,
                             head_dim=head_dim, streaming=streaming)
     working = la.working_programs(batch * kv_heads)
@@ -144,7 +150,7 @@ def double_dot_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
             or 2 * launch.seqs * q_per_kv <= decode_block_g(q_per_kv) or 2 * q_per_kv > decode_block_g(q_per_kv)
             or head_dim < tune.double_dot_min_head_dim):
         return None
-    wider = replace(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0, filled_blocks_min_programs_per_sm=0.0)
+    wider = inner_tune(tune, decode_dot_rows=32, double_dot_min_programs_per_sm=0.0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, wider,
                             head_dim=head_dim, streaming=streaming)
     working = la.working_programs(batch * kv_heads)
