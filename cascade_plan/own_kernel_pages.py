@@ -62,11 +62,17 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
 
 def tune_at_kv_dtype(tune: TuneParams, kv_dtype: str) -> TuneParams:
     """The tune a per-sequence decode over a `kv_dtype` cache ("bf16", "fp8") launches with: over fp8 the streaming
-    launch's target fp8_stream_programs_per_sm where set (and as many resident per SM at most), and no capped
-    head-dim-256 stages (wide_head_stages_max_tokens: bf16's alone); else `tune`. Applying it twice gives the same
-    tune."""
+    launch's target fp8_stream_programs_per_sm where set (and as many resident per SM at most), no capped
+    head-dim-256 stages (wide_head_stages_max_tokens: bf16's alone), and the batch-filled launch over private pages on
+    the base tile where fp8_private_filled_base_tile (private_filled_base_tile: set over fp8 alone), and one split
+    fewer over private pages down to floor_splits_min_programs_per_sm, not the lower private floor; else `tune`.
+    Applying it twice gives the same tune."""
     if kv_dtype == "fp8" and tune.wide_head_stages and tune.wide_head_stages_max_tokens:
         tune = replace(tune, wide_head_stages=0)     # the capped head-dim-256 tiles are bf16's alone
+    if tune.private_filled_base_tile != (kv_dtype == "fp8" and tune.fp8_private_filled_base_tile):
+        tune = replace(tune, private_filled_base_tile=not tune.private_filled_base_tile)
+    if kv_dtype == "fp8" and tune.floor_splits_private_min_programs_per_sm:
+        tune = replace(tune, floor_splits_private_min_programs_per_sm=0.0)   # fp8's private floor: the shared one's
     n = tune.fp8_stream_programs_per_sm
     if kv_dtype != "fp8" or not n:
         return tune

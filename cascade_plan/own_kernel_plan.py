@@ -1,7 +1,9 @@
 """The per-sequence decode's whole launch, as DecodePlan makes it: own_kernel_pages' base launch (splits, tile, page
 prefetch, page blocks), then the rules that re-plan it where a measured launch beat the base one: blocks of four in
-the wide dot, blocks of twice the sequences in a 32-row dot, the unsplit batch-filled launch in page blocks, one split
-fewer where the split count only rounds the target up. Pure Python, as own_kernel_launch."""
+the wide dot (in one split fewer over short private tails), blocks of twice the sequences in a 32-row dot, the unsplit
+batch-filled launch in page blocks, one split fewer where the split count only rounds the target up, the 128-token
+four-warp tile where page blocks leave about one program per SM; and fp8's batch-filled launch over private pages on
+the base tile. Pure Python, as own_kernel_launch."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from cascade_plan.own_kernel_launch import (
     decode_launch_splits,
     decode_prefetch,
     decode_tile,
+    decode_tile_kind,
     longest_split_tokens,
     tile_of,
     whole_tile_splits,
@@ -65,6 +68,9 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     longest = longest_split_tokens(max(max_seq_len, 1), splits, tps)
     block_n, stages, warps = decode_tile(work, splits, longest, long_tile, sm_count, tune, forced=forced,
                                          head_dim=head_dim)
+    if (tune.private_filled_base_tile and shared_prefix_tokens == 0 and head_dim <= tune.narrow_max_head_dim
+            and decode_tile_kind(work, splits, longest, long_tile, sm_count, tune, forced=forced) == "filled"):
+        block_n, stages, warps = tile_of("base", tune, head_dim)      # over fp8 (tune_at_kv_dtype)
     prefetch = decode_prefetch(work, splits, longest, long_tile, sm_count, tune, forced=forced)
     seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
                            max_seq_len=max_seq_len, tokens_per_split=tps, block_n=block_n)
@@ -84,6 +90,9 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     if tune.floor_splits_min_programs_per_sm and streaming:
         la = floored_splits_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune, la,
                                    head_dim=head_dim) or la
+    if tune.few_programs_tile_max_programs_per_sm and streaming:
+        la = few_programs_tile_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune,
+                                      la, head_dim=head_dim) or la
     return la
 
 
@@ -91,7 +100,8 @@ def inner_tune(tune: TuneParams, **changes) -> TuneParams:
     """The tune a block rule re-plans its launch with (`changes` applied): without the rules decode_launch_plan applies
     after the block rules, so that their launches are the ones those rules were timed with, and each later rule sees
     the block rules' final launch once."""
-    return replace(tune, filled_blocks_min_programs_per_sm=0.0, floor_splits_min_programs_per_sm=0.0, **changes)
+    return replace(tune, filled_blocks_min_programs_per_sm=0.0, floor_splits_min_programs_per_sm=0.0,
+                   few_programs_tile_max_programs_per_sm=0.0, **changes)
 
 
 def filled_blocks_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
@@ -124,17 +134,28 @@ def wide_dot_four_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: 
     """The launch of blocks of four sequences in a wide dot on 64-token long-context tiles (wide dots on 64-token
     tiles too) where `launch`, the tune's own, forms blocks of two in the wide dot over a known shared prefix and that
     one splits, forms blocks of four and leaves at least wide_dot_four_min_programs_per_sm working programs per SM
-    (TuneParams.wide_dot_four_min_programs_per_sm); else None."""
+    (TuneParams.wide_dot_four_min_programs_per_sm), in one split fewer where that leaves as many and the private tail
+    is short (wide_dot_four_fewer_max_private_tokens); else None."""
     if (launch.seqs != 2 or not shared_prefix_tokens or not wide_dot_blocks(q_per_kv, launch.block_n, tune)
             or tune.wide_dot_seqs != 2):
         return None
     four = inner_tune(tune, wide_dot_seqs=4, long_block_n=64, wide_dot_block_n=64, wide_dot_four_min_programs_per_sm=0)
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, four,
                             head_dim=head_dim, streaming=streaming)
-    working = la.working_programs(batch * kv_heads)
-    if la.splits > 1 and la.seqs == 4 and working >= tune.wide_dot_four_min_programs_per_sm * sm_count:
-        return la
-    return None
+    work = batch * kv_heads
+    if la.splits == 1 or la.seqs != 4 or la.working_programs(work) < tune.wide_dot_four_min_programs_per_sm * sm_count:
+        return None
+    cap = tune.wide_dot_four_fewer_max_private_tokens
+    if cap and la.splits > 2 and max_seq_len - shared_prefix_tokens <= cap:
+        # the split target is rounded up: 256 items in blocks of four at 2 working programs per SM want 4.1 splits
+        splits, tps = whole_tile_splits(max(max_seq_len, 1), la.splits - 1, la.block_n)
+        fewer = la._replace(splits=splits, tokens_per_split=tps)
+        if (splits < la.splits and fewer.working_programs(work) >= tune.wide_dot_four_min_programs_per_sm * sm_count
+                and page_block_seqs(batch, q_per_kv, work * splits, sm_count, four,
+                                    shared_prefix_tokens=shared_prefix_tokens, max_seq_len=max_seq_len,
+                                    tokens_per_split=tps, block_n=la.block_n) == 4):
+            return fewer
+    return la
 
 
 def double_dot_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
@@ -166,15 +187,39 @@ def floored_splits_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len:
     """The launch of one split fewer (whole base tiles, the tile and blocks that split gives) where `launch` is the
     base target's split count (decode_launch_splits: not the long-context launch, nor a split another rule chose),
     rounded up past target_programs_per_sm programs per SM, and one split fewer still leaves at least
-    floor_splits_min_programs_per_sm per SM and floor_splits_min_splits splits, in page blocks no smaller than
+    floor_splits_min_programs_per_sm per SM (floor_splits_private_min_programs_per_sm over private pages, where set)
+    and floor_splits_min_splits splits, in page blocks no smaller than
     `launch`'s; else None. 256 items at 132 SMs want 528 / 256 = 2.06 splits, get 3: 768 programs, 5.8 per SM."""
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch_splits(work, max(max_seq_len, 1), sm_count, tune)
     fewer = splits - 1
+    least = tune.floor_splits_min_programs_per_sm
+    if shared_prefix_tokens == 0 and tune.floor_splits_private_min_programs_per_sm:
+        least = tune.floor_splits_private_min_programs_per_sm
     if (long_tile or launch.long_tile or (launch.splits, launch.tokens_per_split) != (splits, tps)
             or fewer < max(tune.floor_splits_min_splits, 1) or work * splits <= tune.target_programs_per_sm * sm_count
-            or work * fewer < tune.floor_splits_min_programs_per_sm * sm_count):
+            or work * fewer < least * sm_count):
         return None
     la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune,
                             head_dim=head_dim, force_splits=fewer)
     return la if la.seqs >= launch.seqs and la.splits < splits else None
+
+
+def few_programs_tile_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int,
+                             shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams, launch: DecodeLaunch,
+                             *, head_dim: int) -> DecodeLaunch | None:
+    """The launch on the long-context tile (long_block_n tokens, long_stages, long_warps; page numbers an iteration
+    ahead) in `launch`'s split count (whole tiles of it), where `launch` runs the base tile on fewer warps over a known
+    shared prefix in page blocks and leaves fewer than few_programs_tile_max_programs_per_sm working programs per SM
+    (a block's other programs exit: 8 sequences x 8 KV heads in 9 splits and blocks of four leave 144 programs, one
+    per SM of two warps), at head dims up to narrow_max_head_dim, in blocks no smaller; else None."""
+    base = tile_of("base", tune, head_dim)
+    if (launch.long_tile or launch.seqs < 2 or not shared_prefix_tokens or head_dim > tune.narrow_max_head_dim
+            or (launch.block_n, launch.stages, launch.warps) != base or launch.warps >= tune.long_warps
+            or launch.working_programs(batch * kv_heads) >= tune.few_programs_tile_max_programs_per_sm * sm_count):
+        return None
+    wide = inner_tune(tune, decode_block_n=tune.long_block_n, decode_stages=tune.long_stages,
+                      decode_warps=tune.long_warps, prefetch_min_tokens=0)
+    la = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, wide,
+                            head_dim=head_dim, force_splits=launch.splits)
+    return la if la.seqs >= launch.seqs else None

@@ -316,6 +316,35 @@ class TuneParams:
     # shared pages (15 x 8 KV heads at 1.5K + 128: 0.97x) and two 4K rows at 0.98-1.00x
     floor_splits_min_programs_per_sm: float = 0.0
     floor_splits_min_splits: int = 2
+    # over private pages (shared_prefix_tokens 0) of a bf16 cache floor_splits_min_programs_per_sm is this instead,
+    # where set (tune_at_kv_dtype clears it over fp8). H100 (device-2026-12-07e), at 2.0, bf16: few-programs.json 6
+    # launches, probe-1-19.json 8 held-out and 7 grid, probe-1-19-fresh.json 4 held-out; all faster but one, 1.05-1.34x
+    # (8 x 40 KV heads at 1K + 128: FlashInfer's decode over ours 0.95 -> 1.06-1.11); slower: 224 x 2 at 1.3K + 96,
+    # 2 -> 1 split, 0.93x. Over fp8 3 -> 2 splits gained 1.13x and 1.35x but 2 -> 1 lost 0.85-0.97x (three held-out),
+    # and over shared pages no launch was timed at the lower threshold: both keep floor_splits_min_programs_per_sm
+    floor_splits_private_min_programs_per_sm: float = 0.0
+    # a base-tile launch of fewer warps over a known shared prefix in page blocks that leaves fewer than this many
+    # working programs per SM runs the long-context tile (128 tokens, four warps, page numbers an iteration ahead) in
+    # the same split count (own_kernel_plan.few_programs_tile_launch; 0: off, probes up to 1.18.0). The tile's two
+    # 64 KB stages fit one program per SM, so a launch of more than about one per SM runs a second wave on it. H100
+    # (device-2026-12-07e, few-programs.json), the tile wherever the launch left < 2.5: at 1.03-1.21 working programs
+    # per SM 9 launches (6 held-out), all faster, 1.05-1.28x; at 1.45-2.18, 16 launches 0.86-1.30x (7 slower, all
+    # of 2-3 splits), hence 1.25; held out since (probe-1-19.json, probe-1-19-fresh.json) 11 of 12 faster, 1.00-1.60x
+    few_programs_tile_max_programs_per_sm: float = 0.0
+    # the blocks-of-four wide-dot launch takes one split fewer where that still leaves wide_dot_four_min_programs_per_sm
+    # working programs per SM and the private tail holds at most this many tokens (own_kernel_plan.wide_dot_four_launch;
+    # 0: off, probes up to 1.18.0). Its split target is rounded up: 256 items in blocks of four at 2 working programs
+    # per SM want 4.1 splits, get 5. H100 (device-2026-12-07e): few-programs.json, 10 launches (5 held-out) at
+    # 128-256 private tokens, all faster, 1.02-1.43x; probe-1-19.json, 6 held-out: at 96 private tokens 1.13x and
+    # 1.19x, at 192 0.99x, at 384 0.89-0.97x (three), hence 256
+    wide_dot_four_fewer_max_private_tokens: int = 0
+    # over an fp8 cache, a batch-filled launch over private pages runs the base tile (64 tokens, 3 stages, 2 warps) at
+    # head dims up to narrow_max_head_dim: tune_at_kv_dtype sets private_filled_base_tile, which the launch reads.
+    # H100 (device-2026-12-07e, few-programs.json, every fp8 filled launch on the base tile): over private pages 13
+    # launches 0.96-1.23x, median 1.17x (64 x 40 KV heads at 4K + 128: FlashInfer's decode over ours 0.93 -> 1.09);
+    # over shared pages 0.60-1.18x, median 0.83x, hence private pages alone
+    fp8_private_filled_base_tile: bool = False
+    private_filled_base_tile: bool = False
 
 
 DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,
@@ -326,4 +355,6 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           wide_dot_min_splits=16, wide_dot_max_private_tokens=512, wide_head_wave_ctas=2,
                           wide_dot_four_min_programs_per_sm=1.8, block_fill_shorter_min_seqs=4,
                           wide_head_wave_shared=True, filled_blocks_min_programs_per_sm=3.5,
-                          floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1)
+                          floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1,
+                          floor_splits_private_min_programs_per_sm=2.0, few_programs_tile_max_programs_per_sm=1.25,
+                          wide_dot_four_fewer_max_private_tokens=256, fp8_private_filled_base_tile=True)

@@ -20,6 +20,10 @@ PROBE_1_15_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per
 PROBE_1_16_0_TUNE = replace(PROBE_1_15_0_TUNE, wide_head_wave_shared=True)
 # The tune of probe 1.17.0 (a split count rounded up past the split target kept, not one split fewer).
 PROBE_1_17_0_TUNE = replace(PROBE_1_16_0_TUNE, filled_blocks_min_programs_per_sm=3.5)
+# The tune of probe 1.18.0 (base tiles where page blocks leave about one program per SM; the wide dot's blocks of
+# four in the split count its target rounds up to; one split fewer over private pages only down to 3.5 programs per
+# SM; fp8's batch-filled launch on the 128-token tile everywhere).
+PROBE_1_18_0_TUNE = replace(PROBE_1_17_0_TUNE, floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1)
 # The tune of probe 1.14.0 (head dim 256 at the base split target over private pages; blocks of two in the wide dot
 # everywhere).
 PROBE_1_14_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

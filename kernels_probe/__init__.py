@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.18.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.19.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -50,4 +50,9 @@ PROBE_VERSION = "1.18.0"  # 1.4: page-aware decode blocks where they pay (page_b
 # the batch-filled tile in page blocks no smaller than its own (filled_blocks_min_programs_per_sm)
 # 1.18.0: a base-tile launch whose split count only rounds the split target up takes one split fewer where that
 # still leaves 3.5 programs per SM, in page blocks no smaller (floor_splits_min_programs_per_sm, _min_splits)
+# 1.19.0: over private pages one split fewer down to 2 programs per SM (floor_splits_private_min_programs_per_sm);
+# base-tile page-block launches leaving < 1.25 working programs per SM on the 128-token four-warp tile
+# (few_programs_tile_max_programs_per_sm); the wide dot's blocks of four in one split fewer where 1.8 working
+# programs per SM remain, over private tails of up to 256 tokens (wide_dot_four_fewer_max_private_tokens); fp8's
+# batch-filled launch over private pages on the base tile (fp8_private_filled_base_tile)
 __version__ = PROBE_VERSION

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from cascade_plan.own_kernel_launch import tile_of
 from cascade_plan.own_kernel_plan import decode_launch_plan
-from cascade_plan.own_kernel_tune import DEFAULT_TUNE
-from cascade_plan.own_kernel_tunes import PROBE_1_17_0_TUNE
+from cascade_plan.own_kernel_tunes import PROBE_1_17_0_TUNE, PROBE_1_18_0_TUNE
 
 SM = 132
 BASE = PROBE_1_17_0_TUNE
@@ -21,7 +20,7 @@ TO_ONE = dataclasses.replace(RULE, floor_splits_min_splits=1)
 
 
 def test_probe_1_18_0_is_1_17_0_with_the_rule_down_to_one_split():
-    assert DEFAULT_TUNE == TO_ONE
+    assert PROBE_1_18_0_TUNE == TO_ONE
 
 
 def test_a_split_count_rounded_up_past_the_target_loses_one_split():

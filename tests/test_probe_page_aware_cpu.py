@@ -372,3 +372,16 @@ def test_one_split_fewer_matches_the_reference():
     d = build_data(_cfg(prefix_tokens=768, group_size=7, n_groups=1, suffix_tokens=16, num_kv_heads=1), "cpu")
     plans = _checked_plans(d, d.dup_table, 784, 0, (TuneParams(), floor))
     assert [(p.splits, p.tps, p.seqs) for p in plans] == [(3, 320, 1), (2, 448, 1)]
+
+
+def test_blocks_on_the_128_token_tile_at_about_one_program_per_sm_match_the_reference():
+    """few_programs_tile_max_programs_per_sm at 4 SMs: 8 sequences x 1 KV head, 4 query heads each, over 512 shared +
+    32 private tokens split in two (320 tokens) on the base tile in blocks of four leave 4 working programs, 1 per
+    SM; the rule runs the same split count on the 128-token tile (384 tokens, page numbers ahead) in blocks of four.
+    Both are the float32 reference's."""
+    tile = dataclasses.replace(TuneParams(), few_programs_tile_max_programs_per_sm=1.25)
+    d = build_data(_cfg(prefix_tokens=512, group_size=8, n_groups=1, suffix_tokens=32, num_kv_heads=1,
+                        page_size=16), "cpu")
+    plans = _checked_plans(d, d.shared_table, 544, 512, (TuneParams(), tile))
+    assert [(p.splits, p.tps, p.seqs, p.block_n, p.prefetch) for p in plans] == [(2, 320, 4, 64, False),
+                                                                                 (2, 384, 4, 128, True)]
