@@ -242,3 +242,99 @@ def floor_splits_configs():
                 C(1024, 20, 1, 1024, 4, 8, 128, "fp8"), C(1024, 247, 1, 256, 8, 2), C(768, 62, 1, 128, 4, 8),
                 C(2048, 20, 1, 128, 4, 8)]
     return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+
+
+def few_programs_variants(base):
+    """Probe 1.18.0 and three launch changes read off the oracle's rows it still loses (device-2026-12-07d):
+    the long-context tile (128 tokens, four warps, page numbers ahead) for base-tile launches over shared pages in
+    page blocks that leave fewer than 2.5 or 1.5 working programs per SM (8 x 40 KV heads at 1K + 128, G 1: 0.93x ->
+    1.12x with it), the blocks-of-four wide-dot launch in one split fewer where 1.8 working programs per SM remain
+    (128 x 2 KV heads at 4K + 128, G 16: 0.99x -> 1.12x in 4 splits instead of 5), and one split fewer down to 2
+    programs per SM instead of 3.5 (8 x 40 at 1K + 128 over private pages: 0.95x -> 1.11x unsplit), and over an fp8
+    cache the batch-filled launch on the base tile (64 x 40 at 4K + 128 over private pages: 0.95x -> 1.07x).
+    Timed against probe 1.18.0 in device-2026-12-07e (few-programs.json), where the fp8 variant ran the base tile over
+    shared pages too (0.60-1.18x there); probe 1.19.0 keeps it to private pages, the tile below 1.25 working programs
+    per SM, the wide dot's split to private tails of up to 256 tokens (probe-1-19.json), the floor as timed."""
+    r = dataclasses.replace
+    return [("default", base), ("few-programs tile < 2.5/SM", r(base, few_programs_tile_max_programs_per_sm=2.5)),
+            ("few-programs tile < 1.5/SM", r(base, few_programs_tile_max_programs_per_sm=1.5)),
+            ("wide dot four, one split fewer", r(base, wide_dot_four_fewer_max_private_tokens=1 << 30)),
+            ("one split fewer, >= 2/SM", r(base, floor_splits_min_programs_per_sm=2.0)),
+            ("fp8 filled on the base tile", r(base, fp8_private_filled_base_tile=True))]
+
+
+def few_programs_configs():
+    """Held-out shapes no rule was read from, in the classes the variants change (of 16 model layouts x 12 batches x
+    7 prefixes x 3 suffixes on 132 SMs: 381 for the tile at 2.5, 170 for the wide-dot split, 135 for the floor at 2),
+    as config.json lays out Qwen2.5-14B (40 query heads, 8 KV heads), Qwen2.5-7B (28, 4; two), Llama-3.1-8B (32, 8;
+    two), Yi-1.5-9B (32, 4, fp8), Llama-3.2-1B (32, 8, head dim 64), Phi-3-medium (40, 10), Llama-3.2-3B (24, 8;
+    two), Qwen3-32B (64, 8), Falcon-40B (128, 8, head dim 64; two), Qwen3-235B-A22B at TP 2 (32, 2), Llama-3.1-405B
+    at TP 8 (16, 1), GLM-4-9B (32, 2), Mistral-7B (32, 8, fp8; two), Qwen2.5-3B (16, 2), and over fp8 Yi-1.5-9B
+    (32, 4) and Qwen2.5-7B; then the coverage, default and
+    regimes grids' shapes (with --only-changed, those some variant launches otherwise: 26 of 250)."""
+    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+    from kernels_probe.attention.grid import coverage_grid
+
+    held_out = [C(3072, 12, 1, 256, 5, 8), C(8192, 6, 1, 128, 7, 4), C(2048, 12, 1, 128, 4, 8),
+                C(3072, 16, 1, 128, 8, 4, 128, "fp8"), C(3072, 8, 1, 256, 4, 8, 64), C(2048, 16, 1, 128, 4, 10),
+                C(8192, 4, 1, 256, 3, 8), C(1536, 24, 1, 128, 8, 8), C(1536, 48, 1, 256, 7, 4),
+                C(6144, 16, 1, 128, 16, 8, 64), C(8192, 48, 1, 128, 16, 2), C(8192, 96, 1, 256, 16, 1),
+                C(6144, 128, 1, 256, 16, 2), C(1536, 64, 1, 128, 16, 8, 64), C(1536, 24, 1, 128, 4, 8),
+                C(768, 48, 1, 128, 3, 8), C(1536, 24, 1, 256, 4, 8, 128, "fp8"), C(1536, 96, 1, 128, 8, 2),
+                C(2048, 128, 1, 128, 4, 8, 128, "fp8"), C(3072, 256, 1, 128, 8, 4, 128, "fp8"),
+                C(1536, 192, 1, 256, 7, 4, 128, "fp8")]
+    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+
+
+def probe_1_19_variants(base):
+    """Probe 1.18.0 (`base`) and probe 1.19.0, whose four rules few-programs.json (device-2026-12-07e) timed one by
+    one."""
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+
+    return [("default", base), ("probe 1.19.0", DEFAULT_TUNE)]
+
+
+def probe_1_19_configs():
+    """Held-out shapes chosen after probe 1.19.0's rules were set, from models none of its stages used, six per rule
+    (of 16 layouts x 14 batches x 5 prefixes x 3 suffixes on 132 SMs, 88 change tile, 276 split over private pages,
+    72 the wide dot's split, 330 fp8's batch-filled tile): Mistral-Nemo-12B (32 query heads, 8 KV heads; bf16 and
+    fp8), Gemma-2-27B (32, 16; two), Llama-3.1-8B (fp8; two), SmolLM2-1.7B (32, 32, head dim 64), Qwen3-8B (fp8),
+    Command-R (64, 8), Mixtral-8x22B (48, 8), Qwen2.5-0.5B (14, 2, head dim 64), Llama-3.1-405B at TP 4 (32, 2;
+    three), Llama-3.1-70B at TP 4 (16, 2), Qwen3-235B-A22B at TP 4 (16, 1; three), Falcon-40B at TP 2 (64, 4, head
+    dim 64; two) and Qwen2.5-7B (fp8; two); then the coverage, default and regimes grids' shapes."""
+    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+    from kernels_probe.attention.grid import coverage_grid
+
+    f8 = (128, "fp8")
+    held_out = [C(640, 40, 1, 192, 4, 8), C(1280, 20, 1, 96, 2, 16), C(2560, 12, 1, 384, 4, 8, *f8),
+                C(2560, 4, 1, 192, 1, 32, 64), C(1280, 20, 1, 384, 4, 8, *f8), C(640, 20, 1, 96, 2, 16),
+                C(640, 56, 1, 96, 8, 8), C(1280, 28, 1, 96, 6, 8), C(640, 224, 1, 384, 7, 2, 64),
+                C(1280, 224, 1, 96, 16, 2), C(2560, 56, 1, 192, 8, 2), C(640, 28, 1, 192, 4, 8, *f8),
+                C(10240, 112, 1, 192, 16, 1), C(5120, 80, 1, 384, 16, 2), C(10240, 40, 1, 384, 16, 4, 64),
+                C(5120, 80, 1, 384, 16, 4, 64), C(2560, 320, 1, 96, 16, 1), C(5120, 160, 1, 96, 16, 1),
+                C(5120, 320, 1, 96, 4, 8, *f8), C(10240, 160, 1, 96, 4, 8, *f8), C(1280, 160, 1, 96, 4, 8, *f8),
+                C(2560, 448, 1, 192, 7, 4, *f8), C(1280, 112, 1, 384, 4, 8, *f8), C(2560, 160, 1, 96, 7, 4, *f8)]
+    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+
+
+def probe_1_19_fresh_configs():
+    """More held-out shapes, chosen after probe-1-19.json keyed the wide dot's split to private tails of up to 256
+    tokens, from models no stage used before: the wide dot's split (7: Llama-3.1-405B at TP 4 (32 query heads, 2 KV
+    heads; two), Qwen3-235B-A22B at TP 2 (32, 2), Llama-3.1-405B at TP 8 (16, 1; two), Falcon-40B (128, 8, head dim
+    64), Qwen2.5-72B-like 12 query heads per KV head at 4 KV heads), the tile at about one working program per SM (6:
+    Mistral-Small-24B (32, 8; two), Granite-3-8B (32, 8, fp8; two), Llama-3.2-1B (fp8, head dim 64), Llama-3.1-8B
+    (fp8)) and one split fewer over private pages (6: Yi-34B (56, 8), Phi-4 (40, 10), Mistral-Small-24B,
+    Gemma-3-27B, Llama-3.2-1B (fp8) and a 14-query-head single-KV-head layout)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    f8 = (128, "fp8")
+    return [C(3584, 160, 1, 224, 16, 2), C(12288, 72, 1, 96, 16, 2), C(4096, 240, 1, 256, 16, 1),
+            C(9216, 24, 1, 128, 16, 8, 64), C(6144, 200, 1, 32, 16, 1), C(3072, 96, 1, 208, 16, 2),
+            C(12288, 40, 1, 240, 12, 4), C(832, 36, 1, 144, 4, 8), C(832, 36, 1, 272, 4, 8, *f8),
+            C(832, 36, 1, 48, 4, 8, 64, "fp8"), C(896, 36, 1, 160, 4, 8), C(2304, 16, 1, 224, 4, 8, *f8),
+            C(832, 36, 1, 48, 4, 8, *f8), C(1664, 26, 1, 48, 7, 8), C(1664, 14, 1, 48, 4, 10), C(832, 18, 1, 272, 4, 8),
+            C(832, 26, 1, 144, 2, 16), C(2944, 100, 1, 48, 4, 8, 64, "fp8"), C(1152, 150, 1, 96, 14, 1)]

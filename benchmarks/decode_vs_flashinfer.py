@@ -59,6 +59,7 @@ from cascade_plan.own_kernel_tunes import (  # noqa: E402
     PROBE_1_15_0_TUNE,
     PROBE_1_16_0_TUNE,
     PROBE_1_17_0_TUNE,
+    PROBE_1_18_0_TUNE,
 )
 
 TOL = 1e-2
@@ -1022,6 +1023,9 @@ STAGE_PLANS = {
                          PROBE_1_16_0_TUNE),
     "filled-blocks": (rule_stages.filled_blocks_configs, rule_stages.filled_blocks_variants, PROBE_1_16_0_TUNE),
     "floor-splits": (rule_stages.floor_splits_configs, rule_stages.floor_splits_variants, PROBE_1_17_0_TUNE),
+    "few-programs": (rule_stages.few_programs_configs, rule_stages.few_programs_variants, PROBE_1_18_0_TUNE),
+    "probe-1-19": (rule_stages.probe_1_19_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
+    "probe-1-19-fresh": (rule_stages.probe_1_19_fresh_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",
