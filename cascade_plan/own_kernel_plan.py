@@ -212,11 +212,15 @@ def few_programs_tile_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_l
     ahead) in `launch`'s split count (whole tiles of it), where `launch` runs the base tile on fewer warps over a known
     shared prefix in page blocks and leaves fewer than few_programs_tile_max_programs_per_sm working programs per SM
     (a block's other programs exit: 8 sequences x 8 KV heads in 9 splits and blocks of four leave 144 programs, one
-    per SM of two warps), at head dims up to narrow_max_head_dim, in blocks no smaller; else None."""
+    per SM of two warps; below few_programs_tile_split_max_programs_per_sm where it has few_programs_tile_min_splits
+    splits or more), at head dims up to narrow_max_head_dim, in blocks no smaller; else None."""
     base = tile_of("base", tune, head_dim)
+    most = tune.few_programs_tile_max_programs_per_sm
+    if tune.few_programs_tile_min_splits and launch.splits >= tune.few_programs_tile_min_splits:
+        most = max(most, tune.few_programs_tile_split_max_programs_per_sm)
     if (launch.long_tile or launch.seqs < 2 or not shared_prefix_tokens or head_dim > tune.narrow_max_head_dim
             or (launch.block_n, launch.stages, launch.warps) != base or launch.warps >= tune.long_warps
-            or launch.working_programs(batch * kv_heads) >= tune.few_programs_tile_max_programs_per_sm * sm_count):
+            or launch.working_programs(batch * kv_heads) >= most * sm_count):
         return None
     wide = inner_tune(tune, decode_block_n=tune.long_block_n, decode_stages=tune.long_stages,
                       decode_warps=tune.long_warps, prefetch_min_tokens=0)

@@ -331,6 +331,11 @@ class TuneParams:
     # per SM 9 launches (6 held-out), all faster, 1.05-1.28x; at 1.45-2.18, 16 launches 0.86-1.30x (7 slower, all
     # of 2-3 splits), hence 1.25; held out since (probe-1-19.json, probe-1-19-fresh.json) 11 of 12 faster, 1.00-1.60x
     few_programs_tile_max_programs_per_sm: float = 0.0
+    # ... and below this many where the launch has at least few_programs_tile_min_splits splits (0: off; untimed as a
+    # rule). In few-programs.json the tile at 1.45-2.18 working programs per SM gained on 7 of 8 launches of 6-33
+    # splits (1.01-1.30x; 8 x 8 KV heads at 4K + 128, G 5: 1.08x) and lost on 7 of 8 of 2-3 splits
+    few_programs_tile_split_max_programs_per_sm: float = 0.0
+    few_programs_tile_min_splits: int = 0
     # the blocks-of-four wide-dot launch takes one split fewer where that still leaves wide_dot_four_min_programs_per_sm
     # working programs per SM and the private tail holds at most this many tokens (own_kernel_plan.wide_dot_four_launch;
     # 0: off, probes up to 1.18.0). Its split target is rounded up: 256 items in blocks of four at 2 working programs

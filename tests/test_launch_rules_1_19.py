@@ -109,3 +109,16 @@ def test_what_the_shared_page_rules_change(batch, kv_heads, q_per_kv, prefix, su
     else:
         assert b.splits < a.splits and a.seqs == b.seqs == 4 and b.long_tile
         assert b.working_programs(work) >= 1.8 * SM
+
+
+def test_the_tile_below_2_5_per_sm_only_at_many_splits_where_the_tune_asks():
+    """few_programs_tile_split_max_programs_per_sm (off in probe 1.19.0): 8 x 8 KV heads at 4,096 + 128, G 5, in 9
+    splits and blocks of two leave 288 working programs, 2.18 per SM: the tile at 2.5 from 4 splits; 24 x 8 at 1,536
+    + 128, G 8, in 3 splits and blocks of two (2.18 per SM too) keep the base tile."""
+    keyed = dataclasses.replace(DEFAULT_TUNE, few_programs_tile_split_max_programs_per_sm=2.5,
+                                few_programs_tile_min_splits=4)
+    assert decode_launch_plan(8, 8, 5, 4224, 4096, SM, DEFAULT_TUNE).block_n == 64
+    many = decode_launch_plan(8, 8, 5, 4224, 4096, SM, keyed)
+    assert _shape(many) == (9, 512, (128, 2, 4), True, 2)
+    few = decode_launch_plan(24, 8, 8, 1664, 1536, SM, keyed)
+    assert (few.splits, few.block_n, few.seqs) == (3, 64, 2)
