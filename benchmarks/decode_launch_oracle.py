@@ -1,6 +1,6 @@
 """Could any launch of our per-sequence decode beat FlashInfer's on the rows it still loses? (development tool; GPU)
 
-    python benchmarks/decode_launch_oracle.py [--out oracle.json] [--budget-s 220] [--rows 1.16]
+    python benchmarks/decode_launch_oracle.py [--out oracle.json] [--budget-s 220] [--rows 1.19]
 
 For each lost row (the page layout it lost on) every split count near the default launch's, and the counts that make
 one wave of 1-8 resident programs per SM, each with several tiles (tokens / pipeline stages / warps; page numbers
@@ -70,7 +70,39 @@ def lost_rows_1_16():
             (A(prefix_tokens=16384, group_size=4, q_per_kv=8), sha)]
 
 
-ROW_LISTS = {"1.7.1": (lost_rows_1_7_1, TILES_1_7_1, (None,)), "1.16": (lost_rows_1_16, tuple(TILES), BLOCK_CAPS)}
+# head dim 256's tiles (K and V of 64 tokens take 64 KB a stage: 128 and 192 KB fit one program per SM; 32-token
+# tiles two or more); tune_at_head_dim keeps the base tile there and loads page numbers in the loop that uses them
+TILES_D256 = {"64/2/4": (64, 2, 4, False), "64/3/4": (64, 3, 4, False), "32/2/4": (32, 2, 4, False),
+              "32/3/4": (32, 3, 4, False), "32/3/2": (32, 3, 2, False), "32/4/2": (32, 4, 2, False)}
+
+
+def lost_rows_1_19():
+    """(config, page layouts) of the head-dim-128 rows below 1.0x on the H100 under probe 1.19.0
+    (benchmarks/raw/device-2026-12-07e/coverage-decode.json, regimes-decode.json), worst first."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [(A(prefix_tokens=4096, group_size=8, q_per_kv=5, num_kv_heads=8), ("shared_table",)),
+            (A(prefix_tokens=4096, group_size=128, q_per_kv=12, num_kv_heads=4), ("dup_table",)),
+            (A(prefix_tokens=16384, group_size=8, q_per_kv=1, num_kv_heads=40), ("dup_table",))]
+
+
+def lost_rows_1_19_d256():
+    """(config, page layouts) of the head-dim-256 rows below 1.0x on the H100 under probe 1.19.0
+    (benchmarks/raw/device-2026-12-07e/regimes-decode.json), worst first."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [(A(prefix_tokens=4096, group_size=64, q_per_kv=2, num_kv_heads=4, head_dim=256, kv_dtype="fp8"),
+             ("dup_table",)),
+            (A(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=1024, q_per_kv=2, num_kv_heads=4,
+               head_dim=256), ("shared_table",)),
+            (A(prefix_tokens=1024, group_size=8, q_per_kv=2, num_kv_heads=4, head_dim=256), ("dup_table",)),
+            (A(prefix_tokens=16384, group_size=8, q_per_kv=2, num_kv_heads=4, head_dim=256), ("dup_table",))]
+
+
+ALL_TILES = {**TILES, **TILES_D256}
+ROW_LISTS = {"1.7.1": (lost_rows_1_7_1, TILES_1_7_1, (None,)), "1.16": (lost_rows_1_16, tuple(TILES), BLOCK_CAPS),
+             "1.19": (lost_rows_1_19, tuple(TILES), BLOCK_CAPS),
+             "1.19-d256": (lost_rows_1_19_d256, tuple(TILES_D256), BLOCK_CAPS)}
 
 
 def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int) -> list[int]:
@@ -100,7 +132,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=220.0, help="stop starting new rows after this long")
-    ap.add_argument("--rows", choices=sorted(ROW_LISTS), default="1.16", help="which list of lost rows to search")
+    ap.add_argument("--rows", choices=sorted(ROW_LISTS), default="1.19", help="which list of lost rows to search")
     ap.add_argument("--start", type=int, default=0, help="skip the list's first rows (searched by an earlier call)")
     args = ap.parse_args()
     import torch
@@ -162,7 +194,7 @@ def main() -> int:
             forced = [(s, tl, cap) for s in split_candidates(default.splits, cfg.batch * cfg.num_kv_heads, T, sm)
                       for tl in tiles for cap in (caps if shared else (None,))]
             for s, tlabel, cap in forced:
-                p, out = plan(forced_tune(DEFAULT_TUNE, TILES[tlabel], cap), s)
+                p, out = plan(forced_tune(DEFAULT_TUNE, ALL_TILES[tlabel], cap), s)
                 key = (p.splits, p.tps, p.block_n, p.stages, p.warps, p.prefetch, p.seqs, p.fused_merge, p.pairs)
                 if key in seen:
                     continue

@@ -338,3 +338,34 @@ def probe_1_19_fresh_configs():
             C(832, 36, 1, 48, 4, 8, 64, "fp8"), C(896, 36, 1, 160, 4, 8), C(2304, 16, 1, 224, 4, 8, *f8),
             C(832, 36, 1, 48, 4, 8, *f8), C(1664, 26, 1, 48, 7, 8), C(1664, 14, 1, 48, 4, 10), C(832, 18, 1, 272, 4, 8),
             C(832, 26, 1, 144, 2, 16), C(2944, 100, 1, 48, 4, 8, 64, "fp8"), C(1152, 150, 1, 96, 14, 1)]
+
+
+def tile_splits_variants(base):
+    """Probe 1.19.0 and its 128-token tile also below 2.5 working programs per SM where the launch has 4 or more
+    splits, or 6 or more (few_programs_tile_split_max_programs_per_sm, few_programs_tile_min_splits): in
+    few-programs.json (device-2026-12-07e) the tile at 1.45-2.18 gained on 7 of 8 launches of 6-33 splits and lost on
+    7 of 8 of 2-3; the coverage grid's 8 x 8 KV heads at 4K + 128, G 5 (0.97 under 1.19.0) is one of the first."""
+    r = dataclasses.replace
+    return [("default", base),
+            ("tile < 2.5/SM at 4+ splits", r(base, few_programs_tile_split_max_programs_per_sm=2.5,
+                                            few_programs_tile_min_splits=4)),
+            ("tile < 2.5/SM at 6+ splits", r(base, few_programs_tile_split_max_programs_per_sm=2.5,
+                                            few_programs_tile_min_splits=6))]
+
+
+def tile_splits_configs():
+    """Held-out shapes from models no stage used (of 9 layouts x 10 batches x 7 prefixes x 3 suffixes on 132 SMs, 178
+    change at 4+ splits), as config.json lays out Aya-23-35B (64 query heads, 8 KV heads), Codestral-22B (48, 8;
+    three), Llama-3.1-70B (64, 8), Qwen2-57B-A14B (28, 4; two), DBRX (48, 8), InternLM2-20B (48, 8, fp8; two) and
+    Llama-3.2-1B (32, 8, head dim 64; two); then the coverage, default and regimes grids' shapes (5 change)."""
+    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
+
+    from kernels_probe.attention.grid import AttentionConfig as C
+    from kernels_probe.attention.grid import coverage_grid
+
+    f8 = (128, "fp8")
+    held_out = [C(4096, 8, 1, 64, 8, 8), C(4096, 10, 1, 64, 6, 8), C(3072, 16, 1, 64, 8, 8), C(8192, 4, 1, 256, 6, 8),
+                C(8192, 6, 1, 128, 7, 4), C(4096, 6, 1, 128, 6, 8), C(2048, 12, 1, 128, 6, 8, *f8),
+                C(4096, 6, 1, 128, 4, 8, 64), C(3072, 16, 1, 128, 6, 8, *f8), C(2048, 24, 1, 256, 7, 4),
+                C(16384, 2, 1, 256, 4, 8, 64), C(16384, 2, 1, 128, 6, 8)]
+    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))

@@ -1026,6 +1026,7 @@ STAGE_PLANS = {
     "few-programs": (rule_stages.few_programs_configs, rule_stages.few_programs_variants, PROBE_1_18_0_TUNE),
     "probe-1-19": (rule_stages.probe_1_19_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
     "probe-1-19-fresh": (rule_stages.probe_1_19_fresh_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
+    "tile-splits": (rule_stages.tile_splits_configs, rule_stages.tile_splits_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

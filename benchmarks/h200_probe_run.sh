@@ -116,6 +116,9 @@
 #             chosen after its rules were set, then the grids'; PROBE_1_19_RESERVE seconds left -> probe-1-19.json
 #   probe-1-19-fresh  the same on 19 more held-out shapes, chosen after the wide dot's split was keyed to short
 #             private tails; PROBE_1_19_FRESH_RESERVE seconds left -> probe-1-19-fresh.json
+#   tile-splits  decode_vs_flashinfer.py tile-splits --only-changed: the 128-token tile below 2.5 working programs
+#             per SM at 4+ or 6+ splits against probe 1.19.0, 12 held-out shapes then the grids'; TILE_SPLITS_RESERVE
+#             seconds left -> tile-splits.json
 #             rounds the target up and one fewer leaves 3.5+ programs per SM (floor_splits_min_programs_per_sm), down
 #             to 2 splits or to 1, 15 held-out shapes then the grids'; FLOOR_SPLITS_RESERVE seconds left -> floor-splits.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
@@ -215,7 +218,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py ${ORACLE_ARGS:-} --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

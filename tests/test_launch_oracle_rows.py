@@ -14,11 +14,11 @@ import decode_launch_oracle as oracle  # noqa: E402
 
 from cascade_plan.own_kernel_plan import decode_launch_plan  # noqa: E402
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402
-from kernels_probe.attention.grid import build_grid, coverage_grid  # noqa: E402
+from kernels_probe.attention.grid import build_grid, coverage_grid, regimes_grid  # noqa: E402
 
 
 def test_the_rows_searched_are_probe_grid_shapes():
-    grid = set(build_grid()[0]) | set(coverage_grid())
+    grid = set(build_grid()[0]) | set(coverage_grid()) | set(regimes_grid())
     for rows, _, _ in oracle.ROW_LISTS.values():
         for cfg, layouts in rows():
             assert cfg in grid, cfg.label()
@@ -41,3 +41,13 @@ def test_without_a_cap_the_default_block_rule_decides():
     la = decode_launch_plan(128, 4, 7, 1152, 1024, 132, tune, force_splits=2)
     assert (la.seqs, la.prefetch) == (2, False)
     assert oracle.split_candidates(2, 512, 1152, 132)[0] == 1
+
+
+@pytest.mark.parametrize("label", sorted(oracle.TILES_D256))
+def test_head_dim_256s_forced_tiles_launch_as_named(label):
+    # 64 sequences x 4 KV heads over 4K + 128 private tokens at head dim 256, forced into two splits: the tile named,
+    # page numbers loaded in the loop (tune_at_head_dim keeps the base tile at 256 and never prefetches there)
+    bn, st, w, _ = oracle.TILES_D256[label]
+    tune = oracle.forced_tune(DEFAULT_TUNE, oracle.TILES_D256[label])
+    la = decode_launch_plan(64, 4, 2, 4224, 0, 132, tune, head_dim=256, force_splits=2)
+    assert (la.splits, la.block_n, la.stages, la.warps, la.prefetch) == (2, bn, st, w, False)
