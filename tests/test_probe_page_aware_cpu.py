@@ -385,3 +385,14 @@ def test_blocks_on_the_128_token_tile_at_about_one_program_per_sm_match_the_refe
     plans = _checked_plans(d, d.shared_table, 544, 512, (TuneParams(), tile))
     assert [(p.splits, p.tps, p.seqs, p.block_n, p.prefetch) for p in plans] == [(2, 320, 4, 64, False),
                                                                                  (2, 384, 4, 128, True)]
+
+
+def test_fp8s_batch_filled_launch_over_private_pages_on_the_base_tile_matches_the_reference():
+    """fp8_private_filled_base_tile at 4 SMs: 16 sequences x 1 KV head over 256 + 32 private fp8 tokens fill the GPU
+    unsplit (16 items, 4 per SM): on the 128-token batch-filled tile by default, on the 64-token base tile by the
+    rule (DecodePlan reads it through tune_at_kv_dtype). Both are the float32 reference's."""
+    base = dataclasses.replace(TuneParams(), fp8_private_filled_base_tile=True)
+    d = build_data(_cfg(prefix_tokens=256, group_size=16, n_groups=1, suffix_tokens=32, num_kv_heads=1,
+                        kv_dtype="fp8", page_size=16), "cpu", seed=3)
+    plans = _checked_plans(d, d.dup_table, 288, 0, (TuneParams(), base))
+    assert [(p.splits, p.block_n, p.stages, p.warps) for p in plans] == [(1, 128, 2, 4), (1, 64, 3, 2)]
