@@ -14,7 +14,6 @@ from cascade_plan.own_kernel_launch import (
     decode_block_g,
     decode_launch_splits,
     decode_prefetch,
-    decode_tile,
     decode_tile_kind,
     longest_split_tokens,
     tile_of,
@@ -66,11 +65,11 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
                                                tune, head_dim=head_dim, streaming=streaming)
     work = batch * kv_heads
     longest = longest_split_tokens(max(max_seq_len, 1), splits, tps)
-    block_n, stages, warps = decode_tile(work, splits, longest, long_tile, sm_count, tune, forced=forced,
-                                         head_dim=head_dim)
-    if (tune.private_filled_base_tile and shared_prefix_tokens == 0 and head_dim <= tune.narrow_max_head_dim
-            and decode_tile_kind(work, splits, longest, long_tile, sm_count, tune, forced=forced) == "filled"):
-        block_n, stages, warps = tile_of("base", tune, head_dim)      # over fp8 (tune_at_kv_dtype)
+    kind = decode_tile_kind(work, splits, longest, long_tile, sm_count, tune, forced=forced)
+    if (kind == "filled" and tune.private_filled_base_tile and shared_prefix_tokens == 0
+            and head_dim <= tune.narrow_max_head_dim):
+        kind = "base"       # over fp8 (tune_at_kv_dtype); page numbers still ahead, as the filled kind's
+    block_n, stages, warps = tile_of(kind, tune, head_dim)
     prefetch = decode_prefetch(work, splits, longest, long_tile, sm_count, tune, forced=forced)
     seqs = page_block_seqs(batch, q_per_kv, work * splits, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
                            max_seq_len=max_seq_len, tokens_per_split=tps, block_n=block_n)
