@@ -7,6 +7,16 @@ from __future__ import annotations
 import dataclasses
 
 
+def then_grids(held_out: list) -> list:
+    """A stage's shapes: `held_out` first, then the coverage grid's and the default and regimes grids' shapes (with
+    --only-changed, those the stage's variants launch otherwise), each once."""
+    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
+
+    from kernels_probe.attention.grid import coverage_grid
+
+    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+
+
 def wide_head_rule_variants(base):
     """Probe 1.14.0 and two head-dim-256 launch rules, alone and together: a block-fill split rounded down to whole
     tiles where rounding up leaves the launch short of the programs page blocks need (block_fill_shorter_min_seqs; here
@@ -138,10 +148,7 @@ def double_dot_configs():
     batches x contexts on 132 SMs); then the coverage grid's shapes (its worst row over shared pages, 128 x 4 KV
     heads at 1K + 128, G 7, in blocks of two, suggested the rule), the default grid's and the regimes grid's (with
     --only-changed, those it launches otherwise)."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
-    from kernels_probe.attention.grid import coverage_grid
 
     held_out = [C(1536, 256, 1, 256, 7, 4), C(3072, 64, 1, 64, 5, 8), C(1536, 384, 1, 64, 8, 8),
                 C(10240, 48, 1, 64, 8, 4), C(6144, 96, 1, 768, 6, 2), C(1536, 192, 1, 256, 7, 2, 64),
@@ -149,7 +156,7 @@ def double_dot_configs():
                 C(10240, 192, 1, 256, 4, 10), C(6144, 128, 1, 256, 6, 8, 128, "fp8"), C(3072, 256, 1, 64, 3, 8),
                 C(3072, 256, 1, 128, 2, 16), C(1536, 384, 1, 128, 7, 4), C(2048, 128, 1, 256, 5, 8, 128, "fp8")]
     # each grid shape once: the coverage grid shares rows with the default and regimes grids
-    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+    return then_grids(held_out)
 
 
 def double_dot_keyed_variants(base):
@@ -197,17 +204,14 @@ def filled_blocks_configs():
     (24, 8), Qwen2.5-3B (16, 2) and Yi-1.5-9B (32, 4); then the coverage, default and regimes grids' shapes (the
     coverage grid's 128 x 4 KV heads at 1K + 128, G 7, suggested the rule; with --only-changed, those it launches
     otherwise)."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
-    from kernels_probe.attention.grid import coverage_grid
 
     held_out = [C(1024, 60, 1, 64, 4, 8), C(768, 62, 1, 128, 4, 8), C(1024, 120, 1, 256, 7, 4),
                 C(1024, 64, 1, 192, 5, 8), C(1024, 64, 1, 128, 2, 8, 256), C(896, 240, 1, 96, 6, 2),
                 C(1024, 48, 1, 128, 4, 10), C(1024, 124, 1, 64, 8, 4), C(1024, 256, 1, 128, 16, 2),
                 C(1024, 64, 1, 256, 4, 8, 128, "fp8"), C(1024, 56, 1, 128, 4, 8), C(768, 52, 1, 64, 3, 8),
                 C(1024, 208, 1, 64, 8, 2), C(1152, 112, 1, 128, 8, 4)]
-    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+    return then_grids(held_out)
 
 
 def floor_splits_variants(base):
@@ -230,10 +234,7 @@ def floor_splits_configs():
     8, head dim 256), Llama-3.2-1B (32, 8, head dim 64), Mistral-7B (32, 8, fp8), Qwen2.5-3B (16, 2) and Qwen3-4B
     (32, 8); then the coverage, default and regimes grids' shapes (the coverage grid's 128 x 2 KV heads at 1K + 128,
     G 16, suggested the rule; with --only-changed, those it launches otherwise)."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
-    from kernels_probe.attention.grid import coverage_grid
 
     held_out = [C(1536, 31, 1, 128, 4, 8), C(2048, 41, 1, 128, 7, 4), C(1024, 15, 1, 256, 5, 8),
                 C(1536, 31, 1, 128, 8, 4, 128, "fp8"), C(768, 124, 1, 128, 16, 2), C(2048, 82, 1, 128, 6, 2),
@@ -241,7 +242,7 @@ def floor_splits_configs():
                 C(1024, 15, 1, 256, 2, 8, 256), C(1536, 15, 1, 128, 4, 8, 64),
                 C(1024, 20, 1, 1024, 4, 8, 128, "fp8"), C(1024, 247, 1, 256, 8, 2), C(768, 62, 1, 128, 4, 8),
                 C(2048, 20, 1, 128, 4, 8)]
-    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+    return then_grids(held_out)
 
 
 def few_programs_variants(base):
@@ -272,10 +273,7 @@ def few_programs_configs():
     at TP 8 (16, 1), GLM-4-9B (32, 2), Mistral-7B (32, 8, fp8; two), Qwen2.5-3B (16, 2), and over fp8 Yi-1.5-9B
     (32, 4) and Qwen2.5-7B; then the coverage, default and
     regimes grids' shapes (with --only-changed, those some variant launches otherwise: 26 of 250)."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
-    from kernels_probe.attention.grid import coverage_grid
 
     held_out = [C(3072, 12, 1, 256, 5, 8), C(8192, 6, 1, 128, 7, 4), C(2048, 12, 1, 128, 4, 8),
                 C(3072, 16, 1, 128, 8, 4, 128, "fp8"), C(3072, 8, 1, 256, 4, 8, 64), C(2048, 16, 1, 128, 4, 10),
@@ -285,7 +283,7 @@ def few_programs_configs():
                 C(768, 48, 1, 128, 3, 8), C(1536, 24, 1, 256, 4, 8, 128, "fp8"), C(1536, 96, 1, 128, 8, 2),
                 C(2048, 128, 1, 128, 4, 8, 128, "fp8"), C(3072, 256, 1, 128, 8, 4, 128, "fp8"),
                 C(1536, 192, 1, 256, 7, 4, 128, "fp8")]
-    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+    return then_grids(held_out)
 
 
 def probe_1_19_variants(base):
@@ -304,10 +302,7 @@ def probe_1_19_configs():
     Command-R (64, 8), Mixtral-8x22B (48, 8), Qwen2.5-0.5B (14, 2, head dim 64), Llama-3.1-405B at TP 4 (32, 2;
     three), Llama-3.1-70B at TP 4 (16, 2), Qwen3-235B-A22B at TP 4 (16, 1; three), Falcon-40B at TP 2 (64, 4, head
     dim 64; two) and Qwen2.5-7B (fp8; two); then the coverage, default and regimes grids' shapes."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
-    from kernels_probe.attention.grid import coverage_grid
 
     f8 = (128, "fp8")
     held_out = [C(640, 40, 1, 192, 4, 8), C(1280, 20, 1, 96, 2, 16), C(2560, 12, 1, 384, 4, 8, *f8),
@@ -318,7 +313,7 @@ def probe_1_19_configs():
                 C(5120, 80, 1, 384, 16, 4, 64), C(2560, 320, 1, 96, 16, 1), C(5120, 160, 1, 96, 16, 1),
                 C(5120, 320, 1, 96, 4, 8, *f8), C(10240, 160, 1, 96, 4, 8, *f8), C(1280, 160, 1, 96, 4, 8, *f8),
                 C(2560, 448, 1, 192, 7, 4, *f8), C(1280, 112, 1, 384, 4, 8, *f8), C(2560, 160, 1, 96, 7, 4, *f8)]
-    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+    return then_grids(held_out)
 
 
 def probe_1_19_fresh_configs():
@@ -358,14 +353,11 @@ def tile_splits_configs():
     change at 4+ splits), as config.json lays out Aya-23-35B (64 query heads, 8 KV heads), Codestral-22B (48, 8;
     three), Llama-3.1-70B (64, 8), Qwen2-57B-A14B (28, 4; two), DBRX (48, 8), InternLM2-20B (48, 8, fp8; two) and
     Llama-3.2-1B (32, 8, head dim 64; two); then the coverage, default and regimes grids' shapes (5 change)."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
-    from kernels_probe.attention.grid import coverage_grid
 
     f8 = (128, "fp8")
     held_out = [C(4096, 8, 1, 64, 8, 8), C(4096, 10, 1, 64, 6, 8), C(3072, 16, 1, 64, 8, 8), C(8192, 4, 1, 256, 6, 8),
                 C(8192, 6, 1, 128, 7, 4), C(4096, 6, 1, 128, 6, 8), C(2048, 12, 1, 128, 6, 8, *f8),
                 C(4096, 6, 1, 128, 4, 8, 64), C(3072, 16, 1, 128, 6, 8, *f8), C(2048, 24, 1, 256, 7, 4),
                 C(16384, 2, 1, 256, 4, 8, 64), C(16384, 2, 1, 128, 6, 8)]
-    return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
+    return then_grids(held_out)
