@@ -99,10 +99,30 @@ def lost_rows_1_19_d256():
             (A(prefix_tokens=16384, group_size=8, q_per_kv=2, num_kv_heads=4, head_dim=256), ("dup_table",))]
 
 
-ALL_TILES = {**TILES, **TILES_D256}
+# Tiles no earlier list tried: eight warps (a quarter of the four-warp tile's accumulator registers per thread; at
+# head dim 256 the four-warp fp8 pairs tile spills), and an fp8 cache read as int16 pairs on any tile, where a 5th
+# field says so (the default caps pairs at head dim 128 and 2.25 programs per SM: own_kernel_pages.decode_fp8_pairs)
+TILES_WIDE = {"128/2/8": (128, 2, 8, True), "64/3/8": (64, 3, 8, True), "64/3/2 pairs": (64, 3, 2, True, True),
+              "128/2/4 pairs": (128, 2, 4, True, True)}
+TILES_D256_WIDE = {"64/2/8": (64, 2, 8, False), "64/3/8": (64, 3, 8, False), "32/3/8": (32, 3, 8, False),
+                   "64/2/4 pairs": (64, 2, 4, False, True), "64/2/8 pairs": (64, 2, 8, False, True),
+                   "32/3/2 pairs": (32, 3, 2, False, True)}
+
+
+def lost_rows_1_20():
+    """lost_rows_1_19's rows and the default grid's one row below 1.0x under probe 1.19.0 (256 sequences of 8 KV
+    heads at 1K + 4K over shared pages: docs/probe-notes.md, "Probe 1.18.0"), searched again with TILES_WIDE."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [*lost_rows_1_19(), (A(prefix_tokens=1024, group_size=256, suffix_tokens=4096), ("shared_table",))]
+
+
+ALL_TILES = {**TILES, **TILES_D256, **TILES_WIDE, **TILES_D256_WIDE}
 ROW_LISTS = {"1.7.1": (lost_rows_1_7_1, TILES_1_7_1, (None,)), "1.16": (lost_rows_1_16, tuple(TILES), BLOCK_CAPS),
              "1.19": (lost_rows_1_19, tuple(TILES), BLOCK_CAPS),
-             "1.19-d256": (lost_rows_1_19_d256, tuple(TILES_D256), BLOCK_CAPS)}
+             "1.19-d256": (lost_rows_1_19_d256, tuple(TILES_D256), BLOCK_CAPS),
+             "1.20": (lost_rows_1_20, ("128/2/4", "64/3/2", "64/3/4", *TILES_WIDE), BLOCK_CAPS),
+             "1.20-d256": (lost_rows_1_19_d256, ("64/2/4", "32/3/2", "32/2/4", *TILES_D256_WIDE), BLOCK_CAPS)}
 
 
 def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int) -> list[int]:
@@ -117,10 +137,13 @@ def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int)
 def forced_tune(base, tile, block_cap=None):
     """A tune whose forced-split launch runs `tile` (block_n, stages, warps, prefetch: decode_tile's base kind) and,
     where block_cap is given, page blocks of up to that many sequences wherever the kernel forms them (no floor on
-    the programs they leave; their rows in one dot of up to 64) instead of the default rule's."""
-    bn, st, w, pf = tile
+    the programs they leave; their rows in one dot of up to 64) instead of the default rule's. A 5th field of
+    `tile`, true: an fp8 cache read as int16 pairs at any head dim and programs per SM."""
+    bn, st, w, pf, *pairs = tile
     t = dataclasses.replace(base, decode_block_n=bn, decode_stages=st, decode_warps=w, long_warps=w,
                             page_prefetch=pf, prefetch_min_tokens=0, decode_short_tokens=0)
+    if pairs and pairs[0]:
+        t = dataclasses.replace(t, fp8_pairs=True, fp8_pairs_max_programs_per_sm=0.0, fp8_pairs_max_head_dim=0)
     if block_cap is None:
         return t
     return dataclasses.replace(t, decode_page_group=block_cap, decode_dot_rows=64, page_block_min_programs_per_sm=0,
@@ -132,7 +155,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=220.0, help="stop starting new rows after this long")
-    ap.add_argument("--rows", choices=sorted(ROW_LISTS), default="1.19", help="which list of lost rows to search")
+    ap.add_argument("--rows", default="1.19",
+                    help=f"which lists of lost rows to search, comma-separated ({', '.join(sorted(ROW_LISTS))})")
     ap.add_argument("--start", type=int, default=0, help="skip the list's first rows (searched by an earlier call)")
     args = ap.parse_args()
     import torch
@@ -150,11 +174,15 @@ def main() -> int:
     if why:
         print("FlashInfer unavailable:", why)
         return 1
-    lost_rows, tiles, caps = ROW_LISTS[args.rows]
+    names = args.rows.split(",")
+    if any(n not in ROW_LISTS for n in names):
+        ap.error(f"--rows: lists are {', '.join(sorted(ROW_LISTS))}")
     rows, table = [], []
-    todo = lost_rows()[args.start:]
+    # (row list, config, layouts, tiles, block caps)
+    todo = [(n, cfg, lay, ROW_LISTS[n][1], ROW_LISTS[n][2]) for n in names for cfg, lay in ROW_LISTS[n][0]()]
+    todo = todo[args.start:]
     last_row_s = 0.0
-    for i, (cfg, layouts) in enumerate(todo):
+    for i, (list_name, cfg, layouts, tiles, caps) in enumerate(todo):
         # a row takes 30-40 s (FlashInfer built): one that `timeout` ends half-way is lost, so none starts that the
         # budget would not see finish at the last row's pace
         if time.perf_counter() - t0 + last_row_s > args.budget_s:
@@ -224,7 +252,7 @@ def main() -> int:
             ours = min(again["default"])
             best_k = min((k for k in top if k in again), key=lambda k: min(again[k]), default="default")
             best = min(again[best_k])
-            rows.append({"config": cfg.as_dict(), "table": tname, "first_round_s": first, "row_list": args.rows,
+            rows.append({"config": cfg.as_dict(), "table": tname, "first_round_s": first, "row_list": list_name,
                          "again_s": again, "fi_s": fi_s, "default_launch": default.launch_record(),
                          "best": best_k})
             table.append((fi_s / ours, fi_s / best, tname[:3], cfg.label(), default.splits, default.tps,

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import decode_launch_oracle as oracle  # noqa: E402
 
+from cascade_plan.own_kernel_pages import decode_fp8_pairs  # noqa: E402
 from cascade_plan.own_kernel_plan import decode_launch_plan  # noqa: E402
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402
 from kernels_probe.attention.grid import build_grid, coverage_grid, regimes_grid  # noqa: E402
@@ -43,11 +44,30 @@ def test_without_a_cap_the_default_block_rule_decides():
     assert oracle.split_candidates(2, 512, 1152, 132)[0] == 1
 
 
-@pytest.mark.parametrize("label", sorted(oracle.TILES_D256))
+@pytest.mark.parametrize("label", sorted({**oracle.TILES_D256, **oracle.TILES_D256_WIDE}))
 def test_head_dim_256s_forced_tiles_launch_as_named(label):
     # 64 sequences x 4 KV heads over 4K + 128 private tokens at head dim 256, forced into two splits: the tile named,
-    # page numbers loaded in the loop (tune_at_head_dim keeps the base tile at 256 and never prefetches there)
-    bn, st, w, _ = oracle.TILES_D256[label]
-    tune = oracle.forced_tune(DEFAULT_TUNE, oracle.TILES_D256[label])
+    # page numbers loaded in the loop (tune_at_head_dim keeps the base tile at 256 and never prefetches there), and
+    # an fp8 cache read as pairs exactly where the tile says so (the default's cap would refuse head dim 256)
+    tile = oracle.ALL_TILES[label]
+    bn, st, w, _, *pairs = tile
+    tune = oracle.forced_tune(DEFAULT_TUNE, tile)
     la = decode_launch_plan(64, 4, 2, 4224, 0, 132, tune, head_dim=256, force_splits=2)
     assert (la.splits, la.block_n, la.stages, la.warps, la.prefetch) == (2, bn, st, w, False)
+    assert decode_fp8_pairs(64 * 4, 2, 1, 256, 132, tune) == bool(pairs and pairs[0])
+
+
+@pytest.mark.parametrize("label", sorted(oracle.TILES_WIDE))
+def test_head_dim_128s_wide_tiles_launch_as_named(label):
+    # 8 sequences x 8 KV heads at 4K + 128 private tokens, forced into 9 splits: the tile named, prefetching
+    tile = oracle.ALL_TILES[label]
+    bn, st, w, pf, *pairs = tile
+    tune = oracle.forced_tune(DEFAULT_TUNE, tile)
+    la = decode_launch_plan(8, 8, 5, 4224, 0, 132, tune, force_splits=9)
+    assert (la.splits, la.block_n, la.stages, la.warps, la.prefetch) == (9, bn, st, w, pf)
+    assert decode_fp8_pairs(8 * 8, 9, 1, 128, 132, tune) == bool(pairs and pairs[0])
+
+
+def test_row_lists_name_their_tiles():
+    for name, (_, tiles, _) in oracle.ROW_LISTS.items():
+        assert set(tiles) <= set(oracle.ALL_TILES), name
