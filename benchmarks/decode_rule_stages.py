@@ -361,3 +361,27 @@ def tile_splits_configs():
                 C(4096, 6, 1, 128, 4, 8, 64), C(3072, 16, 1, 128, 6, 8, *f8), C(2048, 24, 1, 256, 7, 4),
                 C(16384, 2, 1, 256, 4, 8, 64), C(16384, 2, 1, 128, 6, 8)]
     return then_grids(held_out)
+
+
+def wave_short_variants(base):
+    """Probe 1.19.0 and its head-dim-256 wave rule also over launches whose splits run the short tile
+    (wide_head_wave_short): the oracle (device-2026-12-07f) found 8 x 4 KV heads at 1K + 128 private tokens 1.10x
+    FlashInfer's decode in 6 splits of 192 where the default's 9 of 128 ran 0.96x."""
+    return [("default", base), ("waves on short tiles", dataclasses.replace(base, wide_head_wave_short=True))]
+
+
+def wave_short_configs():
+    """Held-out head-dim-256 shapes whose launch the rule changes (74 of 9 layouts x 12 batches x 8 contexts on 132
+    SMs), as config.json lays out Gemma-2-2B (8 query heads, 4 KV heads; two), Gemma-2-9B (16, 8; two), Gemma-7B
+    (16, 16; two), Gemma-2B (8, 1; two), Gemma-3-1B (4, 1), Qwen3-Next-80B's full-attention layers (16, 2; two),
+    Gemma-7B at TP 4 (4, 4) and at TP 2 (8, 8), Gemma-2-9B at TP 2 (8, 4); four over fp8; then the coverage, default
+    and regimes grids' shapes (one changes: the row the rule was read off)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    d, f8 = 256, (256, "fp8")
+    held_out = [C(3072, 3, 1, 128, 2, 4, d), C(4096, 4, 1, 128, 2, 4, *f8), C(2048, 2, 1, 128, 2, 8, d),
+                C(1536, 4, 1, 128, 2, 8, d), C(3072, 1, 1, 128, 1, 16, d), C(1024, 2, 1, 128, 1, 16, *f8),
+                C(2048, 16, 1, 128, 8, 1, d), C(1536, 32, 1, 128, 8, 1, d), C(4096, 12, 1, 128, 4, 1, d),
+                C(3072, 8, 1, 128, 8, 2, *f8), C(1024, 16, 1, 128, 8, 2, d), C(2048, 6, 1, 128, 1, 4, d),
+                C(2048, 4, 1, 128, 1, 8, d), C(1536, 8, 1, 128, 2, 4, *f8)]
+    return then_grids(held_out)

@@ -869,6 +869,14 @@ def regimes_configs():
     return regimes_grid()
 
 
+def default_grid_configs():
+    """The default grid (kernels_probe.attention.grid.build_grid: the probe a user runs without options), for the
+    decodes alone: the probe times every backend's cascade too."""
+    from kernels_probe.attention.grid import build_grid
+
+    return list(build_grid()[0])
+
+
 def coverage_configs():
     """The coverage grid (kernels_probe.attention.grid.coverage_grid: what the default grid lacks, the breakeven and
     the corners: 12-16 query heads per KV head among them), for the decodes alone: the probe's `--grid coverage`
@@ -993,6 +1001,7 @@ STAGE_PLANS = {
     "fi-tiles": (fi_tile_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "regimes-decode": (regimes_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "coverage-decode": (coverage_configs, lambda base: [("default", base)], DEFAULT_TUNE),
+    "grid-decode": (default_grid_configs, lambda base: [("default", base)], DEFAULT_TUNE),
     "wide-dot": (grid_and_regimes_configs, wide_dot_variants, DEFAULT_TUNE),
     "head-dim-256": (head_dim_256_configs, head_dim_256_variants, DEFAULT_TUNE),
     "wide-head": (wide_head_configs, wide_head_variants, DEFAULT_TUNE),
@@ -1027,6 +1036,7 @@ STAGE_PLANS = {
     "probe-1-19": (rule_stages.probe_1_19_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
     "probe-1-19-fresh": (rule_stages.probe_1_19_fresh_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
     "tile-splits": (rule_stages.tile_splits_configs, rule_stages.tile_splits_variants, DEFAULT_TUNE),
+    "wave-short": (rule_stages.wave_short_configs, rule_stages.wave_short_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

@@ -171,20 +171,22 @@ def block_fill_splits(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int
 def wide_head_waves(batch: int, kv_heads: int, q_per_kv: int, tokens: int, splits: int, tokens_per_split: int,
                     long_tile: bool, shared_prefix_tokens: int | None, sm_count: int, tune: TuneParams,
                     head_dim: int) -> tuple[int, int] | None:
-    """(splits, tokens per split) of a base-tile launch at a wide head dim over pages known to be private (or, where
-    the tune says so, wide_head_wave_shared, over a known shared prefix where neither this launch nor the new one
-    forms a page block), chosen so that its programs fill whole waves of wide_head_wave_ctas resident programs per SM
-    (wave_splits; at most wide_head_wave_max waves where set), among launches that keep the base tile and at most
-    the larger of its split count and fused_merge_max_splits splits (no merge kernel where there was none); None
-    where the tune lacks the rule or the launch is another."""
+    """(splits, tokens per split) of a base-tile launch (with wide_head_wave_short, a base- or short-tile one) at a
+    wide head dim over pages known to be private (or, where the tune says so, wide_head_wave_shared, over a known
+    shared prefix where neither this launch nor the new one forms a page block), chosen so that its programs fill
+    whole waves of wide_head_wave_ctas resident programs per SM (wave_splits; at most wide_head_wave_max waves where
+    set), among launches that keep such a tile and at most the larger of its split count and fused_merge_max_splits
+    splits (no merge kernel where there was none); None where the tune lacks the rule or the launch is another."""
     work_items = batch * kv_heads
     known = shared_prefix_tokens == 0 or (tune.wide_head_wave_shared and bool(shared_prefix_tokens))
     if (not tune.wide_head_wave_ctas or not known or long_tile or not wide_head(tune, head_dim) or work_items <= 0
             or tokens <= 0):
         return None
 
+    kinds = ("base", "short") if tune.wide_head_wave_short else ("base",)
+
     def base(s: int, tps: int) -> bool:
-        if decode_tile_kind(work_items, s, longest_split_tokens(tokens, s, tps), False, sm_count, tune) != "base":
+        if decode_tile_kind(work_items, s, longest_split_tokens(tokens, s, tps), False, sm_count, tune) not in kinds:
             return False
         return not shared_prefix_tokens or 1 == page_block_seqs(
             batch, q_per_kv, work_items * s, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,

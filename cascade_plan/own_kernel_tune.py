@@ -280,6 +280,15 @@ class TuneParams:
     # layers; bf16 and fp8) all faster, 1.06-1.23x (median 1.13x), FlashInfer's decode over ours 0.77-1.08 ->
     # 0.87-1.18, rows below 1.0 8 -> 5; wide-head-rules' 14 it changed 1.04-1.39x
     wide_head_wave_shared: bool = False
+    # ... and also where the launch's splits run the short tile (at most decode_short_tokens tokens each), choosing
+    # among base- and short-tile launches (False: base-tile launches only, probes up to 1.19.0). On an H100
+    # (device-2026-12-07f, oracle.json and oracle-wide.json, two calls) 8 sequences x 4 KV heads of 2 query heads at
+    # head dim 256 over 1K + 128 private tokens ran 0.96-0.97x FlashInfer's decode in 9 short splits of 128 tokens
+    # (288 programs, two waves of 2 per SM, the second nearly empty) and 1.09-1.10x in 6 of 192 (one wave). H100
+    # (device-2026-12-07f, wave-short.json), on: 14 held-out shapes (Gemma-2-2B, Gemma-2-9B, Gemma-7B, Gemma-2B,
+    # Gemma-3-1B, Qwen3-Next-80B layers; 4 over fp8) and that row, 29 launches changed, 27 faster (median 1.14x over
+    # shared pages, 1.09x over private; 0.97x on one sequence x 16 KV heads at 3K + 128, both page layouts)
+    wide_head_wave_short: bool = False
     # rows of the per-sequence decode's dot that page blocks fill at 1-8 query heads per KV head (decode_block_g pads
     # a block's rows to a power of two, at least 16): 16 in every probe so far. A launch rule, not a setting:
     # own_kernel_plan.double_dot_launch sets it to 32 where it applies
@@ -362,4 +371,5 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           wide_head_wave_shared=True, filled_blocks_min_programs_per_sm=3.5,
                           floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1,
                           floor_splits_private_min_programs_per_sm=2.0, few_programs_tile_max_programs_per_sm=1.25,
-                          wide_dot_four_fewer_max_private_tokens=256, fp8_private_filled_base_tile=True)
+                          wide_dot_four_fewer_max_private_tokens=256, fp8_private_filled_base_tile=True,
+                          wide_head_wave_short=True)

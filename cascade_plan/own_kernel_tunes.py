@@ -24,6 +24,10 @@ PROBE_1_17_0_TUNE = replace(PROBE_1_16_0_TUNE, filled_blocks_min_programs_per_sm
 # four in the split count its target rounds up to; one split fewer over private pages only down to 3.5 programs per
 # SM; fp8's batch-filled launch on the 128-token tile everywhere).
 PROBE_1_18_0_TUNE = replace(PROBE_1_17_0_TUNE, floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1)
+# The tune of probe 1.19.0 (head dim 256's whole-wave split over base-tile launches only, not short-tile ones).
+PROBE_1_19_0_TUNE = replace(PROBE_1_18_0_TUNE, floor_splits_private_min_programs_per_sm=2.0,
+                            few_programs_tile_max_programs_per_sm=1.25, wide_dot_four_fewer_max_private_tokens=256,
+                            fp8_private_filled_base_tile=True)
 # The tune of probe 1.14.0 (head dim 256 at the base split target over private pages; blocks of two in the wide dot
 # everywhere).
 PROBE_1_14_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

@@ -12,7 +12,7 @@ from cascade_plan.own_kernel_launch import tile_of
 from cascade_plan.own_kernel_pages import tune_at_kv_dtype
 from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
-from cascade_plan.own_kernel_tunes import PROBE_1_18_0_TUNE
+from cascade_plan.own_kernel_tunes import PROBE_1_18_0_TUNE, PROBE_1_19_0_TUNE
 
 SM = 132
 BEFORE = PROBE_1_18_0_TUNE
@@ -23,7 +23,7 @@ def _shape(la):
 
 
 def test_probe_1_19_0_is_1_18_0_with_four_rules():
-    assert DEFAULT_TUNE == dataclasses.replace(
+    assert PROBE_1_19_0_TUNE == dataclasses.replace(
         BEFORE, floor_splits_private_min_programs_per_sm=2.0, few_programs_tile_max_programs_per_sm=1.25,
         wide_dot_four_fewer_max_private_tokens=256, fp8_private_filled_base_tile=True)
 

@@ -396,3 +396,16 @@ def test_fp8s_batch_filled_launch_over_private_pages_on_the_base_tile_matches_th
                         kv_dtype="fp8", page_size=16), "cpu", seed=3)
     plans = _checked_plans(d, d.dup_table, 288, 0, (TuneParams(), base))
     assert [(p.splits, p.block_n, p.stages, p.warps) for p in plans] == [(1, 128, 2, 4), (1, 64, 3, 2)]
+
+
+def test_head_dim_256s_short_tile_launch_in_one_wave_matches_the_reference():
+    """wide_head_wave_short at 4 SMs: 2 sequences x 1 KV head of 2 query heads at head dim 256 over 608 + 32 private
+    tokens. Probe 1.19.0: 5 short splits of 128 (10 programs, two waves of 8: 2 x (128 + 64) token-waves); 1.20.0: 4
+    of 192 (one wave: 256). Both the short tile, both the float32 reference's."""
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+    from cascade_plan.own_kernel_tunes import PROBE_1_19_0_TUNE
+
+    d = build_data(_cfg(prefix_tokens=608, group_size=2, n_groups=1, suffix_tokens=32, q_per_kv=2, num_kv_heads=1,
+                        head_dim=256, page_size=16), "cpu", seed=5)
+    plans = _checked_plans(d, d.dup_table, 640, 0, (PROBE_1_19_0_TUNE, DEFAULT_TUNE))
+    assert [(p.splits, p.tps, p.block_n, p.stages) for p in plans] == [(5, 128, 64, 2), (4, 192, 64, 2)]
