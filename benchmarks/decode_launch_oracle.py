@@ -221,7 +221,12 @@ def main() -> int:
             seen = set()
             forced = [(s, tl, cap) for s in split_candidates(default.splits, cfg.batch * cfg.num_kv_heads, T, sm)
                       for tl in tiles for cap in (caps if shared else (None,))]
-            for s, tlabel, cap in forced:
+            # a line before each launch is compiled and checked: a call that ends inside a row (call 2 of
+            # benchmarks/raw/device-2026-12-07f spent its last 6 minutes silent in one) shows where it stood
+            print(f"{cfg.label()} {tname[:3]}: {len(forced)} forced launches to try", flush=True)
+            for j, (s, tlabel, cap) in enumerate(forced):
+                print(f"  [{j + 1}/{len(forced)}] {s} splits {tlabel} cap {cap} "
+                      f"at {time.perf_counter() - row_t0:.0f} s", flush=True)
                 p, out = plan(forced_tune(DEFAULT_TUNE, ALL_TILES[tlabel], cap), s)
                 key = (p.splits, p.tps, p.block_n, p.stages, p.warps, p.prefetch, p.seqs, p.fused_merge, p.pairs)
                 if key in seen:

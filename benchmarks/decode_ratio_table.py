@@ -130,6 +130,9 @@ def keep_rule_1_7_1(rows: list[dict]) -> None:
 
 
 def main(argv: list[str]) -> None:
+    if not argv or "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return
     runs, extra = (argv[:argv.index("--flashinfer-from")], argv[argv.index("--flashinfer-from") + 1:]) \
         if "--flashinfer-from" in argv else (argv, [])
     show = None

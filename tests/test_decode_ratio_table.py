@@ -36,3 +36,11 @@ def test_every_variant_side_by_side_with_flashinfers_best_decode():
     assert cells[cells.index("dup") + 1:] == ["40.0", "0.80", "11", "x", "384", "1.25", "12", "x", "352"]
     cells = body[1].split()
     assert cells[cells.index("dup") + 1:] == ["12.0", "1.20", "?", "x", "?", "-"]
+
+
+def test_help_prints_the_usage_instead_of_reading_a_file_named_help(capsys):
+    import decode_ratio_table
+
+    for argv in (["--help"], ["-h"], []):
+        decode_ratio_table.main(argv)
+        assert "Usage: python benchmarks/decode_ratio_table.py" in capsys.readouterr().out
