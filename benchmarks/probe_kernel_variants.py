@@ -16,8 +16,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 sys.path.insert(0, ".")
 
 
-def variants(tune, sm_count: int = 132) -> tuple[set, set]:
-    """(decode keys, prefix-pass keys) of the default grid under `tune`."""
+def variants(tune, sm_count: int = 132, cfgs=None) -> tuple[set, set]:
+    """(decode keys, prefix-pass keys) of the default grid (or of `cfgs`) under `tune`."""
     import torch
 
     from cascade_plan.own_kernel_launch import fused_merge_slots
@@ -25,7 +25,8 @@ def variants(tune, sm_count: int = 132) -> tuple[set, set]:
     from kernels_probe.attention.grid import build_grid
     from kernels_probe.attention.triton_plans import CascadePlan, DecodePlan
 
-    cfgs, _ = build_grid(coverage=False)
+    if cfgs is None:
+        cfgs, _ = build_grid(coverage=False)
     dec: set = set()
     pre: set = set()
     for c in cfgs:
@@ -57,7 +58,9 @@ def main() -> int:
         PROBE_1_7_2_TUNE,
         PROBE_1_8_0_TUNE,
         PROBE_1_12_0_TUNE,
+        PROBE_1_19_0_TUNE,
     )
+    from kernels_probe.attention.grid import build_grid, regimes_grid
 
     print(f"{'tune':12s} {'decode':>7s} {'prefix pass':>12s}")
     for name, tune in (("probe 1.5.5", PROBE_1_5_5_TUNE), ("probe 1.6.0", PROBE_1_6_0_TUNE),
@@ -66,6 +69,14 @@ def main() -> int:
                        ("default", DEFAULT_TUNE)):
         dec, pre = variants(tune)
         print(f"{name:12s} {len(dec):7d} {len(pre):12d}")
+    # the probe's other grids (--grid coverage, --grid regimes): the last probe before the current one and the current
+    for grid, cfgs in (("coverage", build_grid(coverage=True)[0]), ("regimes", regimes_grid())):
+        keys = {name: variants(tune, cfgs=cfgs)[0] for name, tune in (("probe 1.19.0", PROBE_1_19_0_TUNE),
+                                                                      ("default", DEFAULT_TUNE))}
+        new = keys["default"] - keys["probe 1.19.0"]
+        gone = keys["probe 1.19.0"] - keys["default"]
+        print(f"{grid} grid, decode keys: probe 1.19.0 {len(keys['probe 1.19.0'])}, default {len(keys['default'])}"
+              f" ({len(new)} new, {len(gone)} gone)")
     return 0
 
 
