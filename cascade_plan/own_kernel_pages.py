@@ -185,19 +185,19 @@ def wide_head_waves(batch: int, kv_heads: int, q_per_kv: int, tokens: int, split
 
     kinds = ("base", "short") if tune.wide_head_wave_short else ("base",)
 
-    def base(s: int, tps: int) -> bool:
+    def kept(s: int, tps: int) -> bool:
         if decode_tile_kind(work_items, s, longest_split_tokens(tokens, s, tps), False, sm_count, tune) not in kinds:
             return False
         return not shared_prefix_tokens or 1 == page_block_seqs(
             batch, q_per_kv, work_items * s, sm_count, tune, shared_prefix_tokens=shared_prefix_tokens,
             max_seq_len=tokens, tokens_per_split=tps, block_n=tune.decode_block_n)
 
-    if not base(splits, tokens_per_split):
+    if not kept(splits, tokens_per_split):
         return None
     return wave_splits(work_items, tokens, sm_count, tune.decode_block_n,
                        min_tokens=decode_min_tokens(work_items, tokens, tune), ctas_per_sm=tune.wide_head_wave_ctas,
                        max_waves=tune.wide_head_wave_max, max_splits=max(splits, tune.fused_merge_max_splits),
-                       keep=base)
+                       keep=kept)
 
 
 def shared_head_split(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,

@@ -286,8 +286,9 @@ class TuneParams:
     # head dim 256 over 1K + 128 private tokens ran 0.96-0.97x FlashInfer's decode in 9 short splits of 128 tokens
     # (288 programs, two waves of 2 per SM, the second nearly empty) and 1.09-1.10x in 6 of 192 (one wave). H100
     # (device-2026-12-07f, wave-short.json), on: 14 held-out shapes (Gemma-2-2B, Gemma-2-9B, Gemma-7B, Gemma-2B,
-    # Gemma-3-1B, Qwen3-Next-80B layers; 4 over fp8) and that row, 29 launches changed, 27 faster (median 1.14x over
-    # shared pages, 1.09x over private; 0.97x on one sequence x 16 KV heads at 3K + 128, both page layouts)
+    # Gemma-3-1B, Qwen3-Next-80B layers; 4 over fp8) and that row, 29 launches changed, 27 faster (median 1.15x over
+    # shared pages, 14 launches; 1.09x over private, 15; 0.97x on one sequence x 16 KV heads at 3K + 128, both page
+    # layouts)
     wide_head_wave_short: bool = False
     # rows of the per-sequence decode's dot that page blocks fill at 1-8 query heads per KV head (decode_block_g pads
     # a block's rows to a power of two, at least 16): 16 in every probe so far. A launch rule, not a setting:
