@@ -60,6 +60,7 @@ from cascade_plan.own_kernel_tunes import (  # noqa: E402
     PROBE_1_16_0_TUNE,
     PROBE_1_17_0_TUNE,
     PROBE_1_18_0_TUNE,
+    PROBE_1_19_0_TUNE,
 )
 
 TOL = 1e-2
@@ -1035,8 +1036,8 @@ STAGE_PLANS = {
     "few-programs": (rule_stages.few_programs_configs, rule_stages.few_programs_variants, PROBE_1_18_0_TUNE),
     "probe-1-19": (rule_stages.probe_1_19_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
     "probe-1-19-fresh": (rule_stages.probe_1_19_fresh_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
-    "tile-splits": (rule_stages.tile_splits_configs, rule_stages.tile_splits_variants, DEFAULT_TUNE),
-    "wave-short": (rule_stages.wave_short_configs, rule_stages.wave_short_variants, DEFAULT_TUNE),
+    "tile-splits": (rule_stages.tile_splits_configs, rule_stages.tile_splits_variants, PROBE_1_19_0_TUNE),
+    "wave-short": (rule_stages.wave_short_configs, rule_stages.wave_short_variants, PROBE_1_19_0_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

@@ -55,6 +55,7 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     (own_kernel_blocks) prices it: decode_launch's splits (or force_splits whole-tile splits), the tile and page
     prefetch of its longest split (the last runs to the sequences' end: longest_split_tokens), and its blocks; all at
     `head_dim` (tune_at_launch)."""
+    given = tune
     tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv, batch * kv_heads, max_seq_len, sm_count)
     forced = force_splits is not None
     if force_splits is not None:
@@ -92,7 +93,26 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     if tune.few_programs_tile_max_programs_per_sm and streaming:
         la = few_programs_tile_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune,
                                       la, head_dim=head_dim) or la
+    if tune.wide_head_wave_short and streaming:
+        la = wave_short_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, given, la,
+                               head_dim=head_dim)
     return la
+
+
+def wave_short_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, shared_prefix_tokens: int | None,
+                      sm_count: int, tune: TuneParams, la: DecodeLaunch, *, head_dim: int) -> DecodeLaunch:
+    """`la`, the launch with wide_head_wave_short, where the launch without it runs the short tile; else the launch
+    without it. The wave rule over short-tile launches was timed where the probe's launch would otherwise be one;
+    where a later rule (floored_splits_launch) turns that launch into a base-tile one it has not been timed against
+    it, so that launch stays."""
+    before = decode_launch_plan(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count,
+                                replace(tune, wide_head_wave_short=False), head_dim=head_dim)
+    if la == before:
+        return la
+    t = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv, batch * kv_heads, max_seq_len, sm_count)
+    longest = longest_split_tokens(max(max_seq_len, 1), before.splits, before.tokens_per_split)
+    kind = decode_tile_kind(batch * kv_heads, before.splits, longest, before.long_tile, sm_count, t)
+    return la if kind == "short" else before
 
 
 def inner_tune(tune: TuneParams, **changes) -> TuneParams:

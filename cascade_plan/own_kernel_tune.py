@@ -281,7 +281,9 @@ class TuneParams:
     # 0.87-1.18, rows below 1.0 8 -> 5; wide-head-rules' 14 it changed 1.04-1.39x
     wide_head_wave_shared: bool = False
     # ... and also where the launch's splits run the short tile (at most decode_short_tokens tokens each), choosing
-    # among base- and short-tile launches (False: base-tile launches only, probes up to 1.19.0). On an H100
+    # among base- and short-tile launches (False: base-tile launches only, probes up to 1.19.0); kept only where the
+    # launch without it runs the short tile (own_kernel_plan.wave_short_launch: where one split fewer over private
+    # pages moves that launch onto the base tile, the two were not timed against each other). On an H100
     # (device-2026-12-07f, oracle.json and oracle-wide.json, two calls) 8 sequences x 4 KV heads of 2 query heads at
     # head dim 256 over 1K + 128 private tokens ran 0.96-0.97x FlashInfer's decode in 9 short splits of 128 tokens
     # (288 programs, two waves of 2 per SM, the second nearly empty) and 1.09-1.10x in 6 of 192 (one wave). H100

@@ -1,5 +1,6 @@
-"""Probe 1.20.0's launch rule (own_kernel_pages.wide_head_waves over short-tile launches too): golden launches from
-hand arithmetic on 132 SMs, the launches it leaves alone, and an invariant over many shapes."""
+"""Probe 1.20.0's launch rule (own_kernel_pages.wide_head_waves over short-tile launches too, kept by
+own_kernel_plan.wave_short_launch where probe 1.19.0's launch runs the short tile): golden launches from hand
+arithmetic on 132 SMs, the launches it leaves alone, and an invariant over many shapes."""
 
 from __future__ import annotations
 
@@ -46,6 +47,18 @@ def test_it_can_move_a_short_tile_launch_onto_the_base_tile():
     assert _shape(after) == (7, 320, (64, 3, 4), 1)
 
 
+def test_a_launch_a_later_rule_moves_onto_the_base_tile_stays_as_probe_1_19_0_made_it():
+    """4 sequences x 16 KV heads of one query head at 2,176 + 128 private tokens: the split target gives 9 short splits
+    of 256 (576 programs), which one split fewer over private pages (floored_splits_launch: 512 programs, 3.9 per SM)
+    turns into 8 of 320 on the base tile. Waved first, the short launch would become 4 of 576 (256 programs, one
+    wave); that has not been timed against the floored launch, so 8 x 320 stays."""
+    before = decode_launch_plan(4, 16, 1, 2304, 0, SM, BEFORE, head_dim=256)
+    after = decode_launch_plan(4, 16, 1, 2304, 0, SM, DEFAULT_TUNE, head_dim=256)
+    assert _shape(before) == _shape(after) == (8, 320, (64, 3, 4), 1)
+    unchecked = dataclasses.replace(DEFAULT_TUNE, floor_splits_min_programs_per_sm=0.0)
+    assert decode_launch(4, 16, 1, 2304, 0, SM, unchecked, head_dim=256)[:2] == (4, 576)
+
+
 def test_it_leaves_other_launches_alone():
     # head dim 128 has no wave rule
     assert decode_launch_plan(8, 4, 2, 1152, 0, SM, DEFAULT_TUNE) == decode_launch_plan(8, 4, 2, 1152, 0, SM, BEFORE)
@@ -72,6 +85,6 @@ def test_where_it_changes_a_launch_the_model_counts_no_more_token_waves(batch, k
         return
     work = batch * kv_heads
     assert _token_waves(after, work) <= _token_waves(before, work)
-    # only where the launch before or after runs the short tile (base-tile launches were already waved)
-    assert min(before.tokens_per_split, after.tokens_per_split) <= DEFAULT_TUNE.decode_short_tokens
+    # only where probe 1.19.0's launch runs the short tile (its base-tile launches were already waved)
+    assert before.tokens_per_split <= DEFAULT_TUNE.decode_short_tokens and before.block_n == after.block_n == 64
     assert after.seqs == before.seqs == 1 and not after.long_tile
