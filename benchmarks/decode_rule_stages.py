@@ -385,3 +385,26 @@ def wave_short_configs():
                 C(3072, 8, 1, 128, 8, 2, *f8), C(1024, 16, 1, 128, 8, 2, d), C(2048, 6, 1, 128, 1, 4, d),
                 C(2048, 4, 1, 128, 1, 8, d), C(1536, 8, 1, 128, 2, 4, *f8)]
     return then_grids(held_out)
+
+
+def wave_floor_variants(base):
+    """Probe 1.20.0 and its wave rule over short tiles also where one split fewer over private pages would move the
+    launch onto the base tile (wide_head_wave_short_floored): a class no call timed (4 x 16 KV heads over 2,304
+    tokens: 8 x 320 floored, 4 x 576 waved)."""
+    return [("default", base), ("waves before the floor", dataclasses.replace(base, wide_head_wave_short_floored=True))]
+
+
+def wave_floor_configs():
+    """Held-out head-dim-256 shapes of that class over private pages (516 of 6,912 changed launches of 64 batches x 5
+    KV-head counts x 4 group sizes x 64 contexts on 132 SMs), as config.json lays out Gemma-7B (16 query heads, 16 KV
+    heads; three, one fp8) and at TP 2 (8, 8), Gemma-2-9B (16, 8; two) and at TP 2 (8, 4), Gemma-2-2B (8, 4; two,
+    one fp8), Gemma-2B (8, 1), Qwen3-Next-80B's full-attention layers (16, 2) and Gemma-3-1B (4, 1); then the grids'
+    shapes (none changes)."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    d, f8 = 256, (256, "fp8")
+    held_out = [C(2176, 4, 1, 128, 1, 16, d), C(640, 12, 1, 128, 1, 16, d), C(1664, 5, 1, 128, 1, 16, *f8),
+                C(3456, 5, 1, 128, 2, 8, d), C(1664, 10, 1, 128, 2, 8, d), C(3712, 9, 1, 128, 2, 4, d),
+                C(2432, 14, 1, 128, 2, 4, *f8), C(2176, 60, 1, 128, 8, 1, d), C(2176, 32, 1, 128, 8, 2, d),
+                C(2176, 64, 1, 128, 4, 1, d), C(2432, 7, 1, 128, 1, 8, d), C(2688, 13, 1, 128, 2, 4, d)]
+    return then_grids(held_out)

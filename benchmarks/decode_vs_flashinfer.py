@@ -1038,6 +1038,7 @@ STAGE_PLANS = {
     "probe-1-19-fresh": (rule_stages.probe_1_19_fresh_configs, rule_stages.probe_1_19_variants, PROBE_1_18_0_TUNE),
     "tile-splits": (rule_stages.tile_splits_configs, rule_stages.tile_splits_variants, PROBE_1_19_0_TUNE),
     "wave-short": (rule_stages.wave_short_configs, rule_stages.wave_short_variants, PROBE_1_19_0_TUNE),
+    "wave-floor": (rule_stages.wave_floor_configs, rule_stages.wave_floor_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

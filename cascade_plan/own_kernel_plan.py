@@ -93,7 +93,7 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     if tune.few_programs_tile_max_programs_per_sm and streaming:
         la = few_programs_tile_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune,
                                       la, head_dim=head_dim) or la
-    if tune.wide_head_wave_short and streaming:
+    if tune.wide_head_wave_short and not tune.wide_head_wave_short_floored and streaming:
         la = wave_short_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, given, la,
                                head_dim=head_dim)
     return la

@@ -292,6 +292,9 @@ class TuneParams:
     # shared pages, 14 launches; 1.09x over private, 15; 0.97x on one sequence x 16 KV heads at 3K + 128, both page
     # layouts)
     wide_head_wave_short: bool = False
+    # ... and also where one split fewer over private pages (floored_splits_launch) moves the launch without it onto
+    # the base tile (False, every probe so far: that launch stays). Untimed: the wave-floor stage times it
+    wide_head_wave_short_floored: bool = False
     # rows of the per-sequence decode's dot that page blocks fill at 1-8 query heads per KV head (decode_block_g pads
     # a block's rows to a power of two, at least 16): 16 in every probe so far. A launch rule, not a setting:
     # own_kernel_plan.double_dot_launch sets it to 32 where it applies

@@ -57,6 +57,9 @@ def test_a_launch_a_later_rule_moves_onto_the_base_tile_stays_as_probe_1_19_0_ma
     assert _shape(before) == _shape(after) == (8, 320, (64, 3, 4), 1)
     unchecked = dataclasses.replace(DEFAULT_TUNE, floor_splits_min_programs_per_sm=0.0)
     assert decode_launch(4, 16, 1, 2304, 0, SM, unchecked, head_dim=256)[:2] == (4, 576)
+    # the wave-floor stage's variant (off) launches it
+    floored = dataclasses.replace(DEFAULT_TUNE, wide_head_wave_short_floored=True)
+    assert _shape(decode_launch_plan(4, 16, 1, 2304, 0, SM, floored, head_dim=256)) == (4, 576, (64, 3, 4), 1)
 
 
 def test_it_leaves_other_launches_alone():
