@@ -18,6 +18,7 @@ from cascade_plan.own_kernel_launch import (
     longest_split_tokens,
     tile_of,
     whole_tile_splits,
+    wide_head,
 )
 from cascade_plan.own_kernel_pages import (
     decode_launch,
@@ -93,7 +94,8 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     if tune.few_programs_tile_max_programs_per_sm and streaming:
         la = few_programs_tile_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, tune,
                                       la, head_dim=head_dim) or la
-    if tune.wide_head_wave_short and not tune.wide_head_wave_short_floored and streaming:
+    # only at the head dims the wave rule runs at: elsewhere the launch without it is this one, planned again
+    if tune.wide_head_wave_short and not tune.wide_head_wave_short_floored and streaming and wide_head(tune, head_dim):
         la = wave_short_launch(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, sm_count, given, la,
                                head_dim=head_dim)
     return la
