@@ -48,7 +48,8 @@ from pathlib import Path
 
 sys.path.insert(0, ".")
 
-import decode_rule_stages as rule_stages  # noqa: E402  (benchmarks/, beside this script)
+import decode_body_stages as body_stages  # noqa: E402  (benchmarks/, beside this script)
+import decode_rule_stages as rule_stages  # noqa: E402
 
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE  # noqa: E402  (the checkout's package)
 from cascade_plan.own_kernel_tunes import (  # noqa: E402
@@ -957,7 +958,7 @@ def launch_key(p, tune) -> tuple:
     the same key run the same kernels, so the second is not timed again."""
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
             p.pairs, tune.decode_swap_ab, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d,
-            tune.merge_stages, tune.merge_slots_min, tune.merge_block_s)
+            tune.merge_stages, tune.merge_slots_min, tune.merge_block_s, tune.decode_l2_hints, p.halves, p.maxnreg)
 
 
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
@@ -1039,6 +1040,8 @@ STAGE_PLANS = {
     "tile-splits": (rule_stages.tile_splits_configs, rule_stages.tile_splits_variants, PROBE_1_19_0_TUNE),
     "wave-short": (rule_stages.wave_short_configs, rule_stages.wave_short_variants, PROBE_1_19_0_TUNE),
     "wave-floor": (rule_stages.wave_floor_configs, rule_stages.wave_floor_variants, DEFAULT_TUNE),
+    "l2-hints": (body_stages.l2_hint_configs, body_stages.l2_hint_variants, DEFAULT_TUNE),
+    "wide-regs": (body_stages.wide_regs_configs, body_stages.wide_regs_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

@@ -125,6 +125,13 @@
 #   wave-floor  decode_vs_flashinfer.py wave-floor --only-changed: that rule also where one split fewer over private
 #             pages would move the launch onto the base tile, against probe 1.20.0, 12 held-out shapes then the
 #             grids'; WAVE_FLOOR_RESERVE seconds left -> wave-floor.json
+#   l2-hints  decode_vs_flashinfer.py l2-hints: the decode's K/V loads hinted to L2 (decode_l2_hints 1, 2) against
+#             probe 1.20.0, on the rows it loses, 11 held-out shapes, then the default grid's; L2_HINTS_RESERVE seconds
+#             left -> l2-hints.json
+#   wide-regs  decode_vs_flashinfer.py wide-regs: head dim 256's decode with its registers capped at 168 (three
+#             programs per SM), over halves of the head dims, on 32-token tiles of 3 stages, against probe 1.20.0;
+#             the rows it loses, held-out shapes, then the grids' head-dim-256 shapes; WIDE_REGS_RESERVE seconds left
+#             -> wide-regs.json
 #             rounds the target up and one fewer leaves 3.5+ programs per SM (floor_splits_min_programs_per_sm), down
 #             to 2 splits or to 1, 15 held-out shapes then the grids'; FLOOR_SPLITS_RESERVE seconds left -> floor-splits.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
@@ -226,7 +233,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py ${ORACLE_ARGS:-} --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=|  \[)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

@@ -75,7 +75,7 @@ class TuneParams:
     # fp8 KV: widen to fp16 (one conversion instruction per two values) and run the dots in fp16, q converted
     fp8_dot_fp16: bool = True
     # ... and read an fp8 cache as int16 pairs of head dims, widened by shifts into two fp16 tiles (even and odd
-    # head dims: two dots of half the head dim each, triton_jit._kv_tile), so that K and V leave shared memory by
+    # head dims: two dots of half the head dim each, triton_attend.kv_tile), so that K and V leave shared memory by
     # ldmatrix; widened by conversion, Triton reads an fp8 tile from shared memory by scalar loads (353-401 ld.shared
     # per tile at head dim 128 against 89-105 ldmatrix over bf16: kernels_probe/attention/pipelining.py). Off: the
     # fp8 cache read and converted as it is (probes up to 1.12.0). Only with fp8_dot_fp16
@@ -89,6 +89,13 @@ class TuneParams:
     # warps, sm_90 warpgroup MMAs from shared memory in fewer registers (kernels_probe/attention/pipelining.py); off
     # (slower on an H100). fp8 pairs keep the untransposed dots (a converted fp8 tile transposed spills)
     decode_swap_ab: bool = False
+    # per-sequence decode: its K/V loads hinted to L2 (triton_attend.attend_hinted). 0: none (every probe so far); 1:
+    # tokens past the shared prefix the launch is told load evict_first; 2: and the shared prefix's evict_last. Over
+    # shared pages FlashInfer's decode gained 18% of the 20% a 1K shared prefix ahead of 4K private tokens allows
+    # (256 x 8 KV heads), ours 14%, as if the private stream pushed shared pages out of L2. It did not: H100
+    # (device-2026-12-07g, l2-hints.json, 8 grid rows and 7 held out) over shared pages both hints were slower on all
+    # 15 shapes, median 0.98x, 0.89-1.00x (the 256 x 8 row 0.996x); over private pages median 0.997x
+    decode_l2_hints: int = 0
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16
@@ -155,7 +162,7 @@ class TuneParams:
     # 1.00x, G 6 1.00x -> 0.94x. On the batch-filled tile, or with the prefix in 256-512-token splits, it lost more
     shared_head_min_tokens: int = 0
     # every kernel's tile loop loads the next tile's page numbers an iteration ahead, so that Triton's pipeliner
-    # double-buffers K and V (triton_jit._attend_range); off, K/V addresses wait on a load in the same iteration and
+    # double-buffers K and V (triton_attend.attend_range); off, K/V addresses wait on a load in the same iteration and
     # get one buffer, loaded after the tile's math (the kernels of probes 1.2-1.5.5). Only where a program's loop is
     # long (decode_prefetch, prefix_prefetch): on an H100 (the default grid,
     # benchmarks/raw/device-2026-12-06c/prefetch-everywhere.json) prefetching everywhere took 256 sequences x 8 KV
@@ -231,6 +238,13 @@ class TuneParams:
     # (6 of 448) 0.95x -> 1.01x; 16 tokens in 4 stages lost up to 41%
     wide_head_stages: int = 0
     wide_head_tile_n: int = 32
+    # at those head dims, the per-sequence decode's dots over the first and second half of the head dims
+    # (triton_attend.attend_range, HALVES; not with fp8 pairs or transposed dots), and its registers capped at this many
+    # per thread (Triton's maxnreg; 0: ptxas's choice). Compiled for sm_90 on the CPU (kernels_probe.attention.
+    # pipelining), every head-dim-256 tile takes 224-255 registers at four warps, two programs per SM; the 32-token
+    # tile of 3 stages takes 174 in halves and 168 capped without a spill: three programs per SM, two K/V buffers each
+    wide_head_halves: bool = False
+    wide_head_maxnreg: int = 0
     # ... and, where above 0, only in a base-tile launch over pages known to be private and a bf16 cache whose splits,
     # on the tune's own tiles, hold at most this many tokens (own_kernel_pages.tune_at_launch, tune_at_kv_dtype).
     # H200 (device-2026-12-06m, wide-head-short.json), 512: 13 held-out shapes 0.86-1.16x, 9 of them lost, median

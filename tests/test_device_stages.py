@@ -84,3 +84,18 @@ def test_a_variants_summary_also_counts_only_the_rows_it_launches_otherwise(caps
     assert "v over the default, shared_table: n=2 median 1.125x, min 1.000x, max 1.250x" in out
     assert ("v over the default where it launches otherwise, shared_table: n=1 median 1.250x, min 1.250x, "
             "max 1.250x") in out
+
+
+def test_the_kernel_body_stages_run_another_kernel_on_every_shape_they_list():
+    """l2-hints and wide-regs change the kernel, not (only) the launch: launch_key tells each variant from the default
+    on every shape listed before the grids' (the rows they were written for), over both page layouts, so none of
+    those rows is timed as the default's duplicate."""
+    dvf = _benchmark()
+    for stage, listed in (("l2-hints", 19), ("wide-regs", 12)):
+        configs, variants, base = dvf.STAGE_PLANS[stage]
+        cfgs = configs()[:listed]
+        default = [dvf.plan_keys(c, base, 132, device="cpu") for c in cfgs]
+        for label, tune in variants(base)[1:]:
+            for c, keys in zip(cfgs, default):
+                other = dvf.plan_keys(c, tune, 132, device="cpu")
+                assert other[0] != keys[0] and other[1] != keys[1], (stage, label, c.label())

@@ -409,3 +409,50 @@ def test_head_dim_256s_short_tile_launch_in_one_wave_matches_the_reference():
                         head_dim=256, page_size=16), "cpu", seed=5)
     plans = _checked_plans(d, d.dup_table, 640, 0, (PROBE_1_19_0_TUNE, DEFAULT_TUNE))
     assert [(p.splits, p.tps, p.block_n, p.stages) for p in plans] == [(5, 128, 64, 2), (4, 192, 64, 2)]
+
+
+@pytest.mark.parametrize("hints", [1, 2])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize("keep", [64, 56, 0])
+def test_loads_hinted_to_l2_split_at_the_shared_prefix_and_match_the_reference(hints, splits, keep):
+    """decode_l2_hints: each program's range is cut where the shared prefix the launch was told ends (rounded down to
+    a whole tile from the range's start: 56 tokens cut at 48 in 16-token tiles, or at the start of a split past it),
+    the two halves loaded under different L2 policies. The cut must lose no token and count none twice, in page
+    blocks over shared pages and per sequence over private ones."""
+    d = build_data(_cfg(), "cpu", seed=11)
+    ref = reference_output(d)
+    tune = dataclasses.replace(PREFETCH, decode_l2_hints=hints)
+    out, plan = _run(d, d.shared_table, 72, splits=splits, tune=tune, shared=keep)
+    assert plan.keep_tokens == keep and (plan.seqs > 1) == (keep > 0)   # told no shared prefix: no blocks
+    assert max_rel_err(out, ref) < TOL
+    out_d, plan_d = _run(d, d.dup_table, 72, splits=splits, tune=tune, shared=0)
+    assert plan_d.seqs == 1
+    assert max_rel_err(out_d, ref) < TOL
+
+
+@pytest.mark.parametrize("tiles", [False, True], ids=["default-tiles", "32-token-3-stage"])
+@pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
+def test_head_dim_256_over_halves_of_the_head_dims_with_capped_registers_matches_the_reference(tiles, kv_dtype):
+    """wide_head_halves and wide_head_maxnreg: at head dim 256 each dot runs over the first or the second half of the
+    head dims and the launch asks for at most 168 registers per thread; both page layouts, split and unsplit, give the
+    float32 reference's result; head dim 128 keeps whole dots and no cap."""
+    from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+
+    tune = dataclasses.replace(DEFAULT_TUNE, wide_head_halves=True, wide_head_maxnreg=168)
+    if tiles:
+        tune = dataclasses.replace(tune, wide_head_stages=3, wide_head_tile_n=32)
+    d = build_data(_cfg(head_dim=256, q_per_kv=2, prefix_tokens=320, suffix_tokens=8, kv_dtype=kv_dtype), "cpu",
+                   seed=13)
+    ref = reference_output(d)
+    for table, shared in ((d.shared_table, 320), (d.dup_table, 0)):
+        for splits in (None, 3):
+            out = torch.full_like(d.q, float("nan"))
+            plan = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, 328, out, sm_count=2, tune=tune,
+                              shared_prefix_tokens=shared, force_splits=splits)
+            plan()
+            assert plan.halves != plan.pairs and plan.maxnreg == 168
+            assert max_rel_err(out, ref) < TOL
+    narrow = build_data(_cfg(q_per_kv=2), "cpu", seed=13)
+    plan = DecodePlan(narrow.q, narrow.k_cache, narrow.v_cache, narrow.dup_table, narrow.seq_lens, 72,
+                      torch.empty_like(narrow.q), sm_count=2, tune=tune, shared_prefix_tokens=0)
+    assert not plan.halves and plan.maxnreg is None

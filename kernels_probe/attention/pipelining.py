@@ -21,11 +21,13 @@ from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES
 
 def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                    q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90,
-                   kv_dtype: str = "bf16", swap_ab: bool = False):
+                   kv_dtype: str = "bf16", swap_ab: bool = False, l2_hints: int = 0,
+                   halves: bool = False, maxnreg: int | None = None):
     """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 or fp8 (e4m3, its dots in fp16:
     fp8_dot_fp16) cache, or an fp8 one read as int16 pairs ("fp8-pairs": fp8_pairs), as DecodePlan launches it (with
     its fused merge unless fused_merge is False or it forms page blocks), its dots transposed where swap_ab
-    (decode_swap_ab)."""
+    (decode_swap_ab), its K/V loads hinted to L2 as l2_hints says (decode_l2_hints), its dots over halves of the head
+    dims where halves (wide_head_halves)."""
     if kv_dtype not in KV_POINTER_TYPES:
         raise ValueError(f"kv_dtype must be one of {sorted(KV_POINTER_TYPES)}, got {kv_dtype!r}")
     if swap_ab and kv_dtype == "fp8-pairs":
@@ -39,9 +41,9 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
 
     names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",
              "grouped_ptr", "counter_ptr", "sm_scale_log2", "stride_bt", "stride_kp", "stride_kt", "stride_kh",
-             "rows_total", "slot_offset", "tokens_per_split"]
+             "rows_total", "slot_offset", "tokens_per_split", "keep_tokens"]
     cache = KV_POINTER_TYPES[kv_dtype]
-    types = ["*bf16", cache, cache] + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "*i32", "fp32"] + ["i32"] * 7
+    types = ["*bf16", cache, cache] + ["*i32"] * 2 + ["*fp32", "*fp32", "*bf16", "*i8", "*i32", "fp32"] + ["i32"] * 8
     signature: dict = dict(zip(names, types))
     # the constants DecodePlan.launch_partial passes
     fused_merge = fused_merge and seqs == 1      # decode_fused_merge: never with page blocks
@@ -51,13 +53,14 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                  SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
                  CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
                  MERGE_G=merge_g, MERGE_S=merge_s, KV_PAIRS=kv_dtype == "fp8-pairs",
-                 SWAP_AB=swap_ab)
+                 SWAP_AB=swap_ab, L2_HINTS=l2_hints, HALVES=halves)
     signature.update({k: "constexpr" for k in const})
     # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
     return triton.compile(ASTSource(paged_decode_kernel, signature, constexprs=const, attrs=attrs),
-                          target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, num_stages=stages))
+                          target=GPUTarget("cuda", arch, 32),
+                          options=dict(num_warps=warps, num_stages=stages, maxnreg=maxnreg))
 
 
 # the cache's pointer type per KV dtype the probe runs; "fp8-pairs": fp8 read as int16 pairs (TuneParams.fp8_pairs)
@@ -107,7 +110,8 @@ def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> d
 
 
 def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
-                    q_per_kv: int = 4, arch: int = 90, kv_dtype: str = "bf16", swap_ab: bool = False) -> dict:
+                    q_per_kv: int = 4, arch: int = 90, kv_dtype: str = "bf16", swap_ab: bool = False,
+                    halves: bool = False, maxnreg: int | None = None) -> dict:
     """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
     (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts),
     'registers' and 'stack_bytes' (per thread, from the cubin; None where not known: resource_usage), 'resident'
@@ -115,7 +119,8 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
     ldmatrix and scalar ld.shared instructions: how the dots' operands leave shared memory, as written, not as
     executed), 'mma' (its warpgroup wgmma and warp mma.sync instructions, as written)}."""
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
-                            q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype, swap_ab=swap_ab)
+                            q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype, swap_ab=swap_ab, halves=halves,
+                            maxnreg=maxnreg)
     ir = kernel.asm["ttgir"]
     width = head_dim // 2 if kv_dtype == "fp8-pairs" else head_dim
     tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{width}x(?:bf16|f8E4M3FN|i16)", ir)

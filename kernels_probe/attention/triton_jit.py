@@ -30,141 +30,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernels_probe.attention.triton_attend import attend_hinted, attend_range
 from kernels_probe.attention.triton_merge import merge_seq_rows
-
-
-@triton.jit
-def _kv_tile(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, PAIRS: tl.constexpr):
-    """The K or V rows at kv_off: the tile as stored, twice; or (PAIRS: an fp8 e4m3 cache read as int16, two head
-    dims a value) its even and its odd head dims as fp16 at 1/256 of their value. The shift puts e4m3's exponent and
-    mantissa where fp16's are (exact, subnormals included: fp16's exponent bias is 8 above e4m3's), so each half is a
-    plain 16-bit tile that leaves shared memory by ldmatrix; an fp8 tile widened by conversion leaves it by scalar
-    loads (pipelining.py)."""
-    if MASKED:
-        x = tl.load(ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0)
-    else:
-        x = tl.load(ptr + kv_off[:, None] + offs_d[None, :])
-    if PAIRS:
-        u = x.to(tl.uint16, bitcast=True)
-        first = (((u << 8) & 0x8000) | ((u << 7) & 0x3F80)).to(tl.uint16).to(tl.float16, bitcast=True)
-        second = ((u & 0x8000) | ((u >> 1) & 0x3F80)).to(tl.uint16).to(tl.float16, bitcast=True)
-    else:
-        first = x
-        second = x
-    return first, second
-
-
-@triton.jit
-def _attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
-                 sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                 MASKED: tl.constexpr, ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, PAIRS: tl.constexpr,
-                 SWAP: tl.constexpr):
-    """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
-    tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles).
-    PAGE_GIVEN: `page_in` holds the tile's page numbers (loaded an iteration earlier); else they are loaded here.
-    ROW_MASKED: only the rows where rmask holds attend to these keys (one sequence's private tokens in a program
-    that holds several sequences' rows); the others keep their state, and a row that has seen no key yet keeps
-    m = -inf without NaNs.
-    PAIRS (_kv_tile): q and acc hold the even head dims, q2 and acc2 the odd ones; S is the sum of two dots over
-    half the head dim each (sm_scale_log2 and acc carry the tiles' factor of 1/256); else q2 and acc2 pass through.
-    SWAP: q and acc come transposed ([D, rows]) and the dots run transposed, S^T = K q^T and acc^T += V^T P^T, so
-    that the tile's keys and head dims are their M rows (_attend_range)."""
-    KEY_AXIS: tl.constexpr = 0 if SWAP else 1     # the axis of S (and P) along the tile's keys
-    tl.static_assert(not (PAIRS and SWAP), "int16 pairs run untransposed dots")
-    t = t0 + offs_n
-    mask_n = t < end
-    if PAGE_GIVEN:
-        page = page_in
-    elif MASKED:
-        page = tl.load(bt_row + t // PAGE_SIZE, mask=mask_n, other=0)
-    else:
-        page = tl.load(bt_row + t // PAGE_SIZE)
-    kv_off = page.to(tl.int64) * stride_kp + (t % PAGE_SIZE) * stride_kt + h_off
-    k, k2 = _kv_tile(k_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS)
-    if PAIRS:
-        s = tl.dot(q2, tl.trans(k2), tl.dot(q, tl.trans(k)))
-    elif SWAP:
-        s = tl.dot(k.to(DOT_DTYPE), q)
-    else:
-        s = tl.dot(q, tl.trans(k.to(DOT_DTYPE)))
-    if MASKED:
-        s = tl.where(tl.expand_dims(mask_n, 1 - KEY_AXIS), s, float("-inf"))
-    if ROW_MASKED:
-        s = tl.where(tl.expand_dims(rmask, KEY_AXIS), s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, KEY_AXIS) * sm_scale_log2)
-    if ROW_MASKED:
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:
-        m_ref = m_new
-    alpha = tl.exp2(m_i - m_ref)
-    p = tl.exp2(s * sm_scale_log2 - tl.expand_dims(m_ref, KEY_AXIS))
-    l_i = l_i * alpha + tl.sum(p, KEY_AXIS)
-    v, v2 = _kv_tile(v_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS)
-    acc = acc * tl.expand_dims(alpha, KEY_AXIS)
-    if PAIRS:
-        p16 = p.to(tl.float16)
-        acc = tl.dot(p16, v, acc)
-        acc2 = tl.dot(p16, v2, acc2 * alpha[:, None])
-    elif SWAP:
-        acc = tl.dot(tl.trans(v.to(DOT_DTYPE)), p.to(DOT_DTYPE), acc)
-    else:
-        acc = tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE), acc)
-    return m_new, l_i, acc, acc2
-
-
-@triton.jit
-def _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
-                  offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                  ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SWAP: tl.constexpr):
-    """Tokens [start, end): full tiles without masks, then at most one masked tail tile.
-    PREFETCH: each full tile's page numbers are loaded an iteration ahead and carried through the loop. Where K/V
-    addresses come from a load in the same iteration, Triton's pipeliner (3.6-3.9, sm_90) gives K and V one buffer
-    each and waits for them at the top of every iteration: no load overlaps the tile's own math. Carried page numbers
-    let it double-buffer K and V (num_stages 3; a 2-stage launch keeps one buffer either way).
-    PAIRS: the cache is fp8 read as int16 (strides and h_off in int16 units): q and acc are split into their even
-    and odd head dims here and joined again at the end (_kv_tile).
-    SWAP: q and acc are transposed here and back at the end, for dots whose M rows are the tile's keys (S^T = K q^T)
-    and head dims (acc^T += V^T P^T): 64 or more, where the query rows (BLOCK_G) are 16-32. Compiled for sm_90 with 4
-    warps, Triton then runs warpgroup MMAs (wgmma) that read K and V from shared memory, not mma.sync over ldmatrix."""
-    if PAIRS:
-        q, q2 = tl.split(tl.reshape(q, (q.shape[0], q.shape[1] // 2, 2)))
-        q, q2 = q.to(tl.float16), q2.to(tl.float16)
-        acc, acc2 = tl.split(tl.reshape(acc * (1.0 / 256.0), (acc.shape[0], acc.shape[1] // 2, 2)))
-        scale = sm_scale_log2 * 256.0
-        offs_kv = tl.arange(0, offs_d.shape[0] // 2)
-    else:
-        if SWAP:
-            q = tl.trans(q)
-            acc = tl.trans(acc)
-        q2, acc2 = q, acc
-        scale = sm_scale_log2
-        offs_kv = offs_d
-    n_full = tl.maximum(end - start, 0) // BLOCK_N
-    full_end = start + n_full * BLOCK_N
-    if PREFETCH:
-        t_first = start + offs_n
-        page = tl.load(bt_row + t_first // PAGE_SIZE, mask=t_first < full_end, other=0)
-        for i in range(0, n_full):
-            t_next = start + (i + 1) * BLOCK_N + offs_n
-            page_next = tl.load(bt_row + t_next // PAGE_SIZE, mask=t_next < full_end, other=0)
-            m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, page, start + i * BLOCK_N, end, bt_row,
-                                               k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
-                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, True, PAIRS, SWAP)
-            page = page_next
-    else:
-        for i in range(0, n_full):
-            m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, start + i * BLOCK_N, end, bt_row,
-                                               k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
-                                               rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, False, PAIRS, SWAP)
-    if full_end < end:
-        m_i, l_i, acc, acc2 = _attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, full_end, end, bt_row, k_ptr, v_ptr,
-                                           stride_kp, stride_kt, h_off, scale, offs_n, offs_kv, rmask, PAGE_SIZE,
-                                           DOT_DTYPE, True, ROW_MASKED, False, PAIRS, SWAP)
-    if PAIRS:
-        acc = tl.reshape(tl.join(acc, acc2), (acc.shape[0], acc.shape[1] * 2)) * 256.0
-    elif SWAP:
-        acc = tl.trans(acc)
-    return m_i, l_i, acc
 
 
 @triton.jit
@@ -207,7 +74,7 @@ def _store_rows(acc, m_i, l_i, rows, mask, o_state_ptr, lse_state_ptr, out_ptr, 
         tl.store(lse_state_ptr + srow, lse, mask=mask)
 
 
-@triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "tokens_per_split"])
+@triton.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "tokens_per_split", "keep_tokens"])
 def paged_decode_kernel(
     q_ptr,
     k_ptr,
@@ -227,6 +94,7 @@ def paged_decode_kernel(
     rows_total,
     slot_offset,
     tokens_per_split,
+    keep_tokens,
     HKV: tl.constexpr,
     G: tl.constexpr,
     BLOCK_G: tl.constexpr,
@@ -246,6 +114,8 @@ def paged_decode_kernel(
     MERGE_S: tl.constexpr,
     KV_PAIRS: tl.constexpr,
     SWAP_AB: tl.constexpr,
+    L2_HINTS: tl.constexpr,
+    HALVES: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -317,19 +187,20 @@ def paged_decode_kernel(
         m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_G], tl.float32)
         acc = tl.zeros([BLOCK_G, D], tl.float32)
-        m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, first_end, bt_first, k_ptr, v_ptr, stride_kp,
-                                      stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_g, BLOCK_N,
-                                      PAGE_SIZE, DOT_DTYPE, False, PREFETCH, KV_PAIRS, SWAP_AB)
+        m_i, l_i, acc = attend_hinted(q, m_i, l_i, acc, start, first_end, keep_tokens, bt_first, k_ptr, v_ptr,
+                                       stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_g,
+                                       BLOCK_N, PAGE_SIZE, DOT_DTYPE, False, PREFETCH, KV_PAIRS, SWAP_AB, L2_HINTS,
+                                       HALVES)
         if SEQS > 1:
             if grouped != 0:  # each sequence's own tokens after the common run, its rows only
                 # A loop, not static_range: unrolled 16 times the kernel took ~1 min to compile (16x the PTX)
                 for j in range(0, s_blk):
                     end_j = tl.minimum(stop, tl.load(seq_lens_ptr + b0 + j))
-                    m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, first_end, end_j,
-                                                  bt_ptr + (b0 + j).to(tl.int64) * stride_bt, k_ptr, v_ptr,
-                                                  stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d,
-                                                  row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True, PREFETCH,
-                                                  KV_PAIRS, SWAP_AB)
+                    m_i, l_i, acc = attend_hinted(q, m_i, l_i, acc, first_end, end_j, keep_tokens,
+                                                   bt_ptr + (b0 + j).to(tl.int64) * stride_bt, k_ptr, v_ptr,
+                                                   stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n,
+                                                   offs_d, row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True,
+                                                   PREFETCH, KV_PAIRS, SWAP_AB, L2_HINTS, HALVES)
         _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot_offset + split,
                     offs_d, D, WRITE_FINAL)
         if FUSED_MERGE:
@@ -399,9 +270,9 @@ def prefix_kernel(
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, D], tl.float32)
     bt_row = bt_ptr + grp.to(tl.int64) * stride_bt
-    m_i, l_i, acc = _attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
+    m_i, l_i, acc = attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                   h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_m, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                  False, PREFETCH, KV_PAIRS, False)
+                                  False, PREFETCH, KV_PAIRS, False, "", False)
 
     # always a state slot (the cascade merges it): no bf16 output, so the state buffer stands in for out_ptr
     _store_rows(acc, m_i, l_i, rows, mask_m, o_state_ptr, lse_state_ptr, o_state_ptr, rows_total, slot_offset + split,

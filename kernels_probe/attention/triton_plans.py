@@ -22,6 +22,7 @@ from cascade_plan.own_kernel_launch import (
     prefix_prefetch,
     scale_log2,
     whole_tile_splits,
+    wide_head,
 )
 from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES, decode_fp8_pairs, decode_launch, tune_at_kv_dtype
 from cascade_plan.own_kernel_plan import decode_launch_plan
@@ -99,9 +100,18 @@ class DecodePlan:
         self.splits, self.tps, long_tile = la.splits, la.tokens_per_split, la.long_tile
         self.block_n, self.stages, self.warps, self.prefetch = la.block_n, la.stages, la.warps, la.prefetch
         self.seqs = la.seqs
+        # the tokens whose K/V loads keep their place in L2 where the tune hints loads (decode_l2_hints): the shared
+        # prefix the caller told us
+        self.keep_tokens = shared_prefix_tokens or 0
         # an fp8 cache read as int16 pairs of head dims, where the launch rule says so (decode_fp8_pairs)
         self.pairs = self.fp8 and decode_fp8_pairs(self.work_items, self.splits, self.seqs, D, sm_count, tune)
         self.k_op, self.v_op = kv_operand(k_cache, self.pairs), kv_operand(v_cache, self.pairs)
+        self.swap_ab = tune.decode_swap_ab and not self.pairs
+        # head dims on wide-head tiles: dots over halves of the head dims, registers capped (wide_head_halves,
+        # wide_head_maxnreg)
+        wide = wide_head(tune, D)
+        self.halves = wide and tune.wide_head_halves and not self.pairs and not self.swap_ab
+        self.maxnreg = (tune.wide_head_maxnreg or None) if wide else None
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
@@ -135,15 +145,15 @@ class DecodePlan:
             self.grouped if self.grouped is not None else self.out, self.counts if self.fused_merge else self.out,
             self.scale_log2, self.bt.stride(0),
             *self.k_op.stride()[:3],
-            self.B * self.HQ, self.slot_offset, self.tps,
+            self.B * self.HQ, self.slot_offset, self.tps, self.keep_tokens,
             HKV=self.HKV, G=self.G, BLOCK_G=decode_block_g(self.G, self.seqs), D=self.D,
             PAGE_SIZE=self.PS, BLOCK_N=self.block_n, WRITE_FINAL=self.write_final,
             DOT_DTYPE=dot_dtype(self.q.dtype, self.k.dtype, self.tune), HEAD_MAJOR=self.tune.decode_head_major,
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
             MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=self.pairs,
-            SWAP_AB=self.tune.decode_swap_ab and not self.pairs,
-            num_warps=self.warps, num_stages=self.stages,
+            SWAP_AB=self.swap_ab, L2_HINTS=self.tune.decode_l2_hints, HALVES=self.halves,
+            num_warps=self.warps, num_stages=self.stages, **({"maxnreg": self.maxnreg} if self.maxnreg else {}),
         )
 
     def __call__(self):
