@@ -53,7 +53,7 @@ def wide_regs_variants(base):
 
 def wide_regs_configs():
     """Head dim 256's rows probe 1.20.0 loses (64 groups of 16 x 4 KV heads at 512 + 1K, G 2, shared; fp8 64 x 4 at
-    4K + 128, private; 8 x 4 at 16K + 128), the held-out Gemma-2-9B-like 32 groups of 4 x 8 at 1K + 2K (0.94 in
+    4K + 128, private; 8 x 4 at 16K + 128), the held-out Gemma-2-9B-like 4 groups of 32 x 8 at 1K + 2K (0.94 in
     l2-hints.json), then held-out shapes as config.json lays out Gemma-2-9B (16 query heads, 8 KV heads), Gemma-7B
     (16, 16) and at TP 4 (4, 4), Gemma-2-2B (8, 4), Gemma-3-1B (4, 1), Qwen3-Next-80B's full-attention layers (16, 2),
     one fp8; then the coverage and regimes grids' head-dim-256 shapes."""

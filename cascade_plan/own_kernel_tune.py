@@ -242,7 +242,10 @@ class TuneParams:
     # (triton_attend.attend_range, HALVES; not with fp8 pairs or transposed dots), and its registers capped at this many
     # per thread (Triton's maxnreg; 0: ptxas's choice). Compiled for sm_90 on the CPU (kernels_probe.attention.
     # pipelining), every head-dim-256 tile takes 224-255 registers at four warps, two programs per SM; the 32-token
-    # tile of 3 stages takes 174 in halves and 168 capped without a spill: three programs per SM, two K/V buffers each
+    # tile of 3 stages takes 174 in halves and 168 capped without a spill: three programs per SM, two K/V buffers each.
+    # H100 (device-2026-12-07g, wide-regs.json, 22 head-dim-256 shapes), median over shared / private pages: the cap
+    # on the default tiles (the 64-token one spills) 0.85x / 0.97x; in halves too 0.85x / 0.93x; both on the 32-token
+    # tile (168 registers uncapped under Triton 3.6) 0.94x / 0.99x; over fp8 0.60-0.97x but once (1.23x). Off
     wide_head_halves: bool = False
     wide_head_maxnreg: int = 0
     # ... and, where above 0, only in a base-tile launch over pages known to be private and a bf16 cache whose splits,
