@@ -9,26 +9,26 @@ import triton.language as tl
 
 
 @triton.jit
+def load_rows(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, POLICY: tl.constexpr):
+    """The cache rows at kv_off, head dims offs_d from ptr; only the rows where mask_n holds where MASKED."""
+    if MASKED:
+        return tl.load(ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0,
+                       eviction_policy=POLICY)
+    return tl.load(ptr + kv_off[:, None] + offs_d[None, :], eviction_policy=POLICY)
+
+
+@triton.jit
 def kv_tile(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, PAIRS: tl.constexpr, POLICY: tl.constexpr,
-             HALVES: tl.constexpr):
+            HALVES: tl.constexpr):
     """The K or V rows at kv_off: the tile as stored, twice; or (PAIRS: an fp8 e4m3 cache read as int16, two head
     dims a value) its even and its odd head dims as fp16 at 1/256 of their value. The shift puts e4m3's exponent and
     mantissa where fp16's are (exact, subnormals included: fp16's exponent bias is 8 above e4m3's), so each half is a
     plain 16-bit tile that leaves shared memory by ldmatrix; an fp8 tile widened by conversion leaves it by scalar
     loads (pipelining.py). POLICY: the loads' L2 eviction policy ("": normal; attend_hinted).
     HALVES: the first and the second half of the head dims, two loads of offs_d's width each (offs_d spans half)."""
-    if MASKED:
-        x = tl.load(ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0, eviction_policy=POLICY)
-    else:
-        x = tl.load(ptr + kv_off[:, None] + offs_d[None, :], eviction_policy=POLICY)
+    x = load_rows(ptr, kv_off, offs_d, mask_n, MASKED, POLICY)
     if HALVES:
-        half = ptr + offs_d.shape[0]
-        if MASKED:
-            x2 = tl.load(half + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0,
-                         eviction_policy=POLICY)
-        else:
-            x2 = tl.load(half + kv_off[:, None] + offs_d[None, :], eviction_policy=POLICY)
-        return x, x2
+        return x, load_rows(ptr + offs_d.shape[0], kv_off, offs_d, mask_n, MASKED, POLICY)
     if PAIRS:
         u = x.to(tl.uint16, bitcast=True)
         first = (((u << 8) & 0x8000) | ((u << 7) & 0x3F80)).to(tl.uint16).to(tl.float16, bitcast=True)
@@ -56,6 +56,9 @@ def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_p
     that the tile's keys and head dims are their M rows (attend_range).
     HALVES: as PAIRS, q and acc the first half of the head dims and q2 and acc2 the second, without PAIRS' factor."""
     KEY_AXIS: tl.constexpr = 0 if SWAP else 1     # the axis of S (and P) along the tile's keys
+    # PAIRS and HALVES: two dots each, over half the head dims; pairs' operands are fp16 whatever DOT_DTYPE says
+    TWO_DOTS: tl.constexpr = PAIRS or HALVES
+    HALF_DTYPE: tl.constexpr = tl.float16 if PAIRS else DOT_DTYPE
     tl.static_assert(not (PAIRS and SWAP), "int16 pairs run untransposed dots")
     tl.static_assert(not (HALVES and (PAIRS or SWAP)), "halves of the head dims run plain untransposed dots")
     t = t0 + offs_n
@@ -68,10 +71,8 @@ def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_p
         page = tl.load(bt_row + t // PAGE_SIZE)
     kv_off = page.to(tl.int64) * stride_kp + (t % PAGE_SIZE) * stride_kt + h_off
     k, k2 = kv_tile(k_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS, POLICY, HALVES)
-    if PAIRS:
-        s = tl.dot(q2, tl.trans(k2), tl.dot(q, tl.trans(k)))
-    elif HALVES:
-        s = tl.dot(q2, tl.trans(k2.to(DOT_DTYPE)), tl.dot(q, tl.trans(k.to(DOT_DTYPE))))
+    if TWO_DOTS:
+        s = tl.dot(q2, tl.trans(k2.to(HALF_DTYPE)), tl.dot(q, tl.trans(k.to(HALF_DTYPE))))
     elif SWAP:
         s = tl.dot(k.to(DOT_DTYPE), q)
     else:
@@ -90,14 +91,10 @@ def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_p
     l_i = l_i * alpha + tl.sum(p, KEY_AXIS)
     v, v2 = kv_tile(v_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS, POLICY, HALVES)
     acc = acc * tl.expand_dims(alpha, KEY_AXIS)
-    if PAIRS:
-        p16 = p.to(tl.float16)
-        acc = tl.dot(p16, v, acc)
-        acc2 = tl.dot(p16, v2, acc2 * alpha[:, None])
-    elif HALVES:
-        pd = p.to(DOT_DTYPE)
-        acc = tl.dot(pd, v.to(DOT_DTYPE), acc)
-        acc2 = tl.dot(pd, v2.to(DOT_DTYPE), acc2 * alpha[:, None])
+    if TWO_DOTS:
+        ph = p.to(HALF_DTYPE)
+        acc = tl.dot(ph, v.to(HALF_DTYPE), acc)
+        acc2 = tl.dot(ph, v2.to(HALF_DTYPE), acc2 * alpha[:, None])
     elif SWAP:
         acc = tl.dot(tl.trans(v.to(DOT_DTYPE)), p.to(DOT_DTYPE), acc)
     else:
