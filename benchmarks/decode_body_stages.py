@@ -68,3 +68,18 @@ def wide_regs_configs():
                 C(1536, 16, 8, 512, 2, 8, d), C(4096, 24, 1, 256, 2, 4, d, "fp8"), C(8192, 4, 1, 128, 4, 1, d),
                 C(1024, 64, 4, 768, 8, 2, d), C(2048, 128, 1, 128, 1, 16, d)]
     return held_out_first(first + held_out, [c for c in grid_and_regimes_configs() if c.head_dim == d])
+
+
+def lanes_variants(base):
+    """Probe 1.20.0, then in lanes (decode_lanes: each warp its own slice of every tile, one softmax state per warp,
+    merged once per token range) wherever a slice holds 16 or more keys."""
+    return [("default", base), ("lanes", dataclasses.replace(base, decode_lanes=True))]
+
+
+def lanes_configs():
+    """l2_hint_configs' rows: those probe 1.20.0 loses or nearly loses, the held-out shapes over shared prefixes,
+    the default grid's; then the head-dim-256 rows wide_regs_configs lists first and its held-out ones."""
+    from decode_vs_flashinfer import held_out_first
+
+    first = l2_hint_configs()
+    return held_out_first(first, [c for c in wide_regs_configs() if c not in first])

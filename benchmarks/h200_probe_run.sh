@@ -132,6 +132,9 @@
 #             programs per SM), over halves of the head dims, on 32-token tiles of 3 stages, against probe 1.20.0;
 #             the rows it loses, held-out shapes, then the grids' head-dim-256 shapes; WIDE_REGS_RESERVE seconds left
 #             -> wide-regs.json
+#   lanes     decode_vs_flashinfer.py lanes: the per-sequence decode in lanes (decode_lanes: each warp its own slice
+#             of every tile, merged once per range) against probe 1.20.0, on the rows it loses, held-out shapes, the
+#             default grid's, then head dim 256's; LANES_RESERVE seconds left -> lanes.json
 #             rounds the target up and one fewer leaves 3.5+ programs per SM (floor_splits_min_programs_per_sm), down
 #             to 2 splits or to 1, 15 held-out shapes then the grids'; FLOOR_SPLITS_RESERVE seconds left -> floor-splits.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
@@ -142,6 +145,11 @@
 #             seconds left -> swap-ab.json
 #   fi-bg     FlashInfer's JIT build at head dims 64, 128 and 256, both KV dtypes, in the background (later stages
 #             of the call find the modules built; stages timing ours alone meanwhile share the CPU with it) -> fi-bg.log
+#             (FI_BG_COMBOS="128:bf16,256:fp8" builds only those head dims and KV dtypes)
+#   counters  benchmarks/decode_counters.py under Nsight Compute: our decode's and FlashInfer's hardware counters on
+#             the rows ours still loses (one process per row and backend; FlashInfer's after the -bg builds;
+#             COUNTER_ROWS="256x8-shared ..." names rows, COUNTER_BACKENDS="ours lanes fi" backends), then the summary
+#             -> counters/<row>-<backend>.csv
 #   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)
 #             (and <STAGE>_ARGS, e.g. WIDE_DOT_TARGETS_ARGS=--no-flashinfer, for that stage alone)
 #   regimes-decode  decode_vs_flashinfer.py regimes-decode: the regimes grid's per-sequence decodes, ours against
@@ -233,7 +241,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py ${ORACLE_ARGS:-} --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=|  \[)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|lanes|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;
@@ -261,8 +269,24 @@ for st in ${stages//,/ }; do
               grep -vE "^\s" $OUT/compile.log | tail -14; (exit $rc) ;;
     triton-steps) timeout $(left) python3 benchmarks/triton_steps_run.py --out $OUT/triton-steps.json \
               > $OUT/triton-steps.log 2>&1; rc=$?; tail -8 $OUT/triton-steps.log; (exit $rc) ;;
-    fi-bg)  python3 -c "from kernels_probe.attention.flashinfer_backend import warm_build
-print('flashinfer build:', warm_build('cuda', head_dims=(64, 128, 256)))" > $OUT/fi-bg.log 2>&1 & ;;
+    fi-bg)  FI_BG_COMBOS=${FI_BG_COMBOS:-} python3 -c "import os
+from kernels_probe.attention.flashinfer_backend import warm_build
+e = os.environ['FI_BG_COMBOS']
+combos = [(int(d), t) for d, t in (c.split(':') for c in e.split(','))] if e else None
+print('flashinfer build:', warm_build('cuda', head_dims=(64, 128, 256), combos=combos))" > $OUT/fi-bg.log 2>&1 & ;;
+    counters) ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu | head -1); mkdir -p $OUT/counters
+              $ncu --version | tail -1; metrics=$(python3 benchmarks/decode_counters.py metrics)
+              for b in ${COUNTER_BACKENDS:-ours fi}; do
+                [ $b = fi ] && while [ -n "$(jobs -rp)" ] && [ $(left) -gt 60 ]; do sleep 2; done
+                for row in $(python3 benchmarks/decode_counters.py list ${COUNTER_ROWS:-}); do
+                  [ $(left) -gt 30 ] || break 2
+                  timeout $(( $(left) - 20 )) $ncu --clock-control none --profile-from-start off --csv --page details \
+                    --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+                    --metrics "$metrics" python3 benchmarks/decode_counters.py run $row $b \
+                    > $OUT/counters/$row-$b.csv 2>> $OUT/counters/stderr.log || echo "counters $row $b failed"
+                done
+              done
+              python3 benchmarks/decode_counters.py summary $OUT/counters | tee $OUT/counters/summary.txt ;;
     wait-bg) while [ -n "$(jobs -rp)" ] && [ $(left) -gt 5 ]; do sleep 2; done; cat $OUT/*-bg.log 2>/dev/null | tail -3 ;;
     glue-bg) python3 -c "from kernels_probe.steps.glue import warm_build_glue; print('glue build:', warm_build_glue())" \
               > $OUT/glue-bg.log 2>&1 & ;;

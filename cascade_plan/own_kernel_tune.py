@@ -96,6 +96,13 @@ class TuneParams:
     # (device-2026-12-07g, l2-hints.json, 8 grid rows and 7 held out) over shared pages both hints were slower on all
     # 15 shapes, median 0.98x, 0.89-1.00x (the 256 x 8 row 0.996x); over private pages median 0.997x
     decode_l2_hints: int = 0
+    # per-sequence decode in lanes (triton_lanes): each warp attends its own slice of every K/V tile with its own
+    # softmax state, merged once per token range, where each slice holds 16+ keys and the dots are plain (no fp8
+    # pairs, transposed dots or halves). Compiled for sm_90 (Triton 3.9), the 128-token four-warp tile's loop at head
+    # dim 128 then holds 2 barriers where it held 10, for 250 registers where it took 166. H100 (device-2026-12-07h,
+    # lanes.json, 28 shapes): over shared pages median 0.853x, 0.018-1.039x (page blocks in wide dots spill: 0.02x);
+    # over private pages 0.976x, 0.675-1.006x; unsplit launches of 1.5K+ tokens 0.98-1.04x. Off
+    decode_lanes: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

@@ -22,12 +22,12 @@ from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES
 def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                    q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90,
                    kv_dtype: str = "bf16", swap_ab: bool = False, l2_hints: int = 0,
-                   halves: bool = False, maxnreg: int | None = None):
+                   halves: bool = False, maxnreg: int | None = None, lanes: int = 1):
     """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 or fp8 (e4m3, its dots in fp16:
     fp8_dot_fp16) cache, or an fp8 one read as int16 pairs ("fp8-pairs": fp8_pairs), as DecodePlan launches it (with
     its fused merge unless fused_merge is False or it forms page blocks), its dots transposed where swap_ab
     (decode_swap_ab), its K/V loads hinted to L2 as l2_hints says (decode_l2_hints), its dots over halves of the head
-    dims where halves (wide_head_halves)."""
+    dims where halves (wide_head_halves), in `lanes` lanes (decode_lanes)."""
     if kv_dtype not in KV_POINTER_TYPES:
         raise ValueError(f"kv_dtype must be one of {sorted(KV_POINTER_TYPES)}, got {kv_dtype!r}")
     if swap_ab and kv_dtype == "fp8-pairs":
@@ -53,7 +53,7 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                  SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
                  CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
                  MERGE_G=merge_g, MERGE_S=merge_s, KV_PAIRS=kv_dtype == "fp8-pairs",
-                 SWAP_AB=swap_ab, L2_HINTS=l2_hints, HALVES=halves)
+                 SWAP_AB=swap_ab, L2_HINTS=l2_hints, HALVES=halves, LANES=lanes)
     signature.update({k: "constexpr" for k in const})
     # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
@@ -111,7 +111,7 @@ def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> d
 
 def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                     q_per_kv: int = 4, arch: int = 90, kv_dtype: str = "bf16", swap_ab: bool = False,
-                    halves: bool = False, maxnreg: int | None = None) -> dict:
+                    halves: bool = False, maxnreg: int | None = None, lanes: int = 1) -> dict:
     """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
     (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts),
     'registers' and 'stack_bytes' (per thread, from the cubin; None where not known: resource_usage), 'resident'
@@ -120,7 +120,7 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
     executed), 'mma' (its warpgroup wgmma and warp mma.sync instructions, as written)}."""
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
                             q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype, swap_ab=swap_ab, halves=halves,
-                            maxnreg=maxnreg)
+                            maxnreg=maxnreg, lanes=lanes)
     ir = kernel.asm["ttgir"]
     width = head_dim // 2 if kv_dtype == "fp8-pairs" else head_dim
     tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{width}x(?:bf16|f8E4M3FN|i16)", ir)

@@ -1,11 +1,13 @@
 """The online-softmax pieces of the probe's Triton decode kernels (triton_jit): one K/V tile through the block
-table (kv_tile, attend_tile), a token range of them (attend_range), and a range cut where the shared prefix ends
-for L2 hints (attend_hinted). Each carries its rows' running max, sum and accumulator."""
+table (kv_tile, attend_tile), a token range of them (attend_range, or in lanes: attend_span), and a range cut where
+the shared prefix ends for L2 hints (attend_hinted). Each carries its rows' running max, sum and accumulator."""
 
 from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from kernels_probe.attention.triton_lanes import attend_lanes, tile_offsets
 
 
 @triton.jit
@@ -63,13 +65,7 @@ def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_p
     tl.static_assert(not (HALVES and (PAIRS or SWAP)), "halves of the head dims run plain untransposed dots")
     t = t0 + offs_n
     mask_n = t < end
-    if PAGE_GIVEN:
-        page = page_in
-    elif MASKED:
-        page = tl.load(bt_row + t // PAGE_SIZE, mask=mask_n, other=0)
-    else:
-        page = tl.load(bt_row + t // PAGE_SIZE)
-    kv_off = page.to(tl.int64) * stride_kp + (t % PAGE_SIZE) * stride_kt + h_off
+    kv_off = tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE, MASKED, PAGE_GIVEN)
     k, k2 = kv_tile(k_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS, POLICY, HALVES)
     if TWO_DOTS:
         s = tl.dot(q2, tl.trans(k2.to(HALF_DTYPE)), tl.dot(q, tl.trans(k.to(HALF_DTYPE))))
@@ -170,25 +166,43 @@ def attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, 
 
 
 @triton.jit
+def attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
+                offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SWAP: tl.constexpr,
+                POLICY: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr):
+    """attend_range, or in LANES > 1 lanes (triton_lanes.attend_lanes: plain dots only)."""
+    if LANES > 1:
+        tl.static_assert(not (PAIRS or SWAP or HALVES), "lanes run plain untransposed dots")
+        m_i, l_i, acc = attend_lanes(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
+                                     sm_scale_log2, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE, ROW_MASKED,
+                                     PREFETCH, LANES, POLICY)
+    else:
+        m_i, l_i, acc = attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
+                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
+                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, POLICY, HALVES)
+    return m_i, l_i, acc
+
+
+@triton.jit
 def attend_hinted(q, m_i, l_i, acc, start, end, keep_tokens, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
                    sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr,
                    DOT_DTYPE: tl.constexpr, ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr,
-                   SWAP: tl.constexpr, L2_HINTS: tl.constexpr, HALVES: tl.constexpr):
-    """attend_range over [start, end), its K/V loads hinted to L2 by L2_HINTS (0: none): the tokens below
+                   SWAP: tl.constexpr, L2_HINTS: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr):
+    """attend_span over [start, end), its K/V loads hinted to L2 by L2_HINTS (0: none): the tokens below
     keep_tokens (the shared prefix the launch was told; whole tiles from start) are loaded with evict_last (2) or
     normally (1), those from there on with evict_first. Other sequences read the shared pages again and nobody reads
     a private page twice, so a private stream that enters L2 as the first to leave it keeps the shared pages there."""
     if L2_HINTS == 0:
-        m_i, l_i, acc = attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
-                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, "", HALVES)
+        m_i, l_i, acc = attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
+                                     h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
+                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "", HALVES, LANES)
     else:
         mid = tl.minimum(start + (tl.maximum(keep_tokens - start, 0) // BLOCK_N) * BLOCK_N, tl.maximum(end, start))
-        m_i, l_i, acc = attend_range(q, m_i, l_i, acc, start, mid, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
-                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_last" if L2_HINTS == 2 else "",
-                                      HALVES)
-        m_i, l_i, acc = attend_range(q, m_i, l_i, acc, mid, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
-                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_first", HALVES)
+        m_i, l_i, acc = attend_span(q, m_i, l_i, acc, start, mid, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
+                                     h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
+                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_last" if L2_HINTS == 2 else "",
+                                     HALVES, LANES)
+        m_i, l_i, acc = attend_span(q, m_i, l_i, acc, mid, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
+                                     h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
+                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_first", HALVES, LANES)
     return m_i, l_i, acc

@@ -112,6 +112,9 @@ class DecodePlan:
         wide = wide_head(tune, D)
         self.halves = wide and tune.wide_head_halves and not self.pairs and not self.swap_ab
         self.maxnreg = (tune.wide_head_maxnreg or None) if wide else None
+        # each warp its own slice of every tile (decode_lanes), where the slices make dots of 16+ keys
+        self.lanes = (self.warps if tune.decode_lanes and self.block_n // self.warps >= 16
+                      and not (self.pairs or self.swap_ab or self.halves) else 1)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
@@ -152,7 +155,7 @@ class DecodePlan:
             SEQS=self.seqs, LOG2_SEQS=self.seqs.bit_length() - 1, CHK=CHECK_CHUNK_PAGES,
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
             MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=self.pairs,
-            SWAP_AB=self.swap_ab, L2_HINTS=self.tune.decode_l2_hints, HALVES=self.halves,
+            SWAP_AB=self.swap_ab, L2_HINTS=self.tune.decode_l2_hints, HALVES=self.halves, LANES=self.lanes,
             num_warps=self.warps, num_stages=self.stages, **({"maxnreg": self.maxnreg} if self.maxnreg else {}),
         )
 
