@@ -83,3 +83,9 @@ def lanes_configs():
 
     first = l2_hint_configs()
     return held_out_first(first, [c for c in wide_regs_configs() if c not in first])
+
+
+def unsigned_page_variants(base):
+    """Probe 1.20.0, then with its page arithmetic unsigned (decode_unsigned_pages: fewer instructions a tile, the
+    same kernel otherwise). Its shapes are lanes_configs'."""
+    return [("default", base), ("unsigned pages", dataclasses.replace(base, decode_unsigned_pages=True))]

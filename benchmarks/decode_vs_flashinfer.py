@@ -959,7 +959,7 @@ def launch_key(p, tune) -> tuple:
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
             p.pairs, tune.decode_swap_ab, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d,
             tune.merge_stages, tune.merge_slots_min, tune.merge_block_s, tune.decode_l2_hints, p.halves, p.maxnreg,
-            p.lanes)
+            p.lanes, tune.decode_unsigned_pages)
 
 
 DUP_VARIANTS = ("probe 1.5.2", "unsplit bn64 s3", "head-major", "default")
@@ -1044,6 +1044,7 @@ STAGE_PLANS = {
     "l2-hints": (body_stages.l2_hint_configs, body_stages.l2_hint_variants, DEFAULT_TUNE),
     "wide-regs": (body_stages.wide_regs_configs, body_stages.wide_regs_variants, DEFAULT_TUNE),
     "lanes": (body_stages.lanes_configs, body_stages.lanes_variants, DEFAULT_TUNE),
+    "unsigned-pages": (body_stages.lanes_configs, body_stages.unsigned_page_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

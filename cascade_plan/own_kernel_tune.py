@@ -103,6 +103,12 @@ class TuneParams:
     # lanes.json, 28 shapes): over shared pages median 0.853x, 0.018-1.039x (page blocks in wide dots spill: 0.02x);
     # over private pages 0.976x, 0.675-1.006x; unsplit launches of 1.5K+ tokens 0.98-1.04x. Off
     decode_lanes: bool = False
+    # per-sequence decode: a token's page and its place in it (triton_lanes.token_page) in unsigned arithmetic, where a
+    # power-of-two page size costs a shift and a mask. Signed, each also corrects for a negative token that never
+    # comes: compiled for sm_90, head dim 256's 64-token tile loops over 496 PTX instructions where it took 688. Nsight
+    # Compute on an H100 (device-2026-12-07h, counters-2) counted 24% more instructions in ours than in FlashInfer's
+    # decode on head dim 256's 64 groups of 16 x 4 at 512 + 1K. Off until timed
+    decode_unsigned_pages: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

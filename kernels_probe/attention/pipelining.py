@@ -22,12 +22,13 @@ from cascade_plan.own_kernel_pages import CHECK_CHUNK_PAGES
 def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                    q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90,
                    kv_dtype: str = "bf16", swap_ab: bool = False, l2_hints: int = 0,
-                   halves: bool = False, maxnreg: int | None = None, lanes: int = 1):
+                   halves: bool = False, maxnreg: int | None = None, lanes: int = 1, uindex: bool = False):
     """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 or fp8 (e4m3, its dots in fp16:
     fp8_dot_fp16) cache, or an fp8 one read as int16 pairs ("fp8-pairs": fp8_pairs), as DecodePlan launches it (with
     its fused merge unless fused_merge is False or it forms page blocks), its dots transposed where swap_ab
     (decode_swap_ab), its K/V loads hinted to L2 as l2_hints says (decode_l2_hints), its dots over halves of the head
-    dims where halves (wide_head_halves), in `lanes` lanes (decode_lanes)."""
+    dims where halves (wide_head_halves), in `lanes` lanes (decode_lanes), its page arithmetic unsigned where uindex
+    (decode_unsigned_pages)."""
     if kv_dtype not in KV_POINTER_TYPES:
         raise ValueError(f"kv_dtype must be one of {sorted(KV_POINTER_TYPES)}, got {kv_dtype!r}")
     if swap_ab and kv_dtype == "fp8-pairs":
@@ -53,7 +54,8 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                  SEQS=seqs, LOG2_SEQS=seqs.bit_length() - 1,
                  CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
                  MERGE_G=merge_g, MERGE_S=merge_s, KV_PAIRS=kv_dtype == "fp8-pairs",
-                 SWAP_AB=swap_ab, L2_HINTS=l2_hints, HALVES=halves, LANES=lanes)
+                 SWAP_AB=swap_ab, L2_HINTS=l2_hints, HALVES=halves, LANES=lanes,
+                 UINDEX=uindex)
     signature.update({k: "constexpr" for k in const})
     # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
@@ -111,16 +113,17 @@ def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> d
 
 def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                     q_per_kv: int = 4, arch: int = 90, kv_dtype: str = "bf16", swap_ab: bool = False,
-                    halves: bool = False, maxnreg: int | None = None, lanes: int = 1) -> dict:
+                    halves: bool = False, maxnreg: int | None = None, lanes: int = 1, uindex: bool = False) -> dict:
     """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
     (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts),
     'registers' and 'stack_bytes' (per thread, from the cubin; None where not known: resource_usage), 'resident'
     (resident_programs), 'operand_loads' (the PTX's
     ldmatrix and scalar ld.shared instructions: how the dots' operands leave shared memory, as written, not as
-    executed), 'mma' (its warpgroup wgmma and warp mma.sync instructions, as written)}."""
+    executed), 'mma' (its warpgroup wgmma and warp mma.sync instructions, as written), 'loop_instructions'
+    (loop_instructions of its PTX)}."""
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
                             q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype, swap_ab=swap_ab, halves=halves,
-                            maxnreg=maxnreg, lanes=lanes)
+                            maxnreg=maxnreg, lanes=lanes, uindex=uindex)
     ir = kernel.asm["ttgir"]
     width = head_dim // 2 if kv_dtype == "fp8-pairs" else head_dim
     tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{width}x(?:bf16|f8E4M3FN|i16)", ir)
@@ -135,7 +138,22 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
             "operand_loads": {"ldmatrix": len(re.findall(r"\bldmatrix\.", ptx)),
                               "ld.shared": len(re.findall(r"\bld\.shared\.", ptx))},
             "mma": {"wgmma": len(re.findall(r"\bwgmma\.mma_async\.", ptx)),
-                    "mma.sync": len(re.findall(r"\bmma\.sync\.", ptx))}}
+                    "mma.sync": len(re.findall(r"\bmma\.sync\.", ptx))},
+            "loop_instructions": loop_instructions(ptx)}
+
+
+def loop_instructions(ptx: str) -> int:
+    """PTX instructions, as written, in the longest loop of a kernel (a label up to the last branch back to it): the
+    decode's main token loop, whose instructions each tile pays."""
+    lines = ptx.splitlines()
+    labels = {m.group(1): i for i, line in enumerate(lines) if (m := re.match(r"^(\$L__BB\d+_\d+):", line))}
+    spans = [(labels[m.group(1)], i) for i, line in enumerate(lines)
+             if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__BB\d+_\d+);", line)) and labels.get(m.group(1), i) < i]
+    if not spans:
+        return 0
+    first, last = max(spans, key=lambda s: s[1] - s[0])
+    return sum(1 for line in lines[first:last + 1]
+               if line.strip() and not line.strip().startswith(("$", ".", "//", "{", "}")))
 
 
 def main() -> int:

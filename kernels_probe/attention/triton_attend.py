@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_lanes import attend_lanes, tile_offsets
+from kernels_probe.attention.triton_lanes import attend_lanes, tile_offsets, token_page
 
 
 @triton.jit
@@ -45,7 +45,7 @@ def kv_tile(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, PAIRS: tl.constex
 def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
                  sm_scale_log2, offs_n, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
                  MASKED: tl.constexpr, ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, PAIRS: tl.constexpr,
-                 SWAP: tl.constexpr, POLICY: tl.constexpr, HALVES: tl.constexpr):
+                 SWAP: tl.constexpr, POLICY: tl.constexpr, HALVES: tl.constexpr, UINDEX: tl.constexpr):
     """One BLOCK_N-token tile of online softmax: gather K/V rows through the block table, S = q K^T on the
     tensor cores, rescale, acc += P V. MASKED only for the last, partial tile (no masks on full tiles).
     PAGE_GIVEN: `page_in` holds the tile's page numbers (loaded an iteration earlier); else they are loaded here.
@@ -65,7 +65,8 @@ def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_p
     tl.static_assert(not (HALVES and (PAIRS or SWAP)), "halves of the head dims run plain untransposed dots")
     t = t0 + offs_n
     mask_n = t < end
-    kv_off = tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE, MASKED, PAGE_GIVEN)
+    kv_off = tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE, MASKED, PAGE_GIVEN,
+                          UINDEX)
     k, k2 = kv_tile(k_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS, POLICY, HALVES)
     if TWO_DOTS:
         s = tl.dot(q2, tl.trans(k2.to(HALF_DTYPE)), tl.dot(q, tl.trans(k.to(HALF_DTYPE))))
@@ -102,7 +103,7 @@ def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_p
 def attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
                   offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
                   ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SWAP: tl.constexpr,
-                  POLICY: tl.constexpr, HALVES: tl.constexpr):
+                  POLICY: tl.constexpr, HALVES: tl.constexpr, UINDEX: tl.constexpr):
     """Tokens [start, end): full tiles without masks, then at most one masked tail tile.
     PREFETCH: each full tile's page numbers are loaded an iteration ahead and carried through the loop. Where K/V
     addresses come from a load in the same iteration, Triton's pipeliner (3.6-3.9, sm_90) gives K and V one buffer
@@ -137,25 +138,25 @@ def attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, 
     full_end = start + n_full * BLOCK_N
     if PREFETCH:
         t_first = start + offs_n
-        page = tl.load(bt_row + t_first // PAGE_SIZE, mask=t_first < full_end, other=0)
+        page = tl.load(bt_row + token_page(t_first, PAGE_SIZE, UINDEX)[0], mask=t_first < full_end, other=0)
         for i in range(0, n_full):
             t_next = start + (i + 1) * BLOCK_N + offs_n
-            page_next = tl.load(bt_row + t_next // PAGE_SIZE, mask=t_next < full_end, other=0)
+            page_next = tl.load(bt_row + token_page(t_next, PAGE_SIZE, UINDEX)[0], mask=t_next < full_end, other=0)
             m_i, l_i, acc, acc2 = attend_tile(q, q2, m_i, l_i, acc, acc2, page, start + i * BLOCK_N, end, bt_row,
                                                k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
                                                rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, True, PAIRS, SWAP,
-                                               POLICY, HALVES)
+                                               POLICY, HALVES, UINDEX)
             page = page_next
     else:
         for i in range(0, n_full):
             m_i, l_i, acc, acc2 = attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, start + i * BLOCK_N, end, bt_row,
                                                k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
                                                rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, False, PAIRS, SWAP,
-                                               POLICY, HALVES)
+                                               POLICY, HALVES, UINDEX)
     if full_end < end:
         m_i, l_i, acc, acc2 = attend_tile(q, q2, m_i, l_i, acc, acc2, offs_n, full_end, end, bt_row, k_ptr, v_ptr,
                                            stride_kp, stride_kt, h_off, scale, offs_n, offs_kv, rmask, PAGE_SIZE,
-                                           DOT_DTYPE, True, ROW_MASKED, False, PAIRS, SWAP, POLICY, HALVES)
+                                           DOT_DTYPE, True, ROW_MASKED, False, PAIRS, SWAP, POLICY, HALVES, UINDEX)
     if PAIRS:
         acc = tl.reshape(tl.join(acc, acc2), (acc.shape[0], acc.shape[1] * 2)) * 256.0
     elif HALVES:
@@ -169,17 +170,17 @@ def attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, 
 def attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
                 offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
                 ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SWAP: tl.constexpr,
-                POLICY: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr):
+                POLICY: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr, UINDEX: tl.constexpr):
     """attend_range, or in LANES > 1 lanes (triton_lanes.attend_lanes: plain dots only)."""
     if LANES > 1:
         tl.static_assert(not (PAIRS or SWAP or HALVES), "lanes run plain untransposed dots")
         m_i, l_i, acc = attend_lanes(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
                                      sm_scale_log2, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE, ROW_MASKED,
-                                     PREFETCH, LANES, POLICY)
+                                     PREFETCH, LANES, POLICY, UINDEX)
     else:
         m_i, l_i, acc = attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                       h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, POLICY, HALVES)
+                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, POLICY, HALVES, UINDEX)
     return m_i, l_i, acc
 
 
@@ -187,7 +188,8 @@ def attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, s
 def attend_hinted(q, m_i, l_i, acc, start, end, keep_tokens, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off,
                    sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr,
                    DOT_DTYPE: tl.constexpr, ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr,
-                   SWAP: tl.constexpr, L2_HINTS: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr):
+                   SWAP: tl.constexpr, L2_HINTS: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr,
+                   UINDEX: tl.constexpr):
     """attend_span over [start, end), its K/V loads hinted to L2 by L2_HINTS (0: none): the tokens below
     keep_tokens (the shared prefix the launch was told; whole tiles from start) are loaded with evict_last (2) or
     normally (1), those from there on with evict_first. Other sequences read the shared pages again and nobody reads
@@ -195,14 +197,14 @@ def attend_hinted(q, m_i, l_i, acc, start, end, keep_tokens, bt_row, k_ptr, v_pt
     if L2_HINTS == 0:
         m_i, l_i, acc = attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "", HALVES, LANES)
+                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "", HALVES, LANES, UINDEX)
     else:
         mid = tl.minimum(start + (tl.maximum(keep_tokens - start, 0) // BLOCK_N) * BLOCK_N, tl.maximum(end, start))
         m_i, l_i, acc = attend_span(q, m_i, l_i, acc, start, mid, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_last" if L2_HINTS == 2 else "",
-                                     HALVES, LANES)
+                                     HALVES, LANES, UINDEX)
         m_i, l_i, acc = attend_span(q, m_i, l_i, acc, mid, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_first", HALVES, LANES)
+                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_first", HALVES, LANES, UINDEX)
     return m_i, l_i, acc

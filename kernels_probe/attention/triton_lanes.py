@@ -18,29 +18,42 @@ import triton.language as tl
 
 
 @triton.jit
+def token_page(t, PAGE_SIZE: tl.constexpr, UINDEX: tl.constexpr):
+    """(page, position in the page) of tokens t >= 0. UINDEX: in unsigned arithmetic, where a power-of-two page
+    size makes each a shift or a mask; signed, each also corrects for a negative t that never comes. Compiled for
+    sm_90, the head-dim-256 64-token tile's loop takes 496 PTX instructions where it took 688 (16 rows a thread)."""
+    if UINDEX:
+        tu = t.to(tl.uint32)
+        return (tu // PAGE_SIZE).to(tl.int32), (tu % PAGE_SIZE).to(tl.int32)
+    return t // PAGE_SIZE, t % PAGE_SIZE
+
+
+@triton.jit
 def tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE: tl.constexpr,
-                 MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr):
+                 MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, UINDEX: tl.constexpr):
     """The cache offsets of tokens t (any shape) of one KV head: through the block table row, or (PAGE_GIVEN) from
     page numbers `page_in` loaded an iteration earlier; MASKED loads page numbers only where mask_n holds."""
+    pidx, pos = token_page(t, PAGE_SIZE, UINDEX)
     if PAGE_GIVEN:
         page = page_in
     elif MASKED:
-        page = tl.load(bt_row + t // PAGE_SIZE, mask=mask_n, other=0)
+        page = tl.load(bt_row + pidx, mask=mask_n, other=0)
     else:
-        page = tl.load(bt_row + t // PAGE_SIZE)
-    return page.to(tl.int64) * stride_kp + (t % PAGE_SIZE) * stride_kt + h_off
+        page = tl.load(bt_row + pidx)
+    return page.to(tl.int64) * stride_kp + pos * stride_kt + h_off
 
 
 @triton.jit
 def lane_tile(q3, m3, l3, acc3, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
               tt, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr,
-              ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, POLICY: tl.constexpr):
+              ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, POLICY: tl.constexpr, UINDEX: tl.constexpr):
     """One tile, lane l attending tokens t0 + tt[l, :] (tt: [LANES, SUB]) with state m3[l], l3[l], acc3[l].
     MASKED: the range's last, partial tile (a lane may see no key in it); ROW_MASKED: only rows where rmask holds
     attend (attend_tile's meanings). A lane whose rows have seen no key keep m = -inf without NaNs."""
     t = t0 + tt
     mask_n = t < end
-    kv_off = tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE, MASKED, PAGE_GIVEN)
+    kv_off = tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE, MASKED, PAGE_GIVEN,
+                          UINDEX)
     ptrs = kv_off[:, :, None] + offs_d[None, None, :]
     if MASKED:
         k = tl.load(k_ptr + ptrs, mask=mask_n[:, :, None], other=0.0, eviction_policy=POLICY)
@@ -70,7 +83,8 @@ def lane_tile(q3, m3, l3, acc3, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_k
 @triton.jit
 def attend_lanes(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
                  offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
-                 ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, LANES: tl.constexpr, POLICY: tl.constexpr):
+                 ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, LANES: tl.constexpr, POLICY: tl.constexpr,
+                 UINDEX: tl.constexpr):
     """attend_range's tokens [start, end) in LANES lanes: lane l takes the l-th BLOCK_N / LANES tokens of each tile
     (whole pages where that is a multiple of the page size). The incoming state enters lane 0; the lanes merge by
     their maxima at the end. PREFETCH: page numbers loaded an iteration ahead, as attend_range does."""
@@ -86,23 +100,23 @@ def attend_lanes(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, 
     full_end = start + n_full * BLOCK_N
     if PREFETCH:
         t_first = start + tt
-        page = tl.load(bt_row + t_first // PAGE_SIZE, mask=t_first < full_end, other=0)
+        page = tl.load(bt_row + token_page(t_first, PAGE_SIZE, UINDEX)[0], mask=t_first < full_end, other=0)
         for i in range(0, n_full):
             t_next = start + (i + 1) * BLOCK_N + tt
-            page_next = tl.load(bt_row + t_next // PAGE_SIZE, mask=t_next < full_end, other=0)
+            page_next = tl.load(bt_row + token_page(t_next, PAGE_SIZE, UINDEX)[0], mask=t_next < full_end, other=0)
             m3, l3, acc3 = lane_tile(q3, m3, l3, acc3, page, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr,
                                      stride_kp, stride_kt, h_off, sm_scale_log2, tt, offs_d, rmask, PAGE_SIZE,
-                                     DOT_DTYPE, False, ROW_MASKED, True, POLICY)
+                                     DOT_DTYPE, False, ROW_MASKED, True, POLICY, UINDEX)
             page = page_next
     else:
         for i in range(0, n_full):
             m3, l3, acc3 = lane_tile(q3, m3, l3, acc3, tt, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr,
                                      stride_kp, stride_kt, h_off, sm_scale_log2, tt, offs_d, rmask, PAGE_SIZE,
-                                     DOT_DTYPE, False, ROW_MASKED, False, POLICY)
+                                     DOT_DTYPE, False, ROW_MASKED, False, POLICY, UINDEX)
     if full_end < end:
         m3, l3, acc3 = lane_tile(q3, m3, l3, acc3, tt, full_end, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                  h_off, sm_scale_log2, tt, offs_d, rmask, PAGE_SIZE, DOT_DTYPE, True, ROW_MASKED,
-                                 False, POLICY)
+                                 False, POLICY, UINDEX)
     m_i = tl.max(m3, 0)
     w = tl.exp2(m3 - tl.where(m_i == float("-inf"), 0.0, m_i)[None, :])
     l_i = tl.sum(l3 * w, 0)

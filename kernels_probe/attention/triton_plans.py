@@ -156,6 +156,7 @@ class DecodePlan:
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
             MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=self.pairs,
             SWAP_AB=self.swap_ab, L2_HINTS=self.tune.decode_l2_hints, HALVES=self.halves, LANES=self.lanes,
+            UINDEX=self.tune.decode_unsigned_pages,
             num_warps=self.warps, num_stages=self.stages, **({"maxnreg": self.maxnreg} if self.maxnreg else {}),
         )
 
