@@ -76,9 +76,10 @@ def lanes_variants(base):
     return [("default", base), ("lanes", dataclasses.replace(base, decode_lanes=True))]
 
 
-def lanes_configs():
-    """l2_hint_configs' rows: those probe 1.20.0 loses or nearly loses, the held-out shapes over shared prefixes,
-    the default grid's; then the head-dim-256 rows wide_regs_configs lists first and its held-out ones."""
+def kernel_body_configs():
+    """The shapes of the lanes and unsigned-pages stages: l2_hint_configs' rows (those probe 1.20.0 loses or nearly
+    loses, the held-out shapes over shared prefixes, the default grid's), then the head-dim-256 rows wide_regs_configs
+    lists first and its held-out ones."""
     from decode_vs_flashinfer import held_out_first
 
     first = l2_hint_configs()
@@ -87,5 +88,5 @@ def lanes_configs():
 
 def unsigned_page_variants(base):
     """Probe 1.20.0, then with its page arithmetic unsigned (decode_unsigned_pages: fewer instructions a tile, the
-    same kernel otherwise). Its shapes are lanes_configs'."""
+    same kernel otherwise)."""
     return [("default", base), ("unsigned pages", dataclasses.replace(base, decode_unsigned_pages=True))]

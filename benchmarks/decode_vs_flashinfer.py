@@ -1043,8 +1043,8 @@ STAGE_PLANS = {
     "wave-floor": (rule_stages.wave_floor_configs, rule_stages.wave_floor_variants, DEFAULT_TUNE),
     "l2-hints": (body_stages.l2_hint_configs, body_stages.l2_hint_variants, DEFAULT_TUNE),
     "wide-regs": (body_stages.wide_regs_configs, body_stages.wide_regs_variants, DEFAULT_TUNE),
-    "lanes": (body_stages.lanes_configs, body_stages.lanes_variants, DEFAULT_TUNE),
-    "unsigned-pages": (body_stages.lanes_configs, body_stages.unsigned_page_variants, DEFAULT_TUNE),
+    "lanes": (body_stages.kernel_body_configs, body_stages.lanes_variants, DEFAULT_TUNE),
+    "unsigned-pages": (body_stages.kernel_body_configs, body_stages.unsigned_page_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

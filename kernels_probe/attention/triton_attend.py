@@ -7,7 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_lanes import attend_lanes, tile_offsets, token_page
+from kernels_probe.attention.triton_lanes import attend_lanes, page_numbers, tile_offsets
 
 
 @triton.jit
@@ -137,11 +137,9 @@ def attend_range(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, 
     n_full = tl.maximum(end - start, 0) // BLOCK_N
     full_end = start + n_full * BLOCK_N
     if PREFETCH:
-        t_first = start + offs_n
-        page = tl.load(bt_row + token_page(t_first, PAGE_SIZE, UINDEX)[0], mask=t_first < full_end, other=0)
+        page = page_numbers(bt_row, start + offs_n, full_end, PAGE_SIZE, UINDEX)
         for i in range(0, n_full):
-            t_next = start + (i + 1) * BLOCK_N + offs_n
-            page_next = tl.load(bt_row + token_page(t_next, PAGE_SIZE, UINDEX)[0], mask=t_next < full_end, other=0)
+            page_next = page_numbers(bt_row, start + (i + 1) * BLOCK_N + offs_n, full_end, PAGE_SIZE, UINDEX)
             m_i, l_i, acc, acc2 = attend_tile(q, q2, m_i, l_i, acc, acc2, page, start + i * BLOCK_N, end, bt_row,
                                                k_ptr, v_ptr, stride_kp, stride_kt, h_off, scale, offs_n, offs_kv,
                                                rmask, PAGE_SIZE, DOT_DTYPE, False, ROW_MASKED, True, PAIRS, SWAP,

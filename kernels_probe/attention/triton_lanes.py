@@ -29,6 +29,13 @@ def token_page(t, PAGE_SIZE: tl.constexpr, UINDEX: tl.constexpr):
 
 
 @triton.jit
+def page_numbers(bt_row, t, below, PAGE_SIZE: tl.constexpr, UINDEX: tl.constexpr):
+    """The block-table entries of tokens t (any shape) from row bt_row; page 0 for tokens at or past `below`, whose
+    entries are not read (the tile loops' next tile, loaded an iteration ahead)."""
+    return tl.load(bt_row + token_page(t, PAGE_SIZE, UINDEX)[0], mask=t < below, other=0)
+
+
+@triton.jit
 def tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE: tl.constexpr,
                  MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, UINDEX: tl.constexpr):
     """The cache offsets of tokens t (any shape) of one KV head: through the block table row, or (PAGE_GIVEN) from
@@ -99,11 +106,9 @@ def attend_lanes(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, 
     n_full = tl.maximum(end - start, 0) // BLOCK_N
     full_end = start + n_full * BLOCK_N
     if PREFETCH:
-        t_first = start + tt
-        page = tl.load(bt_row + token_page(t_first, PAGE_SIZE, UINDEX)[0], mask=t_first < full_end, other=0)
+        page = page_numbers(bt_row, start + tt, full_end, PAGE_SIZE, UINDEX)
         for i in range(0, n_full):
-            t_next = start + (i + 1) * BLOCK_N + tt
-            page_next = tl.load(bt_row + token_page(t_next, PAGE_SIZE, UINDEX)[0], mask=t_next < full_end, other=0)
+            page_next = page_numbers(bt_row, start + (i + 1) * BLOCK_N + tt, full_end, PAGE_SIZE, UINDEX)
             m3, l3, acc3 = lane_tile(q3, m3, l3, acc3, page, start + i * BLOCK_N, end, bt_row, k_ptr, v_ptr,
                                      stride_kp, stride_kt, h_off, sm_scale_log2, tt, offs_d, rmask, PAGE_SIZE,
                                      DOT_DTYPE, False, ROW_MASKED, True, POLICY, UINDEX)
