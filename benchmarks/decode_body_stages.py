@@ -7,9 +7,9 @@ import dataclasses
 
 
 def l2_hint_variants(base):
-    """Probe 1.20.0, then its K/V loads hinted to L2 (decode_l2_hints): tokens past the shared prefix the launch is
-    told evict_first (1), and the shared prefix's evict_last too (2). Over private pages both load every token
-    evict_first."""
+    """The current probe, then its K/V loads hinted to L2 (decode_l2_hints): tokens past the shared prefix the
+    launch is told evict_first (1), and the shared prefix's evict_last too (2). Over private pages both load every
+    token evict_first."""
     r = dataclasses.replace
     return [("default", base), ("private evict_first", r(base, decode_l2_hints=1)),
             ("and shared evict_last", r(base, decode_l2_hints=2))]
@@ -38,8 +38,8 @@ def l2_hint_configs():
 
 
 def wide_regs_variants(base):
-    """Probe 1.20.0, then at head dim 256: registers capped at 168 per thread (wide_head_maxnreg; three programs of
-    four warps per SM where ptxas takes 224-255 and two fit), the cap with dots over halves of the head dims
+    """The current probe, then at head dim 256: registers capped at 168 per thread (wide_head_maxnreg; three programs
+    of four warps per SM where ptxas takes 224-255 and two fit), the cap with dots over halves of the head dims
     (wide_head_halves: fewer live operand registers, fewer spilled), both on 32-token tiles of 3 stages (two K/V
     buffers in 65 KB: three programs per SM by shared memory too), and that with whole waves of three programs per
     SM (wide_head_wave_ctas)."""
@@ -71,8 +71,8 @@ def wide_regs_configs():
 
 
 def lanes_variants(base):
-    """Probe 1.20.0, then in lanes (decode_lanes: each warp its own slice of every tile, one softmax state per warp,
-    merged once per token range) wherever a slice holds 16 or more keys."""
+    """The current probe, then in lanes (decode_lanes: each warp its own slice of every tile, one softmax state per
+    warp, merged once per token range) wherever a slice holds 16 or more keys."""
     return [("default", base), ("lanes", dataclasses.replace(base, decode_lanes=True))]
 
 
@@ -87,6 +87,6 @@ def kernel_body_configs():
 
 
 def unsigned_page_variants(base):
-    """Probe 1.20.0, then with its page arithmetic unsigned (decode_unsigned_pages: fewer instructions a tile, the
-    same kernel otherwise)."""
+    """Probe 1.20.0 (the base STAGE_PLANS gives), then with its page arithmetic unsigned (decode_unsigned_pages:
+    fewer instructions a tile, the same kernel otherwise), as probe 1.21.0 runs it."""
     return [("default", base), ("unsigned pages", dataclasses.replace(base, decode_unsigned_pages=True))]

@@ -388,7 +388,7 @@ def wave_short_configs():
 
 
 def wave_floor_variants(base):
-    """Probe 1.20.0 and its wave rule over short tiles also where one split fewer over private pages would move the
+    """The current probe and its wave rule over short tiles also where one split fewer over private pages would move the
     launch onto the base tile (wide_head_wave_short_floored): a class no call timed (4 x 16 KV heads over 2,304
     tokens: 8 x 320 floored, 4 x 576 waved)."""
     return [("default", base), ("waves before the floor", dataclasses.replace(base, wide_head_wave_short_floored=True))]

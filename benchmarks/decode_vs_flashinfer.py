@@ -62,6 +62,7 @@ from cascade_plan.own_kernel_tunes import (  # noqa: E402
     PROBE_1_17_0_TUNE,
     PROBE_1_18_0_TUNE,
     PROBE_1_19_0_TUNE,
+    PROBE_1_20_0_TUNE,
 )
 
 TOL = 1e-2
@@ -1044,7 +1045,7 @@ STAGE_PLANS = {
     "l2-hints": (body_stages.l2_hint_configs, body_stages.l2_hint_variants, DEFAULT_TUNE),
     "wide-regs": (body_stages.wide_regs_configs, body_stages.wide_regs_variants, DEFAULT_TUNE),
     "lanes": (body_stages.kernel_body_configs, body_stages.lanes_variants, DEFAULT_TUNE),
-    "unsigned-pages": (body_stages.kernel_body_configs, body_stages.unsigned_page_variants, DEFAULT_TUNE),
+    "unsigned-pages": (body_stages.kernel_body_configs, body_stages.unsigned_page_variants, PROBE_1_20_0_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

@@ -107,7 +107,11 @@ class TuneParams:
     # power-of-two page size costs a shift and a mask. Signed, each also corrects for a negative token that never
     # comes: compiled for sm_90, head dim 256's 64-token tile loops over 496 PTX instructions where it took 688. Nsight
     # Compute on an H100 (device-2026-12-07h, counters-2) counted 24% more instructions in ours than in FlashInfer's
-    # decode on head dim 256's 64 groups of 16 x 4 at 512 + 1K. Off until timed
+    # decode on head dim 256's 64 groups of 16 x 4 at 512 + 1K. H100 (device-2026-12-07i, unsigned-pages.json, 119
+    # shapes: lanes' rows, held-out ones and the default grid's), speed-up over signed: shared pages median 1.021x
+    # (0.976-1.149x), private 1.002x (0.974-1.057x); below 0.99 only three launches of 12-15 us. Head dim 256 shared
+    # 1.017x, fp8 1.04-1.07x; FlashInfer's decode over ours at 512 + 1K, 16 x 64, head dim 256: 0.96 -> 0.98.
+    # Probes up to 1.20.0: signed
     decode_unsigned_pages: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
@@ -408,4 +412,4 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1,
                           floor_splits_private_min_programs_per_sm=2.0, few_programs_tile_max_programs_per_sm=1.25,
                           wide_dot_four_fewer_max_private_tokens=256, fp8_private_filled_base_tile=True,
-                          wide_head_wave_short=True)
+                          wide_head_wave_short=True, decode_unsigned_pages=True)

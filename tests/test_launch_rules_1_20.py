@@ -13,7 +13,7 @@ from cascade_plan.own_kernel_launch import ceil_div
 from cascade_plan.own_kernel_pages import decode_launch
 from cascade_plan.own_kernel_plan import decode_launch_plan
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
-from cascade_plan.own_kernel_tunes import PROBE_1_19_0_TUNE
+from cascade_plan.own_kernel_tunes import PROBE_1_19_0_TUNE, PROBE_1_20_0_TUNE
 
 SM = 132
 BEFORE = PROBE_1_19_0_TUNE
@@ -24,7 +24,7 @@ def _shape(la):
 
 
 def test_probe_1_20_0_is_1_19_0_with_waves_on_short_tiles():
-    assert DEFAULT_TUNE == dataclasses.replace(BEFORE, wide_head_wave_short=True)
+    assert PROBE_1_20_0_TUNE == dataclasses.replace(BEFORE, wide_head_wave_short=True)
 
 
 def test_a_short_tile_launch_at_head_dim_256_fills_one_wave():
