@@ -30,6 +30,8 @@ try:
     r["wide"] = {str(n): decode_pipeline(128, 2, 4, prefetch=True, seqs=n, q_per_kv=12) for n in (1, 2)}
     r["uindex"] = {str(u): decode_pipeline(64, 2, 4, prefetch=True, q_per_kv=2, head_dim=256, uindex=u)
                    for u in (False, True)}
+    r["halves"] = decode_pipeline(32, 3, 4, prefetch=True, q_per_kv=2, head_dim=256, halves=True)
+    r["lanes"] = decode_pipeline(64, 3, 2, prefetch=True, lanes=2)
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
@@ -124,3 +126,27 @@ def test_unsigned_page_arithmetic_shortens_head_dim_256s_loop():
     assert 0 < unsigned["loop_instructions"] < 0.85 * signed["loop_instructions"]
     assert unsigned["shared_bytes"] == signed["shared_bytes"]
     assert abs(unsigned["registers"] - signed["registers"]) <= 8
+
+
+def test_tiles_in_halves_and_in_lanes_count_their_buffers():
+    """Dots over halves of the head dims pipeline [buffers, keys, dims / 2] tiles and lanes [buffers, lanes, keys /
+    lanes, dims]: both double-buffered here, as the base tile is (counted 0 when only [buffers, keys, dims] was
+    read)."""
+    r = _compiled()
+    assert r["halves"]["kv_buffers"] == 2, r["halves"]
+    assert r["lanes"]["kv_buffers"] == 2, r["lanes"]
+
+
+def test_kv_tile_buffers_reads_only_the_pipeliners_tiles_of_that_size():
+    from kernels_probe.attention.pipelining import kv_tile_buffers
+
+    ir = """
+    %0 = ttg.local_alloc : () -> !ttg.memdesc<2x64x128xbf16, #shared, #smem, mutable> loc(#loc1)
+    %1 = ttg.local_alloc : () -> !ttg.memdesc<3x4x16x128xbf16, #shared, #smem, mutable> loc(#loc2)
+    %2 = ttg.local_alloc : () -> !ttg.memdesc<2x64x64xi16, #shared, #smem, mutable> loc(#loc3)
+    %3 = ttg.local_alloc %q : (tensor<64x128xbf16, #blocked>) -> !ttg.memdesc<64x128xbf16, #shared, #smem> loc(#l4)
+    %4 = ttg.local_alloc : () -> !ttg.memdesc<2x16x128xbf16, #shared, #smem, mutable> loc(#loc5)
+    """
+    assert kv_tile_buffers(ir, 64 * 128) == [2, 3]
+    assert kv_tile_buffers(ir, 64 * 64) == [2]
+    assert kv_tile_buffers(ir, 128 * 128) == []

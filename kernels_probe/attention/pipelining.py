@@ -115,18 +115,19 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
                     q_per_kv: int = 4, arch: int = 90, kv_dtype: str = "bf16", swap_ab: bool = False,
                     halves: bool = False, maxnreg: int | None = None, lanes: int = 1, uindex: bool = False) -> dict:
     """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
-    (the smallest buffer count among its K/V tiles), 'waits' (the async waits' outstanding-group counts),
-    'registers' and 'stack_bytes' (per thread, from the cubin; None where not known: resource_usage), 'resident'
-    (resident_programs), 'operand_loads' (the PTX's
-    ldmatrix and scalar ld.shared instructions: how the dots' operands leave shared memory, as written, not as
-    executed), 'mma' (its warpgroup wgmma and warp mma.sync instructions, as written), 'loop_instructions'
-    (loop_instructions of its PTX)}."""
+    (the smallest buffer count among its K/V tiles, kv_tile_buffers; 0 where the pipeliner made none), 'waits' (the
+    async waits' outstanding-group counts), 'registers' and 'stack_bytes' (per thread, from the cubin; None where not
+    known: resource_usage), 'resident' (resident_programs), 'operand_loads' (the PTX's ldmatrix and scalar ld.shared
+    instructions: how the dots' operands leave shared memory, as written, not as executed), 'mma' (its warpgroup
+    wgmma and warp mma.sync instructions, as written), 'loop_instructions' (loop_instructions of its PTX)}."""
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
                             q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype, swap_ab=swap_ab, halves=halves,
                             maxnreg=maxnreg, lanes=lanes, uindex=uindex)
     ir = kernel.asm["ttgir"]
-    width = head_dim // 2 if kv_dtype == "fp8-pairs" else head_dim
-    tiles = re.findall(rf"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x{block_n}x{width}x(?:bf16|f8E4M3FN|i16)", ir)
+    # a K or V tile's elements: its head dims halved where read as int16 pairs, and again where its dots run over
+    # halves of them; lanes lay the same elements out as [lanes, keys / lanes, dims]
+    elements = block_n * head_dim // (2 if kv_dtype == "fp8-pairs" else 1) // (2 if halves else 1)
+    tiles = kv_tile_buffers(ir, elements)
     usage = resource_usage(kernel.asm["cubin"])
     regs = usage.get("registers")
     shared = int(kernel.metadata.shared)
@@ -140,6 +141,20 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
             "mma": {"wgmma": len(re.findall(r"\bwgmma\.mma_async\.", ptx)),
                     "mma.sync": len(re.findall(r"\bmma\.sync\.", ptx))},
             "loop_instructions": loop_instructions(ptx)}
+
+
+def kv_tile_buffers(ttgir: str, elements: int) -> list[int]:
+    """The buffer counts of the shared-memory allocations the pipeliner made for K/V tiles of `elements` elements:
+    each such allocation is [buffers, *tile] (the tile 2-D, or 3-D in lanes)."""
+    out = []
+    for buffers, dims in re.findall(r"local_alloc : \(\) -> !ttg\.memdesc<(\d+)x((?:\d+x)+)(?:bf16|f8E4M3FN|i16)\b",
+                                    ttgir):
+        size = 1
+        for d in dims.rstrip("x").split("x"):
+            size *= int(d)
+        if size == elements:
+            out.append(int(buffers))
+    return out
 
 
 def loop_instructions(ptx: str) -> int:
