@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from decode_stage_shapes import default_grid_configs, grid_and_regimes_configs, held_out_first
+
 
 def l2_hint_variants(base):
     """The current probe, then its K/V loads hinted to L2 (decode_l2_hints): tokens past the shared prefix the
@@ -23,8 +25,6 @@ def l2_hint_configs():
     Gemma-2-9B (16, 8; head dim 256), Qwen2.5-1.5B (12, 2), Llama-3.2-1B (32, 8; head dim 64) and Gemma-7B at TP 4
     (4, 4; head dim 256), with the prefix a small or a large share of each sequence's tokens; then the default
     grid's shapes."""
-    from decode_vs_flashinfer import default_grid_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
 
     losers = [C(1024, 256, 1, 4096, 4, 8, 128), C(512, 16, 64, 1024, 2, 4, 256), C(4096, 8, 1, 128, 5, 8, 128),
@@ -57,8 +57,6 @@ def wide_regs_configs():
     l2-hints.json), then held-out shapes as config.json lays out Gemma-2-9B (16 query heads, 8 KV heads), Gemma-7B
     (16, 16) and at TP 4 (4, 4), Gemma-2-2B (8, 4), Gemma-3-1B (4, 1), Qwen3-Next-80B's full-attention layers (16, 2),
     one fp8; then the coverage and regimes grids' head-dim-256 shapes."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
 
     d = 256
@@ -80,8 +78,6 @@ def kernel_body_configs():
     """The shapes of the lanes and unsigned-pages stages: l2_hint_configs' rows (those probe 1.20.0 loses or nearly
     loses, the held-out shapes over shared prefixes, the default grid's), then the head-dim-256 rows wide_regs_configs
     lists first and its held-out ones."""
-    from decode_vs_flashinfer import held_out_first
-
     first = l2_hint_configs()
     return held_out_first(first, [c for c in wide_regs_configs() if c not in first])
 

@@ -160,7 +160,7 @@ def main() -> int:
     ap.add_argument("--start", type=int, default=0, help="skip the list's first rows (searched by an earlier call)")
     args = ap.parse_args()
     import torch
-    from decode_vs_flashinfer import checked_err, gpu_with_flashinfer
+    from decode_timing import checked_err, gpu_with_flashinfer
 
     from cascade_plan.atomic import write_text_atomic
     from cascade_plan.own_kernel_tune import DEFAULT_TUNE

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from decode_stage_shapes import grid_and_regimes_configs, held_out_first
+from decode_wide_head_stages import wide_head_short_configs
+from decode_wide_stages import wide_dot_4_configs
+
 
 def then_grids(held_out: list) -> list:
     """A stage's shapes: `held_out` first, then the coverage grid's and the default and regimes grids' shapes (with
     --only-changed, those the stage's variants launch otherwise), each once."""
-    from decode_vs_flashinfer import grid_and_regimes_configs, held_out_first
-
     from kernels_probe.attention.grid import coverage_grid
 
     return held_out_first(held_out, held_out_first(coverage_grid(), grid_and_regimes_configs()))
@@ -38,8 +40,6 @@ def wide_head_rule_configs():
     the context over 2-32 sequences (chosen among those whose launch the rounded-down split changes: 223 of 1,920
     such layouts x batches x contexts on 132 SMs change); then wide-head-short's shapes, whose rows the two rules
     were read off (with --only-changed, those a variant launches otherwise)."""
-    from decode_vs_flashinfer import held_out_first, wide_head_short_configs
-
     from kernels_probe.attention.grid import AttentionConfig as C
 
     held_out = [C(3072, 24, 1, 192, 8, 1, 256), C(6144, 10, 1, 320, 2, 8, 256), C(2560, 20, 1, 448, 2, 4, 256),
@@ -69,8 +69,6 @@ def wide_dot_four_configs():
     2), Command-R+ at TP 2 (48, 4) and TP 1 (96, 8), GLM-4.5 at TP 4 (24, 2) and ChatGLM3-6B (32, 2), the last five
     chosen among those whose launch the rule changes (1,495 of 2,592 such layouts x batches x contexts on 132 SMs);
     then wide-dot-4's shapes, which the rule was read off (with --only-changed, those it launches otherwise)."""
-    from decode_vs_flashinfer import held_out_first, wide_dot_4_configs
-
     from kernels_probe.attention.grid import AttentionConfig as C
 
     held_out = [C(6144, 64, 1, 512, 16, 2), C(3072, 96, 1, 256, 16, 1), C(10240, 48, 1, 384, 12, 1),
@@ -95,8 +93,6 @@ def wide_head_fill_configs():
     out Gemma-2-2B (8 query heads, 4 KV heads; bf16 and fp8), Gemma-3-4B (8, 4), Gemma-3-1B (4, 1), Gemma-3-12B
     (16, 8), Gemma-7B at TP 2 and 4 (8, 8; 4, 4); then wide-head-rules' shapes, which the rule was read off (with
     --only-changed, those it launches otherwise)."""
-    from decode_vs_flashinfer import held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
 
     held_out = [C(11008, 4, 1, 640, 2, 4, 256), C(14848, 4, 1, 64, 2, 4, 256), C(5120, 28, 1, 64, 4, 1, 256),
@@ -121,8 +117,6 @@ def wide_head_wave_shared_configs():
     layers (16, 2), Gemma-7B at TP 2 and 4 (8, 8; 4, 4), Gemma-3-12B (16, 8), Gemma-3-4B (8, 4), Gemma-3-1B (4, 1)
     and Gemma-2-9B (16, 8); then wide-head-rules' shapes, two of whose shared rows suggested it (with
     --only-changed, those it launches otherwise)."""
-    from decode_vs_flashinfer import held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
 
     held_out = [C(5632, 7, 1, 256, 2, 4, 256), C(28672, 5, 1, 128, 8, 2, 256), C(2304, 6, 1, 128, 1, 8, 256),
@@ -173,8 +167,6 @@ def double_dot_keyed_configs():
     (40, 10, fp8), Granite-3-8B at TP 2 (16, 4), Llama-3.1-70B at TP 4 (16, 2), Qwen2.5-Coder-32B (40, 8, fp8) and
     Mixtral-8x7B (32, 8); then double-dot's shapes, whose rows the key was read off (with --only-changed, those it
     launches otherwise)."""
-    from decode_vs_flashinfer import held_out_first
-
     from kernels_probe.attention.grid import AttentionConfig as C
 
     held_out = [C(2560, 320, 1, 192, 4, 8), C(7168, 128, 1, 384, 5, 8), C(1792, 160, 1, 96, 6, 8),

@@ -5,6 +5,7 @@ skipped by a device call that names it (the loop has no default branch)."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -53,8 +54,8 @@ def test_the_stages_of_rules_the_default_took_on_still_time_them():
     def changed(stage: str, label: str) -> int:
         configs, variants, base = dvf.STAGE_PLANS[stage]
         tune = dict(variants(base))[label]
-        return sum(dvf.plan_keys(c, tune, 132, device="cpu") != dvf.plan_keys(c, base, 132, device="cpu")
-                   for c in configs())
+        keys = dvf.launch_keys.plan_keys
+        return sum(keys(c, tune, 132, device="cpu") != keys(c, base, 132, device="cpu") for c in configs())
 
     assert changed("fp8-capped", "fp8 pairs <= 2.25/SM") == 20
     _, variants, base = dvf.STAGE_PLANS["block-fill"]
@@ -94,8 +95,23 @@ def test_the_kernel_body_stages_run_another_kernel_on_every_shape_they_list():
     for stage, listed in (("l2-hints", 19), ("wide-regs", 12)):
         configs, variants, base = dvf.STAGE_PLANS[stage]
         cfgs = configs()[:listed]
-        default = [dvf.plan_keys(c, base, 132, device="cpu") for c in cfgs]
+        default = [dvf.launch_keys.plan_keys(c, base, 132, device="cpu") for c in cfgs]
         for label, tune in variants(base)[1:]:
             for c, keys in zip(cfgs, default):
-                other = dvf.plan_keys(c, tune, 132, device="cpu")
+                other = dvf.launch_keys.plan_keys(c, tune, 132, device="cpu")
                 assert other[0] != keys[0] and other[1] != keys[1], (stage, label, c.label())
+
+
+def test_every_stage_builds_its_shapes_and_variants_without_a_gpu():
+    """The stages live in several modules beside the script (decode_split_stages, decode_wide_stages, ...): each
+    stage's shape list and variants build on the CPU, so a device call never fails on a name one of them lost. Each
+    lists a shape once and names each variant once."""
+    from cascade_plan.own_kernel_tune import TuneParams
+
+    dvf = _benchmark()
+    for stage, (configs, variants_of, base) in dvf.STAGE_PLANS.items():
+        cfgs, variants = configs(), variants_of(base)
+        assert cfgs and len(cfgs) == len({json.dumps(c.as_dict(), sort_keys=True) for c in cfgs}), stage
+        labels = [label for label, _ in variants]
+        assert labels and len(labels) == len(set(labels)), stage
+        assert all(isinstance(t, TuneParams) for _, t in variants), stage
