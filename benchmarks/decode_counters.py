@@ -3,6 +3,8 @@
     python benchmarks/decode_counters.py list [ROW ...]            # the rows (those named, else all), one per line
     ncu --profile-from-start off ... python benchmarks/decode_counters.py run ROW BACKEND   # one profiled decode
     python benchmarks/decode_counters.py summary DIR               # the table, from DIR/<row>-<backend>.csv
+    python benchmarks/decode_counters.py sass FILE [--top N]       # where the warps stall, per SASS instruction
+                                                                   # and opcode (ncu -i REP --page source --csv)
 
 Timings say where ours loses; they cannot say why. Under Nsight Compute each decode runs once between
 cudaProfilerStart and cudaProfilerStop, after a checked warm-up run, so the counters are of exactly the launch the
@@ -151,6 +153,80 @@ def summary(folder: str) -> int:
     return 0
 
 
+# the source page's column of warp-state samples (PC sampling) per SASS instruction, and its issued-or-not split
+SAMPLES = "Warp Stall Sampling (All Samples)"
+NOT_ISSUED = "Warp Stall Sampling (Not-issued Samples)"
+
+
+def read_sass(path: Path) -> list[tuple[str, list[dict]]]:
+    """ncu --import REP --page source --csv --print-source sass: per kernel (a table each, its header repeated),
+    its rows as {column: value}. Lines outside the tables (ncu's messages, a kernel's name) name the next table."""
+    tables: list[tuple[str, list[dict]]] = []
+    label, header = "", None
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.startswith('"'):
+            label = line.strip() or label
+            header = None
+            continue
+        fields = next(csv.reader([line]))
+        if header is None or fields == header:
+            if "Source" in fields:
+                header = fields
+                tables.append((label, []))
+            continue
+        tables[-1][1].append(dict(zip(header, fields)))
+    return tables
+
+
+def opcode(sass: str) -> str:
+    """A SASS line's opcode without its predicate or modifiers: "@!P0 LDG.E.128 R4, [R2.64]" -> "LDG"."""
+    words = [w for w in sass.split() if not w.startswith("@")]
+    return words[0].split(".")[0].rstrip(";") if words else "?"
+
+
+def sass_stalls(rows: list[dict]) -> dict:
+    """Stall samples of one kernel: total, by opcode (all and not-issued samples) and per instruction."""
+    def num(r: dict, col: str) -> float:
+        try:
+            return float((r.get(col) or "0").replace(",", ""))
+        except ValueError:
+            return 0.0
+    by_op: dict[str, list[float]] = {}
+    per_inst = []
+    for r in rows:
+        all_s, not_issued = num(r, SAMPLES), num(r, NOT_ISSUED)
+        op = opcode(r.get("Source", ""))
+        acc = by_op.setdefault(op, [0.0, 0.0])
+        acc[0] += all_s
+        acc[1] += not_issued
+        per_inst.append((all_s, r.get("# Address") or r.get("Address") or "", r.get("Source", "").strip()))
+    return {"total": sum(v[0] for v in by_op.values()), "by_opcode": by_op,
+            "instructions": sorted(per_inst, key=lambda x: -x[0])}
+
+
+def sass(path: str, top: int) -> int:
+    """Per kernel in the file: its stall samples by opcode and its `top` most sampled instructions."""
+    tables = read_sass(Path(path))
+    if not tables:
+        print(f"{path}: no source-page table (ncu -i REP --page source --csv --print-source sass writes one)",
+              file=sys.stderr)
+        return 2
+    for label, rows in tables:
+        if rows and SAMPLES not in rows[0]:
+            print(f"{label or path}: no {SAMPLES!r} column; columns: {list(rows[0])}")
+            continue
+        st = sass_stalls(rows)
+        total = st["total"] or float("nan")
+        print(f"\n{label or path}: {len(rows)} instructions, {st['total']:.0f} samples")
+        print(f"  {'opcode':10} {'samples %':>9} {'not issued %':>12}")
+        for op, (a, n) in sorted(st["by_opcode"].items(), key=lambda kv: -kv[1][0])[:top]:
+            print(f"  {op:10} {100 * a / total:9.1f} {100 * n / total:12.1f}")
+        print(f"  the {top} most sampled instructions:")
+        for a, addr, text in st["instructions"][:top]:
+            print(f"  {100 * a / total:5.1f}%  {addr:>8}  {text[:90]}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -162,6 +238,9 @@ def main() -> int:
     r.add_argument("backend", choices=BACKENDS)
     s = sub.add_parser("summary")
     s.add_argument("folder")
+    sa = sub.add_parser("sass")
+    sa.add_argument("file")
+    sa.add_argument("--top", type=int, default=12)
     args = ap.parse_args()
     if args.cmd == "list":
         names = [n for n, _, _ in rows()]
@@ -176,6 +255,8 @@ def main() -> int:
         return 0
     if args.cmd == "run":
         return run(args.row, args.backend)
+    if args.cmd == "sass":
+        return sass(args.file, args.top)
     return summary(args.folder)
 
 

@@ -151,8 +151,10 @@
 #             (FI_BG_COMBOS="128:bf16,256:fp8" builds only those head dims and KV dtypes)
 #   counters  benchmarks/decode_counters.py under Nsight Compute: our decode's and FlashInfer's hardware counters on
 #             the rows ours still loses (one process per row and backend; FlashInfer's after the -bg builds;
-#             COUNTER_ROWS="256x8-shared ..." names rows, COUNTER_BACKENDS="ours lanes fi" backends), then the summary
-#             -> counters/<row>-<backend>.csv
+#             COUNTER_ROWS="256x8-shared ..." names rows, COUNTER_BACKENDS="ours lanes fi" backends), then the summary;
+#             COUNTER_SOURCE=1: each decode once more with PC sampling (SourceCounters), its source page exported as
+#             SASS and printed by opcode and instruction (decode_counters.py sass; the export's flags not yet run)
+#             -> counters/<row>-<backend>.csv (and <row>-<backend>-sass.csv)
 #   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)
 #             (and <STAGE>_ARGS, e.g. WIDE_DOT_TARGETS_ARGS=--no-flashinfer, for that stage alone)
 #   regimes-decode  decode_vs_flashinfer.py regimes-decode: the regimes grid's per-sequence decodes, ours against
@@ -287,6 +289,14 @@ print('flashinfer build:', warm_build('cuda', head_dims=(64, 128, 256), combos=c
                     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
                     --metrics "$metrics" python3 benchmarks/decode_counters.py run $row $b \
                     > $OUT/counters/$row-$b.csv 2>> $OUT/counters/stderr.log || echo "counters $row $b failed"
+                  [ -n "${COUNTER_SOURCE:-}" ] && [ $(left) -gt 40 ] || continue
+                  rep=$OUT/counters/$row-$b
+                  timeout $(( $(left) - 20 )) $ncu --clock-control none --profile-from-start off --section SourceCounters \
+                    --section WarpStateStats --import-source no -f -o $rep python3 benchmarks/decode_counters.py run $row $b \
+                    >> $OUT/counters/stderr.log 2>&1 \
+                    && $ncu -i $rep.ncu-rep --page source --csv --print-source sass > $rep-sass.csv 2>> $OUT/counters/stderr.log \
+                    && rm -f $rep.ncu-rep && python3 benchmarks/decode_counters.py sass $rep-sass.csv --top 10 \
+                    || echo "source counters $row $b failed (the report, if any, is kept: $rep.ncu-rep)"
                 done
               done
               python3 benchmarks/decode_counters.py summary $OUT/counters | tee $OUT/counters/summary.txt ;;

@@ -67,3 +67,42 @@ def test_rows_are_named_once_and_name_both_page_layouts_of_the_row_lost_in_the_d
     names = [n for n, _, _ in _counters().rows()]
     assert len(names) == len(set(names))
     assert {"256x8-shared", "256x8-private"} <= set(names)
+
+
+SASS_HEAD = ('"# Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)",'
+             '"Instructions Executed"')
+
+
+def test_sass_stalls_group_by_opcode_across_predicates_and_modifiers(tmp_path):
+    """ncu's source page as CSV: its messages, a kernel's name before each table, thousands separators, predicated
+    instructions: samples sum per opcode (LDG.E.128 and @!P0 LDG.E count as LDG) and per kernel."""
+    text = "\n".join([
+        "==PROF== Connected to process 9", "paged_decode_kernel", SASS_HEAD,
+        '"00007f00","@!P0 LDG.E.128 R4, [R2.64] ;","1,200","1,100","64"',
+        '"00007f10","LDG.E R8, [R6.64] ;","300","250","64"',
+        '"00007f20","HMMA.16816.F32.BF16 R12, R4, R8, R12 ;","400","100","128"',
+        '"00007f30","BAR.SYNC.DEFER_BLOCKING 0x0 ;","100","100","32"',
+        "merge_kernel", SASS_HEAD,
+        '"00008000","FADD R1, R2, R3 ;","10","5","8"',
+    ])
+    path = tmp_path / "row-ours-sass.csv"
+    path.write_text(text)
+    dc = _counters()
+    tables = dc.read_sass(path)
+    assert [label for label, _ in tables] == ["paged_decode_kernel", "merge_kernel"]
+    st = dc.sass_stalls(tables[0][1])
+    assert st["total"] == 2000
+    assert st["by_opcode"]["LDG"] == [1500.0, 1350.0]
+    assert st["by_opcode"]["HMMA"] == [400.0, 100.0] and st["by_opcode"]["BAR"] == [100.0, 100.0]
+    assert st["instructions"][0][1] == "00007f00"
+    assert dc.opcode("@P1 BRA `(.L_x_3) ;") == "BRA" and dc.opcode("") == "?"
+
+
+def test_sass_names_the_columns_when_the_samples_column_is_missing(tmp_path, capsys):
+    path = tmp_path / "other.csv"
+    path.write_text('"# Address","Source","Instructions Executed"\n"0","FADD R1, R2, R3 ;","8"\n')
+    assert _counters().sass(str(path), 5) == 0
+    assert "no 'Warp Stall Sampling (All Samples)' column" in capsys.readouterr().out
+    empty = tmp_path / "empty.csv"
+    empty.write_text("==PROF== nothing profiled\n")
+    assert _counters().sass(str(empty), 5) == 2
