@@ -109,6 +109,28 @@ TILES_D256_WIDE = {"64/2/8": (64, 2, 8, False), "64/3/8": (64, 3, 8, False), "32
                    "32/3/2 pairs": (32, 3, 2, False, True)}
 
 
+# Head dim 256's tiles with page numbers loaded an iteration ahead, which the lists above never tried there
+# (tune_at_head_dim turns prefetch off at head dim 256 unless wide_head_stages is set: a 6th field, true, sets it
+# to the tile's stages and tokens). Compiled for sm_90 under probe 1.21.0's unsigned page arithmetic (Triton 3.9), K
+# and V get two buffers on fp8's 64-token 3-stage tile (76 KB, 176 bytes spilled) and on the 32-token 3-stage tiles,
+# three on the 4-stage one (pipelining.decode_pipeline)
+TILES_D256_AHEAD = {"64/3/4 ahead": (64, 3, 4, True, False, True), "64/2/4 ahead": (64, 2, 4, True, False, True),
+                    "32/3/4 ahead": (32, 3, 4, True, False, True), "32/4/4 ahead": (32, 4, 4, True, False, True),
+                    "32/3/2 ahead": (32, 3, 2, True, False, True)}
+
+
+def lost_rows_1_21_d256():
+    """(config, page layouts) of the head-dim-256 rows below 1.0x on the H100 under probe 1.21.0
+    (benchmarks/raw/device-2026-12-07i/regimes-decode.json), worst first."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [(A(prefix_tokens=4096, group_size=64, q_per_kv=2, num_kv_heads=4, head_dim=256, kv_dtype="fp8"),
+             ("dup_table",)),
+            (A(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=1024, q_per_kv=2, num_kv_heads=4,
+               head_dim=256), ("shared_table",)),
+            (A(prefix_tokens=16384, group_size=8, q_per_kv=2, num_kv_heads=4, head_dim=256), ("dup_table",))]
+
+
 def lost_rows_1_20():
     """lost_rows_1_19's rows and the default grid's one row below 1.0x under probe 1.19.0 (256 sequences of 8 KV
     heads at 1K + 4K over shared pages: docs/probe-notes.md, "Probe 1.18.0"), searched again with TILES_WIDE."""
@@ -117,12 +139,13 @@ def lost_rows_1_20():
     return [*lost_rows_1_19(), (A(prefix_tokens=1024, group_size=256, suffix_tokens=4096), ("shared_table",))]
 
 
-ALL_TILES = {**TILES, **TILES_D256, **TILES_WIDE, **TILES_D256_WIDE}
+ALL_TILES = {**TILES, **TILES_D256, **TILES_WIDE, **TILES_D256_WIDE, **TILES_D256_AHEAD}
 ROW_LISTS = {"1.7.1": (lost_rows_1_7_1, TILES_1_7_1, (None,)), "1.16": (lost_rows_1_16, tuple(TILES), BLOCK_CAPS),
              "1.19": (lost_rows_1_19, tuple(TILES), BLOCK_CAPS),
              "1.19-d256": (lost_rows_1_19_d256, tuple(TILES_D256), BLOCK_CAPS),
              "1.20": (lost_rows_1_20, ("128/2/4", "64/3/2", "64/3/4", *TILES_WIDE), BLOCK_CAPS),
-             "1.20-d256": (lost_rows_1_19_d256, ("64/2/4", "32/3/2", "32/2/4", *TILES_D256_WIDE), BLOCK_CAPS)}
+             "1.20-d256": (lost_rows_1_19_d256, ("64/2/4", "32/3/2", "32/2/4", *TILES_D256_WIDE), BLOCK_CAPS),
+             "1.21-d256": (lost_rows_1_21_d256, ("64/3/4", "64/2/4", "32/3/4", *TILES_D256_AHEAD), BLOCK_CAPS)}
 
 
 def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int) -> list[int]:
@@ -138,11 +161,15 @@ def forced_tune(base, tile, block_cap=None):
     """A tune whose forced-split launch runs `tile` (block_n, stages, warps, prefetch: decode_tile's base kind) and,
     where block_cap is given, page blocks of up to that many sequences wherever the kernel forms them (no floor on
     the programs they leave; their rows in one dot of up to 64) instead of the default rule's. A 5th field of
-    `tile`, true: an fp8 cache read as int16 pairs at any head dim and programs per SM."""
-    bn, st, w, pf, *pairs = tile
+    `tile`, true: an fp8 cache read as int16 pairs at any head dim and programs per SM; a 6th, true: at head dims of
+    wide_head_min_dim and more, every tile of the tile's tokens and stages, prefetching (wide_head_stages)."""
+    bn, st, w, pf, *extra = tile
+    pairs, ahead = (list(extra) + [False, False])[:2]
     t = dataclasses.replace(base, decode_block_n=bn, decode_stages=st, decode_warps=w, long_warps=w,
                             page_prefetch=pf, prefetch_min_tokens=0, decode_short_tokens=0)
-    if pairs and pairs[0]:
+    if ahead:
+        t = dataclasses.replace(t, wide_head_stages=st, wide_head_tile_n=bn, wide_head_stages_max_tokens=0)
+    if pairs:
         t = dataclasses.replace(t, fp8_pairs=True, fp8_pairs_max_programs_per_sm=0.0, fp8_pairs_max_head_dim=0)
     if block_cap is None:
         return t

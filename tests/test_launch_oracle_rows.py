@@ -71,3 +71,19 @@ def test_head_dim_128s_wide_tiles_launch_as_named(label):
 def test_row_lists_name_their_tiles():
     for name, (_, tiles, _) in oracle.ROW_LISTS.items():
         assert set(tiles) <= set(oracle.ALL_TILES), name
+
+
+@pytest.mark.parametrize("label", sorted(oracle.TILES_D256_AHEAD))
+def test_head_dim_256s_tiles_ahead_prefetch_as_named(label):
+    # the same rows as test_head_dim_256s_forced_tiles_launch_as_named, but page numbers loaded an iteration ahead:
+    # wide_head_stages lets head dim 256 prefetch, on the tile named
+    tile = oracle.ALL_TILES[label]
+    bn, st, w, pf, _, ahead = tile
+    assert pf and ahead
+    tune = oracle.forced_tune(DEFAULT_TUNE, tile)
+    la = decode_launch_plan(64, 4, 2, 4224, 0, 132, tune, head_dim=256, force_splits=2)
+    assert (la.splits, la.block_n, la.stages, la.warps, la.prefetch) == (2, bn, st, w, True)
+    # over a shared prefix in forced page blocks too
+    capped = oracle.forced_tune(DEFAULT_TUNE, tile, 4)
+    la = decode_launch_plan(64, 4, 2, 1536, 512, 132, capped, head_dim=256, force_splits=1)
+    assert (la.block_n, la.stages, la.prefetch) == (bn, st, True)
