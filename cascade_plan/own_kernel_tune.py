@@ -110,7 +110,7 @@ class TuneParams:
     # decode on head dim 256's 64 groups of 16 x 4 at 512 + 1K. H100 (device-2026-12-07i, unsigned-pages.json, 119
     # shapes: lanes' rows, held-out ones and the default grid's), speed-up over signed: shared pages median 1.021x
     # (0.976-1.149x), private 1.002x (0.974-1.057x); below 0.99 only three launches of 12-15 us. Head dim 256 shared
-    # 1.017x, fp8 1.04-1.07x; FlashInfer's decode over ours at 512 + 1K, 16 x 64, head dim 256: 0.96 -> 0.98.
+    # 1.017x, fp8 (2 shapes) 1.03-1.08x; FlashInfer's decode over ours at 512 + 1K, 16 x 64, head dim 256: 0.96 -> 0.98.
     # Probes up to 1.20.0: signed
     decode_unsigned_pages: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
