@@ -3,23 +3,16 @@ thousands separators in the values, one line per (kernel, metric), several kerne
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_support import load_benchmark
+
 HEAD = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
         '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
 
 
 def _counters():
-    saved = list(sys.path)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("decode_counters")
-    finally:
-        sys.path[:] = saved
+    return load_benchmark("decode_counters")
 
 
 def _line(kid: str, kernel: str, metric: str, value: str) -> str:

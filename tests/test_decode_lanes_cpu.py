@@ -17,33 +17,13 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from cascade_plan.own_kernel_tune import TuneParams  # noqa: E402
+from decode_interpreter_support import SMALL_TILES, run_plan, small_config  # noqa: E402
+
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
-from kernels_probe.attention.grid import AttentionConfig  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err  # noqa: E402
-from kernels_probe.attention.triton_plans import DecodePlan  # noqa: E402
 
 TOL = 1e-2
-# 32-token tiles on two warps, whatever the launch's tile kind: two lanes of 16 keys (launch rules for 132 SMs)
-LANES = TuneParams(decode_block_n=32, decode_warps=2, decode_short_block_n=32, decode_short_warps=2,
-                   decode_block_n_large_batch=32, decode_warps_large_batch=2, long_block_n=0, prefix_block_n=16,
-                   min_tokens_per_split=16, decode_min_tokens_per_split=16, prefix_max_block_m=16,
-                   page_block_min_programs_per_sm=0, decode_shared_split=False, decode_lanes=True)
-
-
-def _cfg(**kw):
-    base = dict(prefix_tokens=64, group_size=4, n_groups=2, suffix_tokens=8, q_per_kv=4, num_kv_heads=2,
-                head_dim=16, page_size=8, kv_dtype="bf16")
-    base.update(kw)
-    return AttentionConfig(**base)
-
-
-def _plan(d, table, T, tune, *, splits, shared):
-    out = torch.full_like(d.q, float("nan"))
-    plan = DecodePlan(d.q, d.k_cache, d.v_cache, table, d.seq_lens, T, out, sm_count=2, tune=tune,
-                      force_splits=splits, shared_prefix_tokens=shared)
-    plan()
-    return out, plan
+LANES = dataclasses.replace(SMALL_TILES, decode_lanes=True)     # two lanes of 16 keys a 32-token tile
 
 
 @pytest.mark.parametrize("splits", [1, 3, 5])
@@ -55,10 +35,10 @@ def test_lanes_over_shared_and_private_pages_match_the_reference(splits, q_per_k
     in 5 splits of 16, a range shorter than a tile where one lane sees no key. Over shared pages the 64-token prefix
     is read once per block of sequences and each private tail attends only its sequence's rows."""
     tune = dataclasses.replace(LANES, page_prefetch=prefetch, prefetch_min_tokens=0 if prefetch else 10**9)
-    d = build_data(_cfg(q_per_kv=q_per_kv, kv_dtype=kv_dtype), "cpu", seed=17)
+    d = build_data(small_config(q_per_kv=q_per_kv, kv_dtype=kv_dtype), "cpu", seed=17)
     ref = reference_output(d)
     for table, shared in ((d.shared_table, 64), (d.dup_table, 0)):
-        out, plan = _plan(d, table, 72, tune, splits=splits, shared=shared)
+        out, plan = run_plan(d, table, 72, tune, splits=splits, shared=shared)
         assert plan.lanes == 2 and plan.block_n == 32 and not plan.pairs
         assert max_rel_err(out, ref) < TOL, (table is d.shared_table, plan.splits, plan.seqs)
         if table is d.shared_table and splits == 1:
@@ -66,11 +46,11 @@ def test_lanes_over_shared_and_private_pages_match_the_reference(splits, q_per_k
 
 
 def test_lanes_stay_off_where_a_slice_would_hold_fewer_than_16_keys_or_the_tune_leaves_them_off():
-    d = build_data(_cfg(), "cpu", seed=19)
+    d = build_data(small_config(), "cpu", seed=19)
     narrow = dataclasses.replace(LANES, decode_block_n=16, decode_short_block_n=16, decode_block_n_large_batch=16)
-    _, plan = _plan(d, d.dup_table, 72, narrow, splits=1, shared=0)
+    _, plan = run_plan(d, d.dup_table, 72, narrow, splits=1, shared=0)
     assert plan.lanes == 1
-    _, plan = _plan(d, d.dup_table, 72, dataclasses.replace(LANES, decode_lanes=False), splits=1, shared=0)
+    _, plan = run_plan(d, d.dup_table, 72, dataclasses.replace(LANES, decode_lanes=False), splits=1, shared=0)
     assert plan.lanes == 1
 
 
@@ -79,9 +59,9 @@ def test_four_lanes_at_head_dim_256_match_the_reference():
     tune = dataclasses.replace(LANES, decode_block_n=64, decode_warps=4, long_warps=4, decode_short_block_n=64,
                                decode_short_warps=4, decode_block_n_large_batch=64, decode_warps_large_batch=4,
                                wide_head_min_dim=0)
-    d = build_data(_cfg(head_dim=256, q_per_kv=2, prefix_tokens=128, suffix_tokens=24), "cpu", seed=23)
+    d = build_data(small_config(head_dim=256, q_per_kv=2, prefix_tokens=128, suffix_tokens=24), "cpu", seed=23)
     ref = reference_output(d)
     for table, shared in ((d.shared_table, 128), (d.dup_table, 0)):
-        out, plan = _plan(d, table, 152, tune, splits=None, shared=shared)
+        out, plan = run_plan(d, table, 152, tune, splits=None, shared=shared)
         assert plan.lanes == 4 and plan.block_n == 64
         assert max_rel_err(out, ref) < TOL

@@ -4,11 +4,11 @@ skipped by a device call that names it (the loop has no default branch)."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import sys
 from pathlib import Path
+
+from benchmark_support import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 # stages of the benchmark's first sessions, run by calling the script directly, never through the run script
@@ -25,12 +25,7 @@ def _script_stages() -> set[str]:
 
 def _benchmark():
     """benchmarks/decode_vs_flashinfer.py as a module (it puts the checkout on sys.path as it loads)."""
-    saved = list(sys.path)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("decode_vs_flashinfer")
-    finally:
-        sys.path[:] = saved
+    return load_benchmark("decode_vs_flashinfer")
 
 
 def test_every_benchmark_stage_is_a_case_of_the_run_script_and_documented():
