@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import gzip
 import sys
 from pathlib import Path
 
@@ -160,15 +161,21 @@ NOT_ISSUED = "Warp Stall Sampling (Not-issued Samples)"
 
 def read_sass(path: Path) -> list[tuple[str, list[dict]]]:
     """ncu --import REP --page source --csv --print-source sass: per kernel (a table each, its header repeated),
-    its rows as {column: value}. Lines outside the tables (ncu's messages, a kernel's name) name the next table."""
+    its rows as {column: value} (a .gz file read unzipped). A "Kernel Name" line (ncu 2025.3 writes one before each
+    kernel's table) or a line outside the tables (ncu's messages, a kernel's name) names the next table."""
     tables: list[tuple[str, list[dict]]] = []
     label, header = "", None
-    for line in path.read_text(errors="replace").splitlines():
+    raw = path.read_bytes()
+    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode(errors="replace")
+    for line in text.splitlines():
         if not line.startswith('"'):
             label = line.strip() or label
             header = None
             continue
         fields = next(csv.reader([line]))
+        if fields[0] == "Kernel Name":
+            label, header = (fields[1:2] or [""])[0], None
+            continue
         if header is None or fields == header:
             if "Source" in fields:
                 header = fields
@@ -217,7 +224,7 @@ def sass(path: str, top: int) -> int:
             continue
         st = sass_stalls(rows)
         total = st["total"] or float("nan")
-        print(f"\n{label or path}: {len(rows)} instructions, {st['total']:.0f} samples")
+        print(f"\n{path}: {label[:100] or '(no kernel name)'}: {len(rows)} instructions, {st['total']:.0f} samples")
         print(f"  {'opcode':10} {'samples %':>9} {'not issued %':>12}")
         for op, (a, n) in sorted(st["by_opcode"].items(), key=lambda kv: -kv[1][0])[:top]:
             print(f"  {op:10} {100 * a / total:9.1f} {100 * n / total:12.1f}")

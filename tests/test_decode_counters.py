@@ -99,3 +99,24 @@ def test_sass_names_the_columns_when_the_samples_column_is_missing(tmp_path, cap
     empty = tmp_path / "empty.csv"
     empty.write_text("==PROF== nothing profiled\n")
     assert _counters().sass(str(empty), 5) == 2
+
+
+def test_sass_tables_named_by_ncus_kernel_name_lines(tmp_path):
+    """ncu 2025.3 (device-2026-12-07j/counters/*-sass.csv) writes '"Kernel Name","<name>",' before each kernel's
+    table, quoted like a row of it: each starts a table of its own, named so, not a row of the table before."""
+    head = '"Address","Source","Warp Stall Sampling (All Samples)","Warp Stall Sampling (Not-issued Samples)"'
+    text = "\n".join([
+        '"Kernel Name","paged_decode_kernel",', head,
+        '"0x7f00","      BAR.SYNC.DEFER_BLOCKING 0x0","485","445"',
+        '"0x7f10","      HMMA.16816.F32.BF16 R152, R120, R32, R152","59","50"',
+        '"Kernel Name","void flashinfer::PersistentVariableLengthMergeStatesKernel<8>",', head,
+        '"0x8000","      STG.E.128 desc[UR14][R28.64], R8","43","28"',
+    ])
+    path = tmp_path / "row-fi-sass.csv"
+    path.write_text(text)
+    tables = _counters().read_sass(path)
+    assert [(label, len(rows)) for label, rows in tables] == [
+        ("paged_decode_kernel", 2), ("void flashinfer::PersistentVariableLengthMergeStatesKernel<8>", 1)]
+    st = _counters().sass_stalls(tables[0][1])
+    assert st["total"] == 544 and st["by_opcode"]["BAR"] == [485.0, 445.0]
+    assert st["instructions"][0][1] == "0x7f00"
