@@ -59,6 +59,7 @@ import decode_launch_keys as launch_keys  # noqa: E402
 import decode_rule_stages as rule_stages  # noqa: E402
 import decode_split_stages as split_stages  # noqa: E402
 import decode_stage_shapes as shapes  # noqa: E402
+import decode_stream_stages as stream_stages  # noqa: E402
 import decode_wide_head_stages as head_stages  # noqa: E402
 import decode_wide_stages as wide_stages  # noqa: E402
 from decode_conditions import conditions  # noqa: E402
@@ -140,6 +141,9 @@ STAGE_PLANS = {
     "wide-regs": (body_stages.wide_regs_configs, body_stages.wide_regs_variants, DEFAULT_TUNE),
     "lanes": (body_stages.kernel_body_configs, body_stages.lanes_variants, DEFAULT_TUNE),
     "unsigned-pages": (body_stages.kernel_body_configs, body_stages.unsigned_page_variants, PROBE_1_20_0_TUNE),
+    "wide-head-stream": (stream_stages.wide_head_stream_configs, stream_stages.wide_head_stream_variants,
+                         DEFAULT_TUNE),
+    "probe-1-22": (stream_stages.wide_head_stream_configs, stream_stages.probe_1_22_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

@@ -138,6 +138,12 @@
 #   unsigned-pages  decode_vs_flashinfer.py unsigned-pages: the decode's page arithmetic unsigned
 #             (decode_unsigned_pages) against probe 1.20.0, on lanes' shapes; UNSIGNED_PAGES_RESERVE seconds left
 #             -> unsigned-pages.json
+#   wide-head-stream  decode_vs_flashinfer.py wide-head-stream --only-changed: head dim 256's streaming launch at
+#             one program per SM on prefetching tiles (wide_head_stream_programs_per_sm; 32 and 64 tokens, 3 stages)
+#             against the default, 15 held-out shapes then the grids'; WIDE_HEAD_STREAM_RESERVE seconds left
+#             -> wide-head-stream.json
+#   probe-1-22  decode_vs_flashinfer.py probe-1-22 --only-changed: probe 1.22.0 against 1.21.0 on wide-head-stream's
+#             shapes whose launch moved; PROBE_1_22_RESERVE seconds left -> probe-1-22.json
 #             rounds the target up and one fewer leaves 3.5+ programs per SM (floor_splits_min_programs_per_sm), down
 #             to 2 splits or to 1, 15 held-out shapes then the grids'; FLOOR_SPLITS_RESERVE seconds left -> floor-splits.json
 #   regimes-next  decode_vs_flashinfer.py regimes-next: regimes-decode's 84 shapes, the default against the rules not
@@ -153,7 +159,7 @@
 #             the rows ours still loses (one process per row and backend; FlashInfer's after the -bg builds;
 #             COUNTER_ROWS="256x8-shared ..." names rows, COUNTER_BACKENDS="ours lanes fi" backends), then the summary;
 #             COUNTER_SOURCE=1: each decode once more with PC sampling (SourceCounters), its source page exported as
-#             SASS and printed by opcode and instruction (decode_counters.py sass; the export's flags not yet run)
+#             SASS and printed by opcode and instruction (decode_counters.py sass; first run in device-2026-12-07j)
 #             -> counters/<row>-<backend>.csv (and <row>-<backend>-sass.csv)
 #   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)
 #             (and <STAGE>_ARGS, e.g. WIDE_DOT_TARGETS_ARGS=--no-flashinfer, for that stage alone)
@@ -246,7 +252,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py ${ORACLE_ARGS:-} --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=|  \[)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|lanes|unsigned-pages|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|lanes|unsigned-pages|wide-head-stream|probe-1-22|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

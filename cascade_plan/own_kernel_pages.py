@@ -60,15 +60,44 @@ def tune_at_launch(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | 
     return tune
 
 
+def wide_head_stream_tune(tune: TuneParams, head_dim: int, shared_prefix_tokens: int | None, work_items: int,
+                          tokens: int, sm_count: int) -> TuneParams:
+    """The tune of a per-sequence decode launch at a wide head dim (tune: tune_at_launch's) that streams
+    (decode_launch's streaming launch: the long-context launch over a known shared prefix of at most half the context,
+    the batch within stream_max_programs_per_sm programs per SM): where the tune sets wide_head_stream_programs_per_sm,
+    that streaming target on tiles of wide_head_stream_tile_n tokens in wide_head_stream_stages stages, loading page
+    numbers ahead, provided the launch still streams on them; else `tune`. Applying it twice gives the same tune."""
+    w = tune.wide_head_stream_programs_per_sm
+    n, st = tune.wide_head_stream_tile_n, tune.wide_head_stream_stages
+    if (not w or not wide_head(tune, head_dim) or shared_prefix_tokens is None or work_items <= 0
+            or 2 * shared_prefix_tokens > tokens):
+        return tune
+    if (tune.stream_programs_per_sm, tune.wide_head_stages, tune.wide_head_tile_n) == (w, st, n):
+        return tune     # applied already
+
+    def streams(t: TuneParams) -> bool:
+        return (bool(t.stream_programs_per_sm) and work_items <= t.stream_max_programs_per_sm * sm_count
+                and decode_launch_splits(work_items, tokens, sm_count, t)[2])
+
+    if not streams(tune):
+        return tune
+    t = tune_at_head_dim(replace(tune, wide_head_stages=st, wide_head_tile_n=n, wide_head_stages_max_tokens=0,
+                                 stream_programs_per_sm=w), head_dim)
+    return t if streams(t) else tune
+
+
 def tune_at_kv_dtype(tune: TuneParams, kv_dtype: str) -> TuneParams:
     """The tune a per-sequence decode over a `kv_dtype` cache ("bf16", "fp8") launches with: over fp8 the streaming
     launch's target fp8_stream_programs_per_sm where set (and as many resident per SM at most), no capped
     head-dim-256 stages (wide_head_stages_max_tokens: bf16's alone), and the batch-filled launch over private pages on
     the base tile where fp8_private_filled_base_tile (private_filled_base_tile: set over fp8 alone), and one split
-    fewer over private pages down to floor_splits_min_programs_per_sm, not the lower private floor; else `tune`.
+    fewer over private pages down to floor_splits_min_programs_per_sm, not the lower private floor, and no
+    head-dim-256 streaming target of its own (wide_head_stream_programs_per_sm: bf16's alone); else `tune`.
     Applying it twice gives the same tune."""
     if kv_dtype == "fp8" and tune.wide_head_stages and tune.wide_head_stages_max_tokens:
         tune = replace(tune, wide_head_stages=0)     # the capped head-dim-256 tiles are bf16's alone
+    if kv_dtype == "fp8" and tune.wide_head_stream_programs_per_sm:
+        tune = replace(tune, wide_head_stream_programs_per_sm=0)     # fp8 streams at fp8_stream_programs_per_sm
     if tune.private_filled_base_tile != (kv_dtype == "fp8" and tune.fp8_private_filled_base_tile):
         tune = replace(tune, private_filled_base_tile=not tune.private_filled_base_tile)
     if kv_dtype == "fp8" and tune.floor_splits_private_min_programs_per_sm:

@@ -27,6 +27,7 @@ from cascade_plan.own_kernel_pages import (
     page_block_seqs,
     tune_at_launch,
     wide_dot_blocks,
+    wide_head_stream_tune,
 )
 from cascade_plan.own_kernel_tune import TuneParams
 
@@ -59,6 +60,8 @@ def decode_launch_plan(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: in
     given = tune
     tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv, batch * kv_heads, max_seq_len, sm_count)
     forced = force_splits is not None
+    if streaming and not forced:    # the cascade's suffix pass never streams
+        tune = wide_head_stream_tune(tune, head_dim, shared_prefix_tokens, batch * kv_heads, max_seq_len, sm_count)
     if force_splits is not None:
         splits, tps = whole_tile_splits(max(max_seq_len, 1), force_splits, tune.decode_block_n)
         long_tile = False

@@ -222,6 +222,18 @@ class TuneParams:
     # bf16, probes up to 1.12.0). H100 (device-2026-12-06j), 4 against 2: read off 3 fp8 shapes (regimes-losers.json:
     # 1.22-1.40x; bf16 0.87-0.96x), then 10 held-out fp8 ones and the grids' (next-rules.json) 0.98-1.43x, private
     fp8_stream_programs_per_sm: int = 0
+    # ... and at head dims of at least wide_head_min_dim over a bf16 cache this many per SM (0: off, probes up to
+    # 1.21.0; tune_at_kv_dtype clears it over fp8), on tiles of wide_head_stream_tile_n tokens in
+    # wide_head_stream_stages stages that load page numbers an iteration ahead (tune_at_head_dim's wide_head_stages
+    # tiles; own_kernel_pages.wide_head_stream_tune): the base tile there never prefetches. H100 (device-2026-12-07j):
+    # the oracle found 8 x 4 KV heads at 16K + 128 over private pages 0.99x FlashInfer's decode in 8 splits of 2,112
+    # on the base tile, 1.03x in 4 of 4,128 prefetching (one program per SM); wide-head-stream.json, 1 per SM on
+    # 64-token 3-stage tiles: 16 bf16 launches changed (15 held out), 0.998-1.028x faster (median 1.011x), FlashInfer's
+    # decode over ours 0.97-1.03 -> 0.97-1.03, below 1.0 4 -> 1; over fp8, 3 held-out launches 0.70-0.75x (FlashInfer's
+    # over ours 0.88-0.98 -> 0.66-0.69); 32-token tiles 0.94-1.03x (median 1.003x)
+    wide_head_stream_programs_per_sm: int = 0
+    wide_head_stream_tile_n: int = 64
+    wide_head_stream_stages: int = 3
     stream_min_tokens: int = 1024
     # a tiny launch split into more than fused_merge_max_splits splits takes that many instead, where they still give
     # this many programs per SM: its splits then merge in its own programs, not in a merge kernel launched after it
@@ -412,4 +424,4 @@ DEFAULT_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2
                           floor_splits_min_programs_per_sm=3.5, floor_splits_min_splits=1,
                           floor_splits_private_min_programs_per_sm=2.0, few_programs_tile_max_programs_per_sm=1.25,
                           wide_dot_four_fewer_max_private_tokens=256, fp8_private_filled_base_tile=True,
-                          wide_head_wave_short=True, decode_unsigned_pages=True)
+                          wide_head_wave_short=True, decode_unsigned_pages=True, wide_head_stream_programs_per_sm=1)

@@ -30,6 +30,9 @@ PROBE_1_19_0_TUNE = replace(PROBE_1_18_0_TUNE, floor_splits_private_min_programs
                             fp8_private_filled_base_tile=True)
 # The tune of probe 1.20.0 (the per-sequence decode's page arithmetic in signed integers).
 PROBE_1_20_0_TUNE = replace(PROBE_1_19_0_TUNE, wide_head_wave_short=True)
+# The tune of probe 1.21.0 (head dim 256's streaming launch at 2 programs per SM on the base tile, which never
+# prefetches there).
+PROBE_1_21_0_TUNE = replace(PROBE_1_20_0_TUNE, decode_unsigned_pages=True)
 # The tune of probe 1.14.0 (head dim 256 at the base split target over private pages; blocks of two in the wide dot
 # everywhere).
 PROBE_1_14_0_TUNE = TuneParams(stream_programs_per_sm=2, tiny_fused_programs_per_sm=2, prefetch_max_programs_per_sm=3,

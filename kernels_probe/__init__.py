@@ -7,7 +7,7 @@ This module imports nothing heavy: torch and triton are imported by the submodul
 so ``kernels_probe.environment`` can say what is missing on a machine without them.
 """
 
-PROBE_VERSION = "1.21.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
+PROBE_VERSION = "1.22.0"  # 1.4: page-aware decode blocks where they pay (page_block_seqs), long-context tiles;
 # 1.4.1: one block-table scan chunk (CHECK_CHUNK_PAGES) for every launch, 43 fewer compiles on the default grid;
 # 1.5: Triton decode rows record their launch (splits, page_block_seqs) and the page blocks the kernel formed;
 # 1.5.1: blocks only where the launch's first split forms one (first_split_blocks);
@@ -57,4 +57,6 @@ PROBE_VERSION = "1.21.0"  # 1.4: page-aware decode blocks where they pay (page_b
 # batch-filled launch over private pages on the base tile (fp8_private_filled_base_tile)
 # 1.20.0: head dim 256's whole-wave split also where the launch's splits run the short tile (wide_head_wave_short)
 # 1.21.0: the per-sequence decode's page arithmetic in unsigned integers (decode_unsigned_pages); launches unchanged
+# 1.22.0: head dim 256's streaming launch over bf16 at one program per SM on 64-token 3-stage tiles that load page
+# numbers ahead (wide_head_stream_programs_per_sm)
 __version__ = PROBE_VERSION

@@ -9,19 +9,17 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import kernels_probe
 from cascade_plan.own_kernel_pages import decode_launch
 from cascade_plan.own_kernel_plan import decode_launch_plan
-from cascade_plan.own_kernel_tune import DEFAULT_TUNE, TuneParams
-from cascade_plan.own_kernel_tunes import PROBE_1_20_0_TUNE
+from cascade_plan.own_kernel_tune import TuneParams
+from cascade_plan.own_kernel_tunes import PROBE_1_20_0_TUNE, PROBE_1_21_0_TUNE
 
 SM = 132
 
 
 def test_probe_1_21_0_is_1_20_0_with_unsigned_page_arithmetic():
-    assert kernels_probe.PROBE_VERSION == "1.21.0"
-    assert not PROBE_1_20_0_TUNE.decode_unsigned_pages and DEFAULT_TUNE.decode_unsigned_pages
-    assert DEFAULT_TUNE == dataclasses.replace(PROBE_1_20_0_TUNE, decode_unsigned_pages=True)
+    assert not PROBE_1_20_0_TUNE.decode_unsigned_pages and PROBE_1_21_0_TUNE.decode_unsigned_pages
+    assert PROBE_1_21_0_TUNE == dataclasses.replace(PROBE_1_20_0_TUNE, decode_unsigned_pages=True)
     # a TuneParams built field by field (as calibrations record theirs) keeps the signed kernel unless it says so
     assert not TuneParams().decode_unsigned_pages
 
@@ -34,7 +32,7 @@ def test_probe_1_21_0_is_1_20_0_with_unsigned_page_arithmetic():
 def test_no_launch_moves(batch, kv_heads, q_per_kv, private, shared, head_dim, streaming):
     tokens = shared + private
     args = (batch, kv_heads, q_per_kv, tokens, shared, SM)
-    assert (decode_launch_plan(*args, DEFAULT_TUNE, head_dim=head_dim)
+    assert (decode_launch_plan(*args, PROBE_1_21_0_TUNE, head_dim=head_dim)
             == decode_launch_plan(*args, PROBE_1_20_0_TUNE, head_dim=head_dim))
-    assert (decode_launch(*args, DEFAULT_TUNE, head_dim=head_dim, streaming=streaming)
+    assert (decode_launch(*args, PROBE_1_21_0_TUNE, head_dim=head_dim, streaming=streaming)
             == decode_launch(*args, PROBE_1_20_0_TUNE, head_dim=head_dim, streaming=streaming))
