@@ -160,7 +160,7 @@
 #             COUNTER_ROWS="256x8-shared ..." names rows, COUNTER_BACKENDS="ours lanes fi" backends), then the summary;
 #             COUNTER_SOURCE=1: each decode once more with PC sampling (SourceCounters), its source page exported as
 #             SASS and printed by opcode and instruction (decode_counters.py sass; first run in device-2026-12-07j)
-#             -> counters/<row>-<backend>.csv (and <row>-<backend>-sass.csv)
+#             -> counters.tar.gz (counters/<row>-<backend>.csv, <row>-<backend>-sass.csv, summary.txt, stderr.log)
 #   DVF_ARGS  extra arguments for these decode_vs_flashinfer.py stages (--no-flashinfer: ours only, no JIT wait)
 #             (and <STAGE>_ARGS, e.g. WIDE_DOT_TARGETS_ARGS=--no-flashinfer, for that stage alone)
 #   regimes-decode  decode_vs_flashinfer.py regimes-decode: the regimes grid's per-sequence decodes, ours against
@@ -305,7 +305,9 @@ print('flashinfer build:', warm_build('cuda', head_dims=(64, 128, 256), combos=c
                     || echo "source counters $row $b failed (the report, if any, is kept: $rep.ncu-rep)"
                 done
               done
-              python3 benchmarks/decode_counters.py summary $OUT/counters | tee $OUT/counters/summary.txt ;;
+              python3 benchmarks/decode_counters.py summary $OUT/counters | tee $OUT/counters/summary.txt
+              # one file back, not 4 per row: a call returns 8 (device-2026-12-07j lost summary.txt and stderr.log)
+              tar -czf $OUT/counters.tar.gz -C $OUT counters && rm -rf $OUT/counters ;;
     wait-bg) while [ -n "$(jobs -rp)" ] && [ $(left) -gt 5 ]; do sleep 2; done; cat $OUT/*-bg.log 2>/dev/null | tail -3 ;;
     glue-bg) python3 -c "from kernels_probe.steps.glue import warm_build_glue; print('glue build:', warm_build_glue())" \
               > $OUT/glue-bg.log 2>&1 & ;;
