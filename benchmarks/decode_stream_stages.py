@@ -1,6 +1,6 @@
-"""The stage of benchmarks/decode_vs_flashinfer.py for head dim 256's streaming launch (probe 1.21.0 on): its
-shapes (held-out ones first: models as their config.json lays out heads, no rule read off them) and its variants of
-a base tune. Kept apart from decode_vs_flashinfer.py, which registers it in STAGE_PLANS."""
+"""The stages of benchmarks/decode_vs_flashinfer.py for head dim 256's streaming launch at one program per SM (probe
+1.22.0): their shapes (held-out ones first: models as their config.json lays out heads, no rule read off them) and
+their variants of a base tune. Kept apart from decode_vs_flashinfer.py, which registers them in STAGE_PLANS."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def wide_head_stream_variants(base):
     """The current probe and head dim 256's streaming launch at one program per SM on tiles that load their page
     numbers an iteration ahead (wide_head_stream_programs_per_sm), of 32 tokens in 3 stages and of 64 in 3: the
     oracle (device-2026-12-07j) found 8 x 4 KV heads at 16K + 128 over private pages 1.03x FlashInfer's decode in 4
-    splits on either, where the default's 8 on the base tile ran 0.99x."""
+    splits on the 32-token tile and 1.02x on the 64-token one, where probe 1.21.0's 8 on the base tile ran 0.99x."""
     r = dataclasses.replace
     return [("default", base), ("stream 1/SM, 32/3 ahead", r(base, wide_head_stream_programs_per_sm=1)),
             ("stream 1/SM, 64/3 ahead", r(base, wide_head_stream_programs_per_sm=1, wide_head_stream_tile_n=64))]

@@ -58,7 +58,7 @@ def main() -> int:
         PROBE_1_7_2_TUNE,
         PROBE_1_8_0_TUNE,
         PROBE_1_12_0_TUNE,
-        PROBE_1_19_0_TUNE,
+        PROBE_1_21_0_TUNE,
     )
     from kernels_probe.attention.grid import build_grid, regimes_grid
 
@@ -71,11 +71,11 @@ def main() -> int:
         print(f"{name:12s} {len(dec):7d} {len(pre):12d}")
     # the probe's other grids (--grid coverage, --grid regimes): the last probe before the current one and the current
     for grid, cfgs in (("coverage", build_grid(coverage=True)[0]), ("regimes", regimes_grid())):
-        keys = {name: variants(tune, cfgs=cfgs)[0] for name, tune in (("probe 1.19.0", PROBE_1_19_0_TUNE),
+        keys = {name: variants(tune, cfgs=cfgs)[0] for name, tune in (("probe 1.21.0", PROBE_1_21_0_TUNE),
                                                                       ("default", DEFAULT_TUNE))}
-        new = keys["default"] - keys["probe 1.19.0"]
-        gone = keys["probe 1.19.0"] - keys["default"]
-        print(f"{grid} grid, decode keys: probe 1.19.0 {len(keys['probe 1.19.0'])}, default {len(keys['default'])}"
+        new = keys["default"] - keys["probe 1.21.0"]
+        gone = keys["probe 1.21.0"] - keys["default"]
+        print(f"{grid} grid, decode keys: probe 1.21.0 {len(keys['probe 1.21.0'])}, default {len(keys['default'])}"
               f" ({len(new)} new, {len(gone)} gone)")
     return 0
 
