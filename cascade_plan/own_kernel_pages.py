@@ -68,22 +68,29 @@ def wide_head_stream_tune(tune: TuneParams, head_dim: int, shared_prefix_tokens:
     that streaming target on tiles of wide_head_stream_tile_n tokens in wide_head_stream_stages stages, loading page
     numbers ahead, provided the launch still streams on them; else `tune`. Applying it twice gives the same tune."""
     w = tune.wide_head_stream_programs_per_sm
-    n, st = tune.wide_head_stream_tile_n, tune.wide_head_stream_stages
-    if (not w or not wide_head(tune, head_dim) or shared_prefix_tokens is None or work_items <= 0
-            or 2 * shared_prefix_tokens > tokens):
+    if not w or not wide_head(tune, head_dim) or work_items <= 0:
         return tune
-    if (tune.stream_programs_per_sm, tune.wide_head_stages, tune.wide_head_tile_n) == (w, st, n):
-        return tune     # applied already
 
     def streams(t: TuneParams) -> bool:
-        return (bool(t.stream_programs_per_sm) and work_items <= t.stream_max_programs_per_sm * sm_count
-                and decode_launch_splits(work_items, tokens, sm_count, t)[2])
+        long_tile = decode_launch_splits(work_items, tokens, sm_count, t)[2]
+        return launch_streams(long_tile, work_items, tokens, shared_prefix_tokens, sm_count, t)
 
     if not streams(tune):
         return tune
-    t = tune_at_head_dim(replace(tune, wide_head_stages=st, wide_head_tile_n=n, wide_head_stages_max_tokens=0,
+    t = tune_at_head_dim(replace(tune, wide_head_stages=tune.wide_head_stream_stages,
+                                 wide_head_tile_n=tune.wide_head_stream_tile_n, wide_head_stages_max_tokens=0,
                                  stream_programs_per_sm=w), head_dim)
     return t if streams(t) else tune
+
+
+def launch_streams(long_tile: bool, work_items: int, tokens: int, shared_prefix_tokens: int | None, sm_count: int,
+                   tune: TuneParams) -> bool:
+    """Does a per-sequence decode launch outside the cascade's suffix pass take the streaming launch (stream_splits)
+    instead of its long-context one: the tune has a streaming target, the launch's splits are long-context ones, a
+    shared prefix is known and at most half the context, and the batch fits stream_max_programs_per_sm programs per
+    SM?"""
+    return (long_tile and bool(tune.stream_programs_per_sm) and shared_prefix_tokens is not None
+            and 2 * shared_prefix_tokens <= tokens and work_items <= tune.stream_max_programs_per_sm * sm_count)
 
 
 def tune_at_kv_dtype(tune: TuneParams, kv_dtype: str) -> TuneParams:
@@ -147,8 +154,7 @@ def decode_launch(batch: int, kv_heads: int, q_per_kv: int, max_seq_len: int, sh
     tune = tune_at_launch(tune, head_dim, shared_prefix_tokens, q_per_kv, batch * kv_heads, max_seq_len, sm_count)
     work = batch * kv_heads
     splits, tps, long_tile = decode_launch_splits(work, max_seq_len, sm_count, tune)
-    if (streaming and long_tile and tune.stream_programs_per_sm and shared_prefix_tokens is not None
-            and 2 * shared_prefix_tokens <= max_seq_len and work <= tune.stream_max_programs_per_sm * sm_count):
+    if streaming and launch_streams(long_tile, work, max_seq_len, shared_prefix_tokens, sm_count, tune):
         return (*stream_splits(work, max_seq_len, sm_count, tune), False)
     filled = block_fill_splits(batch, kv_heads, q_per_kv, max_seq_len, shared_prefix_tokens, splits, sm_count, tune,
                                head_dim)
