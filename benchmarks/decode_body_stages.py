@@ -86,3 +86,23 @@ def unsigned_page_variants(base):
     """Probe 1.20.0 (the base STAGE_PLANS gives), then with its page arithmetic unsigned (decode_unsigned_pages:
     fewer instructions a tile, the same kernel otherwise), as probe 1.21.0 runs it."""
     return [("default", base), ("unsigned pages", dataclasses.replace(base, decode_unsigned_pages=True))]
+
+
+def stagger_variants(base):
+    """The current probe, then the next tile's K and V loaded into registers (decode_stagger, one stage) on tiles of at
+    most 64 of K's elements a thread (stagger_thread_elements: head dim 128 on four warps 64 tokens, 256 32) and of
+    at most 32 (32 and 16 tokens: three programs of four warps per SM by registers where 64 fit two)."""
+    r = dataclasses.replace
+    return [("default", base), ("stagger 64/thread", r(base, decode_stagger=True)),
+            ("stagger 32/thread", r(base, decode_stagger=True, stagger_thread_elements=32))]
+
+
+def stagger_configs():
+    """The four rows probe 1.22.0 still loses (256 x 8 KV heads at 1K + 4K, G 4, shared; head dim 256's 64 groups of
+    16 x 4 at 512 + 1K, shared, and fp8 64 x 4 at 4K + 128, private; 64 groups of 16 x 2 at 512 + 1K, G 6, shared),
+    then kernel_body_configs' shapes."""
+    from kernels_probe.attention.grid import AttentionConfig as C
+
+    lost = [C(1024, 256, 1, 4096, 4, 8, 128), C(512, 16, 64, 1024, 2, 4, 256), C(4096, 64, 1, 128, 2, 4, 256, "fp8"),
+            C(512, 16, 64, 1024, 6, 2, 128)]
+    return held_out_first(lost, kernel_body_configs())

@@ -269,3 +269,10 @@ def prefix_block_m(rows: int, max_block_m: int) -> int:
 
 def scale_log2(head_dim: int, sm_scale: float | None) -> float:
     return (sm_scale if sm_scale is not None else 1.0 / math.sqrt(head_dim)) * LOG2E
+
+
+def stagger_block_n(head_dim: int, warps: int, tune: TuneParams) -> int:
+    """The most tokens a tile of the staggered loads (decode_stagger) holds: a K tile of at most
+    stagger_thread_elements elements per thread (a power of two, 16 at least: the dot's smallest N)."""
+    tokens = max(tune.stagger_thread_elements * warps * 32 // head_dim, 16)
+    return 1 << (tokens.bit_length() - 1)

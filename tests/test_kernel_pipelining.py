@@ -32,6 +32,8 @@ try:
                    for u in (False, True)}
     r["halves"] = decode_pipeline(32, 3, 4, prefetch=True, q_per_kv=2, head_dim=256, halves=True)
     r["lanes"] = decode_pipeline(64, 3, 2, prefetch=True, lanes=2)
+    r["stagger"] = {str(d): decode_pipeline(8192 // d, 1, 4, prefetch=True, q_per_kv=2, head_dim=d, uindex=True,
+                                            stagger=True) for d in (128, 256)}
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
@@ -135,6 +137,17 @@ def test_tiles_in_halves_and_in_lanes_count_their_buffers():
     r = _compiled()
     assert r["halves"]["kv_buffers"] == 2, r["halves"]
     assert r["lanes"]["kv_buffers"] == 2, r["lanes"]
+
+
+def test_staggered_loads_run_without_the_pipeliner_and_spill_nothing_at_64_elements_a_thread():
+    """decode_stagger launches one stage: K and V are the loop's own loads into registers, so the pipeliner makes no
+    shared-memory K/V buffers and no async waits; on tiles of 64 of K's elements a thread (head dim 128: 64 tokens,
+    256: 32 on four warps; stagger_thread_elements) ptxas spills nothing (Triton 3.9)."""
+    r = _compiled()
+    for d, got in r["stagger"].items():
+        assert got["kv_buffers"] == 0 and got["waits"] == [], (d, got)
+        assert got["stack_bytes"] in (None, 0), (d, got)
+        assert got["mma"]["mma.sync"] > 0
 
 
 def test_kv_tile_buffers_reads_only_the_pipeliners_tiles_of_that_size():

@@ -21,6 +21,7 @@ from cascade_plan.own_kernel_launch import (
     fused_merge_slots,
     prefix_prefetch,
     scale_log2,
+    stagger_block_n,
     whole_tile_splits,
     wide_head,
 )
@@ -115,6 +116,12 @@ class DecodePlan:
         # each warp its own slice of every tile (decode_lanes), where the slices make dots of 16+ keys
         self.lanes = (self.warps if tune.decode_lanes and self.block_n // self.warps >= 16
                       and not (self.pairs or self.swap_ab or self.halves) else 1)
+        # the next tile's K and V loaded into registers (decode_stagger), where the dots are plain; one stage: the
+        # loads are the loop's own, not the pipeliner's
+        self.stagger = tune.decode_stagger and not (self.pairs or self.swap_ab or self.halves) and self.lanes == 1
+        if self.stagger:
+            self.stages = 1
+            self.block_n = min(self.block_n, stagger_block_n(D, self.warps, tune))
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
@@ -156,7 +163,7 @@ class DecodePlan:
             RECORD_GROUPED=self.grouped is not None, PREFETCH=self.prefetch, FUSED_MERGE=self.fused_merge,
             MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=self.pairs,
             SWAP_AB=self.swap_ab, L2_HINTS=self.tune.decode_l2_hints, HALVES=self.halves, LANES=self.lanes,
-            UINDEX=self.tune.decode_unsigned_pages,
+            UINDEX=self.tune.decode_unsigned_pages, STAGGER=self.stagger,
             num_warps=self.warps, num_stages=self.stages, **({"maxnreg": self.maxnreg} if self.maxnreg else {}),
         )
 
