@@ -131,6 +131,18 @@ def lost_rows_1_21_d256():
             (A(prefix_tokens=16384, group_size=8, q_per_kv=2, num_kv_heads=4, head_dim=256), ("dup_table",))]
 
 
+def lost_rows_1_22():
+    """(config, page layouts) of the head-dim-128 grid rows below 1.0x on the H100 under probe 1.22.0 (default
+    variant of benchmarks/raw/device-2026-12-07k/stagger.json): the default grid's 256 x 8 KV heads at 1K + 4K, G 4,
+    and the regimes grid's 64 groups of 16 x 2 at 512 + 1K, G 6, both over shared pages, unsplit on the
+    long-context tile."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    sha = ("shared_table",)
+    return [(A(prefix_tokens=1024, group_size=256, suffix_tokens=4096), sha),
+            (A(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=1024, q_per_kv=6, num_kv_heads=2), sha)]
+
+
 def lost_rows_1_20():
     """lost_rows_1_19's rows and the default grid's one row below 1.0x under probe 1.19.0 (256 sequences of 8 KV
     heads at 1K + 4K over shared pages: docs/probe-notes.md, "Probe 1.18.0"), searched again with TILES_WIDE."""
@@ -145,7 +157,9 @@ ROW_LISTS = {"1.7.1": (lost_rows_1_7_1, TILES_1_7_1, (None,)), "1.16": (lost_row
              "1.19-d256": (lost_rows_1_19_d256, tuple(TILES_D256), BLOCK_CAPS),
              "1.20": (lost_rows_1_20, ("128/2/4", "64/3/2", "64/3/4", *TILES_WIDE), BLOCK_CAPS),
              "1.20-d256": (lost_rows_1_19_d256, ("64/2/4", "32/3/2", "32/2/4", *TILES_D256_WIDE), BLOCK_CAPS),
-             "1.21-d256": (lost_rows_1_21_d256, ("64/3/4", "64/2/4", "32/3/4", *TILES_D256_AHEAD), BLOCK_CAPS)}
+             "1.21-d256": (lost_rows_1_21_d256, ("64/3/4", "64/2/4", "32/3/4", *TILES_D256_AHEAD), BLOCK_CAPS),
+             "1.22": (lost_rows_1_22, ("128/2/4", "64/3/2", "64/3/4", "128/3/4", "32/4/2", "128/2/8", "64/3/8"),
+                      BLOCK_CAPS)}
 
 
 def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int) -> list[int]:
