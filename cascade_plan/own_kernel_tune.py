@@ -115,12 +115,12 @@ class TuneParams:
     decode_unsigned_pages: bool = False
     # per-sequence decode: the next tile's K and V loaded into registers while this tile's math runs (triton_stagger),
     # in a launch of one stage (no pipeliner), where the dots are plain (no fp8 pairs, transposed dots, halves or
-    # lanes). Triton's pipeliner gives a tile's K and V one stage and, with one buffer each, waits for
-    # both at the loop's head; FlashInfer's decode waits for one at a time. H100 (device-2026-12-07k, stagger.json,
-    # 83 shapes: the four rows probe 1.22.0 loses, held-out ones, the default grid's), over probe 1.22.0: shared
-    # pages median 0.80x (0.54-1.00x), private 0.98x (0.67-1.05x); at 32 elements a thread 0.71x and 0.95x. None of
-    # the four rows gained. Each tile then goes through registers into shared memory (a store, a barrier, ldmatrix)
-    # where cp.async wrote it there directly. Off
+    # lanes). Triton's pipeliner gives a tile's K and V one stage and, with one buffer each, waits for both at the
+    # loop's head; FlashInfer's decode waits for one at a time. H100 (device-2026-12-07k, stagger.json, 83 shapes:
+    # the four rows probe 1.22.0 loses, held-out ones, the default grid's), over probe 1.22.0: shared pages median
+    # 0.80x (0.54-1.00x), private 0.98x (0.67-1.05x); at 32 elements a thread 0.71x and 0.95x. None of the four rows
+    # gained. Each tile then goes through registers into shared memory (a store, a barrier, ldmatrix) where cp.async
+    # wrote it there directly. Off
     decode_stagger: bool = False
     # ... on tiles cut to at most this many of a K (or V) tile's elements per thread: both tiles live in registers
     # through the loop. Compiled for sm_90 (Triton 3.9), 64 (head dim 128: 64 tokens on four warps, 186 registers;
