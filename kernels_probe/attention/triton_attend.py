@@ -7,17 +7,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_lanes import attend_lanes, page_numbers, tile_offsets
+from kernels_probe.attention.triton_lanes import attend_lanes, load_rows, page_numbers, tile_offsets
 from kernels_probe.attention.triton_stagger import attend_staggered
-
-
-@triton.jit
-def load_rows(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, POLICY: tl.constexpr):
-    """The cache rows at kv_off, head dims offs_d from ptr; only the rows where mask_n holds where MASKED."""
-    if MASKED:
-        return tl.load(ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0,
-                       eviction_policy=POLICY)
-    return tl.load(ptr + kv_off[:, None] + offs_d[None, :], eviction_policy=POLICY)
 
 
 @triton.jit

@@ -9,7 +9,8 @@ through shared memory. Compiled for sm_90 (Triton 3.9), the loop of the 128-toke
 one warp each, 2 barriers, 32 ldmatrix and 8 shuffles, for more registers (each warp holds a whole accumulator:
 250 per thread where the default takes 166). Timed on an H100 it did not pay (TuneParams.decode_lanes).
 FlashInfer's decode splits its tiles' keys between warps the same way. tile_offsets, the K/V rows' offsets through
-the block table, serves both layouts."""
+the block table, serves both layouts; load_rows, a 2-D tile's rows at those offsets, serves attend_range's tiles and
+triton_stagger's."""
 
 from __future__ import annotations
 
@@ -48,6 +49,15 @@ def tile_offsets(page_in, t, mask_n, bt_row, stride_kp, stride_kt, h_off, PAGE_S
     else:
         page = tl.load(bt_row + pidx)
     return page.to(tl.int64) * stride_kp + pos * stride_kt + h_off
+
+
+@triton.jit
+def load_rows(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, POLICY: tl.constexpr):
+    """The cache rows at kv_off, head dims offs_d from ptr; only the rows where mask_n holds where MASKED."""
+    if MASKED:
+        return tl.load(ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0,
+                       eviction_policy=POLICY)
+    return tl.load(ptr + kv_off[:, None] + offs_d[None, :], eviction_policy=POLICY)
 
 
 @triton.jit

@@ -14,13 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_lanes import page_numbers, tile_offsets
-
-
-@triton.jit
-def staggered_rows(ptr, kv_off, offs_d, mask_n, POLICY: tl.constexpr):
-    """K or V rows at kv_off (only where mask_n holds; the others read as zeros)."""
-    return tl.load(ptr + kv_off[:, None] + offs_d[None, :], mask=mask_n[:, None], other=0.0, eviction_policy=POLICY)
+from kernels_probe.attention.triton_lanes import load_rows, page_numbers, tile_offsets
 
 
 @triton.jit
@@ -36,8 +30,8 @@ def attend_staggered(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_
     mask_n = t < end
     kv_off = tile_offsets(page_numbers(bt_row, t, end, PAGE_SIZE, UINDEX), t, mask_n, bt_row, stride_kp, stride_kt,
                           h_off, PAGE_SIZE, True, True, UINDEX)
-    k = staggered_rows(k_ptr, kv_off, offs_d, mask_n, POLICY)
-    v = staggered_rows(v_ptr, kv_off, offs_d, mask_n, POLICY)
+    k = load_rows(k_ptr, kv_off, offs_d, mask_n, True, POLICY)
+    v = load_rows(v_ptr, kv_off, offs_d, mask_n, True, POLICY)
     page_next = page_numbers(bt_row, t + BLOCK_N, end, PAGE_SIZE, UINDEX)
     for i in range(0, n_tiles):
         k_op = tl.trans(k.to(DOT_DTYPE))
@@ -46,8 +40,8 @@ def attend_staggered(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_
         mask_next = t_next < end
         kv_next = tile_offsets(page_next, t_next, mask_next, bt_row, stride_kp, stride_kt, h_off, PAGE_SIZE, True,
                                True, UINDEX)
-        k = staggered_rows(k_ptr, kv_next, offs_d, mask_next, POLICY)
-        v = staggered_rows(v_ptr, kv_next, offs_d, mask_next, POLICY)
+        k = load_rows(k_ptr, kv_next, offs_d, mask_next, True, POLICY)
+        v = load_rows(v_ptr, kv_next, offs_d, mask_next, True, POLICY)
         page_next = page_numbers(bt_row, t_next + BLOCK_N, end, PAGE_SIZE, UINDEX)
         s = tl.dot(q, k_op)
         s = tl.where(mask_n[None, :], s, float("-inf"))
