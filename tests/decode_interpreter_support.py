@@ -1,7 +1,9 @@
 """What the interpreter tests of the per-sequence decode's kernel-body variants share: a tune of 32-token tiles on
-two warps whatever the launch's tile kind (two lanes of 16 keys where decode_lanes), launch rules for 132 SMs; a
-small shape; one plan run on a poisoned output. Import it after kernels_probe.interpret.enable_interpreter() has
-held, as its test modules do."""
+two warps whatever the launch's tile kind (two lanes of 16 keys where decode_lanes), or of 64 tokens on four
+(wide_tiles); launch rules for 132 SMs; a small shape; one plan run on a poisoned output. Import it after
+kernels_probe.interpret.enable_interpreter() has held, as its test modules do."""
+
+from dataclasses import replace
 
 import torch
 
@@ -13,6 +15,13 @@ SMALL_TILES = TuneParams(decode_block_n=32, decode_warps=2, decode_short_block_n
                          decode_block_n_large_batch=32, decode_warps_large_batch=2, long_block_n=0, prefix_block_n=16,
                          min_tokens_per_split=16, decode_min_tokens_per_split=16, prefix_max_block_m=16,
                          page_block_min_programs_per_sm=0, decode_shared_split=False)
+
+
+def wide_tiles(tune: TuneParams) -> TuneParams:
+    """`tune` on 64-token four-warp tiles whatever the launch's tile kind, head dim 256 included (no wide-head tiles):
+    head dim 256's tiles in SMALL_TILES' tests."""
+    return replace(tune, decode_block_n=64, decode_warps=4, long_warps=4, decode_short_block_n=64, decode_short_warps=4,
+                   decode_block_n_large_batch=64, decode_warps_large_batch=4, wide_head_min_dim=0)
 
 
 def small_config(**kw) -> AttentionConfig:

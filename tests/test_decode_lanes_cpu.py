@@ -17,7 +17,7 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from decode_interpreter_support import SMALL_TILES, run_plan, small_config  # noqa: E402
+from decode_interpreter_support import SMALL_TILES, run_plan, small_config, wide_tiles  # noqa: E402
 
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err  # noqa: E402
@@ -56,9 +56,7 @@ def test_lanes_stay_off_where_a_slice_would_hold_fewer_than_16_keys_or_the_tune_
 
 def test_four_lanes_at_head_dim_256_match_the_reference():
     """Four warps, a 64-token tile: four lanes of 16 keys over head dim 256, two query heads per KV head."""
-    tune = dataclasses.replace(LANES, decode_block_n=64, decode_warps=4, long_warps=4, decode_short_block_n=64,
-                               decode_short_warps=4, decode_block_n_large_batch=64, decode_warps_large_batch=4,
-                               wide_head_min_dim=0)
+    tune = wide_tiles(LANES)
     d = build_data(small_config(head_dim=256, q_per_kv=2, prefix_tokens=128, suffix_tokens=24), "cpu", seed=23)
     ref = reference_output(d)
     for table, shared in ((d.shared_table, 128), (d.dup_table, 0)):

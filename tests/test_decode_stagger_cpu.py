@@ -16,7 +16,7 @@ if not enable_interpreter():  # triton was imported earlier in this process with
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from decode_interpreter_support import SMALL_TILES, run_plan, small_config  # noqa: E402
+from decode_interpreter_support import SMALL_TILES, run_plan, small_config, wide_tiles  # noqa: E402
 
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err  # noqa: E402
@@ -45,9 +45,7 @@ def test_staggered_loads_over_shared_and_private_pages_match_the_reference(split
 def test_staggered_tiles_at_head_dim_256_are_cut_to_the_registers_they_may_hold():
     """Head dim 256 on four warps: a 64-token tile holds 128 of K's elements a thread, so the staggered launch runs
     32-token tiles (stagger_thread_elements 64); 152 tokens: four full tiles and a tail of 24."""
-    tune = dataclasses.replace(STAGGER, decode_block_n=64, decode_warps=4, long_warps=4, decode_short_block_n=64,
-                               decode_short_warps=4, decode_block_n_large_batch=64, decode_warps_large_batch=4,
-                               wide_head_min_dim=0)
+    tune = wide_tiles(STAGGER)
     d = build_data(small_config(head_dim=256, q_per_kv=2, prefix_tokens=128, suffix_tokens=24), "cpu", seed=31)
     ref = reference_output(d)
     for table, shared in ((d.shared_table, 128), (d.dup_table, 0)):
