@@ -276,3 +276,11 @@ def stagger_block_n(head_dim: int, warps: int, tune: TuneParams) -> int:
     stagger_thread_elements elements per thread (a power of two, 16 at least: the dot's smallest N)."""
     tokens = max(tune.stagger_thread_elements * warps * 32 // head_dim, 16)
     return 1 << (tokens.bit_length() - 1)
+
+
+def alternate_block_n(head_dim: int, element_bytes: int, tune: TuneParams) -> int:
+    """The most tokens a tile of the alternating K/V half-steps (decode_alternate) holds: at most alternate_block_n,
+    its K (or V) half-tile at most alternate_tile_bytes (a power of two, 16 at least: a warpgroup MMA's smallest N)."""
+    tokens = min(tune.alternate_block_n, tune.alternate_tile_bytes // (head_dim * element_bytes))
+    tokens = max(tokens, 16)
+    return 1 << (tokens.bit_length() - 1)

@@ -113,19 +113,21 @@ class TuneParams:
     # 1.017x, fp8 (2 shapes) 1.03-1.08x; FlashInfer's decode over ours at 512 + 1K, 16 x 64, head dim 256: 0.96 -> 0.98.
     # Probes up to 1.20.0: signed
     decode_unsigned_pages: bool = False
-    # per-sequence decode: the next tile's K and V loaded into registers while this tile's math runs (triton_stagger),
-    # in a launch of one stage (no pipeliner), where the dots are plain (no fp8 pairs, transposed dots, halves or
-    # lanes). Triton's pipeliner gives a tile's K and V one stage and, with one buffer each, waits for both at the
-    # loop's head; FlashInfer's decode waits for one at a time. H100 (device-2026-12-07k, stagger.json, 83 shapes:
-    # the four rows probe 1.22.0 loses, held-out ones, the default grid's), over probe 1.22.0: shared pages median
-    # 0.80x (0.54-1.00x), private 0.98x (0.67-1.05x); at 32 elements a thread 0.71x and 0.95x. None of the four rows
-    # gained. Each tile then goes through registers into shared memory (a store, a barrier, ldmatrix) where cp.async
-    # wrote it there directly. Off
+    # per-sequence decode: the next tile's K and V carried in registers while this tile's math runs (triton_stagger;
+    # one stage, plain dots only). H100 (device-2026-12-07k, stagger.json, 83 shapes) over probe 1.22.0: shared pages
+    # median 0.80x (0.54-1.00x), private 0.98x (0.67-1.05x); none of the four rows it loses gained. Off
     decode_stagger: bool = False
-    # ... on tiles cut to at most this many of a K (or V) tile's elements per thread: both tiles live in registers
-    # through the loop. Compiled for sm_90 (Triton 3.9), 64 (head dim 128: 64 tokens on four warps, 186 registers;
-    # 256: 32 tokens, 203) spills nothing; head dim 128's 128-token tile (128 a thread) spills 248 bytes
+    # ... on tiles cut to at most this many of a K tile's elements per thread (both tiles live in registers; 64
+    # spills nothing at head dims 128 and 256 on four warps, sm_90, Triton 3.9)
     stagger_thread_elements: int = 64
+    # per-sequence decode over a bf16/fp16 cache: each tile's K and V as alternating half-steps of one load, its dots
+    # transposed on one warpgroup (triton_alternate): the next half-tile's copy runs under this one's math, where K and
+    # V as two loads wait for both at the loop's head. Tiles of at most alternate_block_n tokens and half-tiles of at
+    # most alternate_tile_bytes, in a launch of alternate_stages stages (2: two half-tile buffers). Off
+    decode_alternate: bool = False
+    alternate_block_n: int = 128
+    alternate_tile_bytes: int = 32768
+    alternate_stages: int = 2
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

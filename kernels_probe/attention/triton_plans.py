@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from cascade_plan.own_kernel_launch import (
+    alternate_block_n,
     ceil_div,
     decode_block_g,
     decode_fused_merge,
@@ -122,6 +123,13 @@ class DecodePlan:
         if self.stagger:
             self.stages = 1
             self.block_n = min(self.block_n, stagger_block_n(D, self.warps, tune))
+        # each tile's K and V as alternating half-steps of one load, on one warpgroup (decode_alternate), over a cache
+        # of the dots' type; the tile no longer than the launch's, so that its splits stay whole tiles
+        self.alternate = (tune.decode_alternate and not self.fp8 and not (self.pairs or self.swap_ab or self.halves)
+                          and self.lanes == 1 and not self.stagger)
+        if self.alternate:
+            self.stages, self.warps = tune.alternate_stages, 4
+            self.block_n = min(self.block_n, alternate_block_n(D, k_cache.element_size(), tune))
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
@@ -164,6 +172,7 @@ class DecodePlan:
             MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=self.pairs,
             SWAP_AB=self.swap_ab, L2_HINTS=self.tune.decode_l2_hints, HALVES=self.halves, LANES=self.lanes,
             UINDEX=self.tune.decode_unsigned_pages, STAGGER=self.stagger,
+            ALTERNATE=self.stages if self.alternate else 0,
             num_warps=self.warps, num_stages=self.stages, **({"maxnreg": self.maxnreg} if self.maxnreg else {}),
         )
 
