@@ -106,3 +106,13 @@ def stagger_configs():
     lost = [C(1024, 256, 1, 4096, 4, 8, 128), C(512, 16, 64, 1024, 2, 4, 256), C(4096, 64, 1, 128, 2, 4, 256, "fp8"),
             C(512, 16, 64, 1024, 6, 2, 128)]
     return held_out_first(lost, kernel_body_configs())
+
+
+def alternate_variants(base):
+    """The current probe, then each tile's K and V as alternating half-steps of one load on one warpgroup
+    (decode_alternate, over a bf16 cache: half-tiles of at most 128 tokens and 32 KB) in a loop of 2 stages (two
+    half-tile buffers: head dim 256 on 64-token tiles 76 KB, 128 on 128-token ones 74 KB) and of 3 (three buffers,
+    108-109 KB)."""
+    r = dataclasses.replace
+    return [("default", base), ("alternate 2 stages", r(base, decode_alternate=True)),
+            ("alternate 3 stages", r(base, decode_alternate=True, alternate_stages=3))]
