@@ -143,6 +143,16 @@ def lost_rows_1_22():
             (A(prefix_tokens=512, group_size=16, n_groups=64, suffix_tokens=1024, q_per_kv=6, num_kv_heads=2), sha)]
 
 
+def held_out_d256_1_22():
+    """(config, page layouts) of the held-out head-dim-256 shape furthest below 1.0x under probe 1.22.0 (default
+    variant of benchmarks/raw/device-2026-12-07k/stagger.json: 0.91): 32 x 4 KV heads of one query head at 3K + 1K
+    over shared pages, whose default launch (8 splits of 512 in blocks of 4 for 128 work items) no oracle searched."""
+    from kernels_probe.attention.grid import AttentionConfig as A
+
+    return [(A(prefix_tokens=3072, group_size=32, suffix_tokens=1024, q_per_kv=1, num_kv_heads=4, head_dim=256),
+             ("shared_table",))]
+
+
 def lost_rows_1_20():
     """lost_rows_1_19's rows and the default grid's one row below 1.0x under probe 1.19.0 (256 sequences of 8 KV
     heads at 1K + 4K over shared pages: docs/probe-notes.md, "Probe 1.18.0"), searched again with TILES_WIDE."""
@@ -159,7 +169,9 @@ ROW_LISTS = {"1.7.1": (lost_rows_1_7_1, TILES_1_7_1, (None,)), "1.16": (lost_row
              "1.20-d256": (lost_rows_1_19_d256, ("64/2/4", "32/3/2", "32/2/4", *TILES_D256_WIDE), BLOCK_CAPS),
              "1.21-d256": (lost_rows_1_21_d256, ("64/3/4", "64/2/4", "32/3/4", *TILES_D256_AHEAD), BLOCK_CAPS),
              "1.22": (lost_rows_1_22, ("128/2/4", "64/3/2", "64/3/4", "128/3/4", "32/4/2", "128/2/8", "64/3/8"),
-                      BLOCK_CAPS)}
+                      BLOCK_CAPS),
+             "1.22-d256-held": (held_out_d256_1_22, ("64/2/4", "64/3/4", "32/3/4", "32/3/2", "64/3/4 ahead",
+                                                     "32/3/4 ahead"), BLOCK_CAPS)}
 
 
 def split_candidates(default_splits: int, work_items: int, tokens: int, sm: int) -> list[int]:
