@@ -29,9 +29,9 @@ ALTERNATE = dataclasses.replace(SMALL_TILES, decode_alternate=True)
 @pytest.mark.parametrize("splits", [1, 3, 5])
 @pytest.mark.parametrize("q_per_kv", [4, 1])
 def test_alternating_half_steps_over_shared_and_private_pages_match_the_reference(splits, q_per_kv):
-    """72 tokens a sequence in 32-token tiles: unsplit, two full tiles (four half-steps) and a tail of 8; in 3 splits
-    of 32, 32 and 8; in 5 splits of 16, ranges shorter than a tile (no half-step, the tail alone). Over shared pages
-    the 64-token prefix is read once per block of sequences and each private tail attends only its sequence's rows."""
+    """72 tokens a sequence in 32-token tiles: unsplit, two full tiles and one masked to 8 tokens (six half-steps); in
+    3 splits of 32, 32 and 8; in 5 splits of 16, ranges shorter than a tile (one masked tile). Over shared pages the
+    64-token prefix is read once per block of sequences and each private tail attends only its sequence's rows."""
     d = build_data(small_config(q_per_kv=q_per_kv), "cpu", seed=41)
     ref = reference_output(d)
     for table, shared in ((d.shared_table, 64), (d.dup_table, 0)):
@@ -45,7 +45,7 @@ def test_alternating_half_steps_over_shared_and_private_pages_match_the_referenc
 @pytest.mark.parametrize("stages", [2, 3])
 def test_alternating_tiles_at_head_dim_256_are_cut_to_the_half_tile_bytes(stages):
     """Head dim 256 in bf16: half-tiles of at most 16 KB hold 32 tokens, so a launch of 64-token tiles runs 32-token
-    ones; 152 tokens: four full tiles (eight half-steps) and a tail of 24."""
+    ones; 152 tokens: four full tiles and one masked to 24 tokens (ten half-steps)."""
     tune = dataclasses.replace(wide_tiles(ALTERNATE), alternate_tile_bytes=16384, alternate_stages=stages)
     d = build_data(small_config(head_dim=256, q_per_kv=2, prefix_tokens=128, suffix_tokens=24), "cpu", seed=43)
     ref = reference_output(d)

@@ -164,20 +164,13 @@ def attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, s
                 POLICY: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr, UINDEX: tl.constexpr,
                 STAGGER: tl.constexpr, ALTERNATE: tl.constexpr):
     """attend_range, or in LANES > 1 lanes (triton_lanes.attend_lanes), or with the next tile's K and V loaded
-    (STAGGER: triton_stagger.attend_staggered); those two run plain dots only. ALTERNATE > 0: the full tiles in
-    alternating K and V half-steps (triton_alternate.attend_alternating, its own transposed dots) in a loop of that
-    many pipeline stages, then the partial tail as attend_range's."""
+    (STAGGER: triton_stagger.attend_staggered); those two run plain dots only. ALTERNATE > 0: in alternating K and V
+    half-steps (triton_alternate.attend_alternating, its own transposed dots) in a loop of that many stages."""
     if ALTERNATE > 0:
         tl.static_assert(not (PAIRS or SWAP or HALVES or STAGGER) and LANES == 1, "half-steps run their own dots")
         m_i, l_i, acc = attend_alternating(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                            h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE,
                                            DOT_DTYPE, ROW_MASKED, POLICY, UINDEX, ALTERNATE)
-        full_end = start + (tl.maximum(end - start, 0) // BLOCK_N) * BLOCK_N
-        if full_end < end:
-            m_i, l_i, acc, _ = attend_tile(q, q, m_i, l_i, acc, acc, offs_n, full_end, end, bt_row, k_ptr, v_ptr,
-                                           stride_kp, stride_kt, h_off, sm_scale_log2, offs_n, offs_d, rmask,
-                                           PAGE_SIZE, DOT_DTYPE, True, ROW_MASKED, False, False, False, POLICY,
-                                           False, UINDEX)
     elif STAGGER:
         tl.static_assert(not (PAIRS or SWAP or HALVES) and LANES == 1, "staggered loads run plain dots")
         m_i, l_i, acc = attend_staggered(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
