@@ -142,7 +142,8 @@
 #             (decode_stagger) on tiles of 64 and of 32 elements a thread, the four rows probe 1.22.0 loses first,
 #             then lanes' shapes; STAGGER_RESERVE seconds left -> stagger.json
 #   alternate decode_vs_flashinfer.py alternate --only-changed: each tile's K and V as alternating half-steps of one
-#             load (decode_alternate) in loops of 2 and 3 stages, on stagger's shapes; ALTERNATE_RESERVE -> alternate.json
+#             load (decode_alternate), half-tiles of 32 KB in 2 and 3 stages and of 16 KB in 3, on stagger's shapes
+#             (the four rows probe 1.22.0 loses first); ALTERNATE_RESERVE seconds left -> alternate.json
 #   wide-head-stream  decode_vs_flashinfer.py wide-head-stream --only-changed: head dim 256's streaming launch at
 #             one program per SM on prefetching tiles (wide_head_stream_programs_per_sm; 32 and 64 tokens, 3 stages)
 #             against the default, 15 held-out shapes then the grids'; WIDE_HEAD_STREAM_RESERVE seconds left
