@@ -18,7 +18,6 @@ pytest.importorskip("triton")
 
 from decode_interpreter_support import SMALL_TILES, run_plan, small_config, wide_tiles  # noqa: E402
 
-from cascade_plan.own_kernel_launch import alternate_block_n  # noqa: E402
 from kernels_probe.attention.data import build_data, reference_output  # noqa: E402
 from kernels_probe.attention.reference import max_rel_err  # noqa: E402
 
@@ -65,14 +64,3 @@ def test_alternate_stays_off_over_fp8_where_the_tune_leaves_it_off_or_staggered_
     assert not plan.alternate and plan.warps == 2
     _, plan = run_plan(d, d.dup_table, 72, dataclasses.replace(ALTERNATE, decode_stagger=True), splits=1, shared=0)
     assert plan.stagger and not plan.alternate
-
-
-@pytest.mark.parametrize(("head_dim", "element_bytes", "block_n", "tile_bytes", "tokens"),
-                         [(256, 2, 128, 32768, 64), (128, 2, 128, 32768, 128), (128, 2, 64, 32768, 64),
-                          (64, 2, 128, 32768, 128), (256, 2, 128, 16384, 32), (256, 2, 128, 4096, 16),
-                          (96, 2, 128, 32768, 128), (192, 2, 128, 32768, 64)])
-def test_alternate_block_n_by_hand(head_dim, element_bytes, block_n, tile_bytes, tokens):
-    """Tokens of a half-tile: at most alternate_block_n and alternate_tile_bytes / (head dim x element bytes), rounded
-    down to a power of two, 16 at least (head dim 192: 85 tokens fit 32 KB, so 64)."""
-    tune = dataclasses.replace(ALTERNATE, alternate_block_n=block_n, alternate_tile_bytes=tile_bytes)
-    assert alternate_block_n(head_dim, element_bytes, tune) == tokens

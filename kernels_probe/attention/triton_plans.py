@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from cascade_plan.own_kernel_launch import (
-    alternate_block_n,
+    alternate_tile,
     ceil_div,
     decode_block_g,
     decode_fused_merge,
@@ -124,12 +124,11 @@ class DecodePlan:
             self.stages = 1
             self.block_n = min(self.block_n, stagger_block_n(D, self.warps, tune))
         # each tile's K and V as alternating half-steps of one load, on one warpgroup (decode_alternate), over a cache
-        # of the dots' type; the tile no longer than the launch's, so that its splits stay whole tiles
+        # of the dots' type
         self.alternate = (tune.decode_alternate and not self.fp8 and not (self.pairs or self.swap_ab or self.halves)
                           and self.lanes == 1 and not self.stagger)
         if self.alternate:
-            self.stages, self.warps = tune.alternate_stages, 4
-            self.block_n = min(self.block_n, alternate_block_n(D, k_cache.element_size(), tune))
+            self.block_n, self.stages, self.warps = alternate_tile(self.block_n, D, k_cache.element_size(), tune)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
