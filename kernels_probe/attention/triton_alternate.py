@@ -18,7 +18,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_lanes import load_rows, tile_offsets
+from kernels_probe.attention.triton_lanes import load_rows, softmax_step, tile_offsets
 
 
 @triton.jit
@@ -54,14 +54,7 @@ def attend_alternating(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, strid
             st = tl.where(mask_n[:, None], tl.dot(x, qt), float("-inf"))
             if ROW_MASKED:
                 st = tl.where(rmask[None, :], st, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(st, 0) * sm_scale_log2)
-            if ROW_MASKED:
-                m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-            else:
-                m_ref = m_new
-            alpha = tl.exp2(m_i - m_ref)
-            p = tl.exp2(st * sm_scale_log2 - m_ref[None, :])
-            l_i = l_i * alpha + tl.sum(p, 0)
+            m_new, alpha, p, l_i = softmax_step(st, m_i, l_i, sm_scale_log2, 0, ROW_MASKED)
             acct = acct * alpha[None, :]
             m_i = m_new
             pt = p.to(DOT_DTYPE)

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 from kernels_probe.attention.triton_alternate import attend_alternating
-from kernels_probe.attention.triton_lanes import attend_lanes, load_rows, page_numbers, tile_offsets
+from kernels_probe.attention.triton_lanes import attend_lanes, load_rows, page_numbers, softmax_step, tile_offsets
 from kernels_probe.attention.triton_stagger import attend_staggered
 
 
@@ -71,14 +71,7 @@ def attend_tile(q, q2, m_i, l_i, acc, acc2, page_in, t0, end, bt_row, k_ptr, v_p
         s = tl.where(tl.expand_dims(mask_n, 1 - KEY_AXIS), s, float("-inf"))
     if ROW_MASKED:
         s = tl.where(tl.expand_dims(rmask, KEY_AXIS), s, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, KEY_AXIS) * sm_scale_log2)
-    if ROW_MASKED:
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:
-        m_ref = m_new
-    alpha = tl.exp2(m_i - m_ref)
-    p = tl.exp2(s * sm_scale_log2 - tl.expand_dims(m_ref, KEY_AXIS))
-    l_i = l_i * alpha + tl.sum(p, KEY_AXIS)
+    m_new, alpha, p, l_i = softmax_step(s, m_i, l_i, sm_scale_log2, KEY_AXIS, ROW_MASKED)
     v, v2 = kv_tile(v_ptr, kv_off, offs_d, mask_n, MASKED, PAIRS, POLICY, HALVES)
     acc = acc * tl.expand_dims(alpha, KEY_AXIS)
     if TWO_DOTS:

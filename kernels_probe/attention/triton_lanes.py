@@ -9,8 +9,8 @@ through shared memory. Compiled for sm_90 (Triton 3.9), the loop of the 128-toke
 one warp each, 2 barriers, 32 ldmatrix and 8 shuffles, for more registers (each warp holds a whole accumulator:
 250 per thread where the default takes 166). Timed on an H100 it did not pay (TuneParams.decode_lanes).
 FlashInfer's decode splits its tiles' keys between warps the same way. tile_offsets, the K/V rows' offsets through
-the block table, serves both layouts; load_rows, a 2-D tile's rows at those offsets, serves attend_range's tiles and
-triton_stagger's."""
+the block table, and softmax_step, a tile's online-softmax update, serve every layout; load_rows, a 2-D tile's rows
+at those offsets, serves attend_range's tiles and triton_stagger's and triton_alternate's."""
 
 from __future__ import annotations
 
@@ -61,6 +61,21 @@ def load_rows(ptr, kv_off, offs_d, mask_n, MASKED: tl.constexpr, POLICY: tl.cons
 
 
 @triton.jit
+def softmax_step(s, m_i, l_i, sm_scale_log2, KEY_AXIS: tl.constexpr, SAFE: tl.constexpr):
+    """One tile's online-softmax update from its scores s (keys along KEY_AXIS; m_i and l_i without that axis):
+    (the new running max, the old state's rescale factor, P, the new running sum). SAFE: a row that has seen no key
+    yet (all its scores -inf) keeps m = -inf without NaNs."""
+    m_new = tl.maximum(m_i, tl.max(s, KEY_AXIS) * sm_scale_log2)
+    if SAFE:
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_ref = m_new
+    alpha = tl.exp2(m_i - m_ref)
+    p = tl.exp2(s * sm_scale_log2 - tl.expand_dims(m_ref, KEY_AXIS))
+    return m_new, alpha, p, l_i * alpha + tl.sum(p, KEY_AXIS)
+
+
+@triton.jit
 def lane_tile(q3, m3, l3, acc3, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt, h_off, sm_scale_log2,
               tt, offs_d, rmask, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr, MASKED: tl.constexpr,
               ROW_MASKED: tl.constexpr, PAGE_GIVEN: tl.constexpr, POLICY: tl.constexpr, UINDEX: tl.constexpr):
@@ -81,14 +96,7 @@ def lane_tile(q3, m3, l3, acc3, page_in, t0, end, bt_row, k_ptr, v_ptr, stride_k
         s = tl.where(mask_n[:, None, :], s, float("-inf"))
     if ROW_MASKED:
         s = tl.where(rmask[None, :, None], s, float("-inf"))
-    m_new = tl.maximum(m3, tl.max(s, 2) * sm_scale_log2)
-    if MASKED or ROW_MASKED:
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-    else:
-        m_ref = m_new
-    alpha = tl.exp2(m3 - m_ref)
-    p = tl.exp2(s * sm_scale_log2 - m_ref[:, :, None])
-    l3 = l3 * alpha + tl.sum(p, 2)
+    m_new, alpha, p, l3 = softmax_step(s, m3, l3, sm_scale_log2, 2, MASKED or ROW_MASKED)
     if MASKED:
         v = tl.load(v_ptr + ptrs, mask=mask_n[:, :, None], other=0.0, eviction_policy=POLICY)
     else:

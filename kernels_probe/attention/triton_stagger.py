@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_lanes import load_rows, page_numbers, tile_offsets
+from kernels_probe.attention.triton_lanes import load_rows, page_numbers, softmax_step, tile_offsets
 
 
 @triton.jit
@@ -47,12 +47,8 @@ def attend_staggered(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_
         s = tl.where(mask_n[None, :], s, float("-inf"))
         if ROW_MASKED:
             s = tl.where(rmask[:, None], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1) * sm_scale_log2)
         # a row that has seen no key yet (masked rows) keeps m = -inf without NaNs
-        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_ref)
-        p = tl.exp2(s * sm_scale_log2 - m_ref[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+        m_new, alpha, p, l_i = softmax_step(s, m_i, l_i, sm_scale_log2, 1, True)
         acc = tl.dot(p.to(DOT_DTYPE), v_op, acc * alpha[:, None])
         m_i = m_new
         mask_n = mask_next
