@@ -107,14 +107,3 @@ def stagger_configs():
             C(512, 16, 64, 1024, 6, 2, 128)]
     return held_out_first(lost, kernel_body_configs())
 
-
-def alternate_variants(base):
-    """The current probe, then each tile's K and V as alternating half-steps of one load on one warpgroup
-    (decode_alternate, over a bf16 cache): half-tiles of 32 KB (head dim 256 on 64-token tiles, 128 on 128-token
-    ones) in 2 stages (two buffers: 74.5 and 72.8 KB compiled for sm_90 by Triton 3.6, three programs per SM) and in 3
-    (107 and 105 KB, two per SM), and half-tiles of 16 KB (32 and 64 tokens) in 3 stages (57.4 and 54.8 KB: two and
-    four per SM)."""
-    r = dataclasses.replace
-    on = r(base, decode_alternate=True)
-    return [("default", base), ("alternate 32 KB x 2", on), ("alternate 32 KB x 3", r(on, alternate_stages=3)),
-            ("alternate 16 KB x 3", r(on, alternate_tile_bytes=16384, alternate_stages=3))]

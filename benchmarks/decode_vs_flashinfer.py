@@ -142,7 +142,6 @@ STAGE_PLANS = {
     "lanes": (body_stages.kernel_body_configs, body_stages.lanes_variants, DEFAULT_TUNE),
     "unsigned-pages": (body_stages.kernel_body_configs, body_stages.unsigned_page_variants, PROBE_1_20_0_TUNE),
     "stagger": (body_stages.stagger_configs, body_stages.stagger_variants, DEFAULT_TUNE),
-    "alternate": (body_stages.stagger_configs, body_stages.alternate_variants, DEFAULT_TUNE),
     "wide-head-stream": (stream_stages.wide_head_stream_configs, stream_stages.wide_head_stream_variants,
                          DEFAULT_TUNE),
     "probe-1-22": (stream_stages.wide_head_stream_configs, stream_stages.probe_1_22_variants, DEFAULT_TUNE),

@@ -277,17 +277,3 @@ def stagger_block_n(head_dim: int, warps: int, tune: TuneParams) -> int:
     tokens = max(tune.stagger_thread_elements * warps * 32 // head_dim, 16)
     return 1 << (tokens.bit_length() - 1)
 
-
-def alternate_tile(block_n: int, head_dim: int, element_bytes: int, tune: TuneParams) -> tuple[int, int, int]:
-    """(tokens, stages, warps) of the alternating K/V half-step loop (decode_alternate) in place of a launch's tile of
-    block_n tokens: one warpgroup (its dots are warpgroup MMAs), alternate_stages stages, and tiles no longer than the
-    launch's (its splits stay whole tiles) nor than alternate_block_n gives."""
-    return min(block_n, alternate_block_n(head_dim, element_bytes, tune)), tune.alternate_stages, 4
-
-
-def alternate_block_n(head_dim: int, element_bytes: int, tune: TuneParams) -> int:
-    """The most tokens a tile of the alternating K/V half-steps (decode_alternate) holds: at most alternate_block_n,
-    its K (or V) half-tile at most alternate_tile_bytes (a power of two, 16 at least: a warpgroup MMA's smallest N)."""
-    tokens = min(tune.alternate_block_n, tune.alternate_tile_bytes // (head_dim * element_bytes))
-    tokens = max(tokens, 16)
-    return 1 << (tokens.bit_length() - 1)

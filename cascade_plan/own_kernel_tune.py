@@ -120,14 +120,6 @@ class TuneParams:
     # ... on tiles cut to at most this many of a K tile's elements per thread (both tiles live in registers; 64
     # spills nothing at head dims 128 and 256 on four warps, sm_90, Triton 3.9)
     stagger_thread_elements: int = 64
-    # per-sequence decode over a bf16/fp16 cache: each tile's K and V as alternating half-steps of one load, its dots
-    # transposed on one warpgroup (triton_alternate): the next half-tile's copy runs under this one's math, where K and
-    # V as two loads wait for both at the loop's head. Tiles of at most alternate_block_n tokens and half-tiles of at
-    # most alternate_tile_bytes, in a launch of alternate_stages stages (2: two half-tile buffers). Off
-    decode_alternate: bool = False
-    alternate_block_n: int = 128
-    alternate_tile_bytes: int = 32768
-    alternate_stages: int = 2
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

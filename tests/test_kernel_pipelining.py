@@ -34,8 +34,6 @@ try:
     r["lanes"] = decode_pipeline(64, 3, 2, prefetch=True, lanes=2)
     r["stagger"] = {str(d): decode_pipeline(8192 // d, 1, 4, prefetch=True, q_per_kv=2, head_dim=d, uindex=True,
                                             stagger=True) for d in (128, 256)}
-    r["alternate"] = {str(st): decode_pipeline(64, st, 4, prefetch=True, q_per_kv=2, head_dim=256, uindex=True,
-                                               alternate=True) for st in (2, 3)}
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
@@ -150,17 +148,6 @@ def test_staggered_loads_run_without_the_pipeliner_and_spill_nothing_at_64_eleme
         assert got["kv_buffers"] == 0 and got["waits"] == [], (d, got)
         assert got["stack_bytes"] in (None, 0), (d, got)
         assert got["mma"]["mma.sync"] > 0
-
-
-def test_alternating_half_steps_get_a_buffer_per_stage_and_warpgroup_mmas():
-    """decode_alternate's loop loads one K or V half-tile a step: the pipeliner gives it as many buffers as the loop
-    has stages (a loop left to Triton's default, with its dots inside branches, would get none: kv_buffers 0), and
-    its transposed dots on four warps run as warpgroup MMAs that read the half-tiles from shared memory (Triton 3.9)."""
-    r = _compiled()
-    for st, got in r["alternate"].items():
-        assert got["kv_buffers"] == int(st), (st, got)
-        assert got["mma"]["wgmma"] > 0, (st, got)
-        assert got["stack_bytes"] in (None, 0), (st, got)
 
 
 def test_kv_tile_buffers_reads_only_the_pipeliners_tiles_of_that_size():

@@ -23,14 +23,13 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                    q_per_kv: int = 4, fused_merge: bool = True, splits: int = 8, arch: int = 90,
                    kv_dtype: str = "bf16", swap_ab: bool = False, l2_hints: int = 0,
                    halves: bool = False, maxnreg: int | None = None, lanes: int = 1, uindex: bool = False,
-                   stagger: bool = False, alternate: bool = False):
+                   stagger: bool = False):
     """paged_decode_kernel compiled for one launch shape of a split decode over a bf16 or fp8 (e4m3, its dots in fp16:
     fp8_dot_fp16) cache, or an fp8 one read as int16 pairs ("fp8-pairs": fp8_pairs), as DecodePlan launches it (with
     its fused merge unless fused_merge is False or it forms page blocks), its dots transposed where swap_ab
     (decode_swap_ab), its K/V loads hinted to L2 as l2_hints says (decode_l2_hints), its dots over halves of the head
     dims where halves (wide_head_halves), in `lanes` lanes (decode_lanes), its page arithmetic unsigned where uindex
-    (decode_unsigned_pages), its next tile's K and V in registers where stagger (decode_stagger), its tiles' K and V
-    as alternating half-steps where alternate (decode_alternate)."""
+    (decode_unsigned_pages), its next tile's K and V in registers where stagger (decode_stagger)."""
     if kv_dtype not in KV_POINTER_TYPES:
         raise ValueError(f"kv_dtype must be one of {sorted(KV_POINTER_TYPES)}, got {kv_dtype!r}")
     if swap_ab and kv_dtype == "fp8-pairs":
@@ -57,7 +56,7 @@ def compile_decode(block_n: int, stages: int, warps: int, *, prefetch: bool, seq
                  CHK=CHECK_CHUNK_PAGES, RECORD_GROUPED=seqs > 1, PREFETCH=prefetch, FUSED_MERGE=fused_merge,
                  MERGE_G=merge_g, MERGE_S=merge_s, KV_PAIRS=kv_dtype == "fp8-pairs",
                  SWAP_AB=swap_ab, L2_HINTS=l2_hints, HALVES=halves, LANES=lanes,
-                 UINDEX=uindex, STAGGER=stagger, ALTERNATE=stages if alternate else 0)
+                 UINDEX=uindex, STAGGER=stagger)
     signature.update({k: "constexpr" for k in const})
     # pointers and the cache strides are 16-aligned, as Triton specialises them at a real launch
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
@@ -116,7 +115,7 @@ def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> d
 def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, seqs: int = 1, head_dim: int = 128,
                     q_per_kv: int = 4, arch: int = 90, kv_dtype: str = "bf16", swap_ab: bool = False,
                     halves: bool = False, maxnreg: int | None = None, lanes: int = 1, uindex: bool = False,
-                    stagger: bool = False, alternate: bool = False) -> dict:
+                    stagger: bool = False) -> dict:
     """Compile paged_decode_kernel for one launch shape (compile_decode) and return {'shared_bytes', 'kv_buffers'
     (the smallest buffer count among its K/V tiles, kv_tile_buffers; 0 where the pipeliner made none), 'waits' (the
     async waits' outstanding-group counts), 'registers' and 'stack_bytes' (per thread, from the cubin; None where not
@@ -125,7 +124,7 @@ def decode_pipeline(block_n: int, stages: int, warps: int, *, prefetch: bool, se
     wgmma and warp mma.sync instructions, as written), 'loop_instructions' (loop_instructions of its PTX)}."""
     kernel = compile_decode(block_n, stages, warps, prefetch=prefetch, seqs=seqs, head_dim=head_dim,
                             q_per_kv=q_per_kv, arch=arch, kv_dtype=kv_dtype, swap_ab=swap_ab, halves=halves,
-                            maxnreg=maxnreg, lanes=lanes, uindex=uindex, stagger=stagger, alternate=alternate)
+                            maxnreg=maxnreg, lanes=lanes, uindex=uindex, stagger=stagger)
     ir = kernel.asm["ttgir"]
     # a K or V tile's elements: its head dims halved where read as int16 pairs, and again where its dots run over
     # halves of them; lanes lay the same elements out as [lanes, keys / lanes, dims]

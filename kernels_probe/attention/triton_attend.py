@@ -7,7 +7,6 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels_probe.attention.triton_alternate import attend_alternating
 from kernels_probe.attention.triton_lanes import attend_lanes, load_rows, page_numbers, softmax_step, tile_offsets
 from kernels_probe.attention.triton_stagger import attend_staggered
 
@@ -155,16 +154,10 @@ def attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, s
                 offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr, DOT_DTYPE: tl.constexpr,
                 ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr, SWAP: tl.constexpr,
                 POLICY: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr, UINDEX: tl.constexpr,
-                STAGGER: tl.constexpr, ALTERNATE: tl.constexpr):
+                STAGGER: tl.constexpr):
     """attend_range, or in LANES > 1 lanes (triton_lanes.attend_lanes), or with the next tile's K and V loaded
-    (STAGGER: triton_stagger.attend_staggered); those two run plain dots only. ALTERNATE > 0: in alternating K and V
-    half-steps (triton_alternate.attend_alternating, its own transposed dots) in a loop of that many stages."""
-    if ALTERNATE > 0:
-        tl.static_assert(not (PAIRS or SWAP or HALVES or STAGGER) and LANES == 1, "half-steps run their own dots")
-        m_i, l_i, acc = attend_alternating(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
-                                           h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE,
-                                           DOT_DTYPE, ROW_MASKED, POLICY, UINDEX, ALTERNATE)
-    elif STAGGER:
+    (STAGGER: triton_stagger.attend_staggered); those two run plain dots only."""
+    if STAGGER:
         tl.static_assert(not (PAIRS or SWAP or HALVES) and LANES == 1, "staggered loads run plain dots")
         m_i, l_i, acc = attend_staggered(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                          h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
@@ -186,7 +179,7 @@ def attend_hinted(q, m_i, l_i, acc, start, end, keep_tokens, bt_row, k_ptr, v_pt
                    sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr,
                    DOT_DTYPE: tl.constexpr, ROW_MASKED: tl.constexpr, PREFETCH: tl.constexpr, PAIRS: tl.constexpr,
                    SWAP: tl.constexpr, L2_HINTS: tl.constexpr, HALVES: tl.constexpr, LANES: tl.constexpr,
-                   UINDEX: tl.constexpr, STAGGER: tl.constexpr, ALTERNATE: tl.constexpr):
+                   UINDEX: tl.constexpr, STAGGER: tl.constexpr):
     """attend_span over [start, end), its K/V loads hinted to L2 by L2_HINTS (0: none): the tokens below
     keep_tokens (the shared prefix the launch was told; whole tiles from start) are loaded with evict_last (2) or
     normally (1), those from there on with evict_first. Other sequences read the shared pages again and nobody reads
@@ -194,16 +187,15 @@ def attend_hinted(q, m_i, l_i, acc, start, end, keep_tokens, bt_row, k_ptr, v_pt
     if L2_HINTS == 0:
         m_i, l_i, acc = attend_span(q, m_i, l_i, acc, start, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
-                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "", HALVES, LANES, UINDEX, STAGGER,
-                                     ALTERNATE)
+                                     ROW_MASKED, PREFETCH, PAIRS, SWAP, "", HALVES, LANES, UINDEX, STAGGER)
     else:
         mid = tl.minimum(start + (tl.maximum(keep_tokens - start, 0) // BLOCK_N) * BLOCK_N, tl.maximum(end, start))
         m_i, l_i, acc = attend_span(q, m_i, l_i, acc, start, mid, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_last" if L2_HINTS == 2 else "",
-                                     HALVES, LANES, UINDEX, STAGGER, ALTERNATE)
+                                     HALVES, LANES, UINDEX, STAGGER)
         m_i, l_i, acc = attend_span(q, m_i, l_i, acc, mid, end, bt_row, k_ptr, v_ptr, stride_kp, stride_kt,
                                      h_off, sm_scale_log2, offs_n, offs_d, rmask, BLOCK_N, PAGE_SIZE, DOT_DTYPE,
                                      ROW_MASKED, PREFETCH, PAIRS, SWAP, "evict_first", HALVES, LANES, UINDEX,
-                                     STAGGER, ALTERNATE)
+                                     STAGGER)
     return m_i, l_i, acc

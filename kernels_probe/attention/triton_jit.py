@@ -119,7 +119,6 @@ def paged_decode_kernel(
     LANES: tl.constexpr,
     UINDEX: tl.constexpr,
     STAGGER: tl.constexpr,
-    ALTERNATE: tl.constexpr,
 ):
     pid_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -194,7 +193,7 @@ def paged_decode_kernel(
         m_i, l_i, acc = attend_hinted(q, m_i, l_i, acc, start, first_end, keep_tokens, bt_first, k_ptr, v_ptr,
                                        stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n, offs_d, mask_g,
                                        BLOCK_N, PAGE_SIZE, DOT_DTYPE, False, PREFETCH, KV_PAIRS, SWAP_AB, L2_HINTS,
-                                       HALVES, LANES, UINDEX, STAGGER, ALTERNATE)
+                                       HALVES, LANES, UINDEX, STAGGER)
         if SEQS > 1:
             if grouped != 0:  # each sequence's own tokens after the common run, its rows only
                 # A loop, not static_range: unrolled 16 times the kernel took ~1 min to compile (16x the PTX)
@@ -205,7 +204,7 @@ def paged_decode_kernel(
                                                    stride_kp, stride_kt, h * stride_kh, sm_scale_log2, offs_n,
                                                    offs_d, row_seq == j, BLOCK_N, PAGE_SIZE, DOT_DTYPE, True,
                                                    PREFETCH, KV_PAIRS, SWAP_AB, L2_HINTS, HALVES,
-                                                   LANES, UINDEX, STAGGER, ALTERNATE)
+                                                   LANES, UINDEX, STAGGER)
         _store_rows(acc, m_i, l_i, rows, mask_g, o_state_ptr, lse_state_ptr, out_ptr, rows_total, slot_offset + split,
                     offs_d, D, WRITE_FINAL)
         if FUSED_MERGE:

@@ -10,7 +10,7 @@ one warp each, 2 barriers, 32 ldmatrix and 8 shuffles, for more registers (each 
 250 per thread where the default takes 166). Timed on an H100 it did not pay (TuneParams.decode_lanes).
 FlashInfer's decode splits its tiles' keys between warps the same way. tile_offsets, the K/V rows' offsets through
 the block table, and softmax_step, a tile's online-softmax update, serve every layout; load_rows, a 2-D tile's rows
-at those offsets, serves attend_range's tiles and triton_stagger's and triton_alternate's."""
+at those offsets, serves attend_range's tiles and triton_stagger's."""
 
 from __future__ import annotations
 

@@ -15,7 +15,6 @@ import triton
 import triton.language as tl
 
 from cascade_plan.own_kernel_launch import (
-    alternate_tile,
     ceil_div,
     decode_block_g,
     decode_fused_merge,
@@ -117,19 +116,12 @@ class DecodePlan:
         # each warp its own slice of every tile (decode_lanes), where the slices make dots of 16+ keys
         self.lanes = (self.warps if tune.decode_lanes and self.block_n // self.warps >= 16
                       and not (self.pairs or self.swap_ab or self.halves) else 1)
-        # the loops below run their own dots: only where none of the layouts above is on
-        plain = not (self.pairs or self.swap_ab or self.halves) and self.lanes == 1
-        # the next tile's K and V loaded into registers (decode_stagger); one stage: the loads are the loop's own,
-        # not the pipeliner's
-        self.stagger = tune.decode_stagger and plain
+        # the next tile's K and V loaded into registers (decode_stagger), where the dots are plain; one stage: the
+        # loads are the loop's own, not the pipeliner's
+        self.stagger = tune.decode_stagger and not (self.pairs or self.swap_ab or self.halves) and self.lanes == 1
         if self.stagger:
             self.stages = 1
             self.block_n = min(self.block_n, stagger_block_n(D, self.warps, tune))
-        # each tile's K and V as alternating half-steps of one load, on one warpgroup (decode_alternate), over a cache
-        # of the dots' type
-        self.alternate = tune.decode_alternate and plain and not self.fp8 and not self.stagger
-        if self.alternate:
-            self.block_n, self.stages, self.warps = alternate_tile(self.block_n, D, k_cache.element_size(), tune)
         # external states: the caller merges (cascade suffix pass); else we own a buffer when split.
         # each program's choice (per sequence, KV head, split: the block size that read its shared pages, or 0),
         # written by every launch that can form blocks, so a probe row can say what its kernel did (launch_record)
@@ -172,7 +164,6 @@ class DecodePlan:
             MERGE_G=self.merge_tile[0], MERGE_S=self.merge_tile[1], KV_PAIRS=self.pairs,
             SWAP_AB=self.swap_ab, L2_HINTS=self.tune.decode_l2_hints, HALVES=self.halves, LANES=self.lanes,
             UINDEX=self.tune.decode_unsigned_pages, STAGGER=self.stagger,
-            ALTERNATE=self.stages if self.alternate else 0,
             num_warps=self.warps, num_stages=self.stages, **({"maxnreg": self.maxnreg} if self.maxnreg else {}),
         )
 
