@@ -141,9 +141,6 @@
 #   stagger   decode_vs_flashinfer.py stagger --only-changed: the next tile's K and V loaded into registers
 #             (decode_stagger) on tiles of 64 and of 32 elements a thread, the four rows probe 1.22.0 loses first,
 #             then lanes' shapes; STAGGER_RESERVE seconds left -> stagger.json
-#   alternate decode_vs_flashinfer.py alternate --only-changed: each tile's K and V as alternating half-steps of one
-#             load (decode_alternate), half-tiles of 32 KB in 2 and 3 stages and of 16 KB in 3, on stagger's shapes
-#             (the four rows probe 1.22.0 loses first); ALTERNATE_RESERVE seconds left -> alternate.json
 #   wide-head-stream  decode_vs_flashinfer.py wide-head-stream --only-changed: head dim 256's streaming launch at
 #             one program per SM on prefetching tiles (wide_head_stream_programs_per_sm; 32 and 64 tokens, 3 stages)
 #             against the default, 15 held-out shapes then the grids'; WIDE_HEAD_STREAM_RESERVE seconds left
@@ -198,7 +195,12 @@
 set -o pipefail
 stages=${1:-coverage,step}; total=${2:-585}
 t0=$(date +%s)
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-../.whl}/*.whl || exit 1
+# every stage needs the wheels (msgspec and pyyaml as well as FlashInfer), --no-flashinfer ones too
+whl=${WHL:-../.whl}
+if ! compgen -G "$whl/*.whl" > /dev/null; then
+    echo "no wheels in $whl: run from the checkout with WHL=.whl and carry .whl (docs/probe.md)" >&2; exit 2
+fi
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$whl"/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 FLASHINFER_CUDA_ARCH_LIST=9.0a TORCH_CUDA_ARCH_LIST=9.0a MAX_JOBS=14
 export PROBE_STEP_PARTIAL=$OUT/step_partial.json
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
@@ -258,7 +260,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py ${ORACLE_ARGS:-} --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=|  \[)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|lanes|unsigned-pages|stagger|alternate|wide-head-stream|probe-1-22|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|lanes|unsigned-pages|stagger|wide-head-stream|probe-1-22|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

@@ -110,3 +110,18 @@ def test_every_stage_builds_its_shapes_and_variants_without_a_gpu():
         labels = [label for label, _ in variants]
         assert labels and len(labels) == len(set(labels)), stage
         assert all(isinstance(t, TuneParams) for _, t in variants), stage
+
+
+def test_the_run_script_stops_with_one_line_where_no_wheels_travelled(tmp_path):
+    """Every stage imports msgspec and pyyaml from the carried wheels, ours-alone ones (--no-flashinfer) too: a call
+    without them stops before any stage, with exit 2 and the line that says how to carry them."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "OUT": str(tmp_path), "WHL": str(tmp_path / "none")}
+    run = subprocess.run(["bash", str(ROOT / "benchmarks" / "h200_probe_run.sh"), "stagger", "10"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [f"no wheels in {tmp_path / 'none'}: run from the checkout with "
+                                               "WHL=.whl and carry .whl (docs/probe.md)"]
+    assert list(tmp_path.iterdir()) == []
