@@ -190,6 +190,9 @@
 #   remeasure probe --grid all --backend triton --backend flashinfer --merge-into $BASE --only-missing  -> remeasure.json
 #   compile-times the default grid's Triton and torch pass under benchmarks/probe_compile_times.py (seconds compiling
 #             per kernel; first in a call on a fresh machine = a user's cold cache) -> compile.json, triton-default.json
+#   gluon     benchmarks/decode_gluon_check.py: the Gluon decode (K and V waited for apart) checked against float32
+#             on shapes meant to break it, then timed against ours and FlashInfer's on the rows probe 1.22.0 loses
+#             and held-out ones; GLUON_RESERVE seconds left, GLUON_ARGS passed on -> gluon.json
 #   triton-steps  benchmarks/triton_steps_run.py: Triton's whole steps (stepped, held-out, regimes) -> triton-steps.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
@@ -288,6 +291,9 @@ for st in ${stages//,/ }; do
               grep -vE "^\s" $OUT/compile.log | tail -14; (exit $rc) ;;
     triton-steps) timeout $(left) python3 benchmarks/triton_steps_run.py --out $OUT/triton-steps.json \
               > $OUT/triton-steps.log 2>&1; rc=$?; tail -8 $OUT/triton-steps.log; (exit $rc) ;;
+    gluon)  timeout $(left) python3 benchmarks/decode_gluon_check.py --out $OUT/gluon.json \
+              --budget-s $(( $(left) - ${GLUON_RESERVE:-60} )) ${GLUON_ARGS:-} > $OUT/gluon.log 2>&1; rc=$?
+              tail -32 $OUT/gluon.log; (exit $rc) ;;
     fi-bg)  FI_BG_COMBOS=${FI_BG_COMBOS:-} python3 -c "import os
 from kernels_probe.attention.flashinfer_backend import warm_build
 e = os.environ['FI_BG_COMBOS']

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 
 import pytest
+from compile_support import compiled_json
 
 # only looked up, never imported here: importing triton in this process without TRITON_INTERPRET=1 would make the
 # interpreter tests that run after this module in the same worker skip
@@ -43,14 +40,7 @@ print(json.dumps(r))
 @functools.cache
 def _compiled() -> dict:
     """The compiles SCRIPT makes, once per test process (a subprocess without the interpreter)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert run.returncode == 0, run.stderr[-2000:]
-    r = json.loads(run.stdout.strip().splitlines()[-1])
-    if "skip" in r:
-        pytest.skip(f"Triton could not compile for sm_90 here: {r['skip']}")
-    return r
+    return compiled_json(SCRIPT, "the decode")
 
 
 def test_prefetched_pages_double_buffer_the_base_tile():

@@ -1,0 +1,52 @@
+"""The Gluon decode's own launch (kernels_probe/attention/gluon_decode.py), every option of its kernels open: what
+benchmarks/decode_gluon_check.py times. The probe's launches reach the kernel through triton_plans.DecodePlan
+(TuneParams.decode_gluon)."""
+
+from __future__ import annotations
+
+from kernels_probe.attention.gluon_decode import decode_kernel, gluon_decode_constants
+
+
+class GluonDecode:
+    """One launch of the Gluon decode over a paged cache, and the merge of its splits: calling it writes `out`
+    ([batch, num_q_heads, head_dim]). `splits` splits each sequence's tokens into ranges of whole tiles."""
+
+    def __init__(self, q, k_cache, v_cache, block_table, seq_lens, max_seq_len: int, out, *, sm_count: int,
+                 splits: int = 1, block_n: int = 64, warps: int = 4, nbuf: int = 1, q_smem: bool = False,
+                 v_widen: bool = False, maxnreg: int | None = None, swap: bool = False,
+                 sm_scale: float | None = None):
+        import torch
+
+        from cascade_plan.own_kernel_launch import scale_log2
+        from kernels_probe.attention.triton_plans import MergePlan, StateBuffer, dot_dtype
+
+        B, HQ, D = q.shape
+        _, PS, HKV, _ = k_cache.shape
+        self.q, self.k, self.v, self.bt, self.seq_lens, self.out = q, k_cache, v_cache, block_table, seq_lens, out
+        self.grid_items = B * HKV
+        tiles = -(-max(max_seq_len, 1) // block_n)
+        self.tps = -(-tiles // max(splits, 1)) * block_n
+        self.splits = -(-max(max_seq_len, 1) // self.tps)
+        self.warps = warps
+        self.kernel = decode_kernel(swap, HQ // HKV)
+        self.launch_opts = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
+        self.scale_log2 = scale_log2(D, sm_scale)
+        self.rows = B * HQ
+        self.const = gluon_decode_constants(HKV, HQ // HKV, D, PS, block_n, warps, self.splits == 1,
+                                            dot_dtype(q.dtype, k_cache.dtype), fp8=k_cache.element_size() == 1,
+                                            nbuf=nbuf, q_smem=q_smem, v_widen=v_widen)
+        self.states = StateBuffer(self.splits, self.rows, D, q.device) if self.splits > 1 else None
+        self.merge = (MergePlan(self.states, out.view(self.rows, D), sm_count=sm_count) if self.states is not None
+                      else None)
+        self._dummy = torch.empty(1, dtype=torch.float32, device=q.device)
+
+    def __call__(self):
+        o_state = self.states.o if self.states is not None else self._dummy
+        lse_state = self.states.lse if self.states is not None else self._dummy
+        self.kernel[(self.grid_items, self.splits)](
+            self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out, self.scale_log2,
+            self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2), self.rows, 0, self.tps,
+            **self.const, **self.launch_opts)
+        if self.merge is not None:
+            self.merge()
+        return self.out
