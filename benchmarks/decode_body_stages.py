@@ -107,3 +107,9 @@ def stagger_configs():
             C(512, 16, 64, 1024, 6, 2, 128)]
     return held_out_first(lost, kernel_body_configs())
 
+
+
+def gluon_variants(base):
+    """The current probe, then its unsplit launches without page blocks over bf16 at head dims 64 and 128 on the
+    Gluon decode (decode_gluon: K and V waited for apart, each warp its own keys, 128-token tiles of four warps)."""
+    return [("default", base), ("gluon", dataclasses.replace(base, decode_gluon=True))]

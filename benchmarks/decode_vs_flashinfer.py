@@ -145,6 +145,7 @@ STAGE_PLANS = {
     "wide-head-stream": (stream_stages.wide_head_stream_configs, stream_stages.wide_head_stream_variants,
                          DEFAULT_TUNE),
     "probe-1-22": (stream_stages.wide_head_stream_configs, stream_stages.probe_1_22_variants, DEFAULT_TUNE),
+    "gluon-route": (body_stages.stagger_configs, body_stages.gluon_variants, DEFAULT_TUNE),
 }
 # the stages that also time the cascade where its suffix pass launches differently between their tunes
 SUFFIX_CASCADE_STAGES = ("stream", "rules", "prefix-split", "head-split", "wide-dot", "head-dim-256", "wide-head",

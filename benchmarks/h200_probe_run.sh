@@ -190,6 +190,9 @@
 #   remeasure probe --grid all --backend triton --backend flashinfer --merge-into $BASE --only-missing  -> remeasure.json
 #   compile-times the default grid's Triton and torch pass under benchmarks/probe_compile_times.py (seconds compiling
 #             per kernel; first in a call on a fresh machine = a user's cold cache) -> compile.json, triton-default.json
+#   gluon-route  decode_vs_flashinfer.py gluon-route --only-changed: the Gluon decode where decode_gluon takes the
+#             launch (unsplit, no page blocks, bf16, head dims 64 and 128) against the default, on stagger's shapes
+#             (the four rows probe 1.22.0 loses first); GLUON_ROUTE_RESERVE seconds left -> gluon-route.json
 #   gluon     benchmarks/decode_gluon_check.py: the Gluon decode (K and V waited for apart) checked against float32
 #             on shapes meant to break it, then timed against ours and FlashInfer's on the rows probe 1.22.0 loses
 #             and held-out ones; GLUON_RESERVE seconds left, GLUON_ARGS passed on -> gluon.json
@@ -263,7 +266,7 @@ for st in ${stages//,/ }; do
     oracle) timeout $(left) python3 benchmarks/decode_launch_oracle.py ${ORACLE_ARGS:-} --out $OUT/oracle.json \
               --budget-s $(( $(left) - ${ORACLE_RESERVE:-60} )) > $OUT/oracle.log 2>&1; rc=$?
               grep -v "flashinfer.jit" $OUT/oracle.log | grep -vE "^(P=|R=|  \[)" | cut -c1-200 | tail -20; (exit $rc) ;;
-    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|lanes|unsigned-pages|stagger|wide-head-stream|probe-1-22|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
+    stream|rules|prefix-split|head-split|regimes-decode|coverage-decode|wide-dot|head-dim-256|wide-head|wide-head-waves|regimes-losers|fp8-pairs|swap-ab|fp8-capped|block-fill|next-rules|wide-head-private|wide-dot-targets|regimes-next|wide-dot-long|wide-dot-tails|wide-dot-4|wide-head-tiles|wide-head-short|wide-head-rules|wide-dot-four|wide-head-fill|wide-head-wave-shared|double-dot|double-dot-keyed|filled-blocks|floor-splits|few-programs|probe-1-19|probe-1-19-fresh|tile-splits|wave-short|wave-floor|l2-hints|wide-regs|lanes|unsigned-pages|stagger|wide-head-stream|probe-1-22|gluon-route|grid-decode) reserve=${st^^}_RESERVE; reserve=${reserve//-/_}; own=${st^^}_ARGS; own=${own//-/_}; only=""; case $st in stream|regimes-decode|coverage-decode|grid-decode|regimes-next) ;; *) only=--only-changed ;; esac
               timeout $(left) python3 benchmarks/decode_vs_flashinfer.py $st $only ${DVF_ARGS:-} ${!own:-} --out $OUT/$st.json \
               --budget-s $(( $(left) - ${!reserve:-30} )) > $OUT/$st.log 2>&1; rc=$?
               grep -vE "^(P=|R=)" $OUT/$st.log | grep -v "^\s" | grep -v "flashinfer.jit" | cut -c1-300 | tail -34; (exit $rc) ;;

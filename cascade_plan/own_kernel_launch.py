@@ -277,3 +277,16 @@ def stagger_block_n(head_dim: int, warps: int, tune: TuneParams) -> int:
     tokens = max(tune.stagger_thread_elements * warps * 32 // head_dim, 16)
     return 1 << (tokens.bit_length() - 1)
 
+
+
+GLUON_HEAD_DIMS = (64, 128)     # where decode_gluon's tile was timed (device-2026-12-08)
+GLUON_MAX_Q_PER_KV = 16         # one MMA's M
+GLUON_TILE = (128, 4)           # tokens, warps
+
+
+def gluon_decode_route(tune: TuneParams, *, kv_dtype: str, head_dim: int, q_per_kv: int, splits: int, seqs: int,
+                       external_states: bool) -> bool:
+    """Does this per-sequence decode launch run the Gluon decode (decode_gluon)? Only unsplit launches that write
+    their own output, without page blocks, over a bf16 cache at a head dim its tile was timed at."""
+    return (tune.decode_gluon and kv_dtype == "bf16" and head_dim in GLUON_HEAD_DIMS
+            and q_per_kv <= GLUON_MAX_Q_PER_KV and splits == 1 and seqs == 1 and not external_states)

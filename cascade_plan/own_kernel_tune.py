@@ -120,6 +120,13 @@ class TuneParams:
     # ... on tiles cut to at most this many of a K tile's elements per thread (both tiles live in registers; 64
     # spills nothing at head dims 128 and 256 on four warps, sm_90, Triton 3.9)
     stagger_thread_elements: int = 64
+    # per-sequence decode: unsplit launches without page blocks over a bf16 cache at head dims 64 and 128 run the
+    # Gluon decode (kernels_probe/attention/gluon_decode.py: K and V in buffers of their own, each waited for apart,
+    # each warp its own keys) on 128-token tiles of four warps. H100 (device-2026-12-08, gluon-1.json, the 4 such
+    # launches it timed): 1.004-1.045x the default; FlashInfer's decode over ours 0.980 -> 0.994 (256 x 8 at 1K + 4K,
+    # G 4, shared), 0.984 -> 1.021 (64 groups of 16 x 2 at 512 + 1K, G 6). The grids' launches it changes (stage
+    # gluon-route) not timed: off
+    decode_gluon: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

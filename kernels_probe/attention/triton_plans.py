@@ -15,10 +15,12 @@ import triton
 import triton.language as tl
 
 from cascade_plan.own_kernel_launch import (
+    GLUON_TILE,
     ceil_div,
     decode_block_g,
     decode_fused_merge,
     fused_merge_slots,
+    gluon_decode_route,
     prefix_prefetch,
     scale_log2,
     stagger_block_n,
@@ -144,8 +146,18 @@ class DecodePlan:
             self.merge = MergePlan(self.states, out, tune=tune, sm_count=sm_count)
         # the fused merge's tile (MERGE_G, MERGE_S); 1 x 1 where the kernel does not merge, one specialisation
         self.merge_tile = fused_merge_slots(self.G, D, self.splits, self.warps) if self.fused_merge else (1, 1)
+        # the Gluon decode where decode_gluon takes the launch; never under Triton's interpreter, which cannot run it
+        kv_name = "fp8" if self.fp8 else "bf16" if k_cache.dtype == torch.bfloat16 else str(k_cache.dtype)
+        self.gluon = (gluon_decode_route(tune, kv_dtype=kv_name, head_dim=D, q_per_kv=self.G, splits=self.splits,
+                                         seqs=self.seqs, external_states=self.external_states)
+                      and os.environ.get("TRITON_INTERPRET") != "1")
+        if self.gluon:
+            (self.block_n, self.warps), self.stages, self.prefetch = GLUON_TILE, 1, False
 
     def launch_partial(self, warmup: bool = False):
+        if self.gluon:
+            self._launch_gluon(warmup)
+            return
         st = self.states
         o_state = st.o if st is not None else self.out
         lse_state = st.lse if st is not None else self.out
@@ -167,6 +179,16 @@ class DecodePlan:
             num_warps=self.warps, num_stages=self.stages, **({"maxnreg": self.maxnreg} if self.maxnreg else {}),
         )
 
+    def _launch_gluon(self, warmup: bool):
+        """The unsplit launch decode_gluon takes: every program writes its rows of `out` (no states, no merge)."""
+        from kernels_probe.attention.gluon_decode import gluon_decode_constants, gluon_decode_kernel
+
+        const = gluon_decode_constants(self.HKV, self.G, self.D, self.PS, self.block_n, self.warps, True,
+                                       dot_dtype(self.q.dtype, self.k.dtype, self.tune))
+        _launch(gluon_decode_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
+                self.out, self.out, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
+                self.B * self.HQ, self.slot_offset, self.tps, **const, num_warps=self.warps)
+
     def __call__(self):
         self.launch_partial()
         if self.merge is not None:
@@ -185,6 +207,8 @@ class DecodePlan:
         blocks formed the share of (sequence, KV head, split) programs whose shared pages a block read once and the
         mean block size among them."""
         rec = {"splits": self.splits, "tokens_per_split": self.tps, "page_block_seqs": self.seqs}
+        if self.tune.decode_gluon:
+            rec["gluon"] = self.gluon
         if self.tune.page_prefetch:
             rec["page_prefetch"] = self.prefetch
         if self.tune.decode_fused_merge:
