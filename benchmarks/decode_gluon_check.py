@@ -42,9 +42,10 @@ def tile_label(t) -> str:
     return " ".join([f"{bn}/{w}", *parts])
 
 
-def usable(t, cfg) -> bool:
-    """The transposed dots hold 8 query heads per KV head at most."""
-    return not (t[2].get("swap") and cfg.q_per_kv > 8)
+def tiles_for(cfg) -> list:
+    """TILES' entries for cfg's head dim and cache, but transposed dots where it has more than 8 query heads per KV
+    head, which they cannot hold."""
+    return [t for t in TILES[(cfg.head_dim, cfg.kv_dtype)] if not (t[2].get("swap") and cfg.q_per_kv > 8)]
 
 
 def check_shapes():
@@ -88,7 +89,7 @@ def timed_shapes():
 
 def variants(cfg, default_splits: int):
     """(label, tile, splits): each tile at the default launch's split count, and the first unsplit where it splits."""
-    tiles = [t for t in TILES[(cfg.head_dim, cfg.kv_dtype)] if usable(t, cfg)]
+    tiles = tiles_for(cfg)
     out = [(f"gluon {tile_label(t)} x{default_splits}", t, default_splits) for t in tiles]
     if default_splits > 1:
         out.append((f"gluon {tile_label(tiles[0])} x1", tiles[0], 1))
@@ -122,6 +123,12 @@ def main() -> int:
     sm, flusher = props.multi_processor_count, L2Flusher(props.L2_cache_size)
 
     checks, wrong = [], 0
+    rows: list = []
+
+    def save():    # after the checks and every timed row, atomically: a call cut short keeps what it finished
+        if args.out:
+            write_text_atomic(Path(args.out), json.dumps({"device": props.name, "sm_count": sm, "checks": checks,
+                                                          "rows": rows}))
     for cfg, tname, ragged in check_shapes():
         if args.quick_checks and not ragged:
             continue
@@ -134,7 +141,7 @@ def main() -> int:
             lens = torch.randint(1, T + 1, (cfg.batch,), generator=g).to(torch.int32).cuda()
             lens[0] = 1
         ref = reference_paged(d.q, d.k_cache, d.v_cache, bt, lens)
-        tiles_all = [t for t in TILES[(cfg.head_dim, cfg.kv_dtype)] if usable(t, cfg)]
+        tiles_all = tiles_for(cfg)
         for splits, tiles in ((1, tiles_all), (3, tiles_all[:1])):
             for t in tiles:
                 bn, w, opts = t
@@ -154,12 +161,13 @@ def main() -> int:
                       f"err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
         del d, ref
     print(f"checks: {len(checks) - wrong} of {len(checks)} right, at {time.perf_counter() - t0:.0f} s", flush=True)
+    save()
 
     why = "not asked for"
     if not args.no_flashinfer:
         _, _, why = gpu_with_flashinfer()
         print("FlashInfer:", why or "built", f"at {time.perf_counter() - t0:.0f} s", flush=True)
-    rows, table = [], []
+    table = []
     last_row_s = 0.0
     for cfg, tname, why_row in timed_shapes():
         if time.perf_counter() - t0 + last_row_s > args.budget_s:
@@ -218,13 +226,8 @@ def main() -> int:
         print(f"{cfg.label()} {tname[:3]}: " + ", ".join(f"{k} {v * 1e6:.1f}" for k, v in ranked), flush=True)
         del d, ref, fns
         torch.cuda.empty_cache()
-        if args.out:
-            write_text_atomic(Path(args.out), json.dumps({"device": props.name, "sm_count": sm, "checks": checks,
-                                                          "rows": rows}))
+        save()
         last_row_s = time.perf_counter() - row_t0
-    if args.out:
-        write_text_atomic(Path(args.out), json.dumps({"device": props.name, "sm_count": sm, "checks": checks,
-                                                      "rows": rows}))
     print(f"\nchecks against float32: {len(checks) - wrong} of {len(checks)} right")
     print(f"times in us; ratios are FlashInfer's best decode over each (>= 1.0: at least as fast); "
           f"{time.perf_counter() - t0:.0f} s")

@@ -82,7 +82,6 @@ def gluon_decode_kernel(
     q_raw = gl.load(q_ptr + q_off, mask=q_mask, other=0.0).to(DOT_DTYPE)
     if Q_SMEM:  # q read from shared memory at each tile, as FlashInfer's decode does (ptxas hoists the reads)
         q_buf = gl.allocate_shared_memory(DOT_DTYPE, [WARPS, BG, D], q_smem_l, q_raw)
-        q3 = gl.zeros([WARPS, BG, D], DOT_DTYPE, op_a)
     else:
         q3 = gl.convert_layout(q_raw, op_a)
 
@@ -147,9 +146,9 @@ def gluon_decode_kernel(
         srow = (slot_offset + split).to(gl.int64) * rows_total + rows
         gl.store(o_state_ptr + srow[:, None] * D + offs_do[None, :], o, mask=o_mask)
         lse = gl.where(has, (m_all + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-        rows_l = b * HQ + h * G + gl.arange(0, BG, layout=gl.SliceLayout(0, row_l))
-        srow_l = (slot_offset + split).to(gl.int64) * rows_total + rows_l
-        gl.store(lse_state_ptr + srow_l, lse, mask=gl.arange(0, BG, layout=gl.SliceLayout(0, row_l)) < G)
+        offs_gl = gl.arange(0, BG, layout=gl.SliceLayout(0, row_l))
+        srow_l = (slot_offset + split).to(gl.int64) * rows_total + b * HQ + h * G + offs_gl
+        gl.store(lse_state_ptr + srow_l, lse, mask=offs_gl < G)
 
 
 def decode_kernel(swap: bool, q_per_kv: int):

@@ -17,16 +17,14 @@ class GluonDecode:
                  sm_scale: float | None = None):
         import torch
 
-        from cascade_plan.own_kernel_launch import scale_log2
+        from cascade_plan.own_kernel_launch import scale_log2, whole_tile_splits
         from kernels_probe.attention.triton_plans import MergePlan, StateBuffer, dot_dtype
 
         B, HQ, D = q.shape
         _, PS, HKV, _ = k_cache.shape
         self.q, self.k, self.v, self.bt, self.seq_lens, self.out = q, k_cache, v_cache, block_table, seq_lens, out
         self.grid_items = B * HKV
-        tiles = -(-max(max_seq_len, 1) // block_n)
-        self.tps = -(-tiles // max(splits, 1)) * block_n
-        self.splits = -(-max(max_seq_len, 1) // self.tps)
+        self.splits, self.tps = whole_tile_splits(max(max_seq_len, 1), max(splits, 1), block_n)
         self.warps = warps
         self.kernel = decode_kernel(swap, HQ // HKV)
         self.launch_opts = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}

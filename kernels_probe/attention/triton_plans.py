@@ -152,7 +152,11 @@ class DecodePlan:
                                          seqs=self.seqs, external_states=self.external_states)
                       and os.environ.get("TRITON_INTERPRET") != "1")
         if self.gluon:
+            from kernels_probe.attention.gluon_decode import gluon_decode_constants
+
             (self.block_n, self.warps), self.stages, self.prefetch = GLUON_TILE, 1, False
+            self.gluon_const = gluon_decode_constants(HKV, self.G, D, PS, self.block_n, self.warps, True,
+                                                      dot_dtype(q.dtype, k_cache.dtype, tune))
 
     def launch_partial(self, warmup: bool = False):
         if self.gluon:
@@ -181,13 +185,11 @@ class DecodePlan:
 
     def _launch_gluon(self, warmup: bool):
         """The unsplit launch decode_gluon takes: every program writes its rows of `out` (no states, no merge)."""
-        from kernels_probe.attention.gluon_decode import gluon_decode_constants, gluon_decode_kernel
+        from kernels_probe.attention.gluon_decode import gluon_decode_kernel
 
-        const = gluon_decode_constants(self.HKV, self.G, self.D, self.PS, self.block_n, self.warps, True,
-                                       dot_dtype(self.q.dtype, self.k.dtype, self.tune))
         _launch(gluon_decode_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
                 self.out, self.out, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
-                self.B * self.HQ, self.slot_offset, self.tps, **const, num_warps=self.warps)
+                self.B * self.HQ, self.slot_offset, self.tps, **self.gluon_const, num_warps=self.warps)
 
     def __call__(self):
         self.launch_partial()
