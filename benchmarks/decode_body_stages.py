@@ -111,5 +111,7 @@ def stagger_configs():
 
 def gluon_variants(base):
     """The current probe, then its unsplit launches without page blocks over bf16 at head dims 64 and 128 on the
-    Gluon decode (decode_gluon: K and V waited for apart, each warp its own keys, 128-token tiles of four warps)."""
-    return [("default", base), ("gluon", dataclasses.replace(base, decode_gluon=True))]
+    Gluon decode (decode_gluon: K and V waited for apart, each warp its own keys, 128-token tiles of four warps),
+    one program per (sequence, KV head), then persistent at two programs an SM (decode_gluon_persist)."""
+    on = dataclasses.replace(base, decode_gluon=True)
+    return [("default", base), ("gluon", on), ("gluon persist 2", dataclasses.replace(on, decode_gluon_persist=2))]

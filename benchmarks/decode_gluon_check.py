@@ -3,11 +3,13 @@ development tool):
 
     python benchmarks/decode_gluon_check.py [--out gluon.json] [--budget-s 400] [--no-flashinfer]
 
-First every variant (tile tokens / warps, and the default launch's split count) runs on shapes chosen to break it
-(ragged lengths shorter than a tile, one token, 1-16 query heads per KV head, head dims 64-256, fp8, splits) against
-float32; then the four probe rows our Triton decode loses and held-out shapes are timed, the Gluon variants, our
-default launch and FlashInfer's best decode alternating, each launch checked against float32 before and after.
-Prints the checks, then a table of FlashInfer's time over each (>= 1.0: at least as fast as FlashInfer's)."""
+First every variant (tile tokens / warps and options, and the default launch's split count) runs on shapes chosen
+to break it (ragged lengths shorter than a tile, one token, 1-16 query heads per KV head, head dims 64-256, fp8,
+3 splits merged in the kernel's last split, the persistent kernel at this GPU's SM count and at 3 SMs, where each
+program takes many items) against float32; then the four probe rows our Triton decode loses and held-out shapes are
+timed, the Gluon variants (split ones merged in the kernel), our default launch and FlashInfer's best decode
+alternating, each launch checked against float32 before and after. Prints the checks, then a table of FlashInfer's
+time over each (>= 1.0: at least as fast as FlashInfer's)."""
 
 from __future__ import annotations
 
@@ -23,17 +25,19 @@ sys.path.insert(0, "benchmarks")
 TOL = 1e-2
 # GluonDecode's launch options per (head dim, cache), as (block_n, warps, options): each warp's slice of a tile is
 # 16 keys or more; nbuf: buffers each for K and V; q_smem: q read from shared memory; v_widen: fp8 V widened through
-# registers; maxnreg: a register cap; swap: the transposed dots (8 query heads per KV head at most)
+# registers; maxnreg: a register cap; swap: the transposed dots (8 query heads per KV head at most); persist: the
+# persistent kernel, that many programs an SM (unsplit only)
 _SW = {"swap": True}
-TILES = {(64, "bf16"): ((128, 4, {}), (64, 2, {}), (128, 4, _SW)),
+TILES = {(64, "bf16"): ((128, 4, {}), (64, 2, {}), (128, 4, _SW), (128, 4, {"persist": 2}), (128, 4, {"persist": 3})),
          (128, "bf16"): ((128, 4, {}), (128, 4, _SW), (64, 4, {"nbuf": 2, **_SW}), (128, 4, {"nbuf": 2}),
-                         (64, 4, {"nbuf": 2}), (128, 4, {"maxnreg": 168})),
+                         (64, 4, {"nbuf": 2}), (128, 4, {"maxnreg": 168}), (128, 4, {"persist": 2}),
+                         (64, 4, {"persist": 2}), (64, 4, {"persist": 2, "nbuf": 2}), (128, 4, {"persist": 2, **_SW})),
          (256, "bf16"): ((64, 4, {}), (64, 4, _SW), (64, 4, {"nbuf": 2, **_SW}), (128, 4, _SW),
-                         (64, 4, {"q_smem": True}), (32, 2, {"nbuf": 2})),
+                         (64, 4, {"q_smem": True}), (32, 2, {"nbuf": 2}), (64, 4, {"persist": 2, **_SW})),
          (128, "fp8"): ((128, 4, {}), (128, 4, {"v_widen": True}), (128, 4, {"v_widen": True, **_SW})),
          (256, "fp8"): ((64, 4, {}), (64, 4, {"v_widen": True}), (64, 4, _SW), (64, 4, {"v_widen": True, **_SW}),
                         (32, 2, {"v_widen": True}))}
-_SHORT = {"nbuf": "b", "q_smem": "qs", "v_widen": "vw", "maxnreg": "r", "swap": "sw"}
+_SHORT = {"nbuf": "b", "q_smem": "qs", "v_widen": "vw", "maxnreg": "r", "swap": "sw", "persist": "p"}
 
 
 def tile_label(t) -> str:
@@ -42,10 +46,12 @@ def tile_label(t) -> str:
     return " ".join([f"{bn}/{w}", *parts])
 
 
-def tiles_for(cfg) -> list:
+def tiles_for(cfg, options: frozenset = frozenset()) -> list:
     """TILES' entries for cfg's head dim and cache, but transposed dots where it has more than 8 query heads per KV
-    head, which they cannot hold."""
-    return [t for t in TILES[(cfg.head_dim, cfg.kv_dtype)] if not (t[2].get("swap") and cfg.q_per_kv > 8)]
+    head, which they cannot hold; where `options` names some, only the first entry (the kernel's first form) and
+    those with one of them."""
+    tiles = [t for t in TILES[(cfg.head_dim, cfg.kv_dtype)] if not (t[2].get("swap") and cfg.q_per_kv > 8)]
+    return [t for n, t in enumerate(tiles) if not options or n == 0 or options & set(t[2])]
 
 
 def check_shapes():
@@ -60,7 +66,10 @@ def check_shapes():
             (A(prefix_tokens=4096, group_size=2, q_per_kv=8, num_kv_heads=2), "dup_table", False),
             (A(prefix_tokens=1024, group_size=4, q_per_kv=2, num_kv_heads=4, head_dim=256, kv_dtype="fp8"),
              "dup_table", True),
-            (A(prefix_tokens=1024, group_size=4, kv_dtype="fp8"), "shared_table", False)]
+            (A(prefix_tokens=1024, group_size=4, kv_dtype="fp8"), "shared_table", False),
+            # 1,024 items of 1 to 96 tokens: the persistent kernel's programs each take several, ragged
+            (A(prefix_tokens=48, group_size=64, n_groups=8, suffix_tokens=48, q_per_kv=3, num_kv_heads=2),
+             "shared_table", True)]
 
 
 def timed_shapes():
@@ -87,10 +96,12 @@ def timed_shapes():
              "held out, d256 long")]
 
 
-def variants(cfg, default_splits: int):
-    """(label, tile, splits): each tile at the default launch's split count, and the first unsplit where it splits."""
-    tiles = tiles_for(cfg)
-    out = [(f"gluon {tile_label(t)} x{default_splits}", t, default_splits) for t in tiles]
+def variants(cfg, default_splits: int, options: frozenset = frozenset()):
+    """(label, tile, splits): each tile at the default launch's split count (a persistent one unsplit), and the first
+    unsplit where it splits."""
+    tiles = tiles_for(cfg, options)
+    out = [(f"gluon {tile_label(t)} x{1 if 'persist' in t[2] else default_splits}", t,
+            1 if "persist" in t[2] else default_splits) for t in tiles]
     if default_splits > 1:
         out.append((f"gluon {tile_label(tiles[0])} x1", tiles[0], 1))
     return out
@@ -101,9 +112,15 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new timed rows after this long")
     ap.add_argument("--no-flashinfer", action="store_true")
+    ap.add_argument("--options", default="",
+                    help="comma-separated options (nbuf,q_smem,v_widen,maxnreg,swap,persist): only the tiles with one "
+                         "of them, and each list's first")
     ap.add_argument("--quick-checks", action="store_true",
                     help="check only the ragged shapes (every variant still checked on the timed shapes)")
     args = ap.parse_args()
+    options = frozenset(o for o in args.options.split(",") if o)
+    if options - set(_SHORT):
+        ap.error(f"--options: unknown {sorted(options - set(_SHORT))}; known: {sorted(_SHORT)}")
     import torch
     from decode_timing import checked_err, gpu_with_flashinfer
 
@@ -141,13 +158,16 @@ def main() -> int:
             lens = torch.randint(1, T + 1, (cfg.batch,), generator=g).to(torch.int32).cuda()
             lens[0] = 1
         ref = reference_paged(d.q, d.k_cache, d.v_cache, bt, lens)
-        tiles_all = tiles_for(cfg)
-        for splits, tiles in ((1, tiles_all), (3, tiles_all[:1])):
+        tiles_all = tiles_for(cfg, options)
+        persist = [t for t in tiles_all if "persist" in t[2]]
+        # split (merged in the kernel's last split): the first tile and the first transposed one
+        split_tiles = tiles_all[:1] + [t for t in tiles_all if t[2].get("swap") and "persist" not in t[2]][:1]
+        for splits, tiles, sms in ((1, tiles_all, sm), (3, split_tiles, sm), (1, persist, 3)):
             for t in tiles:
                 bn, w, opts = t
                 out = torch.empty_like(d.q)
                 try:
-                    gd = GluonDecode(d.q, d.k_cache, d.v_cache, bt, lens, T, out, sm_count=sm, splits=splits,
+                    gd = GluonDecode(d.q, d.k_cache, d.v_cache, bt, lens, T, out, sm_count=sms, splits=splits,
                                      block_n=bn, warps=w, **opts)
                     err = checked_err(gd, out, ref)
                 except Exception as exc:
@@ -156,9 +176,9 @@ def main() -> int:
                 ok = err < TOL
                 wrong += not ok
                 checks.append({"config": cfg.as_dict(), "table": tname, "ragged": ragged, "tile": tile_label(t),
-                               "splits": gd.splits if ok else splits, "err": err, "ok": ok})
-                print(f"check {cfg.label()} {tname[:3]}{' ragged' if ragged else ''} {tile_label(t)} x{splits}: "
-                      f"err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+                               "splits": gd.splits if ok else splits, "sm_count": sms, "err": err, "ok": ok})
+                print(f"check {cfg.label()} {tname[:3]}{' ragged' if ragged else ''} {tile_label(t)} x{splits}"
+                      f"{'' if sms == sm else f' on {sms} SMs'}: err {err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
         del d, ref
     print(f"checks: {len(checks) - wrong} of {len(checks)} right, at {time.perf_counter() - t0:.0f} s", flush=True)
     save()
@@ -193,7 +213,7 @@ def main() -> int:
                              shared_prefix_tokens=shared)
         if checked_err(default, dout, ref) < TOL:
             fns["default"] = (default, dout)
-        for label, (bn, w, opts), splits in variants(cfg, default.splits):
+        for label, (bn, w, opts), splits in variants(cfg, default.splits, options):
             out = torch.empty_like(d.q)
             try:
                 gd = GluonDecode(d.q, d.k_cache, d.v_cache, bt, d.seq_lens, T, out, sm_count=sm, splits=splits,

@@ -11,7 +11,8 @@ def launch_key(p, tune) -> tuple:
     return (p.splits, p.tps, p.block_n, p.stages, p.warps, p.seqs, tune.decode_head_major, tune.fp8_dot_fp16,
             p.pairs, tune.decode_swap_ab, p.prefetch, p.fused_merge, tune.merge_block_r, tune.merge_block_d,
             tune.merge_stages, tune.merge_slots_min, tune.merge_block_s, tune.decode_l2_hints, p.halves, p.maxnreg,
-            p.lanes, tune.decode_unsigned_pages, p.stagger, getattr(p, "gluon", False))
+            p.lanes, tune.decode_unsigned_pages, p.stagger, getattr(p, "gluon", False),
+            getattr(p, "gluon_programs", 0))
 
 
 def plan_keys(cfg, tune, sm: int, device="cuda") -> tuple:

@@ -52,6 +52,16 @@ def whole_tile_splits(tokens: int, splits: int, block_n: int) -> tuple[int, int]
     return ceil_div(tokens, tps), tps
 
 
+def persistent_programs(work_items: int, sm_count: int, per_sm: int) -> int:
+    """Programs P of a persistent launch whose program p takes work items p, p + P, p + 2P, ...: the fewest items
+    a program (rounds) that sm_count * per_sm resident programs need, then the fewest programs that take every item
+    in that many rounds, so that each program takes `rounds` items or one fewer."""
+    if work_items <= 0:
+        return 1
+    rounds = ceil_div(work_items, max(sm_count * per_sm, 1))
+    return ceil_div(work_items, rounds)
+
+
 def choose_splits(work_items: int, tokens: int, sm_count: int, block_n: int, *, min_tokens: int,
                   target_per_sm: int) -> tuple[int, int]:
     """Split count and tokens per split (a multiple of block_n) so that work_items * splits fills the GPU."""

@@ -127,6 +127,10 @@ class TuneParams:
     # G 4, shared), 0.984 -> 1.021 (64 groups of 16 x 2 at 512 + 1K, G 6). The grids' launches it changes (stage
     # gluon-route) not timed: off
     decode_gluon: bool = False
+    # ... and, where this is above 0, on its persistent kernel (gluon_decode_persist: this many programs an SM at
+    # most, each taking (sequence, KV head) items strided by the program count, copies running on across an item's
+    # end). Not yet run on a GPU: off
+    decode_gluon_persist: int = 0
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

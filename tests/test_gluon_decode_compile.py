@@ -20,19 +20,27 @@ if importlib.util.find_spec("triton") is None:
 SCRIPT = """
 import json, re
 from kernels_probe.attention.gluon_decode import compile_gluon_decode
+from kernels_probe.attention.gluon_decode_persist import compile_gluon_persist
 from kernels_probe.attention.pipelining import resource_usage
 shapes = {"d128": dict(block_n=128, warps=4, head_dim=128, q_per_kv=4),
           "d128-states": dict(block_n=128, warps=4, head_dim=128, q_per_kv=4, write_final=False),
+          "d128-fused": dict(block_n=128, warps=4, head_dim=128, q_per_kv=4, write_final=False, fused_merge=True),
+          "swap-fused": dict(block_n=64, warps=4, head_dim=256, q_per_kv=2, write_final=False, fused_merge=True,
+                             swap=True),
           "d256-b2-qs": dict(block_n=64, warps=4, head_dim=256, q_per_kv=2, nbuf=2, q_smem=True),
-          "fp8": dict(block_n=64, warps=4, head_dim=256, q_per_kv=2, kv_dtype="fp8", v_widen=True)}
+          "fp8": dict(block_n=64, warps=4, head_dim=256, q_per_kv=2, kv_dtype="fp8", v_widen=True),
+          "persist": dict(block_n=128, warps=4, head_dim=128, q_per_kv=4, persist=True),
+          "persist-b2": dict(block_n=64, warps=4, head_dim=128, q_per_kv=4, nbuf=2, persist=True),
+          "persist-swap-d256": dict(block_n=64, warps=4, head_dim=256, q_per_kv=2, swap=True, persist=True)}
 r = {}
 try:
     for name, kw in shapes.items():
-        k = compile_gluon_decode(**kw)
+        k = compile_gluon_persist(**kw) if kw.pop("persist", False) else compile_gluon_decode(**kw)
         ptx = k.asm["ptx"]
         r[name] = {"shared_bytes": k.metadata.shared, **resource_usage(k.asm["cubin"]),
                    "waits": [int(n) for n in re.findall(r"cp\\.async\\.wait_group\\s+(\\d+)", ptx)],
-                   "mma": len(re.findall(r"mma\\.sync", ptx)), "ldmatrix": len(re.findall(r"ldmatrix", ptx))}
+                   "mma": len(re.findall(r"mma\\.sync", ptx)), "ldmatrix": len(re.findall(r"ldmatrix", ptx)),
+                   "atomics": re.findall(r"atom\\.[\\w.]+", ptx), "cg_loads": len(re.findall(r"ld\\.global\\.cg", ptx))}
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
@@ -51,6 +59,33 @@ def test_k_and_v_are_waited_for_apart():
     r = _compiled()
     assert sorted(r["d128"]["waits"]) == [0, 1, 1], r["d128"]
     assert sorted(r["d256-b2-qs"]["waits"]) == [0, 3, 3], r["d256-b2-qs"]
+
+
+def test_a_split_launch_merges_in_its_last_split_where_asked():
+    """The fused merge: one counting atomic, acquire and release at GPU scope, and the other splits' states read
+    past L1 (.cg: L1 is not coherent across SMs); none without it."""
+    r = _compiled()
+    for name in ("d128-fused", "swap-fused"):
+        assert r[name]["atomics"] == ["atom.global.gpu.acq_rel.add.u32"], r[name]
+        assert r[name]["cg_loads"] > 0, r[name]
+    for name in ("d128", "d128-states", "persist"):
+        assert r[name]["atomics"] == [] and r[name]["cg_loads"] == 0, r[name]
+
+
+def test_the_persistent_kernel_waits_as_the_grid_one_and_once_more_an_item():
+    """The persistent kernel's tile loop waits as gluon_decode's does (one copy group left in flight with one buffer
+    each, three with two), and once more at each item's start, for the q that rides with its first tile's K."""
+    r = _compiled()
+    assert sorted(r["persist"]["waits"]) == [0, 1, 1, 1], r["persist"]
+    assert sorted(r["persist-b2"]["waits"]) == [0, 3, 3, 3], r["persist-b2"]
+    # K and V tiles, then q buffers (one a buffer of K and V, 16 padded rows of bf16), the lanes' merge scratch
+    assert r["persist"]["shared_bytes"] >= 2 * 128 * 128 * 2 + 16 * 128 * 2, r["persist"]
+    assert r["persist-b2"]["shared_bytes"] >= 2 * 2 * 64 * 128 * 2 + 2 * 16 * 128 * 2, r["persist-b2"]
+    # transposed: q padded to 8 rows; its tile loop waits as the untransposed one's
+    assert sorted(r["persist-swap-d256"]["waits"]) == [0, 1, 1, 1], r["persist-swap-d256"]
+    assert r["persist-swap-d256"]["shared_bytes"] >= 2 * 64 * 256 * 2 + 8 * 256 * 2, r["persist-swap-d256"]
+    # a warp's 16 keys x 256 head dims: S^T in 16 MMAs of k 16 (one N of 8 query heads), acc^T in 16 of m 16
+    assert r["persist-swap-d256"]["mma"] == 32, r["persist-swap-d256"]
 
 
 def test_shared_memory_is_the_buffers_it_asks_for():
@@ -74,16 +109,66 @@ out = torch.empty_like(q)
 r = {}
 for splits in (1, 3, 7, 20):
     g = GluonDecode(q, k, k, bt, lens, 600, out, sm_count=132, splits=splits, block_n=64)
-    r[splits] = [g.splits, g.tps, g.states is not None, g.const["WRITE_FINAL"]]
+    sep = GluonDecode(q, k, k, bt, lens, 600, out, sm_count=132, splits=splits, block_n=64, fused_merge=False)
+    r[splits] = [g.splits, g.tps, g.states is not None, g.const["WRITE_FINAL"], g.const["FUSED_MERGE"],
+                 g.merge is not None, sep.merge is not None, list(g.counts.shape)]
 print(json.dumps(r))
 """
     r = json.loads(run_without_interpreter(code).strip().splitlines()[-1])
     # 600 tokens are 10 tiles of 64: 3 splits of 4 tiles (256 tokens) cover them in 3; 7 splits of 2 tiles in 5;
     # 20 splits are capped at one tile each
-    assert r["1"] == [1, 640, False, True]
-    assert r["3"] == [3, 256, True, False]
-    assert r["7"] == [5, 128, True, False]
-    assert r["20"] == [10, 64, True, False]
+    # split launches merge in their last split (no merge kernel) unless told not to; 3 x 2 KV heads: 6 counts
+    assert r["1"] == [1, 640, False, True, False, False, False, [6]]
+    assert r["3"] == [3, 256, True, False, True, False, True, [6]]
+    assert r["7"] == [5, 128, True, False, True, False, True, [6]]
+    assert r["20"] == [10, 64, True, False, True, False, True, [6]]
+
+
+def test_persistent_launch_arithmetic():
+    """Host side only: the persistent launch's program count, and the launches it refuses (split, V widened,
+    transposed over more query heads than the transposed dots hold)."""
+    code = """
+import json, torch
+from kernels_probe.attention.gluon_plans import GluonDecode
+q = torch.zeros(256, 32, 128, dtype=torch.bfloat16); k = torch.zeros(40, 16, 8, 128, dtype=torch.bfloat16)
+bt = torch.zeros(256, 40, dtype=torch.int32); lens = torch.full((256,), 600, dtype=torch.int32)
+out = torch.empty_like(q)
+r = {"programs": [GluonDecode(q, k, k, bt, lens, 600, out, sm_count=sm, block_n=128, persist=per).programs
+                  for sm, per in ((132, 2), (132, 1), (3, 2))]}
+for kw in (dict(splits=3), dict(v_widen=True), dict(swap=True, q_per_kv=16)):
+    try:
+        qq = torch.zeros(256, 8 * kw.pop("q_per_kv", 4), 128, dtype=torch.bfloat16)
+        GluonDecode(qq, k, k, bt, lens, 600, torch.empty_like(qq), sm_count=132, block_n=128, persist=2, **kw)
+    except ValueError as exc:
+        r.setdefault("refused", []).append(str(exc))
+print(json.dumps(r))
+"""
+    r = json.loads(run_without_interpreter(code).strip().splitlines()[-1])
+    # 256 sequences x 8 KV heads = 2,048 items: 8 rounds of 256 at 2 an SM, 16 of 128 at 1; on 3 SMs 6 programs
+    assert r["programs"] == [256, 128, 6]
+    assert len(r["refused"]) == 3, r
+    assert "unsplit" in r["refused"][0] and "widened" in r["refused"][1] and "at most 8" in r["refused"][2]
+
+
+def test_the_probe_launch_takes_the_persistent_kernel_where_asked():
+    """Host side only: DecodePlan on the Gluon route launches one program per item unless decode_gluon_persist
+    asks for the persistent kernel, and its launch record says how many programs that took."""
+    code = """
+import json, dataclasses, torch
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+from kernels_probe.attention.triton_plans import DecodePlan
+q = torch.zeros(256, 32, 128, dtype=torch.bfloat16); k = torch.zeros(400, 16, 8, 128, dtype=torch.bfloat16)
+bt = torch.zeros(256, 320, dtype=torch.int32); lens = torch.full((256,), 5120, dtype=torch.int32)
+r = {}
+for per in (0, 2):
+    tune = dataclasses.replace(DEFAULT_TUNE, decode_gluon=True, decode_gluon_persist=per, decode_page_group=1)
+    p = DecodePlan(q, k, k, bt, lens, 5120, torch.empty_like(q), sm_count=132, tune=tune)
+    r[per] = [p.gluon, p.gluon_programs, p.launch_record().get("gluon_programs"), "Q_VEC" in p.gluon_const]
+print(json.dumps(r))
+"""
+    r = json.loads(run_without_interpreter(code).strip().splitlines()[-1])
+    assert r["0"] == [True, 0, None, False]
+    assert r["2"] == [True, 256, 256, True]     # 2,048 items, 8 rounds of 256 programs
 
 
 def test_more_query_heads_than_a_tile_holds_are_refused():

@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cascade_plan.own_kernel_launch import GLUON_HEAD_DIMS, GLUON_TILE, gluon_decode_route
+from cascade_plan.own_kernel_launch import GLUON_HEAD_DIMS, GLUON_TILE, gluon_decode_route, persistent_programs
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 from cascade_plan.own_kernel_tunes import PROBE_1_21_0_TUNE
 
@@ -44,3 +44,28 @@ def test_route_is_the_conjunction_of_its_conditions(kv, d, g, splits, seqs, ext,
     tune = replace(DEFAULT_TUNE, decode_gluon=on)
     want = on and kv == "bf16" and d in (64, 128) and g <= 16 and splits == 1 and seqs == 1 and not ext
     assert route(tune, kv_dtype=kv, head_dim=d, q_per_kv=g, splits=splits, seqs=seqs, external_states=ext) == want
+
+
+def test_the_probe_runs_no_persistent_launch():
+    assert DEFAULT_TUNE.decode_gluon_persist == 0 and PROBE_1_21_0_TUNE.decode_gluon_persist == 0
+
+
+def test_persistent_programs_by_hand():
+    """2,048 items on 132 SMs at 2 an SM (264 resident): 8 rounds, 256 programs of 8 items each; 4,096 items: 16
+    rounds of 256; 265 items: 2 rounds, 133 programs (132 of 2, one of 1); fewer items than resident: one each."""
+    assert persistent_programs(2048, 132, 2) == 256
+    assert persistent_programs(4096, 132, 2) == 256
+    assert persistent_programs(265, 132, 2) == 133
+    assert persistent_programs(200, 132, 2) == 200
+    assert persistent_programs(0, 132, 2) == 1
+
+
+@given(items=st.integers(1, 200_000), sms=st.integers(1, 200), per_sm=st.integers(1, 8))
+def test_persistent_programs_fit_and_balance(items, sms, per_sm):
+    """Never more programs than resident slots or items; every program takes rounds or rounds - 1 items (strided
+    by the program count), with rounds the fewest any launch of that many resident programs needs."""
+    p = persistent_programs(items, sms, per_sm)
+    rounds = -(-items // (sms * per_sm))
+    assert 1 <= p <= min(items, sms * per_sm)
+    taken = [len(range(i, items, p)) for i in (0, p - 1)]
+    assert taken[0] == rounds and taken[1] in (rounds - 1, rounds)

@@ -85,3 +85,62 @@ def lane_keys(layout: gl.constexpr, WARPS: gl.constexpr, NW: gl.constexpr):
     w = gl.arange(0, WARPS, layout=gl.SliceLayout(1, layout))
     n = gl.arange(0, NW, layout=gl.SliceLayout(0, layout))
     return w[:, None] * NW + n[None, :]
+
+
+@gluon.jit
+def store_final_rows(o, l_all, out_ptr, row0, MMA: gl.constexpr, D_AXIS: gl.constexpr, G: gl.constexpr,
+                     D: gl.constexpr, BG: gl.constexpr):
+    """A KV head's merged rows o (MMA's slice 0: [BG, D], or [D, BG] where D_AXIS is 0) over their sums l_all,
+    stored to out rows row0 to row0 + G - 1; a row that saw no key stores zeros."""
+    o_l: gl.constexpr = gl.SliceLayout(0, MMA)
+    l_safe = gl.where(l_all > 0.0, l_all, 1.0)
+    o = o / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(D_AXIS, o_l)), D_AXIS)
+    offs_g = gl.arange(0, BG, layout=gl.SliceLayout(D_AXIS, o_l))
+    offs_d = gl.arange(0, D, layout=gl.SliceLayout(D_AXIS ^ 1, o_l))
+    g2 = gl.expand_dims(offs_g, D_AXIS)
+    d2 = gl.expand_dims(offs_d, D_AXIS ^ 1)
+    gl.store(out_ptr + (row0 + g2).to(gl.int64) * D + d2, o.to(out_ptr.dtype.element_ty), mask=(g2 < G) & (d2 < D))
+
+
+@gluon.jit
+def merge_split_rows(o_state_ptr, lse_state_ptr, out_ptr, row0, rows_total, slot0, num_slots, G: gl.constexpr,
+                     D: gl.constexpr, BG: gl.constexpr, WARPS: gl.constexpr):
+    """Rows row0 to row0 + G - 1 of state slots slot0 to slot0 + num_slots - 1 merged by their log-sum-exps
+    (natural log, -inf for a split that saw no key) into out, one slot at a time. Other programs of the running
+    launch wrote the states: the loads bypass L1 (.cg), which is not coherent across SMs."""
+    ml: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [WARPS, 1], [1, 0])
+    offs_g = gl.arange(0, BG, layout=gl.SliceLayout(1, ml))
+    offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, ml))
+    rmask = offs_g < G
+    m = gl.full([BG], float("-inf"), gl.float32, gl.SliceLayout(1, ml))
+    den = gl.zeros([BG], gl.float32, gl.SliceLayout(1, ml))
+    acc = gl.zeros([BG, D], gl.float32, ml)
+    for s in range(num_slots):
+        srow = (slot0 + s).to(gl.int64) * rows_total + row0 + offs_g
+        lse = gl.load(lse_state_ptr + srow, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+        o = gl.load(o_state_ptr + srow[:, None] * D + offs_d[None, :], mask=rmask[:, None], other=0.0,
+                    cache_modifier=".cg")
+        m_new = gl.maximum(m, lse)
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp(m - m_use)
+        w = gl.exp(lse - m_use)
+        acc = acc * alpha[:, None] + o * w[:, None]
+        den = den * alpha + w
+        m = m_new
+    out = acc / gl.where(den > 0.0, den, 1.0)[:, None]
+    gl.store(out_ptr + (row0 + offs_g).to(gl.int64)[:, None] * D + offs_d[None, :], out.to(out_ptr.dtype.element_ty),
+             mask=rmask[:, None])
+
+
+@gluon.jit
+def merge_if_last(counter_ptr, item, o_state_ptr, lse_state_ptr, out_ptr, row0, rows_total, slot0,
+                  G: gl.constexpr, D: gl.constexpr, BG: gl.constexpr, WARPS: gl.constexpr):
+    """The fused merge: after this program's states are stored, it counts itself among its work item's splits;
+    the program that counts last merges the item's rows (so that no merge kernel runs after the launch) and sets
+    the count back to zero for the next launch. The barrier orders every warp's stores before the counting atomic
+    (release); its acquire orders the merge's loads after the other programs' stores."""
+    cta_barrier()
+    if gl.atomic_add(counter_ptr + item, 1, sem="acq_rel") == gl.num_programs(1) - 1:
+        merge_split_rows(o_state_ptr, lse_state_ptr, out_ptr, row0, rows_total, slot0, gl.num_programs(1), G, D,
+                         BG, WARPS)
+        gl.store(counter_ptr + item, 0)

@@ -33,6 +33,7 @@ from kernels_probe.attention.gluon_common import (
     copy_tile,
     cta_barrier,
     lane_keys,
+    merge_if_last,
     merge_lanes,
     program_range,
     softmax_update,
@@ -45,12 +46,12 @@ BLOCK_G = 16    # query rows of a KV head, padded to one MMA's M
 
 @gluon.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "tokens_per_split"])
 def gluon_decode_kernel(
-    q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, o_state_ptr, lse_state_ptr, out_ptr,
+    q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, o_state_ptr, lse_state_ptr, out_ptr, counter_ptr,
     sm_scale_log2, stride_bt, stride_kp, stride_kt, stride_kh, rows_total, slot_offset, tokens_per_split,
     HKV: gl.constexpr, G: gl.constexpr, D: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
     WRITE_FINAL: gl.constexpr, WARPS: gl.constexpr, COPY_TN: gl.constexpr, COPY_TD: gl.constexpr,
     DOT_DTYPE: gl.constexpr, NBUF: gl.constexpr, Q_SMEM: gl.constexpr, K_WIDTH: gl.constexpr, COPY_VEC: gl.constexpr,
-    V_WIDEN: gl.constexpr,
+    V_WIDEN: gl.constexpr, FUSED_MERGE: gl.constexpr,
 ):
     BG: gl.constexpr = 16
     NW: gl.constexpr = BLOCK_N // WARPS      # keys of a tile per lane (warp)
@@ -149,6 +150,9 @@ def gluon_decode_kernel(
         offs_gl = gl.arange(0, BG, layout=gl.SliceLayout(0, row_l))
         srow_l = (slot_offset + split).to(gl.int64) * rows_total + b * HQ + h * G + offs_gl
         gl.store(lse_state_ptr + srow_l, lse, mask=offs_gl < G)
+        if FUSED_MERGE:     # the split that stores last merges the item's rows (no merge kernel after)
+            merge_if_last(counter_ptr, b * HKV + h, o_state_ptr, lse_state_ptr, out_ptr, b * HQ + h * G, rows_total,
+                          slot_offset, G, D, BG, WARPS)
 
 
 def decode_kernel(swap: bool, q_per_kv: int):
@@ -170,7 +174,7 @@ def copy_threads(head_dim: int, elem_bytes: int) -> tuple[int, int, int]:
 
 def gluon_decode_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, page_size: int, block_n: int,
                            warps: int, write_final: bool, dot_dtype, *, fp8: bool = False, nbuf: int = 1,
-                           q_smem: bool = False, v_widen: bool = False) -> dict:
+                           q_smem: bool = False, v_widen: bool = False, fused_merge: bool = False) -> dict:
     """The kernel's constexprs for one launch shape."""
     if q_per_kv > BLOCK_G:
         raise ValueError(f"the Gluon decode holds at most {BLOCK_G} query heads per KV head, got {q_per_kv}")
@@ -179,33 +183,45 @@ def gluon_decode_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, page
     vec, tn, td = copy_threads(head_dim, 1 if fp8 else 2)
     return dict(HKV=num_kv_heads, G=q_per_kv, D=head_dim, PAGE_SIZE=page_size, BLOCK_N=block_n,
                 WRITE_FINAL=write_final, WARPS=warps, COPY_TN=tn, COPY_TD=td, DOT_DTYPE=dot_dtype, NBUF=nbuf,
-                Q_SMEM=q_smem, K_WIDTH=4 if fp8 else 2, COPY_VEC=vec, V_WIDEN=fp8 and v_widen)
+                Q_SMEM=q_smem, K_WIDTH=4 if fp8 else 2, COPY_VEC=vec, V_WIDEN=fp8 and v_widen,
+                FUSED_MERGE=fused_merge and not write_final)
 
 
 def compile_gluon_decode(block_n: int = 64, warps: int = 4, *, head_dim: int = 128, q_per_kv: int = 4,
                          kv_dtype: str = "bf16", write_final: bool = True, nbuf: int = 1, q_smem: bool = False,
                          v_widen: bool = False, maxnreg: int | None = None, swap: bool = False,
-                         arch: int = 90):
+                         fused_merge: bool = False, arch: int = 90):
     """The kernel compiled for one launch shape without a GPU (Triton's own ptxas), as pipelining.compile_decode
     compiles the Triton decode: CI's only check that it builds."""
-    import triton
     import triton.language as tl
+
+    names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",
+             "counter_ptr", "sm_scale_log2", "stride_bt", "stride_kp", "stride_kt", "stride_kh", "rows_total",
+             "slot_offset", "tokens_per_split"]
+    fp8 = kv_dtype == "fp8"
+    const = gluon_decode_constants(8, q_per_kv, head_dim, 16, block_n, warps, write_final,
+                                   tl.float16 if fp8 else tl.bfloat16, fp8=fp8, nbuf=nbuf, q_smem=q_smem,
+                                   v_widen=v_widen, fused_merge=fused_merge)
+    return compile_gluon(decode_kernel(swap, q_per_kv), names, kv_dtype, const, warps=warps, maxnreg=maxnreg,
+                         arch=arch)
+
+
+def compile_gluon(kernel, names: list[str], kv_dtype: str, const: dict, *, warps: int, maxnreg: int | None = None,
+                  arch: int = 90):
+    """A Gluon decode kernel compiled for sm_`arch` without a GPU: `names` its runtime arguments in order (pointers
+    end in _ptr: q and out bf16, block table, lengths and counts int32, states float32, the caches `kv_dtype`; then
+    the float scale; the rest int32), `const` its constexprs."""
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     cache = {"bf16": "*bf16", "fp8": "*fp8e4nv"}[kv_dtype]
-    names = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "o_state_ptr", "lse_state_ptr", "out_ptr",
-             "sm_scale_log2", "stride_bt", "stride_kp", "stride_kt", "stride_kh", "rows_total", "slot_offset",
-             "tokens_per_split"]
-    types = ["*bf16", cache, cache, "*i32", "*i32", "*fp32", "*fp32", "*bf16", "fp32"] + ["i32"] * 7
-    signature: dict = dict(zip(names, types))
-    fp8 = kv_dtype == "fp8"
-    const = gluon_decode_constants(8, q_per_kv, head_dim, 16, block_n, warps, write_final,
-                                   tl.float16 if fp8 else tl.bfloat16, fp8=fp8, nbuf=nbuf, q_smem=q_smem,
-                                   v_widen=v_widen)
+    ptr_types = {"k_ptr": cache, "v_ptr": cache, "bt_ptr": "*i32", "seq_lens_ptr": "*i32", "o_state_ptr": "*fp32",
+                 "lse_state_ptr": "*fp32", "counter_ptr": "*i32"}
+    signature: dict = {n: ptr_types.get(n, "*bf16") if n.endswith("_ptr") else "fp32" if n == "sm_scale_log2"
+                       else "i32" for n in names}
     signature.update({k: "constexpr" for k in const})
     aligned = [i for i, n in enumerate(names) if n.endswith("_ptr") or n in ("stride_kp", "stride_kt", "stride_kh")]
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    return triton.compile(GluonASTSource(decode_kernel(swap, q_per_kv), signature, constexprs=const, attrs=attrs),
+    return triton.compile(GluonASTSource(kernel, signature, constexprs=const, attrs=attrs),
                           target=GPUTarget("cuda", arch, 32), options=dict(num_warps=warps, maxnreg=maxnreg))
-

@@ -18,6 +18,7 @@ from kernels_probe.attention.gluon_common import (
     copy_tile,
     cta_barrier,
     lane_keys,
+    merge_if_last,
     merge_lanes,
     program_range,
     softmax_update,
@@ -29,12 +30,12 @@ SWAP_MAX_G = 8    # query heads per KV head the transposed dots hold: one MMA's 
 
 @gluon.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "tokens_per_split"])
 def gluon_decode_swap_kernel(
-    q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, o_state_ptr, lse_state_ptr, out_ptr,
+    q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, o_state_ptr, lse_state_ptr, out_ptr, counter_ptr,
     sm_scale_log2, stride_bt, stride_kp, stride_kt, stride_kh, rows_total, slot_offset, tokens_per_split,
     HKV: gl.constexpr, G: gl.constexpr, D: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
     WRITE_FINAL: gl.constexpr, WARPS: gl.constexpr, COPY_TN: gl.constexpr, COPY_TD: gl.constexpr,
     DOT_DTYPE: gl.constexpr, NBUF: gl.constexpr, Q_SMEM: gl.constexpr, K_WIDTH: gl.constexpr, COPY_VEC: gl.constexpr,
-    V_WIDEN: gl.constexpr,
+    V_WIDEN: gl.constexpr, FUSED_MERGE: gl.constexpr,
 ):
     BG: gl.constexpr = 8
     NW: gl.constexpr = BLOCK_N // WARPS
@@ -121,3 +122,6 @@ def gluon_decode_swap_kernel(
         offs_gl = gl.arange(0, BG, layout=gl.SliceLayout(0, col_l))
         srow_l = (slot_offset + split).to(gl.int64) * rows_total + b * HQ + h * G + offs_gl
         gl.store(lse_state_ptr + srow_l, lse, mask=offs_gl < G)
+        if FUSED_MERGE:     # the split that stores last merges the item's rows (no merge kernel after)
+            merge_if_last(counter_ptr, b * HKV + h, o_state_ptr, lse_state_ptr, out_ptr, b * HQ + h * G, rows_total,
+                          slot_offset, G, D, BG, WARPS)

@@ -5,19 +5,23 @@ benchmarks/decode_gluon_check.py times. The probe's launches reach the kernel th
 from __future__ import annotations
 
 from kernels_probe.attention.gluon_decode import decode_kernel, gluon_decode_constants
+from kernels_probe.attention.gluon_decode_persist import gluon_decode_persist_kernel, gluon_persist_constants
 
 
 class GluonDecode:
     """One launch of the Gluon decode over a paged cache, and the merge of its splits: calling it writes `out`
-    ([batch, num_q_heads, head_dim]). `splits` splits each sequence's tokens into ranges of whole tiles."""
+    ([batch, num_q_heads, head_dim]). `splits` splits each sequence's tokens into ranges of whole tiles; `persist`
+    (unsplit only) launches the persistent kernel (gluon_decode_persist), persist programs an SM at most; a split
+    launch merges its splits in the program that stores an item's last split (fused_merge) or in a merge kernel
+    after it."""
 
     def __init__(self, q, k_cache, v_cache, block_table, seq_lens, max_seq_len: int, out, *, sm_count: int,
                  splits: int = 1, block_n: int = 64, warps: int = 4, nbuf: int = 1, q_smem: bool = False,
-                 v_widen: bool = False, maxnreg: int | None = None, swap: bool = False,
-                 sm_scale: float | None = None):
+                 v_widen: bool = False, maxnreg: int | None = None, swap: bool = False, persist: int = 0,
+                 fused_merge: bool = True, sm_scale: float | None = None):
         import torch
 
-        from cascade_plan.own_kernel_launch import scale_log2, whole_tile_splits
+        from cascade_plan.own_kernel_launch import persistent_programs, scale_log2, whole_tile_splits
         from kernels_probe.attention.triton_plans import MergePlan, StateBuffer, dot_dtype
 
         B, HQ, D = q.shape
@@ -26,23 +30,41 @@ class GluonDecode:
         self.grid_items = B * HKV
         self.splits, self.tps = whole_tile_splits(max(max_seq_len, 1), max(splits, 1), block_n)
         self.warps = warps
-        self.kernel = decode_kernel(swap, HQ // HKV)
         self.launch_opts = {"num_warps": warps, **({"maxnreg": maxnreg} if maxnreg else {})}
         self.scale_log2 = scale_log2(D, sm_scale)
         self.rows = B * HQ
-        self.const = gluon_decode_constants(HKV, HQ // HKV, D, PS, block_n, warps, self.splits == 1,
-                                            dot_dtype(q.dtype, k_cache.dtype), fp8=k_cache.element_size() == 1,
-                                            nbuf=nbuf, q_smem=q_smem, v_widen=v_widen)
+        dt = dot_dtype(q.dtype, k_cache.dtype)
+        fp8 = k_cache.element_size() == 1
+        self.persist = persist
+        if persist:
+            if self.splits > 1 or q_smem or v_widen:
+                raise ValueError("the persistent Gluon decode runs unsplit, q from its copies, V unwidened")
+            self.programs = persistent_programs(self.grid_items, sm_count, persist)
+            self.const = gluon_persist_constants(HKV, HQ // HKV, D, PS, block_n, warps, dt, fp8=fp8, nbuf=nbuf,
+                                                 swap=swap)
+            self.states = self.merge = None
+            return
+        self.kernel = decode_kernel(swap, HQ // HKV)
+        self.const = gluon_decode_constants(HKV, HQ // HKV, D, PS, block_n, warps, self.splits == 1, dt, fp8=fp8,
+                                            nbuf=nbuf, q_smem=q_smem, v_widen=v_widen, fused_merge=fused_merge)
         self.states = StateBuffer(self.splits, self.rows, D, q.device) if self.splits > 1 else None
-        self.merge = (MergePlan(self.states, out.view(self.rows, D), sm_count=sm_count) if self.states is not None
-                      else None)
+        self.merge = (MergePlan(self.states, out.view(self.rows, D), sm_count=sm_count)
+                      if self.states is not None and not self.const["FUSED_MERGE"] else None)
+        # the fused merge's counts: each item's splits count themselves, and the last sets its count back to zero
+        self.counts = torch.zeros(self.grid_items, dtype=torch.int32, device=q.device)
         self._dummy = torch.empty(1, dtype=torch.float32, device=q.device)
 
     def __call__(self):
+        if self.persist:
+            gluon_decode_persist_kernel[(self.programs,)](
+                self.q, self.k, self.v, self.bt, self.seq_lens, self.out, self.scale_log2, self.bt.stride(0),
+                self.k.stride(0), self.k.stride(1), self.k.stride(2), self.grid_items, **self.const,
+                **self.launch_opts)
+            return self.out
         o_state = self.states.o if self.states is not None else self._dummy
         lse_state = self.states.lse if self.states is not None else self._dummy
         self.kernel[(self.grid_items, self.splits)](
-            self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out, self.scale_log2,
+            self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out, self.counts, self.scale_log2,
             self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2), self.rows, 0, self.tps,
             **self.const, **self.launch_opts)
         if self.merge is not None:

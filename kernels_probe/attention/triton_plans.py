@@ -21,6 +21,7 @@ from cascade_plan.own_kernel_launch import (
     decode_fused_merge,
     fused_merge_slots,
     gluon_decode_route,
+    persistent_programs,
     prefix_prefetch,
     scale_log2,
     stagger_block_n,
@@ -151,12 +152,18 @@ class DecodePlan:
         self.gluon = (gluon_decode_route(tune, kv_dtype=kv_name, head_dim=D, q_per_kv=self.G, splits=self.splits,
                                          seqs=self.seqs, external_states=self.external_states)
                       and os.environ.get("TRITON_INTERPRET") != "1")
+        self.gluon_programs = 0    # the persistent Gluon kernel's programs; 0: one program per work item
         if self.gluon:
             from kernels_probe.attention.gluon_decode import gluon_decode_constants
+            from kernels_probe.attention.gluon_decode_persist import gluon_persist_constants
 
             (self.block_n, self.warps), self.stages, self.prefetch = GLUON_TILE, 1, False
-            self.gluon_const = gluon_decode_constants(HKV, self.G, D, PS, self.block_n, self.warps, True,
-                                                      dot_dtype(q.dtype, k_cache.dtype, tune))
+            dt = dot_dtype(q.dtype, k_cache.dtype, tune)
+            if tune.decode_gluon_persist > 0:
+                self.gluon_programs = persistent_programs(self.work_items, sm_count, tune.decode_gluon_persist)
+                self.gluon_const = gluon_persist_constants(HKV, self.G, D, PS, self.block_n, self.warps, dt)
+            else:
+                self.gluon_const = gluon_decode_constants(HKV, self.G, D, PS, self.block_n, self.warps, True, dt)
 
     def launch_partial(self, warmup: bool = False):
         if self.gluon:
@@ -186,9 +193,15 @@ class DecodePlan:
     def _launch_gluon(self, warmup: bool):
         """The unsplit launch decode_gluon takes: every program writes its rows of `out` (no states, no merge)."""
         from kernels_probe.attention.gluon_decode import gluon_decode_kernel
+        from kernels_probe.attention.gluon_decode_persist import gluon_decode_persist_kernel
 
+        if self.gluon_programs:
+            _launch(gluon_decode_persist_kernel, (self.gluon_programs,), warmup, self.q, self.k, self.v, self.bt,
+                    self.seq_lens, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
+                    self.work_items, **self.gluon_const, num_warps=self.warps)
+            return
         _launch(gluon_decode_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
-                self.out, self.out, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
+                self.out, self.out, self.out, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
                 self.B * self.HQ, self.slot_offset, self.tps, **self.gluon_const, num_warps=self.warps)
 
     def __call__(self):
@@ -211,6 +224,8 @@ class DecodePlan:
         rec = {"splits": self.splits, "tokens_per_split": self.tps, "page_block_seqs": self.seqs}
         if self.tune.decode_gluon:
             rec["gluon"] = self.gluon
+            if self.gluon_programs:
+                rec["gluon_programs"] = self.gluon_programs
         if self.tune.page_prefetch:
             rec["page_prefetch"] = self.prefetch
         if self.tune.decode_fused_merge:

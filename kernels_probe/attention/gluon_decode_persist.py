@@ -1,0 +1,229 @@
+"""The Gluon decode made persistent: a launch of a fixed number of programs P, program p taking work items
+(sequence, KV head) p, p + P, p + 2P, ... as one stream of tiles, so that the copies run on across an item's end.
+
+Why: launched one program per item (``gluon_decode``), each program starts with nothing in flight, waits a whole
+copy's latency for its first tile, and ends with nothing in flight while its lanes merge and its rows are stored.
+At 4,096 items on 132 SMs, two programs an SM, that happens 15 to 16 times in each program slot. Here the copies
+NBUF tiles ahead belong to the next item once this one runs out, so a slot waits for a first tile once. Items
+strided by P keep the items in flight at once consecutive, as a grid launch has them, which keeps a group's shared
+prefix pages in L2 for the group's sequences.
+
+Two cursors walk the stream: the copy cursor NBUF tiles ahead (``next_tile``), the compute cursor as two loops, the
+items and each item's tiles, so that the lanes' merge and the store at an item's end sit outside the tile loop
+(Triton 3.6, sm_90, 128-token tiles at head dim 128: one loop spilled 384 bytes a thread, some inside it; two spill
+128, all outside the tile loop). q rides with the copies: the K copy of an item's
+first tile carries the item's q rows into a buffer of their own (NBUF of them, by the item's count modulo NBUF: the
+copy NBUF tiles ahead never overwrites a q that a tile before it still has to read), and the lanes read it into
+registers once per item. Unsplit only: every item writes its own rows of ``out``. Each tile's order, lanes and
+buffers are ``gluon_decode``'s; the launch is ``gluon_plans.GluonDecode(persist=...)`` or, on the probe's route,
+``TuneParams.decode_gluon_persist``.
+
+Gluon does not run under TRITON_INTERPRET: compiled on the CPU for sm_90 (tests/test_gluon_decode_compile.py),
+checked against float32 on a GPU only (benchmarks/decode_gluon_check.py)."""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
+
+from kernels_probe.attention.gluon_common import (
+    async_copy_to_shared,
+    copy_tile,
+    cta_barrier,
+    lane_keys,
+    merge_lanes,
+    softmax_update,
+    store_final_rows,
+    tile_offsets,
+)
+from kernels_probe.attention.gluon_decode_swap import SWAP_MAX_G
+
+
+@gluon.jit
+def item_range(it, n_items, seq_lens_ptr, bt_ptr, stride_bt, stride_kh, HKV: gl.constexpr, BLOCK_N: gl.constexpr):
+    """Work item `it`'s (end, tiles, block-table row, head offset): an item past the last has no tokens and one
+    tile, whose copies read nothing and fill zeros."""
+    valid = it < n_items
+    itc = gl.where(valid, it, 0)
+    b = itc // HKV
+    end = gl.load(seq_lens_ptr + b, mask=valid, other=0)
+    return end, gl.maximum(gl.cdiv(end, BLOCK_N), 1), bt_ptr + b.to(gl.int64) * stride_bt, (itc % HKV) * stride_kh
+
+
+@gluon.jit
+def next_tile(it, i, n, end, bt_row, h_off, j, n_items, seq_lens_ptr, bt_ptr, stride_bt, stride_kh,
+              HKV: gl.constexpr, BLOCK_N: gl.constexpr):
+    """A cursor over a program's tile stream moved one tile on: (item, tile of it, its tiles, end, block-table row,
+    head offset, count of the program's items before it)."""
+    i += 1
+    if i == n:
+        it += gl.num_programs(0)
+        i = 0
+        j += 1
+        end, n, bt_row, h_off = item_range(it, n_items, seq_lens_ptr, bt_ptr, stride_bt, stride_kh, HKV, BLOCK_N)
+    return it, i, n, end, bt_row, h_off, j
+
+
+@gluon.jit
+def copy_q(q_buf, q_ptr, it, n_items, offs_qg, offs_qd, HQ: gl.constexpr, G: gl.constexpr, D: gl.constexpr,
+           HKV: gl.constexpr):
+    """Start copying item `it`'s q rows into q_buf (rows past G, and an item past the last, zero-filled), in the
+    commit group the next copy_tile closes."""
+    itc = gl.where(it < n_items, it, 0)
+    rows = (itc // HKV) * HQ + (itc % HKV) * G + offs_qg
+    msk = ((offs_qg < G) & (it < n_items))[:, None] & (offs_qd < D)[None, :]
+    async_copy_to_shared(q_buf, q_ptr + rows.to(gl.int64)[:, None] * D + offs_qd[None, :], mask=msk)
+
+
+@gluon.jit(do_not_specialize=["stride_bt", "n_items"])
+def gluon_decode_persist_kernel(
+    q_ptr, k_ptr, v_ptr, bt_ptr, seq_lens_ptr, out_ptr,
+    sm_scale_log2, stride_bt, stride_kp, stride_kt, stride_kh, n_items,
+    HKV: gl.constexpr, G: gl.constexpr, D: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
+    WARPS: gl.constexpr, COPY_TN: gl.constexpr, COPY_TD: gl.constexpr, DOT_DTYPE: gl.constexpr, NBUF: gl.constexpr,
+    K_WIDTH: gl.constexpr, COPY_VEC: gl.constexpr, Q_VEC: gl.constexpr, Q_TN: gl.constexpr, Q_TD: gl.constexpr,
+    SWAP: gl.constexpr,
+):
+    # SWAP: gluon_decode_swap's transposed dots (S^T = K q^T, acc^T += V^T P^T, query heads padded to 8, one MMA's
+    # N); otherwise gluon_decode's (query heads padded to 16, one MMA's M). A1 x A2: the accumulator, S1 x S2: S
+    BG: gl.constexpr = 8 if SWAP else 16
+    NW: gl.constexpr = BLOCK_N // WARPS
+    KEY_AXIS: gl.constexpr = 1 if SWAP else 2
+    A1: gl.constexpr = D if SWAP else BG
+    A2: gl.constexpr = BG if SWAP else D
+    S1: gl.constexpr = NW if SWAP else BG
+    S2: gl.constexpr = BG if SWAP else NW
+    # gluon_decode's layouts: the batched MMA (each warp its own batch), its operands, the copies and their buffers
+    mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[WARPS, 1, 1],
+                                                  instr_shape=[1, 16, 8])
+    op_a: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=K_WIDTH)
+    op_b: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=K_WIDTH)
+    cpl: gl.constexpr = gl.BlockedLayout([1, 1, COPY_VEC], [1, COPY_TN, COPY_TD], [WARPS, 1, 1], [2, 1, 0])
+    tok_l: gl.constexpr = gl.SliceLayout(2, cpl)
+    smem_l: gl.constexpr = gl.SwizzledSharedLayout(COPY_VEC, 1, 8, [2, 1, 0])
+    # q's copy: 16 bytes a thread, the warps along its rows; its read: every lane all rows ([D, BG] transposed)
+    qcl: gl.constexpr = gl.BlockedLayout([1, Q_VEC], [Q_TN, Q_TD], [WARPS, 1], [1, 0])
+    q3l: gl.constexpr = gl.BlockedLayout([1, 1, Q_VEC], [1, Q_TN, Q_TD], [WARPS, 1, 1], [2, 1, 0])
+    qt3l: gl.constexpr = gl.BlockedLayout([1, 1, BG], [1, 32, 1], [WARPS, 1, 1], [2, 1, 0])
+    q_smem_l: gl.constexpr = gl.SwizzledSharedLayout(Q_VEC, 1, 8, [1, 0])
+    row_l: gl.constexpr = gl.SliceLayout(KEY_AXIS, mma)         # [lanes, query heads]
+    key_l: gl.constexpr = gl.SliceLayout(3 - KEY_AXIS, mma)     # [lanes, keys]
+
+    HQ: gl.constexpr = HKV * G
+    offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, gl.SliceLayout(1, cpl)))
+    offs_qg = gl.arange(0, BG, layout=gl.SliceLayout(1, qcl))
+    offs_qd = gl.arange(0, D, layout=gl.SliceLayout(0, qcl))
+    tok_tile = lane_keys(tok_l, WARPS, NW)
+    key_tile = lane_keys(key_l, WARPS, NW)
+    k_buf = gl.allocate_shared_memory(k_ptr.dtype.element_ty, [NBUF, WARPS, NW, D], smem_l)
+    v_buf = gl.allocate_shared_memory(v_ptr.dtype.element_ty, [NBUF, WARPS, NW, D], smem_l)
+    q_buf = gl.allocate_shared_memory(q_ptr.dtype.element_ty, [NBUF, BG, D], q_smem_l)
+
+    # the copy cursor (c_*) runs NBUF tiles ahead of the compute cursor
+    it = gl.program_id(0)
+    j = it * 0          # the program's items before this one
+    end, n, c_bt, c_h = item_range(it, n_items, seq_lens_ptr, bt_ptr, stride_bt, stride_kh, HKV, BLOCK_N)
+    c_it, c_i, c_n, c_end, c_j = it, j, n, end, j
+    for s0 in gl.static_range(NBUF):
+        t_c = c_i * BLOCK_N + tok_tile
+        off = tile_offsets(c_bt, t_c, c_end, stride_kp, stride_kt, c_h, PAGE_SIZE)
+        if c_i == 0:
+            copy_q(q_buf.index(c_j % NBUF), q_ptr, c_it, n_items, offs_qg, offs_qd, HQ, G, D, HKV)
+        copy_tile(k_buf.index(s0), k_ptr, off, t_c, c_end, offs_d, D)
+        copy_tile(v_buf.index(s0), v_ptr, off, t_c, c_end, offs_d, D)
+        c_it, c_i, c_n, c_end, c_bt, c_h, c_j = next_tile(c_it, c_i, c_n, c_end, c_bt, c_h, c_j, n_items,
+                                                          seq_lens_ptr, bt_ptr, stride_bt, stride_kh, HKV, BLOCK_N)
+    off_next = tile_offsets(c_bt, c_i * BLOCK_N + tok_tile, c_end, stride_kp, stride_kt, c_h, PAGE_SIZE)
+
+    m_i = gl.full([WARPS, BG], float("-inf"), gl.float32, row_l)
+    l_i = gl.zeros([WARPS, BG], gl.float32, row_l)
+    acc = gl.zeros([WARPS, A1, A2], gl.float32, mma)
+    s_zero = gl.zeros([WARPS, S1, S2], gl.float32, mma)
+    step = it * 0
+    while it < n_items:
+        cp.wait_group(2 * NBUF - 1)     # the item's q (with its first tile's K) has landed
+        cta_barrier()
+        if SWAP:
+            q2 = q_buf.index(j % NBUF).permute((1, 0)).load(gl.SliceLayout(0, qt3l))
+            q3 = gl.convert_layout((q2[None, :, :] + gl.zeros([WARPS, D, BG], q2.dtype, qt3l)).to(DOT_DTYPE), op_b)
+        else:
+            q2 = q_buf.index(j % NBUF).load(gl.SliceLayout(0, q3l))
+            q3 = gl.convert_layout((q2[None, :, :] + gl.zeros([WARPS, BG, D], q2.dtype, q3l)).to(DOT_DTYPE), op_a)
+        for i in range(n):
+            slot = step % NBUF
+            cp.wait_group(2 * NBUF - 1)     # this tile's K has landed
+            cta_barrier()
+            if SWAP:
+                s = mma_v2(k_buf.index(slot).load(op_a).to(DOT_DTYPE), q3, s_zero)                  # S^T
+            else:
+                s = mma_v2(q3, k_buf.index(slot).permute((0, 2, 1)).load(op_b).to(DOT_DTYPE), s_zero)
+            cta_barrier()         # every lane has read K (and q): the buffers take the tile NBUF ahead
+            t_c = c_i * BLOCK_N + tok_tile
+            if c_i == 0:
+                copy_q(q_buf.index(c_j % NBUF), q_ptr, c_it, n_items, offs_qg, offs_qd, HQ, G, D, HKV)
+            copy_tile(k_buf.index(slot), k_ptr, off_next, t_c, c_end, offs_d, D)
+
+            s = gl.where(gl.expand_dims(i * BLOCK_N + key_tile < end, 3 - KEY_AXIS), s * sm_scale_log2,
+                         float("-inf"))
+            p, m_i, l_i, acc = softmax_update(s, m_i, l_i, acc, KEY_AXIS)
+            p_op = gl.convert_layout(p.to(DOT_DTYPE), op_b if SWAP else op_a)
+
+            cp.wait_group(2 * NBUF - 1)     # this tile's V has landed
+            cta_barrier()
+            if SWAP:
+                acc = mma_v2(v_buf.index(slot).permute((0, 2, 1)).load(op_a).to(DOT_DTYPE), p_op, acc)   # acc^T
+            else:
+                acc = mma_v2(p_op, v_buf.index(slot).load(op_b).to(DOT_DTYPE), acc)
+            cta_barrier()
+            copy_tile(v_buf.index(slot), v_ptr, off_next, t_c, c_end, offs_d, D)
+            c_it, c_i, c_n, c_end, c_bt, c_h, c_j = next_tile(c_it, c_i, c_n, c_end, c_bt, c_h, c_j, n_items,
+                                                              seq_lens_ptr, bt_ptr, stride_bt, stride_kh, HKV,
+                                                              BLOCK_N)
+            off_next = tile_offsets(c_bt, c_i * BLOCK_N + tok_tile, c_end, stride_kp, stride_kt, c_h, PAGE_SIZE)
+            step += 1
+        # the item's lanes merge, its rows are stored, the state starts again
+        m_all, l_all, o = merge_lanes(m_i, l_i, acc, KEY_AXIS)
+        store_final_rows(o, l_all, out_ptr, (it // HKV) * HQ + (it % HKV) * G, mma, KEY_AXIS - 1, G, D, BG)
+        m_i = gl.full([WARPS, BG], float("-inf"), gl.float32, row_l)
+        l_i = gl.zeros([WARPS, BG], gl.float32, row_l)
+        acc = gl.zeros([WARPS, A1, A2], gl.float32, mma)
+        it += gl.num_programs(0)
+        j += 1
+        end, n, _, _ = item_range(it, n_items, seq_lens_ptr, bt_ptr, stride_bt, stride_kh, HKV, BLOCK_N)
+    cp.wait_group(0)
+
+
+PERSIST_ARGS = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "out_ptr", "sm_scale_log2", "stride_bt",
+                "stride_kp", "stride_kt", "stride_kh", "n_items"]
+
+
+def gluon_persist_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, page_size: int, block_n: int,
+                            warps: int, dot_dtype, *, fp8: bool = False, nbuf: int = 1, swap: bool = False) -> dict:
+    """The persistent kernel's constexprs for one launch shape: gluon_decode's tile, lanes and buffers (its checks
+    included), and q's copy, 16 bytes of bf16 a thread."""
+    from kernels_probe.attention.gluon_decode import copy_threads, gluon_decode_constants
+
+    base = gluon_decode_constants(num_kv_heads, q_per_kv, head_dim, page_size, block_n, warps, True, dot_dtype,
+                                  fp8=fp8, nbuf=nbuf)
+    keep = ("HKV", "G", "D", "PAGE_SIZE", "BLOCK_N", "WARPS", "COPY_TN", "COPY_TD", "DOT_DTYPE", "NBUF", "K_WIDTH",
+            "COPY_VEC")
+    q_vec, q_tn, q_td = copy_threads(head_dim, 2)
+    if swap and q_per_kv > SWAP_MAX_G:
+        raise ValueError(f"the transposed Gluon decode holds at most {SWAP_MAX_G} query heads per KV head, "
+                         f"got {q_per_kv}")
+    return {**{k: base[k] for k in keep}, "Q_VEC": q_vec, "Q_TN": q_tn, "Q_TD": q_td, "SWAP": swap}
+
+
+def compile_gluon_persist(block_n: int = 64, warps: int = 4, *, head_dim: int = 128, q_per_kv: int = 4,
+                          kv_dtype: str = "bf16", nbuf: int = 1, swap: bool = False, arch: int = 90):
+    """The persistent kernel compiled for one launch shape without a GPU: CI's check that it builds."""
+    import triton.language as tl
+
+    from kernels_probe.attention.gluon_decode import compile_gluon
+
+    fp8 = kv_dtype == "fp8"
+    const = gluon_persist_constants(8, q_per_kv, head_dim, 16, block_n, warps, tl.float16 if fp8 else tl.bfloat16,
+                                    fp8=fp8, nbuf=nbuf, swap=swap)
+    return compile_gluon(gluon_decode_persist_kernel, PERSIST_ARGS, kv_dtype, const, warps=warps, arch=arch)
