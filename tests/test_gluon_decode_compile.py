@@ -21,7 +21,7 @@ SCRIPT = """
 import json, re
 from kernels_probe.attention.gluon_decode import compile_gluon_decode
 from kernels_probe.attention.gluon_decode_persist import compile_gluon_persist
-from kernels_probe.attention.pipelining import resource_usage
+from kernels_probe.attention.pipelining import resource_usage, sass_loops
 shapes = {"d128": dict(block_n=128, warps=4, head_dim=128, q_per_kv=4),
           "d128-states": dict(block_n=128, warps=4, head_dim=128, q_per_kv=4, write_final=False),
           "d128-fused": dict(block_n=128, warps=4, head_dim=128, q_per_kv=4, write_final=False, fused_merge=True),
@@ -40,7 +40,8 @@ try:
         r[name] = {"shared_bytes": k.metadata.shared, **resource_usage(k.asm["cubin"]),
                    "waits": [int(n) for n in re.findall(r"cp\\.async\\.wait_group\\s+(\\d+)", ptx)],
                    "mma": len(re.findall(r"mma\\.sync", ptx)), "ldmatrix": len(re.findall(r"ldmatrix", ptx)),
-                   "atomics": re.findall(r"atom\\.[\\w.]+", ptx), "cg_loads": len(re.findall(r"ld\\.global\\.cg", ptx))}
+                   "atomics": re.findall(r"atom\\.[\\w.]+", ptx), "cg_loads": len(re.findall(r"ld\\.global\\.cg", ptx)),
+                   "tile_loop": next((lp["ops"] for lp in sass_loops(k.asm["cubin"]) if "HMMA" in lp["ops"]), None)}
 except Exception as exc:
     r = {"skip": f"{type(exc).__name__}: {exc}"[:300]}
 print(json.dumps(r))
@@ -88,6 +89,19 @@ def test_the_persistent_kernel_waits_as_the_grid_one_and_once_more_an_item():
     assert r["persist-swap-d256"]["mma"] == 32, r["persist-swap-d256"]
 
 
+def test_the_persistent_tile_loop_copies_ahead_and_spills_nothing():
+    """The persistent kernel's tile loop (the innermost loop with MMAs, in SASS): both waits, the four barriers,
+    the copies of the tile NBUF ahead, K and V (128 keys x 128 head dims of bf16: 16 copies of 16 bytes a thread
+    each), and the next item's q (16 rows: 2 a thread), and nothing spilled: the item's merge and store sit outside
+    it."""
+    loop = _compiled()["persist"]["tile_loop"]
+    if loop is None:
+        pytest.skip("no nvdisasm in this Triton")
+    assert loop.get("DEPBAR") == 2 and loop.get("BAR") == 4, loop
+    assert loop.get("LDGSTS") == 34 and loop.get("HMMA") == 64, loop
+    assert "LDL" not in loop and "STL" not in loop, loop
+
+
 def test_shared_memory_is_the_buffers_it_asks_for():
     r = _compiled()
     assert r["d128"]["shared_bytes"] == 2 * 128 * 128 * 2                         # one K and one V tile, bf16
@@ -125,8 +139,9 @@ print(json.dumps(r))
 
 
 def test_persistent_launch_arithmetic():
-    """Host side only: the persistent launch's program count, and the launches it refuses (split, V widened,
-    transposed over more query heads than the transposed dots hold)."""
+    """Host side only: the persistent launch's program count, capped where an SM holds fewer of the compiled
+    kernel than asked, and the launches it refuses (split, V widened, transposed over more query heads than the
+    transposed dots hold)."""
     code = """
 import json, torch
 from kernels_probe.attention.gluon_plans import GluonDecode
@@ -135,6 +150,12 @@ bt = torch.zeros(256, 40, dtype=torch.int32); lens = torch.full((256,), 600, dty
 out = torch.empty_like(q)
 r = {"programs": [GluonDecode(q, k, k, bt, lens, 600, out, sm_count=sm, block_n=128, persist=per).programs
                   for sm, per in ((132, 2), (132, 1), (3, 2))]}
+from types import SimpleNamespace
+from kernels_probe.attention.gluon_decode_persist import resident_per_sm
+def compiled(regs, shared):
+    return SimpleNamespace(n_regs=regs, metadata=SimpleNamespace(shared=shared))
+r["per_sm"] = [resident_per_sm(compiled(255, 102400), 4, 3), resident_per_sm(compiled(168, 51200), 4, 3),
+               resident_per_sm(compiled(168, 51200), 4, 2), resident_per_sm(compiled(64, 200000), 4, 2)]
 for kw in (dict(splits=3), dict(v_widen=True), dict(swap=True, q_per_kv=16)):
     try:
         qq = torch.zeros(256, 8 * kw.pop("q_per_kv", 4), 128, dtype=torch.bfloat16)
@@ -146,6 +167,9 @@ print(json.dumps(r))
     r = json.loads(run_without_interpreter(code).strip().splitlines()[-1])
     # 256 sequences x 8 KV heads = 2,048 items: 8 rounds of 256 at 2 an SM, 16 of 128 at 1; on 3 SMs 6 programs
     assert r["programs"] == [256, 128, 6]
+    # an SM holds two programs of 255 registers x 4 warps (256 x 32 x 4 = 32K of 64K registers), three of 168
+    # (5,376 a warp), one of 200,000 bytes of shared memory (227 KB): asked for more, a launch gets that many
+    assert r["per_sm"] == [2, 3, 2, 1]
     assert len(r["refused"]) == 3, r
     assert "unsplit" in r["refused"][0] and "widened" in r["refused"][1] and "at most 8" in r["refused"][2]
 

@@ -227,3 +227,13 @@ def compile_gluon_persist(block_n: int = 64, warps: int = 4, *, head_dim: int = 
     const = gluon_persist_constants(8, q_per_kv, head_dim, 16, block_n, warps, tl.float16 if fp8 else tl.bfloat16,
                                     fp8=fp8, nbuf=nbuf, swap=swap)
     return compile_gluon(gluon_decode_persist_kernel, PERSIST_ARGS, kv_dtype, const, warps=warps, arch=arch)
+
+
+def resident_per_sm(compiled, warps: int, per_sm: int) -> int:
+    """per_sm, but no more programs an SM than it holds of `compiled` (its registers and shared memory, as an sm_90
+    SM allots them): a persistent launch of more would leave programs waiting for a slot, each of them a whole
+    program's time late."""
+    from kernels_probe.attention.pipelining import resident_programs
+
+    held = resident_programs(getattr(compiled, "n_regs", None), warps, int(compiled.metadata.shared))
+    return max(1, min([per_sm, *(v for v in held.values() if v)]))

@@ -4,8 +4,13 @@ benchmarks/decode_gluon_check.py times. The probe's launches reach the kernel th
 
 from __future__ import annotations
 
+from cascade_plan.own_kernel_launch import persistent_programs
 from kernels_probe.attention.gluon_decode import decode_kernel, gluon_decode_constants
-from kernels_probe.attention.gluon_decode_persist import gluon_decode_persist_kernel, gluon_persist_constants
+from kernels_probe.attention.gluon_decode_persist import (
+    gluon_decode_persist_kernel,
+    gluon_persist_constants,
+    resident_per_sm,
+)
 
 
 class GluonDecode:
@@ -21,7 +26,7 @@ class GluonDecode:
                  fused_merge: bool = True, sm_scale: float | None = None):
         import torch
 
-        from cascade_plan.own_kernel_launch import persistent_programs, scale_log2, whole_tile_splits
+        from cascade_plan.own_kernel_launch import scale_log2, whole_tile_splits
         from kernels_probe.attention.triton_plans import MergePlan, StateBuffer, dot_dtype
 
         B, HQ, D = q.shape
@@ -39,7 +44,9 @@ class GluonDecode:
         if persist:
             if self.splits > 1 or q_smem or v_widen:
                 raise ValueError("the persistent Gluon decode runs unsplit, q from its copies, V unwidened")
+            # at most persist programs an SM; capped at the first call, once the kernel's registers are known
             self.programs = persistent_programs(self.grid_items, sm_count, persist)
+            self.sm_count, self.capped = sm_count, False
             self.const = gluon_persist_constants(HKV, HQ // HKV, D, PS, block_n, warps, dt, fp8=fp8, nbuf=nbuf,
                                                  swap=swap)
             self.states = self.merge = None
@@ -56,10 +63,14 @@ class GluonDecode:
 
     def __call__(self):
         if self.persist:
-            gluon_decode_persist_kernel[(self.programs,)](
-                self.q, self.k, self.v, self.bt, self.seq_lens, self.out, self.scale_log2, self.bt.stride(0),
-                self.k.stride(0), self.k.stride(1), self.k.stride(2), self.grid_items, **self.const,
-                **self.launch_opts)
+            args = (self.q, self.k, self.v, self.bt, self.seq_lens, self.out, self.scale_log2, self.bt.stride(0),
+                    self.k.stride(0), self.k.stride(1), self.k.stride(2), self.grid_items)
+            if not self.capped:
+                compiled = gluon_decode_persist_kernel.warmup(*args, grid=(1,), **self.const, **self.launch_opts)
+                per_sm = resident_per_sm(compiled, self.warps, self.persist)
+                self.programs = persistent_programs(self.grid_items, self.sm_count, per_sm)
+                self.capped = True
+            gluon_decode_persist_kernel[(self.programs,)](*args, **self.const, **self.launch_opts)
             return self.out
         o_state = self.states.o if self.states is not None else self._dummy
         lse_state = self.states.lse if self.states is not None else self._dummy

@@ -102,6 +102,43 @@ def resource_usage(cubin: bytes) -> dict:
     return usage
 
 
+def sass_loops(cubin: bytes) -> list[dict]:
+    """The loops of a compiled kernel's SASS (Triton's bundled nvdisasm; no driver needed), each a backward branch
+    to a label: {'instructions', 'ops' (opcode -> count, predicates and modifiers dropped)}, innermost (shortest)
+    first; [] where the tool is missing."""
+    import os
+    import subprocess
+    import tempfile
+
+    import triton
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
+    if not os.path.exists(tool):
+        return []
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "kernel.cubin")
+        with open(path, "wb") as f:
+            f.write(cubin)
+        sass = subprocess.run([tool, "-c", path], capture_output=True, text=True, timeout=60).stdout
+    labels: dict = {}
+    ops: list = []
+    for line in sass.splitlines():
+        label = re.match(r"\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = len(ops)
+            continue
+        ins = re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)(?:\.\S*)?\s*(.*?);", line)
+        if ins:
+            ops.append((ins.group(1), ins.group(2)))
+    loops = []
+    for end, (op, operands) in enumerate(ops):
+        target = re.search(r"(\.L_x_\d+)", operands) if op == "BRA" else None
+        if target and labels.get(target.group(1), end + 1) <= end:
+            body = [o for o, _ in ops[labels[target.group(1)]:end + 1]]
+            loops.append({"instructions": len(body), "ops": {o: body.count(o) for o in sorted(set(body))}})
+    return sorted(loops, key=lambda lp: lp["instructions"])
+
+
 def resident_programs(registers: int | None, warps: int, shared_bytes: int) -> dict:
     """Programs of one launch an sm_90 SM holds at once, as its registers (warp allocations rounded up to
     SM90_REGISTER_UNIT) and its shared memory each allow: {'by_registers' (None: not known), 'by_shared'}."""

@@ -152,7 +152,8 @@ class DecodePlan:
         self.gluon = (gluon_decode_route(tune, kv_dtype=kv_name, head_dim=D, q_per_kv=self.G, splits=self.splits,
                                          seqs=self.seqs, external_states=self.external_states)
                       and os.environ.get("TRITON_INTERPRET") != "1")
-        self.gluon_programs = 0    # the persistent Gluon kernel's programs; 0: one program per work item
+        # the persistent Gluon kernel's programs (0: one program per work item), capped at the first launch
+        self.gluon_programs, self.gluon_capped, self.sm_count = 0, False, sm_count
         if self.gluon:
             from kernels_probe.attention.gluon_decode import gluon_decode_constants
             from kernels_probe.attention.gluon_decode_persist import gluon_persist_constants
@@ -193,12 +194,19 @@ class DecodePlan:
     def _launch_gluon(self, warmup: bool):
         """The unsplit launch decode_gluon takes: every program writes its rows of `out` (no states, no merge)."""
         from kernels_probe.attention.gluon_decode import gluon_decode_kernel
-        from kernels_probe.attention.gluon_decode_persist import gluon_decode_persist_kernel
+        from kernels_probe.attention.gluon_decode_persist import gluon_decode_persist_kernel, resident_per_sm
 
         if self.gluon_programs:
-            _launch(gluon_decode_persist_kernel, (self.gluon_programs,), warmup, self.q, self.k, self.v, self.bt,
-                    self.seq_lens, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
-                    self.work_items, **self.gluon_const, num_warps=self.warps)
+            args = (self.q, self.k, self.v, self.bt, self.seq_lens, self.out, self.scale_log2, self.bt.stride(0),
+                    *self.k.stride()[:3], self.work_items)
+            if not self.gluon_capped:     # no more programs an SM than it holds, once the registers are known
+                compiled = gluon_decode_persist_kernel.warmup(*args, grid=(1,), **self.gluon_const,
+                                                              num_warps=self.warps)
+                per_sm = resident_per_sm(compiled, self.warps, self.tune.decode_gluon_persist)
+                self.gluon_programs = persistent_programs(self.work_items, self.sm_count, per_sm)
+                self.gluon_capped = True
+            _launch(gluon_decode_persist_kernel, (self.gluon_programs,), warmup, *args, **self.gluon_const,
+                    num_warps=self.warps)
             return
         _launch(gluon_decode_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
                 self.out, self.out, self.out, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
