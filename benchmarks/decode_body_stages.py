@@ -112,6 +112,9 @@ def stagger_configs():
 def gluon_variants(base):
     """The current probe, then its unsplit launches without page blocks over bf16 at head dims 64 and 128 on the
     Gluon decode (decode_gluon: K and V waited for apart, each warp its own keys, 128-token tiles of four warps),
-    one program per (sequence, KV head), then persistent at two programs an SM (decode_gluon_persist)."""
+    one program per (sequence, KV head), then persistent at two programs an SM (decode_gluon_persist), then that and
+    head dim 256's launches of at most 8 query heads per KV head on transposed dots too (decode_gluon_wide)."""
     on = dataclasses.replace(base, decode_gluon=True)
-    return [("default", base), ("gluon", on), ("gluon persist 2", dataclasses.replace(on, decode_gluon_persist=2))]
+    persist = dataclasses.replace(on, decode_gluon_persist=2)
+    return [("default", base), ("gluon", on), ("gluon persist 2", persist),
+            ("gluon wide persist 2", dataclasses.replace(persist, decode_gluon_wide=True))]

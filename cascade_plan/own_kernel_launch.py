@@ -292,11 +292,23 @@ def stagger_block_n(head_dim: int, warps: int, tune: TuneParams) -> int:
 GLUON_HEAD_DIMS = (64, 128)     # where decode_gluon's tile was timed (device-2026-12-08)
 GLUON_MAX_Q_PER_KV = 16         # one MMA's M
 GLUON_TILE = (128, 4)           # tokens, warps
+# decode_gluon_wide: head dim 256 on transposed dots (gluon_decode_swap), which hold one MMA's N of query heads
+GLUON_WIDE_HEAD_DIM = 256
+GLUON_WIDE_MAX_Q_PER_KV = 8
+GLUON_WIDE_TILE = (64, 4)
 
 
 def gluon_decode_route(tune: TuneParams, *, kv_dtype: str, head_dim: int, q_per_kv: int, splits: int, seqs: int,
                        external_states: bool) -> bool:
     """Does this per-sequence decode launch run the Gluon decode (decode_gluon)? Only unsplit launches that write
-    their own output, without page blocks, over a bf16 cache at a head dim its tile was timed at."""
-    return (tune.decode_gluon and kv_dtype == "bf16" and head_dim in GLUON_HEAD_DIMS
-            and q_per_kv <= GLUON_MAX_Q_PER_KV and splits == 1 and seqs == 1 and not external_states)
+    their own output, without page blocks, over a bf16 cache at a head dim its tile was timed at, or at head dim 256
+    with at most 8 query heads per KV head where decode_gluon_wide asks for it."""
+    narrow = head_dim in GLUON_HEAD_DIMS and q_per_kv <= GLUON_MAX_Q_PER_KV
+    wide = tune.decode_gluon_wide and head_dim == GLUON_WIDE_HEAD_DIM and q_per_kv <= GLUON_WIDE_MAX_Q_PER_KV
+    return (tune.decode_gluon and kv_dtype == "bf16" and (narrow or wide) and splits == 1 and seqs == 1
+            and not external_states)
+
+
+def gluon_decode_tile(head_dim: int) -> tuple[int, int, bool]:
+    """The route's tile at this head dim: (tokens, warps, transposed dots)."""
+    return (*GLUON_WIDE_TILE, True) if head_dim == GLUON_WIDE_HEAD_DIM else (*GLUON_TILE, False)

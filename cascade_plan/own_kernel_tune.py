@@ -129,8 +129,9 @@ class TuneParams:
     decode_gluon: bool = False
     # ... and, where this is above 0, on its persistent kernel (gluon_decode_persist: this many programs an SM at
     # most, each taking (sequence, KV head) items strided by the program count, copies running on across an item's
-    # end). Not yet run on a GPU: off
+    # end); and head dim 256 too (G <= 8, transposed dots on 64-token tiles) where decode_gluon_wide. Never run: off
     decode_gluon_persist: int = 0
+    decode_gluon_wide: bool = False
     # merges of at least this many slots load BLOCK_S slots at once (merge_slots_kernel): one slot per dependent
     # iteration made a 100-slot merge the larger part of a 40 us decode at one sequence and a 32K context
     merge_slots_min: int = 16

@@ -195,6 +195,33 @@ print(json.dumps(r))
     assert r["2"] == [True, 256, 256, True]     # 2,048 items, 8 rounds of 256 programs
 
 
+def test_head_dim_256_takes_the_transposed_kernels_where_asked():
+    """Host side only: with decode_gluon_wide, an unsplit head-dim-256 launch of 2 query heads per KV head (1,024 x 4
+    KV heads at 1.5K tokens, as the probe row 64 groups of 16 x 4 at 512 + 1K) runs the transposed grid kernel, or
+    the persistent one with SWAP, on 64-token tiles; the route's query-head limit is the transposed dots'."""
+    code = """
+import json, dataclasses, torch
+from cascade_plan.own_kernel_launch import GLUON_WIDE_MAX_Q_PER_KV
+from cascade_plan.own_kernel_tune import DEFAULT_TUNE
+from kernels_probe.attention.gluon_decode_swap import SWAP_MAX_G, gluon_decode_swap_kernel
+from kernels_probe.attention.triton_plans import DecodePlan
+q = torch.zeros(1024, 8, 256, dtype=torch.bfloat16); k = torch.zeros(200, 16, 4, 256, dtype=torch.bfloat16)
+bt = torch.zeros(1024, 100, dtype=torch.int32); lens = torch.full((1024,), 1536, dtype=torch.int32)
+r = {"limit": GLUON_WIDE_MAX_Q_PER_KV == SWAP_MAX_G}
+for per in (0, 2):
+    tune = dataclasses.replace(DEFAULT_TUNE, decode_gluon=True, decode_gluon_wide=True, decode_gluon_persist=per,
+                               decode_page_group=1)
+    p = DecodePlan(q, k, k, bt, lens, 1536, torch.empty_like(q), sm_count=132, tune=tune)
+    r[per] = [p.gluon, p.block_n, p.warps, getattr(p, "gluon_const", {}).get("SWAP"),
+              getattr(p, "gluon_kernel", None) is gluon_decode_swap_kernel]
+print(json.dumps(r))
+"""
+    r = json.loads(run_without_interpreter(code).strip().splitlines()[-1])
+    assert r["limit"]
+    assert r["0"] == [True, 64, 4, None, True]
+    assert r["2"] == [True, 64, 4, True, False]
+
+
 def test_more_query_heads_than_a_tile_holds_are_refused():
     code = """
 from kernels_probe.attention.gluon_decode import gluon_decode_constants

@@ -8,7 +8,13 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cascade_plan.own_kernel_launch import GLUON_HEAD_DIMS, GLUON_TILE, gluon_decode_route, persistent_programs
+from cascade_plan.own_kernel_launch import (
+    GLUON_HEAD_DIMS,
+    GLUON_TILE,
+    gluon_decode_route,
+    gluon_decode_tile,
+    persistent_programs,
+)
 from cascade_plan.own_kernel_tune import DEFAULT_TUNE
 from cascade_plan.own_kernel_tunes import PROBE_1_21_0_TUNE
 
@@ -39,15 +45,29 @@ def test_only_the_launches_its_tile_was_timed_on():
 
 @given(kv=st.sampled_from(["bf16", "fp8", "fp16"]), d=st.sampled_from([32, 64, 96, 128, 192, 256]),
        g=st.integers(1, 32), splits=st.integers(1, 64), seqs=st.sampled_from([1, 2, 4, 8, 16]), ext=st.booleans(),
-       on=st.booleans())
-def test_route_is_the_conjunction_of_its_conditions(kv, d, g, splits, seqs, ext, on):
-    tune = replace(DEFAULT_TUNE, decode_gluon=on)
-    want = on and kv == "bf16" and d in (64, 128) and g <= 16 and splits == 1 and seqs == 1 and not ext
+       on=st.booleans(), wide=st.booleans())
+def test_route_is_the_conjunction_of_its_conditions(kv, d, g, splits, seqs, ext, on, wide):
+    tune = replace(DEFAULT_TUNE, decode_gluon=on, decode_gluon_wide=wide)
+    heads = (d in (64, 128) and g <= 16) or (wide and d == 256 and g <= 8)
+    want = on and kv == "bf16" and heads and splits == 1 and seqs == 1 and not ext
     assert route(tune, kv_dtype=kv, head_dim=d, q_per_kv=g, splits=splits, seqs=seqs, external_states=ext) == want
 
 
 def test_the_probe_runs_no_persistent_launch():
     assert DEFAULT_TUNE.decode_gluon_persist == 0 and PROBE_1_21_0_TUNE.decode_gluon_persist == 0
+    assert not DEFAULT_TUNE.decode_gluon_wide
+
+
+def test_head_dim_256_only_where_asked_on_transposed_dots():
+    """decode_gluon_wide adds head dim 256 at up to 8 query heads per KV head (one MMA's N), on 64-token tiles of
+    four warps with the dots transposed; the other head dims keep their tile."""
+    wide = replace(ON, decode_gluon_wide=True)
+    assert not route(ON, head_dim=256, q_per_kv=2)
+    assert route(wide, head_dim=256, q_per_kv=2) and route(wide, head_dim=256, q_per_kv=8)
+    assert not route(wide, head_dim=256, q_per_kv=9) and not route(wide, head_dim=256, kv_dtype="fp8")
+    assert not route(replace(wide, decode_gluon=False), head_dim=256, q_per_kv=2)
+    assert gluon_decode_tile(256) == (64, 4, True)
+    assert gluon_decode_tile(128) == gluon_decode_tile(64) == (*GLUON_TILE, False)
 
 
 def test_persistent_programs_by_hand():

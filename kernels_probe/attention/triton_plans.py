@@ -15,12 +15,12 @@ import triton
 import triton.language as tl
 
 from cascade_plan.own_kernel_launch import (
-    GLUON_TILE,
     ceil_div,
     decode_block_g,
     decode_fused_merge,
     fused_merge_slots,
     gluon_decode_route,
+    gluon_decode_tile,
     persistent_programs,
     prefix_prefetch,
     scale_log2,
@@ -155,15 +155,18 @@ class DecodePlan:
         # the persistent Gluon kernel's programs (0: one program per work item), capped at the first launch
         self.gluon_programs, self.gluon_capped, self.sm_count = 0, False, sm_count
         if self.gluon:
-            from kernels_probe.attention.gluon_decode import gluon_decode_constants
+            from kernels_probe.attention.gluon_decode import decode_kernel, gluon_decode_constants
             from kernels_probe.attention.gluon_decode_persist import gluon_persist_constants
 
-            (self.block_n, self.warps), self.stages, self.prefetch = GLUON_TILE, 1, False
+            self.block_n, self.warps, swap = gluon_decode_tile(D)
+            self.stages, self.prefetch = 1, False
             dt = dot_dtype(q.dtype, k_cache.dtype, tune)
             if tune.decode_gluon_persist > 0:
                 self.gluon_programs = persistent_programs(self.work_items, sm_count, tune.decode_gluon_persist)
-                self.gluon_const = gluon_persist_constants(HKV, self.G, D, PS, self.block_n, self.warps, dt)
+                self.gluon_const = gluon_persist_constants(HKV, self.G, D, PS, self.block_n, self.warps, dt,
+                                                           swap=swap)
             else:
+                self.gluon_kernel = decode_kernel(swap, self.G)
                 self.gluon_const = gluon_decode_constants(HKV, self.G, D, PS, self.block_n, self.warps, True, dt)
 
     def launch_partial(self, warmup: bool = False):
@@ -193,7 +196,6 @@ class DecodePlan:
 
     def _launch_gluon(self, warmup: bool):
         """The unsplit launch decode_gluon takes: every program writes its rows of `out` (no states, no merge)."""
-        from kernels_probe.attention.gluon_decode import gluon_decode_kernel
         from kernels_probe.attention.gluon_decode_persist import gluon_decode_persist_kernel, resident_per_sm
 
         if self.gluon_programs:
@@ -208,7 +210,7 @@ class DecodePlan:
             _launch(gluon_decode_persist_kernel, (self.gluon_programs,), warmup, *args, **self.gluon_const,
                     num_warps=self.warps)
             return
-        _launch(gluon_decode_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
+        _launch(self.gluon_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
                 self.out, self.out, self.out, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
                 self.B * self.HQ, self.slot_offset, self.tps, **self.gluon_const, num_warps=self.warps)
 
