@@ -232,8 +232,10 @@ def compile_gluon_persist(block_n: int = 64, warps: int = 4, *, head_dim: int = 
 def resident_per_sm(compiled, warps: int, per_sm: int) -> int:
     """per_sm, but no more programs an SM than it holds of `compiled` (its registers and shared memory, as an sm_90
     SM allots them): a persistent launch of more would leave programs waiting for a slot, each of them a whole
-    program's time late."""
-    from kernels_probe.attention.pipelining import resident_programs
+    program's time late. The registers are the loaded kernel's (n_regs), or, before it is loaded (a warmup's
+    compile only), its cubin's."""
+    from kernels_probe.attention.pipelining import resident_programs, resource_usage
 
-    held = resident_programs(getattr(compiled, "n_regs", None), warps, int(compiled.metadata.shared))
+    regs = getattr(compiled, "n_regs", None) or resource_usage(compiled.asm["cubin"]).get("registers")
+    held = resident_programs(regs, warps, int(compiled.metadata.shared))
     return max(1, min([per_sm, *(v for v in held.values() if v)]))
