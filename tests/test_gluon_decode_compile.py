@@ -247,3 +247,19 @@ for args in ((8, 17, 128, 16, 64, 4), (8, 4, 128, 16, 48, 4)):
     lines = [ln for ln in out.splitlines() if ln.startswith("refused:")]
     assert len(lines) == 2 and "17" in lines[0] and "48" in lines[1], out
     assert re.search(r"multiple of 16 keys", lines[1])
+
+
+def test_the_compile_table_reads_one_variant():
+    """benchmarks/gluon_compile_table.py's row: registers, spills, shared memory, programs an SM and the tile loop,
+    here for the persistent kernel at head dim 64 (fewer than 255 registers: more than two an SM)."""
+    code = """
+import json, sys
+sys.path.insert(0, "benchmarks")
+from gluon_compile_table import row
+print(json.dumps(row("persist", dict(block_n=128, head_dim=64, q_per_kv=4))))
+"""
+    r = json.loads(run_without_interpreter(code).strip().splitlines()[-1])
+    if r.get("registers") is None or r["tile_loop"]["instructions"] is None:
+        pytest.skip("no cuobjdump or nvdisasm in this Triton")
+    assert r["registers"] < 255 and r["per_sm"] >= 2, r
+    assert r["tile_loop"]["HMMA"] == 32 and r["tile_loop"]["LDL"] == 0, r
