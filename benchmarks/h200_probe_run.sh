@@ -191,11 +191,15 @@
 #   compile-times the default grid's Triton and torch pass under benchmarks/probe_compile_times.py (seconds compiling
 #             per kernel; first in a call on a fresh machine = a user's cold cache) -> compile.json, triton-default.json
 #   gluon-route  decode_vs_flashinfer.py gluon-route --only-changed: the Gluon decode where decode_gluon takes the
-#             launch (unsplit, no page blocks, bf16, head dims 64 and 128) against the default, on stagger's shapes
-#             (the four rows probe 1.22.0 loses first); GLUON_ROUTE_RESERVE seconds left -> gluon-route.json
-#   gluon     benchmarks/decode_gluon_check.py: the Gluon decode (K and V waited for apart) checked against float32
-#             on shapes meant to break it, then timed against ours and FlashInfer's on the rows probe 1.22.0 loses
-#             and held-out ones; GLUON_RESERVE seconds left, GLUON_ARGS passed on -> gluon.json
+#             launch (unsplit, no page blocks, bf16, head dims 64 and 128), one program per item, then persistent
+#             (decode_gluon_persist 2), then with head dim 256 too (decode_gluon_wide), against the default, on
+#             stagger's shapes (the four rows probe 1.22.0 loses first); GLUON_ROUTE_RESERVE seconds left
+#             -> gluon-route.json
+#   gluon     benchmarks/decode_gluon_check.py: the Gluon decode (K and V waited for apart; its options, the
+#             persistent kernel, split launches merged in their last split) checked against float32 on shapes meant
+#             to break it, then timed against ours and FlashInfer's on the rows probe 1.22.0 loses and held-out
+#             ones; GLUON_RESERVE seconds left, GLUON_ARGS passed on (--options persist,swap: those tiles only)
+#             -> gluon.json
 #   triton-steps  benchmarks/triton_steps_run.py: Triton's whole steps (stepped, held-out, regimes) -> triton-steps.json
 # Run from the staged copy (cd .stage; the wheels at ../.whl) or from the checkout with WHL=.whl. Files land in $OUT.
 set -o pipefail
