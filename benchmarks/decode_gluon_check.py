@@ -26,18 +26,19 @@ TOL = 1e-2
 # GluonDecode's launch options per (head dim, cache), as (block_n, warps, options): each warp's slice of a tile is
 # 16 keys or more; nbuf: buffers each for K and V; q_smem: q read from shared memory; v_widen: fp8 V widened through
 # registers; maxnreg: a register cap; swap: the transposed dots (8 query heads per KV head at most); persist: the
-# persistent kernel, that many programs an SM (unsplit only)
+# persistent kernel, that many programs an SM (unsplit only); q_lanes: its q a copy a lane or one (persist_q_lanes)
 _SW = {"swap": True}
 TILES = {(64, "bf16"): ((128, 4, {}), (64, 2, {}), (128, 4, _SW), (128, 4, {"persist": 2}), (128, 4, {"persist": 3})),
          (128, "bf16"): ((128, 4, {}), (128, 4, _SW), (64, 4, {"nbuf": 2, **_SW}), (128, 4, {"nbuf": 2}),
                          (64, 4, {"nbuf": 2}), (128, 4, {"maxnreg": 168}), (128, 4, {"persist": 2}),
-                         (64, 4, {"persist": 2}), (64, 4, {"persist": 2, "nbuf": 2}), (128, 4, {"persist": 2, **_SW})),
+                         (64, 4, {"persist": 2}), (64, 4, {"persist": 2, "nbuf": 2}), (128, 4, {"persist": 2, **_SW}),
+                         (128, 4, {"persist": 2, "q_lanes": False})),
          (256, "bf16"): ((64, 4, {}), (64, 4, _SW), (64, 4, {"nbuf": 2, **_SW}), (128, 4, _SW),
                          (64, 4, {"q_smem": True}), (32, 2, {"nbuf": 2}), (64, 4, {"persist": 2, **_SW})),
          (128, "fp8"): ((128, 4, {}), (128, 4, {"v_widen": True}), (128, 4, {"v_widen": True, **_SW})),
          (256, "fp8"): ((64, 4, {}), (64, 4, {"v_widen": True}), (64, 4, _SW), (64, 4, {"v_widen": True, **_SW}),
                         (32, 2, {"v_widen": True}))}
-_SHORT = {"nbuf": "b", "q_smem": "qs", "v_widen": "vw", "maxnreg": "r", "swap": "sw", "persist": "p"}
+_SHORT = {"nbuf": "b", "q_smem": "qs", "v_widen": "vw", "maxnreg": "r", "swap": "sw", "persist": "p", "q_lanes": "ql"}
 
 
 def tile_label(t) -> str:
@@ -113,8 +114,8 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting new timed rows after this long")
     ap.add_argument("--no-flashinfer", action="store_true")
     ap.add_argument("--options", default="",
-                    help="comma-separated options (nbuf,q_smem,v_widen,maxnreg,swap,persist): only the tiles with one "
-                         "of them, and each list's first")
+                    help="comma-separated options (nbuf,q_smem,v_widen,maxnreg,swap,persist,q_lanes): only the tiles "
+                         "with one of them, and each list's first")
     ap.add_argument("--quick-checks", action="store_true",
                     help="check only the ragged shapes (every variant still checked on the timed shapes)")
     args = ap.parse_args()

@@ -19,6 +19,7 @@ sys.path.insert(0, ".")
 VARIANTS = [
     ("grid", dict(block_n=128, head_dim=128, q_per_kv=4)),
     ("persist", dict(block_n=128, head_dim=128, q_per_kv=4)),
+    ("persist", dict(block_n=128, head_dim=128, q_per_kv=4, q_lanes=False)),
     ("persist", dict(block_n=64, head_dim=128, q_per_kv=4)),
     ("persist", dict(block_n=64, head_dim=128, q_per_kv=4, nbuf=2)),
     ("persist", dict(block_n=128, head_dim=128, q_per_kv=4, swap=True)),

@@ -92,13 +92,13 @@ def test_the_persistent_kernel_waits_as_the_grid_one_and_once_more_an_item():
 def test_the_persistent_tile_loop_copies_ahead_and_spills_nothing():
     """The persistent kernel's tile loop (the innermost loop with MMAs, in SASS): both waits, the four barriers,
     the copies of the tile NBUF ahead, K and V (128 keys x 128 head dims of bf16: 16 copies of 16 bytes a thread
-    each), and the next item's q (16 rows: 2 a thread), and nothing spilled: the item's merge and store sit outside
-    it."""
+    each), and the next item's q, a copy a lane at head dim 128 (4 x 16 rows: 8 a thread), read at every tile by
+    ldmatrix (32 for K and V, 8 for q), and nothing spilled: the item's merge and store sit outside it."""
     loop = _compiled()["persist"]["tile_loop"]
     if loop is None:
         pytest.skip("no nvdisasm in this Triton")
     assert loop.get("DEPBAR") == 2 and loop.get("BAR") == 4, loop
-    assert loop.get("LDGSTS") == 34 and loop.get("HMMA") == 64, loop
+    assert loop.get("LDGSTS") == 40 and loop.get("HMMA") == 64 and loop.get("LDSM") == 40, loop
     assert "LDL" not in loop and "STL" not in loop, loop
 
 

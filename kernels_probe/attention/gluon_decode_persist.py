@@ -67,14 +67,16 @@ def next_tile(it, i, n, end, bt_row, h_off, j, n_items, seq_lens_ptr, bt_ptr, st
 
 
 @gluon.jit
-def copy_q(q_buf, q_ptr, it, n_items, offs_qg, offs_qd, HQ: gl.constexpr, G: gl.constexpr, D: gl.constexpr,
-           HKV: gl.constexpr):
-    """Start copying item `it`'s q rows into q_buf (rows past G, and an item past the last, zero-filled), in the
-    commit group the next copy_tile closes."""
+def copy_q(q_buf, q_ptr, it, n_items, offs_qw, offs_qg, offs_qd, HQ: gl.constexpr, G: gl.constexpr,
+           D: gl.constexpr, HKV: gl.constexpr):
+    """Start copying item `it`'s q rows into each of q_buf's copies ([copies, rows, head dims]; rows past G, and an
+    item past the last, zero-filled), in the commit group the next copy_tile closes."""
     itc = gl.where(it < n_items, it, 0)
     rows = (itc // HKV) * HQ + (itc % HKV) * G + offs_qg
-    msk = ((offs_qg < G) & (it < n_items))[:, None] & (offs_qd < D)[None, :]
-    async_copy_to_shared(q_buf, q_ptr + rows.to(gl.int64)[:, None] * D + offs_qd[None, :], mask=msk)
+    msk = (((offs_qg < G) & (it < n_items))[None, :, None] & (offs_qd < D)[None, None, :]
+           & (offs_qw >= 0)[:, None, None])
+    off = rows.to(gl.int64)[None, :, None] * D + offs_qd[None, None, :] + (offs_qw * 0).to(gl.int64)[:, None, None]
+    async_copy_to_shared(q_buf, q_ptr + off, mask=msk)
 
 
 @gluon.jit(do_not_specialize=["stride_bt", "n_items"])
@@ -84,7 +86,7 @@ def gluon_decode_persist_kernel(
     HKV: gl.constexpr, G: gl.constexpr, D: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
     WARPS: gl.constexpr, COPY_TN: gl.constexpr, COPY_TD: gl.constexpr, DOT_DTYPE: gl.constexpr, NBUF: gl.constexpr,
     K_WIDTH: gl.constexpr, COPY_VEC: gl.constexpr, Q_VEC: gl.constexpr, Q_TN: gl.constexpr, Q_TD: gl.constexpr,
-    SWAP: gl.constexpr,
+    SWAP: gl.constexpr, Q_LANES: gl.constexpr,
 ):
     # SWAP: gluon_decode_swap's transposed dots (S^T = K q^T, acc^T += V^T P^T, query heads padded to 8, one MMA's
     # N); otherwise gluon_decode's (query heads padded to 16, one MMA's M). A1 x A2: the accumulator, S1 x S2: S
@@ -103,23 +105,27 @@ def gluon_decode_persist_kernel(
     cpl: gl.constexpr = gl.BlockedLayout([1, 1, COPY_VEC], [1, COPY_TN, COPY_TD], [WARPS, 1, 1], [2, 1, 0])
     tok_l: gl.constexpr = gl.SliceLayout(2, cpl)
     smem_l: gl.constexpr = gl.SwizzledSharedLayout(COPY_VEC, 1, 8, [2, 1, 0])
-    # q's copy: 16 bytes a thread, the warps along its rows; its read: every lane all rows ([D, BG] transposed)
-    qcl: gl.constexpr = gl.BlockedLayout([1, Q_VEC], [Q_TN, Q_TD], [WARPS, 1], [1, 0])
+    # q's copies: Q_LANES, one a lane (warp), which each lane reads at every tile as a dot operand; otherwise one,
+    # which every lane reads once an item into registers ([D, BG] transposed). Copied 16 bytes a thread, the warps
+    # along the copies or, with one copy, along its rows
+    QC: gl.constexpr = WARPS if Q_LANES else 1
+    qcl: gl.constexpr = gl.BlockedLayout([1, 1, Q_VEC], [1, Q_TN, Q_TD], [QC, WARPS // QC, 1], [2, 1, 0])
     q3l: gl.constexpr = gl.BlockedLayout([1, 1, Q_VEC], [1, Q_TN, Q_TD], [WARPS, 1, 1], [2, 1, 0])
     qt3l: gl.constexpr = gl.BlockedLayout([1, 1, BG], [1, 32, 1], [WARPS, 1, 1], [2, 1, 0])
-    q_smem_l: gl.constexpr = gl.SwizzledSharedLayout(Q_VEC, 1, 8, [1, 0])
+    q_smem_l: gl.constexpr = gl.SwizzledSharedLayout(Q_VEC, 1, 8, [2, 1, 0])
     row_l: gl.constexpr = gl.SliceLayout(KEY_AXIS, mma)         # [lanes, query heads]
     key_l: gl.constexpr = gl.SliceLayout(3 - KEY_AXIS, mma)     # [lanes, keys]
 
     HQ: gl.constexpr = HKV * G
     offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, gl.SliceLayout(1, cpl)))
-    offs_qg = gl.arange(0, BG, layout=gl.SliceLayout(1, qcl))
-    offs_qd = gl.arange(0, D, layout=gl.SliceLayout(0, qcl))
+    offs_qw = gl.arange(0, QC, layout=gl.SliceLayout(1, gl.SliceLayout(2, qcl)))
+    offs_qg = gl.arange(0, BG, layout=gl.SliceLayout(0, gl.SliceLayout(2, qcl)))
+    offs_qd = gl.arange(0, D, layout=gl.SliceLayout(0, gl.SliceLayout(1, qcl)))
     tok_tile = lane_keys(tok_l, WARPS, NW)
     key_tile = lane_keys(key_l, WARPS, NW)
     k_buf = gl.allocate_shared_memory(k_ptr.dtype.element_ty, [NBUF, WARPS, NW, D], smem_l)
     v_buf = gl.allocate_shared_memory(v_ptr.dtype.element_ty, [NBUF, WARPS, NW, D], smem_l)
-    q_buf = gl.allocate_shared_memory(q_ptr.dtype.element_ty, [NBUF, BG, D], q_smem_l)
+    q_buf = gl.allocate_shared_memory(q_ptr.dtype.element_ty, [NBUF, QC, BG, D], q_smem_l)
 
     # the copy cursor (c_*) runs NBUF tiles ahead of the compute cursor
     it = gl.program_id(0)
@@ -130,7 +136,7 @@ def gluon_decode_persist_kernel(
         t_c = c_i * BLOCK_N + tok_tile
         off = tile_offsets(c_bt, t_c, c_end, stride_kp, stride_kt, c_h, PAGE_SIZE)
         if c_i == 0:
-            copy_q(q_buf.index(c_j % NBUF), q_ptr, c_it, n_items, offs_qg, offs_qd, HQ, G, D, HKV)
+            copy_q(q_buf.index(c_j % NBUF), q_ptr, c_it, n_items, offs_qw, offs_qg, offs_qd, HQ, G, D, HKV)
         copy_tile(k_buf.index(s0), k_ptr, off, t_c, c_end, offs_d, D)
         copy_tile(v_buf.index(s0), v_ptr, off, t_c, c_end, offs_d, D)
         c_it, c_i, c_n, c_end, c_bt, c_h, c_j = next_tile(c_it, c_i, c_n, c_end, c_bt, c_h, c_j, n_items,
@@ -145,16 +151,22 @@ def gluon_decode_persist_kernel(
     while it < n_items:
         cp.wait_group(2 * NBUF - 1)     # the item's q (with its first tile's K) has landed
         cta_barrier()
-        if SWAP:
-            q2 = q_buf.index(j % NBUF).permute((1, 0)).load(gl.SliceLayout(0, qt3l))
-            q3 = gl.convert_layout((q2[None, :, :] + gl.zeros([WARPS, D, BG], q2.dtype, qt3l)).to(DOT_DTYPE), op_b)
-        else:
-            q2 = q_buf.index(j % NBUF).load(gl.SliceLayout(0, q3l))
-            q3 = gl.convert_layout((q2[None, :, :] + gl.zeros([WARPS, BG, D], q2.dtype, q3l)).to(DOT_DTYPE), op_a)
+        if not Q_LANES:
+            if SWAP:     # [1, D, BG]: every lane reads the one copy
+                q1 = q_buf.index(j % NBUF).permute((0, 2, 1)).load(qt3l)
+                q3 = gl.convert_layout((q1 + gl.zeros([WARPS, D, BG], q1.dtype, qt3l)).to(DOT_DTYPE), op_b)
+            else:
+                q1 = q_buf.index(j % NBUF).load(q3l)
+                q3 = gl.convert_layout((q1 + gl.zeros([WARPS, BG, D], q1.dtype, q3l)).to(DOT_DTYPE), op_a)
         for i in range(n):
             slot = step % NBUF
             cp.wait_group(2 * NBUF - 1)     # this tile's K has landed
             cta_barrier()
+            if Q_LANES:     # read at every tile: ldmatrix gives the dot its operand's registers as it wants them
+                if SWAP:
+                    q3 = q_buf.index(j % NBUF).permute((0, 2, 1)).load(op_b).to(DOT_DTYPE)
+                else:
+                    q3 = q_buf.index(j % NBUF).load(op_a).to(DOT_DTYPE)
             if SWAP:
                 s = mma_v2(k_buf.index(slot).load(op_a).to(DOT_DTYPE), q3, s_zero)                  # S^T
             else:
@@ -162,7 +174,7 @@ def gluon_decode_persist_kernel(
             cta_barrier()         # every lane has read K (and q): the buffers take the tile NBUF ahead
             t_c = c_i * BLOCK_N + tok_tile
             if c_i == 0:
-                copy_q(q_buf.index(c_j % NBUF), q_ptr, c_it, n_items, offs_qg, offs_qd, HQ, G, D, HKV)
+                copy_q(q_buf.index(c_j % NBUF), q_ptr, c_it, n_items, offs_qw, offs_qg, offs_qd, HQ, G, D, HKV)
             copy_tile(k_buf.index(slot), k_ptr, off_next, t_c, c_end, offs_d, D)
 
             s = gl.where(gl.expand_dims(i * BLOCK_N + key_tile < end, 3 - KEY_AXIS), s * sm_scale_log2,
@@ -200,7 +212,8 @@ PERSIST_ARGS = ["q_ptr", "k_ptr", "v_ptr", "bt_ptr", "seq_lens_ptr", "out_ptr", 
 
 
 def gluon_persist_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, page_size: int, block_n: int,
-                            warps: int, dot_dtype, *, fp8: bool = False, nbuf: int = 1, swap: bool = False) -> dict:
+                            warps: int, dot_dtype, *, fp8: bool = False, nbuf: int = 1, swap: bool = False,
+                            q_lanes: bool | None = None) -> dict:
     """The persistent kernel's constexprs for one launch shape: gluon_decode's tile, lanes and buffers (its checks
     included), and q's copy, 16 bytes of bf16 a thread."""
     from kernels_probe.attention.gluon_decode import copy_threads, gluon_decode_constants
@@ -213,11 +226,23 @@ def gluon_persist_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, pag
     if swap and q_per_kv > SWAP_MAX_G:
         raise ValueError(f"the transposed Gluon decode holds at most {SWAP_MAX_G} query heads per KV head, "
                          f"got {q_per_kv}")
-    return {**{k: base[k] for k in keep}, "Q_VEC": q_vec, "Q_TN": q_tn, "Q_TD": q_td, "SWAP": swap}
+    return {**{k: base[k] for k in keep}, "Q_VEC": q_vec, "Q_TN": q_tn, "Q_TD": q_td, "SWAP": swap,
+            "Q_LANES": persist_q_lanes(head_dim, swap, nbuf) if q_lanes is None else q_lanes}
+
+
+def persist_q_lanes(head_dim: int, swap: bool, nbuf: int) -> bool:
+    """Does the persistent kernel keep a copy of q a lane, read at every tile (Q_LANES)? Untransposed at head dim 128
+    and up with one buffer each. Compiled for sm_90 (Triton 3.6, 128-token tiles at head dim 128), the one copy read
+    once an item into registers leaves them where the dots cannot take them: 64 register moves in each tile's loop
+    (969 instructions, the grid kernel's 868), against 882 read at every tile. At head dim 64 the lanes' copies take
+    the registers from 168 (three programs an SM) to 220 (two); with two buffers each, shared memory from 104 KB to
+    128 KB (one program an SM); transposed, the loop is 13 and 20 instructions longer with them."""
+    return not swap and head_dim >= 128 and nbuf == 1
 
 
 def compile_gluon_persist(block_n: int = 64, warps: int = 4, *, head_dim: int = 128, q_per_kv: int = 4,
-                          kv_dtype: str = "bf16", nbuf: int = 1, swap: bool = False, arch: int = 90):
+                          kv_dtype: str = "bf16", nbuf: int = 1, swap: bool = False, q_lanes: bool | None = None,
+                          arch: int = 90):
     """The persistent kernel compiled for one launch shape without a GPU: CI's check that it builds."""
     import triton.language as tl
 
@@ -225,7 +250,7 @@ def compile_gluon_persist(block_n: int = 64, warps: int = 4, *, head_dim: int = 
 
     fp8 = kv_dtype == "fp8"
     const = gluon_persist_constants(8, q_per_kv, head_dim, 16, block_n, warps, tl.float16 if fp8 else tl.bfloat16,
-                                    fp8=fp8, nbuf=nbuf, swap=swap)
+                                    fp8=fp8, nbuf=nbuf, swap=swap, q_lanes=q_lanes)
     return compile_gluon(gluon_decode_persist_kernel, PERSIST_ARGS, kv_dtype, const, warps=warps, arch=arch)
 
 

@@ -16,14 +16,15 @@ from kernels_probe.attention.gluon_decode_persist import (
 class GluonDecode:
     """One launch of the Gluon decode over a paged cache, and the merge of its splits: calling it writes `out`
     ([batch, num_q_heads, head_dim]). `splits` splits each sequence's tokens into ranges of whole tiles; `persist`
-    (unsplit only) launches the persistent kernel (gluon_decode_persist), persist programs an SM at most; a split
+    (unsplit only) launches the persistent kernel (gluon_decode_persist), persist programs an SM at most, with a
+    copy of q a lane or one (q_lanes; None: persist_q_lanes decides); a split
     launch merges its splits in the program that stores an item's last split (fused_merge) or in a merge kernel
     after it."""
 
     def __init__(self, q, k_cache, v_cache, block_table, seq_lens, max_seq_len: int, out, *, sm_count: int,
                  splits: int = 1, block_n: int = 64, warps: int = 4, nbuf: int = 1, q_smem: bool = False,
                  v_widen: bool = False, maxnreg: int | None = None, swap: bool = False, persist: int = 0,
-                 fused_merge: bool = True, sm_scale: float | None = None):
+                 fused_merge: bool = True, q_lanes: bool | None = None, sm_scale: float | None = None):
         import torch
 
         from cascade_plan.own_kernel_launch import scale_log2, whole_tile_splits
@@ -48,7 +49,7 @@ class GluonDecode:
             self.programs = persistent_programs(self.grid_items, sm_count, persist)
             self.sm_count, self.capped = sm_count, False
             self.const = gluon_persist_constants(HKV, HQ // HKV, D, PS, block_n, warps, dt, fp8=fp8, nbuf=nbuf,
-                                                 swap=swap)
+                                                 swap=swap, q_lanes=q_lanes)
             self.states = self.merge = None
             return
         self.kernel = decode_kernel(swap, HQ // HKV)
