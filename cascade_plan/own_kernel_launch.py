@@ -292,7 +292,7 @@ def stagger_block_n(head_dim: int, warps: int, tune: TuneParams) -> int:
 GLUON_HEAD_DIMS = (64, 128)     # where decode_gluon's tile was timed (device-2026-12-08)
 GLUON_MAX_Q_PER_KV = 16         # one MMA's M
 GLUON_TILE = (128, 4)           # tokens, warps
-# decode_gluon_wide: head dim 256 on transposed dots (gluon_decode_swap), which hold one MMA's N of query heads
+# decode_gluon_wide: head dim 256 on transposed dots (gluon_decode's SWAP), which hold one MMA's N of query heads
 GLUON_WIDE_HEAD_DIM = 256
 GLUON_WIDE_MAX_Q_PER_KV = 8
 GLUON_WIDE_TILE = (64, 4)

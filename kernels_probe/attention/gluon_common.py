@@ -1,4 +1,4 @@
-"""What the Gluon decodes (gluon_decode, gluon_decode_swap) share: the names of two Gluon builtins across Triton
+"""What the Gluon decodes (gluon_decode, gluon_decode_persist) share: the names of two Gluon builtins across Triton
 versions, and a tile's cache offsets through the block table."""
 
 from __future__ import annotations
@@ -88,18 +88,29 @@ def lane_keys(layout: gl.constexpr, WARPS: gl.constexpr, NW: gl.constexpr):
 
 
 @gluon.jit
-def store_final_rows(o, l_all, out_ptr, row0, MMA: gl.constexpr, D_AXIS: gl.constexpr, G: gl.constexpr,
-                     D: gl.constexpr, BG: gl.constexpr):
-    """A KV head's merged rows o (MMA's slice 0: [BG, D], or [D, BG] where D_AXIS is 0) over their sums l_all,
-    stored to out rows row0 to row0 + G - 1; a row that saw no key stores zeros."""
+def store_item_rows(o, m_all, l_all, row0, out_ptr, o_state_ptr, lse_state_ptr, rows_total, slot,
+                    MMA: gl.constexpr, ROW_L: gl.constexpr, D_AXIS: gl.constexpr, G: gl.constexpr, D: gl.constexpr,
+                    BG: gl.constexpr, WRITE_FINAL: gl.constexpr):
+    """A KV head's merged rows o (MMA's slice 0: [BG, D], or [D, BG] where D_AXIS is 0; max m_all and sum l_all in
+    ROW_L's slice 0) over their sums, stored to out rows row0 to row0 + G - 1 (WRITE_FINAL; a row that saw no key
+    stores zeros), or as the (o, lse) state slot `slot` of those rows (lse in natural log, -inf where no key)."""
     o_l: gl.constexpr = gl.SliceLayout(0, MMA)
-    l_safe = gl.where(l_all > 0.0, l_all, 1.0)
+    has = l_all > 0.0
+    l_safe = gl.where(has, l_all, 1.0)
     o = o / gl.expand_dims(gl.convert_layout(l_safe, gl.SliceLayout(D_AXIS, o_l)), D_AXIS)
     offs_g = gl.arange(0, BG, layout=gl.SliceLayout(D_AXIS, o_l))
     offs_d = gl.arange(0, D, layout=gl.SliceLayout(D_AXIS ^ 1, o_l))
-    g2 = gl.expand_dims(offs_g, D_AXIS)
+    rows = gl.expand_dims(row0 + offs_g, D_AXIS)
     d2 = gl.expand_dims(offs_d, D_AXIS ^ 1)
-    gl.store(out_ptr + (row0 + g2).to(gl.int64) * D + d2, o.to(out_ptr.dtype.element_ty), mask=(g2 < G) & (d2 < D))
+    mask = gl.expand_dims(offs_g < G, D_AXIS) & (d2 < D)
+    if WRITE_FINAL:
+        gl.store(out_ptr + rows.to(gl.int64) * D + d2, o.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        srow = slot.to(gl.int64) * rows_total + (row0 + offs_g)
+        gl.store(o_state_ptr + gl.expand_dims(srow, D_AXIS) * D + d2, o, mask=mask)
+        lse = gl.where(has, (m_all + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+        offs_gl = gl.arange(0, BG, layout=gl.SliceLayout(0, ROW_L))
+        gl.store(lse_state_ptr + slot.to(gl.int64) * rows_total + row0 + offs_gl, lse, mask=offs_gl < G)
 
 
 @gluon.jit

@@ -11,12 +11,12 @@ no tile reduces across warps; the lanes merge once, at the end.
 
 Layout as ``triton_jit``: caches ``[num_pages, page_size, num_kv_heads, head_dim]``, ``q [batch, num_q_heads,
 head_dim]``, one block-table row per sequence. One program per (sequence, KV head, split); a split launch writes
-(o, lse) states that ``triton_merge.merge_kernel`` merges.
+(o, lse) states that its last split merges (FUSED_MERGE) or ``triton_merge.merge_kernel`` does after it.
 
 The form that ran on a GPU (benchmarks/raw/device-2026-12-08): one buffer each, q in registers, a bf16 cache; the
 probe reaches it only in that form (TuneParams.decode_gluon). Compiled on the CPU, never yet run: NBUF buffers each,
 q in shared memory (Q_SMEM), an fp8 cache read four values a 32-bit word (K_WIDTH 4) with V widened through registers
-(V_WIDEN), and the transposed dots of ``gluon_decode_swap``.
+(V_WIDEN), the transposed dots (SWAP) and the merge in the last split.
 
 Gluon does not run under TRITON_INTERPRET: CI compiles this kernel for sm_90 on the CPU (``compile_gluon_decode``);
 its results are checked against float32 on a GPU only (``benchmarks/decode_gluon_check.py``)."""
@@ -37,11 +37,12 @@ from kernels_probe.attention.gluon_common import (
     merge_lanes,
     program_range,
     softmax_update,
+    store_item_rows,
     tile_offsets,
 )
-from kernels_probe.attention.gluon_decode_swap import SWAP_MAX_G, gluon_decode_swap_kernel
 
-BLOCK_G = 16    # query rows of a KV head, padded to one MMA's M
+BLOCK_G = 16      # query rows of a KV head, padded to one MMA's M
+SWAP_MAX_G = 8    # query heads per KV head the transposed dots hold: one MMA's N
 
 
 @gluon.jit(do_not_specialize=["stride_bt", "rows_total", "slot_offset", "tokens_per_split"])
@@ -51,10 +52,19 @@ def gluon_decode_kernel(
     HKV: gl.constexpr, G: gl.constexpr, D: gl.constexpr, PAGE_SIZE: gl.constexpr, BLOCK_N: gl.constexpr,
     WRITE_FINAL: gl.constexpr, WARPS: gl.constexpr, COPY_TN: gl.constexpr, COPY_TD: gl.constexpr,
     DOT_DTYPE: gl.constexpr, NBUF: gl.constexpr, Q_SMEM: gl.constexpr, K_WIDTH: gl.constexpr, COPY_VEC: gl.constexpr,
-    V_WIDEN: gl.constexpr, FUSED_MERGE: gl.constexpr,
+    V_WIDEN: gl.constexpr, FUSED_MERGE: gl.constexpr, SWAP: gl.constexpr,
 ):
-    BG: gl.constexpr = 16
+    # SWAP: the transposed dots (S^T = K q^T, acc^T += V^T P^T): a tile's keys are the dots' M (16 a warp) and the
+    # query heads their N, padded to 8 (one MMA's N) where the untransposed dots pad them to 16 (one MMA's M). Half
+    # the MMAs for the same bytes, and each warp's accumulator is [head dims, 8]: at head dim 256, 64 registers a
+    # thread where the untransposed one holds 128. A1 x A2: the accumulator, S1 x S2: S
+    BG: gl.constexpr = 8 if SWAP else 16     # SWAP_MAX_G, BLOCK_G
     NW: gl.constexpr = BLOCK_N // WARPS      # keys of a tile per lane (warp)
+    KEY_AXIS: gl.constexpr = 1 if SWAP else 2
+    A1: gl.constexpr = D if SWAP else BG
+    A2: gl.constexpr = BG if SWAP else D
+    S1: gl.constexpr = NW if SWAP else BG
+    S2: gl.constexpr = BG if SWAP else NW
     mma: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[WARPS, 1, 1],
                                                   instr_shape=[1, 16, 8])
     # K_WIDTH: 2 over a bf16 cache; 4 over fp8, so that a thread reads 32 bits of fp8 from shared memory at once
@@ -65,26 +75,38 @@ def gluon_decode_kernel(
     tok_l: gl.constexpr = gl.SliceLayout(2, cpl)
     smem_l: gl.constexpr = gl.SwizzledSharedLayout(COPY_VEC, 1, 8, [2, 1, 0])
     q_smem_l: gl.constexpr = gl.SwizzledSharedLayout(8, 1, 8, [2, 1, 0])
-    row_l: gl.constexpr = gl.SliceLayout(2, mma)       # [lanes, rows]
-    key_l: gl.constexpr = gl.SliceLayout(1, mma)       # [lanes, keys]
+    # q^T [lanes, head dims, query heads] transposed: one thread a head dim (a one-time load)
+    qt_l: gl.constexpr = gl.BlockedLayout([1, 1, BG], [1, 32, 1], [WARPS, 1, 1], [2, 1, 0])
+    row_l: gl.constexpr = gl.SliceLayout(KEY_AXIS, mma)         # [lanes, query heads]
+    key_l: gl.constexpr = gl.SliceLayout(3 - KEY_AXIS, mma)     # [lanes, keys]
 
     HQ: gl.constexpr = HKV * G
     b, h, split, start, end, bt_row, h_off = program_range(seq_lens_ptr, bt_ptr, stride_bt, stride_kh,
                                                            tokens_per_split, HKV)
 
     # q, the same rows in every lane
-    offs_w = gl.arange(0, WARPS, layout=gl.SliceLayout(1, tok_l))
     offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, gl.SliceLayout(1, cpl)))
     tok_tile = lane_keys(tok_l, WARPS, NW)                                         # [lanes, keys], cpl's slice
-    offs_g3 = gl.arange(0, BG, layout=gl.SliceLayout(0, tok_l))
-    q_rows = b * HQ + h * G + offs_g3
-    q_off = q_rows.to(gl.int64)[None, :, None] * D + offs_d[None, None, :] + (offs_w * 0).to(gl.int64)[:, None, None]
-    q_mask = (offs_g3 < G)[None, :, None] & (offs_d < D)[None, None, :] & (offs_w >= 0)[:, None, None]
-    q_raw = gl.load(q_ptr + q_off, mask=q_mask, other=0.0).to(DOT_DTYPE)
-    if Q_SMEM:  # q read from shared memory at each tile, as FlashInfer's decode does (ptxas hoists the reads)
-        q_buf = gl.allocate_shared_memory(DOT_DTYPE, [WARPS, BG, D], q_smem_l, q_raw)
+    if SWAP:
+        qw = gl.arange(0, WARPS, layout=gl.SliceLayout(1, gl.SliceLayout(2, qt_l)))
+        qd = gl.arange(0, D, layout=gl.SliceLayout(0, gl.SliceLayout(2, qt_l)))
+        qg = gl.arange(0, BG, layout=gl.SliceLayout(0, gl.SliceLayout(1, qt_l)))
+        q_off = ((b * HQ + h * G + qg).to(gl.int64)[None, None, :] * D + qd[None, :, None]
+                 + (qw * 0).to(gl.int64)[:, None, None])
+        q_mask = (qg < G)[None, None, :] & (qd < D)[None, :, None] & (qw >= 0)[:, None, None]
+        q3 = gl.convert_layout(gl.load(q_ptr + q_off, mask=q_mask, other=0.0).to(DOT_DTYPE), op_b)
     else:
-        q3 = gl.convert_layout(q_raw, op_a)
+        offs_w = gl.arange(0, WARPS, layout=gl.SliceLayout(1, tok_l))
+        offs_g3 = gl.arange(0, BG, layout=gl.SliceLayout(0, tok_l))
+        q_rows = b * HQ + h * G + offs_g3
+        q_off = (q_rows.to(gl.int64)[None, :, None] * D + offs_d[None, None, :]
+                 + (offs_w * 0).to(gl.int64)[:, None, None])
+        q_mask = (offs_g3 < G)[None, :, None] & (offs_d < D)[None, None, :] & (offs_w >= 0)[:, None, None]
+        q_raw = gl.load(q_ptr + q_off, mask=q_mask, other=0.0).to(DOT_DTYPE)
+        if Q_SMEM:  # q read from shared memory at each tile, as FlashInfer's decode does (ptxas hoists the reads)
+            q_buf = gl.allocate_shared_memory(DOT_DTYPE, [WARPS, BG, D], q_smem_l, q_raw)
+        else:
+            q3 = gl.convert_layout(q_raw, op_a)
 
     # NBUF buffers each for K and V; tile j's in buffer j % NBUF
     k_buf = gl.allocate_shared_memory(k_ptr.dtype.element_ty, [NBUF, WARPS, NW, D], smem_l)
@@ -95,8 +117,8 @@ def gluon_decode_kernel(
     key_tile = lane_keys(key_l, WARPS, NW)                                 # [lanes, keys], mma's slice
     m_i = gl.full([WARPS, BG], float("-inf"), gl.float32, row_l)
     l_i = gl.zeros([WARPS, BG], gl.float32, row_l)
-    acc = gl.zeros([WARPS, BG, D], gl.float32, mma)
-    s_zero = gl.zeros([WARPS, BG, NW], gl.float32, mma)
+    acc = gl.zeros([WARPS, A1, A2], gl.float32, mma)
+    s_zero = gl.zeros([WARPS, S1, S2], gl.float32, mma)
     n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
     for i in range(n_tiles):
         t0 = start + i * BLOCK_N
@@ -105,64 +127,54 @@ def gluon_decode_kernel(
         # in flight, oldest first: this tile's K and V, then the next NBUF - 1 tiles' K and V
         cp.wait_group(2 * NBUF - 1)     # this tile's K has landed; its V may still be on the way
         cta_barrier()
-        kt = k_buf.index(slot).permute((0, 2, 1)).load(op_b).to(DOT_DTYPE)
-        if Q_SMEM:
-            s = mma_v2(q_buf.load(op_a), kt, s_zero)
+        if SWAP:
+            s = mma_v2(k_buf.index(slot).load(op_a).to(DOT_DTYPE), q3, s_zero)          # S^T: [lanes, keys, heads]
         else:
-            s = mma_v2(q3, kt, s_zero)
+            kt = k_buf.index(slot).permute((0, 2, 1)).load(op_b).to(DOT_DTYPE)
+            if Q_SMEM:
+                s = mma_v2(q_buf.load(op_a), kt, s_zero)
+            else:
+                s = mma_v2(q3, kt, s_zero)
         cta_barrier()         # every lane has read K: the buffer takes the K of the tile NBUF ahead
         copy_tile(k_buf.index(slot), k_ptr, off_next, t_next, end, offs_d, D)
 
-        s = gl.where((t0 + key_tile < end)[:, None, :], s * sm_scale_log2, float("-inf"))
-        p, m_i, l_i, acc = softmax_update(s, m_i, l_i, acc, 2)
-        p_a = gl.convert_layout(p.to(DOT_DTYPE), op_a)
+        s = gl.where(gl.expand_dims(t0 + key_tile < end, 3 - KEY_AXIS), s * sm_scale_log2, float("-inf"))
+        p, m_i, l_i, acc = softmax_update(s, m_i, l_i, acc, KEY_AXIS)
+        p_op = gl.convert_layout(p.to(DOT_DTYPE), op_b if SWAP else op_a)
 
         cp.wait_group(2 * NBUF - 1)     # this tile's V has landed; the K just issued may still be on the way
         cta_barrier()
-        if V_WIDEN:    # fp8: V's head dims are the dot's N, read 16 bytes a thread and widened, then placed
-            v = gl.convert_layout(v_buf.index(slot).load(cpl).to(DOT_DTYPE), op_b)
+        if SWAP:
+            if V_WIDEN:
+                vt = gl.convert_layout(gl.permute(v_buf.index(slot).load(cpl).to(DOT_DTYPE), (0, 2, 1)), op_a)
+            else:
+                vt = v_buf.index(slot).permute((0, 2, 1)).load(op_a).to(DOT_DTYPE)
+            acc = mma_v2(vt, p_op, acc)                                  # acc^T: [lanes, head dims, query heads]
         else:
-            v = v_buf.index(slot).load(op_b).to(DOT_DTYPE)
-        acc = mma_v2(p_a, v, acc)
+            if V_WIDEN:    # fp8: V's head dims are the dot's N, read 16 bytes a thread and widened, then placed
+                v = gl.convert_layout(v_buf.index(slot).load(cpl).to(DOT_DTYPE), op_b)
+            else:
+                v = v_buf.index(slot).load(op_b).to(DOT_DTYPE)
+            acc = mma_v2(p_op, v, acc)
         cta_barrier()         # every lane has read V
         copy_tile(v_buf.index(slot), v_ptr, off_next, t_next, end, offs_d, D)
         off_next = tile_offsets(bt_row, t_next + BLOCK_N, end, stride_kp, stride_kt, h_off, PAGE_SIZE)
     cp.wait_group(0)
 
     # the lanes' states merge once
-    m_all, l_all, o = merge_lanes(m_i, l_i, acc, 2)                                  # o: [rows, D]
-    has = l_all > 0.0
-    l_safe = gl.where(has, l_all, 1.0)
-    o_l: gl.constexpr = gl.SliceLayout(0, mma)
-    o = o / gl.convert_layout(l_safe, gl.SliceLayout(1, o_l))[:, None]
-    offs_go = gl.arange(0, BG, layout=gl.SliceLayout(1, o_l))
-    offs_do = gl.arange(0, D, layout=gl.SliceLayout(0, o_l))
-    rows = b * HQ + h * G + offs_go
-    mask_g = offs_go < G
-    o_mask = mask_g[:, None] & (offs_do < D)[None, :]
-    if WRITE_FINAL:
-        gl.store(out_ptr + rows.to(gl.int64)[:, None] * D + offs_do[None, :], o.to(out_ptr.dtype.element_ty),
-                 mask=o_mask)
-    else:
-        srow = (slot_offset + split).to(gl.int64) * rows_total + rows
-        gl.store(o_state_ptr + srow[:, None] * D + offs_do[None, :], o, mask=o_mask)
-        lse = gl.where(has, (m_all + gl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
-        offs_gl = gl.arange(0, BG, layout=gl.SliceLayout(0, row_l))
-        srow_l = (slot_offset + split).to(gl.int64) * rows_total + b * HQ + h * G + offs_gl
-        gl.store(lse_state_ptr + srow_l, lse, mask=offs_gl < G)
-        if FUSED_MERGE:     # the split that stores last merges the item's rows (no merge kernel after)
-            merge_if_last(counter_ptr, b * HKV + h, o_state_ptr, lse_state_ptr, out_ptr, b * HQ + h * G, rows_total,
-                          slot_offset, G, D, BG, WARPS)
+    m_all, l_all, o = merge_lanes(m_i, l_i, acc, KEY_AXIS)           # o: [rows, D], or [D, rows] transposed
+    store_item_rows(o, m_all, l_all, b * HQ + h * G, out_ptr, o_state_ptr, lse_state_ptr, rows_total,
+                    slot_offset + split, mma, row_l, KEY_AXIS - 1, G, D, BG, WRITE_FINAL)
+    if FUSED_MERGE:     # split (never WRITE_FINAL): the split that stores last merges the item's rows
+        merge_if_last(counter_ptr, b * HKV + h, o_state_ptr, lse_state_ptr, out_ptr, b * HQ + h * G, rows_total,
+                      slot_offset, G, D, BG, WARPS)
 
 
-def decode_kernel(swap: bool, q_per_kv: int):
-    """The untransposed kernel, or (swap) the transposed one (gluon_decode_swap), which holds 8 query heads at most."""
-    if not swap:
-        return gluon_decode_kernel
+def check_swap_heads(q_per_kv: int) -> None:
+    """Refuse more query heads per KV head than the transposed dots hold (ValueError)."""
     if q_per_kv > SWAP_MAX_G:
         raise ValueError(f"the transposed Gluon decode holds at most {SWAP_MAX_G} query heads per KV head, "
                          f"got {q_per_kv}")
-    return gluon_decode_swap_kernel
 
 
 def copy_threads(head_dim: int, elem_bytes: int) -> tuple[int, int, int]:
@@ -174,8 +186,11 @@ def copy_threads(head_dim: int, elem_bytes: int) -> tuple[int, int, int]:
 
 def gluon_decode_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, page_size: int, block_n: int,
                            warps: int, write_final: bool, dot_dtype, *, fp8: bool = False, nbuf: int = 1,
-                           q_smem: bool = False, v_widen: bool = False, fused_merge: bool = False) -> dict:
-    """The kernel's constexprs for one launch shape."""
+                           q_smem: bool = False, v_widen: bool = False, fused_merge: bool = False,
+                           swap: bool = False) -> dict:
+    """The kernel's constexprs for one launch shape (swap: the transposed dots)."""
+    if swap:
+        check_swap_heads(q_per_kv)
     if q_per_kv > BLOCK_G:
         raise ValueError(f"the Gluon decode holds at most {BLOCK_G} query heads per KV head, got {q_per_kv}")
     if block_n % (warps * 16):
@@ -184,7 +199,7 @@ def gluon_decode_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, page
     return dict(HKV=num_kv_heads, G=q_per_kv, D=head_dim, PAGE_SIZE=page_size, BLOCK_N=block_n,
                 WRITE_FINAL=write_final, WARPS=warps, COPY_TN=tn, COPY_TD=td, DOT_DTYPE=dot_dtype, NBUF=nbuf,
                 Q_SMEM=q_smem, K_WIDTH=4 if fp8 else 2, COPY_VEC=vec, V_WIDEN=fp8 and v_widen,
-                FUSED_MERGE=fused_merge and not write_final)
+                FUSED_MERGE=fused_merge and not write_final, SWAP=swap)
 
 
 def compile_gluon_decode(block_n: int = 64, warps: int = 4, *, head_dim: int = 128, q_per_kv: int = 4,
@@ -201,8 +216,8 @@ def compile_gluon_decode(block_n: int = 64, warps: int = 4, *, head_dim: int = 1
     fp8 = kv_dtype == "fp8"
     const = gluon_decode_constants(8, q_per_kv, head_dim, 16, block_n, warps, write_final,
                                    tl.float16 if fp8 else tl.bfloat16, fp8=fp8, nbuf=nbuf, q_smem=q_smem,
-                                   v_widen=v_widen, fused_merge=fused_merge)
-    return compile_gluon(decode_kernel(swap, q_per_kv), names, kv_dtype, const, warps=warps, maxnreg=maxnreg,
+                                   v_widen=v_widen, fused_merge=fused_merge, swap=swap)
+    return compile_gluon(gluon_decode_kernel, names, kv_dtype, const, warps=warps, maxnreg=maxnreg,
                          arch=arch)
 
 

@@ -28,6 +28,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
+from cascade_plan.own_kernel_launch import persistent_programs
 from kernels_probe.attention.gluon_common import (
     async_copy_to_shared,
     copy_tile,
@@ -35,10 +36,10 @@ from kernels_probe.attention.gluon_common import (
     lane_keys,
     merge_lanes,
     softmax_update,
-    store_final_rows,
+    store_item_rows,
     tile_offsets,
 )
-from kernels_probe.attention.gluon_decode_swap import SWAP_MAX_G
+from kernels_probe.attention.gluon_decode import check_swap_heads
 
 
 @gluon.jit
@@ -88,7 +89,7 @@ def gluon_decode_persist_kernel(
     K_WIDTH: gl.constexpr, COPY_VEC: gl.constexpr, Q_VEC: gl.constexpr, Q_TN: gl.constexpr, Q_TD: gl.constexpr,
     SWAP: gl.constexpr, Q_LANES: gl.constexpr,
 ):
-    # SWAP: gluon_decode_swap's transposed dots (S^T = K q^T, acc^T += V^T P^T, query heads padded to 8, one MMA's
+    # SWAP: gluon_decode's transposed dots (S^T = K q^T, acc^T += V^T P^T, query heads padded to 8, one MMA's
     # N); otherwise gluon_decode's (query heads padded to 16, one MMA's M). A1 x A2: the accumulator, S1 x S2: S
     BG: gl.constexpr = 8 if SWAP else 16
     NW: gl.constexpr = BLOCK_N // WARPS
@@ -197,7 +198,8 @@ def gluon_decode_persist_kernel(
             step += 1
         # the item's lanes merge, its rows are stored, the state starts again
         m_all, l_all, o = merge_lanes(m_i, l_i, acc, KEY_AXIS)
-        store_final_rows(o, l_all, out_ptr, (it // HKV) * HQ + (it % HKV) * G, mma, KEY_AXIS - 1, G, D, BG)
+        store_item_rows(o, m_all, l_all, (it // HKV) * HQ + (it % HKV) * G, out_ptr, out_ptr, out_ptr, 0, it * 0,
+                        mma, row_l, KEY_AXIS - 1, G, D, BG, True)     # final rows: no state pointers read
         m_i = gl.full([WARPS, BG], float("-inf"), gl.float32, row_l)
         l_i = gl.zeros([WARPS, BG], gl.float32, row_l)
         acc = gl.zeros([WARPS, A1, A2], gl.float32, mma)
@@ -223,9 +225,8 @@ def gluon_persist_constants(num_kv_heads: int, q_per_kv: int, head_dim: int, pag
     keep = ("HKV", "G", "D", "PAGE_SIZE", "BLOCK_N", "WARPS", "COPY_TN", "COPY_TD", "DOT_DTYPE", "NBUF", "K_WIDTH",
             "COPY_VEC")
     q_vec, q_tn, q_td = copy_threads(head_dim, 2)
-    if swap and q_per_kv > SWAP_MAX_G:
-        raise ValueError(f"the transposed Gluon decode holds at most {SWAP_MAX_G} query heads per KV head, "
-                         f"got {q_per_kv}")
+    if swap:
+        check_swap_heads(q_per_kv)
     return {**{k: base[k] for k in keep}, "Q_VEC": q_vec, "Q_TN": q_tn, "Q_TD": q_td, "SWAP": swap,
             "Q_LANES": persist_q_lanes(head_dim, swap, nbuf) if q_lanes is None else q_lanes}
 
@@ -252,6 +253,14 @@ def compile_gluon_persist(block_n: int = 64, warps: int = 4, *, head_dim: int = 
     const = gluon_persist_constants(8, q_per_kv, head_dim, 16, block_n, warps, tl.float16 if fp8 else tl.bfloat16,
                                     fp8=fp8, nbuf=nbuf, swap=swap, q_lanes=q_lanes)
     return compile_gluon(gluon_decode_persist_kernel, PERSIST_ARGS, kv_dtype, const, warps=warps, arch=arch)
+
+
+def capped_programs(args: tuple, const: dict, launch_opts: dict, items: int, sm_count: int, per_sm: int) -> int:
+    """The persistent launch's program count (persistent_programs) for `items` items at per_sm programs an SM, but
+    no more an SM than it holds: the kernel is compiled (not run) for these arguments, constexprs and launch options
+    to read its registers and shared memory."""
+    compiled = gluon_decode_persist_kernel.warmup(*args, grid=(1,), **const, **launch_opts)
+    return persistent_programs(items, sm_count, resident_per_sm(compiled, launch_opts["num_warps"], per_sm))
 
 
 def resident_per_sm(compiled, warps: int, per_sm: int) -> int:

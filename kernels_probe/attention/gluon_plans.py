@@ -5,11 +5,11 @@ benchmarks/decode_gluon_check.py times. The probe's launches reach the kernel th
 from __future__ import annotations
 
 from cascade_plan.own_kernel_launch import persistent_programs
-from kernels_probe.attention.gluon_decode import decode_kernel, gluon_decode_constants
+from kernels_probe.attention.gluon_decode import gluon_decode_constants, gluon_decode_kernel
 from kernels_probe.attention.gluon_decode_persist import (
+    capped_programs,
     gluon_decode_persist_kernel,
     gluon_persist_constants,
-    resident_per_sm,
 )
 
 
@@ -52,9 +52,9 @@ class GluonDecode:
                                                  swap=swap, q_lanes=q_lanes)
             self.states = self.merge = None
             return
-        self.kernel = decode_kernel(swap, HQ // HKV)
         self.const = gluon_decode_constants(HKV, HQ // HKV, D, PS, block_n, warps, self.splits == 1, dt, fp8=fp8,
-                                            nbuf=nbuf, q_smem=q_smem, v_widen=v_widen, fused_merge=fused_merge)
+                                            nbuf=nbuf, q_smem=q_smem, v_widen=v_widen, fused_merge=fused_merge,
+                                            swap=swap)
         self.states = StateBuffer(self.splits, self.rows, D, q.device) if self.splits > 1 else None
         self.merge = (MergePlan(self.states, out.view(self.rows, D), sm_count=sm_count)
                       if self.states is not None and not self.const["FUSED_MERGE"] else None)
@@ -67,15 +67,14 @@ class GluonDecode:
             args = (self.q, self.k, self.v, self.bt, self.seq_lens, self.out, self.scale_log2, self.bt.stride(0),
                     self.k.stride(0), self.k.stride(1), self.k.stride(2), self.grid_items)
             if not self.capped:
-                compiled = gluon_decode_persist_kernel.warmup(*args, grid=(1,), **self.const, **self.launch_opts)
-                per_sm = resident_per_sm(compiled, self.warps, self.persist)
-                self.programs = persistent_programs(self.grid_items, self.sm_count, per_sm)
+                self.programs = capped_programs(args, self.const, self.launch_opts, self.grid_items, self.sm_count,
+                                                self.persist)
                 self.capped = True
             gluon_decode_persist_kernel[(self.programs,)](*args, **self.const, **self.launch_opts)
             return self.out
         o_state = self.states.o if self.states is not None else self._dummy
         lse_state = self.states.lse if self.states is not None else self._dummy
-        self.kernel[(self.grid_items, self.splits)](
+        gluon_decode_kernel[(self.grid_items, self.splits)](
             self.q, self.k, self.v, self.bt, self.seq_lens, o_state, lse_state, self.out, self.counts, self.scale_log2,
             self.bt.stride(0), self.k.stride(0), self.k.stride(1), self.k.stride(2), self.rows, 0, self.tps,
             **self.const, **self.launch_opts)

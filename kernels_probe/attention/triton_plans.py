@@ -155,7 +155,7 @@ class DecodePlan:
         # the persistent Gluon kernel's programs (0: one program per work item), capped at the first launch
         self.gluon_programs, self.gluon_capped, self.sm_count = 0, False, sm_count
         if self.gluon:
-            from kernels_probe.attention.gluon_decode import decode_kernel, gluon_decode_constants
+            from kernels_probe.attention.gluon_decode import gluon_decode_constants
             from kernels_probe.attention.gluon_decode_persist import gluon_persist_constants
 
             self.block_n, self.warps, swap = gluon_decode_tile(D)
@@ -166,8 +166,8 @@ class DecodePlan:
                 self.gluon_const = gluon_persist_constants(HKV, self.G, D, PS, self.block_n, self.warps, dt,
                                                            swap=swap)
             else:
-                self.gluon_kernel = decode_kernel(swap, self.G)
-                self.gluon_const = gluon_decode_constants(HKV, self.G, D, PS, self.block_n, self.warps, True, dt)
+                self.gluon_const = gluon_decode_constants(HKV, self.G, D, PS, self.block_n, self.warps, True, dt,
+                                                          swap=swap)
 
     def launch_partial(self, warmup: bool = False):
         if self.gluon:
@@ -196,21 +196,20 @@ class DecodePlan:
 
     def _launch_gluon(self, warmup: bool):
         """The unsplit launch decode_gluon takes: every program writes its rows of `out` (no states, no merge)."""
-        from kernels_probe.attention.gluon_decode_persist import gluon_decode_persist_kernel, resident_per_sm
+        from kernels_probe.attention.gluon_decode import gluon_decode_kernel
+        from kernels_probe.attention.gluon_decode_persist import capped_programs, gluon_decode_persist_kernel
 
         if self.gluon_programs:
             args = (self.q, self.k, self.v, self.bt, self.seq_lens, self.out, self.scale_log2, self.bt.stride(0),
                     *self.k.stride()[:3], self.work_items)
             if not self.gluon_capped:     # no more programs an SM than it holds, once the registers are known
-                compiled = gluon_decode_persist_kernel.warmup(*args, grid=(1,), **self.gluon_const,
-                                                              num_warps=self.warps)
-                per_sm = resident_per_sm(compiled, self.warps, self.tune.decode_gluon_persist)
-                self.gluon_programs = persistent_programs(self.work_items, self.sm_count, per_sm)
+                self.gluon_programs = capped_programs(args, self.gluon_const, {"num_warps": self.warps},
+                                                      self.work_items, self.sm_count, self.tune.decode_gluon_persist)
                 self.gluon_capped = True
             _launch(gluon_decode_persist_kernel, (self.gluon_programs,), warmup, *args, **self.gluon_const,
                     num_warps=self.warps)
             return
-        _launch(self.gluon_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
+        _launch(gluon_decode_kernel, (self.work_items, 1), warmup, self.q, self.k, self.v, self.bt, self.seq_lens,
                 self.out, self.out, self.out, self.out, self.scale_log2, self.bt.stride(0), *self.k.stride()[:3],
                 self.B * self.HQ, self.slot_offset, self.tps, **self.gluon_const, num_warps=self.warps)
 
